@@ -1,0 +1,223 @@
+//! Element types: plain numeric types, packed 4-bit integers, and the
+//! block-quantized storage types consumed by quantized matmul.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// The element type of a tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DType {
+    Bool,
+    I8,
+    U8,
+    I16,
+    I32,
+    I64,
+    F16,
+    BF16,
+    F32,
+    F64,
+    /// Complex number of two f32 (re, im).
+    C64,
+    /// Signed 4-bit integers, two per byte (low nibble first).
+    I4,
+    /// Unsigned 4-bit integers, two per byte (low nibble first).
+    U4,
+    /// GGUF block quantization schemes (32-element blocks).
+    Q4_0,
+    Q4_1,
+    Q5_0,
+    Q5_1,
+    Q8_0,
+    /// GGUF k-quants (256-element super-blocks).
+    Q2K,
+    Q3K,
+    Q4K,
+    Q5K,
+    Q6K,
+    /// OCP microscaling formats: 32 elements share one E8M0 scale.
+    Mxfp4,
+    Mxfp8,
+}
+
+/// How a dtype is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Storage {
+    /// One element per `size` bytes.
+    Plain { size: usize },
+    /// `block` elements packed into `bytes` bytes.
+    Block { block: usize, bytes: usize },
+}
+
+impl DType {
+    /// Every dtype, in declaration order.
+    pub const ALL: [DType; 25] = [
+        DType::Bool,
+        DType::I8,
+        DType::U8,
+        DType::I16,
+        DType::I32,
+        DType::I64,
+        DType::F16,
+        DType::BF16,
+        DType::F32,
+        DType::F64,
+        DType::C64,
+        DType::I4,
+        DType::U4,
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q8_0,
+        DType::Q2K,
+        DType::Q3K,
+        DType::Q4K,
+        DType::Q5K,
+        DType::Q6K,
+        DType::Mxfp4,
+        DType::Mxfp8,
+    ];
+
+    /// The name used in the text IR and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::Bool => "bool",
+            DType::I8 => "i8",
+            DType::U8 => "u8",
+            DType::I16 => "i16",
+            DType::I32 => "i32",
+            DType::I64 => "i64",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+            DType::C64 => "c64",
+            DType::I4 => "i4",
+            DType::U4 => "u4",
+            DType::Q4_0 => "q4_0",
+            DType::Q4_1 => "q4_1",
+            DType::Q5_0 => "q5_0",
+            DType::Q5_1 => "q5_1",
+            DType::Q8_0 => "q8_0",
+            DType::Q2K => "q2_k",
+            DType::Q3K => "q3_k",
+            DType::Q4K => "q4_k",
+            DType::Q5K => "q5_k",
+            DType::Q6K => "q6_k",
+            DType::Mxfp4 => "mxfp4",
+            DType::Mxfp8 => "mxfp8",
+        }
+    }
+
+    pub fn storage(self) -> Storage {
+        use DType::*;
+        match self {
+            Bool | I8 | U8 => Storage::Plain { size: 1 },
+            I16 | F16 | BF16 => Storage::Plain { size: 2 },
+            I32 | F32 => Storage::Plain { size: 4 },
+            I64 | F64 | C64 => Storage::Plain { size: 8 },
+            I4 | U4 => Storage::Block { block: 2, bytes: 1 },
+            Q4_0 => Storage::Block { block: 32, bytes: 18 },
+            Q4_1 => Storage::Block { block: 32, bytes: 20 },
+            Q5_0 => Storage::Block { block: 32, bytes: 22 },
+            Q5_1 => Storage::Block { block: 32, bytes: 24 },
+            Q8_0 => Storage::Block { block: 32, bytes: 34 },
+            Q2K => Storage::Block { block: 256, bytes: 84 },
+            Q3K => Storage::Block { block: 256, bytes: 110 },
+            Q4K => Storage::Block { block: 256, bytes: 144 },
+            Q5K => Storage::Block { block: 256, bytes: 176 },
+            Q6K => Storage::Block { block: 256, bytes: 210 },
+            Mxfp4 => Storage::Block { block: 32, bytes: 17 },
+            Mxfp8 => Storage::Block { block: 32, bytes: 33 },
+        }
+    }
+
+    /// Bytes needed for `numel` elements, or `None` when `numel` is not a
+    /// whole number of blocks.
+    pub fn storage_bytes(self, numel: usize) -> Option<usize> {
+        match self.storage() {
+            Storage::Plain { size } => Some(size * numel),
+            Storage::Block { block, bytes } => {
+                (numel % block == 0).then_some(numel / block * bytes)
+            }
+        }
+    }
+
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+    }
+    pub fn is_int(self) -> bool {
+        matches!(
+            self,
+            DType::I8 | DType::U8 | DType::I16 | DType::I32 | DType::I64
+        )
+    }
+    pub fn is_signed_int(self) -> bool {
+        matches!(self, DType::I8 | DType::I16 | DType::I32 | DType::I64)
+    }
+    pub fn is_complex(self) -> bool {
+        self == DType::C64
+    }
+    /// A block-quantized or packed type: usable only by quantized ops.
+    pub fn is_quantized(self) -> bool {
+        matches!(self.storage(), Storage::Block { .. })
+    }
+    /// Plain numeric types (not bool, not complex, not quantized).
+    pub fn is_numeric(self) -> bool {
+        self.is_float() || self.is_int()
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for DType {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for DType {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl FromStr for DType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        DType::ALL
+            .iter()
+            .copied()
+            .find(|d| d.name() == s)
+            .ok_or_else(|| format!("unknown dtype `{s}`"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for d in DType::ALL {
+            assert_eq!(d.name().parse::<DType>().unwrap(), d);
+            let json = serde_json::to_string(&d).unwrap();
+            assert_eq!(json, format!("\"{}\"", d.name()));
+        }
+    }
+
+    #[test]
+    fn block_sizes_match_gguf() {
+        // ggml's documented block layouts: Q4_0 = f16 scale + 16 bytes of nibbles.
+        assert_eq!(DType::Q4_0.storage_bytes(64), Some(36));
+        assert_eq!(DType::Q6K.storage_bytes(256), Some(210));
+        assert_eq!(DType::Q4_0.storage_bytes(33), None);
+    }
+}

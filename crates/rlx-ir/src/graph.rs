@@ -1,0 +1,281 @@
+//! MIR: an SSA graph of op nodes over typed values, kept in topological
+//! order in one arena. Built with [`GraphBuilder`], checked by
+//! [`Graph::verify`], printed and parsed by `text`, serialized as JSON.
+
+use crate::attr::{Attr, Attrs};
+use crate::dtype::DType;
+use crate::error::IrError;
+use crate::op::{InferCx, Op};
+use crate::shape::{Shape, TensorType};
+use crate::tensor::HostTensor;
+use serde::{Deserialize, Serialize};
+
+/// An SSA value: a graph input or one output of a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ValueId(pub u32);
+
+impl ValueId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Where a value comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ValueDef {
+    Input(usize),
+    Node { node: usize, output: usize },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Value {
+    pub ty: TensorType,
+    /// A user-facing name (graph inputs always have one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub def: ValueDef,
+}
+
+/// One op application.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    pub op: Op,
+    pub inputs: Vec<ValueId>,
+    pub outputs: Vec<ValueId>,
+    #[serde(default, skip_serializing_if = "Attrs::is_empty")]
+    pub attrs: Attrs,
+    /// Where this node came from (an HIR block path), for diagnostics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+}
+
+/// A MIR graph. Nodes are in topological order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Graph {
+    pub name: String,
+    pub values: Vec<Value>,
+    pub nodes: Vec<Node>,
+    pub inputs: Vec<ValueId>,
+    pub outputs: Vec<ValueId>,
+}
+
+impl Graph {
+    pub fn ty(&self, v: ValueId) -> &TensorType {
+        &self.values[v.index()].ty
+    }
+    pub fn input_types(&self) -> Vec<TensorType> {
+        self.inputs.iter().map(|&v| self.ty(v).clone()).collect()
+    }
+    pub fn output_types(&self) -> Vec<TensorType> {
+        self.outputs.iter().map(|&v| self.ty(v).clone()).collect()
+    }
+
+    /// Check every invariant: SSA order, arity, attribute schemas, and that
+    /// each node's recorded output types are what its op infers.
+    pub fn verify(&self) -> Result<(), IrError> {
+        let mut defined = vec![false; self.values.len()];
+        for (i, &v) in self.inputs.iter().enumerate() {
+            let val = self
+                .values
+                .get(v.index())
+                .ok_or_else(|| IrError::msg(format!("graph input {i} refers to missing value %{}", v.0)))?;
+            if val.def != ValueDef::Input(i) {
+                return Err(IrError::msg(format!("value %{} is listed as input {i} but not defined as one", v.0)));
+            }
+            defined[v.index()] = true;
+        }
+        for (n, node) in self.nodes.iter().enumerate() {
+            let err = |msg: String| IrError::Node { node: n, op: node.op.name().into(), msg };
+            for (k, &inp) in node.inputs.iter().enumerate() {
+                if !defined.get(inp.index()).copied().unwrap_or(false) {
+                    return Err(err(format!("input {k} (%{}) is used before it is defined", inp.0)));
+                }
+            }
+            let in_types: Vec<TensorType> = node.inputs.iter().map(|&v| self.ty(v).clone()).collect();
+            let attrs = node.attrs.clone().normalize(node.op.name(), node.op.attrs)?;
+            let kinds = |a: &Attrs| a.0.iter().map(|(k, v)| (k.clone(), v.kind())).collect::<Vec<_>>();
+            if kinds(&attrs) != kinds(&node.attrs) {
+                return Err(err("attributes are not normalized (defaults missing)".into()));
+            }
+            let out = infer(node.op, &in_types, &node.attrs).map_err(err)?;
+            if out.len() != node.outputs.len() {
+                return Err(err(format!("op produces {} outputs, node lists {}", out.len(), node.outputs.len())));
+            }
+            for (k, (&ov, want)) in node.outputs.iter().zip(&out).enumerate() {
+                let val = self.values.get(ov.index()).ok_or_else(|| err(format!("output {k} refers to a missing value")))?;
+                if &val.ty != want {
+                    return Err(err(format!("output {k} is recorded as {}, but the op infers {want}", val.ty)));
+                }
+                if val.def != (ValueDef::Node { node: n, output: k }) || defined[ov.index()] {
+                    return Err(err(format!("output {k} (%{}) is defined twice", ov.0)));
+                }
+                defined[ov.index()] = true;
+            }
+            for (name, a) in &node.attrs.0 {
+                if let Attr::Graph(g) = a {
+                    g.verify().map_err(|e| err(format!("in sub-graph `{name}`: {e}")))?;
+                }
+            }
+        }
+        for (i, &o) in self.outputs.iter().enumerate() {
+            if !defined.get(o.index()).copied().unwrap_or(false) {
+                return Err(IrError::msg(format!("graph output {i} (%{}) is never defined", o.0)));
+            }
+        }
+        Ok(())
+    }
+
+    /// A stable JSON form (see docs/ARCHITECTURE.md).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+
+    pub fn from_json(v: &serde_json::Value) -> Result<Graph, IrError> {
+        let g: Graph = serde_json::from_value(v.clone()).map_err(|e| IrError::msg(format!("bad graph JSON: {e}")))?;
+        g.verify()?;
+        Ok(g)
+    }
+
+    /// Number of nodes per op name.
+    pub fn op_histogram(&self) -> std::collections::BTreeMap<&'static str, usize> {
+        let mut h = std::collections::BTreeMap::new();
+        for n in &self.nodes {
+            *h.entry(n.op.name()).or_insert(0) += 1;
+        }
+        h
+    }
+}
+
+/// Run an op's type rule, first checking arity and the first input's dtype.
+pub fn infer(op: Op, inputs: &[TensorType], attrs: &Attrs) -> Result<Vec<TensorType>, String> {
+    if !op.arity.admits(inputs.len()) {
+        return Err(format!("takes {} inputs, got {}", op.arity, inputs.len()));
+    }
+    if let Some(first) = inputs.first() {
+        if !op.dtypes.is_empty() && !op.dtypes.contains(&first.dtype) {
+            let names: Vec<_> = op.dtypes.iter().map(|d| d.name()).collect();
+            return Err(format!("input 0 has dtype {}, expected one of {}", first.dtype, names.join(", ")));
+        }
+    }
+    (op.infer)(&InferCx { op: op.name(), inputs, attrs })
+}
+
+/// Appends nodes in topological order, inferring types as it goes, so a
+/// finished graph is valid by construction.
+#[derive(Clone, Debug)]
+pub struct GraphBuilder {
+    graph: Graph,
+    origin: Option<String>,
+}
+
+impl GraphBuilder {
+    pub fn new(name: impl Into<String>) -> Self {
+        GraphBuilder {
+            graph: Graph { name: name.into(), values: vec![], nodes: vec![], inputs: vec![], outputs: vec![] },
+            origin: None,
+        }
+    }
+
+    /// Set the origin recorded on the nodes that follow (HIR block path).
+    pub fn set_origin(&mut self, origin: Option<String>) {
+        self.origin = origin;
+    }
+
+    pub fn input(&mut self, name: impl Into<String>, ty: TensorType) -> ValueId {
+        let id = ValueId(self.graph.values.len() as u32);
+        let k = self.graph.inputs.len();
+        self.graph.values.push(Value { ty, name: Some(name.into()), def: ValueDef::Input(k) });
+        self.graph.inputs.push(id);
+        id
+    }
+
+    pub fn ty(&self, v: ValueId) -> &TensorType {
+        self.graph.ty(v)
+    }
+    pub fn dtype(&self, v: ValueId) -> DType {
+        self.graph.ty(v).dtype
+    }
+    pub fn shape(&self, v: ValueId) -> &Shape {
+        &self.graph.ty(v).shape
+    }
+
+    /// Name a value (shown in the text IR).
+    pub fn name_value(&mut self, v: ValueId, name: impl Into<String>) {
+        self.graph.values[v.index()].name = Some(name.into());
+    }
+
+    /// Append a node of `op`; returns its outputs.
+    pub fn op(&mut self, op: &str, inputs: &[ValueId], attrs: Attrs) -> Result<Vec<ValueId>, IrError> {
+        let op = Op::named(op)?;
+        self.push(op, inputs, attrs)
+    }
+
+    /// Append a node with exactly one output.
+    pub fn op1(&mut self, op: &str, inputs: &[ValueId], attrs: Attrs) -> Result<ValueId, IrError> {
+        let outs = self.op(op, inputs, attrs)?;
+        match outs.as_slice() {
+            [v] => Ok(*v),
+            _ => Err(IrError::msg(format!("`{op}` has {} outputs, expected one", outs.len()))),
+        }
+    }
+
+    pub fn push(&mut self, op: Op, inputs: &[ValueId], attrs: Attrs) -> Result<Vec<ValueId>, IrError> {
+        let n = self.graph.nodes.len();
+        let node_err = |msg: String| IrError::Node { node: n, op: op.name().into(), msg };
+        for (k, v) in inputs.iter().enumerate() {
+            if v.index() >= self.graph.values.len() {
+                return Err(node_err(format!("input {k} (%{}) does not exist in this graph", v.0)));
+            }
+        }
+        let attrs = attrs.normalize(op.name(), op.attrs)?;
+        let in_types: Vec<TensorType> = inputs.iter().map(|&v| self.graph.ty(v).clone()).collect();
+        let out_types = infer(op, &in_types, &attrs).map_err(node_err)?;
+        let mut outputs = Vec::with_capacity(out_types.len());
+        for (k, ty) in out_types.into_iter().enumerate() {
+            let id = ValueId(self.graph.values.len() as u32);
+            self.graph.values.push(Value { ty, name: None, def: ValueDef::Node { node: n, output: k } });
+            outputs.push(id);
+        }
+        self.graph.nodes.push(Node { op, inputs: inputs.to_vec(), outputs: outputs.clone(), attrs, origin: self.origin.clone() });
+        Ok(outputs)
+    }
+
+    /// A constant tensor.
+    pub fn constant(&mut self, t: HostTensor) -> Result<ValueId, IrError> {
+        self.op1("constant", &[], Attrs::new().with("value", t))
+    }
+
+    /// A scalar constant of `dtype`.
+    pub fn scalar(&mut self, v: f64, dtype: DType) -> Result<ValueId, IrError> {
+        self.constant(HostTensor::from_f64(dtype, Shape::scalar(), vec![v])?)
+    }
+
+    pub fn unary(&mut self, op: &str, x: ValueId) -> Result<ValueId, IrError> {
+        self.op1(op, &[x], Attrs::new())
+    }
+    pub fn binary(&mut self, op: &str, a: ValueId, b: ValueId) -> Result<ValueId, IrError> {
+        self.op1(op, &[a, b], Attrs::new())
+    }
+    /// Reduce over `axes`, keeping reduced dims as 1.
+    pub fn reduce_keep(&mut self, op: &str, x: ValueId, axes: &[i64]) -> Result<ValueId, IrError> {
+        self.op1(op, &[x], Attrs::new().with("axes", axes.to_vec()).with("keepdim", true))
+    }
+
+    pub fn set_outputs(&mut self, outputs: &[ValueId]) {
+        self.graph.outputs = outputs.to_vec();
+    }
+
+    /// Finish with `outputs` and verify.
+    pub fn finish(mut self, outputs: &[ValueId]) -> Result<Graph, IrError> {
+        self.graph.outputs = outputs.to_vec();
+        self.graph.verify()?;
+        Ok(self.graph)
+    }
+
+    /// The graph so far (unverified outputs).
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+}

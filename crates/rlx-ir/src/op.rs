@@ -1,0 +1,210 @@
+//! The op definition: everything the IR knows about one op kind lives in
+//! one `OpDef` — its inputs, attribute schema, type inference (which is
+//! also its verifier), its decomposition into primitives when it is a fused
+//! op, and whether it is differentiable. Printing and parsing are generic
+//! over the schema, so an op needs no printer of its own.
+//!
+//! Built-in ops are declared in `ops/*`; downstream crates add their own
+//! with [`register_op`].
+
+use crate::attr::{AttrSpec, Attrs};
+use crate::dtype::DType;
+use crate::error::IrError;
+use crate::graph::{GraphBuilder, ValueId};
+use crate::shape::TensorType;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{OnceLock, RwLock};
+
+/// What the op's type rule sees.
+pub struct InferCx<'a> {
+    pub op: &'a str,
+    pub inputs: &'a [TensorType],
+    pub attrs: &'a Attrs,
+}
+
+/// Type inference and verification: output types, or why the node is wrong.
+pub type InferFn = fn(&InferCx) -> Result<Vec<TensorType>, String>;
+
+/// Rewrites a fused op into primitive ops appended to the builder.
+pub type DecomposeFn = fn(&mut GraphBuilder, &[ValueId], &Attrs) -> Result<Vec<ValueId>, IrError>;
+
+/// The family an op belongs to (for listing and for backends' claims).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    Unary,
+    Binary,
+    Ternary,
+    Reduce,
+    Linalg,
+    Conv,
+    Pool,
+    Shape,
+    Index,
+    Cumulative,
+    Sort,
+    Fft,
+    Random,
+    Control,
+    Recurrent,
+    Fused,
+    Quant,
+    Misc,
+    Custom,
+}
+
+/// How many inputs an op takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Arity {
+    Exact(usize),
+    Between(usize, usize),
+    AtLeast(usize),
+}
+
+impl Arity {
+    pub fn admits(self, n: usize) -> bool {
+        match self {
+            Arity::Exact(k) => n == k,
+            Arity::Between(a, b) => (a..=b).contains(&n),
+            Arity::AtLeast(a) => n >= a,
+        }
+    }
+}
+
+impl fmt::Display for Arity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Arity::Exact(k) => write!(f, "{k}"),
+            Arity::Between(a, b) => write!(f, "{a}-{b}"),
+            Arity::AtLeast(a) => write!(f, "{a}+"),
+        }
+    }
+}
+
+/// Whether and how an op is differentiated (the autodiff issue adds rules).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Grad {
+    Differentiable,
+    /// Integer/boolean results or piecewise-constant: no gradient flows.
+    NotDifferentiable,
+}
+
+/// The one definition of an op kind.
+#[derive(Clone, Copy)]
+pub struct OpDef {
+    pub name: &'static str,
+    pub category: Category,
+    pub arity: Arity,
+    /// Element types admitted for the first input (the others are checked by `infer`).
+    pub dtypes: &'static [DType],
+    pub attrs: &'static [AttrSpec],
+    pub infer: InferFn,
+    /// Present exactly for fused ops.
+    pub decompose: Option<DecomposeFn>,
+    pub grad: Grad,
+    pub doc: &'static str,
+}
+
+impl OpDef {
+    pub fn is_fused(&self) -> bool {
+        self.decompose.is_some()
+    }
+}
+
+impl fmt::Debug for OpDef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "OpDef({})", self.name)
+    }
+}
+
+/// A reference to a registered op; compares and serializes by name.
+#[derive(Clone, Copy)]
+pub struct Op(pub &'static OpDef);
+
+impl Op {
+    /// Look an op up by name.
+    pub fn named(name: &str) -> Result<Op, IrError> {
+        lookup(name).map(Op).ok_or_else(|| IrError::UnknownOp(name.into()))
+    }
+    pub fn name(&self) -> &'static str {
+        self.0.name
+    }
+    pub fn def(&self) -> &'static OpDef {
+        self.0
+    }
+}
+
+impl std::ops::Deref for Op {
+    type Target = OpDef;
+    fn deref(&self) -> &OpDef {
+        self.0
+    }
+}
+
+impl PartialEq for Op {
+    fn eq(&self, o: &Op) -> bool {
+        self.0.name == o.0.name
+    }
+}
+impl Eq for Op {}
+
+impl fmt::Debug for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0.name)
+    }
+}
+
+impl Serialize for Op {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0.name)
+    }
+}
+
+impl<'de> Deserialize<'de> for Op {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Op::named(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+fn registry() -> &'static RwLock<BTreeMap<&'static str, &'static OpDef>> {
+    static REG: OnceLock<RwLock<BTreeMap<&'static str, &'static OpDef>>> = OnceLock::new();
+    REG.get_or_init(|| {
+        let mut m = BTreeMap::new();
+        for def in crate::ops::builtin() {
+            let prev = m.insert(def.name, def);
+            assert!(prev.is_none(), "built-in op `{}` defined twice", def.name);
+        }
+        RwLock::new(m)
+    })
+}
+
+/// The op registered under `name`.
+pub fn lookup(name: &str) -> Option<&'static OpDef> {
+    registry().read().ok()?.get(name).copied()
+}
+
+/// Every registered op, sorted by name.
+pub fn all_ops() -> Vec<&'static OpDef> {
+    registry()
+        .read()
+        .map(|m| m.values().copied().collect())
+        .unwrap_or_default()
+}
+
+/// Register a custom op. Its name must be new; the definition lives for the
+/// rest of the process.
+pub fn register_op(def: OpDef) -> Result<Op, IrError> {
+    let mut reg = registry()
+        .write()
+        .map_err(|_| IrError::msg("op registry lock poisoned"))?;
+    if reg.contains_key(def.name) {
+        return Err(IrError::DuplicateOp(def.name.into()));
+    }
+    let def: &'static OpDef = Box::leak(Box::new(def));
+    reg.insert(def.name, def);
+    Ok(Op(def))
+}

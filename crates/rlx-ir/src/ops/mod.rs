@@ -1,0 +1,145 @@
+//! The built-in op set, one module per family. Each entry in a family's
+//! table is the complete definition of that op (see [`crate::op::OpDef`]).
+
+mod control;
+mod elementwise;
+mod fused;
+mod index;
+mod linalg;
+mod misc;
+mod reduce;
+mod shape;
+mod signal;
+
+pub use elementwise::ELEMENTWISE;
+
+use crate::attr::{AttrSpec, Attrs};
+use crate::dtype::DType;
+use crate::op::{Arity, Category, DecomposeFn, Grad, InferCx, InferFn, OpDef};
+use crate::shape::{broadcast_shapes, normalize_axis, Shape, TensorType};
+
+/// Every built-in op definition.
+pub fn builtin() -> impl Iterator<Item = &'static OpDef> {
+    [
+        elementwise::ELEMENTWISE,
+        reduce::REDUCE,
+        linalg::LINALG,
+        shape::SHAPE,
+        index::INDEX,
+        signal::SIGNAL,
+        control::CONTROL,
+        fused::FUSED,
+        misc::MISC,
+    ]
+    .into_iter()
+    .flatten()
+}
+
+use DType::*;
+pub(crate) const FLOAT: &[DType] = &[F16, BF16, F32, F64];
+pub(crate) const INT: &[DType] = &[I8, U8, I16, I32, I64];
+pub(crate) const NUMERIC: &[DType] = &[I8, U8, I16, I32, I64, F16, BF16, F32, F64];
+pub(crate) const SIGNED: &[DType] = &[I8, I16, I32, I64, F16, BF16, F32, F64];
+pub(crate) const INT_BOOL: &[DType] = &[Bool, I8, U8, I16, I32, I64];
+pub(crate) const BOOL: &[DType] = &[Bool];
+pub(crate) const PLAIN: &[DType] = &[Bool, I8, U8, I16, I32, I64, F16, BF16, F32, F64];
+/// Movement ops take any plain element, complex included.
+pub(crate) const MOVABLE: &[DType] = &[Bool, I8, U8, I16, I32, I64, F16, BF16, F32, F64, C64];
+pub(crate) const COMPLEX: &[DType] = &[C64];
+pub(crate) const INDEX_TYPES: &[DType] = &[I32, I64];
+
+/// Table-entry constructor: every field spelled out once.
+#[allow(clippy::too_many_arguments)]
+pub(crate) const fn def(
+    name: &'static str,
+    category: Category,
+    arity: Arity,
+    dtypes: &'static [DType],
+    attrs: &'static [AttrSpec],
+    infer: InferFn,
+    decompose: Option<DecomposeFn>,
+    grad: Grad,
+    doc: &'static str,
+) -> OpDef {
+    OpDef { name, category, arity, dtypes, attrs, infer, decompose, grad, doc }
+}
+
+pub(crate) type R = Result<Vec<TensorType>, String>;
+
+pub(crate) fn one(ty: TensorType) -> R {
+    Ok(vec![ty])
+}
+
+/// Output has the type of input 0.
+pub(crate) fn same(cx: &InferCx) -> R {
+    one(cx.inputs[0].clone())
+}
+
+/// Output is bool with the shape of input 0.
+pub(crate) fn to_bool(cx: &InferCx) -> R {
+    one(TensorType::new(Bool, cx.inputs[0].shape.clone()))
+}
+
+/// All inputs share a dtype; the shape is their broadcast.
+pub(crate) fn broadcast_same(cx: &InferCx) -> R {
+    let dt = cx.inputs[0].dtype;
+    let mut shape = cx.inputs[0].shape.clone();
+    for (k, t) in cx.inputs.iter().enumerate().skip(1) {
+        if t.dtype != dt {
+            return Err(format!("input {k} has dtype {}, input 0 has {dt}; insert a cast", t.dtype));
+        }
+        shape = broadcast_shapes(&shape, &t.shape).map_err(|e| e.to_string())?;
+    }
+    one(TensorType::new(dt, shape))
+}
+
+/// Like [`broadcast_same`] but the result is bool.
+pub(crate) fn broadcast_bool(cx: &InferCx) -> R {
+    let t = broadcast_same(cx)?.remove(0);
+    one(TensorType::new(Bool, t.shape))
+}
+
+pub(crate) fn axis_of(cx: &InferCx, name: &str, rank: usize) -> Result<usize, String> {
+    let a = cx.attrs.int(name).map_err(|e| e.to_string())?;
+    normalize_axis(a, rank).map_err(|e| e.to_string())
+}
+
+/// Resolve a list of axes (negative allowed), rejecting duplicates.
+pub(crate) fn axes_of(list: &[i64], rank: usize) -> Result<Vec<usize>, String> {
+    let mut out = Vec::with_capacity(list.len());
+    for &a in list {
+        let a = normalize_axis(a, rank).map_err(|e| e.to_string())?;
+        if out.contains(&a) {
+            return Err(format!("axis {a} is listed twice"));
+        }
+        out.push(a);
+    }
+    Ok(out)
+}
+
+pub(crate) fn ints(cx: &InferCx, name: &str) -> Result<Vec<i64>, String> {
+    cx.attrs.ints(name).map(|v| v.to_vec()).map_err(|e| e.to_string())
+}
+pub(crate) fn int(cx: &InferCx, name: &str) -> Result<i64, String> {
+    cx.attrs.int(name).map_err(|e| e.to_string())
+}
+pub(crate) fn string<'a>(cx: &'a InferCx, name: &str) -> Result<&'a str, String> {
+    cx.attrs.str(name).map_err(|e| e.to_string())
+}
+
+pub(crate) fn expect_dtype(cx: &InferCx, k: usize, allowed: &[DType]) -> Result<(), String> {
+    let d = cx.inputs[k].dtype;
+    if allowed.contains(&d) {
+        Ok(())
+    } else {
+        let names: Vec<_> = allowed.iter().map(|d| d.name()).collect();
+        Err(format!("input {k} has dtype {d}, expected one of {}", names.join(", ")))
+    }
+}
+
+pub(crate) fn expect_same_dtype(cx: &InferCx, k: usize) -> Result<(), String> {
+    if cx.inputs[k].dtype != cx.inputs[0].dtype {
+        return Err(format!("input {k} has dtype {}, input 0 has {}", cx.inputs[k].dtype, cx.inputs[0].dtype));
+    }
+    Ok(())
+}
