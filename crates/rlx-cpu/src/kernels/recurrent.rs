@@ -1,0 +1,3 @@
+use super::*;
+
+pub(crate) const KERNELS: &[(&str, Kernel)] = &[];

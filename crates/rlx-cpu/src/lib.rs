@@ -1,0 +1,18 @@
+//! # rlx-cpu
+//!
+//! The CPU backend. Its first job is to be the *reference*: a correct
+//! kernel for every op and every dtype the op admits, which every other
+//! backend is compared against. Kernels widen elements to f64 (floats) or
+//! i64 (integers), compute, and narrow back; speed comes later, from fused
+//! and vectorized kernels that must agree with these.
+#![forbid(unsafe_code)]
+
+mod backend;
+mod error;
+mod interp;
+pub mod kernels;
+
+pub use backend::CpuBackend;
+pub use error::CpuError;
+pub use interp::run_graph;
+pub use kernels::{has_kernel, kernel_names, register_kernel, Kernel, KernelCx};
