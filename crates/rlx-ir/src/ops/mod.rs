@@ -1,15 +1,15 @@
 //! The built-in op set, one module per family. Each entry in a family's
 //! table is the complete definition of that op (see [`crate::op::OpDef`]).
 
-mod control;
-mod elementwise;
-mod fused;
-mod index;
-mod linalg;
-mod misc;
-mod reduce;
-mod shape;
-mod signal;
+pub mod control;
+pub mod elementwise;
+pub mod fused;
+pub mod index;
+pub mod linalg;
+pub mod misc;
+pub mod reduce;
+pub mod shape;
+pub mod signal;
 
 pub use elementwise::ELEMENTWISE;
 
