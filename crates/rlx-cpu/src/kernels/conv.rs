@@ -252,7 +252,7 @@ fn avg_pool(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
 }
 
 /// Each (batch, channel) plane of `x` as a slice, for the global pools.
-fn planes<T>(v: &[T], dims: &[usize]) -> impl Iterator<Item = &[T]> {
+fn planes<'a, T>(v: &'a [T], dims: &[usize]) -> impl Iterator<Item = &'a [T]> {
     let sp: usize = dims[2..].iter().product();
     let n = dims[0] * dims[1];
     (0..n).map(move |k| &v[k * sp..(k + 1) * sp])
@@ -299,12 +299,12 @@ mod tests {
     #[test]
     fn conv_1d_by_hand() {
         // x = [1 2 3 4], w = [1 0 -1], pad 1 each side, bias 10:
-        // y[o] = 10 + x[o-1] - x[o+1] → [8, 7, 8, 13].
+        // y[o] = 10 + x[o-1] - x[o+1] → [8, 8, 8, 13].
         let src = "graph @g(%x: f32[1,1,4], %w: f32[1,1,3], %b: f32[1]) {\n  %3 = conv(%x, %w, %b) {pads=[1, 1]}\n  return %3\n}";
         let x = HostTensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], [1, 1, 4]).unwrap();
         let w = HostTensor::from_slice(&[1.0f32, 0.0, -1.0], [1, 1, 3]).unwrap();
         let b = HostTensor::from_slice(&[10.0f32], [1]).unwrap();
-        assert_eq!(f32s(&run(src, &[x, w, b])[0]), vec![8.0, 7.0, 8.0, 13.0]);
+        assert_eq!(f32s(&run(src, &[x, w, b])[0]), vec![8.0, 8.0, 8.0, 13.0]);
     }
 
     #[test]
