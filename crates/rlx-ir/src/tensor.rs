@@ -339,6 +339,11 @@ pub(crate) fn float_to_json(x: f64) -> serde_json::Value {
     }
 }
 
+/// The shortest decimal that reads back as the same f32.
+fn f32_to_json(x: f32) -> serde_json::Value {
+    float_to_json(format!("{x:?}").parse().unwrap_or(x as f64))
+}
+
 pub(crate) fn float_from_json(v: &serde_json::Value) -> Result<f64, IrError> {
     match v {
         serde_json::Value::Number(n) => n
@@ -363,14 +368,17 @@ impl HostTensor {
             TensorData::Bool(v) => v.iter().map(|&b| Value::Bool(b)).collect(),
             TensorData::C64(v) => v
                 .iter()
-                .map(|c| Value::Array(vec![float_to_json(c[0] as f64), float_to_json(c[1] as f64)]))
+                .map(|c| Value::Array(vec![f32_to_json(c[0]), f32_to_json(c[1])]))
                 .collect(),
             TensorData::Packed(p) => Value::String(p.iter().map(|b| format!("{b:02x}")).collect()),
+            TensorData::F64(v) => v.iter().map(|&x| float_to_json(x)).collect(),
+            // Narrower floats print their shortest f32 decimal (0.2, not
+            // 0.20000000298023224): it reads back to the same value.
             _ if self.dtype.is_float() => self
                 .to_f64_vec()
                 .unwrap_or_default()
                 .into_iter()
-                .map(float_to_json)
+                .map(|x| f32_to_json(x as f32))
                 .collect(),
             _ => self
                 .to_i64_vec()

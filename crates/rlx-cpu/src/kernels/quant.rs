@@ -535,4 +535,31 @@ mod tests {
         let e = crate::run_graph(&g, &[t]).unwrap_err();
         assert!(e.to_string().contains("not supported"), "{e}");
     }
+
+    // TEMPCHECK-BEGIN
+    #[test]
+    #[ignore]
+    fn tempcheck_against_gguf() {
+        let cases: serde_json::Value = serde_json::from_str(&std::fs::read_to_string("/tmp/qcheck/ref.json").unwrap()).unwrap();
+        for c in cases.as_array().unwrap() {
+            let d: DType = c["dtype"].as_str().unwrap().parse().unwrap();
+            let hex = c["bytes"].as_str().unwrap();
+            let bytes: Vec<u8> = (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
+            let y: Vec<f64> = c["y"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+            let t = HostTensor::new(d, [y.len()], TensorData::Packed(bytes.clone())).unwrap();
+            let got = dequantize_values(&t).unwrap();
+            let bad = got.iter().zip(&y).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+            println!("{d} dequant: {bad} mismatches of {}", y.len());
+            for (i, (a, b)) in got.iter().zip(&y).enumerate().filter(|(_, (a, b))| a.to_bits() != b.to_bits()).take(3) { println!("   [{i}] got {a:e} want {b:e}"); }
+            if let Some(x) = c["x"].as_array() {
+                let x: Vec<f32> = x.iter().map(|v| v.as_f64().unwrap() as f32).collect();
+                let enc: Encoder = match d { DType::Q4_0 => enc_q4_0, DType::Q4_1 => enc_q4_1, DType::Q5_0 => enc_q5_0, DType::Q5_1 => enc_q5_1, DType::Q8_0 => enc_q8_0, _ => enc_mxfp4 };
+                let mut out = Vec::new();
+                for b in x.chunks_exact(32) { enc(b, &mut out); }
+                let bad = out.iter().zip(&bytes).filter(|(a, b)| a != b).count();
+                println!("{d} quant: {bad} byte mismatches of {}", bytes.len());
+            }
+        }
+    }
+    // TEMPCHECK-END
 }
