@@ -18,7 +18,10 @@ struct CpuExecutable {
 fn to_runtime(e: CpuError) -> RuntimeError {
     match e {
         CpuError::Ir(e) => RuntimeError::Ir(e),
-        e => RuntimeError::Backend { device: Device::Cpu, msg: e.to_string() },
+        e => RuntimeError::Backend {
+            device: Device::Cpu,
+            msg: e.to_string(),
+        },
     }
 }
 
@@ -35,7 +38,9 @@ impl Backend for CpuBackend {
 
     /// Every op with a kernel, for every dtype the op admits.
     fn claims(&self) -> Claims {
-        Claims { ops: kernel_names().into_iter().map(|n| (n, vec![])).collect() }
+        Claims {
+            ops: kernel_names().into_iter().map(|n| (n, vec![])).collect(),
+        }
     }
 
     fn compile(&self, program: Program) -> Result<Box<dyn Executable>, RuntimeError> {

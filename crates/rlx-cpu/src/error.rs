@@ -15,5 +15,10 @@ pub enum CpuError {
     NoKernel(String),
     /// The caller passed inputs that do not match the graph.
     #[error("input {index} (`{name}`): expected {expected}, got {got}")]
-    Input { index: usize, name: String, expected: String, got: String },
+    Input {
+        index: usize,
+        name: String,
+        expected: String,
+        got: String,
+    },
 }

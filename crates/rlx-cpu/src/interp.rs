@@ -58,15 +58,37 @@ pub fn run_graph(g: &Graph, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, Cp
         let args: Vec<&HostTensor> = node
             .inputs
             .iter()
-            .map(|v| env[v.index()].as_ref().ok_or_else(|| CpuError::Runtime { op: node.op.name().into(), msg: format!("input %{} was freed too early", v.0) }))
+            .map(|v| {
+                env[v.index()].as_ref().ok_or_else(|| CpuError::Runtime {
+                    op: node.op.name().into(),
+                    msg: format!("input %{} was freed too early", v.0),
+                })
+            })
             .collect::<Result<_, _>>()?;
         let out_types: Vec<_> = node.outputs.iter().map(|&v| g.ty(v).clone()).collect();
-        let cx = KernelCx { op: node.op.name(), inputs: &args, attrs: &node.attrs, outputs: &out_types, runner: &Interp };
+        let cx = KernelCx {
+            op: node.op.name(),
+            inputs: &args,
+            attrs: &node.attrs,
+            outputs: &out_types,
+            runner: &Interp,
+        };
         let outs = k(&cx)?;
-        if outs.len() != out_types.len() || outs.iter().zip(&out_types).any(|(o, t)| o.dtype() != t.dtype || o.shape() != &t.shape) {
+        if outs.len() != out_types.len()
+            || outs
+                .iter()
+                .zip(&out_types)
+                .any(|(o, t)| o.dtype() != t.dtype || o.shape() != &t.shape)
+        {
             return Err(CpuError::Runtime {
                 op: node.op.name().into(),
-                msg: format!("kernel returned {:?}, the op infers {:?} (a kernel bug)", outs.iter().map(|o| format!("{}{}", o.dtype(), o.shape())).collect::<Vec<_>>(), out_types.iter().map(|t| t.to_string()).collect::<Vec<_>>()),
+                msg: format!(
+                    "kernel returned {:?}, the op infers {:?} (a kernel bug)",
+                    outs.iter()
+                        .map(|o| format!("{}{}", o.dtype(), o.shape()))
+                        .collect::<Vec<_>>(),
+                    out_types.iter().map(|t| t.to_string()).collect::<Vec<_>>()
+                ),
             });
         }
         drop(args);
@@ -81,6 +103,11 @@ pub fn run_graph(g: &Graph, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, Cp
     }
     g.outputs
         .iter()
-        .map(|v| env[v.index()].clone().ok_or_else(|| CpuError::Runtime { op: "return".into(), msg: format!("output %{} was never computed", v.0) }))
+        .map(|v| {
+            env[v.index()].clone().ok_or_else(|| CpuError::Runtime {
+                op: "return".into(),
+                msg: format!("output %{} was never computed", v.0),
+            })
+        })
         .collect()
 }

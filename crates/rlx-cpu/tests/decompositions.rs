@@ -23,7 +23,13 @@ impl Rng {
 }
 
 /// Build a one-node graph, run it natively and decomposed, compare.
-fn check(op: &str, inputs: &[(DType, Vec<usize>)], attrs: Attrs, extra: Vec<HostTensor>, seed: u64) {
+fn check(
+    op: &str,
+    inputs: &[(DType, Vec<usize>)],
+    attrs: Attrs,
+    extra: Vec<HostTensor>,
+    seed: u64,
+) {
     let mut rng = Rng(seed);
     let mut b = GraphBuilder::new(op);
     let mut vals = Vec::new();
@@ -33,20 +39,31 @@ fn check(op: &str, inputs: &[(DType, Vec<usize>)], attrs: Attrs, extra: Vec<Host
         data.push(rng.tensor(*d, s));
     }
     for (k, t) in extra.into_iter().enumerate() {
-        vals.push(b.input(format!("m{k}"), TensorType::new(t.dtype(), t.shape().clone())));
+        vals.push(b.input(
+            format!("m{k}"),
+            TensorType::new(t.dtype(), t.shape().clone()),
+        ));
         data.push(t);
     }
-    let outs = b.op(op, &vals, attrs).unwrap_or_else(|e| panic!("{op}: {e}"));
+    let outs = b
+        .op(op, &vals, attrs)
+        .unwrap_or_else(|e| panic!("{op}: {e}"));
     let g = b.finish(&outs).unwrap();
     let native = rlx_cpu::run_graph(&g, &data).unwrap();
     let dec = expand_all(&g).unwrap();
-    assert!(dec.nodes.iter().all(|n| !n.op.is_fused()), "{op}: decomposition left fused ops");
+    assert!(
+        dec.nodes.iter().all(|n| !n.op.is_fused()),
+        "{op}: decomposition left fused ops"
+    );
     let lowered = rlx_cpu::run_graph(&dec, &data).unwrap();
     for (a, c) in native.iter().zip(&lowered) {
         let (a, c) = (a.to_f64_vec().unwrap(), c.to_f64_vec().unwrap());
         for (i, (x, y)) in a.iter().zip(&c).enumerate() {
             let ok = (x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-4 + 1e-4 * y.abs();
-            assert!(ok, "{op} seed {seed}: element {i}: native {x}, decomposed {y}");
+            assert!(
+                ok,
+                "{op} seed {seed}: element {i}: native {x}, decomposed {y}"
+            );
         }
     }
 }
@@ -61,41 +78,152 @@ fn fused_ops_agree_with_their_decompositions() {
             for op in ["gelu", "gelu_tanh", "silu"] {
                 check(op, &[(F, s.clone())], Attrs::new(), vec![], seed);
             }
-            check("swiglu", &[(F, s.clone()), (F, s.clone())], Attrs::new(), vec![], seed);
+            check(
+                "swiglu",
+                &[(F, s.clone()), (F, s.clone())],
+                Attrs::new(),
+                vec![],
+                seed,
+            );
             for axis in [0i64, -1] {
-                check("softmax", &[(F, s.clone())], Attrs::new().with("axis", axis), vec![], seed);
-                check("log_softmax", &[(F, s.clone())], Attrs::new().with("axis", axis), vec![], seed);
+                check(
+                    "softmax",
+                    &[(F, s.clone())],
+                    Attrs::new().with("axis", axis),
+                    vec![],
+                    seed,
+                );
+                check(
+                    "log_softmax",
+                    &[(F, s.clone())],
+                    Attrs::new().with("axis", axis),
+                    vec![],
+                    seed,
+                );
             }
             let last = *s.last().unwrap();
-            check("layer_norm", &[(F, s.clone()), (F, vec![last]), (F, vec![last])], Attrs::new(), vec![], seed);
-            check("rms_norm", &[(F, s.clone()), (F, vec![last])], Attrs::new(), vec![], seed);
+            check(
+                "layer_norm",
+                &[(F, s.clone()), (F, vec![last]), (F, vec![last])],
+                Attrs::new(),
+                vec![],
+                seed,
+            );
+            check(
+                "rms_norm",
+                &[(F, s.clone()), (F, vec![last])],
+                Attrs::new(),
+                vec![],
+                seed,
+            );
         }
-        check("layer_norm", &[(F, vec![2, 3, 4]), (F, vec![3, 4]), (F, vec![3, 4])], Attrs::new().with("axis", 1i64), vec![], seed);
-        check("group_norm", &[(F, vec![2, 6, 5]), (F, vec![6]), (F, vec![6])], Attrs::new().with("groups", 3i64), vec![], seed);
-        let bn: Vec<(DType, Vec<usize>)> = vec![(F, vec![2, 3, 2, 2]), (F, vec![3]), (F, vec![3]), (F, vec![3])];
+        check(
+            "layer_norm",
+            &[(F, vec![2, 3, 4]), (F, vec![3, 4]), (F, vec![3, 4])],
+            Attrs::new().with("axis", 1i64),
+            vec![],
+            seed,
+        );
+        check(
+            "group_norm",
+            &[(F, vec![2, 6, 5]), (F, vec![6]), (F, vec![6])],
+            Attrs::new().with("groups", 3i64),
+            vec![],
+            seed,
+        );
+        let bn: Vec<(DType, Vec<usize>)> = vec![
+            (F, vec![2, 3, 2, 2]),
+            (F, vec![3]),
+            (F, vec![3]),
+            (F, vec![3]),
+        ];
         let var = HostTensor::from_slice(&[0.5f32, 1.0, 2.0], [3]).unwrap();
         check("batch_norm", &bn, Attrs::new(), vec![var], seed);
         for kind in ["none", "causal", "sliding_window"] {
             for (sq, sk) in [(4, 4), (2, 5)] {
                 let a = Attrs::new().with("mask_kind", kind).with("window", 2i64);
-                check("attention", &[(F, vec![2, sq, 8]), (F, vec![2, sk, 8]), (F, vec![2, sk, 4])], a, vec![], seed);
+                check(
+                    "attention",
+                    &[
+                        (F, vec![2, sq, 8]),
+                        (F, vec![2, sk, 8]),
+                        (F, vec![2, sk, 4]),
+                    ],
+                    a,
+                    vec![],
+                    seed,
+                );
             }
         }
         let keep: Vec<bool> = (0..12).map(|i| i % 3 != 1).collect();
         let mask = HostTensor::from_slice(&keep, [3, 4]).unwrap();
-        check("attention", &[(F, vec![2, 3, 4]), (F, vec![2, 4, 4]), (F, vec![2, 4, 4])], Attrs::new().with("mask_kind", "custom"), vec![mask], seed);
+        check(
+            "attention",
+            &[(F, vec![2, 3, 4]), (F, vec![2, 4, 4]), (F, vec![2, 4, 4])],
+            Attrs::new().with("mask_kind", "custom"),
+            vec![mask],
+            seed,
+        );
         let bias = Rng(seed + 9).tensor(F, &[1, 3, 4]);
-        check("attention", &[(F, vec![2, 3, 4]), (F, vec![2, 4, 4]), (F, vec![2, 4, 4])], Attrs::new().with("mask_kind", "bias"), vec![bias], seed);
+        check(
+            "attention",
+            &[(F, vec![2, 3, 4]), (F, vec![2, 4, 4]), (F, vec![2, 4, 4])],
+            Attrs::new().with("mask_kind", "bias"),
+            vec![bias],
+            seed,
+        );
         for il in [false, true] {
             let a = Attrs::new().with("interleaved", il);
-            check("rope", &[(F, vec![2, 3, 8]), (F, vec![3, 4]), (F, vec![3, 4])], a.clone(), vec![], seed);
-            check("qk_rope", &[(F, vec![2, 3, 8]), (F, vec![1, 3, 8]), (F, vec![3, 4]), (F, vec![3, 4])], a, vec![], seed);
+            check(
+                "rope",
+                &[(F, vec![2, 3, 8]), (F, vec![3, 4]), (F, vec![3, 4])],
+                a.clone(),
+                vec![],
+                seed,
+            );
+            check(
+                "qk_rope",
+                &[
+                    (F, vec![2, 3, 8]),
+                    (F, vec![1, 3, 8]),
+                    (F, vec![3, 4]),
+                    (F, vec![3, 4]),
+                ],
+                a,
+                vec![],
+                seed,
+            );
         }
-        for act in ["none", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh"] {
+        for act in [
+            "none",
+            "relu",
+            "gelu",
+            "gelu_tanh",
+            "silu",
+            "sigmoid",
+            "tanh",
+        ] {
             let a = Attrs::new().with("activation", act);
-            check("matmul_bias_act", &[(F, vec![3, 5]), (F, vec![5, 4]), (F, vec![4])], a, vec![], seed);
+            check(
+                "matmul_bias_act",
+                &[(F, vec![3, 5]), (F, vec![5, 4]), (F, vec![4])],
+                a,
+                vec![],
+                seed,
+            );
         }
-        check("scaled_matmul", &[(F, vec![2, 64]), (F, vec![3, 64]), (F, vec![2, 2]), (F, vec![3, 2])], Attrs::new(), vec![], seed);
+        check(
+            "scaled_matmul",
+            &[
+                (F, vec![2, 64]),
+                (F, vec![3, 64]),
+                (F, vec![2, 2]),
+                (F, vec![3, 2]),
+            ],
+            Attrs::new(),
+            vec![],
+            seed,
+        );
     }
 }
 
@@ -121,7 +249,11 @@ fn dequant_matmul_agrees_with_its_decomposition() {
     let want: Vec<f64> = (0..3)
         .flat_map(|m| {
             let xv = &xv;
-            (0..2).map(move |r| (0..32).map(|i| xv[m * 32 + i] * 0.125 * (r + 1) as f64 * (i as f64 - 16.0 + r as f64)).sum::<f64>())
+            (0..2).map(move |r| {
+                (0..32)
+                    .map(|i| xv[m * 32 + i] * 0.125 * (r + 1) as f64 * (i as f64 - 16.0 + r as f64))
+                    .sum::<f64>()
+            })
         })
         .collect();
     for t in [native, dec] {

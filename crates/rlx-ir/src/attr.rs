@@ -59,7 +59,9 @@ impl Attr {
         match (self, kind) {
             (a, k) if a.kind() == k => Ok(a),
             (Attr::Int(i), AttrKind::Float) => Ok(Attr::Float(i as f64)),
-            (Attr::Ints(v), AttrKind::Floats) => Ok(Attr::Floats(v.iter().map(|&i| i as f64).collect())),
+            (Attr::Ints(v), AttrKind::Floats) => {
+                Ok(Attr::Floats(v.iter().map(|&i| i as f64).collect()))
+            }
             (Attr::Floats(v), AttrKind::Ints) if v.is_empty() => Ok(Attr::Ints(vec![])),
             (Attr::Int(i), AttrKind::Ints) => Ok(Attr::Ints(vec![i])),
             (a, _) => Err(a),
@@ -106,7 +108,11 @@ pub struct AttrSpec {
 
 /// Shorthand for schema tables.
 pub const fn attr(name: &'static str, kind: AttrKind, default: AttrDefault) -> AttrSpec {
-    AttrSpec { name, kind, default }
+    AttrSpec {
+        name,
+        kind,
+        default,
+    }
 }
 
 /// The attributes of one node, sorted by name (so printing is stable).
@@ -210,14 +216,20 @@ impl Attrs {
         for name in self.0.keys() {
             if !schema.iter().any(|s| s.name == name) {
                 let known: Vec<_> = schema.iter().map(|s| s.name).collect();
-                return Err(err(name, format!("unknown attribute; `{op}` takes {known:?}")));
+                return Err(err(
+                    name,
+                    format!("unknown attribute; `{op}` takes {known:?}"),
+                ));
             }
         }
         for spec in schema {
             match self.0.remove(spec.name) {
                 Some(v) => {
                     let v = v.coerce(spec.kind).map_err(|v| {
-                        err(spec.name, format!("expected {:?}, found {:?}", spec.kind, v.kind()))
+                        err(
+                            spec.name,
+                            format!("expected {:?}, found {:?}", spec.kind, v.kind()),
+                        )
                     })?;
                     self.0.insert(spec.name.into(), v);
                 }

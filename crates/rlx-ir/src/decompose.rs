@@ -18,13 +18,19 @@ pub fn expand_fused(g: &Graph, expand: &dyn Fn(&OpDef) -> bool) -> Result<Graph,
         }
         cur = expand_once(&cur, expand)?;
     }
-    Err(IrError::msg(format!("graph `{}`: fused-op decompositions did not reach primitives after 8 rounds", g.name)))
+    Err(IrError::msg(format!(
+        "graph `{}`: fused-op decompositions did not reach primitives after 8 rounds",
+        g.name
+    )))
 }
 
 fn needs_expansion(g: &Graph, expand: &dyn Fn(&OpDef) -> bool) -> bool {
     g.nodes.iter().any(|n| {
         (n.op.is_fused() && expand(n.op.def()))
-            || n.attrs.0.values().any(|a| matches!(a, Attr::Graph(sg) if needs_expansion(sg, expand)))
+            || n.attrs
+                .0
+                .values()
+                .any(|a| matches!(a, Attr::Graph(sg) if needs_expansion(sg, expand)))
     })
 }
 
@@ -33,11 +39,20 @@ fn expand_once(g: &Graph, expand: &dyn Fn(&OpDef) -> bool) -> Result<Graph, IrEr
     let mut map: Vec<Option<ValueId>> = vec![None; g.values.len()];
     for &v in &g.inputs {
         let val = &g.values[v.index()];
-        map[v.index()] = Some(b.input(val.name.clone().unwrap_or_else(|| v.0.to_string()), val.ty.clone()));
+        map[v.index()] = Some(b.input(
+            val.name.clone().unwrap_or_else(|| v.0.to_string()),
+            val.ty.clone(),
+        ));
     }
-    let get = |map: &[Option<ValueId>], v: ValueId| map[v.index()].ok_or_else(|| IrError::msg("value used before definition"));
+    let get = |map: &[Option<ValueId>], v: ValueId| {
+        map[v.index()].ok_or_else(|| IrError::msg("value used before definition"))
+    };
     for node in &g.nodes {
-        let inputs: Vec<ValueId> = node.inputs.iter().map(|&v| get(&map, v)).collect::<Result<_, _>>()?;
+        let inputs: Vec<ValueId> = node
+            .inputs
+            .iter()
+            .map(|&v| get(&map, v))
+            .collect::<Result<_, _>>()?;
         let mut attrs = node.attrs.clone();
         for a in attrs.0.values_mut() {
             if let Attr::Graph(sg) = a {
@@ -51,7 +66,12 @@ fn expand_once(g: &Graph, expand: &dyn Fn(&OpDef) -> bool) -> Result<Graph, IrEr
             _ => b.push(node.op, &inputs, attrs)?,
         };
         if outs.len() != node.outputs.len() {
-            return Err(IrError::msg(format!("decomposition of `{}` returned {} values, expected {}", node.op.name(), outs.len(), node.outputs.len())));
+            return Err(IrError::msg(format!(
+                "decomposition of `{}` returned {} values, expected {}",
+                node.op.name(),
+                outs.len(),
+                node.outputs.len()
+            )));
         }
         for (&old, &new) in node.outputs.iter().zip(&outs) {
             if b.ty(new) != g.ty(old) {
@@ -69,7 +89,11 @@ fn expand_once(g: &Graph, expand: &dyn Fn(&OpDef) -> bool) -> Result<Graph, IrEr
         }
     }
     b.set_origin(None);
-    let outs: Vec<ValueId> = g.outputs.iter().map(|&v| get(&map, v)).collect::<Result<_, _>>()?;
+    let outs: Vec<ValueId> = g
+        .outputs
+        .iter()
+        .map(|&v| get(&map, v))
+        .collect::<Result<_, _>>()?;
     b.finish(&outs)
 }
 

@@ -119,18 +119,54 @@ impl DType {
             I32 | F32 => Storage::Plain { size: 4 },
             I64 | F64 | C64 => Storage::Plain { size: 8 },
             I4 | U4 => Storage::Block { block: 2, bytes: 1 },
-            Q4_0 => Storage::Block { block: 32, bytes: 18 },
-            Q4_1 => Storage::Block { block: 32, bytes: 20 },
-            Q5_0 => Storage::Block { block: 32, bytes: 22 },
-            Q5_1 => Storage::Block { block: 32, bytes: 24 },
-            Q8_0 => Storage::Block { block: 32, bytes: 34 },
-            Q2K => Storage::Block { block: 256, bytes: 84 },
-            Q3K => Storage::Block { block: 256, bytes: 110 },
-            Q4K => Storage::Block { block: 256, bytes: 144 },
-            Q5K => Storage::Block { block: 256, bytes: 176 },
-            Q6K => Storage::Block { block: 256, bytes: 210 },
-            Mxfp4 => Storage::Block { block: 32, bytes: 17 },
-            Mxfp8 => Storage::Block { block: 32, bytes: 33 },
+            Q4_0 => Storage::Block {
+                block: 32,
+                bytes: 18,
+            },
+            Q4_1 => Storage::Block {
+                block: 32,
+                bytes: 20,
+            },
+            Q5_0 => Storage::Block {
+                block: 32,
+                bytes: 22,
+            },
+            Q5_1 => Storage::Block {
+                block: 32,
+                bytes: 24,
+            },
+            Q8_0 => Storage::Block {
+                block: 32,
+                bytes: 34,
+            },
+            Q2K => Storage::Block {
+                block: 256,
+                bytes: 84,
+            },
+            Q3K => Storage::Block {
+                block: 256,
+                bytes: 110,
+            },
+            Q4K => Storage::Block {
+                block: 256,
+                bytes: 144,
+            },
+            Q5K => Storage::Block {
+                block: 256,
+                bytes: 176,
+            },
+            Q6K => Storage::Block {
+                block: 256,
+                bytes: 210,
+            },
+            Mxfp4 => Storage::Block {
+                block: 32,
+                bytes: 17,
+            },
+            Mxfp8 => Storage::Block {
+                block: 32,
+                bytes: 33,
+            },
         }
     }
 
@@ -140,7 +176,7 @@ impl DType {
         match self.storage() {
             Storage::Plain { size } => Some(size * numel),
             Storage::Block { block, bytes } => {
-                (numel % block == 0).then_some(numel / block * bytes)
+                numel.is_multiple_of(block).then_some(numel / block * bytes)
             }
         }
     }

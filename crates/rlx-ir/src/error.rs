@@ -6,10 +6,18 @@ use thiserror::Error;
 pub enum IrError {
     /// A node failed verification or shape/dtype inference.
     #[error("node {node} (`{op}`): {msg}")]
-    Node { node: usize, op: String, msg: String },
+    Node {
+        node: usize,
+        op: String,
+        msg: String,
+    },
     /// An attribute is missing, unknown, or of the wrong kind.
     #[error("op `{op}`, attribute `{attr}`: {msg}")]
-    Attr { op: String, attr: String, msg: String },
+    Attr {
+        op: String,
+        attr: String,
+        msg: String,
+    },
     /// No op of this name is registered.
     #[error("unknown op `{0}` (run `rlx ops` for the list; custom ops must be registered first)")]
     UnknownOp(String),
@@ -18,7 +26,11 @@ pub enum IrError {
     DuplicateOp(String),
     /// The text IR could not be parsed.
     #[error("line {line}, column {col}: {msg}")]
-    Parse { line: usize, col: usize, msg: String },
+    Parse {
+        line: usize,
+        col: usize,
+        msg: String,
+    },
     /// Any other structural error.
     #[error("{0}")]
     Msg(String),

@@ -77,36 +77,65 @@ impl Graph {
     pub fn verify(&self) -> Result<(), IrError> {
         let mut defined = vec![false; self.values.len()];
         for (i, &v) in self.inputs.iter().enumerate() {
-            let val = self
-                .values
-                .get(v.index())
-                .ok_or_else(|| IrError::msg(format!("graph input {i} refers to missing value %{}", v.0)))?;
+            let val = self.values.get(v.index()).ok_or_else(|| {
+                IrError::msg(format!("graph input {i} refers to missing value %{}", v.0))
+            })?;
             if val.def != ValueDef::Input(i) {
-                return Err(IrError::msg(format!("value %{} is listed as input {i} but not defined as one", v.0)));
+                return Err(IrError::msg(format!(
+                    "value %{} is listed as input {i} but not defined as one",
+                    v.0
+                )));
             }
             defined[v.index()] = true;
         }
         for (n, node) in self.nodes.iter().enumerate() {
-            let err = |msg: String| IrError::Node { node: n, op: node.op.name().into(), msg };
+            let err = |msg: String| IrError::Node {
+                node: n,
+                op: node.op.name().into(),
+                msg,
+            };
             for (k, &inp) in node.inputs.iter().enumerate() {
                 if !defined.get(inp.index()).copied().unwrap_or(false) {
-                    return Err(err(format!("input {k} (%{}) is used before it is defined", inp.0)));
+                    return Err(err(format!(
+                        "input {k} (%{}) is used before it is defined",
+                        inp.0
+                    )));
                 }
             }
-            let in_types: Vec<TensorType> = node.inputs.iter().map(|&v| self.ty(v).clone()).collect();
-            let attrs = node.attrs.clone().normalize(node.op.name(), node.op.attrs)?;
-            let kinds = |a: &Attrs| a.0.iter().map(|(k, v)| (k.clone(), v.kind())).collect::<Vec<_>>();
+            let in_types: Vec<TensorType> =
+                node.inputs.iter().map(|&v| self.ty(v).clone()).collect();
+            let attrs = node
+                .attrs
+                .clone()
+                .normalize(node.op.name(), node.op.attrs)?;
+            let kinds = |a: &Attrs| {
+                a.0.iter()
+                    .map(|(k, v)| (k.clone(), v.kind()))
+                    .collect::<Vec<_>>()
+            };
             if kinds(&attrs) != kinds(&node.attrs) {
-                return Err(err("attributes are not normalized (defaults missing)".into()));
+                return Err(err(
+                    "attributes are not normalized (defaults missing)".into()
+                ));
             }
             let out = infer(node.op, &in_types, &node.attrs).map_err(err)?;
             if out.len() != node.outputs.len() {
-                return Err(err(format!("op produces {} outputs, node lists {}", out.len(), node.outputs.len())));
+                return Err(err(format!(
+                    "op produces {} outputs, node lists {}",
+                    out.len(),
+                    node.outputs.len()
+                )));
             }
             for (k, (&ov, want)) in node.outputs.iter().zip(&out).enumerate() {
-                let val = self.values.get(ov.index()).ok_or_else(|| err(format!("output {k} refers to a missing value")))?;
+                let val = self
+                    .values
+                    .get(ov.index())
+                    .ok_or_else(|| err(format!("output {k} refers to a missing value")))?;
                 if &val.ty != want {
-                    return Err(err(format!("output {k} is recorded as {}, but the op infers {want}", val.ty)));
+                    return Err(err(format!(
+                        "output {k} is recorded as {}, but the op infers {want}",
+                        val.ty
+                    )));
                 }
                 if val.def != (ValueDef::Node { node: n, output: k }) || defined[ov.index()] {
                     return Err(err(format!("output {k} (%{}) is defined twice", ov.0)));
@@ -115,13 +144,17 @@ impl Graph {
             }
             for (name, a) in &node.attrs.0 {
                 if let Attr::Graph(g) = a {
-                    g.verify().map_err(|e| err(format!("in sub-graph `{name}`: {e}")))?;
+                    g.verify()
+                        .map_err(|e| err(format!("in sub-graph `{name}`: {e}")))?;
                 }
             }
         }
         for (i, &o) in self.outputs.iter().enumerate() {
             if !defined.get(o.index()).copied().unwrap_or(false) {
-                return Err(IrError::msg(format!("graph output {i} (%{}) is never defined", o.0)));
+                return Err(IrError::msg(format!(
+                    "graph output {i} (%{}) is never defined",
+                    o.0
+                )));
             }
         }
         Ok(())
@@ -133,7 +166,8 @@ impl Graph {
     }
 
     pub fn from_json(v: &serde_json::Value) -> Result<Graph, IrError> {
-        let g: Graph = serde_json::from_value(v.clone()).map_err(|e| IrError::msg(format!("bad graph JSON: {e}")))?;
+        let g: Graph = serde_json::from_value(v.clone())
+            .map_err(|e| IrError::msg(format!("bad graph JSON: {e}")))?;
         g.verify()?;
         Ok(g)
     }
@@ -156,10 +190,18 @@ pub fn infer(op: Op, inputs: &[TensorType], attrs: &Attrs) -> Result<Vec<TensorT
     if let Some(first) = inputs.first() {
         if !op.dtypes.is_empty() && !op.dtypes.contains(&first.dtype) {
             let names: Vec<_> = op.dtypes.iter().map(|d| d.name()).collect();
-            return Err(format!("input 0 has dtype {}, expected one of {}", first.dtype, names.join(", ")));
+            return Err(format!(
+                "input 0 has dtype {}, expected one of {}",
+                first.dtype,
+                names.join(", ")
+            ));
         }
     }
-    (op.infer)(&InferCx { op: op.name(), inputs, attrs })
+    (op.infer)(&InferCx {
+        op: op.name(),
+        inputs,
+        attrs,
+    })
 }
 
 /// Appends nodes in topological order, inferring types as it goes, so a
@@ -173,7 +215,13 @@ pub struct GraphBuilder {
 impl GraphBuilder {
     pub fn new(name: impl Into<String>) -> Self {
         GraphBuilder {
-            graph: Graph { name: name.into(), values: vec![], nodes: vec![], inputs: vec![], outputs: vec![] },
+            graph: Graph {
+                name: name.into(),
+                values: vec![],
+                nodes: vec![],
+                inputs: vec![],
+                outputs: vec![],
+            },
             origin: None,
         }
     }
@@ -186,7 +234,11 @@ impl GraphBuilder {
     pub fn input(&mut self, name: impl Into<String>, ty: TensorType) -> ValueId {
         let id = ValueId(self.graph.values.len() as u32);
         let k = self.graph.inputs.len();
-        self.graph.values.push(Value { ty, name: Some(name.into()), def: ValueDef::Input(k) });
+        self.graph.values.push(Value {
+            ty,
+            name: Some(name.into()),
+            def: ValueDef::Input(k),
+        });
         self.graph.inputs.push(id);
         id
     }
@@ -207,7 +259,12 @@ impl GraphBuilder {
     }
 
     /// Append a node of `op`; returns its outputs.
-    pub fn op(&mut self, op: &str, inputs: &[ValueId], attrs: Attrs) -> Result<Vec<ValueId>, IrError> {
+    pub fn op(
+        &mut self,
+        op: &str,
+        inputs: &[ValueId],
+        attrs: Attrs,
+    ) -> Result<Vec<ValueId>, IrError> {
         let op = Op::named(op)?;
         self.push(op, inputs, attrs)
     }
@@ -217,16 +274,31 @@ impl GraphBuilder {
         let outs = self.op(op, inputs, attrs)?;
         match outs.as_slice() {
             [v] => Ok(*v),
-            _ => Err(IrError::msg(format!("`{op}` has {} outputs, expected one", outs.len()))),
+            _ => Err(IrError::msg(format!(
+                "`{op}` has {} outputs, expected one",
+                outs.len()
+            ))),
         }
     }
 
-    pub fn push(&mut self, op: Op, inputs: &[ValueId], attrs: Attrs) -> Result<Vec<ValueId>, IrError> {
+    pub fn push(
+        &mut self,
+        op: Op,
+        inputs: &[ValueId],
+        attrs: Attrs,
+    ) -> Result<Vec<ValueId>, IrError> {
         let n = self.graph.nodes.len();
-        let node_err = |msg: String| IrError::Node { node: n, op: op.name().into(), msg };
+        let node_err = |msg: String| IrError::Node {
+            node: n,
+            op: op.name().into(),
+            msg,
+        };
         for (k, v) in inputs.iter().enumerate() {
             if v.index() >= self.graph.values.len() {
-                return Err(node_err(format!("input {k} (%{}) does not exist in this graph", v.0)));
+                return Err(node_err(format!(
+                    "input {k} (%{}) does not exist in this graph",
+                    v.0
+                )));
             }
         }
         let attrs = attrs.normalize(op.name(), op.attrs)?;
@@ -235,10 +307,20 @@ impl GraphBuilder {
         let mut outputs = Vec::with_capacity(out_types.len());
         for (k, ty) in out_types.into_iter().enumerate() {
             let id = ValueId(self.graph.values.len() as u32);
-            self.graph.values.push(Value { ty, name: None, def: ValueDef::Node { node: n, output: k } });
+            self.graph.values.push(Value {
+                ty,
+                name: None,
+                def: ValueDef::Node { node: n, output: k },
+            });
             outputs.push(id);
         }
-        self.graph.nodes.push(Node { op, inputs: inputs.to_vec(), outputs: outputs.clone(), attrs, origin: self.origin.clone() });
+        self.graph.nodes.push(Node {
+            op,
+            inputs: inputs.to_vec(),
+            outputs: outputs.clone(),
+            attrs,
+            origin: self.origin.clone(),
+        });
         Ok(outputs)
     }
 
@@ -260,7 +342,13 @@ impl GraphBuilder {
     }
     /// Reduce over `axes`, keeping reduced dims as 1.
     pub fn reduce_keep(&mut self, op: &str, x: ValueId, axes: &[i64]) -> Result<ValueId, IrError> {
-        self.op1(op, &[x], Attrs::new().with("axes", axes.to_vec()).with("keepdim", true))
+        self.op1(
+            op,
+            &[x],
+            Attrs::new()
+                .with("axes", axes.to_vec())
+                .with("keepdim", true),
+        )
     }
 
     pub fn set_outputs(&mut self, outputs: &[ValueId]) {

@@ -54,7 +54,12 @@ impl Program {
             .nodes
             .iter()
             .enumerate()
-            .map(|(i, n)| Step { nodes: vec![i], kernel: n.op.name().to_string(), inputs: n.inputs.clone(), outputs: n.outputs.clone() })
+            .map(|(i, n)| Step {
+                nodes: vec![i],
+                kernel: n.op.name().to_string(),
+                inputs: n.inputs.clone(),
+                outputs: n.outputs.clone(),
+            })
             .collect();
         let mut offset = 0;
         let mut slots = Vec::new();
@@ -63,10 +68,21 @@ impl Program {
                 continue;
             }
             let bytes = v.ty.dtype.storage_bytes(v.ty.shape.numel()).unwrap_or(0);
-            slots.push(BufferSlot { value: ValueId(i as u32), ty: v.ty.clone(), offset, bytes });
+            slots.push(BufferSlot {
+                value: ValueId(i as u32),
+                ty: v.ty.clone(),
+                offset,
+                bytes,
+            });
             // Keep every slot 64-byte aligned.
             offset += bytes.div_ceil(64) * 64;
         }
-        Program { graph, steps, slots, views: vec![], arena_bytes: offset }
+        Program {
+            graph,
+            steps,
+            slots,
+            views: vec![],
+            arena_bytes: offset,
+        }
     }
 }

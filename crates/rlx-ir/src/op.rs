@@ -127,7 +127,9 @@ pub struct Op(pub &'static OpDef);
 impl Op {
     /// Look an op up by name.
     pub fn named(name: &str) -> Result<Op, IrError> {
-        lookup(name).map(Op).ok_or_else(|| IrError::UnknownOp(name.into()))
+        lookup(name)
+            .map(Op)
+            .ok_or_else(|| IrError::UnknownOp(name.into()))
     }
     pub fn name(&self) -> &'static str {
         self.0.name

@@ -139,7 +139,10 @@ pub struct TensorType {
 
 impl TensorType {
     pub fn new(dtype: crate::dtype::DType, shape: impl Into<Shape>) -> Self {
-        TensorType { dtype, shape: shape.into() }
+        TensorType {
+            dtype,
+            shape: shape.into(),
+        }
     }
     pub fn rank(&self) -> usize {
         self.shape.rank()

@@ -173,7 +173,9 @@ impl HostTensor {
         let shape = shape.into();
         if dtype.is_quantized() {
             let n = dtype.storage_bytes(shape.numel()).ok_or_else(|| {
-                IrError::msg(format!("shape {shape} is not a whole number of {dtype} blocks"))
+                IrError::msg(format!(
+                    "shape {shape} is not a whole number of {dtype} blocks"
+                ))
             })?;
             return Self::new(dtype, shape, TensorData::Packed(vec![0; n]));
         }
@@ -272,11 +274,23 @@ impl HostTensor {
     /// bool is `x != 0`.
     pub fn from_f64(dtype: DType, shape: impl Into<Shape>, v: Vec<f64>) -> Result<Self, IrError> {
         let data = match dtype {
-            DType::F16 => v.iter().map(|&x| f16::from_f64(x)).collect::<Vec<_>>().into(),
-            DType::BF16 => v.iter().map(|&x| bf16::from_f64(x)).collect::<Vec<_>>().into(),
+            DType::F16 => v
+                .iter()
+                .map(|&x| f16::from_f64(x))
+                .collect::<Vec<_>>()
+                .into(),
+            DType::BF16 => v
+                .iter()
+                .map(|&x| bf16::from_f64(x))
+                .collect::<Vec<_>>()
+                .into(),
             DType::F32 => v.iter().map(|&x| x as f32).collect::<Vec<_>>().into(),
             DType::F64 => v.into(),
-            DType::C64 => v.iter().map(|&x| [x as f32, 0.0]).collect::<Vec<_>>().into(),
+            DType::C64 => v
+                .iter()
+                .map(|&x| [x as f32, 0.0])
+                .collect::<Vec<_>>()
+                .into(),
             DType::Bool => v.iter().map(|&x| x != 0.0).collect::<Vec<_>>().into(),
             d if d.is_int() => {
                 return Self::from_i64(d, shape, v.iter().map(|&x| x as i128 as i64).collect())
@@ -302,7 +316,10 @@ impl HostTensor {
 
     /// Complex pairs into a c64 tensor.
     pub fn from_c64(shape: impl Into<Shape>, v: Vec<[f64; 2]>) -> Result<Self, IrError> {
-        let data = v.iter().map(|c| [c[0] as f32, c[1] as f32]).collect::<Vec<_>>();
+        let data = v
+            .iter()
+            .map(|c| [c[0] as f32, c[1] as f32])
+            .collect::<Vec<_>>();
         Self::new(DType::C64, shape, data.into())
     }
 
@@ -387,8 +404,12 @@ impl HostTensor {
                 .map(Value::from)
                 .collect(),
         };
-        serde_json::to_value(Wire { dtype: self.dtype, shape: self.shape.clone(), data })
-            .unwrap_or(Value::Null)
+        serde_json::to_value(Wire {
+            dtype: self.dtype,
+            shape: self.shape.clone(),
+            data,
+        })
+        .unwrap_or(Value::Null)
     }
 
     /// Parse the JSON form.
@@ -405,20 +426,27 @@ impl HostTensor {
             DType::C64 => {
                 let mut out = Vec::new();
                 for it in items(&w.data)? {
-                    let pair = it.as_array().filter(|p| p.len() == 2).ok_or_else(|| {
-                        IrError::msg("c64 elements are [re, im] pairs")
-                    })?;
+                    let pair = it
+                        .as_array()
+                        .filter(|p| p.len() == 2)
+                        .ok_or_else(|| IrError::msg("c64 elements are [re, im] pairs"))?;
                     out.push([float_from_json(&pair[0])?, float_from_json(&pair[1])?]);
                 }
                 Self::from_c64(shape, out)
             }
             d if d.is_quantized() => {
-                let s = w.data.as_str().ok_or_else(|| IrError::msg("packed data is a hex string"))?;
+                let s = w
+                    .data
+                    .as_str()
+                    .ok_or_else(|| IrError::msg("packed data is a hex string"))?;
                 let bytes = hex_decode(s)?;
                 Self::new(d, shape, TensorData::Packed(bytes))
             }
             d if d.is_float() => {
-                let v = items(&w.data)?.iter().map(float_from_json).collect::<Result<_, _>>()?;
+                let v = items(&w.data)?
+                    .iter()
+                    .map(float_from_json)
+                    .collect::<Result<_, _>>()?;
                 Self::from_f64(d, shape, v)
             }
             d => {
@@ -440,7 +468,7 @@ impl HostTensor {
 }
 
 pub(crate) fn hex_decode(s: &str) -> Result<Vec<u8>, IrError> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return Err(IrError::msg("hex string has odd length"));
     }
     (0..s.len())

@@ -32,25 +32,56 @@ fn value_names(g: &Graph) -> Vec<String> {
         .iter()
         .enumerate()
         .map(|(i, v)| match &v.name {
-            Some(n) if seen[n.as_str()] == 1 && is_name(n) && !n.bytes().all(|b| b.is_ascii_digit()) => n.clone(),
+            Some(n)
+                if seen[n.as_str()] == 1
+                    && is_name(n)
+                    && !n.bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                n.clone()
+            }
             _ => i.to_string(),
         })
         .collect()
 }
 
 fn is_name(s: &str) -> bool {
-    !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
 }
 
 fn print_graph(s: &mut String, g: &Graph, indent: usize) {
     let names = value_names(g);
     let pad = "  ".repeat(indent);
-    let params: Vec<String> = g.inputs.iter().map(|&v| format!("%{}: {}", names[v.index()], g.ty(v))).collect();
-    let _ = writeln!(s, "graph @{}({}) {{", print_ident(&g.name), params.join(", "));
+    let params: Vec<String> = g
+        .inputs
+        .iter()
+        .map(|&v| format!("%{}: {}", names[v.index()], g.ty(v)))
+        .collect();
+    let _ = writeln!(
+        s,
+        "graph @{}({}) {{",
+        print_ident(&g.name),
+        params.join(", ")
+    );
     for node in &g.nodes {
-        let outs: Vec<String> = node.outputs.iter().map(|v| format!("%{}", names[v.index()])).collect();
-        let ins: Vec<String> = node.inputs.iter().map(|v| format!("%{}", names[v.index()])).collect();
-        let _ = write!(s, "{pad}  {} = {}({})", outs.join(", "), node.op.name(), ins.join(", "));
+        let outs: Vec<String> = node
+            .outputs
+            .iter()
+            .map(|v| format!("%{}", names[v.index()]))
+            .collect();
+        let ins: Vec<String> = node
+            .inputs
+            .iter()
+            .map(|v| format!("%{}", names[v.index()]))
+            .collect();
+        let _ = write!(
+            s,
+            "{pad}  {} = {}({})",
+            outs.join(", "),
+            node.op.name(),
+            ins.join(", ")
+        );
         if !node.attrs.is_empty() {
             s.push_str(" {");
             for (k, (name, a)) in node.attrs.0.iter().enumerate() {
@@ -65,7 +96,11 @@ fn print_graph(s: &mut String, g: &Graph, indent: usize) {
         let tys: Vec<String> = node.outputs.iter().map(|&v| g.ty(v).to_string()).collect();
         let _ = writeln!(s, " : {}", tys.join(", "));
     }
-    let outs: Vec<String> = g.outputs.iter().map(|v| format!("%{}", names[v.index()])).collect();
+    let outs: Vec<String> = g
+        .outputs
+        .iter()
+        .map(|v| format!("%{}", names[v.index()]))
+        .collect();
     if outs.is_empty() {
         let _ = writeln!(s, "{pad}  return");
     } else {
@@ -79,7 +114,15 @@ fn print_ident(name: &str) -> String {
         name.to_string()
     } else {
         // Keep names printable and parseable.
-        name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '.' { c } else { '_' }).collect::<String>()
+        name.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect::<String>()
             + if name.is_empty() { "g" } else { "" }
     }
 }
@@ -169,7 +212,11 @@ struct Spanned {
 
 impl<'a> Lexer<'a> {
     fn err(&self, msg: impl Into<String>) -> IrError {
-        IrError::Parse { line: self.line, col: self.col, msg: msg.into() }
+        IrError::Parse {
+            line: self.line,
+            col: self.col,
+            msg: msg.into(),
+        }
     }
 
     fn bump(&mut self) -> Option<u8> {
@@ -190,7 +237,8 @@ impl<'a> Lexer<'a> {
 
     fn word(&mut self) -> String {
         let start = self.pos;
-        while matches!(self.peek(), Some(c) if c.is_ascii_alphanumeric() || c == b'_' || c == b'.') {
+        while matches!(self.peek(), Some(c) if c.is_ascii_alphanumeric() || c == b'_' || c == b'.')
+        {
             self.bump();
         }
         String::from_utf8_lossy(&self.src[start..self.pos]).into_owned()
@@ -212,7 +260,11 @@ impl<'a> Lexer<'a> {
             }
             let (line, col) = (self.line, self.col);
             let Some(c) = self.peek() else {
-                out.push(Spanned { tok: Tok::Eof, line, col });
+                out.push(Spanned {
+                    tok: Tok::Eof,
+                    line,
+                    col,
+                });
                 return Ok(out);
             };
             let tok = match c {
@@ -222,7 +274,11 @@ impl<'a> Lexer<'a> {
                     if w.is_empty() {
                         return Err(self.err(format!("expected a name after `{}`", c as char)));
                     }
-                    if c == b'%' { Tok::Value(w) } else { Tok::Global(w) }
+                    if c == b'%' {
+                        Tok::Value(w)
+                    } else {
+                        Tok::Global(w)
+                    }
                 }
                 b'"' => self.string()?,
                 b'-' | b'+' | b'0'..=b'9' => self.number()?,
@@ -258,7 +314,9 @@ impl<'a> Lexer<'a> {
             }
         }
         let raw = String::from_utf8_lossy(&self.src[start..self.pos]);
-        serde_json::from_str::<String>(&raw).map(Tok::Str).map_err(|e| self.err(format!("bad string: {e}")))
+        serde_json::from_str::<String>(&raw)
+            .map(Tok::Str)
+            .map_err(|e| self.err(format!("bad string: {e}")))
     }
 
     fn number(&mut self) -> Result<Tok, IrError> {
@@ -270,7 +328,11 @@ impl<'a> Lexer<'a> {
             let w = self.word();
             let neg = self.src[start] == b'-';
             return match w.as_str() {
-                "inf" => Ok(Tok::Float(if neg { f64::NEG_INFINITY } else { f64::INFINITY })),
+                "inf" => Ok(Tok::Float(if neg {
+                    f64::NEG_INFINITY
+                } else {
+                    f64::INFINITY
+                })),
                 "nan" | "NaN" => Ok(Tok::Float(f64::NAN)),
                 _ => Err(self.err(format!("expected a number, found `{w}`"))),
             };
@@ -292,9 +354,13 @@ impl<'a> Lexer<'a> {
         }
         let text = String::from_utf8_lossy(&self.src[start..self.pos]).into_owned();
         if float {
-            text.parse().map(Tok::Float).map_err(|_| self.err(format!("bad float `{text}`")))
+            text.parse()
+                .map(Tok::Float)
+                .map_err(|_| self.err(format!("bad float `{text}`")))
         } else {
-            text.parse().map(Tok::Int).map_err(|_| self.err(format!("bad integer `{text}`")))
+            text.parse()
+                .map(Tok::Int)
+                .map_err(|_| self.err(format!("bad integer `{text}`")))
         }
     }
 }
@@ -303,7 +369,13 @@ impl<'a> Lexer<'a> {
 
 /// Parse one graph (and verify it).
 pub fn parse(src: &str) -> Result<Graph, IrError> {
-    let toks = Lexer { src: src.as_bytes(), pos: 0, line: 1, col: 1 }.tokens()?;
+    let toks = Lexer {
+        src: src.as_bytes(),
+        pos: 0,
+        line: 1,
+        col: 1,
+    }
+    .tokens()?;
     let mut p = Parser { toks, pos: 0 };
     let g = p.graph()?;
     p.expect_eof()?;
@@ -328,7 +400,11 @@ impl Parser {
     }
     fn err_at(&self, k: usize, msg: impl Into<String>) -> IrError {
         let s = &self.toks[k.min(self.toks.len() - 1)];
-        IrError::Parse { line: s.line, col: s.col, msg: msg.into() }
+        IrError::Parse {
+            line: s.line,
+            col: s.col,
+            msg: msg.into(),
+        }
     }
     fn err(&self, msg: impl Into<String>) -> IrError {
         self.err_at(self.pos, msg)
@@ -350,7 +426,10 @@ impl Parser {
             self.next();
             Ok(())
         } else {
-            Err(self.err(format!("expected `{c}`, found {}", Self::describe(self.peek()))))
+            Err(self.err(format!(
+                "expected `{c}`, found {}",
+                Self::describe(self.peek())
+            )))
         }
     }
     fn eat(&mut self, c: char) -> bool {
@@ -379,7 +458,10 @@ impl Parser {
     fn value_name(&mut self) -> Result<String, IrError> {
         match self.next() {
             Tok::Value(v) => Ok(v),
-            t => Err(self.err_at(self.pos.saturating_sub(1), format!("expected a `%value`, found {}", Self::describe(&t)))),
+            t => Err(self.err_at(
+                self.pos.saturating_sub(1),
+                format!("expected a `%value`, found {}", Self::describe(&t)),
+            )),
         }
     }
 
@@ -387,7 +469,15 @@ impl Parser {
         let at = self.pos;
         let dtype = match self.next() {
             Tok::Ident(w) => w.parse::<DType>().map_err(|e| self.err_at(at, e))?,
-            t => return Err(self.err_at(at, format!("expected a type like f32[2,3], found {}", Self::describe(&t)))),
+            t => {
+                return Err(self.err_at(
+                    at,
+                    format!(
+                        "expected a type like f32[2,3], found {}",
+                        Self::describe(&t)
+                    ),
+                ))
+            }
         };
         self.punct('[')?;
         let mut dims = Vec::new();
@@ -397,7 +487,12 @@ impl Parser {
             }
             match self.next() {
                 Tok::Int(i) if i >= 0 => dims.push(i as usize),
-                t => return Err(self.err_at(self.pos - 1, format!("expected a dimension, found {}", Self::describe(&t)))),
+                t => {
+                    return Err(self.err_at(
+                        self.pos - 1,
+                        format!("expected a dimension, found {}", Self::describe(&t)),
+                    ))
+                }
             }
         }
         Ok(TensorType::new(dtype, Shape(dims)))
@@ -407,7 +502,12 @@ impl Parser {
         self.keyword("graph")?;
         let name = match self.next() {
             Tok::Global(n) => n,
-            t => return Err(self.err_at(self.pos - 1, format!("expected `@name`, found {}", Self::describe(&t)))),
+            t => {
+                return Err(self.err_at(
+                    self.pos - 1,
+                    format!("expected `@name`, found {}", Self::describe(&t)),
+                ))
+            }
         };
         let mut b = GraphBuilder::new(name);
         let mut scope: HashMap<String, ValueId> = HashMap::new();
@@ -442,12 +542,20 @@ impl Parser {
             }
             let at = self.pos;
             let n = self.value_name()?;
-            outs.push(*scope.get(&n).ok_or_else(|| self.err_at(at, format!("`%{n}` is not defined")))?);
+            outs.push(
+                *scope
+                    .get(&n)
+                    .ok_or_else(|| self.err_at(at, format!("`%{n}` is not defined")))?,
+            );
         }
         b.finish(&outs)
     }
 
-    fn node(&mut self, b: &mut GraphBuilder, scope: &mut HashMap<String, ValueId>) -> Result<(), IrError> {
+    fn node(
+        &mut self,
+        b: &mut GraphBuilder,
+        scope: &mut HashMap<String, ValueId>,
+    ) -> Result<(), IrError> {
         let start = self.pos;
         let mut results = vec![self.value_name()?];
         while self.eat(',') {
@@ -457,7 +565,12 @@ impl Parser {
         let op_at = self.pos;
         let op = match self.next() {
             Tok::Ident(w) => Op::named(&w).map_err(|e| self.err_at(op_at, e.to_string()))?,
-            t => return Err(self.err_at(op_at, format!("expected an op name, found {}", Self::describe(&t)))),
+            t => {
+                return Err(self.err_at(
+                    op_at,
+                    format!("expected an op name, found {}", Self::describe(&t)),
+                ))
+            }
         };
         self.punct('(')?;
         let mut inputs = Vec::new();
@@ -467,7 +580,11 @@ impl Parser {
             }
             let at = self.pos;
             let n = self.value_name()?;
-            inputs.push(*scope.get(&n).ok_or_else(|| self.err_at(at, format!("`%{n}` is used before it is defined")))?);
+            inputs.push(
+                *scope.get(&n).ok_or_else(|| {
+                    self.err_at(at, format!("`%{n}` is used before it is defined"))
+                })?,
+            );
         }
         let mut attrs = Attrs::new();
         if self.eat('{') {
@@ -478,7 +595,12 @@ impl Parser {
                 let at = self.pos;
                 let key = match self.next() {
                     Tok::Ident(k) => k,
-                    t => return Err(self.err_at(at, format!("expected an attribute name, found {}", Self::describe(&t)))),
+                    t => {
+                        return Err(self.err_at(
+                            at,
+                            format!("expected an attribute name, found {}", Self::describe(&t)),
+                        ))
+                    }
                 };
                 self.punct('=')?;
                 let v = self.attr_value()?;
@@ -494,15 +616,37 @@ impl Parser {
                 annotated.push(self.ty()?);
             }
         }
-        let outs = b.push(op, &inputs, attrs).map_err(|e| self.err_at(op_at, e.to_string()))?;
+        let outs = b
+            .push(op, &inputs, attrs)
+            .map_err(|e| self.err_at(op_at, e.to_string()))?;
         if outs.len() != results.len() {
-            return Err(self.err_at(start, format!("`{}` produces {} values, {} are named", op.name(), outs.len(), results.len())));
+            return Err(self.err_at(
+                start,
+                format!(
+                    "`{}` produces {} values, {} are named",
+                    op.name(),
+                    outs.len(),
+                    results.len()
+                ),
+            ));
         }
         if !annotated.is_empty() {
             let inferred: Vec<TensorType> = outs.iter().map(|&v| b.ty(v).clone()).collect();
             if annotated != inferred {
-                let f = |v: &[TensorType]| v.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ");
-                return Err(self.err_at(op_at, format!("annotated type {} differs from the inferred {}", f(&annotated), f(&inferred))));
+                let f = |v: &[TensorType]| {
+                    v.iter()
+                        .map(|t| t.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                return Err(self.err_at(
+                    op_at,
+                    format!(
+                        "annotated type {} differs from the inferred {}",
+                        f(&annotated),
+                        f(&inferred)
+                    ),
+                ));
             }
         }
         let mut seen = HashSet::new();
@@ -549,10 +693,22 @@ impl Parser {
                             all_int = false;
                             floats.push(f);
                         }
-                        t => return Err(self.err_at(self.pos - 1, format!("expected a number in the list, found {}", Self::describe(&t)))),
+                        t => {
+                            return Err(self.err_at(
+                                self.pos - 1,
+                                format!(
+                                    "expected a number in the list, found {}",
+                                    Self::describe(&t)
+                                ),
+                            ))
+                        }
                     }
                 }
-                if all_int { Attr::Ints(ints) } else { Attr::Floats(floats) }
+                if all_int {
+                    Attr::Ints(ints)
+                } else {
+                    Attr::Floats(floats)
+                }
             }
             Tok::Ident(w) => match w.as_str() {
                 "true" | "false" => {
@@ -566,15 +722,27 @@ impl Parser {
                     let ty = self.ty()?;
                     self.punct('>')?;
                     let data = self.json_data()?;
-                    let json = serde_json::json!({"dtype": ty.dtype, "shape": ty.shape, "data": data});
-                    Attr::Tensor(HostTensor::from_json(&json).map_err(|e| self.err_at(at, e.to_string()))?)
+                    let json =
+                        serde_json::json!({"dtype": ty.dtype, "shape": ty.shape, "data": data});
+                    Attr::Tensor(
+                        HostTensor::from_json(&json).map_err(|e| self.err_at(at, e.to_string()))?,
+                    )
                 }
                 _ => {
                     self.next();
-                    Attr::DType(w.parse::<DType>().map_err(|_| self.err_at(at, format!("unknown attribute value `{w}`")))?)
+                    Attr::DType(
+                        w.parse::<DType>().map_err(|_| {
+                            self.err_at(at, format!("unknown attribute value `{w}`"))
+                        })?,
+                    )
                 }
             },
-            t => return Err(self.err(format!("expected an attribute value, found {}", Self::describe(&t)))),
+            t => {
+                return Err(self.err(format!(
+                    "expected an attribute value, found {}",
+                    Self::describe(&t)
+                )))
+            }
         })
     }
 
@@ -597,7 +765,12 @@ impl Parser {
             Tok::Float(f) => float_to_json(f),
             Tok::Str(s) => Value::String(s),
             Tok::Ident(w) if w == "true" || w == "false" => Value::Bool(w == "true"),
-            t => return Err(self.err_at(at, format!("expected tensor data, found {}", Self::describe(&t)))),
+            t => {
+                return Err(self.err_at(
+                    at,
+                    format!("expected tensor data, found {}", Self::describe(&t)),
+                ))
+            }
         })
     }
 }
@@ -632,9 +805,11 @@ mod tests {
         assert!(e.to_string().contains("%z"));
         let e = parse("graph @g(%x: f32[2]) {\n  %y = frobnicate(%x)\n  return %y\n}").unwrap_err();
         assert!(e.to_string().contains("unknown op"), "{e}");
-        let e = parse("graph @g(%x: f32[2], %w: f32[3]) {\n  %y = add(%x, %w)\n  return %y\n}").unwrap_err();
+        let e = parse("graph @g(%x: f32[2], %w: f32[3]) {\n  %y = add(%x, %w)\n  return %y\n}")
+            .unwrap_err();
         assert!(e.to_string().contains("do not broadcast"), "{e}");
-        let e = parse("graph @g(%x: f32[2]) {\n  %y = exp(%x) : f32[3]\n  return %y\n}").unwrap_err();
+        let e =
+            parse("graph @g(%x: f32[2]) {\n  %y = exp(%x) : f32[3]\n  return %y\n}").unwrap_err();
         assert!(e.to_string().contains("annotated type"), "{e}");
     }
 

@@ -36,13 +36,26 @@ pub struct DispatchReport {
 
 impl fmt::Display for DispatchReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{:>4}  {:<18} {:<6} {:<16} {:<10} device", "node", "op", "dtype", "shape", "path")?;
+        writeln!(
+            f,
+            "{:>4}  {:<18} {:<6} {:<16} {:<10} device",
+            "node", "op", "dtype", "shape", "path"
+        )?;
         for n in &self.nodes {
             let path = match n.path {
                 DispatchPath::Native => "native",
                 DispatchPath::CommonIr => "common-ir",
             };
-            writeln!(f, "{:>4}  {:<18} {:<6} {:<16} {:<10} {}", n.node, n.op, n.dtype.name(), n.shape.to_string(), path, n.device)?;
+            writeln!(
+                f,
+                "{:>4}  {:<18} {:<6} {:<16} {:<10} {}",
+                n.node,
+                n.op,
+                n.dtype.name(),
+                n.shape.to_string(),
+                path,
+                n.device
+            )?;
         }
         Ok(())
     }
@@ -69,44 +82,86 @@ pub struct DispatchError {
 fn list(nodes: &[Unsupported]) -> String {
     nodes
         .iter()
-        .map(|u| format!("  node {} `{}` ({}{}): {}", u.node, u.op, u.dtype, u.shape, u.why))
+        .map(|u| {
+            format!(
+                "  node {} `{}` ({}{}): {}",
+                u.node, u.op, u.dtype, u.shape, u.why
+            )
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }
 
 /// Can `op` run on a backend with `claims`, natively or by decomposition?
-fn runnable(op: &OpDef, claims: &Claims, dtype: DType, depth: usize) -> Result<DispatchPath, String> {
+fn runnable(
+    op: &OpDef,
+    claims: &Claims,
+    dtype: DType,
+    depth: usize,
+) -> Result<DispatchPath, String> {
     if claims.claims(op.name, Some(dtype)) {
         return Ok(DispatchPath::Native);
     }
     match op.decompose {
         Some(_) if depth < 8 => Ok(DispatchPath::CommonIr),
         Some(_) => Err("decomposition too deep".into()),
-        None => Err(format!("not claimed natively for {dtype}, and `{}` has no decomposition", op.name)),
+        None => Err(format!(
+            "not claimed natively for {dtype}, and `{}` has no decomposition",
+            op.name
+        )),
     }
 }
 
 /// Pick a path for every node; expand fused ops that are not claimed.
 /// Returns the graph to schedule and the report, or every unsupported node.
-pub fn legalize(g: &Graph, device: Device, claims: &Claims) -> Result<(Graph, DispatchReport), DispatchError> {
+pub fn legalize(
+    g: &Graph,
+    device: Device,
+    claims: &Claims,
+) -> Result<(Graph, DispatchReport), DispatchError> {
     let mut report = DispatchReport::default();
     let mut bad = Vec::new();
     for (i, n) in g.nodes.iter().enumerate() {
         let out = n.outputs.first().map(|&v| g.ty(v).clone());
-        let dtype = n.inputs.first().map(|&v| g.ty(v).dtype).or(out.as_ref().map(|t| t.dtype)).unwrap_or(DType::F32);
+        let dtype = n
+            .inputs
+            .first()
+            .map(|&v| g.ty(v).dtype)
+            .or(out.as_ref().map(|t| t.dtype))
+            .unwrap_or(DType::F32);
         let shape = out.map(|t| t.shape).unwrap_or_default();
         match runnable(n.op.def(), claims, dtype, 0) {
-            Ok(path) => report.nodes.push(NodeDispatch { node: i, op: n.op.name().into(), dtype, shape, path, device }),
-            Err(why) => bad.push(Unsupported { node: i, op: n.op.name().into(), dtype, shape, why }),
+            Ok(path) => report.nodes.push(NodeDispatch {
+                node: i,
+                op: n.op.name().into(),
+                dtype,
+                shape,
+                path,
+                device,
+            }),
+            Err(why) => bad.push(Unsupported {
+                node: i,
+                op: n.op.name().into(),
+                dtype,
+                shape,
+                why,
+            }),
         }
     }
     if !bad.is_empty() {
         return Err(DispatchError { device, nodes: bad });
     }
-    let lowered = expand_fused(g, &|op| !claims.claims(op.name, None)).map_err(|e| DispatchError {
-        device,
-        nodes: vec![Unsupported { node: 0, op: "<graph>".into(), dtype: DType::F32, shape: Shape::default(), why: e.to_string() }],
-    })?;
+    let lowered =
+        expand_fused(g, &|op| !claims.claims(op.name, None)).map_err(|e| DispatchError {
+            device,
+            nodes: vec![Unsupported {
+                node: 0,
+                op: "<graph>".into(),
+                dtype: DType::F32,
+                shape: Shape::default(),
+                why: e.to_string(),
+            }],
+        })?;
     // Primitives produced by decompositions must themselves be claimed.
     let missing: Vec<Unsupported> = lowered
         .nodes
@@ -116,13 +171,20 @@ pub fn legalize(g: &Graph, device: Device, claims: &Claims) -> Result<(Graph, Di
         .map(|(i, n)| Unsupported {
             node: i,
             op: n.op.name().into(),
-            dtype: n.outputs.first().map(|&v| lowered.ty(v).dtype).unwrap_or(DType::F32),
+            dtype: n
+                .outputs
+                .first()
+                .map(|&v| lowered.ty(v).dtype)
+                .unwrap_or(DType::F32),
             shape: Shape::default(),
             why: "produced by a decomposition but not claimed by the backend".into(),
         })
         .collect();
     if !missing.is_empty() {
-        return Err(DispatchError { device, nodes: missing });
+        return Err(DispatchError {
+            device,
+            nodes: missing,
+        });
     }
     Ok((lowered, report))
 }

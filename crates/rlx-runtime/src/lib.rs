@@ -12,4 +12,6 @@ mod backend;
 mod legalize;
 
 pub use backend::{Backend, Claims, Device, Executable, RuntimeError};
-pub use legalize::{legalize, DispatchError, DispatchPath, DispatchReport, NodeDispatch, Unsupported};
+pub use legalize::{
+    legalize, DispatchError, DispatchPath, DispatchReport, NodeDispatch, Unsupported,
+};

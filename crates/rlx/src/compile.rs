@@ -23,7 +23,11 @@ pub struct Compiled {
 
 impl std::fmt::Debug for Compiled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Compiled({} on {})", self.program.graph.name, self.device)
+        write!(
+            f,
+            "Compiled({} on {})",
+            self.program.graph.name, self.device
+        )
     }
 }
 
@@ -58,14 +62,24 @@ pub fn compile(graph: &Graph, device: Device) -> Result<Compiled, Error> {
 
 /// Verify, legalize (native or common-IR per node, else a `DispatchError`
 /// listing every unsupported node), schedule, and compile for `device`.
-pub fn compile_with(graph: &Graph, device: Device, opts: &CompileOptions) -> Result<Compiled, Error> {
+pub fn compile_with(
+    graph: &Graph,
+    device: Device,
+    opts: &CompileOptions,
+) -> Result<Compiled, Error> {
     graph.verify()?;
     let be = backend(device);
-    let (lowered, report) = legalize(graph, device, &be.claims()).map_err(rlx_runtime::RuntimeError::from)?;
+    let (lowered, report) =
+        legalize(graph, device, &be.claims()).map_err(rlx_runtime::RuntimeError::from)?;
     if opts.print_report || std::env::var("RLX_DISPATCH_REPORT").is_ok_and(|v| v == "1") {
         eprintln!("dispatch report for `{}`:\n{report}", graph.name);
     }
     let program = Program::from_graph(lowered);
     let exe = be.compile(program.clone())?;
-    Ok(Compiled { device, report, program, exe })
+    Ok(Compiled {
+        device,
+        report,
+        program,
+        exe,
+    })
 }

@@ -38,17 +38,28 @@ impl std::fmt::Debug for Tensor {
 
 impl Trace {
     pub fn new(name: &str) -> Trace {
-        Trace(Rc::new(RefCell::new(State { builder: GraphBuilder::new(name), error: None })))
+        Trace(Rc::new(RefCell::new(State {
+            builder: GraphBuilder::new(name),
+            error: None,
+        })))
     }
 
     fn tensor_of(&self, id: ValueId) -> Tensor {
         let ty = self.0.borrow().builder.ty(id).clone();
-        Tensor { trace: self.clone(), id, ty }
+        Tensor {
+            trace: self.clone(),
+            id,
+            ty,
+        }
     }
 
     /// A graph input, fed at run time.
     pub fn input(&self, name: &str, dtype: DType, shape: impl Into<Shape>) -> Tensor {
-        let id = self.0.borrow_mut().builder.input(name, TensorType::new(dtype, shape));
+        let id = self
+            .0
+            .borrow_mut()
+            .builder
+            .input(name, TensorType::new(dtype, shape));
         self.tensor_of(id)
     }
 
@@ -71,7 +82,11 @@ impl Trace {
         }
         for o in outputs {
             if !Rc::ptr_eq(&o.trace.0, &self.0) {
-                return Err(Error::Trace { op: "finish".into(), msg: "an output belongs to another trace".into(), at: String::new() });
+                return Err(Error::Trace {
+                    op: "finish".into(),
+                    msg: "an output belongs to another trace".into(),
+                    at: String::new(),
+                });
             }
         }
         let ids: Vec<ValueId> = outputs.iter().map(|t| t.id).collect();
@@ -105,16 +120,29 @@ impl Tensor {
         let mut ids = vec![self.id];
         for o in others {
             if !Rc::ptr_eq(&o.trace.0, &self.trace.0) {
-                return Err(Error::Trace { op: op.into(), msg: "operands belong to different traces".into(), at: at.to_string() });
+                return Err(Error::Trace {
+                    op: op.into(),
+                    msg: "operands belong to different traces".into(),
+                    at: at.to_string(),
+                });
             }
             ids.push(o.id);
         }
-        let outs = self.trace.0.borrow_mut().builder.op(op, &ids, attrs).map_err(|e| Error::Trace {
-            op: op.into(),
-            msg: e.to_string(),
-            at: at.to_string(),
-        })?;
-        Ok(outs.into_iter().map(|id| self.trace.tensor_of(id)).collect())
+        let outs = self
+            .trace
+            .0
+            .borrow_mut()
+            .builder
+            .op(op, &ids, attrs)
+            .map_err(|e| Error::Trace {
+                op: op.into(),
+                msg: e.to_string(),
+                at: at.to_string(),
+            })?;
+        Ok(outs
+            .into_iter()
+            .map(|id| self.trace.tensor_of(id))
+            .collect())
     }
 
     /// Apply a single-output op.
@@ -123,7 +151,11 @@ impl Tensor {
         let mut v = self.apply(op, others, attrs)?;
         match v.len() {
             1 => Ok(v.remove(0)),
-            n => Err(Error::Trace { op: op.into(), msg: format!("has {n} outputs"), at: Location::caller().to_string() }),
+            n => Err(Error::Trace {
+                op: op.into(),
+                msg: format!("has {n} outputs"),
+                at: Location::caller().to_string(),
+            }),
         }
     }
 
@@ -171,15 +203,33 @@ impl Tensor {
     }
     #[track_caller]
     pub fn sum(&self, axes: &[i64], keepdim: bool) -> Result<Tensor, Error> {
-        self.apply1("reduce_sum", &[], Attrs::new().with("axes", axes.to_vec()).with("keepdim", keepdim))
+        self.apply1(
+            "reduce_sum",
+            &[],
+            Attrs::new()
+                .with("axes", axes.to_vec())
+                .with("keepdim", keepdim),
+        )
     }
     #[track_caller]
     pub fn mean(&self, axes: &[i64], keepdim: bool) -> Result<Tensor, Error> {
-        self.apply1("reduce_mean", &[], Attrs::new().with("axes", axes.to_vec()).with("keepdim", keepdim))
+        self.apply1(
+            "reduce_mean",
+            &[],
+            Attrs::new()
+                .with("axes", axes.to_vec())
+                .with("keepdim", keepdim),
+        )
     }
     #[track_caller]
     pub fn max(&self, axes: &[i64], keepdim: bool) -> Result<Tensor, Error> {
-        self.apply1("reduce_max", &[], Attrs::new().with("axes", axes.to_vec()).with("keepdim", keepdim))
+        self.apply1(
+            "reduce_max",
+            &[],
+            Attrs::new()
+                .with("axes", axes.to_vec())
+                .with("keepdim", keepdim),
+        )
     }
     #[track_caller]
     pub fn argmax(&self, axis: i64) -> Result<Tensor, Error> {
@@ -201,7 +251,10 @@ impl Tensor {
         if !g.inputs.is_empty() {
             return Err(Error::Trace {
                 op: "to_vec".into(),
-                msg: format!("the trace has {} inputs; compile it and run it with input tensors", g.inputs.len()),
+                msg: format!(
+                    "the trace has {} inputs; compile it and run it with input tensors",
+                    g.inputs.len()
+                ),
                 at: String::new(),
             });
         }
@@ -280,7 +333,10 @@ mod tests {
         let _ = c.relu();
         let e = t.finish(&[&c]).unwrap_err();
         let msg = e.to_string();
-        assert!(msg.contains("`add`") && msg.contains("do not broadcast") && msg.contains("dsl.rs"), "{msg}");
+        assert!(
+            msg.contains("`add`") && msg.contains("do not broadcast") && msg.contains("dsl.rs"),
+            "{msg}"
+        );
         let e = a.matmul(&a).unwrap_err().to_string();
         assert!(e.contains("inner dims 3 vs 2"), "{e}");
     }

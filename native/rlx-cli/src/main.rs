@@ -40,7 +40,11 @@ fn dtype_list(d: &OpDef) -> String {
     if d.dtypes.is_empty() {
         "any".into()
     } else {
-        d.dtypes.iter().map(|t| t.name()).collect::<Vec<_>>().join(",")
+        d.dtypes
+            .iter()
+            .map(|t| t.name())
+            .collect::<Vec<_>>()
+            .join(",")
     }
 }
 
@@ -73,12 +77,21 @@ fn ops(json: bool) -> Result<(), String> {
             })
             .collect();
         let out = serde_json::json!({"count": rows.len(), "ops": rows});
-        println!("{}", serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?
+        );
         return Ok(());
     }
-    println!("{:<18} {:<11} {:<5} {:<6} {:<8} dtypes", "kind", "category", "arity", "fused", "backends");
+    println!(
+        "{:<18} {:<11} {:<5} {:<6} {:<8} dtypes",
+        "kind", "category", "arity", "fused", "backends"
+    );
     for d in &defs {
-        let cat = serde_json::to_value(d.category).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+        let cat = serde_json::to_value(d.category)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default();
         println!(
             "{:<18} {:<11} {:<5} {:<6} {:<8} {}",
             d.name,
@@ -97,7 +110,12 @@ fn ir(path: &str) -> Result<(), String> {
     let src = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
     let g = text::parse(&src).map_err(|e| format!("{path}:{e}"))?;
     println!("{}", text::print(&g));
-    eprintln!("{path}: ok — {} inputs, {} nodes, {} outputs", g.inputs.len(), g.nodes.len(), g.outputs.len());
+    eprintln!(
+        "{path}: ok — {} inputs, {} nodes, {} outputs",
+        g.inputs.len(),
+        g.nodes.len(),
+        g.outputs.len()
+    );
     Ok(())
 }
 
@@ -106,8 +124,12 @@ fn demo() -> Result<(), String> {
     // A 4 → 8 → 3 MLP with fixed weights, traced with the lazy DSL.
     let t = Trace::new("mlp");
     let x = t.input("x", DType::F32, [2, 4]);
-    let w1: Vec<f32> = (0..32).map(|i| ((i * 7 % 11) as f32 - 5.0) / 10.0).collect();
-    let w2: Vec<f32> = (0..24).map(|i| ((i * 5 % 13) as f32 - 6.0) / 10.0).collect();
+    let w1: Vec<f32> = (0..32)
+        .map(|i| ((i * 7 % 11) as f32 - 5.0) / 10.0)
+        .collect();
+    let w2: Vec<f32> = (0..24)
+        .map(|i| ((i * 5 % 13) as f32 - 6.0) / 10.0)
+        .collect();
     let w1 = t.tensor(&w1, [4, 8]).map_err(e)?;
     let b1 = t.tensor(&[0.1f32; 8], [8]).map_err(e)?;
     let w2 = t.tensor(&w2, [8, 3]).map_err(e)?;
@@ -119,12 +141,20 @@ fn demo() -> Result<(), String> {
     println!("== MIR ==\n{}\n", text::print(&graph));
     let model = rlx::compile(&graph, rlx::Device::Cpu).map_err(e)?;
     println!("== dispatch (cpu) ==\n{}", model.dispatch_report());
-    let input = HostTensor::from_slice(&[1.0f32, -0.5, 0.25, 2.0, 0.0, 1.0, -1.0, 0.5], [2, 4]).map_err(|e| e.to_string())?;
+    let input = HostTensor::from_slice(&[1.0f32, -0.5, 0.25, 2.0, 0.0, 1.0, -1.0, 0.5], [2, 4])
+        .map_err(|e| e.to_string())?;
     let out = model.run(&[input]).map_err(e)?;
     let p = out[0].to_vec::<f32>().map_err(|e| e.to_string())?;
     println!("== output: softmax probabilities, 2 rows × 3 classes ==");
     for row in p.chunks(3) {
-        println!("  [{}]  (sum {:.6})", row.iter().map(|v| format!("{v:.6}")).collect::<Vec<_>>().join(", "), row.iter().sum::<f32>());
+        println!(
+            "  [{}]  (sum {:.6})",
+            row.iter()
+                .map(|v| format!("{v:.6}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            row.iter().sum::<f32>()
+        );
     }
     Ok(())
 }

@@ -21,7 +21,11 @@ fn decompose(b: &mut GraphBuilder, x: &[ValueId], _: &Attrs) -> Result<Vec<Value
 
 fn kernel(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let x = cx.input(0);
-    let v: Vec<f64> = x.to_f64_vec()?.into_iter().map(|v| v / (1.0 + v.abs())).collect();
+    let v: Vec<f64> = x
+        .to_f64_vec()?
+        .into_iter()
+        .map(|v| v / (1.0 + v.abs()))
+        .collect();
     Ok(vec![HostTensor::from_f64(x.dtype(), x.shape().clone(), v)?])
 }
 

@@ -14,7 +14,9 @@ fn input() -> (Vec<f32>, HostTensor) {
 }
 
 fn closed_form(v: &[f32]) -> Vec<f64> {
-    v.iter().map(|&x| x as f64 / (1.0 + (x as f64).abs())).collect()
+    v.iter()
+        .map(|&x| x as f64 / (1.0 + (x as f64).abs()))
+        .collect()
 }
 
 fn run(op: &str) -> (Vec<f32>, rlx::DispatchReport, String) {
@@ -36,7 +38,10 @@ fn native_kernel_matches_closed_form() {
     assert!(printed.contains("softsign(%x)"));
     assert_eq!(report.nodes[0].path, rlx::DispatchPath::Native);
     for (a, b) in out.iter().zip(closed_form(&input().0)) {
-        assert!((*a as f64 - b).abs() <= 1e-6 * b.abs().max(1.0), "{a} vs {b}");
+        assert!(
+            (*a as f64 - b).abs() <= 1e-6 * b.abs().max(1.0),
+            "{a} vs {b}"
+        );
     }
 }
 
@@ -46,7 +51,10 @@ fn without_a_kernel_it_runs_through_its_decomposition() {
     let (out, report, _) = run("softsign_decomposed");
     assert_eq!(report.nodes[0].path, rlx::DispatchPath::CommonIr);
     for (a, b) in out.iter().zip(closed_form(&input().0)) {
-        assert!((*a as f64 - b).abs() <= 1e-6 * b.abs().max(1.0), "{a} vs {b}");
+        assert!(
+            (*a as f64 - b).abs() <= 1e-6 * b.abs().max(1.0),
+            "{a} vs {b}"
+        );
     }
 }
 
@@ -65,10 +73,17 @@ fn an_op_with_neither_kernel_nor_decomposition_is_refused_with_every_node_listed
     });
     let t = Trace::new("refused");
     let x = t.input("x", DType::F32, [3]);
-    let a = x.apply1("softsign_nowhere", &[], rlx::Attrs::new()).unwrap();
-    let b = a.apply1("softsign_nowhere", &[], rlx::Attrs::new()).unwrap();
+    let a = x
+        .apply1("softsign_nowhere", &[], rlx::Attrs::new())
+        .unwrap();
+    let b = a
+        .apply1("softsign_nowhere", &[], rlx::Attrs::new())
+        .unwrap();
     let g = t.finish(&[&b]).unwrap();
     let err = rlx::compile(&g, rlx::Device::Cpu).unwrap_err().to_string();
     assert!(err.contains("2 node(s) cannot run on cpu"), "{err}");
-    assert!(err.contains("node 0 `softsign_nowhere`") && err.contains("node 1 `softsign_nowhere`"), "{err}");
+    assert!(
+        err.contains("node 0 `softsign_nowhere`") && err.contains("node 1 `softsign_nowhere`"),
+        "{err}"
+    );
 }

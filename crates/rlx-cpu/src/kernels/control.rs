@@ -4,7 +4,9 @@ use super::*;
 
 fn if_(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let c = ints(cx.input(0))?.first().copied().unwrap_or(0) != 0;
-    let g = cx.attrs.graph(if c { "then_branch" } else { "else_branch" })?;
+    let g = cx
+        .attrs
+        .graph(if c { "then_branch" } else { "else_branch" })?;
     let args: Vec<HostTensor> = cx.inputs[1..].iter().map(|t| (*t).clone()).collect();
     cx.runner.run(g, &args)
 }

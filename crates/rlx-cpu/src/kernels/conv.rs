@@ -37,7 +37,12 @@ impl Window {
         let strides = list_or(cx, "strides", n, 1)?;
         let dilations = list_or(cx, "dilations", n, 1)?;
         let pads = list_or(cx, "pads", 2 * n, 0)?;
-        Ok(Window { kernel, strides, dilations, pads_begin: pads[..n].to_vec() })
+        Ok(Window {
+            kernel,
+            strides,
+            dilations,
+            pads_begin: pads[..n].to_vec(),
+        })
     }
 
     /// Number of kernel offsets.
@@ -57,7 +62,8 @@ impl Window {
             let kc = unravel(k, &self.kernel);
             let mut flat = 0usize;
             for a in 0..dst.len() {
-                let c = (qc[a] * self.strides[a] + kc[a] * self.dilations[a]) as i64 - self.pads_begin[a] as i64;
+                let c = (qc[a] * self.strides[a] + kc[a] * self.dilations[a]) as i64
+                    - self.pads_begin[a] as i64;
                 if c < 0 || c >= dst[a] as i64 {
                     continue 'offsets;
                 }
@@ -71,12 +77,18 @@ impl Window {
 
 /// An optional list attribute with `fill` as the default for every axis.
 fn list_or(cx: &KernelCx, name: &str, n: usize, fill: usize) -> Result<Vec<usize>, CpuError> {
-    let v: &[i64] = if cx.attrs.get(name).is_some() { cx.ints(name)? } else { &[] };
+    let v: &[i64] = if cx.attrs.get(name).is_some() {
+        cx.ints(name)?
+    } else {
+        &[]
+    };
     if v.is_empty() {
         return Ok(vec![fill; n]);
     }
     if v.len() != n || v.iter().any(|&x| x < 0) {
-        return Err(cx.fail(format!("`{name}` must list {n} non-negative values, got {v:?}")));
+        return Err(cx.fail(format!(
+            "`{name}` must list {n} non-negative values, got {v:?}"
+        )));
     }
     Ok(v.iter().map(|&x| x as usize).collect())
 }
@@ -100,8 +112,11 @@ fn conv(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let win = Window::read(cx, wd[2..].to_vec())?;
     let (batch, cin, cout) = (xd[0], xd[1], wd[0]);
     let (cin_g, cout_g) = (cin / groups, cout / groups);
-    let (in_sp, out_sp, k_sp): (usize, usize, usize) =
-        (xd[2..].iter().product(), od[2..].iter().product(), win.size());
+    let (in_sp, out_sp, k_sp): (usize, usize, usize) = (
+        xd[2..].iter().product(),
+        od[2..].iter().product(),
+        win.size(),
+    );
     let (xs, ws, bs) = (floats(x)?, floats(w)?, bias(cx, cout)?);
     let mut y = vec![0.0; out.shape.numel()];
     for p in 0..out_sp {
@@ -139,8 +154,11 @@ fn conv_transpose(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let win = Window::read(cx, wd[2..].to_vec())?;
     let (batch, cin, cout) = (xd[0], xd[1], od[1]);
     let (cin_g, cout_g) = (cin / groups, cout / groups);
-    let (in_sp, out_sp, k_sp): (usize, usize, usize) =
-        (xd[2..].iter().product(), od[2..].iter().product(), win.size());
+    let (in_sp, out_sp, k_sp): (usize, usize, usize) = (
+        xd[2..].iter().product(),
+        od[2..].iter().product(),
+        win.size(),
+    );
     let (xs, ws, bs) = (floats(x)?, floats(w)?, bias(cx, cout)?);
     let mut y = vec![0.0; out.shape.numel()];
     for (plane, v) in y.chunks_mut(out_sp.max(1)).enumerate() {
@@ -180,7 +198,12 @@ fn pool_planes<T: Copy>(
     let planes = out_dims[0] * out_dims[1];
     let mut out = Vec::with_capacity(planes * out_sp);
     let taps: Vec<Vec<usize>> = (0..out_sp)
-        .map(|p| win.taps(p, &out_dims[2..], &in_dims[2..]).into_iter().map(|(_, i)| i).collect())
+        .map(|p| {
+            win.taps(p, &out_dims[2..], &in_dims[2..])
+                .into_iter()
+                .map(|(_, i)| i)
+                .collect()
+        })
         .collect();
     for plane in 0..planes {
         let xs = &src[plane * in_sp..(plane + 1) * in_sp];
@@ -217,7 +240,11 @@ fn int_lowest(d: DType) -> i64 {
 /// values stay exact.
 fn max_pool(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let x = cx.input(0);
-    let kernel: Vec<usize> = cx.ints("kernel")?.iter().map(|&k| k.max(0) as usize).collect();
+    let kernel: Vec<usize> = cx
+        .ints("kernel")?
+        .iter()
+        .map(|&k| k.max(0) as usize)
+        .collect();
     let win = Window::read(cx, kernel)?;
     let out = cx.out_type(0);
     let (xd, od) = (x.shape().dims(), out.shape.dims());
@@ -228,7 +255,9 @@ fn max_pool(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
         Ok(vec![from_floats(out, y)?])
     } else {
         let lowest = int_lowest(x.dtype());
-        let y = pool_planes(&ints(x)?, xd, od, &win, |xs, t| t.iter().fold(lowest, |m, &i| m.max(xs[i])));
+        let y = pool_planes(&ints(x)?, xd, od, &win, |xs, t| {
+            t.iter().fold(lowest, |m, &i| m.max(xs[i]))
+        });
         Ok(vec![from_ints(out, y)?])
     }
 }
@@ -239,15 +268,25 @@ fn max_pool(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
 /// entirely in the padding is 0/0 = NaN.
 fn avg_pool(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let x = cx.input(0);
-    let kernel: Vec<usize> = cx.ints("kernel")?.iter().map(|&k| k.max(0) as usize).collect();
+    let kernel: Vec<usize> = cx
+        .ints("kernel")?
+        .iter()
+        .map(|&k| k.max(0) as usize)
+        .collect();
     let win = Window::read(cx, kernel)?;
     let include_pad = cx.bool("count_include_pad")?;
     let out = cx.out_type(0);
     let full = win.size() as f64;
-    let y = pool_planes(&floats(x)?, x.shape().dims(), out.shape.dims(), &win, |xs, t| {
-        let sum: f64 = t.iter().map(|&i| xs[i]).sum();
-        sum / if include_pad { full } else { t.len() as f64 }
-    });
+    let y = pool_planes(
+        &floats(x)?,
+        x.shape().dims(),
+        out.shape.dims(),
+        &win,
+        |xs, t| {
+            let sum: f64 = t.iter().map(|&i| xs[i]).sum();
+            sum / if include_pad { full } else { t.len() as f64 }
+        },
+    );
     Ok(vec![from_floats(out, y)?])
 }
 
@@ -262,7 +301,9 @@ fn planes<'a, T>(v: &'a [T], dims: &[usize]) -> impl Iterator<Item = &'a [T]> {
 fn global_avg_pool(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let x = cx.input(0);
     let xs = floats(x)?;
-    let y = planes(&xs, x.shape().dims()).map(|p| p.iter().sum::<f64>() / p.len() as f64).collect();
+    let y = planes(&xs, x.shape().dims())
+        .map(|p| p.iter().sum::<f64>() / p.len() as f64)
+        .collect();
     Ok(vec![from_floats(cx.out_type(0), y)?])
 }
 
@@ -272,12 +313,16 @@ fn global_max_pool(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let dims = x.shape().dims();
     if is_float_domain(x.dtype()) {
         let xs = floats(x)?;
-        let y = planes(&xs, dims).map(|p| p.iter().fold(f64::NEG_INFINITY, |m, &v| nan_max(m, v))).collect();
+        let y = planes(&xs, dims)
+            .map(|p| p.iter().fold(f64::NEG_INFINITY, |m, &v| nan_max(m, v)))
+            .collect();
         Ok(vec![from_floats(cx.out_type(0), y)?])
     } else {
         let xs = ints(x)?;
         let lowest = int_lowest(x.dtype());
-        let y = planes(&xs, dims).map(|p| p.iter().fold(lowest, |m, &v| m.max(v))).collect();
+        let y = planes(&xs, dims)
+            .map(|p| p.iter().fold(lowest, |m, &v| m.max(v)))
+            .collect();
         Ok(vec![from_ints(cx.out_type(0), y)?])
     }
 }
@@ -312,7 +357,11 @@ mod tests {
         // Two groups of one channel each; channel 1 is scaled by its weight.
         // Stride 2, dilation 2, kernel 2: y[o] = x[2o]·w0 + x[2o+2]·w1.
         let src = "graph @g(%x: f32[1,2,5], %w: f32[2,1,2]) {\n  %2 = conv(%x, %w) {strides=[2], dilations=[2], groups=2}\n  return %2\n}";
-        let x = HostTensor::from_slice(&[0.0f32, 1.0, 2.0, 3.0, 4.0, 10.0, 11.0, 12.0, 13.0, 14.0], [1, 2, 5]).unwrap();
+        let x = HostTensor::from_slice(
+            &[0.0f32, 1.0, 2.0, 3.0, 4.0, 10.0, 11.0, 12.0, 13.0, 14.0],
+            [1, 2, 5],
+        )
+        .unwrap();
         let w = HostTensor::from_slice(&[1.0f32, 1.0, 1.0, -1.0], [2, 1, 2]).unwrap();
         // channel 0: [0+2, 2+4]; channel 1: [10-12, 12-14]
         assert_eq!(f32s(&run(src, &[x, w])[0]), vec![2.0, 6.0, -2.0, -2.0]);
@@ -325,7 +374,10 @@ mod tests {
         let src = "graph @g(%x: f32[1,1,2], %w: f32[1,1,3]) {\n  %2 = conv_transpose(%x, %w) {strides=[2], pads=[1, 0], output_padding=[1]}\n  return %2\n}";
         let x = HostTensor::from_slice(&[1.0f32, 2.0], [1, 1, 2]).unwrap();
         let w = HostTensor::from_slice(&[1.0f32, 10.0, 100.0], [1, 1, 3]).unwrap();
-        assert_eq!(f32s(&run(src, &[x, w])[0]), vec![10.0, 102.0, 20.0, 200.0, 0.0]);
+        assert_eq!(
+            f32s(&run(src, &[x, w])[0]),
+            vec![10.0, 102.0, 20.0, 200.0, 0.0]
+        );
     }
 
     #[test]
@@ -349,5 +401,36 @@ mod tests {
         let x = HostTensor::from_slice(&[1.0f32, 2.0, 3.0, 6.0], [1, 1, 2, 2]).unwrap();
         let src = "graph @g(%x: f32[1,1,2,2]) {\n  %1 = global_avg_pool(%x)\n  return %1\n}";
         assert_eq!(f32s(&run(src, &[x])[0]), vec![3.0]);
+    }
+
+    #[test]
+    fn conv_transpose_is_the_adjoint_of_conv() {
+        // <conv(x, w), y> = <x, conv_transpose(y, w)> for the same weights
+        // and window, with output_padding chosen so the shapes line up.
+        let fill = |n: usize, seed: u64| -> Vec<f64> {
+            (0..n as u64)
+                .map(|i| ((i * 2654435761 + seed * 97) % 1000) as f64 / 500.0 - 1.0)
+                .collect()
+        };
+        let (x, w, y) = (
+            fill(4 * 7 * 6, 1),
+            fill(6 * 2 * 3 * 2, 2),
+            fill(6 * 3 * 5, 3),
+        );
+        let attrs = "strides=[2, 1], dilations=[1, 2], pads=[1, 0, 0, 1], groups=2";
+        let src = format!("graph @g(%x: f64[1,4,7,6], %w: f64[6,2,3,2], %y: f64[1,6,3,5]) {{\n  %3 = conv(%x, %w) {{{attrs}}}\n  %4 = conv_transpose(%y, %w) {{{attrs}, output_padding=[1, 0]}}\n  return %3, %4\n}}");
+        let ins = [
+            HostTensor::from_slice(&x, [1, 4, 7, 6]).unwrap(),
+            HostTensor::from_slice(&w, [6, 2, 3, 2]).unwrap(),
+            HostTensor::from_slice(&y, [1, 6, 3, 5]).unwrap(),
+        ];
+        let out = run(&src, &ins);
+        let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(p, q)| p * q).sum::<f64>();
+        let lhs = dot(&out[0].to_f64_vec().unwrap(), &y);
+        let rhs = dot(&x, &out[1].to_f64_vec().unwrap());
+        assert!(
+            (lhs - rhs).abs() < 1e-9 && lhs.abs() > 1e-3,
+            "{lhs} vs {rhs}"
+        );
     }
 }

@@ -9,7 +9,17 @@ fn float_unary(op: &str) -> Option<F1> {
     Some(match op {
         "abs" => f64::abs,
         "neg" => |x| -x,
-        "sign" => |x: f64| if x.is_nan() { x } else if x > 0.0 { 1.0 } else if x < 0.0 { -1.0 } else { 0.0 },
+        "sign" => |x: f64| {
+            if x.is_nan() {
+                x
+            } else if x > 0.0 {
+                1.0
+            } else if x < 0.0 {
+                -1.0
+            } else {
+                0.0
+            }
+        },
         "square" => |x| x * x,
         "relu" => |x: f64| if x.is_nan() { x } else { x.max(0.0) },
         "exp" => f64::exp,
@@ -36,7 +46,13 @@ fn float_unary(op: &str) -> Option<F1> {
         "erf" => libm::erf,
         "sigmoid" => sigmoid,
         // max(x, 0) + log1p(e^-|x|): no overflow for large |x|.
-        "softplus" => |x: f64| if x.is_nan() { x } else { x.max(0.0) + (-x.abs()).exp().ln_1p() },
+        "softplus" => |x: f64| {
+            if x.is_nan() {
+                x
+            } else {
+                x.max(0.0) + (-x.abs()).exp().ln_1p()
+            }
+        },
         "floor" => f64::floor,
         "ceil" => f64::ceil,
         "round" => f64::round_ties_even,
@@ -74,10 +90,15 @@ fn unary(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let x = cx.input(0);
     let ty = cx.out_type(0);
     if x.dtype().is_float() {
-        let f = float_unary(cx.op).ok_or_else(|| cx.fail(format!("no float form for {}", x.dtype())))?;
-        return Ok(vec![from_floats(ty, floats(x)?.into_iter().map(f).collect())?]);
+        let f = float_unary(cx.op)
+            .ok_or_else(|| cx.fail(format!("no float form for {}", x.dtype())))?;
+        return Ok(vec![from_floats(
+            ty,
+            floats(x)?.into_iter().map(f).collect(),
+        )?]);
     }
-    let f = int_unary(cx.op).ok_or_else(|| cx.fail(format!("no integer form for {}", x.dtype())))?;
+    let f =
+        int_unary(cx.op).ok_or_else(|| cx.fail(format!("no integer form for {}", x.dtype())))?;
     let mut v: Vec<i64> = ints(x)?.into_iter().map(f).collect();
     if x.dtype() == DType::Bool && cx.op == "bitwise_not" {
         v.iter_mut().for_each(|b| *b &= 1);
@@ -85,16 +106,39 @@ fn unary(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     Ok(vec![from_ints(ty, v)?])
 }
 
-/// Both operands broadcast to the output shape.
-fn operands<T>(cx: &KernelCx, conv: fn(&HostTensor) -> Result<Vec<T>, CpuError>) -> Result<(Vec<T>, Vec<T>, Vec<usize>, Vec<usize>), CpuError> {
+/// Both operands' elements, and for each output element the index it reads
+/// in each (broadcasting).
+type Operands<T> = (Vec<T>, Vec<T>, Vec<usize>, Vec<usize>);
+
+fn operands<T>(
+    cx: &KernelCx,
+    conv: fn(&HostTensor) -> Result<Vec<T>, CpuError>,
+) -> Result<Operands<T>, CpuError> {
     let (a, b) = (cx.input(0), cx.input(1));
     let shape = &cx.out_type(0).shape;
-    Ok((conv(a)?, conv(b)?, broadcast_map(a.shape(), shape), broadcast_map(b.shape(), shape)))
+    Ok((
+        conv(a)?,
+        conv(b)?,
+        broadcast_map(a.shape(), shape),
+        broadcast_map(b.shape(), shape),
+    ))
 }
 
 fn float_binary(op: &str) -> Option<fn(f64, f64) -> f64> {
-    let nan_max = |a: f64, b: f64| if a.is_nan() || b.is_nan() { f64::NAN } else { a.max(b) };
-    let nan_min = |a: f64, b: f64| if a.is_nan() || b.is_nan() { f64::NAN } else { a.min(b) };
+    let nan_max = |a: f64, b: f64| {
+        if a.is_nan() || b.is_nan() {
+            f64::NAN
+        } else {
+            a.max(b)
+        }
+    };
+    let nan_min = |a: f64, b: f64| {
+        if a.is_nan() || b.is_nan() {
+            f64::NAN
+        } else {
+            a.min(b)
+        }
+    };
     Some(match op {
         "add" => |a, b| a + b,
         "sub" => |a, b| a - b,
@@ -138,20 +182,29 @@ fn binary(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
         let v: Vec<f64> = if dt.is_float() {
             let (a, b, ia, ib) = operands(cx, floats)?;
             // NaN compares unequal to everything (so `ne` is true).
-            ia.iter().zip(&ib).map(|(&i, &j)| match a[i].partial_cmp(&b[j]) {
-                Some(o) => c(o) as u8 as f64,
-                None => (cx.op == "ne") as u8 as f64,
-            }).collect()
+            ia.iter()
+                .zip(&ib)
+                .map(|(&i, &j)| match a[i].partial_cmp(&b[j]) {
+                    Some(o) => c(o) as u8 as f64,
+                    None => (cx.op == "ne") as u8 as f64,
+                })
+                .collect()
         } else {
             let (a, b, ia, ib) = operands(cx, ints)?;
-            ia.iter().zip(&ib).map(|(&i, &j)| c(a[i].cmp(&b[j])) as u8 as f64).collect()
+            ia.iter()
+                .zip(&ib)
+                .map(|(&i, &j)| c(a[i].cmp(&b[j])) as u8 as f64)
+                .collect()
         };
         return Ok(vec![from_floats(ty, v)?]);
     }
     if dt.is_float() {
         let f = float_binary(cx.op).ok_or_else(|| cx.fail(format!("no float form for {dt}")))?;
         let (a, b, ia, ib) = operands(cx, floats)?;
-        return Ok(vec![from_floats(ty, ia.iter().zip(&ib).map(|(&i, &j)| f(a[i], b[j])).collect())?]);
+        return Ok(vec![from_floats(
+            ty,
+            ia.iter().zip(&ib).map(|(&i, &j)| f(a[i], b[j])).collect(),
+        )?]);
     }
     let (a, b, ia, ib) = operands(cx, ints)?;
     let w = bits(dt);
@@ -170,8 +223,22 @@ fn binary(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
             "and" | "bitwise_and" => x & y,
             "or" | "bitwise_or" => x | y,
             "xor" | "bitwise_xor" => x ^ y,
-            "shl" => if (0..w).contains(&y) { x.wrapping_shl(y as u32) } else { 0 },
-            "shr" => if (0..w).contains(&y) { x >> y } else if x < 0 { -1 } else { 0 },
+            "shl" => {
+                if (0..w).contains(&y) {
+                    x.wrapping_shl(y as u32)
+                } else {
+                    0
+                }
+            }
+            "shr" => {
+                if (0..w).contains(&y) {
+                    x >> y
+                } else if x < 0 {
+                    -1
+                } else {
+                    0
+                }
+            }
             op => return Err(cx.fail(format!("`{op}` has no integer form"))),
         });
     }
@@ -185,11 +252,20 @@ fn where_(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
         .into_iter()
         .map(|i| matches!(c.data(), TensorData::Bool(v) if v[i]))
         .collect();
-    let (ia, ib) = (broadcast_map(a.shape(), &ty.shape), broadcast_map(b.shape(), &ty.shape));
+    let (ia, ib) = (
+        broadcast_map(a.shape(), &ty.shape),
+        broadcast_map(b.shape(), &ty.shape),
+    );
     // Pick from a virtual concatenation [a, b] so every dtype is handled.
     let both = concat_data(&[a.data(), b.data()]).map_err(|e| cx.fail(e))?;
-    let idx: Vec<usize> = (0..cond.len()).map(|k| if cond[k] { ia[k] } else { a.numel() + ib[k] }).collect();
-    Ok(vec![HostTensor::new(ty.dtype, ty.shape.clone(), both.take(&idx)?)?])
+    let idx: Vec<usize> = (0..cond.len())
+        .map(|k| if cond[k] { ia[k] } else { a.numel() + ib[k] })
+        .collect();
+    Ok(vec![HostTensor::new(
+        ty.dtype,
+        ty.shape.clone(),
+        both.take(&idx)?,
+    )?])
 }
 
 /// Join the element vectors of tensors of one dtype.
@@ -232,7 +308,11 @@ fn clamp(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     // Integer bounds: the tightest integers inside [min, max].
     let lo = lo.map(|l| l.ceil() as i64);
     let hi = hi.map(|h| h.floor() as i64);
-    let v = ints(x)?.into_iter().map(|v| hi.map_or(v, |h| v.min(h))).map(|v| lo.map_or(v, |l| v.max(l))).collect();
+    let v = ints(x)?
+        .into_iter()
+        .map(|v| hi.map_or(v, |h| v.min(h)))
+        .map(|v| lo.map_or(v, |l| v.max(l)))
+        .collect();
     Ok(vec![from_ints(ty, v)?])
 }
 
@@ -241,7 +321,9 @@ fn cast(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let ty = cx.out_type(0);
     let out = match (x.dtype(), ty.dtype) {
         (a, b) if a == b => x.clone(),
-        (DType::C64, b) if b.is_float() || b.is_int() || b == DType::Bool => from_floats(ty, floats(x)?)?,
+        (DType::C64, b) if b.is_float() || b.is_int() || b == DType::Bool => {
+            from_floats(ty, floats(x)?)?
+        }
         (_, DType::C64) => HostTensor::from_c64(ty.shape.clone(), x.to_c64_vec()?)?,
         (a, _) if a.is_float() => from_floats(ty, floats(x)?)?,
         _ => from_ints(ty, ints(x)?)?,
@@ -250,16 +332,68 @@ fn cast(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
 }
 
 pub(crate) const KERNELS: &[(&str, Kernel)] = &[
-    ("abs", unary), ("neg", unary), ("sign", unary), ("square", unary), ("relu", unary),
-    ("exp", unary), ("exp2", unary), ("expm1", unary), ("log", unary), ("log2", unary), ("log1p", unary),
-    ("sqrt", unary), ("rsqrt", unary), ("reciprocal", unary), ("sin", unary), ("cos", unary), ("tan", unary),
-    ("asin", unary), ("acos", unary), ("atan", unary), ("sinh", unary), ("cosh", unary), ("tanh", unary),
-    ("asinh", unary), ("acosh", unary), ("atanh", unary), ("erf", unary), ("sigmoid", unary), ("softplus", unary),
-    ("floor", unary), ("ceil", unary), ("round", unary), ("trunc", unary), ("isnan", unary), ("isinf", unary),
-    ("isfinite", unary), ("not", unary), ("bitwise_not", unary),
-    ("add", binary), ("sub", binary), ("mul", binary), ("div", binary), ("rem", binary), ("pow", binary),
-    ("max", binary), ("min", binary), ("atan2", binary), ("eq", binary), ("ne", binary), ("lt", binary),
-    ("le", binary), ("gt", binary), ("ge", binary), ("and", binary), ("or", binary), ("xor", binary),
-    ("bitwise_and", binary), ("bitwise_or", binary), ("bitwise_xor", binary), ("shl", binary), ("shr", binary),
-    ("where", where_), ("clamp", clamp), ("cast", cast),
+    ("abs", unary),
+    ("neg", unary),
+    ("sign", unary),
+    ("square", unary),
+    ("relu", unary),
+    ("exp", unary),
+    ("exp2", unary),
+    ("expm1", unary),
+    ("log", unary),
+    ("log2", unary),
+    ("log1p", unary),
+    ("sqrt", unary),
+    ("rsqrt", unary),
+    ("reciprocal", unary),
+    ("sin", unary),
+    ("cos", unary),
+    ("tan", unary),
+    ("asin", unary),
+    ("acos", unary),
+    ("atan", unary),
+    ("sinh", unary),
+    ("cosh", unary),
+    ("tanh", unary),
+    ("asinh", unary),
+    ("acosh", unary),
+    ("atanh", unary),
+    ("erf", unary),
+    ("sigmoid", unary),
+    ("softplus", unary),
+    ("floor", unary),
+    ("ceil", unary),
+    ("round", unary),
+    ("trunc", unary),
+    ("isnan", unary),
+    ("isinf", unary),
+    ("isfinite", unary),
+    ("not", unary),
+    ("bitwise_not", unary),
+    ("add", binary),
+    ("sub", binary),
+    ("mul", binary),
+    ("div", binary),
+    ("rem", binary),
+    ("pow", binary),
+    ("max", binary),
+    ("min", binary),
+    ("atan2", binary),
+    ("eq", binary),
+    ("ne", binary),
+    ("lt", binary),
+    ("le", binary),
+    ("gt", binary),
+    ("ge", binary),
+    ("and", binary),
+    ("or", binary),
+    ("xor", binary),
+    ("bitwise_and", binary),
+    ("bitwise_or", binary),
+    ("bitwise_xor", binary),
+    ("shl", binary),
+    ("shr", binary),
+    ("where", where_),
+    ("clamp", clamp),
+    ("cast", cast),
 ];

@@ -29,7 +29,10 @@ fn activation(name: &str) -> Option<fn(f64) -> f64> {
 }
 
 fn map1(cx: &KernelCx, f: fn(f64) -> f64) -> Result<Vec<HostTensor>, CpuError> {
-    Ok(vec![from_floats(cx.out_type(0), floats(cx.input(0))?.into_iter().map(f).collect())?])
+    Ok(vec![from_floats(
+        cx.out_type(0),
+        floats(cx.input(0))?.into_iter().map(f).collect(),
+    )?])
 }
 fn gelu_k(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     map1(cx, gelu)
@@ -42,7 +45,10 @@ fn silu_k(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
 }
 fn swiglu(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let (g, u) = (floats(cx.input(0))?, floats(cx.input(1))?);
-    Ok(vec![from_floats(cx.out_type(0), g.iter().zip(&u).map(|(&g, &u)| silu(g) * u).collect())?])
+    Ok(vec![from_floats(
+        cx.out_type(0),
+        g.iter().zip(&u).map(|(&g, &u)| silu(g) * u).collect(),
+    )?])
 }
 
 /// Softmax / log-softmax of one strided row, in place.
@@ -50,7 +56,11 @@ fn softmax_row(v: &mut [f64], log: bool) {
     let m = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let s: f64 = v.iter().map(|x| (x - m).exp()).sum();
     for x in v.iter_mut() {
-        *x = if log { *x - m - s.ln() } else { (*x - m).exp() / s };
+        *x = if log {
+            *x - m - s.ln()
+        } else {
+            (*x - m).exp() / s
+        };
     }
 }
 
@@ -78,7 +88,11 @@ fn softmax(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
 fn norm_rows(v: &mut [f64], inner: usize, eps: f64, center: bool) {
     for row in v.chunks_mut(inner.max(1)) {
         let n = row.len() as f64;
-        let mean = if center { row.iter().sum::<f64>() / n } else { 0.0 };
+        let mean = if center {
+            row.iter().sum::<f64>() / n
+        } else {
+            0.0
+        };
         let var = row.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n;
         let r = 1.0 / (var + eps).sqrt();
         row.iter_mut().for_each(|x| *x = (*x - mean) * r);
@@ -92,7 +106,11 @@ fn layer_norm(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let mut v = floats(x)?;
     norm_rows(&mut v, inner, cx.float("eps")?, cx.op == "layer_norm");
     let g = floats(cx.input(1))?;
-    let b = if cx.op == "layer_norm" { floats(cx.input(2))? } else { vec![0.0; inner] };
+    let b = if cx.op == "layer_norm" {
+        floats(cx.input(2))?
+    } else {
+        vec![0.0; inner]
+    };
     for (k, x) in v.iter_mut().enumerate() {
         *x = *x * g[k % inner] + b[k % inner];
     }
@@ -125,7 +143,9 @@ fn batch_norm(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let eps = cx.float("eps")?;
     let [scale, bias, mean, var] = [1, 2, 3, 4].map(|k| floats(cx.input(k)));
     let (scale, bias, mean, var) = (scale?, bias?, mean?, var?);
-    let s: Vec<f64> = (0..scale.len()).map(|c| scale[c] / (var[c] + eps).sqrt()).collect();
+    let s: Vec<f64> = (0..scale.len())
+        .map(|c| scale[c] / (var[c] + eps).sqrt())
+        .collect();
     let t: Vec<f64> = (0..scale.len()).map(|c| bias[c] - mean[c] * s[c]).collect();
     let mut v = floats(x)?;
     per_channel(&mut v, x.shape().dims(), &s, &t);
@@ -142,7 +162,10 @@ fn attention(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let bmap = |t: &HostTensor| broadcast_map(&Shape(t.shape().dims()[..r - 2].to_vec()), &batch);
     let (bq, bk, bv) = (bmap(q), bmap(k), bmap(v));
     let (qv, kv, vv) = (floats(q)?, floats(k)?, floats(v)?);
-    let scale = cx.attrs.opt_float("scale").unwrap_or(1.0 / (d as f64).sqrt());
+    let scale = cx
+        .attrs
+        .opt_float("scale")
+        .unwrap_or(1.0 / (d as f64).sqrt());
     let kind = cx.str("mask_kind")?;
     let builtin = rlx_ir::ops::fused::attention_mask(kind, sq, sk, cx.int("window")?);
     // Custom/bias masks broadcast to (batch..., Sq, Sk).
@@ -157,7 +180,9 @@ fn attention(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
         for i in 0..sq {
             let mut s: Vec<f64> = (0..sk)
                 .map(|j| {
-                    let dot: f64 = (0..d).map(|t| qv[(bq[b] * sq + i) * d + t] * kv[(bk[b] * sk + j) * d + t]).sum();
+                    let dot: f64 = (0..d)
+                        .map(|t| qv[(bq[b] * sq + i) * d + t] * kv[(bk[b] * sk + j) * d + t])
+                        .sum();
                     let mut x = dot * scale;
                     let at = (b * sq + i) * sk + j;
                     if let Some(m) = &builtin {
@@ -184,7 +209,12 @@ fn attention(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     Ok(vec![from_floats(ty, out)?])
 }
 
-fn rope_values(x: &HostTensor, cos: &[f64], sin: &[f64], interleaved: bool) -> Result<Vec<f64>, CpuError> {
+fn rope_values(
+    x: &HostTensor,
+    cos: &[f64],
+    sin: &[f64],
+    interleaved: bool,
+) -> Result<Vec<f64>, CpuError> {
     let dims = x.shape().dims();
     let (s, d) = (dims[dims.len() - 2], dims[dims.len() - 1]);
     let h = d / 2;
@@ -192,7 +222,11 @@ fn rope_values(x: &HostTensor, cos: &[f64], sin: &[f64], interleaved: bool) -> R
     for (row_i, row) in v.chunks_mut(d).enumerate() {
         let pos = row_i % s;
         for i in 0..h {
-            let (a, b) = if interleaved { (2 * i, 2 * i + 1) } else { (i, i + h) };
+            let (a, b) = if interleaved {
+                (2 * i, 2 * i + 1)
+            } else {
+                (i, i + h)
+            };
             let (c, sn) = (cos[pos * h + i], sin[pos * h + i]);
             let (x1, x2) = (row[a], row[b]);
             row[a] = x1 * c - x2 * sn;
@@ -206,13 +240,20 @@ fn rope(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let n = cx.inputs.len();
     let (cos, sin) = (floats(cx.input(n - 2))?, floats(cx.input(n - 1))?);
     let il = cx.bool("interleaved")?;
-    (0..n - 2).map(|k| from_floats(cx.out_type(k), rope_values(cx.input(k), &cos, &sin, il)?)).collect()
+    (0..n - 2)
+        .map(|k| from_floats(cx.out_type(k), rope_values(cx.input(k), &cos, &sin, il)?))
+        .collect()
 }
 
 fn matmul_bias_act(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let f = activation(cx.str("activation")?).ok_or_else(|| cx.fail("unknown activation"))?;
     let ty = cx.out_type(0);
-    let mm = super::linalg::matmul(&KernelCx { op: "matmul", inputs: &cx.inputs[..2], ..*cx })?.remove(0);
+    let mm = super::linalg::matmul(&KernelCx {
+        op: "matmul",
+        inputs: &cx.inputs[..2],
+        ..*cx
+    })?
+    .remove(0);
     let mut v = floats(&mm)?;
     if let Some(b) = cx.inputs.get(2) {
         let bv = floats(b)?;
@@ -239,7 +280,10 @@ fn dequant_matmul(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let wv = super::quant::dequantize_values(w).map_err(|e| cx.fail(e))?;
     let (n, k) = (w.shape().dims()[0], w.shape().dims()[1]);
     let m = x.numel() / k.max(1);
-    Ok(vec![from_floats(cx.out_type(0), matmul_nt(&floats(x)?, &wv, m, n, k))?])
+    Ok(vec![from_floats(
+        cx.out_type(0),
+        matmul_nt(&floats(x)?, &wv, m, n, k),
+    )?])
 }
 
 fn scaled_matmul(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
@@ -252,12 +296,27 @@ fn scaled_matmul(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let b = scaled(cx.input(1), cx.input(3))?;
     let (m, k) = (cx.input(0).shape().dims()[0], cx.input(0).shape().dims()[1]);
     let n = cx.input(1).shape().dims()[0];
-    Ok(vec![from_floats(cx.out_type(0), matmul_nt(&a, &b, m, n, k))?])
+    Ok(vec![from_floats(
+        cx.out_type(0),
+        matmul_nt(&a, &b, m, n, k),
+    )?])
 }
 
 pub(crate) const KERNELS: &[(&str, Kernel)] = &[
-    ("softmax", softmax), ("log_softmax", softmax), ("layer_norm", layer_norm), ("rms_norm", layer_norm),
-    ("group_norm", group_norm), ("batch_norm", batch_norm), ("gelu", gelu_k), ("gelu_tanh", gelu_tanh_k),
-    ("silu", silu_k), ("swiglu", swiglu), ("attention", attention), ("rope", rope), ("qk_rope", rope),
-    ("matmul_bias_act", matmul_bias_act), ("dequant_matmul", dequant_matmul), ("scaled_matmul", scaled_matmul),
+    ("softmax", softmax),
+    ("log_softmax", softmax),
+    ("layer_norm", layer_norm),
+    ("rms_norm", layer_norm),
+    ("group_norm", group_norm),
+    ("batch_norm", batch_norm),
+    ("gelu", gelu_k),
+    ("gelu_tanh", gelu_tanh_k),
+    ("silu", silu_k),
+    ("swiglu", swiglu),
+    ("attention", attention),
+    ("rope", rope),
+    ("qk_rope", rope),
+    ("matmul_bias_act", matmul_bias_act),
+    ("dequant_matmul", dequant_matmul),
+    ("scaled_matmul", scaled_matmul),
 ];

@@ -3,7 +3,12 @@
 use super::elementwise::concat_data;
 use super::*;
 
-fn gather_axis(cx: &KernelCx, x: &HostTensor, idx: &HostTensor, ax: usize) -> Result<HostTensor, CpuError> {
+fn gather_axis(
+    cx: &KernelCx,
+    x: &HostTensor,
+    idx: &HostTensor,
+    ax: usize,
+) -> Result<HostTensor, CpuError> {
     let (outer, len, inner) = around(x.shape().dims(), ax);
     let ids = resolve_indices(cx, idx, len)?;
     let mut flat = Vec::with_capacity(outer * ids.len() * inner);
@@ -27,7 +32,12 @@ fn embedding(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
 
 /// For each index tuple (the last axis of `idx`), the flat offset into `x`
 /// of the addressed slice, honouring `batch` leading batch axes.
-fn nd_offsets(cx: &KernelCx, x: &Shape, idx: &HostTensor, batch: usize) -> Result<(Vec<usize>, usize), CpuError> {
+fn nd_offsets(
+    cx: &KernelCx,
+    x: &Shape,
+    idx: &HostTensor,
+    batch: usize,
+) -> Result<(Vec<usize>, usize), CpuError> {
     let k = *idx.shape().dims().last().unwrap_or(&0);
     let pos_dims = &idx.shape().dims()[..idx.shape().rank() - 1];
     let n: usize = pos_dims.iter().product();
@@ -46,7 +56,9 @@ fn nd_offsets(cx: &KernelCx, x: &Shape, idx: &HostTensor, batch: usize) -> Resul
             let i = raw[p * k + j];
             let r = if i < 0 { i + d } else { i };
             if r < 0 || r >= d {
-                return Err(cx.fail(format!("index {i} is out of range for axis {ax} of extent {d}")));
+                return Err(cx.fail(format!(
+                    "index {i} is out of range for axis {ax} of extent {d}"
+                )));
             }
             flat += r as usize * strides[ax];
         }
@@ -63,7 +75,12 @@ fn gather_nd(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
 }
 
 /// Flat positions in x addressed by each element of an index tensor along `ax`.
-fn element_targets(cx: &KernelCx, x: &Shape, idx: &HostTensor, ax: usize) -> Result<Vec<usize>, CpuError> {
+fn element_targets(
+    cx: &KernelCx,
+    x: &Shape,
+    idx: &HostTensor,
+    ax: usize,
+) -> Result<Vec<usize>, CpuError> {
     let raw = ints(idx)?;
     let strides = x.strides();
     let d = x.dims()[ax] as i64;
@@ -73,7 +90,9 @@ fn element_targets(cx: &KernelCx, x: &Shape, idx: &HostTensor, ax: usize) -> Res
             let i = raw[p];
             let r = if i < 0 { i + d } else { i };
             if r < 0 || r >= d {
-                return Err(cx.fail(format!("index {i} is out of range for axis {ax} of extent {d}")));
+                return Err(cx.fail(format!(
+                    "index {i} is out of range for axis {ax} of extent {d}"
+                )));
             }
             c[ax] = r as usize;
             Ok(c.iter().zip(&strides).map(|(a, b)| a * b).sum())
@@ -89,7 +108,13 @@ fn gather_elements(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
 }
 
 /// Write `updates` at `targets` (last write wins), any dtype.
-fn overwrite(cx: &KernelCx, x: &HostTensor, upd: &HostTensor, targets: &[usize], block: usize) -> Result<HostTensor, CpuError> {
+fn overwrite(
+    cx: &KernelCx,
+    x: &HostTensor,
+    upd: &HostTensor,
+    targets: &[usize],
+    block: usize,
+) -> Result<HostTensor, CpuError> {
     let n = x.numel();
     let mut src: Vec<usize> = (0..n).collect();
     for (k, &t) in targets.iter().enumerate() {
@@ -98,17 +123,34 @@ fn overwrite(cx: &KernelCx, x: &HostTensor, upd: &HostTensor, targets: &[usize],
         }
     }
     let all = concat_data(&[x.data(), upd.data()]).map_err(|e| cx.fail(e))?;
-    Ok(HostTensor::new(x.dtype(), x.shape().clone(), all.take(&src)?)?)
+    Ok(HostTensor::new(
+        x.dtype(),
+        x.shape().clone(),
+        all.take(&src)?,
+    )?)
 }
 
 /// Combine `updates` into x at `targets` with a numeric reduction.
-fn accumulate(x: &HostTensor, upd: &HostTensor, targets: &[usize], block: usize, how: &str, ty: &TensorType) -> Result<HostTensor, CpuError> {
+fn accumulate(
+    x: &HostTensor,
+    upd: &HostTensor,
+    targets: &[usize],
+    block: usize,
+    how: &str,
+    ty: &TensorType,
+) -> Result<HostTensor, CpuError> {
     if x.dtype().is_float() {
         let (mut v, u) = (floats(x)?, floats(upd)?);
         for (k, &t) in targets.iter().enumerate() {
             for b in 0..block {
                 let (o, n) = (&mut v[t + b], u[k * block + b]);
-                *o = match how { "add" => *o + n, "mul" => *o * n, "max" => o.max(n), "min" => o.min(n), _ => n };
+                *o = match how {
+                    "add" => *o + n,
+                    "mul" => *o * n,
+                    "max" => o.max(n),
+                    "min" => o.min(n),
+                    _ => n,
+                };
             }
         }
         return from_floats(ty, v);
@@ -117,7 +159,13 @@ fn accumulate(x: &HostTensor, upd: &HostTensor, targets: &[usize], block: usize,
     for (k, &t) in targets.iter().enumerate() {
         for b in 0..block {
             let (o, n) = (&mut v[t + b], u[k * block + b]);
-            *o = match how { "add" => o.wrapping_add(n), "mul" => o.wrapping_mul(n), "max" => (*o).max(n), "min" => (*o).min(n), _ => n };
+            *o = match how {
+                "add" => o.wrapping_add(n),
+                "mul" => o.wrapping_mul(n),
+                "max" => (*o).max(n),
+                "min" => (*o).min(n),
+                _ => n,
+            };
         }
     }
     from_ints(ty, v)
@@ -154,7 +202,11 @@ fn one_hot(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     for o in 0..outer {
         for i in 0..inner {
             let v = raw[o * inner + i];
-            let v = if (-depth..0).contains(&v) { v + depth } else { v };
+            let v = if (-depth..0).contains(&v) {
+                v + depth
+            } else {
+                v
+            };
             if (0..depth).contains(&v) {
                 out[(o * depth as usize + v as usize) * inner + i] = 1.0;
             }
@@ -164,7 +216,13 @@ fn one_hot(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
 }
 
 pub(crate) const KERNELS: &[(&str, Kernel)] = &[
-    ("gather", gather), ("index_select", gather), ("gather_nd", gather_nd), ("gather_elements", gather_elements),
-    ("scatter", scatter), ("scatter_add", scatter), ("scatter_nd", scatter_nd), ("one_hot", one_hot),
+    ("gather", gather),
+    ("index_select", gather),
+    ("gather_nd", gather_nd),
+    ("gather_elements", gather_elements),
+    ("scatter", scatter),
+    ("scatter_add", scatter),
+    ("scatter_nd", scatter_nd),
+    ("one_hot", one_hot),
     ("embedding", embedding),
 ];

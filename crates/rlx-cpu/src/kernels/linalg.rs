@@ -6,10 +6,21 @@ use super::*;
 /// the type rule; 1-D operands are promoted here the same way.
 pub(crate) fn matmul(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let (a, b) = (cx.input(0), cx.input(1));
-    let ad: Vec<usize> = if a.shape().rank() == 1 { vec![1, a.shape().dims()[0]] } else { a.shape().dims().to_vec() };
-    let bd: Vec<usize> = if b.shape().rank() == 1 { vec![b.shape().dims()[0], 1] } else { b.shape().dims().to_vec() };
+    let ad: Vec<usize> = if a.shape().rank() == 1 {
+        vec![1, a.shape().dims()[0]]
+    } else {
+        a.shape().dims().to_vec()
+    };
+    let bd: Vec<usize> = if b.shape().rank() == 1 {
+        vec![b.shape().dims()[0], 1]
+    } else {
+        b.shape().dims().to_vec()
+    };
     let (m, k, n) = (ad[ad.len() - 2], ad[ad.len() - 1], bd[bd.len() - 1]);
-    let (ab, bb) = (Shape(ad[..ad.len() - 2].to_vec()), Shape(bd[..bd.len() - 2].to_vec()));
+    let (ab, bb) = (
+        Shape(ad[..ad.len() - 2].to_vec()),
+        Shape(bd[..bd.len() - 2].to_vec()),
+    );
     let batch = rlx_ir::shape::broadcast_shapes(&ab, &bb)?;
     let (ia, ib) = (broadcast_map(&ab, &batch), broadcast_map(&bb, &batch));
     let nb = batch.numel();
@@ -21,7 +32,9 @@ pub(crate) fn matmul(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
             let (pa, pb) = (ia[bi] * m * k, ib[bi] * k * n);
             for i in 0..m {
                 for j in 0..n {
-                    out[(bi * m + i) * n + j] = (0..k).map(|p| av[pa + i * k + p] * bv[pb + p * n + j]).sum();
+                    out[(bi * m + i) * n + j] = (0..k)
+                        .map(|p| av[pa + i * k + p] * bv[pb + p * n + j])
+                        .sum();
                 }
             }
         }
@@ -33,8 +46,9 @@ pub(crate) fn matmul(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
         let (pa, pb) = (ia[bi] * m * k, ib[bi] * k * n);
         for i in 0..m {
             for j in 0..n {
-                out[(bi * m + i) * n + j] =
-                    (0..k).fold(0i64, |s, p| s.wrapping_add(av[pa + i * k + p].wrapping_mul(bv[pb + p * n + j])));
+                out[(bi * m + i) * n + j] = (0..k).fold(0i64, |s, p| {
+                    s.wrapping_add(av[pa + i * k + p].wrapping_mul(bv[pb + p * n + j]))
+                });
             }
         }
     }
@@ -42,7 +56,10 @@ pub(crate) fn matmul(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
 }
 
 fn resolve(cx: &KernelCx, name: &str, rank: usize) -> Result<Vec<usize>, CpuError> {
-    cx.ints(name)?.iter().map(|&a| Ok(rlx_ir::shape::normalize_axis(a, rank)?)).collect()
+    cx.ints(name)?
+        .iter()
+        .map(|&a| Ok(rlx_ir::shape::normalize_axis(a, rank)?))
+        .collect()
 }
 
 /// General contraction: output coordinates are (batch, lhs free, rhs free).
@@ -50,17 +67,32 @@ fn dot_general(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let (a, b) = (cx.input(0), cx.input(1));
     let (ar, br) = (a.shape().rank(), b.shape().rank());
     let (lb, rb) = (resolve(cx, "lhs_batch", ar)?, resolve(cx, "rhs_batch", br)?);
-    let (lc, rc) = (resolve(cx, "lhs_contract", ar)?, resolve(cx, "rhs_contract", br)?);
-    let lf: Vec<usize> = (0..ar).filter(|i| !lb.contains(i) && !lc.contains(i)).collect();
-    let rf: Vec<usize> = (0..br).filter(|i| !rb.contains(i) && !rc.contains(i)).collect();
+    let (lc, rc) = (
+        resolve(cx, "lhs_contract", ar)?,
+        resolve(cx, "rhs_contract", br)?,
+    );
+    let lf: Vec<usize> = (0..ar)
+        .filter(|i| !lb.contains(i) && !lc.contains(i))
+        .collect();
+    let rf: Vec<usize> = (0..br)
+        .filter(|i| !rb.contains(i) && !rc.contains(i))
+        .collect();
     let cdims: Vec<usize> = lc.iter().map(|&i| a.shape().dims()[i]).collect();
     let ncon: usize = cdims.iter().product();
     let (sa, sb) = (a.shape().strides(), b.shape().strides());
     let ty = cx.out_type(0);
     let n = ty.shape.numel();
     let float = a.dtype().is_float();
-    let (af, bf) = if float { (floats(a)?, floats(b)?) } else { (vec![], vec![]) };
-    let (ai, bi) = if float { (vec![], vec![]) } else { (ints(a)?, ints(b)?) };
+    let (af, bf) = if float {
+        (floats(a)?, floats(b)?)
+    } else {
+        (vec![], vec![])
+    };
+    let (ai, bi) = if float {
+        (vec![], vec![])
+    } else {
+        (ints(a)?, ints(b)?)
+    };
     let (mut of, mut oi) = (Vec::with_capacity(n), Vec::with_capacity(n));
     for o in 0..n {
         let c = unravel(o, ty.shape.dims());
@@ -89,7 +121,11 @@ fn dot_general(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
         of.push(sf);
         oi.push(si);
     }
-    Ok(vec![if float { from_floats(ty, of)? } else { from_ints(ty, oi)? }])
+    Ok(vec![if float {
+        from_floats(ty, of)?
+    } else {
+        from_ints(ty, oi)?
+    }])
 }
 
 pub(crate) const KERNELS: &[(&str, Kernel)] = &[("matmul", matmul), ("dot_general", dot_general)];

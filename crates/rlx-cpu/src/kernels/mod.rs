@@ -38,7 +38,10 @@ pub struct KernelCx<'a> {
 impl KernelCx<'_> {
     /// A runtime error of this op.
     pub fn fail(&self, msg: impl Into<String>) -> CpuError {
-        CpuError::Runtime { op: self.op.to_string(), msg: msg.into() }
+        CpuError::Runtime {
+            op: self.op.to_string(),
+            msg: msg.into(),
+        }
     }
     pub fn input(&self, k: usize) -> &HostTensor {
         self.inputs[k]
@@ -108,7 +111,10 @@ pub fn has_kernel(op: &str) -> bool {
 
 /// Names of all ops with a CPU kernel.
 pub fn kernel_names() -> Vec<String> {
-    let mut v: Vec<String> = registry().read().map(|m| m.keys().cloned().collect()).unwrap_or_default();
+    let mut v: Vec<String> = registry()
+        .read()
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default();
     v.sort();
     v
 }
@@ -146,7 +152,11 @@ pub(crate) fn broadcast_map(src: &Shape, out: &Shape) -> Vec<usize> {
                 0
             } else {
                 let j = k - (or - sr);
-                if src.dims()[j] == 1 { 0 } else { sstr[j] }
+                if src.dims()[j] == 1 {
+                    0
+                } else {
+                    sstr[j]
+                }
             }
         })
         .collect();
@@ -179,7 +189,11 @@ pub(crate) fn strided_map(dims: &[usize], strides: &[usize], offset: usize) -> V
 
 /// Split `dims` around `axis` into (outer, len, inner) counts.
 pub(crate) fn around(dims: &[usize], axis: usize) -> (usize, usize, usize) {
-    (dims[..axis].iter().product(), dims[axis], dims[axis + 1..].iter().product())
+    (
+        dims[..axis].iter().product(),
+        dims[axis],
+        dims[axis + 1..].iter().product(),
+    )
 }
 
 /// Elements as f64 in the dtype's arithmetic domain.
@@ -200,13 +214,19 @@ pub(crate) fn from_ints(ty: &TensorType, v: Vec<i64>) -> Result<HostTensor, CpuE
 
 /// Index values (i32/i64), each resolved against `len`: negative indices
 /// count from the end; anything else outside [0, len) is an error.
-pub(crate) fn resolve_indices(cx: &KernelCx, idx: &HostTensor, len: usize) -> Result<Vec<usize>, CpuError> {
+pub(crate) fn resolve_indices(
+    cx: &KernelCx,
+    idx: &HostTensor,
+    len: usize,
+) -> Result<Vec<usize>, CpuError> {
     ints(idx)?
         .into_iter()
         .map(|i| {
             let j = if i < 0 { i + len as i64 } else { i };
             if j < 0 || j >= len as i64 {
-                Err(cx.fail(format!("index {i} is out of range for an axis of extent {len}")))
+                Err(cx.fail(format!(
+                    "index {i} is out of range for an axis of extent {len}"
+                )))
             } else {
                 Ok(j as usize)
             }

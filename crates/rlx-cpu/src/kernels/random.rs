@@ -27,8 +27,11 @@
 use super::*;
 use half::{bf16, f16};
 
-pub(crate) const KERNELS: &[(&str, Kernel)] =
-    &[("random_uniform", random_uniform), ("random_normal", random_normal), ("bernoulli", bernoulli)];
+pub(crate) const KERNELS: &[(&str, Kernel)] = &[
+    ("random_uniform", random_uniform),
+    ("random_normal", random_normal),
+    ("bernoulli", bernoulli),
+];
 
 const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
 
@@ -46,7 +49,9 @@ struct Stream {
 
 impl Stream {
     fn new(seed: i64) -> Stream {
-        Stream { key: mix64(seed as u64) }
+        Stream {
+            key: mix64(seed as u64),
+        }
     }
     fn bits(&self, i: u64) -> u64 {
         mix64(self.key.wrapping_add(i.wrapping_add(1).wrapping_mul(GAMMA)))
@@ -119,7 +124,9 @@ fn random_normal(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let out = cx.out_type(0);
     let (mean, std) = (cx.float("mean")?, cx.float("std")?);
     let s = Stream::new(cx.int("seed")?);
-    let v = (0..out.shape.numel() as u64).map(|i| mean + std * s.normal(i)).collect();
+    let v = (0..out.shape.numel() as u64)
+        .map(|i| mean + std * s.normal(i))
+        .collect();
     Ok(vec![from_floats(out, v)?])
 }
 
@@ -128,7 +135,11 @@ fn random_normal(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
 fn bernoulli(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let p = floats(cx.input(0))?;
     let s = Stream::new(cx.int("seed")?);
-    let v = p.iter().enumerate().map(|(i, &p)| if s.uniform(i as u64) < p { 1.0 } else { 0.0 }).collect();
+    let v = p
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| if s.uniform(i as u64) < p { 1.0 } else { 0.0 })
+        .collect();
     Ok(vec![from_floats(cx.out_type(0), v)?])
 }
 
@@ -138,7 +149,9 @@ mod tests {
 
     fn run(src: &str, inputs: &[HostTensor]) -> Vec<f64> {
         let g = rlx_ir::text::parse(src).unwrap();
-        crate::run_graph(&g, inputs).unwrap()[0].to_f64_vec().unwrap()
+        crate::run_graph(&g, inputs).unwrap()[0]
+            .to_f64_vec()
+            .unwrap()
     }
 
     #[test]
@@ -166,7 +179,10 @@ mod tests {
         let v = run(src, &[]);
         let m = v.iter().sum::<f64>() / v.len() as f64;
         let var = v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / v.len() as f64;
-        assert!((m - 2.0).abs() < 0.02 && (var - 0.25).abs() < 0.02, "{m} {var}");
+        assert!(
+            (m - 2.0).abs() < 0.02 && (var - 0.25).abs() < 0.02,
+            "{m} {var}"
+        );
     }
 
     #[test]

@@ -7,7 +7,11 @@
 
 use super::*;
 
-pub(crate) const KERNELS: &[(&str, Kernel)] = &[("rnn_cell", rnn_cell), ("lstm_cell", lstm_cell), ("gru_cell", gru_cell)];
+pub(crate) const KERNELS: &[(&str, Kernel)] = &[
+    ("rnn_cell", rnn_cell),
+    ("lstm_cell", lstm_cell),
+    ("gru_cell", gru_cell),
+];
 
 /// A row-major matrix of f64, widened from an input.
 struct Mat {
@@ -18,7 +22,10 @@ struct Mat {
 impl Mat {
     fn of(t: &HostTensor) -> Result<Mat, CpuError> {
         let cols = *t.shape().dims().last().unwrap_or(&1);
-        Ok(Mat { v: floats(t)?, cols })
+        Ok(Mat {
+            v: floats(t)?,
+            cols,
+        })
     }
     fn row(&self, r: usize) -> &[f64] {
         &self.v[r * self.cols..(r + 1) * self.cols]
@@ -100,15 +107,28 @@ fn lstm_cell(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let hd = s.hidden();
     let (mut h_out, mut c_out) = (Vec::new(), Vec::new());
     for b in 0..s.batch {
-        let z: Vec<f64> = s.gi(b).into_iter().zip(s.gh(b)).map(|(a, b)| a + b).collect();
+        let z: Vec<f64> = s
+            .gi(b)
+            .into_iter()
+            .zip(s.gh(b))
+            .map(|(a, b)| a + b)
+            .collect();
         for j in 0..hd {
-            let (i, f, g, o) = (sigmoid(z[j]), sigmoid(z[hd + j]), z[2 * hd + j].tanh(), sigmoid(z[3 * hd + j]));
+            let (i, f, g, o) = (
+                sigmoid(z[j]),
+                sigmoid(z[hd + j]),
+                z[2 * hd + j].tanh(),
+                sigmoid(z[3 * hd + j]),
+            );
             let c_new = f * c.row(b)[j] + i * g;
             c_out.push(c_new);
             h_out.push(o * c_new.tanh());
         }
     }
-    Ok(vec![from_floats(cx.out_type(0), h_out)?, from_floats(cx.out_type(1), c_out)?])
+    Ok(vec![
+        from_floats(cx.out_type(0), h_out)?,
+        from_floats(cx.out_type(1), c_out)?,
+    ])
 }
 
 /// PyTorch GRUCell: r = σ(gi_r + gh_r), z = σ(gi_z + gh_z),
@@ -136,7 +156,11 @@ mod tests {
 
     fn run(src: &str, inputs: &[HostTensor]) -> Vec<Vec<f64>> {
         let g = rlx_ir::text::parse(src).unwrap();
-        crate::run_graph(&g, inputs).unwrap().iter().map(|t| t.to_f64_vec().unwrap()).collect()
+        crate::run_graph(&g, inputs)
+            .unwrap()
+            .iter()
+            .map(|t| t.to_f64_vec().unwrap())
+            .collect()
     }
 
     fn t(v: &[f64], shape: &[usize]) -> HostTensor {
@@ -154,7 +178,14 @@ mod tests {
     fn rnn_relu_by_hand() {
         // B=1, I=2, H=1: pre = 1·2 + 2·(−3) + 0.5 + 4·1 + 0.25 = 0.75.
         let src = "graph @g(%x: f64[1,2], %h: f64[1,1], %wi: f64[1,2], %wh: f64[1,1], %bi: f64[1], %bh: f64[1]) {\n  %6 = rnn_cell(%x, %h, %wi, %wh, %bi, %bh) {nonlinearity=\"relu\"}\n  return %6\n}";
-        let ins = [t(&[1.0, 2.0], &[1, 2]), t(&[4.0], &[1, 1]), t(&[2.0, -3.0], &[1, 2]), t(&[1.0], &[1, 1]), t(&[0.5], &[1]), t(&[0.25], &[1])];
+        let ins = [
+            t(&[1.0, 2.0], &[1, 2]),
+            t(&[4.0], &[1, 1]),
+            t(&[2.0, -3.0], &[1, 2]),
+            t(&[1.0], &[1, 1]),
+            t(&[0.5], &[1]),
+            t(&[0.25], &[1]),
+        ];
         close(&run(src, &ins)[0], &[0.75]);
     }
 
@@ -164,7 +195,15 @@ mod tests {
         // (i, f, g, o) = (0, 0, 0.5, 0) over b_ih, b_hh 0:
         // c' = 0.5·c + 0.5·tanh(0.5), h' = 0.5·tanh(c').
         let src = "graph @g(%x: f64[1,1], %h: f64[1,1], %c: f64[1,1], %wi: f64[4,1], %wh: f64[4,1], %bi: f64[4], %bh: f64[4]) {\n  %7, %8 = lstm_cell(%x, %h, %c, %wi, %wh, %bi, %bh)\n  return %7, %8\n}";
-        let ins = [t(&[1.0], &[1, 1]), t(&[0.3], &[1, 1]), t(&[2.0], &[1, 1]), t(&[0.0; 4], &[4, 1]), t(&[0.0; 4], &[4, 1]), t(&[0.0, 0.0, 0.5, 0.0], &[4]), t(&[0.0; 4], &[4])];
+        let ins = [
+            t(&[1.0], &[1, 1]),
+            t(&[0.3], &[1, 1]),
+            t(&[2.0], &[1, 1]),
+            t(&[0.0; 4], &[4, 1]),
+            t(&[0.0; 4], &[4, 1]),
+            t(&[0.0, 0.0, 0.5, 0.0], &[4]),
+            t(&[0.0; 4], &[4]),
+        ];
         let out = run(src, &ins);
         let c = 0.5 * 2.0 + 0.5 * 0.5f64.tanh();
         close(&out[1], &[c]);
@@ -173,7 +212,14 @@ mod tests {
         // GRU: r = σ(0) = 0.5, z = σ(0) = 0.5, n = tanh(b_in + r·b_hn)
         // = tanh(0.2 + 0.5·0.4); h' = 0.5·n + 0.5·h.
         let src = "graph @g(%x: f64[1,1], %h: f64[1,1], %wi: f64[3,1], %wh: f64[3,1], %bi: f64[3], %bh: f64[3]) {\n  %6 = gru_cell(%x, %h, %wi, %wh, %bi, %bh)\n  return %6\n}";
-        let ins = [t(&[1.0], &[1, 1]), t(&[0.6], &[1, 1]), t(&[0.0; 3], &[3, 1]), t(&[0.0; 3], &[3, 1]), t(&[0.0, 0.0, 0.2], &[3]), t(&[0.0, 0.0, 0.4], &[3])];
+        let ins = [
+            t(&[1.0], &[1, 1]),
+            t(&[0.6], &[1, 1]),
+            t(&[0.0; 3], &[3, 1]),
+            t(&[0.0; 3], &[3, 1]),
+            t(&[0.0, 0.0, 0.2], &[3]),
+            t(&[0.0, 0.0, 0.4], &[3]),
+        ];
         let n = 0.4f64.tanh();
         close(&run(src, &ins)[0], &[0.5 * n + 0.5 * 0.6]);
     }

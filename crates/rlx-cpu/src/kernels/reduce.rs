@@ -13,10 +13,14 @@ fn groups(shape: &Shape, axes: &[i64]) -> Result<(Vec<usize>, usize), CpuError> 
     if axes.is_empty() {
         red = (0..r).collect();
     }
-    let kept: Vec<usize> = (0..r).map(|i| if red.contains(&i) { 1 } else { shape.dims()[i] }).collect();
+    let kept: Vec<usize> = (0..r)
+        .map(|i| if red.contains(&i) { 1 } else { shape.dims()[i] })
+        .collect();
     let kept_shape = Shape(kept);
     let ks = kept_shape.strides();
-    let strides: Vec<usize> = (0..r).map(|i| if red.contains(&i) { 0 } else { ks[i] }).collect();
+    let strides: Vec<usize> = (0..r)
+        .map(|i| if red.contains(&i) { 0 } else { ks[i] })
+        .collect();
     Ok((strided_map(shape.dims(), &strides, 0), kept_shape.numel()))
 }
 
@@ -45,9 +49,22 @@ fn reduce(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
                         return Err(cx.fail("cannot take the max/min of an empty set"));
                     }
                     let max = cx.op == "reduce_max";
-                    v.iter().copied().fold(if max { f64::NEG_INFINITY } else { f64::INFINITY }, |a, b| {
-                        if a.is_nan() || b.is_nan() { f64::NAN } else if max { a.max(b) } else { a.min(b) }
-                    })
+                    v.iter().copied().fold(
+                        if max {
+                            f64::NEG_INFINITY
+                        } else {
+                            f64::INFINITY
+                        },
+                        |a, b| {
+                            if a.is_nan() || b.is_nan() {
+                                f64::NAN
+                            } else if max {
+                                a.max(b)
+                            } else {
+                                a.min(b)
+                            }
+                        },
+                    )
                 }
                 "reduce_logsumexp" => {
                     let m = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -75,8 +92,14 @@ fn reduce(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
         out.push(match cx.op {
             "reduce_sum" => v.iter().fold(0i64, |a, &b| a.wrapping_add(b)),
             "reduce_prod" => v.iter().fold(1i64, |a, &b| a.wrapping_mul(b)),
-            "reduce_max" => *v.iter().max().ok_or_else(|| cx.fail("cannot take the max of an empty set"))?,
-            "reduce_min" => *v.iter().min().ok_or_else(|| cx.fail("cannot take the min of an empty set"))?,
+            "reduce_max" => *v
+                .iter()
+                .max()
+                .ok_or_else(|| cx.fail("cannot take the max of an empty set"))?,
+            "reduce_min" => *v
+                .iter()
+                .min()
+                .ok_or_else(|| cx.fail("cannot take the min of an empty set"))?,
             "reduce_any" => v.iter().any(|&b| b != 0) as i64,
             "reduce_all" => v.iter().all(|&b| b != 0) as i64,
             op => return Err(cx.fail(format!("`{op}` has no integer form"))),
@@ -116,7 +139,15 @@ fn arg(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
 }
 
 pub(crate) const KERNELS: &[(&str, Kernel)] = &[
-    ("reduce_sum", reduce), ("reduce_mean", reduce), ("reduce_prod", reduce), ("reduce_max", reduce),
-    ("reduce_min", reduce), ("reduce_logsumexp", reduce), ("reduce_variance", reduce), ("reduce_any", reduce),
-    ("reduce_all", reduce), ("argmax", arg), ("argmin", arg),
+    ("reduce_sum", reduce),
+    ("reduce_mean", reduce),
+    ("reduce_prod", reduce),
+    ("reduce_max", reduce),
+    ("reduce_min", reduce),
+    ("reduce_logsumexp", reduce),
+    ("reduce_variance", reduce),
+    ("reduce_any", reduce),
+    ("reduce_all", reduce),
+    ("argmax", arg),
+    ("argmin", arg),
 ];

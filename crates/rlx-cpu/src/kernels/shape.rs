@@ -22,7 +22,12 @@ fn per_axis(src: &Shape, maps: &[Vec<Option<usize>>]) -> Vec<Option<usize>> {
         .collect()
 }
 
-fn gather_out(cx: &KernelCx, x: &HostTensor, idx: Vec<Option<usize>>, fill: Option<f64>) -> Result<HostTensor, CpuError> {
+fn gather_out(
+    cx: &KernelCx,
+    x: &HostTensor,
+    idx: Vec<Option<usize>>,
+    fill: Option<f64>,
+) -> Result<HostTensor, CpuError> {
     let ty = cx.out_type(0);
     let n = x.numel();
     let data = if idx.iter().any(|i| i.is_none()) {
@@ -32,7 +37,11 @@ fn gather_out(cx: &KernelCx, x: &HostTensor, idx: Vec<Option<usize>>, fill: Opti
         x.data().clone()
     };
     let flat: Vec<usize> = idx.into_iter().map(|i| i.unwrap_or(n)).collect();
-    Ok(HostTensor::new(ty.dtype, ty.shape.clone(), data.take(&flat)?)?)
+    Ok(HostTensor::new(
+        ty.dtype,
+        ty.shape.clone(),
+        data.take(&flat)?,
+    )?)
 }
 
 fn identity_map(d: usize) -> Vec<Option<usize>> {
@@ -41,13 +50,20 @@ fn identity_map(d: usize) -> Vec<Option<usize>> {
 
 /// Reshape, squeeze, unsqueeze, identity: same elements, new shape.
 fn same_elements(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
-    Ok(vec![cx.input(0).clone().reshape(cx.out_type(0).shape.clone())?])
+    Ok(vec![cx
+        .input(0)
+        .clone()
+        .reshape(cx.out_type(0).shape.clone())?])
 }
 
 fn permute(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let x = cx.input(0);
     let s = x.shape().strides();
-    let perm: Vec<usize> = cx.ints("perm")?.iter().map(|&p| rlx_ir::shape::normalize_axis(p, s.len())).collect::<Result<_, _>>()?;
+    let perm: Vec<usize> = cx
+        .ints("perm")?
+        .iter()
+        .map(|&p| rlx_ir::shape::normalize_axis(p, s.len()))
+        .collect::<Result<_, _>>()?;
     let strides: Vec<usize> = perm.iter().map(|&p| s[p]).collect();
     let idx = strided_map(cx.out_type(0).shape.dims(), &strides, 0);
     Ok(vec![x.take(&idx, cx.out_type(0).shape.clone())?])
@@ -56,7 +72,10 @@ fn permute(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
 fn broadcast(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let x = cx.input(0);
     let ty = cx.out_type(0);
-    Ok(vec![x.take(&broadcast_map(x.shape(), &ty.shape), ty.shape.clone())?])
+    Ok(vec![x.take(
+        &broadcast_map(x.shape(), &ty.shape),
+        ty.shape.clone(),
+    )?])
 }
 
 fn narrow(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
@@ -71,8 +90,10 @@ fn narrow(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
 fn slice(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let x = cx.input(0);
     let plan = rlx_ir::ops::shape::slice_plan(x.shape(), cx.attrs).map_err(|e| cx.fail(e))?;
-    let maps: Vec<Vec<Option<usize>>> =
-        plan.iter().map(|&(s, st, n)| (0..n as i64).map(|i| Some((s + i * st) as usize)).collect()).collect();
+    let maps: Vec<Vec<Option<usize>>> = plan
+        .iter()
+        .map(|&(s, st, n)| (0..n as i64).map(|i| Some((s + i * st) as usize)).collect())
+        .collect();
     Ok(vec![gather_out(cx, x, per_axis(x.shape(), &maps), None)?])
 }
 
@@ -91,7 +112,11 @@ fn concat(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
             base += t.numel();
         }
     }
-    Ok(vec![HostTensor::new(ty.dtype, ty.shape.clone(), all.take(&idx)?)?])
+    Ok(vec![HostTensor::new(
+        ty.dtype,
+        ty.shape.clone(),
+        all.take(&idx)?,
+    )?])
 }
 
 fn split(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
@@ -129,10 +154,21 @@ fn pad(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
                 .collect()
         })
         .collect();
-    Ok(vec![gather_out(cx, x, per_axis(x.shape(), &maps), Some(cx.float("value")?))?])
+    Ok(vec![gather_out(
+        cx,
+        x,
+        per_axis(x.shape(), &maps),
+        Some(cx.float("value")?),
+    )?])
 }
 
-fn axis_maps(cx: &KernelCx, x: &HostTensor, f: impl Fn(usize, usize, i64) -> usize, list: &str, amounts: Option<&[i64]>) -> Result<HostTensor, CpuError> {
+fn axis_maps(
+    cx: &KernelCx,
+    x: &HostTensor,
+    f: impl Fn(usize, usize, i64) -> usize,
+    list: &str,
+    amounts: Option<&[i64]>,
+) -> Result<HostTensor, CpuError> {
     let r = x.shape().rank();
     let mut maps: Vec<_> = x.shape().dims().iter().map(|&d| identity_map(d)).collect();
     for (k, &a) in cx.ints(list)?.iter().enumerate() {
@@ -147,7 +183,13 @@ fn axis_maps(cx: &KernelCx, x: &HostTensor, f: impl Fn(usize, usize, i64) -> usi
 }
 
 fn flip(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
-    Ok(vec![axis_maps(cx, cx.input(0), |c, d, _| d - 1 - c, "axes", None)?])
+    Ok(vec![axis_maps(
+        cx,
+        cx.input(0),
+        |c, d, _| d - 1 - c,
+        "axes",
+        None,
+    )?])
 }
 
 fn roll(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
@@ -160,14 +202,29 @@ fn tile(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let x = cx.input(0);
     let ty = cx.out_type(0);
     let maps: Vec<Vec<Option<usize>>> = (0..x.shape().rank())
-        .map(|k| (0..ty.shape.dims()[k]).map(|c| Some(c % x.shape().dims()[k].max(1))).collect())
+        .map(|k| {
+            (0..ty.shape.dims()[k])
+                .map(|c| Some(c % x.shape().dims()[k].max(1)))
+                .collect()
+        })
         .collect();
     Ok(vec![gather_out(cx, x, per_axis(x.shape(), &maps), None)?])
 }
 
 pub(crate) const KERNELS: &[(&str, Kernel)] = &[
-    ("reshape", same_elements), ("squeeze", same_elements), ("unsqueeze", same_elements),
-    ("identity", same_elements), ("stop_gradient", same_elements), ("permute", permute),
-    ("broadcast", broadcast), ("narrow", narrow), ("slice", slice), ("concat", concat), ("split", split),
-    ("pad", pad), ("flip", flip), ("roll", roll), ("tile", tile),
+    ("reshape", same_elements),
+    ("squeeze", same_elements),
+    ("unsqueeze", same_elements),
+    ("identity", same_elements),
+    ("stop_gradient", same_elements),
+    ("permute", permute),
+    ("broadcast", broadcast),
+    ("narrow", narrow),
+    ("slice", slice),
+    ("concat", concat),
+    ("split", split),
+    ("pad", pad),
+    ("flip", flip),
+    ("roll", roll),
+    ("tile", tile),
 ];

@@ -37,7 +37,11 @@ fn lanes(dims: &[usize], axis: usize) -> impl Iterator<Item = Vec<usize>> {
 
 /// Scatter per-lane results into a row-major output of shape `dims`
 /// (whose axis extent is the lanes' length).
-fn assemble<T: Copy + Default>(dims: &[usize], axis: usize, per_lane: impl Iterator<Item = Vec<T>>) -> Vec<T> {
+fn assemble<T: Copy + Default>(
+    dims: &[usize],
+    axis: usize,
+    per_lane: impl Iterator<Item = Vec<T>>,
+) -> Vec<T> {
     let mut out = vec![T::default(); dims.iter().product()];
     for (idx, vals) in lanes(dims, axis).zip(per_lane) {
         for (i, v) in idx.into_iter().zip(vals) {
@@ -52,7 +56,13 @@ fn assemble<T: Copy + Default>(dims: &[usize], axis: usize, per_lane: impl Itera
 /// Running fold of one lane. Exclusive scans start from `init` and omit
 /// the lane's last element (first, when reversed); reversed scans run
 /// from the end.
-fn scan_lane<T: Copy>(v: &[T], exclusive: bool, reverse: bool, init: T, f: impl Fn(T, T) -> T) -> Vec<T> {
+fn scan_lane<T: Copy>(
+    v: &[T],
+    exclusive: bool,
+    reverse: bool,
+    init: T,
+    f: impl Fn(T, T) -> T,
+) -> Vec<T> {
     let n = v.len();
     let mut out = vec![init; n];
     let mut acc = init;
@@ -80,7 +90,11 @@ fn scan(cx: &KernelCx, product: bool) -> Result<Vec<HostTensor>, CpuError> {
     let out = cx.out_type(0);
     if is_float_domain(x.dtype()) {
         let v = floats(x)?;
-        let (init, f): (f64, fn(f64, f64) -> f64) = if product { (1.0, |a, b| a * b) } else { (0.0, |a, b| a + b) };
+        let (init, f): (f64, fn(f64, f64) -> f64) = if product {
+            (1.0, |a, b| a * b)
+        } else {
+            (0.0, |a, b| a + b)
+        };
         let lanes_out = lanes(dims, axis).map(|l| {
             let vals: Vec<f64> = l.iter().map(|&i| v[i]).collect();
             scan_lane(&vals, exclusive, reverse, init, f)
@@ -88,8 +102,11 @@ fn scan(cx: &KernelCx, product: bool) -> Result<Vec<HostTensor>, CpuError> {
         Ok(vec![from_floats(out, assemble(dims, axis, lanes_out))?])
     } else {
         let v = ints(x)?;
-        let (init, f): (i64, fn(i64, i64) -> i64) =
-            if product { (1, i64::wrapping_mul) } else { (0, i64::wrapping_add) };
+        let (init, f): (i64, fn(i64, i64) -> i64) = if product {
+            (1, i64::wrapping_mul)
+        } else {
+            (0, i64::wrapping_add)
+        };
         let lanes_out = lanes(dims, axis).map(|l| {
             let vals: Vec<i64> = l.iter().map(|&i| v[i]).collect();
             scan_lane(&vals, exclusive, reverse, init, f)
@@ -116,7 +133,11 @@ enum Keys {
 
 impl Keys {
     fn of(t: &HostTensor) -> Result<Keys, CpuError> {
-        Ok(if is_float_domain(t.dtype()) { Keys::Float(floats(t)?) } else { Keys::Int(ints(t)?) })
+        Ok(if is_float_domain(t.dtype()) {
+            Keys::Float(floats(t)?)
+        } else {
+            Keys::Int(ints(t)?)
+        })
     }
 
     /// Ascending order of elements `a` and `b`; -0.0 and 0.0 are equal.
@@ -136,11 +157,21 @@ impl Keys {
 /// Each lane's flat indices, stably sorted: ascending puts NaN last;
 /// descending compares the other way round (so NaN comes first) and, being
 /// stable, keeps equal elements in their original order.
-fn sorted_lanes(x: &HostTensor, axis: usize, descending: bool) -> Result<Vec<Vec<usize>>, CpuError> {
+fn sorted_lanes(
+    x: &HostTensor,
+    axis: usize,
+    descending: bool,
+) -> Result<Vec<Vec<usize>>, CpuError> {
     let keys = Keys::of(x)?;
     Ok(lanes(x.shape().dims(), axis)
         .map(|mut lane| {
-            lane.sort_by(|&a, &b| if descending { keys.cmp(b, a) } else { keys.cmp(a, b) });
+            lane.sort_by(|&a, &b| {
+                if descending {
+                    keys.cmp(b, a)
+                } else {
+                    keys.cmp(a, b)
+                }
+            });
             lane
         })
         .collect())
@@ -167,7 +198,9 @@ fn argsort(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let dims = x.shape().dims();
     let axis = cx.axis("axis", dims.len())?;
     let order = sorted_lanes(x, axis, cx.bool("descending")?)?;
-    let pos = order.into_iter().map(|l| l.into_iter().map(|i| axis_pos(i, dims, axis)).collect());
+    let pos = order
+        .into_iter()
+        .map(|l| l.into_iter().map(|i| axis_pos(i, dims, axis)).collect());
     Ok(vec![from_ints(cx.out_type(0), assemble(dims, axis, pos))?])
 }
 
@@ -180,12 +213,17 @@ fn topk(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let axis = cx.axis("axis", dims.len())?;
     let k = cx.int("k")? as usize;
     let order = sorted_lanes(x, axis, cx.bool("largest")?)?;
-    let picked: Vec<Vec<usize>> = order.into_iter().map(|mut l| {
-        l.truncate(k);
-        l
-    }).collect();
+    let picked: Vec<Vec<usize>> = order
+        .into_iter()
+        .map(|mut l| {
+            l.truncate(k);
+            l
+        })
+        .collect();
     let od = cx.out_type(0).shape.dims();
-    let pos = picked.iter().map(|l| l.iter().map(|&i| axis_pos(i, dims, axis)).collect());
+    let pos = picked
+        .iter()
+        .map(|l| l.iter().map(|&i| axis_pos(i, dims, axis)).collect());
     let indices = from_ints(cx.out_type(1), assemble(od, axis, pos))?;
     let src = assemble(od, axis, picked.into_iter());
     Ok(vec![x.take(&src, cx.out_type(0).shape.clone())?, indices])
@@ -238,10 +276,16 @@ fn complex_dft(cx: &KernelCx, inverse: bool) -> Result<Vec<HostTensor>, CpuError
         let lane: Vec<C> = l.iter().map(|&i| v[i]).collect();
         let n = lane.len();
         let scale = if inverse { 1.0 / n as f64 } else { 1.0 };
-        dft(&lane, n, inverse).into_iter().map(|[re, im]| [re * scale, im * scale]).collect()
+        dft(&lane, n, inverse)
+            .into_iter()
+            .map(|[re, im]| [re * scale, im * scale])
+            .collect()
     });
     let out = cx.out_type(0);
-    Ok(vec![HostTensor::from_c64(out.shape.clone(), assemble(out.shape.dims(), axis, per_lane))?])
+    Ok(vec![HostTensor::from_c64(
+        out.shape.clone(),
+        assemble(out.shape.dims(), axis, per_lane),
+    )?])
 }
 
 fn fft(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
@@ -264,7 +308,10 @@ fn rfft(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
         let lane: Vec<C> = l.iter().map(|&i| [v[i], 0.0]).collect();
         dft(&lane, bins, false)
     });
-    Ok(vec![HostTensor::from_c64(out.shape.clone(), assemble(out.shape.dims(), axis, per_lane))?])
+    Ok(vec![HostTensor::from_c64(
+        out.shape.clone(),
+        assemble(out.shape.dims(), axis, per_lane),
+    )?])
 }
 
 /// Inverse of rfft to n real samples: the spectrum is extended
@@ -297,7 +344,10 @@ fn irfft(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
             })
             .collect()
     });
-    Ok(vec![from_floats(out, assemble(out.shape.dims(), axis, per_lane))?])
+    Ok(vec![from_floats(
+        out,
+        assemble(out.shape.dims(), axis, per_lane),
+    )?])
 }
 
 // ---------------------------------------------------------- complex parts
@@ -310,7 +360,12 @@ fn complex(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
 
 /// Component `k` (0 = real, 1 = imaginary) of a c64 tensor.
 fn part(cx: &KernelCx, k: usize) -> Result<Vec<HostTensor>, CpuError> {
-    let v = cx.input(0).to_c64_vec()?.into_iter().map(|c| c[k]).collect();
+    let v = cx
+        .input(0)
+        .to_c64_vec()?
+        .into_iter()
+        .map(|c| c[k])
+        .collect();
     Ok(vec![from_floats(cx.out_type(0), v)?])
 }
 
@@ -334,7 +389,10 @@ mod tests {
     fn scans_exclusive_reverse_and_wrapping() {
         let x = HostTensor::from_slice(&[1i8, 2, 3, 100], [4]).unwrap();
         let src = "graph @g(%x: i8[4]) {\n  %1 = cumsum(%x) {axis=0, exclusive=true, reverse=true}\n  return %1\n}";
-        assert_eq!(run(src, &[x])[0].to_vec::<i8>().unwrap(), vec![105, 103, 100, 0]);
+        assert_eq!(
+            run(src, &[x])[0].to_vec::<i8>().unwrap(),
+            vec![105, 103, 100, 0]
+        );
         let x = HostTensor::from_slice(&[2u8, 3, 50], [3]).unwrap();
         let src = "graph @g(%x: u8[3]) {\n  %1 = cumprod(%x) {axis=0}\n  return %1\n}";
         assert_eq!(run(src, &[x])[0].to_vec::<u8>().unwrap(), vec![2, 6, 44]); // 300 mod 256
@@ -344,10 +402,21 @@ mod tests {
     fn sort_nan_and_ties() {
         let x = HostTensor::from_slice(&[3.0f32, f32::NAN, 1.0, 3.0, -1.0], [5]).unwrap();
         let asc = "graph @g(%x: f32[5]) {\n  %1 = argsort(%x)\n  return %1\n}";
-        assert_eq!(run(asc, std::slice::from_ref(&x))[0].to_vec::<i64>().unwrap(), vec![4, 2, 0, 3, 1]);
+        assert_eq!(
+            run(asc, std::slice::from_ref(&x))[0]
+                .to_vec::<i64>()
+                .unwrap(),
+            vec![4, 2, 0, 3, 1]
+        );
         let desc = "graph @g(%x: f32[5]) {\n  %1 = argsort(%x) {descending=true}\n  return %1\n}";
-        assert_eq!(run(desc, std::slice::from_ref(&x))[0].to_vec::<i64>().unwrap(), vec![1, 0, 3, 2, 4]);
-        let top = "graph @g(%x: f32[5]) {\n  %1, %2 = topk(%x) {k=2, largest=false}\n  return %1, %2\n}";
+        assert_eq!(
+            run(desc, std::slice::from_ref(&x))[0]
+                .to_vec::<i64>()
+                .unwrap(),
+            vec![1, 0, 3, 2, 4]
+        );
+        let top =
+            "graph @g(%x: f32[5]) {\n  %1, %2 = topk(%x) {k=2, largest=false}\n  return %1, %2\n}";
         let out = run(top, &[x]);
         assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![-1.0, 1.0]);
         assert_eq!(out[1].to_vec::<i64>().unwrap(), vec![4, 2]);
@@ -362,15 +431,24 @@ mod tests {
 
     #[test]
     fn fft_of_a_delta_is_flat_and_round_trips() {
-        let x = HostTensor::from_c64([4], vec![[0.0, 0.0], [1.0, 0.0], [0.0, 0.0], [0.0, 0.0]]).unwrap();
+        let x = HostTensor::from_c64([4], vec![[0.0, 0.0], [1.0, 0.0], [0.0, 0.0], [0.0, 0.0]])
+            .unwrap();
         let src = "graph @g(%x: c64[4]) {\n  %1 = fft(%x)\n  %2 = ifft(%1)\n  return %1, %2\n}";
         let out = run(src, std::slice::from_ref(&x));
         // δ[t-1] → e^{-iπk/2} = 1, -i, -1, i
         let want = [[1.0, 0.0], [0.0, -1.0], [-1.0, 0.0], [0.0, 1.0]];
         for (got, w) in out[0].to_c64_vec().unwrap().iter().zip(want) {
-            assert!((got[0] - w[0]).abs() < 1e-6 && (got[1] - w[1]).abs() < 1e-6, "{got:?} vs {w:?}");
+            assert!(
+                (got[0] - w[0]).abs() < 1e-6 && (got[1] - w[1]).abs() < 1e-6,
+                "{got:?} vs {w:?}"
+            );
         }
-        for (got, w) in out[1].to_c64_vec().unwrap().iter().zip(x.to_c64_vec().unwrap()) {
+        for (got, w) in out[1]
+            .to_c64_vec()
+            .unwrap()
+            .iter()
+            .zip(x.to_c64_vec().unwrap())
+        {
             assert!((got[0] - w[0]).abs() < 1e-6 && (got[1] - w[1]).abs() < 1e-6);
         }
     }
@@ -378,11 +456,17 @@ mod tests {
     #[test]
     fn rfft_irfft_round_trip_odd_length() {
         let x = HostTensor::from_slice(&[1.0f32, 2.0, 0.5, -1.0, 3.0], [5]).unwrap();
-        let src = "graph @g(%x: f32[5]) {\n  %1 = rfft(%x)\n  %2 = irfft(%1) {n=5}\n  return %1, %2\n}";
+        let src =
+            "graph @g(%x: f32[5]) {\n  %1 = rfft(%x)\n  %2 = irfft(%1) {n=5}\n  return %1, %2\n}";
         let out = run(src, std::slice::from_ref(&x));
         assert_eq!(out[0].shape().dims(), &[3]);
         assert!((out[0].to_c64_vec().unwrap()[0][0] - 5.5).abs() < 1e-6);
-        for (a, b) in out[1].to_f64_vec().unwrap().iter().zip(x.to_f64_vec().unwrap()) {
+        for (a, b) in out[1]
+            .to_f64_vec()
+            .unwrap()
+            .iter()
+            .zip(x.to_f64_vec().unwrap())
+        {
             assert!((a - b).abs() < 1e-6);
         }
     }

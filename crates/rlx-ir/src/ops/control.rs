@@ -12,8 +12,17 @@ fn sub<'a>(cx: &'a InferCx, name: &str) -> Result<&'a Graph, String> {
 fn check_inputs(g: &Graph, want: &[TensorType], what: &str) -> Result<(), String> {
     let have = g.input_types();
     if have != want {
-        let f = |v: &[TensorType]| v.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ");
-        return Err(format!("{what} takes ({}), but is given ({})", f(&have), f(want)));
+        let f = |v: &[TensorType]| {
+            v.iter()
+                .map(|t| t.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        return Err(format!(
+            "{what} takes ({}), but is given ({})",
+            f(&have),
+            f(want)
+        ));
     }
     Ok(())
 }
@@ -53,15 +62,25 @@ fn scan(cx: &InferCx) -> R {
     let body = sub(cx, "body")?;
     let nc = int(cx, "num_carry")?;
     if nc < 0 || nc as usize >= cx.inputs.len() {
-        return Err(format!("num_carry = {nc} must leave at least one scanned input of {}", cx.inputs.len()));
+        return Err(format!(
+            "num_carry = {nc} must leave at least one scanned input of {}",
+            cx.inputs.len()
+        ));
     }
     let nc = nc as usize;
     let (carry, xs) = cx.inputs.split_at(nc);
-    let len = xs[0].dims().first().copied().ok_or("scanned inputs need rank >= 1")?;
+    let len = xs[0]
+        .dims()
+        .first()
+        .copied()
+        .ok_or("scanned inputs need rank >= 1")?;
     let mut want = carry.to_vec();
     for (k, x) in xs.iter().enumerate() {
         if x.dims().first() != Some(&len) {
-            return Err(format!("scanned input {k} has {} steps on axis 0, the first has {len}", x.dims().first().unwrap_or(&0)));
+            return Err(format!(
+                "scanned input {k} has {} steps on axis 0, the first has {len}",
+                x.dims().first().unwrap_or(&0)
+            ));
         }
         want.push(TensorType::new(x.dtype, x.dims()[1..].to_vec()));
     }

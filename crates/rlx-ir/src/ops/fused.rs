@@ -58,7 +58,10 @@ fn layer_norm(cx: &InferCx) -> R {
     for k in 1..cx.inputs.len() {
         expect_same_dtype(cx, k)?;
         if cx.inputs[k].dims() != tail {
-            return Err(format!("input {k} must have the normalized shape {tail:?}, got {}", cx.inputs[k].shape));
+            return Err(format!(
+                "input {k} must have the normalized shape {tail:?}, got {}",
+                cx.inputs[k].shape
+            ));
         }
     }
     same(cx)
@@ -103,7 +106,11 @@ fn channel_params(cx: &InferCx, first: usize) -> R {
     for k in first..cx.inputs.len() {
         expect_same_dtype(cx, k)?;
         if cx.inputs[k].dims() != [x.dims()[1]] {
-            return Err(format!("input {k} must be ({}), got {}", x.dims()[1], cx.inputs[k].shape));
+            return Err(format!(
+                "input {k} must be ({}), got {}",
+                x.dims()[1],
+                cx.inputs[k].shape
+            ));
         }
     }
     same(cx)
@@ -129,7 +136,11 @@ fn per_channel(b: B, p: ValueId, rank: usize) -> Result<ValueId, IrError> {
 fn group_norm_d(b: B, x: &[ValueId], a: &Attrs) -> Out {
     let dims: Vec<i64> = b.shape(x[0]).dims().iter().map(|&d| d as i64).collect();
     let g = a.int("groups")?;
-    let grouped = b.op1("reshape", &[x[0]], Attrs::new().with("shape", vec![dims[0], g, -1]))?;
+    let grouped = b.op1(
+        "reshape",
+        &[x[0]],
+        Attrs::new().with("shape", vec![dims[0], g, -1]),
+    )?;
     let n = normalize(b, grouped, &[2], a.float("eps")?, true)?;
     let n = b.op1("reshape", &[n], Attrs::new().with("shape", dims.clone()))?;
     let gamma = per_channel(b, x[1], dims.len())?;
@@ -188,7 +199,10 @@ fn silu_d(b: B, x: &[ValueId], _: &Attrs) -> Out {
 fn swiglu(cx: &InferCx) -> R {
     expect_same_dtype(cx, 1)?;
     if cx.inputs[0].shape != cx.inputs[1].shape {
-        return Err(format!("gate {} and up {} must have one shape", cx.inputs[0].shape, cx.inputs[1].shape));
+        return Err(format!(
+            "gate {} and up {} must have one shape",
+            cx.inputs[0].shape, cx.inputs[1].shape
+        ));
     }
     same(cx)
 }
@@ -214,8 +228,11 @@ pub fn attention_mask(kind: &str, sq: usize, sk: usize, window: i64) -> Option<V
             _ => true,
         }
     };
-    matches!(kind, "causal" | "sliding_window")
-        .then(|| (0..sq).flat_map(|i| (0..sk).map(move |j| keep(i, j))).collect())
+    matches!(kind, "causal" | "sliding_window").then(|| {
+        (0..sq)
+            .flat_map(|i| (0..sk).map(move |j| keep(i, j)))
+            .collect()
+    })
 }
 
 fn attention(cx: &InferCx) -> R {
@@ -223,16 +240,25 @@ fn attention(cx: &InferCx) -> R {
     expect_same_dtype(cx, 1)?;
     expect_same_dtype(cx, 2)?;
     if q.rank() < 2 || k.rank() != q.rank() || v.rank() != q.rank() {
-        return Err(format!("q, k, v must be (..., S, D) of one rank; got {}, {}, {}", q.shape, k.shape, v.shape));
+        return Err(format!(
+            "q, k, v must be (..., S, D) of one rank; got {}, {}, {}",
+            q.shape, k.shape, v.shape
+        ));
     }
     let r = q.rank();
     let (sq, d, sk) = (q.dims()[r - 2], q.dims()[r - 1], k.dims()[r - 2]);
     if k.dims()[r - 1] != d || v.dims()[r - 2] != sk {
-        return Err(format!("k must be (..., Sk, {d}) and v (..., Sk, Dv); got {} and {}", k.shape, v.shape));
+        return Err(format!(
+            "k must be (..., Sk, {d}) and v (..., Sk, Dv); got {} and {}",
+            k.shape, v.shape
+        ));
     }
-    let batch = broadcast_shapes(&Shape(q.dims()[..r - 2].to_vec()), &Shape(k.dims()[..r - 2].to_vec()))
-        .and_then(|s| broadcast_shapes(&s, &Shape(v.dims()[..r - 2].to_vec())))
-        .map_err(|e| format!("batch axes: {e}"))?;
+    let batch = broadcast_shapes(
+        &Shape(q.dims()[..r - 2].to_vec()),
+        &Shape(k.dims()[..r - 2].to_vec()),
+    )
+    .and_then(|s| broadcast_shapes(&s, &Shape(v.dims()[..r - 2].to_vec())))
+    .map_err(|e| format!("batch axes: {e}"))?;
     let kind = string(cx, "mask_kind")?;
     let has_mask = cx.inputs.len() == 4;
     match (kind, has_mask) {
@@ -300,14 +326,23 @@ fn attention_d(b: B, x: &[ValueId], a: &Attrs) -> Out {
 
 fn rope_check(cx: &InferCx, x: usize) -> Result<TensorType, String> {
     let t = &cx.inputs[x];
-    let (cos, sin) = (&cx.inputs[cx.inputs.len() - 2], &cx.inputs[cx.inputs.len() - 1]);
+    let (cos, sin) = (
+        &cx.inputs[cx.inputs.len() - 2],
+        &cx.inputs[cx.inputs.len() - 1],
+    );
     let r = t.rank();
-    if r < 2 || t.dims()[r - 1] % 2 != 0 {
-        return Err(format!("input {x} must be (..., S, D) with even D, got {}", t.shape));
+    if r < 2 || !t.dims()[r - 1].is_multiple_of(2) {
+        return Err(format!(
+            "input {x} must be (..., S, D) with even D, got {}",
+            t.shape
+        ));
     }
     let want = [t.dims()[r - 2], t.dims()[r - 1] / 2];
     if cos.dims() != want || sin.dims() != want || cos.dtype != t.dtype || sin.dtype != t.dtype {
-        return Err(format!("cos and sin must be {}{:?}, got {cos} and {sin}", t.dtype, want));
+        return Err(format!(
+            "cos and sin must be {}{:?}, got {cos} and {sin}",
+            t.dtype, want
+        ));
     }
     Ok(t.clone())
 }
@@ -320,7 +355,13 @@ fn qk_rope(cx: &InferCx) -> R {
     Ok(vec![rope_check(cx, 0)?, rope_check(cx, 1)?])
 }
 
-fn rope_one(b: B, x: ValueId, cos: ValueId, sin: ValueId, interleaved: bool) -> Result<ValueId, IrError> {
+fn rope_one(
+    b: B,
+    x: ValueId,
+    cos: ValueId,
+    sin: ValueId,
+    interleaved: bool,
+) -> Result<ValueId, IrError> {
     let dims: Vec<i64> = b.shape(x).dims().iter().map(|&d| d as i64).collect();
     let r = dims.len();
     let half = dims[r - 1] / 2;
@@ -333,12 +374,20 @@ fn rope_one(b: B, x: ValueId, cos: ValueId, sin: ValueId, interleaved: bool) -> 
         let parts = b.op(
             "split",
             &[p],
-            Attrs::new().with("axis", -1i64).with("sizes", vec![1i64, 1]),
+            Attrs::new()
+                .with("axis", -1i64)
+                .with("sizes", vec![1i64, 1]),
         )?;
         let sq = |b: B, v| b.op1("squeeze", &[v], Attrs::new().with("axes", vec![-1i64]));
         (sq(b, parts[0])?, sq(b, parts[1])?, -1i64)
     } else {
-        let parts = b.op("split", &[x], Attrs::new().with("axis", -1i64).with("sizes", vec![half, half]))?;
+        let parts = b.op(
+            "split",
+            &[x],
+            Attrs::new()
+                .with("axis", -1i64)
+                .with("sizes", vec![half, half]),
+        )?;
         (parts[0], parts[1], -1i64)
     };
     let a1 = b.binary("mul", x1, cos)?;
@@ -363,24 +412,44 @@ fn rope_d(b: B, x: &[ValueId], a: &Attrs) -> Out {
 
 fn qk_rope_d(b: B, x: &[ValueId], a: &Attrs) -> Out {
     let il = a.bool("interleaved")?;
-    Ok(vec![rope_one(b, x[0], x[2], x[3], il)?, rope_one(b, x[1], x[2], x[3], il)?])
+    Ok(vec![
+        rope_one(b, x[0], x[2], x[3], il)?,
+        rope_one(b, x[1], x[2], x[3], il)?,
+    ])
 }
 
 // ---- matmul epilogues and quantized matmuls ----
 
-pub const ACTIVATIONS: &[&str] = &["none", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh"];
+pub const ACTIVATIONS: &[&str] = &[
+    "none",
+    "relu",
+    "gelu",
+    "gelu_tanh",
+    "silu",
+    "sigmoid",
+    "tanh",
+];
 
 fn matmul_bias_act(cx: &InferCx) -> R {
     let act = string(cx, "activation")?;
     if !ACTIVATIONS.contains(&act) {
-        return Err(format!("activation must be one of {ACTIVATIONS:?}, got {act:?}"));
+        return Err(format!(
+            "activation must be one of {ACTIVATIONS:?}, got {act:?}"
+        ));
     }
-    let mm = crate::graph::infer(crate::op::Op::named("matmul").map_err(|e| e.to_string())?, &cx.inputs[..2], &Attrs::new())?;
+    let mm = crate::graph::infer(
+        crate::op::Op::named("matmul").map_err(|e| e.to_string())?,
+        &cx.inputs[..2],
+        &Attrs::new(),
+    )?;
     if let Some(bias) = cx.inputs.get(2) {
         expect_same_dtype(cx, 2)?;
         let s = broadcast_shapes(&mm[0].shape, &bias.shape).map_err(|e| e.to_string())?;
         if s != mm[0].shape {
-            return Err(format!("bias {} must broadcast to the product {}", bias.shape, mm[0].shape));
+            return Err(format!(
+                "bias {} must broadcast to the product {}",
+                bias.shape, mm[0].shape
+            ));
         }
     }
     Ok(mm)
@@ -401,11 +470,17 @@ fn matmul_bias_act_d(b: B, x: &[ValueId], a: &Attrs) -> Out {
 fn dequant_matmul(cx: &InferCx) -> R {
     let (x, w) = (&cx.inputs[0], &cx.inputs[1]);
     if !x.dtype.is_float() || !w.dtype.is_quantized() || w.rank() != 2 {
-        return Err(format!("expects float x (..., K) and a quantized (N, K) weight; got {x} and {w}"));
+        return Err(format!(
+            "expects float x (..., K) and a quantized (N, K) weight; got {x} and {w}"
+        ));
     }
     let k = *x.dims().last().ok_or("x must have rank >= 1")?;
     if w.dims()[1] != k {
-        return Err(format!("x has K = {k}, the weight {} has K = {}", w.shape, w.dims()[1]));
+        return Err(format!(
+            "x has K = {k}, the weight {} has K = {}",
+            w.shape,
+            w.dims()[1]
+        ));
     }
     let mut d = x.dims().to_vec();
     *d.last_mut().expect("rank >= 1") = w.dims()[0];
@@ -425,12 +500,24 @@ fn scaled_matmul(cx: &InferCx) -> R {
     for k in 1..4 {
         expect_same_dtype(cx, k)?;
     }
-    if a.rank() != 2 || w.rank() != 2 || a.dims()[1] != w.dims()[1] || bs < 1 || a.dims()[1] % bs as usize != 0 {
-        return Err(format!("expects a (M, K), b (N, K) with K a multiple of block={bs}; got {} and {}", a.shape, w.shape));
+    if a.rank() != 2
+        || w.rank() != 2
+        || a.dims()[1] != w.dims()[1]
+        || bs < 1
+        || a.dims()[1] % bs as usize != 0
+    {
+        return Err(format!(
+            "expects a (M, K), b (N, K) with K a multiple of block={bs}; got {} and {}",
+            a.shape, w.shape
+        ));
     }
     let kb = a.dims()[1] / bs as usize;
     if cx.inputs[2].dims() != [a.dims()[0], kb] || cx.inputs[3].dims() != [w.dims()[0], kb] {
-        return Err(format!("scales must be ({}, {kb}) and ({}, {kb})", a.dims()[0], w.dims()[0]));
+        return Err(format!(
+            "scales must be ({}, {kb}) and ({}, {kb})",
+            a.dims()[0],
+            w.dims()[0]
+        ));
     }
     one(TensorType::new(a.dtype, vec![a.dims()[0], w.dims()[0]]))
 }
@@ -439,10 +526,18 @@ fn scaled_matmul_d(b: B, x: &[ValueId], a: &Attrs) -> Out {
     let bs = a.int("block")?;
     let scale = |b: B, v: ValueId, s: ValueId| -> Result<ValueId, IrError> {
         let d = b.shape(v).dims().to_vec();
-        let blocks = b.op1("reshape", &[v], Attrs::new().with("shape", vec![d[0] as i64, -1, bs]))?;
+        let blocks = b.op1(
+            "reshape",
+            &[v],
+            Attrs::new().with("shape", vec![d[0] as i64, -1, bs]),
+        )?;
         let s = b.op1("unsqueeze", &[s], Attrs::new().with("axes", vec![-1i64]))?;
         let m = b.binary("mul", blocks, s)?;
-        b.op1("reshape", &[m], Attrs::new().with("shape", vec![d[0] as i64, d[1] as i64]))
+        b.op1(
+            "reshape",
+            &[m],
+            Attrs::new().with("shape", vec![d[0] as i64, d[1] as i64]),
+        )
     };
     let lhs = scale(b, x[0], x[2])?;
     let rhs = scale(b, x[1], x[3])?;
@@ -451,9 +546,26 @@ fn scaled_matmul_d(b: B, x: &[ValueId], a: &Attrs) -> Out {
 }
 
 const AXIS: &[AttrSpec] = &[attr("axis", K::Int, D::Int(-1))];
-const fn fused(name: &'static str, arity: crate::op::Arity, dtypes: &'static [DType], attrs: &'static [AttrSpec],
-    infer: InferFn, decompose: DecomposeFn, doc: &'static str) -> OpDef {
-    def(name, C::Fused, arity, dtypes, attrs, infer, Some(decompose), Differentiable, doc)
+const fn fused(
+    name: &'static str,
+    arity: crate::op::Arity,
+    dtypes: &'static [DType],
+    attrs: &'static [AttrSpec],
+    infer: InferFn,
+    decompose: DecomposeFn,
+    doc: &'static str,
+) -> OpDef {
+    def(
+        name,
+        C::Fused,
+        arity,
+        dtypes,
+        attrs,
+        infer,
+        Some(decompose),
+        Differentiable,
+        doc,
+    )
 }
 
 pub static FUSED: &[OpDef] = &[

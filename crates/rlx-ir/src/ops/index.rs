@@ -29,7 +29,10 @@ fn gather_nd(cx: &InferCx) -> R {
     let b = int(cx, "batch_dims")?.max(0) as usize;
     let k = *idx.dims().last().ok_or("indices must have rank >= 1")?;
     if b >= idx.rank() || b + k > x.rank() || x.dims()[..b] != idx.dims()[..b] {
-        return Err(format!("indices {} cannot address {} with batch_dims={b}", idx.shape, x.shape));
+        return Err(format!(
+            "indices {} cannot address {} with batch_dims={b}",
+            idx.shape, x.shape
+        ));
     }
     let mut d = idx.dims()[..idx.rank() - 1].to_vec();
     d.extend_from_slice(&x.dims()[b + k..]);
@@ -41,7 +44,11 @@ fn gather_elements(cx: &InferCx) -> R {
     expect_dtype(cx, 1, INDEX_TYPES)?;
     axis_of(cx, "axis", x.rank())?;
     if idx.rank() != x.rank() {
-        return Err(format!("indices must have the rank of x ({}), got {}", x.rank(), idx.shape));
+        return Err(format!(
+            "indices must have the rank of x ({}), got {}",
+            x.rank(),
+            idx.shape
+        ));
     }
     one(TensorType::new(x.dtype, idx.shape.clone()))
 }
@@ -52,10 +59,16 @@ fn scatter(cx: &InferCx) -> R {
     expect_same_dtype(cx, 2)?;
     let ax = axis_of(cx, "axis", x.rank())?;
     if idx.shape != upd.shape || idx.rank() != x.rank() {
-        return Err(format!("indices {} and updates {} must have one shape, of the rank of x", idx.shape, upd.shape));
+        return Err(format!(
+            "indices {} and updates {} must have one shape, of the rank of x",
+            idx.shape, upd.shape
+        ));
     }
     if (0..x.rank()).any(|i| i != ax && idx.dims()[i] > x.dims()[i]) {
-        return Err(format!("indices {} exceed x {} outside axis {ax}", idx.shape, x.shape));
+        return Err(format!(
+            "indices {} exceed x {} outside axis {ax}",
+            idx.shape, x.shape
+        ));
     }
     same(cx)
 }
@@ -75,7 +88,9 @@ fn scatter_nd(cx: &InferCx) -> R {
     }
     let r = string(cx, "reduction")?;
     if !matches!(r, "none" | "add" | "mul" | "max" | "min") {
-        return Err(format!("reduction must be none, add, mul, max or min; got {r:?}"));
+        return Err(format!(
+            "reduction must be none, add, mul, max or min; got {r:?}"
+        ));
     }
     same(cx)
 }
@@ -89,7 +104,10 @@ fn one_hot(cx: &InferCx) -> R {
     let ax = normalize_axis(int(cx, "axis")?, idx.rank() + 1).map_err(|e| e.to_string())?;
     let mut d = idx.dims().to_vec();
     d.insert(ax, depth as usize);
-    one(TensorType::new(cx.attrs.dtype("dtype").map_err(|e| e.to_string())?, d))
+    one(TensorType::new(
+        cx.attrs.dtype("dtype").map_err(|e| e.to_string())?,
+        d,
+    ))
 }
 
 fn embedding(cx: &InferCx) -> R {
@@ -106,23 +124,107 @@ fn embedding(cx: &InferCx) -> R {
 const AXIS0: &[AttrSpec] = &[attr("axis", K::Int, D::Int(0))];
 
 pub static INDEX: &[OpDef] = &[
-    def("gather", C::Index, Exact(2), MOVABLE, AXIS0, gather, None, Differentiable,
-        "NumPy take: out = x[..., idx, ...] along axis"),
-    def("index_select", C::Index, Exact(2), MOVABLE, AXIS0, index_select, None, Differentiable,
-        "gather with 1-D indices"),
-    def("gather_nd", C::Index, Exact(2), MOVABLE, &[attr("batch_dims", K::Int, D::Int(0))], gather_nd, None,
-        Differentiable, "ONNX GatherND: the last index axis addresses leading axes of x"),
-    def("gather_elements", C::Index, Exact(2), MOVABLE, AXIS0, gather_elements, None, Differentiable,
-        "out[i][j] = x[idx[i][j]][j] (axis 0): take_along_axis"),
-    def("scatter", C::Index, Exact(3), MOVABLE, AXIS0, scatter, None, Differentiable,
-        "copy of x with x[idx[i][j]][j] = upd[i][j] (axis 0); the last write wins"),
-    def("scatter_add", C::Index, Exact(3), NUMERIC, AXIS0, scatter, None, Differentiable,
-        "copy of x with upd added at the indexed positions (duplicates accumulate)"),
-    def("scatter_nd", C::Index, Exact(3), MOVABLE, &[attr("reduction", K::Str, D::Str("none"))], scatter_nd, None,
-        Differentiable, "ONNX ScatterND with reduction none/add/mul/max/min"),
-    def("one_hot", C::Index, Exact(1), INDEX_TYPES,
-        &[attr("depth", K::Int, D::Required), attr("axis", K::Int, D::Int(-1)), attr("dtype", K::DType, D::DType(DType::F32))],
-        one_hot, None, NotDifferentiable, "1 at the index, 0 elsewhere, along a new axis; out-of-range indices give all zeros"),
-    def("embedding", C::Index, Exact(2), MOVABLE, &[], embedding, None, Differentiable,
-        "rows of a (vocab, dim) table selected by ids"),
+    def(
+        "gather",
+        C::Index,
+        Exact(2),
+        MOVABLE,
+        AXIS0,
+        gather,
+        None,
+        Differentiable,
+        "NumPy take: out = x[..., idx, ...] along axis",
+    ),
+    def(
+        "index_select",
+        C::Index,
+        Exact(2),
+        MOVABLE,
+        AXIS0,
+        index_select,
+        None,
+        Differentiable,
+        "gather with 1-D indices",
+    ),
+    def(
+        "gather_nd",
+        C::Index,
+        Exact(2),
+        MOVABLE,
+        &[attr("batch_dims", K::Int, D::Int(0))],
+        gather_nd,
+        None,
+        Differentiable,
+        "ONNX GatherND: the last index axis addresses leading axes of x",
+    ),
+    def(
+        "gather_elements",
+        C::Index,
+        Exact(2),
+        MOVABLE,
+        AXIS0,
+        gather_elements,
+        None,
+        Differentiable,
+        "out[i][j] = x[idx[i][j]][j] (axis 0): take_along_axis",
+    ),
+    def(
+        "scatter",
+        C::Index,
+        Exact(3),
+        MOVABLE,
+        AXIS0,
+        scatter,
+        None,
+        Differentiable,
+        "copy of x with x[idx[i][j]][j] = upd[i][j] (axis 0); the last write wins",
+    ),
+    def(
+        "scatter_add",
+        C::Index,
+        Exact(3),
+        NUMERIC,
+        AXIS0,
+        scatter,
+        None,
+        Differentiable,
+        "copy of x with upd added at the indexed positions (duplicates accumulate)",
+    ),
+    def(
+        "scatter_nd",
+        C::Index,
+        Exact(3),
+        MOVABLE,
+        &[attr("reduction", K::Str, D::Str("none"))],
+        scatter_nd,
+        None,
+        Differentiable,
+        "ONNX ScatterND with reduction none/add/mul/max/min",
+    ),
+    def(
+        "one_hot",
+        C::Index,
+        Exact(1),
+        INDEX_TYPES,
+        &[
+            attr("depth", K::Int, D::Required),
+            attr("axis", K::Int, D::Int(-1)),
+            attr("dtype", K::DType, D::DType(DType::F32)),
+        ],
+        one_hot,
+        None,
+        NotDifferentiable,
+        "1 at the index, 0 elsewhere, along a new axis; out-of-range indices give all zeros",
+    ),
+    def(
+        "embedding",
+        C::Index,
+        Exact(2),
+        MOVABLE,
+        &[],
+        embedding,
+        None,
+        Differentiable,
+        "rows of a (vocab, dim) table selected by ids",
+    ),
 ];

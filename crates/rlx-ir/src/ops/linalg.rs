@@ -14,15 +14,29 @@ fn matmul(cx: &InferCx) -> R {
     if a.rank() == 0 || b.rank() == 0 {
         return Err("matmul needs operands of rank >= 1".into());
     }
-    let ad: Vec<usize> = if a.rank() == 1 { vec![1, a.dims()[0]] } else { a.dims().to_vec() };
-    let bd: Vec<usize> = if b.rank() == 1 { vec![b.dims()[0], 1] } else { b.dims().to_vec() };
+    let ad: Vec<usize> = if a.rank() == 1 {
+        vec![1, a.dims()[0]]
+    } else {
+        a.dims().to_vec()
+    };
+    let bd: Vec<usize> = if b.rank() == 1 {
+        vec![b.dims()[0], 1]
+    } else {
+        b.dims().to_vec()
+    };
     let (m, k) = (ad[ad.len() - 2], ad[ad.len() - 1]);
     let (k2, n) = (bd[bd.len() - 2], bd[bd.len() - 1]);
     if k != k2 {
-        return Err(format!("contraction mismatch: {} @ {} (inner dims {k} vs {k2})", a.shape, b.shape));
+        return Err(format!(
+            "contraction mismatch: {} @ {} (inner dims {k} vs {k2})",
+            a.shape, b.shape
+        ));
     }
-    let batch = broadcast_shapes(&Shape(ad[..ad.len() - 2].to_vec()), &Shape(bd[..bd.len() - 2].to_vec()))
-        .map_err(|e| format!("batch dims: {e}"))?;
+    let batch = broadcast_shapes(
+        &Shape(ad[..ad.len() - 2].to_vec()),
+        &Shape(bd[..bd.len() - 2].to_vec()),
+    )
+    .map_err(|e| format!("batch dims: {e}"))?;
     let mut dims = batch.0;
     if a.rank() > 1 {
         dims.push(m);
@@ -46,15 +60,27 @@ fn dot_general(cx: &InferCx) -> R {
     }
     for (x, y) in lb.iter().zip(&rb).chain(lc.iter().zip(&rc)) {
         if a.dims()[*x] != b.dims()[*y] {
-            return Err(format!("axis {x} of lhs ({}) and axis {y} of rhs ({}) must match", a.dims()[*x], b.dims()[*y]));
+            return Err(format!(
+                "axis {x} of lhs ({}) and axis {y} of rhs ({}) must match",
+                a.dims()[*x],
+                b.dims()[*y]
+            ));
         }
     }
     if lb.iter().any(|x| lc.contains(x)) || rb.iter().any(|x| rc.contains(x)) {
         return Err("an axis cannot be both batch and contracting".into());
     }
     let mut dims: Vec<usize> = lb.iter().map(|&i| a.dims()[i]).collect();
-    dims.extend((0..a.rank()).filter(|i| !lb.contains(i) && !lc.contains(i)).map(|i| a.dims()[i]));
-    dims.extend((0..b.rank()).filter(|i| !rb.contains(i) && !rc.contains(i)).map(|i| b.dims()[i]));
+    dims.extend(
+        (0..a.rank())
+            .filter(|i| !lb.contains(i) && !lc.contains(i))
+            .map(|i| a.dims()[i]),
+    );
+    dims.extend(
+        (0..b.rank())
+            .filter(|i| !rb.contains(i) && !rc.contains(i))
+            .map(|i| b.dims()[i]),
+    );
     one(TensorType::new(a.dtype, dims))
 }
 
@@ -70,7 +96,11 @@ pub struct Window {
 
 fn list_or(attrs: &Attrs, name: &str, n: usize, fill: i64) -> Result<Vec<usize>, String> {
     let v = attrs.ints(name).map_err(|e| e.to_string())?;
-    let v = if v.is_empty() { vec![fill; n] } else { v.to_vec() };
+    let v = if v.is_empty() {
+        vec![fill; n]
+    } else {
+        v.to_vec()
+    };
     if v.iter().any(|&x| x < 0) {
         return Err(format!("`{name}` must be non-negative, got {v:?}"));
     }
@@ -82,15 +112,28 @@ impl Window {
     pub fn read(attrs: &Attrs, kernel: Vec<usize>) -> Result<Window, String> {
         let n = kernel.len();
         let strides = list_or(attrs, "strides", n, 1)?;
-        let dilations = if attrs.get("dilations").is_some() { list_or(attrs, "dilations", n, 1)? } else { vec![1; n] };
+        let dilations = if attrs.get("dilations").is_some() {
+            list_or(attrs, "dilations", n, 1)?
+        } else {
+            vec![1; n]
+        };
         let pads = list_or(attrs, "pads", 2 * n, 0)?;
         if strides.len() != n || dilations.len() != n || pads.len() != 2 * n {
-            return Err(format!("expected {n} strides and dilations and {} pads", 2 * n));
+            return Err(format!(
+                "expected {n} strides and dilations and {} pads",
+                2 * n
+            ));
         }
         if strides.contains(&0) || dilations.contains(&0) {
             return Err("strides and dilations must be >= 1".into());
         }
-        Ok(Window { kernel, strides, dilations, pads_begin: pads[..n].to_vec(), pads_end: pads[n..].to_vec() })
+        Ok(Window {
+            kernel,
+            strides,
+            dilations,
+            pads_begin: pads[..n].to_vec(),
+            pads_end: pads[n..].to_vec(),
+        })
     }
 
     /// Output extent of each spatial axis for a forward window.
@@ -100,7 +143,9 @@ impl Window {
                 let span = self.dilations[i] * (self.kernel[i].max(1) - 1) + 1;
                 let padded = input[i] + self.pads_begin[i] + self.pads_end[i];
                 if padded < span {
-                    return Err(format!("spatial axis {i}: window {span} is larger than the padded input {padded}"));
+                    return Err(format!(
+                        "spatial axis {i}: window {span} is larger than the padded input {padded}"
+                    ));
                 }
                 Ok((padded - span) / self.strides[i] + 1)
             })
@@ -126,7 +171,10 @@ fn conv_common(cx: &InferCx) -> Result<(usize, usize), String> {
     let (x, w) = (&cx.inputs[0], &cx.inputs[1]);
     expect_same_dtype(cx, 1)?;
     if !(3..=5).contains(&x.rank()) || w.rank() != x.rank() {
-        return Err(format!("expects x as (N, C, d1[, d2[, d3]]) and w of the same rank; got {} and {}", x.shape, w.shape));
+        return Err(format!(
+            "expects x as (N, C, d1[, d2[, d3]]) and w of the same rank; got {} and {}",
+            x.shape, w.shape
+        ));
     }
     let g = int(cx, "groups")?;
     if g < 1 {
@@ -140,7 +188,10 @@ fn conv(cx: &InferCx) -> R {
     let (x, w) = (&cx.inputs[0], &cx.inputs[1]);
     let (cin, cout) = (x.dims()[1], w.dims()[0]);
     if cin % g != 0 || cout % g != 0 || w.dims()[1] * g != cin {
-        return Err(format!("channels: x has {cin}, w is {} with groups={g} (w must be (Cout, Cin/groups, k...))", w.shape));
+        return Err(format!(
+            "channels: x has {cin}, w is {} with groups={g} (w must be (Cout, Cin/groups, k...))",
+            w.shape
+        ));
     }
     check_bias(cx, cout)?;
     let win = Window::read(cx.attrs, w.dims()[2..].to_vec())?;
@@ -155,18 +206,31 @@ fn conv_transpose(cx: &InferCx) -> R {
     let (x, w) = (&cx.inputs[0], &cx.inputs[1]);
     let cin = x.dims()[1];
     if w.dims()[0] != cin || cin % g != 0 {
-        return Err(format!("channels: x has {cin}, w is {} (w must be (Cin, Cout/groups, k...))", w.shape));
+        return Err(format!(
+            "channels: x has {cin}, w is {} (w must be (Cin, Cout/groups, k...))",
+            w.shape
+        ));
     }
     let cout = w.dims()[1] * g;
     check_bias(cx, cout)?;
     let win = Window::read(cx.attrs, w.dims()[2..].to_vec())?;
-    let op = list_or(cx.attrs, "output_padding", n, 0)?;
+    let out_pad = list_or(cx.attrs, "output_padding", n, 0)?;
+    if out_pad.len() != n {
+        return Err(format!(
+            "output_padding must give {n} values, got {out_pad:?}"
+        ));
+    }
     let mut dims = vec![x.dims()[0], cout];
-    for i in 0..n {
-        let full = (x.dims()[2 + i].max(1) - 1) * win.strides[i] + win.dilations[i] * (win.kernel[i] - 1) + 1 + op[i];
+    for (i, &op) in out_pad.iter().enumerate() {
+        let full = (x.dims()[2 + i].max(1) - 1) * win.strides[i]
+            + win.dilations[i] * (win.kernel[i] - 1)
+            + 1
+            + op;
         let pads = win.pads_begin[i] + win.pads_end[i];
         if full < pads {
-            return Err(format!("spatial axis {i}: padding {pads} exceeds the output extent {full}"));
+            return Err(format!(
+                "spatial axis {i}: padding {pads} exceeds the output extent {full}"
+            ));
         }
         dims.push(full - pads);
     }
@@ -198,9 +262,15 @@ const AVG_POOL: &[AttrSpec] = &[
 
 fn pool(cx: &InferCx) -> R {
     let x = &cx.inputs[0];
-    let k: Vec<usize> = ints(cx, "kernel")?.iter().map(|&v| v.max(0) as usize).collect();
+    let k: Vec<usize> = ints(cx, "kernel")?
+        .iter()
+        .map(|&v| v.max(0) as usize)
+        .collect();
     if x.rank() != k.len() + 2 || k.contains(&0) {
-        return Err(format!("kernel {k:?} must give one positive extent per spatial axis of {}", x.shape));
+        return Err(format!(
+            "kernel {k:?} must give one positive extent per spatial axis of {}",
+            x.shape
+        ));
     }
     let win = Window::read(cx.attrs, k)?;
     let mut dims = x.dims()[..2].to_vec();
@@ -224,7 +294,10 @@ fn cell(cx: &InferCx, gates: usize, state_inputs: usize) -> Result<TensorType, S
     let x = &cx.inputs[0];
     let h = &cx.inputs[1];
     if x.rank() != 2 || h.rank() != 2 || x.dims()[0] != h.dims()[0] {
-        return Err(format!("x must be (B, I) and h (B, H); got {} and {}", x.shape, h.shape));
+        return Err(format!(
+            "x must be (B, I) and h (B, H); got {} and {}",
+            x.shape, h.shape
+        ));
     }
     let (b, i, hd) = (x.dims()[0], x.dims()[1], h.dims()[1]);
     let want = |k: usize| -> Vec<usize> {
@@ -239,12 +312,20 @@ fn cell(cx: &InferCx, gates: usize, state_inputs: usize) -> Result<TensorType, S
     }
     for s in 1..state_inputs {
         if cx.inputs[s].dims() != [b, hd] {
-            return Err(format!("state input {s} must be ({b}, {hd}), got {}", cx.inputs[s].shape));
+            return Err(format!(
+                "state input {s} must be ({b}, {hd}), got {}",
+                cx.inputs[s].shape
+            ));
         }
     }
     for (k, t) in cx.inputs[state_inputs..].iter().enumerate() {
         if t.dims() != want(k).as_slice() {
-            return Err(format!("weight input {} must be {:?}, got {}", state_inputs + k, want(k), t.shape));
+            return Err(format!(
+                "weight input {} must be {:?}, got {}",
+                state_inputs + k,
+                want(k),
+                t.shape
+            ));
         }
     }
     Ok(h.clone())
@@ -253,7 +334,9 @@ fn cell(cx: &InferCx, gates: usize, state_inputs: usize) -> Result<TensorType, S
 fn rnn_cell(cx: &InferCx) -> R {
     let nl = string(cx, "nonlinearity")?;
     if nl != "tanh" && nl != "relu" {
-        return Err(format!("nonlinearity must be \"tanh\" or \"relu\", got {nl:?}"));
+        return Err(format!(
+            "nonlinearity must be \"tanh\" or \"relu\", got {nl:?}"
+        ));
     }
     one(cell(cx, 1, 2)?)
 }

@@ -28,7 +28,10 @@ fn quantize(cx: &InferCx) -> R {
         return Err(format!("dtype must be a block-quantized type, got {to}"));
     }
     if to.storage_bytes(*x.dims().last().unwrap_or(&0)).is_none() || x.rank() == 0 {
-        return Err(format!("the last axis of {} is not a whole number of {to} blocks", x.shape));
+        return Err(format!(
+            "the last axis of {} is not a whole number of {to} blocks",
+            x.shape
+        ));
     }
     one(TensorType::new(to, x.shape.clone()))
 }
@@ -46,22 +49,92 @@ fn dequantize(cx: &InferCx) -> R {
 }
 
 const QUANT_TYPES: &[DType] = &[
-    DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2K, DType::Q3K, DType::Q4K,
-    DType::Q5K, DType::Q6K, DType::Mxfp4, DType::Mxfp8, DType::I4, DType::U4,
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+    DType::Q2K,
+    DType::Q3K,
+    DType::Q4K,
+    DType::Q5K,
+    DType::Q6K,
+    DType::Mxfp4,
+    DType::Mxfp8,
+    DType::I4,
+    DType::U4,
 ];
 
 pub static MISC: &[OpDef] = &[
-    def("constant", C::Misc, Exact(0), &[], &[attr("value", K::Tensor, D::Required)], constant, None,
-        NotDifferentiable, "a literal tensor"),
-    def("arange", C::Misc, Exact(0), &[],
-        &[attr("start", K::Float, D::Float(0.0)), attr("step", K::Float, D::Float(1.0)),
-          attr("len", K::Int, D::Required), attr("dtype", K::DType, D::DType(DType::I64))],
-        arange, None, NotDifferentiable, "start + i·step for i in 0..len"),
-    def("identity", C::Misc, Exact(1), &[], &[], same, None, Differentiable, "the input, unchanged"),
-    def("stop_gradient", C::Misc, Exact(1), &[], &[], same, None, NotDifferentiable,
-        "the input, unchanged, but no gradient flows through it"),
-    def("quantize", C::Quant, Exact(1), &[DType::F32], &[attr("dtype", K::DType, D::Required)], quantize, None,
-        NotDifferentiable, "encode f32 rows into GGUF / MX blocks (round to nearest as the reference encoders do)"),
-    def("dequantize", C::Quant, Exact(1), QUANT_TYPES, &[attr("dtype", K::DType, D::DType(DType::F32))], dequantize,
-        None, NotDifferentiable, "decode GGUF / MX blocks (or packed 4-bit integers) to floats"),
+    def(
+        "constant",
+        C::Misc,
+        Exact(0),
+        &[],
+        &[attr("value", K::Tensor, D::Required)],
+        constant,
+        None,
+        NotDifferentiable,
+        "a literal tensor",
+    ),
+    def(
+        "arange",
+        C::Misc,
+        Exact(0),
+        &[],
+        &[
+            attr("start", K::Float, D::Float(0.0)),
+            attr("step", K::Float, D::Float(1.0)),
+            attr("len", K::Int, D::Required),
+            attr("dtype", K::DType, D::DType(DType::I64)),
+        ],
+        arange,
+        None,
+        NotDifferentiable,
+        "start + i·step for i in 0..len",
+    ),
+    def(
+        "identity",
+        C::Misc,
+        Exact(1),
+        &[],
+        &[],
+        same,
+        None,
+        Differentiable,
+        "the input, unchanged",
+    ),
+    def(
+        "stop_gradient",
+        C::Misc,
+        Exact(1),
+        &[],
+        &[],
+        same,
+        None,
+        NotDifferentiable,
+        "the input, unchanged, but no gradient flows through it",
+    ),
+    def(
+        "quantize",
+        C::Quant,
+        Exact(1),
+        &[DType::F32],
+        &[attr("dtype", K::DType, D::Required)],
+        quantize,
+        None,
+        NotDifferentiable,
+        "encode f32 rows into GGUF / MX blocks (round to nearest as the reference encoders do)",
+    ),
+    def(
+        "dequantize",
+        C::Quant,
+        Exact(1),
+        QUANT_TYPES,
+        &[attr("dtype", K::DType, D::DType(DType::F32))],
+        dequantize,
+        None,
+        NotDifferentiable,
+        "decode GGUF / MX blocks (or packed 4-bit integers) to floats",
+    ),
 ];

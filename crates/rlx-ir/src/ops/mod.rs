@@ -61,7 +61,17 @@ pub(crate) const fn def(
     grad: Grad,
     doc: &'static str,
 ) -> OpDef {
-    OpDef { name, category, arity, dtypes, attrs, infer, decompose, grad, doc }
+    OpDef {
+        name,
+        category,
+        arity,
+        dtypes,
+        attrs,
+        infer,
+        decompose,
+        grad,
+        doc,
+    }
 }
 
 pub(crate) type R = Result<Vec<TensorType>, String>;
@@ -86,7 +96,10 @@ pub(crate) fn broadcast_same(cx: &InferCx) -> R {
     let mut shape = cx.inputs[0].shape.clone();
     for (k, t) in cx.inputs.iter().enumerate().skip(1) {
         if t.dtype != dt {
-            return Err(format!("input {k} has dtype {}, input 0 has {dt}; insert a cast", t.dtype));
+            return Err(format!(
+                "input {k} has dtype {}, input 0 has {dt}; insert a cast",
+                t.dtype
+            ));
         }
         shape = broadcast_shapes(&shape, &t.shape).map_err(|e| e.to_string())?;
     }
@@ -118,7 +131,10 @@ pub(crate) fn axes_of(list: &[i64], rank: usize) -> Result<Vec<usize>, String> {
 }
 
 pub(crate) fn ints(cx: &InferCx, name: &str) -> Result<Vec<i64>, String> {
-    cx.attrs.ints(name).map(|v| v.to_vec()).map_err(|e| e.to_string())
+    cx.attrs
+        .ints(name)
+        .map(|v| v.to_vec())
+        .map_err(|e| e.to_string())
 }
 pub(crate) fn int(cx: &InferCx, name: &str) -> Result<i64, String> {
     cx.attrs.int(name).map_err(|e| e.to_string())
@@ -133,13 +149,19 @@ pub(crate) fn expect_dtype(cx: &InferCx, k: usize, allowed: &[DType]) -> Result<
         Ok(())
     } else {
         let names: Vec<_> = allowed.iter().map(|d| d.name()).collect();
-        Err(format!("input {k} has dtype {d}, expected one of {}", names.join(", ")))
+        Err(format!(
+            "input {k} has dtype {d}, expected one of {}",
+            names.join(", ")
+        ))
     }
 }
 
 pub(crate) fn expect_same_dtype(cx: &InferCx, k: usize) -> Result<(), String> {
     if cx.inputs[k].dtype != cx.inputs[0].dtype {
-        return Err(format!("input {k} has dtype {}, input 0 has {}", cx.inputs[k].dtype, cx.inputs[0].dtype));
+        return Err(format!(
+            "input {k} has dtype {}, input 0 has {}",
+            cx.inputs[k].dtype, cx.inputs[0].dtype
+        ));
     }
     Ok(())
 }

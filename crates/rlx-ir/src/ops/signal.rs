@@ -20,11 +20,17 @@ fn topk(cx: &InferCx) -> R {
     let ax = axis_of(cx, "axis", x.rank())?;
     let k = int(cx, "k")?;
     if k < 0 || k as usize > x.dims()[ax] {
-        return Err(format!("k = {k} must be in [0, {}] (the extent of axis {ax})", x.dims()[ax]));
+        return Err(format!(
+            "k = {k} must be in [0, {}] (the extent of axis {ax})",
+            x.dims()[ax]
+        ));
     }
     let mut d = x.dims().to_vec();
     d[ax] = k as usize;
-    Ok(vec![TensorType::new(x.dtype, d.clone()), TensorType::new(DType::I64, d)])
+    Ok(vec![
+        TensorType::new(x.dtype, d.clone()),
+        TensorType::new(DType::I64, d),
+    ])
 }
 
 fn rfft(cx: &InferCx) -> R {
@@ -40,9 +46,16 @@ fn irfft(cx: &InferCx) -> R {
     let ax = axis_of(cx, "axis", x.rank())?;
     let n = int(cx, "n")?;
     let m = x.dims()[ax];
-    let n = if n < 0 { 2 * m.saturating_sub(1) } else { n as usize };
+    let n = if n < 0 {
+        2 * m.saturating_sub(1)
+    } else {
+        n as usize
+    };
     if n / 2 + 1 > m || n == 0 {
-        return Err(format!("n = {n} needs at least {} frequency bins, axis {ax} has {m}", n / 2 + 1));
+        return Err(format!(
+            "n = {n} needs at least {} frequency bins, axis {ax} has {m}",
+            n / 2 + 1
+        ));
     }
     let mut d = x.dims().to_vec();
     d[ax] = n;
@@ -53,7 +66,10 @@ fn complex(cx: &InferCx) -> R {
     expect_dtype(cx, 0, &[DType::F32])?;
     expect_same_dtype(cx, 1)?;
     if cx.inputs[0].shape != cx.inputs[1].shape {
-        return Err(format!("re {} and im {} must have one shape", cx.inputs[0].shape, cx.inputs[1].shape));
+        return Err(format!(
+            "re {} and im {} must have one shape",
+            cx.inputs[0].shape, cx.inputs[1].shape
+        ));
     }
     one(TensorType::new(DType::C64, cx.inputs[0].shape.clone()))
 }
@@ -71,7 +87,10 @@ fn random(cx: &InferCx) -> R {
     if s.iter().any(|&d| d < 0) {
         return Err(format!("shape {s:?} has a negative extent"));
     }
-    one(TensorType::new(dt, s.iter().map(|&d| d as usize).collect::<Vec<_>>()))
+    one(TensorType::new(
+        dt,
+        s.iter().map(|&d| d as usize).collect::<Vec<_>>(),
+    ))
 }
 
 const CUM: &[AttrSpec] = &[
@@ -79,7 +98,10 @@ const CUM: &[AttrSpec] = &[
     attr("exclusive", K::Bool, D::Bool(false)),
     attr("reverse", K::Bool, D::Bool(false)),
 ];
-const SORT: &[AttrSpec] = &[attr("axis", K::Int, D::Int(-1)), attr("descending", K::Bool, D::Bool(false))];
+const SORT: &[AttrSpec] = &[
+    attr("axis", K::Int, D::Int(-1)),
+    attr("descending", K::Bool, D::Bool(false)),
+];
 const AXIS_LAST: &[AttrSpec] = &[attr("axis", K::Int, D::Int(-1))];
 const UNIFORM: &[AttrSpec] = &[
     attr("shape", K::Ints, D::Required),
@@ -97,27 +119,176 @@ const NORMAL: &[AttrSpec] = &[
 ];
 
 pub static SIGNAL: &[OpDef] = &[
-    def("cumsum", C::Cumulative, Exact(1), NUMERIC, CUM, along_axis, None, Differentiable,
-        "running sum along axis (exclusive: shifted by one; reverse: from the end)"),
-    def("cumprod", C::Cumulative, Exact(1), NUMERIC, CUM, along_axis, None, Differentiable, "running product along axis"),
-    def("sort", C::Sort, Exact(1), NUMERIC, SORT, along_axis, None, Differentiable,
-        "stable sort along axis; NaN sorts last ascending, first descending"),
-    def("argsort", C::Sort, Exact(1), NUMERIC, SORT, argsort, None, NotDifferentiable, "indices (i64) that stably sort along axis"),
-    def("topk", C::Sort, Exact(1), NUMERIC,
-        &[attr("k", K::Int, D::Required), attr("axis", K::Int, D::Int(-1)), attr("largest", K::Bool, D::Bool(true))],
-        topk, None, Differentiable, "k largest (or smallest) values, sorted, and their i64 indices; ties keep the lower index"),
-    def("fft", C::Fft, Exact(1), COMPLEX, AXIS_LAST, along_axis, None, Differentiable, "discrete Fourier transform along axis"),
-    def("ifft", C::Fft, Exact(1), COMPLEX, AXIS_LAST, along_axis, None, Differentiable, "inverse DFT, scaled by 1/n"),
-    def("rfft", C::Fft, Exact(1), &[DType::F32], AXIS_LAST, rfft, None, Differentiable, "DFT of a real signal: n/2+1 bins"),
-    def("irfft", C::Fft, Exact(1), COMPLEX, &[attr("axis", K::Int, D::Int(-1)), attr("n", K::Int, D::Int(-1))], irfft, None,
-        Differentiable, "inverse of rfft to n real samples (default 2·(bins−1))"),
-    def("complex", C::Fft, Exact(2), &[DType::F32], &[], complex, None, Differentiable, "c64 from real and imaginary parts"),
-    def("real", C::Fft, Exact(1), COMPLEX, &[], complex_part, None, Differentiable, "real part"),
-    def("imag", C::Fft, Exact(1), COMPLEX, &[], complex_part, None, Differentiable, "imaginary part"),
-    def("random_uniform", C::Random, Exact(0), &[], UNIFORM, random, None, NotDifferentiable,
-        "uniform in [low, high) from a counter-based generator keyed by seed"),
-    def("random_normal", C::Random, Exact(0), &[], NORMAL, random, None, NotDifferentiable,
-        "normal(mean, std) by Box-Muller from the same generator"),
-    def("bernoulli", C::Random, Exact(1), FLOAT, &[attr("seed", K::Int, D::Required)], same, None, NotDifferentiable,
-        "1 with probability p (elementwise), else 0"),
+    def(
+        "cumsum",
+        C::Cumulative,
+        Exact(1),
+        NUMERIC,
+        CUM,
+        along_axis,
+        None,
+        Differentiable,
+        "running sum along axis (exclusive: shifted by one; reverse: from the end)",
+    ),
+    def(
+        "cumprod",
+        C::Cumulative,
+        Exact(1),
+        NUMERIC,
+        CUM,
+        along_axis,
+        None,
+        Differentiable,
+        "running product along axis",
+    ),
+    def(
+        "sort",
+        C::Sort,
+        Exact(1),
+        NUMERIC,
+        SORT,
+        along_axis,
+        None,
+        Differentiable,
+        "stable sort along axis; NaN sorts last ascending, first descending",
+    ),
+    def(
+        "argsort",
+        C::Sort,
+        Exact(1),
+        NUMERIC,
+        SORT,
+        argsort,
+        None,
+        NotDifferentiable,
+        "indices (i64) that stably sort along axis",
+    ),
+    def(
+        "topk",
+        C::Sort,
+        Exact(1),
+        NUMERIC,
+        &[
+            attr("k", K::Int, D::Required),
+            attr("axis", K::Int, D::Int(-1)),
+            attr("largest", K::Bool, D::Bool(true)),
+        ],
+        topk,
+        None,
+        Differentiable,
+        "k largest (or smallest) values, sorted, and their i64 indices; ties keep the lower index",
+    ),
+    def(
+        "fft",
+        C::Fft,
+        Exact(1),
+        COMPLEX,
+        AXIS_LAST,
+        along_axis,
+        None,
+        Differentiable,
+        "discrete Fourier transform along axis",
+    ),
+    def(
+        "ifft",
+        C::Fft,
+        Exact(1),
+        COMPLEX,
+        AXIS_LAST,
+        along_axis,
+        None,
+        Differentiable,
+        "inverse DFT, scaled by 1/n",
+    ),
+    def(
+        "rfft",
+        C::Fft,
+        Exact(1),
+        &[DType::F32],
+        AXIS_LAST,
+        rfft,
+        None,
+        Differentiable,
+        "DFT of a real signal: n/2+1 bins",
+    ),
+    def(
+        "irfft",
+        C::Fft,
+        Exact(1),
+        COMPLEX,
+        &[
+            attr("axis", K::Int, D::Int(-1)),
+            attr("n", K::Int, D::Int(-1)),
+        ],
+        irfft,
+        None,
+        Differentiable,
+        "inverse of rfft to n real samples (default 2·(bins−1))",
+    ),
+    def(
+        "complex",
+        C::Fft,
+        Exact(2),
+        &[DType::F32],
+        &[],
+        complex,
+        None,
+        Differentiable,
+        "c64 from real and imaginary parts",
+    ),
+    def(
+        "real",
+        C::Fft,
+        Exact(1),
+        COMPLEX,
+        &[],
+        complex_part,
+        None,
+        Differentiable,
+        "real part",
+    ),
+    def(
+        "imag",
+        C::Fft,
+        Exact(1),
+        COMPLEX,
+        &[],
+        complex_part,
+        None,
+        Differentiable,
+        "imaginary part",
+    ),
+    def(
+        "random_uniform",
+        C::Random,
+        Exact(0),
+        &[],
+        UNIFORM,
+        random,
+        None,
+        NotDifferentiable,
+        "uniform in [low, high) from a counter-based generator keyed by seed",
+    ),
+    def(
+        "random_normal",
+        C::Random,
+        Exact(0),
+        &[],
+        NORMAL,
+        random,
+        None,
+        NotDifferentiable,
+        "normal(mean, std) by Box-Muller from the same generator",
+    ),
+    def(
+        "bernoulli",
+        C::Random,
+        Exact(1),
+        FLOAT,
+        &[attr("seed", K::Int, D::Required)],
+        same,
+        None,
+        NotDifferentiable,
+        "1 with probability p (elementwise), else 0",
+    ),
 ];
