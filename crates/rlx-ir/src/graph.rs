@@ -86,6 +86,7 @@ impl Graph {
                     v.0
                 )));
             }
+            check_size(&val.ty).map_err(|e| IrError::msg(format!("graph input {i}: {e}")))?;
             defined[v.index()] = true;
         }
         for (n, node) in self.nodes.iter().enumerate() {
@@ -184,6 +185,9 @@ impl Graph {
 
 /// Run an op's type rule, first checking arity and the first input's dtype.
 pub fn infer(op: Op, inputs: &[TensorType], attrs: &Attrs) -> Result<Vec<TensorType>, String> {
+    for (k, t) in inputs.iter().enumerate() {
+        check_size(t).map_err(|e| format!("input {k}: {e}"))?;
+    }
     if !op.arity.admits(inputs.len()) {
         return Err(format!("takes {} inputs, got {}", op.arity, inputs.len()));
     }
@@ -197,11 +201,27 @@ pub fn infer(op: Op, inputs: &[TensorType], attrs: &Attrs) -> Result<Vec<TensorT
             ));
         }
     }
-    (op.infer)(&InferCx {
+    let out = (op.infer)(&InferCx {
         op: op.name(),
         inputs,
         attrs,
-    })
+    })?;
+    for (k, t) in out.iter().enumerate() {
+        check_size(t).map_err(|e| format!("output {k}: {e}"))?;
+    }
+    Ok(out)
+}
+
+/// The most elements one tensor may have (2^48): far beyond any real
+/// model, and small enough that byte counts never overflow.
+pub const MAX_ELEMENTS: usize = 1 << 48;
+
+/// Reject types whose element count is absurd (or overflowed).
+pub fn check_size(t: &TensorType) -> Result<(), String> {
+    if t.shape.numel() > MAX_ELEMENTS {
+        return Err(format!("{t} has more than 2^48 elements"));
+    }
+    Ok(())
 }
 
 /// Appends nodes in topological order, inferring types as it goes, so a

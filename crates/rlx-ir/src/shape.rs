@@ -22,8 +22,10 @@ impl Shape {
     pub fn dims(&self) -> &[usize] {
         &self.0
     }
+    /// Element count (saturating: absurd shapes are rejected by the
+    /// verifier, not by an overflow).
     pub fn numel(&self) -> usize {
-        self.0.iter().product()
+        self.0.iter().fold(1usize, |a, &d| a.saturating_mul(d))
     }
     /// Row-major (C order) strides in elements.
     pub fn strides(&self) -> Vec<usize> {

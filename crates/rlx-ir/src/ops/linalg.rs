@@ -140,8 +140,12 @@ impl Window {
     pub fn out_dims(&self, input: &[usize]) -> Result<Vec<usize>, String> {
         (0..self.kernel.len())
             .map(|i| {
-                let span = self.dilations[i] * (self.kernel[i].max(1) - 1) + 1;
-                let padded = input[i] + self.pads_begin[i] + self.pads_end[i];
+                let span = self.dilations[i]
+                    .saturating_mul(self.kernel[i].max(1) - 1)
+                    .saturating_add(1);
+                let padded = input[i]
+                    .saturating_add(self.pads_begin[i])
+                    .saturating_add(self.pads_end[i]);
                 if padded < span {
                     return Err(format!(
                         "spatial axis {i}: window {span} is larger than the padded input {padded}"
@@ -222,11 +226,12 @@ fn conv_transpose(cx: &InferCx) -> R {
     }
     let mut dims = vec![x.dims()[0], cout];
     for (i, &op) in out_pad.iter().enumerate() {
-        let full = (x.dims()[2 + i].max(1) - 1) * win.strides[i]
-            + win.dilations[i] * (win.kernel[i] - 1)
-            + 1
-            + op;
-        let pads = win.pads_begin[i] + win.pads_end[i];
+        let full = (x.dims()[2 + i].max(1) - 1)
+            .saturating_mul(win.strides[i])
+            .saturating_add(win.dilations[i].saturating_mul(win.kernel[i].saturating_sub(1)))
+            .saturating_add(1)
+            .saturating_add(op);
+        let pads = win.pads_begin[i].saturating_add(win.pads_end[i]);
         if full < pads {
             return Err(format!(
                 "spatial axis {i}: padding {pads} exceeds the output extent {full}"

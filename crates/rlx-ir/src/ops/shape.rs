@@ -11,8 +11,7 @@ fn reshape(cx: &InferCx) -> R {
     let known: usize = spec
         .iter()
         .filter(|&&d| d >= 0)
-        .map(|&d| d as usize)
-        .product();
+        .fold(1usize, |a, &d| a.saturating_mul(d as usize));
     let holes = spec.iter().filter(|&&d| d == -1).count();
     if spec.iter().any(|&d| d < -1) || holes > 1 {
         return Err(format!(
@@ -29,7 +28,7 @@ fn reshape(cx: &InferCx) -> R {
             }
         })
         .collect();
-    if dims.iter().product::<usize>() != x.shape.numel() {
+    if Shape(dims.clone()).numel() != x.shape.numel() {
         return Err(format!(
             "cannot reshape {} ({} elements) into {spec:?}",
             x.shape,
@@ -71,10 +70,9 @@ fn narrow(cx: &InferCx) -> R {
     let x = &cx.inputs[0];
     let ax = axis_of(cx, "axis", x.rank())?;
     let (start, len) = (int(cx, "start")?, int(cx, "len")?);
-    if start < 0 || len < 0 || (start + len) as usize > x.dims()[ax] {
+    if start < 0 || len < 0 || start.saturating_add(len) as usize > x.dims()[ax] {
         return Err(format!(
-            "narrow [{start}, {}) is outside axis {ax} of extent {}",
-            start + len,
+            "narrow [{start}, {start}+{len}) is outside axis {ax} of extent {}",
             x.dims()[ax]
         ));
     }
@@ -93,19 +91,20 @@ pub fn slice_axis(
     if step == 0 {
         return Err("slice step cannot be 0".into());
     }
-    let d = dim as i64;
-    let fix = |v: i64| if v < 0 { v.saturating_add(d) } else { v };
+    // i128 so that extreme starts, ends and steps cannot overflow.
+    let (d, st) = (dim as i128, step as i128);
+    let fix = |v: i64| if v < 0 { v as i128 + d } else { v as i128 };
     let (s, e) = if step > 0 {
         (fix(start).clamp(0, d), fix(end).clamp(0, d))
     } else {
         (fix(start).clamp(-1, d - 1), fix(end).clamp(-1, d - 1))
     };
     let n = if step > 0 {
-        (e - s + step - 1).div_euclid(step)
+        (e - s + st - 1).div_euclid(st)
     } else {
-        (s - e - step - 1).div_euclid(-step)
+        (s - e - st - 1).div_euclid(-st)
     };
-    Ok((s, step, n.max(0) as usize))
+    Ok((s as i64, step, n.max(0) as usize))
 }
 
 /// Per-axis (start, step, count) of a `slice` node, all axes.
@@ -166,7 +165,7 @@ fn split(cx: &InferCx) -> R {
     let ax = axis_of(cx, "axis", x.rank())?;
     let sizes = ints(cx, "sizes")?;
     if sizes.iter().any(|&s| s < 0)
-        || sizes.iter().sum::<i64>() as usize != x.dims()[ax]
+        || sizes.iter().map(|&s| s as i128).sum::<i128>() != x.dims()[ax] as i128
         || sizes.is_empty()
     {
         return Err(format!(
@@ -217,7 +216,11 @@ fn pad(cx: &InferCx) -> R {
         }
     }
     let d: Vec<usize> = (0..r)
-        .map(|i| x.dims()[i] + (pads[i] + pads[r + i]) as usize)
+        .map(|i| {
+            x.dims()[i]
+                .saturating_add(pads[i] as usize)
+                .saturating_add(pads[r + i] as usize)
+        })
         .collect();
     one(TensorType::new(x.dtype, d))
 }
@@ -286,7 +289,7 @@ fn tile(cx: &InferCx) -> R {
     one(TensorType::new(
         x.dtype,
         (0..x.rank())
-            .map(|i| x.dims()[i] * reps[i] as usize)
+            .map(|i| x.dims()[i].saturating_mul(reps[i] as usize))
             .collect::<Vec<_>>(),
     ))
 }
