@@ -481,10 +481,16 @@ INT_EDGE = {
 }
 
 
+# Ops whose point is accuracy near 0: no absolute tolerance in f32/f64, so a
+# naive exp(x) - 1 or log(1 + x) fails on the tiny inputs of `mixed_small`.
+NEAR_ZERO_ACCURATE = ("expm1", "log1p")
+
+
 def unary_float_cases(op, ref, sample, rng):
     for dt, shape in (("f32", (3, 4)), ("f64", (2, 3)), ("f16", (2, 4)), ("bf16", (2, 4))):
         x = tensor(dt, sample(rng, shape))
-        add_case(op, dt, [x], tensor(out_dt(op, dt), ref(x.f64())))
+        tol = (TOL[dt][0], 0.0) if op in NEAR_ZERO_ACCURATE and dt in ("f32", "f64") else None
+        add_case(op, dt, [x], tensor(out_dt(op, dt), ref(x.f64())), tol=tol)
     x = tensor("f32", SPECIAL)
     add_case(op, "special_values_f32", [x], tensor(out_dt(op, "f32"), ref(x.f64())))
     x = tensor("f32", np.zeros((2, 0)))
@@ -506,6 +512,16 @@ def gen_unary():
         add_case(op, "halves_f32", [x], tensor("f32", UNARY_FLOAT[op][0](x.f64())))
         x = tensor("f64", [2.5, -2.5, 1e15 + 0.5, -(2.0**51) - 0.5, 0.5, 123.5])
         add_case(op, "halves_f64", [x], tensor("f64", UNARY_FLOAT[op][0](x.f64())))
+
+    # Large |x|: exp(x) overflows, so only stable formulations pass.
+    for op in ("softplus", "sigmoid"):
+        ref = UNARY_FLOAT[op][0]
+        x = tensor("f32", [100.0, 1000.0, -1000.0, 88.75, -88.75, 30.0, -30.0])
+        add_case(op, "large_magnitude_f32", [x], tensor("f32", ref(x.f64())))
+        x = tensor("f16", [12.0, 20.0, -12.0, 100.0, -100.0])
+        add_case(op, "large_magnitude_f16", [x], tensor("f16", ref(x.f64())))
+        x = tensor("f64", [800.0, -800.0, 40.0, -40.0])
+        add_case(op, "large_magnitude_f64", [x], tensor("f64", ref(x.f64())))
 
     for op, ref in UNARY_PRED.items():
         def sample(r, s):
@@ -2068,6 +2084,18 @@ def rope_ref(x, cos, sin, interleaved):
     return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
 
 
+def rope_checked(x, cos, sin, interleaved):
+    """rope_ref, cross-checked with ONNX RotaryEmbedding (opset 23) run on x
+    viewed as (N, 1, S, D) with per-batch cos/sin caches."""
+    y = rope_ref(x, cos, sin, interleaved)
+    s, d = x.shape[-2:]
+    x4 = x.reshape(-1, 1, s, d)
+    caches = [np.ascontiguousarray(np.broadcast_to(c, (x4.shape[0], s, d // 2))) for c in (cos, sin)]
+    o = onnx_ref("RotaryEmbedding", [x4] + caches, {"interleaved": int(interleaved)}, opset=23)[0]
+    check_close("rope vs ONNX RotaryEmbedding", o.reshape(y.shape), y, 1e-12, 1e-12)
+    return y
+
+
 def rope_tables(dt, s, d, base=10000.0):
     inv = base ** (-np.arange(0, d, 2) / d)
     ang = np.arange(s)[:, None] * inv[None, :]
@@ -2212,8 +2240,18 @@ def gen_attention(rng):
     def case(name, qs, ks, vs, kind="none", mask=None, window=0, scale=None, dt="f32"):
         q, k, v = randn(rng, dt, qs), randn(rng, dt, ks), randn(rng, dt, vs)
         ins = [q, k, v] + ([mask] if mask is not None else [])
-        y = attention_ref(q.f64(), k.f64(), v.f64(), kind,
-                          None if mask is None else (mask.a if mask.dtype == "bool" else mask.f64()), window, scale)
+        m = None if mask is None else (mask.a if mask.dtype == "bool" else mask.f64())
+        y = attention_ref(q.f64(), k.f64(), v.f64(), kind, m, window, scale)
+        # Cross-check with ONNX Attention (opset 23) where its semantics are ours:
+        # rank 4, equal batch axes, and (its causal mask being top-left aligned) Sq == Sk.
+        if len(qs) == 4 and qs[:2] == ks[:2] == vs[:2] and kind != "sliding_window" and \
+                (kind != "causal" or qs[2] == ks[2]):
+            attrs_onnx = {"is_causal": 1} if kind == "causal" else {}
+            if scale is not None:
+                attrs_onnx["scale"] = scale
+            o = onnx_ref("Attention", [q.f64(), k.f64(), v.f64()] + ([m] if m is not None else []), attrs_onnx,
+                         opset=23)[0]
+            check_close("attention vs ONNX Attention", o, y, 1e-6, 1e-6)
         attrs = {}
         if kind != "none":
             attrs["mask_kind"] = kind
@@ -2248,7 +2286,7 @@ def gen_rope(rng):
     def case(name, xs, interleaved=False, dt="f32"):
         x = randn(rng, dt, xs)
         cos, sin = rope_tables(dt, xs[-2], xs[-1])
-        y = rope_ref(x.f64(), cos.f64(), sin.f64(), interleaved)
+        y = rope_checked(x.f64(), cos.f64(), sin.f64(), interleaved)
         add_case("rope", name, [x, cos, sin], tensor(dt, y), {"interleaved": True} if interleaved else {},
                  names=["x", "cos", "sin"])
 
@@ -2265,7 +2303,7 @@ def gen_rope(rng):
                                  ("f64", (1, 2, 2, 4), (1, 1, 2, 4), False, "f64")):
         q, k = randn(rng, dt, qs), randn(rng, dt, ks)
         cos, sin = rope_tables(dt, qs[-2], qs[-1])
-        outs = [tensor(dt, rope_ref(t.f64(), cos.f64(), sin.f64(), il)) for t in (q, k)]
+        outs = [tensor(dt, rope_checked(t.f64(), cos.f64(), sin.f64(), il)) for t in (q, k)]
         add_case("qk_rope", name, [q, k, cos, sin], outs, {"interleaved": True} if il else {},
                  names=["q", "k", "cos", "sin"])
 
