@@ -212,14 +212,19 @@ pub fn infer(op: Op, inputs: &[TensorType], attrs: &Attrs) -> Result<Vec<TensorT
     Ok(out)
 }
 
-/// The most elements one tensor may have (2^48): far beyond any real
-/// model, and small enough that byte counts never overflow.
-pub const MAX_ELEMENTS: usize = 1 << 48;
+/// The most elements one tensor may have: 2^48 − 1 on 64-bit targets (far
+/// beyond any real model; byte counts cannot overflow), 2^27 − 1 on wasm32,
+/// whose 4 GiB address space could not hold more anyway.
+pub const MAX_ELEMENTS: usize = if usize::BITS >= 64 {
+    usize::MAX >> 16
+} else {
+    usize::MAX >> 5
+};
 
 /// Reject types whose element count is absurd (or overflowed).
 pub fn check_size(t: &TensorType) -> Result<(), String> {
     if t.shape.numel() > MAX_ELEMENTS {
-        return Err(format!("{t} has more than 2^48 elements"));
+        return Err(format!("{t} has more than {MAX_ELEMENTS} elements"));
     }
     Ok(())
 }

@@ -1,0 +1,35 @@
+// Run every reference vector (tests/vectors/ops/*.json) inside the wasm32
+// build of rlx (web/, built by scripts/build-wasm) under Node.
+// Usage: node scripts/wasm-conformance.mjs path/to/rlx_web.wasm
+import fs from "node:fs";
+import path from "node:path";
+
+const wasmPath = process.argv[2];
+const dir = path.join(path.dirname(new URL(import.meta.url).pathname), "..", "tests", "vectors", "ops");
+const { instance } = await WebAssembly.instantiate(fs.readFileSync(wasmPath), {});
+const ex = instance.exports;
+let runs = 0;
+let failed = 0;
+const messages = [];
+for (const name of fs.readdirSync(dir).filter((f) => f.endsWith(".json")).sort()) {
+  const bytes = fs.readFileSync(path.join(dir, name));
+  const ptr = ex.rlx_alloc(bytes.length);
+  new Uint8Array(ex.memory.buffer, ptr, bytes.length).set(bytes);
+  const f = ex.rlx_run_vectors(ptr, bytes.length);
+  ex.rlx_free(ptr, bytes.length);
+  runs += ex.rlx_last_runs();
+  if (f > 0) {
+    failed += f;
+    const m = new Uint8Array(ex.memory.buffer, ex.rlx_last_message_ptr(), ex.rlx_last_message_len());
+    messages.push(new TextDecoder().decode(m));
+  }
+}
+console.log(`wasm32: ${ex.rlx_op_count()} op kinds; ${runs} vector runs, ${failed} failures`);
+if (failed > 0) {
+  console.log(messages.join("\n"));
+  process.exit(1);
+}
+if (runs === 0) {
+  console.log("no vectors found in " + dir);
+  process.exit(1);
+}

@@ -1,0 +1,75 @@
+//! rlx as a WebAssembly module. For now it exports a tiny C ABI — enough
+//! for `scripts/wasm-conformance.mjs` to run every reference vector inside
+//! wasm32 under Node and to measure the size of a module that links the
+//! whole stack (IR, text parser, legalizer, every CPU kernel). The
+//! wasm-bindgen JS API (issue: the npm package) will live here too.
+
+use std::cell::RefCell;
+
+thread_local! {
+    static LAST: RefCell<(u32, String)> = const { RefCell::new((0, String::new())) };
+}
+
+/// Allocate `len` bytes for the host to write into. Pair with [`rlx_free`].
+#[no_mangle]
+pub extern "C" fn rlx_alloc(len: usize) -> *mut u8 {
+    let mut v = vec![0u8; len];
+    let p = v.as_mut_ptr();
+    std::mem::forget(v);
+    p
+}
+
+/// Free a buffer from [`rlx_alloc`].
+///
+/// # Safety
+/// `ptr` and `len` must come from one `rlx_alloc` call, freed once.
+#[no_mangle]
+pub unsafe extern "C" fn rlx_free(ptr: *mut u8, len: usize) {
+    // SAFETY: the caller passes back exactly what rlx_alloc returned.
+    drop(unsafe { Vec::from_raw_parts(ptr, len, len) });
+}
+
+/// Run one `tests/vectors/ops/<op>.json` file held in `len` bytes at `ptr`.
+/// Returns the number of failing runs; [`rlx_last_runs`] and
+/// [`rlx_last_message_ptr`]/[`rlx_last_message_len`] describe the result.
+///
+/// # Safety
+/// `ptr..ptr+len` must be a live allocation (from [`rlx_alloc`]).
+#[no_mangle]
+pub unsafe extern "C" fn rlx_run_vectors(ptr: *const u8, len: usize) -> u32 {
+    // SAFETY: the caller guarantees the range is readable.
+    let bytes = unsafe { std::slice::from_raw_parts(ptr, len) };
+    let (runs, failures) = match serde_json::from_slice::<serde_json::Value>(bytes) {
+        Ok(file) => {
+            let r = rlx_cpu::conformance::run_file(&file);
+            (r.runs as u32, r.failures)
+        }
+        Err(e) => (0, vec![format!("bad vector JSON: {e}")]),
+    };
+    let n = failures.len() as u32;
+    LAST.with(|l| *l.borrow_mut() = (runs, failures.join("\n")));
+    n
+}
+
+/// Runs made by the last [`rlx_run_vectors`] call.
+#[no_mangle]
+pub extern "C" fn rlx_last_runs() -> u32 {
+    LAST.with(|l| l.borrow().0)
+}
+
+/// The failure messages of the last call (UTF-8), pointer and length.
+#[no_mangle]
+pub extern "C" fn rlx_last_message_ptr() -> *const u8 {
+    LAST.with(|l| l.borrow().1.as_ptr())
+}
+
+#[no_mangle]
+pub extern "C" fn rlx_last_message_len() -> usize {
+    LAST.with(|l| l.borrow().1.len())
+}
+
+/// Number of registered op kinds (a cheap liveness probe).
+#[no_mangle]
+pub extern "C" fn rlx_op_count() -> u32 {
+    rlx::ir::all_ops().len() as u32
+}
