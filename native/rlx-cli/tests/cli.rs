@@ -1,0 +1,77 @@
+//! The `rlx` binary as a user runs it.
+
+use std::process::Command;
+
+fn rlx(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rlx"))
+        .args(args)
+        .output()
+        .expect("run rlx");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[test]
+fn ops_json_lists_every_op_with_a_cpu_kernel() {
+    let (ok, out, _) = rlx(&["ops", "--json"]);
+    assert!(ok);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let ops = v["ops"].as_array().unwrap();
+    assert!(ops.len() >= 130, "{} ops", ops.len());
+    assert_eq!(v["count"].as_u64().unwrap() as usize, ops.len());
+    for op in ops {
+        assert_eq!(op["backends"], serde_json::json!(["cpu"]), "{}", op["kind"]);
+    }
+    let fused: Vec<_> = ops.iter().filter(|o| o["fused"] == true).collect();
+    assert!(fused.iter().all(|o| o["decomposition"] == "registered"));
+    assert!(fused.len() >= 16);
+}
+
+#[test]
+fn ir_pretty_prints_a_file_and_reports_errors_with_position() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/examples/attention_block.mir"
+    );
+    let (ok, out, err) = rlx(&["ir", path]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("%a = attention(%q, %k, %v) {mask_kind=\"causal\", window=0} : f32[1,4,8]"),
+        "{out}"
+    );
+    assert!(err.contains("5 inputs, 6 nodes, 1 outputs"), "{err}");
+
+    let bad = std::env::temp_dir().join("rlx-cli-bad.mir");
+    std::fs::write(
+        &bad,
+        "graph @g(%x: f32[2]) {\n  %y = matmul(%x, %z)\n  return %y\n}",
+    )
+    .unwrap();
+    let (ok, _, err) = rlx(&["ir", bad.to_str().unwrap()]);
+    assert!(!ok);
+    assert!(err.contains("line 2") && err.contains("%z"), "{err}");
+}
+
+#[test]
+fn demo_prints_ir_dispatch_and_probabilities() {
+    let (ok, out, err) = rlx(&["demo"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("== MIR ==") && out.contains("softmax(%7) {axis=-1}"));
+    assert!(out.contains("native     cpu"));
+    let sums: Vec<f64> = out
+        .lines()
+        .filter_map(|l| l.split("(sum ").nth(1))
+        .map(|s| s.trim_end_matches(')').parse().unwrap())
+        .collect();
+    assert_eq!(sums.len(), 2);
+    assert!(sums.iter().all(|s| (s - 1.0).abs() < 1e-5));
+}
+
+#[test]
+fn unknown_commands_fail_with_usage() {
+    let (ok, _, err) = rlx(&["frobnicate"]);
+    assert!(!ok && err.contains("usage: rlx"));
+}
