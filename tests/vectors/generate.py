@@ -2498,6 +2498,10 @@ def gen_misc():
             add_case(op, f"{dt}_{'x'.join(map(str, shape)) or 'scalar'}", [x], x)
         x = tensor("f32", [NAN, -INF])
         add_case(op, "nan_inf_f32", [x], x)
+    # transfer moves a tensor between devices; on one device it is a copy.
+    for dt, shape in (("f32", (2, 3)), ("i32", (4,)), ("bool", (2,)), ("f16", ())):
+        x = sample_of(rng, dt, shape)
+        add_case("transfer", f"{dt}_{'x'.join(map(str, shape)) or 'scalar'}", [x], x, {"to": "cpu"})
 
 
 # =============================================================================

@@ -2,14 +2,22 @@
 
 use crate::error::CpuError;
 use crate::interp::run_graph;
-use crate::kernels::kernel_names;
+use crate::kernels::{compiled_out, kernel_names};
 use rlx_ir::lir::Program;
-use rlx_ir::HostTensor;
-use rlx_runtime::{Backend, Claims, Device, Executable, RuntimeError};
+use rlx_ir::{HostTensor, TensorType};
+use rlx_runtime::{Backend, Claims, Device, DeviceTensor, Executable, RuntimeError};
+use std::sync::Arc;
 
 /// The reference CPU backend.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CpuBackend;
+
+impl CpuBackend {
+    /// Register the CPU backend with rlx-runtime (idempotent).
+    pub fn register() {
+        rlx_runtime::register_backend(Arc::new(CpuBackend));
+    }
+}
 
 struct CpuExecutable {
     program: Program,
@@ -18,10 +26,7 @@ struct CpuExecutable {
 fn to_runtime(e: CpuError) -> RuntimeError {
     match e {
         CpuError::Ir(e) => RuntimeError::Ir(e),
-        e => RuntimeError::Backend {
-            device: Device::Cpu,
-            msg: e.to_string(),
-        },
+        e => RuntimeError::Backend { device: Device::Cpu, msg: e.to_string() },
     }
 }
 
@@ -36,14 +41,35 @@ impl Backend for CpuBackend {
         Device::Cpu
     }
 
-    /// Every op with a kernel, for every dtype the op admits.
+    /// Every op with a kernel in this build, for every dtype the op admits;
+    /// ops whose kernels a cargo feature removed are listed as compiled out.
     fn claims(&self) -> Claims {
         Claims {
             ops: kernel_names().into_iter().map(|n| (n, vec![])).collect(),
+            compiled_out: compiled_out().iter().map(|(op, f)| (op.to_string(), f.to_string())).collect(),
         }
+    }
+
+    fn kernel_name(&self, op: &str, dtype: rlx_ir::DType) -> String {
+        format!("cpu::{op}<{dtype}>")
     }
 
     fn compile(&self, program: Program) -> Result<Box<dyn Executable>, RuntimeError> {
         Ok(Box::new(CpuExecutable { program }))
+    }
+
+    fn upload(&self, t: &HostTensor) -> Result<DeviceTensor, RuntimeError> {
+        Ok(DeviceTensor {
+            device: Device::Cpu,
+            ty: TensorType::new(t.dtype(), t.shape().clone()),
+            handle: Box::new(t.clone()),
+        })
+    }
+
+    fn download(&self, t: &DeviceTensor) -> Result<HostTensor, RuntimeError> {
+        t.handle.downcast_ref::<HostTensor>().cloned().ok_or_else(|| RuntimeError::Backend {
+            device: Device::Cpu,
+            msg: format!("tensor {} belongs to {}, not the CPU", t.ty, t.device),
+        })
     }
 }

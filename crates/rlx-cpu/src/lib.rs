@@ -16,4 +16,4 @@ pub mod kernels;
 pub use backend::CpuBackend;
 pub use error::CpuError;
 pub use interp::run_graph;
-pub use kernels::{has_kernel, kernel_names, register_kernel, Kernel, KernelCx};
+pub use kernels::{compiled_out, has_kernel, kernel_names, register_kernel, Kernel, KernelCx};

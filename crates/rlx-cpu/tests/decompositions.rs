@@ -228,6 +228,7 @@ fn fused_ops_agree_with_their_decompositions() {
 }
 
 #[test]
+#[cfg(feature = "quant")]
 fn dequant_matmul_agrees_with_its_decomposition() {
     // A Q8_0 weight of 2 rows × 32: an f16 scale then 32 i8 values per block.
     let mut bytes = Vec::new();

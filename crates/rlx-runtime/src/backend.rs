@@ -1,39 +1,42 @@
+//! The backend contract: claims, compile, upload/download, run.
+
+use crate::device::Device;
 use crate::legalize::DispatchError;
 use rlx_ir::lir::Program;
-use rlx_ir::{DType, HostTensor, IrError};
+use rlx_ir::{DType, HostTensor, IrError, TensorType};
 use serde::Serialize;
+use std::any::Any;
 use std::collections::BTreeMap;
-use std::fmt;
+use std::sync::{Arc, OnceLock, RwLock};
 use thiserror::Error;
 
-/// Where a graph runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Device {
-    Cpu,
-}
-
-impl fmt::Display for Device {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Device::Cpu => "cpu",
-        })
-    }
-}
-
-/// What a backend runs natively: op name → admitted dtypes (empty = all
-/// the op admits).
+/// What a backend runs natively, and what this build compiled out.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Claims {
+    /// op name → dtypes it runs natively (empty: every dtype the op admits).
     pub ops: BTreeMap<String, Vec<DType>>,
+    /// op name → the cargo feature that would have given it a kernel.
+    pub compiled_out: BTreeMap<String, String>,
 }
 
 impl Claims {
-    pub fn claims(&self, op: &str, dtype: Option<DType>) -> bool {
+    /// Claim every op in `ops` for every dtype.
+    pub fn all_of<'a>(ops: impl IntoIterator<Item = &'a str>) -> Claims {
+        Claims { ops: ops.into_iter().map(|o| (o.to_string(), vec![])).collect(), compiled_out: BTreeMap::new() }
+    }
+
+    /// `Ok` if `op` runs natively for `dtype`, else why not.
+    pub fn native(&self, op: &str, dtype: DType) -> Result<(), String> {
         match self.ops.get(op) {
-            None => false,
-            Some(d) if d.is_empty() => true,
-            Some(d) => dtype.is_none_or(|t| d.contains(&t)),
+            Some(d) if d.is_empty() || d.contains(&dtype) => Ok(()),
+            Some(d) => {
+                let names: Vec<_> = d.iter().map(|t| t.name()).collect();
+                Err(format!("claimed only for {}, not {dtype}", names.join(", ")))
+            }
+            None => match self.compiled_out.get(op) {
+                Some(f) => Err(format!("compiled out of this build (enable cargo feature `{f}`)")),
+                None => Err("no kernel on this backend".into()),
+            },
         }
     }
 }
@@ -47,18 +50,75 @@ pub enum RuntimeError {
     /// The backend failed while running (the message names the op).
     #[error("{device}: {msg}")]
     Backend { device: Device, msg: String },
+    /// Bad configuration (an environment variable, a device chain).
+    #[error("{0}")]
+    Config(String),
+}
+
+/// A tensor in a device's memory.
+pub struct DeviceTensor {
+    pub device: Device,
+    pub ty: TensorType,
+    /// The backend's own handle.
+    pub handle: Box<dyn Any>,
 }
 
 /// A compiled program, ready to run.
 pub trait Executable {
+    /// Run on host tensors; transfers are nodes of the program, so the
+    /// executable performs exactly the ones the dispatch report lists.
     fn run(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, RuntimeError>;
 }
 
 /// A device backend. Kept deliberately small.
-pub trait Backend {
+pub trait Backend: Send + Sync {
     fn device(&self) -> Device;
     /// The ops (and dtypes) this backend runs natively.
     fn claims(&self) -> Claims;
+    /// The name of the kernel that runs `op` (shown in the dispatch report).
+    fn kernel_name(&self, op: &str, dtype: DType) -> String {
+        format!("{}::{op}<{dtype}>", self.device())
+    }
+    /// Sustained throughput used by the routing cost model.
+    fn throughput_gflops(&self) -> f64 {
+        1.0
+    }
+    /// Host↔device copy bandwidth in GB/s (cost model).
+    fn transfer_gbps(&self) -> f64 {
+        10.0
+    }
+    /// Fixed cost of one kernel launch, in microseconds (cost model).
+    fn launch_overhead_us(&self) -> f64 {
+        1.0
+    }
     /// Turn a legalized, scheduled program into something runnable.
     fn compile(&self, program: Program) -> Result<Box<dyn Executable>, RuntimeError>;
+    /// Copy a host tensor into device memory.
+    fn upload(&self, t: &HostTensor) -> Result<DeviceTensor, RuntimeError>;
+    /// Copy a device tensor back to the host.
+    fn download(&self, t: &DeviceTensor) -> Result<HostTensor, RuntimeError>;
+}
+
+fn registry() -> &'static RwLock<Vec<Arc<dyn Backend>>> {
+    static REG: OnceLock<RwLock<Vec<Arc<dyn Backend>>>> = OnceLock::new();
+    REG.get_or_init(|| RwLock::new(Vec::new()))
+}
+
+/// Make a backend available to `compile` and the router. A later
+/// registration for the same device replaces the earlier one.
+pub fn register_backend(b: Arc<dyn Backend>) {
+    if let Ok(mut r) = registry().write() {
+        r.retain(|x| x.device() != b.device());
+        r.push(b);
+    }
+}
+
+/// The registered backend for `device`.
+pub fn backend_for(device: Device) -> Option<Arc<dyn Backend>> {
+    registry().read().ok()?.iter().find(|b| b.device() == device).cloned()
+}
+
+/// Every registered backend.
+pub fn backends() -> Vec<Arc<dyn Backend>> {
+    registry().read().map(|r| r.clone()).unwrap_or_default()
 }

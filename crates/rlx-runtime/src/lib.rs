@@ -1,17 +1,25 @@
 //! # rlx-runtime
 //!
 //! The contract between the compiler and the backends: a small
-//! [`Backend`] trait (claims, compile LIR → [`Executable`], run), the
-//! [`Device`] names, and [`legalize`], which decides per node whether it
-//! runs natively, through its decomposition (common-IR), or not at all — in
-//! which case compilation fails with a [`DispatchError`] that lists every
-//! unsupported node at once. No silent fallback.
+//! [`Backend`] trait (claims, compile LIR → [`Executable`], upload,
+//! download), [`Device`] names, the backend registry, and [`legalize`],
+//! which gives every node exactly one dispatch path — native, common-IR or
+//! rewritten — or refuses to compile with a [`DispatchError`] listing every
+//! unsupported node at once. The [`DeviceRouter`] picks a device from a
+//! fallback chain at compile time, and says why. No silent fallback.
 #![forbid(unsafe_code)]
 
 mod backend;
+mod device;
 mod legalize;
+pub mod policy;
+mod report;
+pub mod rewrite;
+mod router;
 
-pub use backend::{Backend, Claims, Device, Executable, RuntimeError};
-pub use legalize::{
-    legalize, DispatchError, DispatchPath, DispatchReport, NodeDispatch, Unsupported,
-};
+pub use backend::{backend_for, backends, register_backend, Backend, Claims, DeviceTensor, Executable, RuntimeError};
+pub use device::Device;
+pub use legalize::{legalize, Attempt, DispatchError, Legalized, Unsupported};
+pub use policy::{DispatchOptions, Policy};
+pub use report::{DispatchPath, DispatchReport, NodeDispatch, Routing, Transfer};
+pub use router::{DeviceRouter, RouteError, RouteStrategy};

@@ -23,16 +23,30 @@ mod compile;
 mod dsl;
 mod error;
 
-pub use compile::{compile, compile_with, CompileOptions, Compiled};
+pub use compile::{compile, compile_with, init, CompileOptions, Compiled, Target};
 pub use dsl::{Tensor, Trace};
 pub use error::Error;
 pub use rlx_ir as ir;
 pub use rlx_ir::{Attrs, DType, Graph, HostTensor, Shape, TensorType};
-pub use rlx_runtime::{Device, DispatchPath, DispatchReport};
+pub use rlx_runtime::{Device, DeviceRouter, DispatchOptions, DispatchPath, DispatchReport, Policy};
 
 /// Adding ops from outside the core crates.
 pub mod custom {
     pub use rlx_cpu::{register_kernel, CpuError, Kernel, KernelCx};
+    pub use rlx_runtime::{register_backend, Backend, Claims, DeviceTensor, Executable};
+
+    /// Registered backends, CPU first then by device name.
+    pub fn backends_sorted() -> Vec<std::sync::Arc<dyn Backend>> {
+        crate::init();
+        let mut v = rlx_runtime::backends();
+        v.sort_by_key(|b| b.device());
+        v
+    }
+
+    /// Does a structural rewrite exist for `op`?
+    pub fn has_rewrite(op: &str) -> bool {
+        rlx_runtime::rewrite::rewrites_for(op).next().is_some()
+    }
     pub use rlx_ir::op::{DecomposeFn, InferFn};
     pub use rlx_ir::{Arity, Category, Grad, InferCx, Op, OpDef};
 

@@ -60,7 +60,7 @@ fn demo_prints_ir_dispatch_and_probabilities() {
     let (ok, out, err) = rlx(&["demo"]);
     assert!(ok, "{err}");
     assert!(out.contains("== MIR ==") && out.contains("softmax(%7) {axis=-1}"));
-    assert!(out.contains("native     cpu"));
+    assert!(out.contains("native  cpu::softmax<f32>"), "{out}");
     let sums: Vec<f64> = out
         .lines()
         .filter_map(|l| l.split("(sum ").nth(1))
@@ -74,4 +74,33 @@ fn demo_prints_ir_dispatch_and_probabilities() {
 fn unknown_commands_fail_with_usage() {
     let (ok, _, err) = rlx(&["frobnicate"]);
     assert!(!ok && err.contains("usage: rlx"));
+}
+
+#[test]
+fn committed_op_coverage_table_is_current() {
+    let (ok, out, err) = rlx(&["coverage"]);
+    assert!(ok, "{err}");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/op-coverage.md");
+    let committed = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        committed == out,
+        "docs/op-coverage.md is stale: regenerate it with `cargo run -p rlx-cli -- coverage > docs/op-coverage.md`"
+    );
+}
+
+#[test]
+fn dispatch_prints_the_report_or_the_error() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/examples/attention_block.mir");
+    let (ok, out, err) = rlx(&["dispatch", path, "--policy", "common_ir_only"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("layer_norm  f32    [1,4,8]   common-ir"), "{out}");
+    let (ok, out, _) = rlx(&["dispatch", path, "--json"]);
+    assert!(ok);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["device"], "cpu");
+    assert_eq!(v["nodes"].as_array().unwrap().len(), 6);
+    let (ok, _, err) = rlx(&["dispatch", path, "--device", "vulkan"]);
+    assert!(!ok && err.contains("no `vulkan` backend in this build"), "{err}");
+    let (ok, _, err) = rlx(&["dispatch", path, "--policy", "fastest"]);
+    assert!(!ok && err.contains("unknown dispatch policy"), "{err}");
 }

@@ -275,6 +275,7 @@ fn matmul_nt(a: &[f64], b: &[f64], m: usize, n: usize, k: usize) -> Vec<f64> {
     out
 }
 
+#[cfg(feature = "quant")]
 fn dequant_matmul(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let (x, w) = (cx.input(0), cx.input(1));
     let wv = super::quant::dequantize_values(w).map_err(|e| cx.fail(e))?;
@@ -317,6 +318,7 @@ pub(crate) const KERNELS: &[(&str, Kernel)] = &[
     ("rope", rope),
     ("qk_rope", rope),
     ("matmul_bias_act", matmul_bias_act),
+    #[cfg(feature = "quant")]
     ("dequant_matmul", dequant_matmul),
     ("scaled_matmul", scaled_matmul),
 ];

@@ -4,10 +4,13 @@
 mod control;
 mod conv;
 mod elementwise;
+#[cfg(feature = "fft")]
+mod fft;
 mod fused;
 mod index;
 mod linalg;
 mod misc;
+#[cfg(feature = "quant")]
 pub(crate) mod quant;
 mod random;
 mod recurrent;
@@ -76,7 +79,7 @@ pub type Kernel = fn(&KernelCx) -> Result<Vec<HostTensor>, CpuError>;
 fn registry() -> &'static RwLock<HashMap<String, Kernel>> {
     static REG: OnceLock<RwLock<HashMap<String, Kernel>>> = OnceLock::new();
     REG.get_or_init(|| {
-        let tables: [&[(&str, Kernel)]; 13] = [
+        let tables: &[&[(&str, Kernel)]] = &[
             elementwise::KERNELS,
             reduce::KERNELS,
             linalg::KERNELS,
@@ -89,15 +92,40 @@ fn registry() -> &'static RwLock<HashMap<String, Kernel>> {
             control::KERNELS,
             fused::KERNELS,
             misc::KERNELS,
+            #[cfg(feature = "fft")]
+            fft::KERNELS,
+            #[cfg(feature = "quant")]
             quant::KERNELS,
         ];
         let mut m = HashMap::new();
-        for (name, k) in tables.into_iter().flatten() {
+        for (name, k) in tables.iter().copied().flatten() {
             let prev = m.insert(name.to_string(), *k);
             assert!(prev.is_none(), "two CPU kernels for `{name}`");
         }
         RwLock::new(m)
     })
+}
+
+/// Ops whose kernels this build left out, with the cargo feature of
+/// rlx-cpu that brings them back (the dispatch report says so rather than
+/// "unsupported").
+pub fn compiled_out() -> &'static [(&'static str, &'static str)] {
+    &[
+        #[cfg(not(feature = "fft"))]
+        ("fft", "fft"),
+        #[cfg(not(feature = "fft"))]
+        ("ifft", "fft"),
+        #[cfg(not(feature = "fft"))]
+        ("rfft", "fft"),
+        #[cfg(not(feature = "fft"))]
+        ("irfft", "fft"),
+        #[cfg(not(feature = "quant"))]
+        ("quantize", "quant"),
+        #[cfg(not(feature = "quant"))]
+        ("dequantize", "quant"),
+        #[cfg(not(feature = "quant"))]
+        ("dequant_matmul", "quant"),
+    ]
 }
 
 /// The kernel for `op`, if any.

@@ -216,6 +216,7 @@ pub(crate) const KERNELS: &[(&str, Kernel)] = &[
     ("squeeze", same_elements),
     ("unsqueeze", same_elements),
     ("identity", same_elements),
+    ("transfer", same_elements),
     ("stop_gradient", same_elements),
     ("permute", permute),
     ("broadcast", broadcast),

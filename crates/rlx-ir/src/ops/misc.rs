@@ -105,6 +105,17 @@ pub static MISC: &[OpDef] = &[
         "the input, unchanged",
     ),
     def(
+        "transfer",
+        C::Misc,
+        Exact(1),
+        &[],
+        &[attr("to", K::Str, D::Required)],
+        same,
+        None,
+        Differentiable,
+        "copy to device `to`; the legalizer inserts these so every host↔device move is a visible node",
+    ),
+    def(
         "stop_gradient",
         C::Misc,
         Exact(1),
