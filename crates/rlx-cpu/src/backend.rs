@@ -26,7 +26,10 @@ struct CpuExecutable {
 fn to_runtime(e: CpuError) -> RuntimeError {
     match e {
         CpuError::Ir(e) => RuntimeError::Ir(e),
-        e => RuntimeError::Backend { device: Device::Cpu, msg: e.to_string() },
+        e => RuntimeError::Backend {
+            device: Device::Cpu,
+            msg: e.to_string(),
+        },
     }
 }
 
@@ -46,7 +49,10 @@ impl Backend for CpuBackend {
     fn claims(&self) -> Claims {
         Claims {
             ops: kernel_names().into_iter().map(|n| (n, vec![])).collect(),
-            compiled_out: compiled_out().iter().map(|(op, f)| (op.to_string(), f.to_string())).collect(),
+            compiled_out: compiled_out()
+                .iter()
+                .map(|(op, f)| (op.to_string(), f.to_string()))
+                .collect(),
         }
     }
 
@@ -67,9 +73,12 @@ impl Backend for CpuBackend {
     }
 
     fn download(&self, t: &DeviceTensor) -> Result<HostTensor, RuntimeError> {
-        t.handle.downcast_ref::<HostTensor>().cloned().ok_or_else(|| RuntimeError::Backend {
-            device: Device::Cpu,
-            msg: format!("tensor {} belongs to {}, not the CPU", t.ty, t.device),
-        })
+        t.handle
+            .downcast_ref::<HostTensor>()
+            .cloned()
+            .ok_or_else(|| RuntimeError::Backend {
+                device: Device::Cpu,
+                msg: format!("tensor {} belongs to {}, not the CPU", t.ty, t.device),
+            })
     }
 }

@@ -16,14 +16,20 @@ fn fft_is_either_available_or_reported_as_compiled_out() {
         assert!(CpuBackend.claims().ops.contains_key("fft"));
     } else {
         let e = r.unwrap_err().to_string();
-        assert!(e.contains("compiled out of this build (enable cargo feature `fft`)"), "{e}");
+        assert!(
+            e.contains("compiled out of this build (enable cargo feature `fft`)"),
+            "{e}"
+        );
         assert!(e.contains("rebuild with cargo feature `fft`"), "{e}");
     }
 }
 
 #[test]
 fn quant_is_either_available_or_reported_as_compiled_out() {
-    let g = text::parse("graph @g(%x: f32[2,32], %w: q8_0[3,32]) {\n  %y = dequant_matmul(%x, %w)\n  return %y\n}").unwrap();
+    let g = text::parse(
+        "graph @g(%x: f32[2,32], %w: q8_0[3,32]) {\n  %y = dequant_matmul(%x, %w)\n  return %y\n}",
+    )
+    .unwrap();
     let r = legalize(&g, &CpuBackend, &DispatchOptions::default());
     if cfg!(feature = "quant") {
         assert!(r.is_ok());
@@ -31,6 +37,9 @@ fn quant_is_either_available_or_reported_as_compiled_out() {
         // dequant_matmul is fused: its decomposition needs `dequantize`,
         // which is compiled out too — the message says both.
         let e = r.unwrap_err().to_string();
-        assert!(e.contains("compiled out of this build (enable cargo feature `quant`)"), "{e}");
+        assert!(
+            e.contains("compiled out of this build (enable cargo feature `quant`)"),
+            "{e}"
+        );
     }
 }

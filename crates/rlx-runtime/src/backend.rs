@@ -22,7 +22,10 @@ pub struct Claims {
 impl Claims {
     /// Claim every op in `ops` for every dtype.
     pub fn all_of<'a>(ops: impl IntoIterator<Item = &'a str>) -> Claims {
-        Claims { ops: ops.into_iter().map(|o| (o.to_string(), vec![])).collect(), compiled_out: BTreeMap::new() }
+        Claims {
+            ops: ops.into_iter().map(|o| (o.to_string(), vec![])).collect(),
+            compiled_out: BTreeMap::new(),
+        }
     }
 
     /// `Ok` if `op` runs natively for `dtype`, else why not.
@@ -31,10 +34,15 @@ impl Claims {
             Some(d) if d.is_empty() || d.contains(&dtype) => Ok(()),
             Some(d) => {
                 let names: Vec<_> = d.iter().map(|t| t.name()).collect();
-                Err(format!("claimed only for {}, not {dtype}", names.join(", ")))
+                Err(format!(
+                    "claimed only for {}, not {dtype}",
+                    names.join(", ")
+                ))
             }
             None => match self.compiled_out.get(op) {
-                Some(f) => Err(format!("compiled out of this build (enable cargo feature `{f}`)")),
+                Some(f) => Err(format!(
+                    "compiled out of this build (enable cargo feature `{f}`)"
+                )),
                 None => Err("no kernel on this backend".into()),
             },
         }
@@ -115,7 +123,12 @@ pub fn register_backend(b: Arc<dyn Backend>) {
 
 /// The registered backend for `device`.
 pub fn backend_for(device: Device) -> Option<Arc<dyn Backend>> {
-    registry().read().ok()?.iter().find(|b| b.device() == device).cloned()
+    registry()
+        .read()
+        .ok()?
+        .iter()
+        .find(|b| b.device() == device)
+        .cloned()
 }
 
 /// Every registered backend.

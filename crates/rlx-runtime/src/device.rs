@@ -21,8 +21,16 @@ pub enum Device {
 
 impl Device {
     /// The built-in devices, for listings.
-    pub const BUILTIN: [Device; 8] =
-        [Device::Cpu, Device::Gpu, Device::WebGpu, Device::Vulkan, Device::OpenGl, Device::Metal, Device::DirectX, Device::Cuda];
+    pub const BUILTIN: [Device; 8] = [
+        Device::Cpu,
+        Device::Gpu,
+        Device::WebGpu,
+        Device::Vulkan,
+        Device::OpenGl,
+        Device::Metal,
+        Device::DirectX,
+        Device::Cuda,
+    ];
 
     pub fn name(&self) -> &'static str {
         match self {
@@ -46,12 +54,24 @@ impl Device {
     /// Parse a device name: a built-in one, or a registered backend's.
     pub fn parse(s: &str) -> Result<Device, String> {
         let s = s.trim();
-        let registered: Vec<Device> = crate::backend::backends().iter().map(|b| b.device()).collect();
-        Device::BUILTIN.iter().chain(&registered).copied().find(|d| d.name() == s).ok_or_else(|| {
-            let mut names: Vec<_> = Device::BUILTIN.iter().chain(&registered).map(|d| d.name()).collect();
-            names.dedup();
-            format!("unknown device `{s}` (known: {})", names.join(", "))
-        })
+        let registered: Vec<Device> = crate::backend::backends()
+            .iter()
+            .map(|b| b.device())
+            .collect();
+        Device::BUILTIN
+            .iter()
+            .chain(&registered)
+            .copied()
+            .find(|d| d.name() == s)
+            .ok_or_else(|| {
+                let mut names: Vec<_> = Device::BUILTIN
+                    .iter()
+                    .chain(&registered)
+                    .map(|d| d.name())
+                    .collect();
+                names.dedup();
+                format!("unknown device `{s}` (known: {})", names.join(", "))
+            })
     }
 }
 

@@ -90,7 +90,11 @@ fn first_dtype(inputs: &[TensorType], op: Op, attrs: &Attrs) -> DType {
     inputs
         .first()
         .map(|t| t.dtype)
-        .or_else(|| rlx_ir::graph::infer(op, inputs, attrs).ok().and_then(|o| o.first().map(|t| t.dtype)))
+        .or_else(|| {
+            rlx_ir::graph::infer(op, inputs, attrs)
+                .ok()
+                .and_then(|o| o.first().map(|t| t.dtype))
+        })
         .unwrap_or(DType::F32)
 }
 
@@ -110,29 +114,52 @@ impl Cx<'_> {
         let dtype = first_dtype(&types, op, attrs);
         let policy = self.opts.for_op(op.name());
         let order: &[DispatchPath] = match policy {
-            Policy::PreferNative => &[DispatchPath::Native, DispatchPath::CommonIr, DispatchPath::Rewritten],
-            Policy::CommonIrOnly => &[DispatchPath::CommonIr, DispatchPath::Native, DispatchPath::Rewritten],
+            Policy::PreferNative => &[
+                DispatchPath::Native,
+                DispatchPath::CommonIr,
+                DispatchPath::Rewritten,
+            ],
+            Policy::CommonIrOnly => &[
+                DispatchPath::CommonIr,
+                DispatchPath::Native,
+                DispatchPath::Rewritten,
+            ],
             Policy::NativeOnly => &[DispatchPath::Native],
         };
         let mut why = Vec::new();
         if depth > MAX_DEPTH {
-            why.push(Attempt { path: DispatchPath::CommonIr, why: "decompositions nest too deeply".into() });
+            why.push(Attempt {
+                path: DispatchPath::CommonIr,
+                why: "decompositions nest too deeply".into(),
+            });
             return Err(why);
         }
         for &path in order {
             let attempt = match path {
                 DispatchPath::Native => match self.claims.native(op.name(), dtype) {
                     Ok(()) => {
-                        let attrs = self.lower_subgraphs(attrs).map_err(|e| vec![Attempt { path, why: e }])?;
-                        let outs = b.push(op, inputs, attrs).map_err(|e| vec![Attempt { path, why: e.to_string() }])?;
+                        let attrs = self
+                            .lower_subgraphs(attrs)
+                            .map_err(|e| vec![Attempt { path, why: e }])?;
+                        let outs = b.push(op, inputs, attrs).map_err(|e| {
+                            vec![Attempt {
+                                path,
+                                why: e.to_string(),
+                            }]
+                        })?;
                         kernels.push(self.backend.kernel_name(op.name(), dtype));
                         return Ok((path, None, outs));
                     }
                     Err(e) => Err(e),
                 },
                 DispatchPath::CommonIr => match op.decompose {
-                    Some(d) => self.expand(b, d, inputs, attrs, depth, kernels).map(|o| (path, None, o)),
-                    None => Err(format!("no decomposition (`{}` is a primitive op)", op.name())),
+                    Some(d) => self
+                        .expand(b, d, inputs, attrs, depth, kernels)
+                        .map(|o| (path, None, o)),
+                    None => Err(format!(
+                        "no decomposition (`{}` is a primitive op)",
+                        op.name()
+                    )),
                 },
                 DispatchPath::Rewritten => {
                     let mut errs = Vec::new();
@@ -140,18 +167,22 @@ impl Cx<'_> {
                     for r in rewrites_for(op.name()) {
                         match (r.applies)(&types, attrs) {
                             Err(e) => errs.push(format!("{} does not apply: {e}", r.name)),
-                            Ok(()) => match self.expand(b, r.apply, inputs, attrs, depth, kernels) {
-                                Ok(o) => {
-                                    done = Some((path, Some(r.name), o));
-                                    break;
+                            Ok(()) => {
+                                match self.expand(b, r.apply, inputs, attrs, depth, kernels) {
+                                    Ok(o) => {
+                                        done = Some((path, Some(r.name), o));
+                                        break;
+                                    }
+                                    Err(e) => errs.push(format!("{}: {e}", r.name)),
                                 }
-                                Err(e) => errs.push(format!("{}: {e}", r.name)),
-                            },
+                            }
                         }
                     }
                     match done {
                         Some(ok) => return Ok(ok),
-                        None if errs.is_empty() => Err(format!("no rewrite rule for `{}`", op.name())),
+                        None if errs.is_empty() => {
+                            Err(format!("no rewrite rule for `{}`", op.name()))
+                        }
                         None => Err(errs.join("; ")),
                     }
                 }
@@ -167,7 +198,10 @@ impl Cx<'_> {
             } else {
                 "not tried (policy native_only)".to_string()
             };
-            why.push(Attempt { path: DispatchPath::CommonIr, why: alt });
+            why.push(Attempt {
+                path: DispatchPath::CommonIr,
+                why: alt,
+            });
         }
         Err(why)
     }
@@ -184,7 +218,11 @@ impl Cx<'_> {
         kernels: &mut Vec<String>,
     ) -> Result<Vec<ValueId>, String> {
         let mut scratch = GraphBuilder::new("expansion");
-        let sin: Vec<ValueId> = inputs.iter().enumerate().map(|(k, &v)| scratch.input(format!("i{k}"), b.ty(v).clone())).collect();
+        let sin: Vec<ValueId> = inputs
+            .iter()
+            .enumerate()
+            .map(|(k, &v)| scratch.input(format!("i{k}"), b.ty(v).clone()))
+            .collect();
         let souts = f(&mut scratch, &sin, attrs).map_err(|e| e.to_string())?;
         let sg = scratch.finish(&souts).map_err(|e| e.to_string())?;
         let saved = b.clone();
@@ -194,7 +232,11 @@ impl Cx<'_> {
             map[s.index()] = Some(v);
         }
         for n in &sg.nodes {
-            let ins: Vec<ValueId> = n.inputs.iter().map(|v| map[v.index()].expect("topological order")).collect();
+            let ins: Vec<ValueId> = n
+                .inputs
+                .iter()
+                .map(|v| map[v.index()].expect("topological order"))
+                .collect();
             match self.emit(b, n.op, &ins, &n.attrs, depth + 1, &mut local) {
                 Ok((_, _, outs)) => {
                     for (o, v) in n.outputs.iter().zip(outs) {
@@ -205,13 +247,24 @@ impl Cx<'_> {
                     *b = saved;
                     let t: Vec<TensorType> = ins.iter().map(|&v| b.ty(v).clone()).collect();
                     let dt = first_dtype(&t, n.op, &n.attrs);
-                    let reasons: Vec<String> = why.iter().map(|a| format!("{}: {}", a.path.name(), a.why)).collect();
-                    return Err(format!("needs `{}` ({dt}), which cannot run: {}", n.op.name(), reasons.join("; ")));
+                    let reasons: Vec<String> = why
+                        .iter()
+                        .map(|a| format!("{}: {}", a.path.name(), a.why))
+                        .collect();
+                    return Err(format!(
+                        "needs `{}` ({dt}), which cannot run: {}",
+                        n.op.name(),
+                        reasons.join("; ")
+                    ));
                 }
             }
         }
         kernels.extend(local);
-        Ok(sg.outputs.iter().map(|v| map[v.index()].expect("outputs defined")).collect())
+        Ok(sg
+            .outputs
+            .iter()
+            .map(|v| map[v.index()].expect("outputs defined"))
+            .collect())
     }
 
     /// Legalize graph-valued attributes (control-flow bodies) for the same
@@ -220,7 +273,9 @@ impl Cx<'_> {
         let mut out = attrs.clone();
         for (name, a) in out.0.iter_mut() {
             if let Attr::Graph(g) = a {
-                let l = self.legalize_graph(g, false).map_err(|e| format!("in sub-graph `{name}`: {e}"))?;
+                let l = self
+                    .legalize_graph(g, false)
+                    .map_err(|e| format!("in sub-graph `{name}`: {e}"))?;
                 **g = l.graph;
             }
         }
@@ -239,16 +294,32 @@ impl Cx<'_> {
             let name = val.name.clone().unwrap_or_else(|| v.0.to_string());
             let mut nv = b.input(name.clone(), val.ty.clone());
             if move_across {
-                nv = self.transfer(&mut b, nv, device, &name, Device::Cpu, &mut transfers, &mut bad);
+                nv = self.transfer(
+                    &mut b,
+                    nv,
+                    device,
+                    &name,
+                    Device::Cpu,
+                    &mut transfers,
+                    &mut bad,
+                );
             }
             map[v.index()] = Some(nv);
         }
         let mut rows = Vec::new();
         for (i, node) in g.nodes.iter().enumerate() {
-            let ins: Vec<ValueId> = node.inputs.iter().map(|v| map[v.index()].expect("verified graph")).collect();
+            let ins: Vec<ValueId> = node
+                .inputs
+                .iter()
+                .map(|v| map[v.index()].expect("verified graph"))
+                .collect();
             let types: Vec<TensorType> = ins.iter().map(|&v| b.ty(v).clone()).collect();
             let dtype = first_dtype(&types, node.op, &node.attrs);
-            let shape = node.outputs.first().map(|&o| g.ty(o).shape.clone()).unwrap_or_default();
+            let shape = node
+                .outputs
+                .first()
+                .map(|&o| g.ty(o).shape.clone())
+                .unwrap_or_default();
             b.set_origin(node.origin.clone());
             let mut kernels = Vec::new();
             let outs = match self.emit(&mut b, node.op, &ins, &node.attrs, 0, &mut kernels) {
@@ -266,7 +337,13 @@ impl Cx<'_> {
                     outs
                 }
                 Err(attempts) => {
-                    bad.push(Unsupported { node: i.to_string(), op: node.op.name().into(), dtype, shape, attempts });
+                    bad.push(Unsupported {
+                        node: i.to_string(),
+                        op: node.op.name().into(),
+                        dtype,
+                        shape,
+                        attempts,
+                    });
                     // Keep types flowing so later nodes are checked too.
                     match b.push(node.op, &ins, node.attrs.clone()) {
                         Ok(o) => o,
@@ -286,16 +363,36 @@ impl Cx<'_> {
         for (k, &o) in g.outputs.iter().enumerate() {
             let Some(mut v) = map[o.index()] else { break };
             if move_across {
-                let name = g.values[o.index()].name.clone().unwrap_or_else(|| format!("output {k}"));
-                v = self.transfer(&mut b, v, Device::Cpu, &name, device, &mut transfers, &mut bad);
+                let name = g.values[o.index()]
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| format!("output {k}"));
+                v = self.transfer(
+                    &mut b,
+                    v,
+                    Device::Cpu,
+                    &name,
+                    device,
+                    &mut transfers,
+                    &mut bad,
+                );
             }
             outs.push(v);
         }
         if !bad.is_empty() {
             return Err(self.error(g, bad));
         }
-        let graph = b.finish(&outs).map_err(|e| self.error(g, vec![internal(e.to_string())]))?;
-        let report = DispatchReport { graph: g.name.clone(), device, options: self.opts.clone(), nodes: rows, transfers, routing: None };
+        let graph = b
+            .finish(&outs)
+            .map_err(|e| self.error(g, vec![internal(e.to_string())]))?;
+        let report = DispatchReport {
+            graph: g.name.clone(),
+            device,
+            options: self.opts.clone(),
+            nodes: rows,
+            transfers,
+            routing: None,
+        };
         Ok(Legalized { graph, report })
     }
 
@@ -318,14 +415,22 @@ impl Cx<'_> {
                 op: "transfer".into(),
                 dtype: ty.dtype,
                 shape: ty.shape.clone(),
-                attempts: vec![Attempt { path: DispatchPath::Native, why }],
+                attempts: vec![Attempt {
+                    path: DispatchPath::Native,
+                    why,
+                }],
             });
             return v;
         }
         match b.op1("transfer", &[v], Attrs::new().with("to", to.name())) {
             Ok(t) => {
                 let bytes = ty.dtype.storage_bytes(ty.shape.numel()).unwrap_or(0);
-                transfers.push(Transfer { value: name.to_string(), from, to, bytes });
+                transfers.push(Transfer {
+                    value: name.to_string(),
+                    from,
+                    to,
+                    bytes,
+                });
                 t
             }
             Err(e) => {
@@ -341,27 +446,46 @@ impl Cx<'_> {
         for u in &nodes {
             for other in backends() {
                 if other.device() != device && other.claims().native(&u.op, u.dtype).is_ok() {
-                    let h = format!("compile for `{}`: it runs `{}` ({}) natively", other.device(), u.op, u.dtype);
+                    let h = format!(
+                        "compile for `{}`: it runs `{}` ({}) natively",
+                        other.device(),
+                        u.op,
+                        u.dtype
+                    );
                     if !hints.contains(&h) {
                         hints.push(h);
                     }
                 }
             }
             if let Some(f) = self.claims.compiled_out.get(&u.op) {
-                let h = format!("rebuild with cargo feature `{f}`: `{}` was compiled out of this build", u.op);
+                let h = format!(
+                    "rebuild with cargo feature `{f}`: `{}` was compiled out of this build",
+                    u.op
+                );
                 if !hints.contains(&h) {
                     hints.push(h);
                 }
             }
-            if self.opts.for_op(&u.op) == Policy::NativeOnly && rlx_ir::lookup(&u.op).is_some_and(|d| d.is_fused()) {
-                let h = format!("use policy prefer_native for `{}` so its decomposition may run", u.op);
+            if self.opts.for_op(&u.op) == Policy::NativeOnly
+                && rlx_ir::lookup(&u.op).is_some_and(|d| d.is_fused())
+            {
+                let h = format!(
+                    "use policy prefer_native for `{}` so its decomposition may run",
+                    u.op
+                );
                 if !hints.contains(&h) {
                     hints.push(h);
                 }
             }
         }
         hints.push("register a kernel for the op on this backend (rlx::custom), or express it with ops the backend has".into());
-        DispatchError { graph: g.name.clone(), device, policy: self.opts.policy, nodes, hints }
+        DispatchError {
+            graph: g.name.clone(),
+            device,
+            policy: self.opts.policy,
+            nodes,
+            hints,
+        }
     }
 }
 
@@ -371,13 +495,24 @@ fn internal(msg: String) -> Unsupported {
         op: "<graph>".into(),
         dtype: DType::F32,
         shape: Shape::default(),
-        attempts: vec![Attempt { path: DispatchPath::Native, why: msg }],
+        attempts: vec![Attempt {
+            path: DispatchPath::Native,
+            why: msg,
+        }],
     }
 }
 
 /// Legalize `g` for `backend` under `opts` (already merged with any
 /// `RLX_DISPATCH` override by the caller).
-pub fn legalize(g: &Graph, backend: &dyn Backend, opts: &DispatchOptions) -> Result<Legalized, DispatchError> {
-    let cx = Cx { backend, claims: backend.claims(), opts: opts.clone() };
+pub fn legalize(
+    g: &Graph,
+    backend: &dyn Backend,
+    opts: &DispatchOptions,
+) -> Result<Legalized, DispatchError> {
+    let cx = Cx {
+        backend,
+        claims: backend.claims(),
+        opts: opts.clone(),
+    };
     cx.legalize_graph(g, true)
 }

@@ -17,7 +17,10 @@ mod report;
 pub mod rewrite;
 mod router;
 
-pub use backend::{backend_for, backends, register_backend, Backend, Claims, DeviceTensor, Executable, RuntimeError};
+pub use backend::{
+    backend_for, backends, register_backend, Backend, Claims, DeviceTensor, Executable,
+    RuntimeError,
+};
 pub use device::Device;
 pub use legalize::{legalize, Attempt, DispatchError, Legalized, Unsupported};
 pub use policy::{DispatchOptions, Policy};

@@ -37,7 +37,9 @@ impl Policy {
             "prefer_native" => Ok(Policy::PreferNative),
             "common_ir_only" => Ok(Policy::CommonIrOnly),
             "native_only" => Ok(Policy::NativeOnly),
-            o => Err(format!("unknown dispatch policy `{o}` (use prefer_native, common_ir_only or native_only)")),
+            o => Err(format!(
+                "unknown dispatch policy `{o}` (use prefer_native, common_ir_only or native_only)"
+            )),
         }
     }
 }
@@ -57,7 +59,10 @@ pub struct DispatchOptions {
 
 impl DispatchOptions {
     pub fn new(policy: Policy) -> Self {
-        DispatchOptions { policy, per_op: BTreeMap::new() }
+        DispatchOptions {
+            policy,
+            per_op: BTreeMap::new(),
+        }
     }
     /// Builder: override the policy of one op.
     pub fn with_op(mut self, op: &str, p: Policy) -> Self {
@@ -100,7 +105,12 @@ impl DispatchOptions {
 /// `RLX_DISPATCH`, parsed once per process.
 pub fn env_override() -> Option<&'static Result<DispatchOptions, String>> {
     static ENV: OnceLock<Option<Result<DispatchOptions, String>>> = OnceLock::new();
-    ENV.get_or_init(|| std::env::var("RLX_DISPATCH").ok().map(|s| DispatchOptions::parse(&s))).as_ref()
+    ENV.get_or_init(|| {
+        std::env::var("RLX_DISPATCH")
+            .ok()
+            .map(|s| DispatchOptions::parse(&s))
+    })
+    .as_ref()
 }
 
 #[cfg(test)]
@@ -113,7 +123,11 @@ mod tests {
         assert_eq!(o.policy, Policy::NativeOnly);
         assert_eq!(o.for_op("softmax"), Policy::CommonIrOnly);
         assert_eq!(o.for_op("add"), Policy::NativeOnly);
-        assert!(DispatchOptions::parse("fastest").unwrap_err().contains("unknown dispatch policy"));
-        assert!(DispatchOptions::parse("nope=native_only").unwrap_err().contains("unknown op"));
+        assert!(DispatchOptions::parse("fastest")
+            .unwrap_err()
+            .contains("unknown dispatch policy"));
+        assert!(DispatchOptions::parse("nope=native_only")
+            .unwrap_err()
+            .contains("unknown op"));
     }
 }

@@ -106,9 +106,23 @@ fn kernels_cell(k: &[String]) -> String {
 
 impl fmt::Display for DispatchReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "dispatch of `{}` on {} (policy {})", self.graph, self.device, self.options.policy)?;
+        writeln!(
+            f,
+            "dispatch of `{}` on {} (policy {})",
+            self.graph, self.device, self.options.policy
+        )?;
         if let Some(r) = &self.routing {
-            writeln!(f, "routing: chose {} from [{}]: {}", r.chosen, r.chain.iter().map(|d| d.name()).collect::<Vec<_>>().join(", "), r.reason)?;
+            writeln!(
+                f,
+                "routing: chose {} from [{}]: {}",
+                r.chosen,
+                r.chain
+                    .iter()
+                    .map(|d| d.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                r.reason
+            )?;
         }
         let rows: Vec<[String; 6]> = self
             .nodes
@@ -118,7 +132,14 @@ impl fmt::Display for DispatchReport {
                     Some(r) => format!("rewritten ({r})"),
                     None => n.path.name().to_string(),
                 };
-                [n.node.to_string(), n.op.clone(), n.dtype.name().to_string(), n.shape.to_string(), path, kernels_cell(&n.kernels)]
+                [
+                    n.node.to_string(),
+                    n.op.clone(),
+                    n.dtype.name().to_string(),
+                    n.shape.to_string(),
+                    path,
+                    kernels_cell(&n.kernels),
+                ]
             })
             .collect();
         let head = ["node", "op", "dtype", "shape", "path", "kernel"];
@@ -129,7 +150,21 @@ impl fmt::Display for DispatchReport {
             }
         }
         let line = |f: &mut fmt::Formatter<'_>, r: &[String]| {
-            writeln!(f, "  {:>w0$}  {:<w1$}  {:<w2$}  {:<w3$}  {:<w4$}  {}", r[0], r[1], r[2], r[3], r[4], r[5], w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4])
+            writeln!(
+                f,
+                "  {:>w0$}  {:<w1$}  {:<w2$}  {:<w3$}  {:<w4$}  {}",
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                r[4],
+                r[5],
+                w0 = w[0],
+                w1 = w[1],
+                w2 = w[2],
+                w3 = w[3],
+                w4 = w[4]
+            )
         };
         line(f, &head.map(String::from))?;
         for r in &rows {
@@ -139,7 +174,11 @@ impl fmt::Display for DispatchReport {
             writeln!(f, "  transfers: none (host memory)")?;
         } else {
             for t in &self.transfers {
-                writeln!(f, "  transfer  {:<12} {} → {}  {} bytes", t.value, t.from, t.to, t.bytes)?;
+                writeln!(
+                    f,
+                    "  transfer  {:<12} {} → {}  {} bytes",
+                    t.value, t.from, t.to, t.bytes
+                )?;
             }
         }
         write!(

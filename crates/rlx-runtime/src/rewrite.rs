@@ -44,29 +44,64 @@ fn index_select_as_gather(b: &mut GraphBuilder, x: &[ValueId], a: &Attrs) -> Out
 }
 
 fn axes(a: &Attrs, name: &str, rank: usize) -> Result<Vec<usize>, IrError> {
-    a.ints(name)?.iter().map(|&v| rlx_ir::shape::normalize_axis(v, rank)).collect()
+    a.ints(name)?
+        .iter()
+        .map(|&v| rlx_ir::shape::normalize_axis(v, rank))
+        .collect()
 }
 
 /// dot_general as batched matmul: permute each operand to (batch, free,
 /// contract) / (batch, contract, free), flatten, multiply, restore.
 fn dot_general_as_matmul(b: &mut GraphBuilder, x: &[ValueId], a: &Attrs) -> Out {
     let (ld, rd) = (b.shape(x[0]).dims().to_vec(), b.shape(x[1]).dims().to_vec());
-    let (lb, lc) = (axes(a, "lhs_batch", ld.len())?, axes(a, "lhs_contract", ld.len())?);
-    let (rb, rc) = (axes(a, "rhs_batch", rd.len())?, axes(a, "rhs_contract", rd.len())?);
-    let lf: Vec<usize> = (0..ld.len()).filter(|i| !lb.contains(i) && !lc.contains(i)).collect();
-    let rf: Vec<usize> = (0..rd.len()).filter(|i| !rb.contains(i) && !rc.contains(i)).collect();
+    let (lb, lc) = (
+        axes(a, "lhs_batch", ld.len())?,
+        axes(a, "lhs_contract", ld.len())?,
+    );
+    let (rb, rc) = (
+        axes(a, "rhs_batch", rd.len())?,
+        axes(a, "rhs_contract", rd.len())?,
+    );
+    let lf: Vec<usize> = (0..ld.len())
+        .filter(|i| !lb.contains(i) && !lc.contains(i))
+        .collect();
+    let rf: Vec<usize> = (0..rd.len())
+        .filter(|i| !rb.contains(i) && !rc.contains(i))
+        .collect();
     let prod = |d: &[usize], ix: &[usize]| ix.iter().map(|&i| d[i] as i64).product::<i64>();
-    let (bn, m, k, n) = (prod(&ld, &lb), prod(&ld, &lf), prod(&ld, &lc), prod(&rd, &rf));
-    let perm = |v: Vec<&[usize]>| v.concat().into_iter().map(|i| i as i64).collect::<Vec<i64>>();
-    let lp = b.op1("permute", &[x[0]], Attrs::new().with("perm", perm(vec![&lb, &lf, &lc])))?;
-    let rp = b.op1("permute", &[x[1]], Attrs::new().with("perm", perm(vec![&rb, &rc, &rf])))?;
+    let (bn, m, k, n) = (
+        prod(&ld, &lb),
+        prod(&ld, &lf),
+        prod(&ld, &lc),
+        prod(&rd, &rf),
+    );
+    let perm = |v: Vec<&[usize]>| {
+        v.concat()
+            .into_iter()
+            .map(|i| i as i64)
+            .collect::<Vec<i64>>()
+    };
+    let lp = b.op1(
+        "permute",
+        &[x[0]],
+        Attrs::new().with("perm", perm(vec![&lb, &lf, &lc])),
+    )?;
+    let rp = b.op1(
+        "permute",
+        &[x[1]],
+        Attrs::new().with("perm", perm(vec![&rb, &rc, &rf])),
+    )?;
     let l3 = b.op1("reshape", &[lp], Attrs::new().with("shape", vec![bn, m, k]))?;
     let r3 = b.op1("reshape", &[rp], Attrs::new().with("shape", vec![bn, k, n]))?;
     let y = b.binary("matmul", l3, r3)?;
     let mut out: Vec<i64> = lb.iter().map(|&i| ld[i] as i64).collect();
     out.extend(lf.iter().map(|&i| ld[i] as i64));
     out.extend(rf.iter().map(|&i| rd[i] as i64));
-    Ok(vec![b.op1("reshape", &[y], Attrs::new().with("shape", out))?])
+    Ok(vec![b.op1(
+        "reshape",
+        &[y],
+        Attrs::new().with("shape", out),
+    )?])
 }
 
 fn conv_applies(t: &[TensorType], a: &Attrs) -> Result<(), String> {
@@ -107,21 +142,39 @@ fn conv_as_im2col(b: &mut GraphBuilder, x: &[ValueId], a: &Attrs) -> Out {
             rem /= wd[2 + i];
         }
         let starts: Vec<i64> = (0..n).map(|i| (off[i] * win.dilations[i]) as i64).collect();
-        let ends: Vec<i64> = (0..n).map(|i| starts[i] + ((outd[i] - 1) * win.strides[i] + 1) as i64).collect();
+        let ends: Vec<i64> = (0..n)
+            .map(|i| starts[i] + ((outd[i] - 1) * win.strides[i] + 1) as i64)
+            .collect();
         let steps: Vec<i64> = win.strides.iter().map(|&s| s as i64).collect();
         let ax: Vec<i64> = (2..2 + n as i64).collect();
         let s = b.op1(
             "slice",
             &[src],
-            Attrs::new().with("starts", starts).with("ends", ends).with("steps", steps).with("axes", ax),
+            Attrs::new()
+                .with("starts", starts)
+                .with("ends", ends)
+                .with("steps", steps)
+                .with("axes", ax),
         )?;
         cols.push(b.op1("unsqueeze", &[s], Attrs::new().with("axes", vec![2i64]))?);
     }
-    let stacked = if cols.len() == 1 { cols[0] } else { b.op1("concat", &cols, Attrs::new().with("axis", 2i64))? };
+    let stacked = if cols.len() == 1 {
+        cols[0]
+    } else {
+        b.op1("concat", &cols, Attrs::new().with("axis", 2i64))?
+    };
     let p: usize = outd.iter().product();
     let ck = (xd[1] * kk) as i64;
-    let cols = b.op1("reshape", &[stacked], Attrs::new().with("shape", vec![xd[0] as i64, ck, p as i64]))?;
-    let w2 = b.op1("reshape", &[x[1]], Attrs::new().with("shape", vec![wd[0] as i64, ck]))?;
+    let cols = b.op1(
+        "reshape",
+        &[stacked],
+        Attrs::new().with("shape", vec![xd[0] as i64, ck, p as i64]),
+    )?;
+    let w2 = b.op1(
+        "reshape",
+        &[x[1]],
+        Attrs::new().with("shape", vec![wd[0] as i64, ck]),
+    )?;
     let y = b.binary("matmul", w2, cols)?;
     let mut shape = vec![xd[0] as i64, wd[0] as i64];
     shape.extend(outd.iter().map(|&d| d as i64));
@@ -137,12 +190,42 @@ fn conv_as_im2col(b: &mut GraphBuilder, x: &[ValueId], a: &Attrs) -> Out {
 
 /// Every rewrite rule, in the order they are tried.
 pub static REWRITES: &[Rewrite] = &[
-    Rewrite { name: "conv→im2col+matmul", op: "conv", applies: conv_applies, apply: conv_as_im2col },
-    Rewrite { name: "dot_general→matmul", op: "dot_general", applies: always, apply: dot_general_as_matmul },
-    Rewrite { name: "global_avg_pool→reduce_mean", op: "global_avg_pool", applies: always, apply: global_avg },
-    Rewrite { name: "global_max_pool→reduce_max", op: "global_max_pool", applies: always, apply: global_max },
-    Rewrite { name: "embedding→gather", op: "embedding", applies: always, apply: embedding_as_gather },
-    Rewrite { name: "index_select→gather", op: "index_select", applies: always, apply: index_select_as_gather },
+    Rewrite {
+        name: "conv→im2col+matmul",
+        op: "conv",
+        applies: conv_applies,
+        apply: conv_as_im2col,
+    },
+    Rewrite {
+        name: "dot_general→matmul",
+        op: "dot_general",
+        applies: always,
+        apply: dot_general_as_matmul,
+    },
+    Rewrite {
+        name: "global_avg_pool→reduce_mean",
+        op: "global_avg_pool",
+        applies: always,
+        apply: global_avg,
+    },
+    Rewrite {
+        name: "global_max_pool→reduce_max",
+        op: "global_max_pool",
+        applies: always,
+        apply: global_max,
+    },
+    Rewrite {
+        name: "embedding→gather",
+        op: "embedding",
+        applies: always,
+        apply: embedding_as_gather,
+    },
+    Rewrite {
+        name: "index_select→gather",
+        op: "index_select",
+        applies: always,
+        apply: index_select_as_gather,
+    },
 ];
 
 /// The rules that replace `op`.

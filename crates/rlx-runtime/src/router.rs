@@ -50,7 +50,10 @@ impl fmt::Display for RouteError {
 
 impl DeviceRouter {
     pub fn new(chain: Vec<Device>) -> Self {
-        DeviceRouter { chain, strategy: RouteStrategy::FirstThatCompiles }
+        DeviceRouter {
+            chain,
+            strategy: RouteStrategy::FirstThatCompiles,
+        }
     }
 
     /// Parse `webgpu,cpu` (first that compiles) or `cheapest:webgpu,cpu`.
@@ -58,10 +61,18 @@ impl DeviceRouter {
         let (strategy, list) = match s.split_once(':') {
             Some(("cheapest", l)) => (RouteStrategy::Cheapest, l),
             Some(("first", l)) => (RouteStrategy::FirstThatCompiles, l),
-            Some((o, _)) => return Err(format!("unknown routing strategy `{o}` (use first: or cheapest:)")),
+            Some((o, _)) => {
+                return Err(format!(
+                    "unknown routing strategy `{o}` (use first: or cheapest:)"
+                ))
+            }
             None => (RouteStrategy::FirstThatCompiles, s),
         };
-        let chain = list.split(',').filter(|p| !p.trim().is_empty()).map(Device::parse).collect::<Result<Vec<_>, _>>()?;
+        let chain = list
+            .split(',')
+            .filter(|p| !p.trim().is_empty())
+            .map(Device::parse)
+            .collect::<Result<Vec<_>, _>>()?;
         if chain.is_empty() {
             return Err("empty device chain".into());
         }
@@ -70,11 +81,17 @@ impl DeviceRouter {
 
     /// The chain from `RLX_DEVICE`, if set.
     pub fn from_env() -> Option<Result<DeviceRouter, String>> {
-        std::env::var("RLX_DEVICE").ok().map(|s| DeviceRouter::parse(&s).map_err(|e| format!("RLX_DEVICE: {e}")))
+        std::env::var("RLX_DEVICE")
+            .ok()
+            .map(|s| DeviceRouter::parse(&s).map_err(|e| format!("RLX_DEVICE: {e}")))
     }
 
     /// Legalize on each device of the chain and pick one.
-    pub fn route(&self, g: &Graph, opts: &DispatchOptions) -> Result<(Arc<dyn Backend>, Legalized), RouteError> {
+    pub fn route(
+        &self,
+        g: &Graph,
+        opts: &DispatchOptions,
+    ) -> Result<(Arc<dyn Backend>, Legalized), RouteError> {
         let mut tried = Vec::new();
         let mut legal: Vec<(Arc<dyn Backend>, Legalized, f64)> = Vec::new();
         for &d in &self.chain {
@@ -101,17 +118,36 @@ impl DeviceRouter {
         let Some((be, mut l, cost)) = pick else {
             return Err(RouteError {
                 graph: g.name.clone(),
-                tried: tried.into_iter().map(|(d, e)| (d, e.unwrap_or_default())).collect(),
+                tried: tried
+                    .into_iter()
+                    .map(|(d, e)| (d, e.unwrap_or_default()))
+                    .collect(),
             });
         };
         let chosen = be.device();
-        let skipped: Vec<String> = tried.iter().filter_map(|(d, e)| e.as_ref().map(|_| d.name().to_string())).collect();
+        let skipped: Vec<String> = tried
+            .iter()
+            .filter_map(|(d, e)| e.as_ref().map(|_| d.name().to_string()))
+            .collect();
         let reason = match self.strategy {
-            RouteStrategy::FirstThatCompiles if skipped.is_empty() => "first device of the chain; the graph legalizes on it".to_string(),
-            RouteStrategy::FirstThatCompiles => format!("first device on which the graph legalizes (not on: {})", skipped.join(", ")),
-            RouteStrategy::Cheapest => format!("lowest estimated cost ({:.3} ms) among the devices that can run it", cost * 1e3),
+            RouteStrategy::FirstThatCompiles if skipped.is_empty() => {
+                "first device of the chain; the graph legalizes on it".to_string()
+            }
+            RouteStrategy::FirstThatCompiles => format!(
+                "first device on which the graph legalizes (not on: {})",
+                skipped.join(", ")
+            ),
+            RouteStrategy::Cheapest => format!(
+                "lowest estimated cost ({:.3} ms) among the devices that can run it",
+                cost * 1e3
+            ),
         };
-        l.report.routing = Some(Routing { chain: self.chain.clone(), chosen, reason, tried });
+        l.report.routing = Some(Routing {
+            chain: self.chain.clone(),
+            chosen,
+            reason,
+            tried,
+        });
         Ok((be, l))
     }
 }
@@ -125,10 +161,20 @@ pub fn estimate_cost(g: &Graph, be: &dyn Backend) -> f64 {
     rlx_ir::text::print(g).hash(&mut h);
     let key = (h.finish(), be.device());
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    if let Some(&c) = cache.lock().ok().and_then(|m| m.get(&key).copied()).as_ref() {
+    if let Some(&c) = cache
+        .lock()
+        .ok()
+        .and_then(|m| m.get(&key).copied())
+        .as_ref()
+    {
         return c;
     }
-    let flops: f64 = g.nodes.iter().filter(|n| n.op.name() != "transfer").map(|n| node_flops(g, n)).sum();
+    let flops: f64 = g
+        .nodes
+        .iter()
+        .filter(|n| n.op.name() != "transfer")
+        .map(|n| node_flops(g, n))
+        .sum();
     let moved: f64 = g
         .nodes
         .iter()
@@ -150,7 +196,11 @@ pub fn estimate_cost(g: &Graph, be: &dyn Backend) -> f64 {
 /// A rough FLOP count: contractions by their formula, everything else one
 /// per output element.
 fn node_flops(g: &Graph, n: &rlx_ir::Node) -> f64 {
-    let out = n.outputs.first().map(|&o| g.ty(o).shape.numel() as f64).unwrap_or(0.0);
+    let out = n
+        .outputs
+        .first()
+        .map(|&o| g.ty(o).shape.numel() as f64)
+        .unwrap_or(0.0);
     let dim = |k: usize, from_end: usize| {
         n.inputs.get(k).map(|&v| {
             let d = g.ty(v).dims();

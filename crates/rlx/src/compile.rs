@@ -6,7 +6,8 @@ use rlx_cpu::CpuBackend;
 use rlx_ir::lir::Program;
 use rlx_ir::{Graph, HostTensor};
 use rlx_runtime::{
-    backend_for, legalize, Backend, Device, DeviceRouter, DispatchOptions, DispatchReport, Executable, Legalized, RuntimeError,
+    backend_for, legalize, Backend, Device, DeviceRouter, DispatchOptions, DispatchReport,
+    Executable, Legalized, RuntimeError,
 };
 use std::sync::{Arc, Once};
 
@@ -50,7 +51,11 @@ pub struct Compiled {
 
 impl std::fmt::Debug for Compiled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Compiled({} on {})", self.program.graph.name, self.report.device)
+        write!(
+            f,
+            "Compiled({} on {})",
+            self.program.graph.name, self.report.device
+        )
     }
 }
 
@@ -86,11 +91,18 @@ pub fn compile(graph: &Graph, device: Device) -> Result<Compiled, Error> {
 /// Verify, choose the backend, legalize (every node native, common-IR or
 /// rewritten — else a `DispatchError` listing every unsupported node),
 /// schedule and compile.
-pub fn compile_with(graph: &Graph, target: impl Into<Target>, opts: &CompileOptions) -> Result<Compiled, Error> {
+pub fn compile_with(
+    graph: &Graph,
+    target: impl Into<Target>,
+    opts: &CompileOptions,
+) -> Result<Compiled, Error> {
     init();
     graph.verify()?;
     let dispatch = opts.dispatch.effective().map_err(RuntimeError::Config)?;
-    let route = |r: DeviceRouter| r.route(graph, &dispatch).map_err(|e| RuntimeError::Config(e.to_string()));
+    let route = |r: DeviceRouter| {
+        r.route(graph, &dispatch)
+            .map_err(|e| RuntimeError::Config(e.to_string()))
+    };
     let (backend, legal) = match target.into() {
         Target::Device(d) => single(graph, d, &dispatch)?,
         Target::Route(r) => route(r)?,
@@ -104,12 +116,21 @@ pub fn compile_with(graph: &Graph, target: impl Into<Target>, opts: &CompileOpti
     }
     let program = Program::from_graph(legal.graph);
     let exe = backend.compile(program.clone())?;
-    Ok(Compiled { report: legal.report, program, exe })
+    Ok(Compiled {
+        report: legal.report,
+        program,
+        exe,
+    })
 }
 
 /// Legalize for exactly one device.
-fn single(graph: &Graph, d: Device, dispatch: &DispatchOptions) -> Result<(Arc<dyn Backend>, Legalized), RuntimeError> {
-    let be = backend_for(d).ok_or_else(|| RuntimeError::Config(format!("no `{d}` backend in this build")))?;
+fn single(
+    graph: &Graph,
+    d: Device,
+    dispatch: &DispatchOptions,
+) -> Result<(Arc<dyn Backend>, Legalized), RuntimeError> {
+    let be = backend_for(d)
+        .ok_or_else(|| RuntimeError::Config(format!("no `{d}` backend in this build")))?;
     let l = legalize(graph, be.as_ref(), dispatch)?;
     Ok((be, l))
 }

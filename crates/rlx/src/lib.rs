@@ -28,7 +28,9 @@ pub use dsl::{Tensor, Trace};
 pub use error::Error;
 pub use rlx_ir as ir;
 pub use rlx_ir::{Attrs, DType, Graph, HostTensor, Shape, TensorType};
-pub use rlx_runtime::{Device, DeviceRouter, DispatchOptions, DispatchPath, DispatchReport, Policy};
+pub use rlx_runtime::{
+    Device, DeviceRouter, DispatchOptions, DispatchPath, DispatchReport, Policy,
+};
 
 /// Adding ops from outside the core crates.
 pub mod custom {

@@ -149,11 +149,16 @@ fn dispatch(args: &[String]) -> Result<(), String> {
                     rlx::Target::Device(rlx::Device::parse(v)?)
                 };
             }
-            "--policy" => opts.dispatch.policy = rlx::Policy::parse(it.next().ok_or("--policy needs a value")?)?,
+            "--policy" => {
+                opts.dispatch.policy =
+                    rlx::Policy::parse(it.next().ok_or("--policy needs a value")?)?
+            }
             "--op" => {
                 let v = it.next().ok_or("--op needs OP=POLICY")?;
                 let (op, p) = v.split_once('=').ok_or("--op needs OP=POLICY")?;
-                opts.dispatch.per_op.insert(op.to_string(), rlx::Policy::parse(p)?);
+                opts.dispatch
+                    .per_op
+                    .insert(op.to_string(), rlx::Policy::parse(p)?);
             }
             "--json" => json = true,
             f if file.is_none() && !f.starts_with("--") => file = Some(f.to_string()),
@@ -165,7 +170,11 @@ fn dispatch(args: &[String]) -> Result<(), String> {
     let g = text::parse(&src).map_err(|e| format!("{path}:{e}"))?;
     let m = rlx::compile_with(&g, target, &opts).map_err(|e| e.to_string())?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&m.dispatch_report().to_json()).map_err(|e| e.to_string())?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&m.dispatch_report().to_json())
+                .map_err(|e| e.to_string())?
+        );
     } else {
         println!("{}", m.dispatch_report());
     }
@@ -188,8 +197,16 @@ fn coverage() -> String {
     s.push('\n');
     let defs = all_ops();
     for d in &defs {
-        let cat = serde_json::to_value(d.category).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
-        s.push_str(&format!("| `{}` | {} | {} |", d.name, cat, if d.is_fused() { "yes" } else { "" }));
+        let cat = serde_json::to_value(d.category)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default();
+        s.push_str(&format!(
+            "| `{}` | {} | {} |",
+            d.name,
+            cat,
+            if d.is_fused() { "yes" } else { "" }
+        ));
         for (_, c) in &claims {
             let cell = if c.ops.contains_key(d.name) {
                 "native"
@@ -207,7 +224,11 @@ fn coverage() -> String {
         s.push('\n');
     }
     for (dev, c) in &claims {
-        s.push_str(&format!("\n{dev}: {} of {} ops native\n", c.ops.len(), defs.len()));
+        s.push_str(&format!(
+            "\n{dev}: {} of {} ops native\n",
+            c.ops.len(),
+            defs.len()
+        ));
     }
     s
 }

@@ -90,17 +90,26 @@ fn committed_op_coverage_table_is_current() {
 
 #[test]
 fn dispatch_prints_the_report_or_the_error() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/examples/attention_block.mir");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/examples/attention_block.mir"
+    );
     let (ok, out, err) = rlx(&["dispatch", path, "--policy", "common_ir_only"]);
     assert!(ok, "{err}");
-    assert!(out.contains("layer_norm  f32    [1,4,8]   common-ir"), "{out}");
+    assert!(
+        out.contains("layer_norm  f32    [1,4,8]   common-ir"),
+        "{out}"
+    );
     let (ok, out, _) = rlx(&["dispatch", path, "--json"]);
     assert!(ok);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["device"], "cpu");
     assert_eq!(v["nodes"].as_array().unwrap().len(), 6);
     let (ok, _, err) = rlx(&["dispatch", path, "--device", "vulkan"]);
-    assert!(!ok && err.contains("no `vulkan` backend in this build"), "{err}");
+    assert!(
+        !ok && err.contains("no `vulkan` backend in this build"),
+        "{err}"
+    );
     let (ok, _, err) = rlx(&["dispatch", path, "--policy", "fastest"]);
     assert!(!ok && err.contains("unknown dispatch policy"), "{err}");
 }

@@ -82,6 +82,9 @@ fn an_op_with_neither_kernel_nor_decomposition_is_refused_with_every_node_listed
     let g = t.finish(&[&b]).unwrap();
     let err = rlx::compile(&g, rlx::Device::Cpu).unwrap_err().to_string();
     assert!(err.contains("2 nodes cannot run"), "{err}");
-    assert!(err.contains("node 0 `softsign_nowhere`") && err.contains("node 1 `softsign_nowhere`"), "{err}");
+    assert!(
+        err.contains("node 0 `softsign_nowhere`") && err.contains("node 1 `softsign_nowhere`"),
+        "{err}"
+    );
     assert!(err.contains("register a kernel for the op"), "{err}");
 }

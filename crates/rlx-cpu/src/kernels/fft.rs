@@ -4,7 +4,12 @@
 use super::signal::{assemble, lanes};
 use super::*;
 
-pub(crate) const KERNELS: &[(&str, Kernel)] = &[("fft", fft), ("ifft", ifft), ("rfft", rfft), ("irfft", irfft)];
+pub(crate) const KERNELS: &[(&str, Kernel)] = &[
+    ("fft", fft),
+    ("ifft", ifft),
+    ("rfft", rfft),
+    ("irfft", irfft),
+];
 
 type C = [f64; 2];
 
