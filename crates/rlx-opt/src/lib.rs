@@ -1,0 +1,52 @@
+//! # rlx-opt
+//!
+//! The graph optimizer of rlx: MIR → MIR cleanup passes and MIR → LIR
+//! memory planning.
+//!
+//! * [`Pass`] and [`PassManager`]: a list of passes run to a (bounded)
+//!   fixpoint, with per-pass statistics ([`PassReport`]).
+//! * MIR passes, each in its own module: [`dce`] (dead code),
+//!   [`cse`] (common subexpressions), [`const_fold`] (constant folding
+//!   through a caller-supplied [`Evaluator`]), [`simplify`] (algebraic
+//!   identities) and [`layout`] (canonical forms so CSE finds more).
+//! * [`rules`]: the rewrite-rule engine behind `simplify` and `layout` —
+//!   rules are data (name, matched ops, predicate, replacement), so later
+//!   fusion patterns can live in the same kind of table.
+//! * [`memory`]: liveness, buffer reuse (best fit, 64-byte aligned),
+//!   in-place elementwise ops and views, producing an
+//!   [`rlx_ir::lir::Program`] plus a [`MemoryReport`]; and
+//!   [`memory::check_plan`], an independent checker of the result.
+//!
+//! Every pass rebuilds its graph through [`rlx_ir::GraphBuilder`] (the
+//! approach of `rlx_ir::decompose`), so each result is verified by
+//! construction. Passes recurse into sub-graphs (`if`/`while`/`scan`
+//! bodies); sub-graph inputs and outputs, like the top-level graph's, are a
+//! calling convention and are never changed.
+//!
+//! The crate depends on `rlx-ir` only, builds for wasm32, and never
+//! evaluates a graph itself: constant folding asks an [`Evaluator`]
+//! (the reference CPU interpreter, in practice).
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod const_fold;
+pub mod cse;
+pub mod dce;
+pub mod equiv;
+mod error;
+pub mod layout;
+pub mod memory;
+pub mod pass;
+pub mod rebuild;
+pub mod rules;
+pub mod simplify;
+
+pub use const_fold::{ConstFold, Evaluator};
+pub use cse::Cse;
+pub use dce::Dce;
+pub use error::OptError;
+pub use layout::Layout;
+pub use memory::{check_plan, plan, plan_with_report, MemoryReport};
+pub use pass::{standard_pipeline, Pass, PassManager, PassReport, PassStat};
+pub use rules::{Rule, RuleSet};
+pub use simplify::Simplify;

@@ -1,0 +1,773 @@
+//! Memory planning: MIR → LIR.
+//!
+//! [`plan`] schedules one kernel per node, in graph order, and places every
+//! value in one arena:
+//!
+//! * **Views instead of copies.** `reshape`/`squeeze`/`unsqueeze` of a
+//!   contiguous value, same-dtype `cast`, `identity`, `stop_gradient`,
+//!   `permute` (strides) and `narrow` on the leading axis (an offset) read
+//!   their input's memory: the value becomes a [`View`] of the *root*
+//!   storage (a slot, or a graph input) and its node launches no kernel.
+//!   Packed/quantized dtypes are never viewed.
+//! * **Liveness.** A stored value lives from the step that defines it to
+//!   its last use — uses of every view of it included (a base outlives its
+//!   views); graph outputs live to the end.
+//! * **Reuse.** Buffers are carved from the arena with a best-fit free list
+//!   keyed by size, all sizes and offsets 64-byte aligned; a buffer is
+//!   released after the step of its last use (so a kernel never writes
+//!   over its own inputs), and neighbouring free blocks merge.
+//! * **In place.** The output of an elementwise unary or binary op takes
+//!   over the buffer of an input that dies at that node and has the
+//!   output's dtype and shape — unless another input of the node reads the
+//!   same buffer (through a view, say).
+//!
+//! Graph inputs stay in the caller's memory (no slot). [`check_plan`]
+//! re-derives liveness from a [`Program`] and verifies that no two
+//! simultaneously live stored values overlap (except an in-place pair at
+//! the step that hands one buffer over), and that every view stays within
+//! its base and inside its base's lifetime.
+
+use crate::error::OptError;
+use rlx_ir::lir::{BufferSlot, Program, Step, View};
+use rlx_ir::shape::normalize_axis;
+use rlx_ir::{Category, Graph, Node, TensorType, ValueDef, ValueId};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+
+/// Alignment of every buffer, in bytes.
+pub const ALIGN: usize = 64;
+
+fn align(n: usize) -> usize {
+    n.div_ceil(ALIGN) * ALIGN
+}
+
+/// What planning achieved.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemoryReport {
+    /// The most bytes live at once (aligned buffer sizes).
+    pub peak_bytes: usize,
+    /// Size of the arena (≥ `peak_bytes`; the difference is fragmentation).
+    pub arena_bytes: usize,
+    /// Stored values (slots), in-place ones included.
+    pub buffers: usize,
+    /// Slots that took over an input's buffer.
+    pub in_place: usize,
+    /// Values that are views of another value's memory.
+    pub views: usize,
+    /// Bytes with one buffer per value (no reuse, no views): what
+    /// `Program::from_graph` lays out.
+    pub naive_bytes: usize,
+}
+
+fn human(b: usize) -> String {
+    if b < 1024 {
+        format!("{b} B")
+    } else if b < 1 << 20 {
+        format!("{:.1} KiB", b as f64 / 1024.0)
+    } else {
+        format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
+    }
+}
+
+impl fmt::Display for MemoryReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "arena {} (peak live {}, naive {}",
+            human(self.arena_bytes),
+            human(self.peak_bytes),
+            human(self.naive_bytes)
+        )?;
+        if self.arena_bytes > 0 {
+            write!(
+                f,
+                ", {:.1}x smaller",
+                self.naive_bytes as f64 / self.arena_bytes as f64
+            )?;
+        }
+        write!(
+            f,
+            "); {} buffers ({} in place), {} views",
+            self.buffers, self.in_place, self.views
+        )
+    }
+}
+
+/// Row-major strides (in elements) of `dims`.
+fn row_major(dims: &[usize]) -> Vec<usize> {
+    rlx_ir::Shape::from(dims).strides()
+}
+
+/// Whether `strides` lay `dims` out row-major with no gaps (size-1 axes
+/// may have any stride).
+fn contiguous(dims: &[usize], strides: &[usize]) -> bool {
+    let want = row_major(dims);
+    dims.iter()
+        .zip(strides.iter().zip(&want))
+        .all(|(&d, (&s, &w))| d <= 1 || s == w)
+}
+
+/// Where a value's elements are, while planning.
+#[derive(Clone, Debug)]
+struct Loc {
+    root: ValueId,
+    offset: usize,
+    strides: Vec<usize>,
+}
+
+#[derive(Clone, Debug)]
+enum Storage {
+    /// A graph input: the caller's buffer.
+    Input,
+    /// A buffer of its own in the arena.
+    Owned,
+    /// Another value's memory.
+    View(Loc),
+}
+
+fn loc_of(storage: &[Storage], g: &Graph, v: ValueId) -> Loc {
+    match &storage[v.index()] {
+        Storage::View(l) => l.clone(),
+        _ => Loc {
+            root: v,
+            offset: 0,
+            strides: row_major(g.ty(v).dims()),
+        },
+    }
+}
+
+/// The view `node` can be, if any.
+fn view_of(g: &Graph, node: &Node, storage: &[Storage]) -> Option<Loc> {
+    if node.inputs.len() != 1 || node.outputs.len() != 1 {
+        return None;
+    }
+    let (x, out) = (node.inputs[0], node.outputs[0]);
+    let (tx, to) = (g.ty(x), g.ty(out));
+    if tx.dtype != to.dtype || tx.dtype.is_quantized() {
+        return None;
+    }
+    let l = loc_of(storage, g, x);
+    match node.op.name() {
+        "reshape" | "squeeze" | "unsqueeze" => contiguous(tx.dims(), &l.strides).then(|| Loc {
+            strides: row_major(to.dims()),
+            ..l
+        }),
+        "cast" | "identity" | "stop_gradient" => Some(l),
+        "permute" => {
+            let perm = node.attrs.ints("perm").ok()?;
+            let strides = perm
+                .iter()
+                .map(|&p| Some(l.strides[normalize_axis(p, tx.rank()).ok()?]))
+                .collect::<Option<Vec<_>>>()?;
+            Some(Loc { strides, ..l })
+        }
+        "narrow" => {
+            let axis = normalize_axis(node.attrs.int("axis").ok()?, tx.rank()).ok()?;
+            let start = usize::try_from(node.attrs.int("start").ok()?).ok()?;
+            if tx.dims()[..axis].iter().any(|&d| d != 1) {
+                return None; // not the leading axis: a gather, not an offset
+            }
+            Some(Loc {
+                offset: l.offset + start * l.strides[axis],
+                ..l
+            })
+        }
+        _ => None,
+    }
+}
+
+fn bytes_of(ty: &TensorType) -> Result<usize, OptError> {
+    ty.dtype
+        .storage_bytes(ty.shape.numel())
+        .ok_or_else(|| OptError::Plan(format!("{ty} is not a whole number of blocks")))
+}
+
+/// Elementwise ops whose output may overwrite an input.
+fn elementwise(node: &Node) -> bool {
+    matches!(node.op.category, Category::Unary | Category::Binary) && node.outputs.len() == 1
+}
+
+/// Best-fit allocator over one growing arena.
+#[derive(Default)]
+struct FreeList {
+    by_offset: BTreeMap<usize, usize>,
+    by_size: BTreeSet<(usize, usize)>,
+    end: usize,
+}
+
+impl FreeList {
+    fn take(&mut self, off: usize, size: usize) {
+        self.by_offset.remove(&off);
+        self.by_size.remove(&(size, off));
+    }
+    fn put(&mut self, off: usize, size: usize) {
+        self.by_offset.insert(off, size);
+        self.by_size.insert((size, off));
+    }
+
+    /// An aligned block of `size` (aligned) bytes.
+    fn alloc(&mut self, size: usize) -> usize {
+        if size == 0 {
+            return 0;
+        }
+        if let Some(&(s, off)) = self.by_size.range((size, 0)..).next() {
+            self.take(off, s);
+            if s > size {
+                self.put(off + size, s - size);
+            }
+            return off;
+        }
+        // Grow the arena, starting inside a free block at its end if any.
+        if let Some((&off, &s)) = self.by_offset.iter().next_back() {
+            if off + s == self.end {
+                self.take(off, s);
+                self.end = off + size;
+                return off;
+            }
+        }
+        let off = self.end;
+        self.end += size;
+        off
+    }
+
+    fn free(&mut self, mut off: usize, mut size: usize) {
+        if size == 0 {
+            return;
+        }
+        if let Some((&p, &ps)) = self.by_offset.range(..off).next_back() {
+            if p + ps == off {
+                self.take(p, ps);
+                off = p;
+                size += ps;
+            }
+        }
+        if let Some(&ns) = self.by_offset.get(&(off + size)) {
+            self.take(off + size, ns);
+            size += ns;
+        }
+        self.put(off, size);
+    }
+}
+
+/// Plan `graph` into an LIR program (see the module docs).
+pub fn plan(graph: Graph) -> Result<Program, OptError> {
+    Ok(plan_with_report(graph)?.0)
+}
+
+/// [`plan`], with what it achieved.
+pub fn plan_with_report(graph: Graph) -> Result<(Program, MemoryReport), OptError> {
+    graph.verify()?;
+    let g = &graph;
+    let n = g.nodes.len();
+    let nv = g.values.len();
+
+    // 1. Views.
+    let mut storage: Vec<Storage> = g
+        .values
+        .iter()
+        .map(|v| match v.def {
+            ValueDef::Input(_) => Storage::Input,
+            ValueDef::Node { .. } => Storage::Owned,
+        })
+        .collect();
+    let mut is_view_node = vec![false; n];
+    for (i, node) in g.nodes.iter().enumerate() {
+        if let Some(l) = view_of(g, node, &storage) {
+            storage[node.outputs[0].index()] = Storage::View(l);
+            is_view_node[i] = true;
+        }
+    }
+    let root = |v: ValueId| match &storage[v.index()] {
+        Storage::View(l) => l.root,
+        _ => v,
+    };
+
+    // 2. Liveness of roots: definition to last use (views' uses included).
+    let mut last: Vec<usize> = vec![0; nv];
+    for (i, node) in g.nodes.iter().enumerate() {
+        for &o in &node.outputs {
+            last[o.index()] = i;
+        }
+    }
+    for (i, node) in g.nodes.iter().enumerate() {
+        for &u in &node.inputs {
+            let r = root(u).index();
+            last[r] = last[r].max(i);
+        }
+    }
+    for &o in &g.outputs {
+        last[root(o).index()] = n;
+    }
+    let mut dies_at: Vec<Vec<ValueId>> = vec![Vec::new(); n];
+    for v in 0..nv {
+        if matches!(storage[v], Storage::Owned) && last[v] < n {
+            dies_at[last[v]].push(ValueId(v as u32));
+        }
+    }
+
+    // 3. Placement.
+    let mut free = FreeList::default();
+    let mut region: HashMap<ValueId, (usize, usize)> = HashMap::new(); // offset, aligned size
+    let mut handed_over: BTreeSet<ValueId> = BTreeSet::new();
+    let (mut live, mut peak) = (0usize, 0usize);
+    let mut steps = Vec::new();
+    let mut slots = Vec::new();
+    let mut report = MemoryReport::default();
+    for (i, node) in g.nodes.iter().enumerate() {
+        if !is_view_node[i] {
+            steps.push(Step {
+                nodes: vec![i],
+                kernel: node.op.name().to_string(),
+                inputs: node.inputs.clone(),
+                outputs: node.outputs.clone(),
+            });
+            for &o in &node.outputs {
+                let ty = g.ty(o);
+                let bytes = bytes_of(ty)?;
+                let size = align(bytes);
+                let donor = (elementwise(node) && size > 0)
+                    .then(|| {
+                        node.inputs.iter().copied().find(|&x| {
+                            matches!(storage[x.index()], Storage::Owned)
+                                && last[x.index()] == i
+                                && g.ty(x) == ty
+                                && !handed_over.contains(&x)
+                                && node.inputs.iter().all(|&u| u == x || root(u) != x)
+                        })
+                    })
+                    .flatten();
+                let offset = match donor {
+                    Some(x) => {
+                        handed_over.insert(x);
+                        report.in_place += 1;
+                        region[&x].0
+                    }
+                    None => {
+                        live += size;
+                        free.alloc(size)
+                    }
+                };
+                region.insert(o, (offset, size));
+                slots.push(BufferSlot {
+                    value: o,
+                    ty: ty.clone(),
+                    offset,
+                    bytes,
+                });
+            }
+            peak = peak.max(live);
+        }
+        for &v in &dies_at[i] {
+            if handed_over.contains(&v) {
+                continue;
+            }
+            let (off, size) = region[&v];
+            free.free(off, size);
+            live -= size;
+        }
+    }
+
+    // 4. Views, against the root's storage.
+    let views: Vec<View> = g
+        .values
+        .iter()
+        .enumerate()
+        .filter_map(|(v, _)| match &storage[v] {
+            Storage::View(l) => Some(View {
+                value: ValueId(v as u32),
+                base: l.root,
+                offset: l.offset,
+                strides: l.strides.clone(),
+            }),
+            _ => None,
+        })
+        .collect();
+
+    report.peak_bytes = peak;
+    report.arena_bytes = free.end;
+    report.buffers = slots.len();
+    report.views = views.len();
+    for v in &g.values {
+        if !matches!(v.def, ValueDef::Input(_)) {
+            report.naive_bytes += align(bytes_of(&v.ty)?);
+        }
+    }
+    let program = Program {
+        arena_bytes: free.end,
+        graph,
+        steps,
+        slots,
+        views,
+    };
+    Ok((program, report))
+}
+
+/// Verify a planned program: every non-input value has exactly one slot
+/// or view; slots are aligned, sized for their type and inside the arena;
+/// views read within their base (a slot or a graph input, never another
+/// view) and their base lives as long as they are used; each non-view node
+/// has one step, in order; and no two stored values that are live at the
+/// same time share bytes — except an elementwise node's output taking over
+/// the buffer of an input that dies there (and that no other input of the
+/// node reads). Liveness is re-derived from the program's graph, not taken
+/// from the planner.
+pub fn check_plan(p: &Program) -> Result<(), String> {
+    let g = &p.graph;
+    let n = g.nodes.len();
+    let mut slot: HashMap<ValueId, &BufferSlot> = HashMap::new();
+    let mut view: HashMap<ValueId, &View> = HashMap::new();
+    for s in &p.slots {
+        if slot.insert(s.value, s).is_some() {
+            return Err(format!("%{} has two slots", s.value.0));
+        }
+    }
+    for v in &p.views {
+        if view.insert(v.value, v).is_some() {
+            return Err(format!("%{} has two views", v.value.0));
+        }
+    }
+    for (i, val) in g.values.iter().enumerate() {
+        let v = ValueId(i as u32);
+        let placed = slot.contains_key(&v) as u8 + view.contains_key(&v) as u8;
+        match (val.def, placed) {
+            (ValueDef::Input(_), 0) | (ValueDef::Node { .. }, 1) => {}
+            (ValueDef::Input(_), _) => return Err(format!("graph input %{i} is placed")),
+            (_, k) => return Err(format!("%{i} has {k} placements, expected 1")),
+        }
+    }
+    for s in &p.slots {
+        let ty = g.ty(s.value);
+        let want = ty.dtype.storage_bytes(ty.shape.numel());
+        if &s.ty != ty || Some(s.bytes) != want {
+            return Err(format!("slot of %{} does not fit {ty}", s.value.0));
+        }
+        if s.offset % ALIGN != 0 || s.offset + s.bytes > p.arena_bytes {
+            return Err(format!(
+                "slot of %{} at {}+{} is misaligned or outside the {}-byte arena",
+                s.value.0, s.offset, s.bytes, p.arena_bytes
+            ));
+        }
+    }
+    for v in &p.views {
+        let ty = g.ty(v.value);
+        let base_ty = g.ty(v.base);
+        let base_is_input = matches!(g.values[v.base.index()].def, ValueDef::Input(_));
+        if !base_is_input && !slot.contains_key(&v.base) {
+            return Err(format!(
+                "view %{} has base %{}, which is neither an input nor a slot",
+                v.value.0, v.base.0
+            ));
+        }
+        if ty.dtype != base_ty.dtype || v.strides.len() != ty.rank() {
+            return Err(format!("view %{} does not match its base", v.value.0));
+        }
+        if ty.shape.numel() > 0 {
+            let reach = v.offset
+                + ty.dims()
+                    .iter()
+                    .zip(&v.strides)
+                    .map(|(&d, &s)| (d - 1) * s)
+                    .sum::<usize>();
+            if reach >= base_ty.shape.numel() {
+                return Err(format!(
+                    "view %{} reads element {reach} of %{} ({} elements)",
+                    v.value.0,
+                    v.base.0,
+                    base_ty.shape.numel()
+                ));
+            }
+        }
+    }
+    // Steps: one per node with stored outputs, in order.
+    let mut stepped = vec![0usize; n];
+    let mut prev = None;
+    for s in &p.steps {
+        let &[i] = s.nodes.as_slice() else {
+            return Err("a step runs several nodes (fusion is not planned here)".into());
+        };
+        let node = g.nodes.get(i).ok_or("a step names a missing node")?;
+        if prev.is_some_and(|q| q >= i) || s.kernel != node.op.name() {
+            return Err(format!("step for node {i} is out of order or mislabeled"));
+        }
+        if s.outputs.iter().any(|o| view.contains_key(o)) {
+            return Err(format!("node {i} writes a view"));
+        }
+        prev = Some(i);
+        stepped[i] += 1;
+    }
+    for (i, node) in g.nodes.iter().enumerate() {
+        let is_view = node.outputs.iter().all(|o| view.contains_key(o));
+        if stepped[i] != usize::from(!is_view) {
+            return Err(format!(
+                "node {i} (`{}`) has {} steps",
+                node.op.name(),
+                stepped[i]
+            ));
+        }
+    }
+    // Liveness of stored values, from the graph.
+    let root = |v: ValueId| view.get(&v).map_or(v, |w| w.base);
+    let mut start: HashMap<ValueId, usize> = HashMap::new();
+    let mut end: HashMap<ValueId, usize> = HashMap::new();
+    for (i, node) in g.nodes.iter().enumerate() {
+        for &o in &node.outputs {
+            if slot.contains_key(&o) {
+                start.insert(o, i);
+                end.insert(o, i);
+            }
+        }
+        for &u in &node.inputs {
+            if let Some(e) = end.get_mut(&root(u)) {
+                *e = (*e).max(i);
+            }
+        }
+    }
+    for &o in &g.outputs {
+        if let Some(e) = end.get_mut(&root(o)) {
+            *e = n;
+        }
+    }
+    let in_place_ok = |x: &BufferSlot, y: &BufferSlot| {
+        let i = start[&y.value];
+        let node = &g.nodes[i];
+        end[&x.value] == i
+            && elementwise(node)
+            && node.inputs.contains(&x.value)
+            && node.outputs.contains(&y.value)
+            && x.offset == y.offset
+            && x.bytes == y.bytes
+            && x.ty == y.ty
+            && node
+                .inputs
+                .iter()
+                .all(|&u| u == x.value || root(u) != x.value)
+    };
+    let mut order: Vec<&BufferSlot> = p.slots.iter().filter(|s| s.bytes > 0).collect();
+    order.sort_by_key(|s| s.offset);
+    for (k, a) in order.iter().enumerate() {
+        for b in &order[k + 1..] {
+            if b.offset >= a.offset + a.bytes {
+                break; // sorted by offset: no later slot overlaps `a` either
+            }
+            let (sa, ea, sb, eb) = (
+                start[&a.value],
+                end[&a.value],
+                start[&b.value],
+                end[&b.value],
+            );
+            if ea < sb || eb < sa {
+                continue;
+            }
+            let ok = (ea == sb && in_place_ok(a, b)) || (eb == sa && in_place_ok(b, a));
+            if !ok {
+                return Err(format!(
+                    "%{} (bytes {}..{}, live {sa}..={ea}) and %{} (bytes {}..{}, live {sb}..={eb}) overlap",
+                    a.value.0,
+                    a.offset,
+                    a.offset + a.bytes,
+                    b.value.0,
+                    b.offset,
+                    b.offset + b.bytes
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rlx_ir::{Attrs, DType, GraphBuilder};
+
+    fn f32t(shape: &[usize]) -> TensorType {
+        TensorType::new(DType::F32, shape.to_vec())
+    }
+
+    #[test]
+    fn elementwise_chain_reuses_buffers() {
+        let mut b = GraphBuilder::new("chain");
+        let x = b.input("x", f32t(&[256]));
+        let mut v = x;
+        for op in ["exp", "tanh", "neg", "sin", "relu", "abs", "cos", "sigmoid"] {
+            v = b.unary(op, v).unwrap();
+        }
+        let g = b.finish(&[v]).unwrap();
+        let (p, r) = plan_with_report(g).unwrap();
+        check_plan(&p).unwrap();
+        assert_eq!(r.naive_bytes, 8 * 1024);
+        // The first op reads the input; everything after runs in place.
+        assert_eq!(r.arena_bytes, 1024);
+        assert_eq!(r.in_place, 7);
+        assert!(r.to_string().contains("8.0x smaller"), "{r}");
+    }
+
+    #[test]
+    fn non_elementwise_ops_never_write_over_their_inputs() {
+        let mut b = GraphBuilder::new("g");
+        let x = b.input("x", f32t(&[16, 16]));
+        let w = b.input("w", f32t(&[16, 16]));
+        let e = b.unary("exp", x).unwrap(); // 1 KiB
+        let m = b.binary("matmul", e, w).unwrap(); // e dies here
+        let t = b.unary("tanh", m).unwrap();
+        let m2 = b.binary("matmul", t, w).unwrap();
+        let g = b.finish(&[m2]).unwrap();
+        let (p, r) = plan_with_report(g).unwrap();
+        check_plan(&p).unwrap();
+        let off = |v: ValueId| p.slots.iter().find(|s| s.value == v).unwrap().offset;
+        assert_ne!(off(e), off(m));
+        assert_eq!(off(m), off(t)); // tanh in place
+        assert_ne!(off(t), off(m2));
+        assert_eq!(off(m2), off(e)); // e's buffer, freed after the first matmul
+        assert_eq!(r.arena_bytes, 2048);
+    }
+
+    #[test]
+    fn views_alias_and_keep_their_base_alive() {
+        let mut b = GraphBuilder::new("g");
+        let x = b.input("x", f32t(&[4, 8]));
+        let e = b.unary("exp", x).unwrap();
+        let r = b
+            .op1("reshape", &[e], Attrs::new().with("shape", vec![8i64, 4]))
+            .unwrap();
+        let t = b
+            .op1("permute", &[r], Attrs::new().with("perm", vec![1i64, 0]))
+            .unwrap();
+        let nw = b
+            .op1(
+                "narrow",
+                &[t],
+                Attrs::new()
+                    .with("axis", 0i64)
+                    .with("start", 1i64)
+                    .with("len", 2i64),
+            )
+            .unwrap();
+        let s = b.unary("sin", x).unwrap(); // allocated while the views live
+        let y = b.binary("add", nw, nw).unwrap(); // reads the view
+        let g = b.finish(&[y, s]).unwrap();
+        let (p, rep) = plan_with_report(g).unwrap();
+        check_plan(&p).unwrap();
+        assert_eq!(rep.views, 3);
+        let v = p.views.iter().find(|v| v.value == nw).unwrap();
+        assert_eq!(v.base, e);
+        // Row 1 of the transposed [4, 8] view starts at element 1 of e.
+        assert_eq!(v.offset, 1);
+        assert_eq!(v.strides, vec![1, 4]);
+        let off = |v: ValueId| p.slots.iter().find(|s| s.value == v).unwrap().offset;
+        assert_ne!(off(e), off(s));
+        // No step for the view nodes.
+        assert_eq!(p.steps.len(), 3);
+    }
+
+    #[test]
+    fn reshape_of_a_strided_view_is_a_copy() {
+        let mut b = GraphBuilder::new("g");
+        let x = b.input("x", f32t(&[2, 3]));
+        let t = b
+            .op1("permute", &[x], Attrs::new().with("perm", vec![1i64, 0]))
+            .unwrap();
+        let r = b
+            .op1("reshape", &[t], Attrs::new().with("shape", vec![6i64]))
+            .unwrap();
+        let g = b.finish(&[r]).unwrap();
+        let (p, rep) = plan_with_report(g).unwrap();
+        check_plan(&p).unwrap();
+        assert_eq!(rep.views, 1);
+        assert!(p.slots.iter().any(|s| s.value == r));
+        assert_eq!(p.views[0].base, x); // a view of the caller's input
+    }
+
+    #[test]
+    fn in_place_is_refused_when_another_input_reads_the_buffer() {
+        let mut b = GraphBuilder::new("g");
+        let x = b.input("x", f32t(&[3, 3]));
+        let e = b.unary("exp", x).unwrap();
+        let t = b
+            .op1("permute", &[e], Attrs::new().with("perm", vec![1i64, 0]))
+            .unwrap();
+        let y = b.binary("add", e, t).unwrap();
+        let g = b.finish(&[y]).unwrap();
+        let (p, rep) = plan_with_report(g).unwrap();
+        check_plan(&p).unwrap();
+        assert_eq!(rep.in_place, 0);
+    }
+
+    #[test]
+    fn checker_catches_overlaps_and_bad_views() {
+        let mut b = GraphBuilder::new("g");
+        let x = b.input("x", f32t(&[16]));
+        let e = b.unary("exp", x).unwrap();
+        let s = b.unary("sin", x).unwrap();
+        let y = b.binary("atan2", e, s).unwrap();
+        let g = b.finish(&[y]).unwrap();
+        let good = plan(g).unwrap();
+        check_plan(&good).unwrap();
+        // e and s are live together: putting them at one offset is wrong.
+        let mut bad = good.clone();
+        let so = bad.slots.iter().find(|q| q.value == e).unwrap().offset;
+        bad.slots.iter_mut().find(|q| q.value == s).unwrap().offset = so;
+        assert!(check_plan(&bad).unwrap_err().contains("overlap"));
+        // A non-elementwise op may not write over its (dying) input.
+        let mut b = GraphBuilder::new("g");
+        let x = b.input("x", f32t(&[16]));
+        let e = b.unary("exp", x).unwrap();
+        let y = b
+            .op1("flip", &[e], Attrs::new().with("axes", vec![0i64]))
+            .unwrap();
+        let g = b.finish(&[y]).unwrap();
+        let good = plan(g).unwrap();
+        check_plan(&good).unwrap();
+        let mut bad = good.clone();
+        bad.slots.iter_mut().find(|q| q.value == y).unwrap().offset = 0;
+        bad.slots.iter_mut().find(|q| q.value == e).unwrap().offset = 0;
+        assert!(check_plan(&bad).unwrap_err().contains("overlap"));
+
+        let mut b = GraphBuilder::new("g");
+        let x = b.input("x", f32t(&[4]));
+        let e = b.unary("exp", x).unwrap();
+        let r = b
+            .op1("reshape", &[e], Attrs::new().with("shape", vec![2i64, 2]))
+            .unwrap();
+        let g = b.finish(&[r]).unwrap();
+        let mut p = plan(g).unwrap();
+        check_plan(&p).unwrap();
+        p.views[0].offset = 1;
+        assert!(check_plan(&p).unwrap_err().contains("reads element"));
+    }
+
+    #[test]
+    fn zero_sized_and_input_outputs() {
+        let mut b = GraphBuilder::new("g");
+        let x = b.input("x", f32t(&[0, 3]));
+        let y = b.input("y", f32t(&[2]));
+        let e = b.unary("exp", x).unwrap();
+        let g = b.finish(&[e, y]).unwrap();
+        let (p, r) = plan_with_report(g).unwrap();
+        check_plan(&p).unwrap();
+        assert_eq!(r.arena_bytes, 0);
+    }
+
+    #[test]
+    fn free_list_is_best_fit_coalesces_and_grows_from_a_free_tail() {
+        let mut f = FreeList::default();
+        let a = f.alloc(128); // 0
+        let b = f.alloc(64); // 128
+        let c = f.alloc(256); // 192
+        let d = f.alloc(64); // 448
+        assert_eq!((a, b, c, d, f.end), (0, 128, 192, 448, 512));
+        f.free(a, 128);
+        f.free(c, 256);
+        assert_eq!(f.alloc(64), 0); // the 128 hole fits better than the 256 one
+        f.free(0, 64);
+        assert_eq!(f.by_offset.get(&0), Some(&128)); // merged with its remainder
+        f.free(b, 64); // joins both neighbours
+        assert_eq!(f.by_offset.len(), 1);
+        assert_eq!(f.by_offset.get(&0), Some(&448));
+        f.free(d, 64);
+        // A request larger than every hole extends the free tail.
+        assert_eq!(f.alloc(640), 0);
+        assert_eq!(f.end, 640);
+        assert!(f.by_offset.is_empty());
+    }
+}
