@@ -1,4 +1,5 @@
-//! matmul and dot_general, accumulated in f64 (floats) or wrapping i64.
+//! matmul and dot_general, accumulated in f64 (floats, through the `gemm`
+//! crate) or wrapping i64.
 
 use super::*;
 
@@ -28,15 +29,9 @@ pub(crate) fn matmul(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     if a.dtype().is_float() {
         let (av, bv) = (floats(a)?, floats(b)?);
         let mut out = vec![0.0; nb * m * n];
-        for bi in 0..nb {
+        for (bi, c) in out.chunks_mut((m * n).max(1)).enumerate().take(nb) {
             let (pa, pb) = (ia[bi] * m * k, ib[bi] * k * n);
-            for i in 0..m {
-                for j in 0..n {
-                    out[(bi * m + i) * n + j] = (0..k)
-                        .map(|p| av[pa + i * k + p] * bv[pb + p * n + j])
-                        .sum();
-                }
-            }
+            super::gemm::gemm_f64(m, k, n, &av[pa..pa + m * k], &bv[pb..pb + k * n], c);
         }
         return Ok(vec![from_floats(ty, out)?]);
     }
