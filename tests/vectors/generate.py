@@ -51,7 +51,7 @@ HERE = Path(__file__).resolve().parent
 OUT_DIR = HERE / "ops"
 OPS_SRC = HERE.parent.parent / "crates" / "rlx-ir" / "src" / "ops"
 OP_SOURCES = ["elementwise.rs", "reduce.rs", "linalg.rs", "shape.rs", "index.rs",
-              "signal.rs", "control.rs", "misc.rs", "fused.rs"]
+              "signal.rs", "control.rs", "misc.rs", "fused.rs", "region.rs"]
 
 # Reference computations deliberately produce NaN/inf (log(0), 0/0, ...).
 np.seterr(all="ignore")
@@ -2252,6 +2252,44 @@ def gen_fused():
                  acc=True, names=["a", "b", "sa", "sb"])
 
 
+def gen_fused_elementwise():
+    """A region of elementwise ops run as one kernel: each op of the body
+    rounds to its dtype, as it would unfused."""
+    rng = rng_for("fused_elementwise")
+    def region(params, nodes, out, attrs=None):
+        body = Graph("region")
+        for name, ty in params:
+            body.param(name, ty)
+        for outs, op, args, a in nodes:
+            body.node(op, args, a, outs)
+        body.ret(out)
+        g = Graph()
+        for name, ty in params:
+            g.param(name, ty)
+        g.node("fused_elementwise", [n for n, _ in params], {"body": body}, "r")
+        return g.ret("r")
+
+    # tanh(a·b) + 0.5 with b broadcast over rows and the constant inside the body.
+    a, b = randn(rng, "f32", (2, 3)), randn(rng, "f32", (3,))
+    g = region([("a", "f32[2,3]"), ("b", "f32[3]")],
+               [("t", "mul", ["a", "b"], {}), ("u", "tanh", ["t"], {}),
+                ("h", "constant", [], {"value": tensor("f32", 0.5)}), ("y", "add", ["u", "h"], {})], "y")
+    add_case("fused_elementwise", "broadcast_chain_f32", [a, b], tensor("f32", np.tanh(a.f64() * b.f64()) + 0.5),
+             graph=g)
+    # where(m, clamp(−x, −1, 1), x) cast to f64: bool input, clamp, where, cast.
+    x, m = randn(rng, "f32", (5,), 2.0), rbool(rng, (5,))
+    g = region([("x", "f32[5]"), ("m", "bool[5]")],
+               [("n", "neg", ["x"], {}), ("c", "clamp", ["n"], {"min": -1.0, "max": 1.0}),
+                ("w", "where", ["m", "c", "x"], {}), ("y", "cast", ["w"], {"dtype": DT("f64")})], "y")
+    add_case("fused_elementwise", "where_clamp_cast_f64", [x, m],
+             tensor("f64", np.where(m.a, np.clip(-x.f64(), -1.0, 1.0), x.f64())), graph=g)
+    # f16: exp(x)·x rounds after the exp and after the product.
+    x = randn(rng, "f16", (2, 4))
+    g = region([("x", "f16[2,4]")], [("e", "exp", ["x"], {}), ("y", "mul", ["e", "x"], {})], "y")
+    e = np.exp(x.f64()).astype(np.float16).astype(np.float64)
+    add_case("fused_elementwise", "exp_times_x_f16", [x], tensor("f16", e * x.f64()), graph=g)
+
+
 def gen_attention(rng):
     def case(name, qs, ks, vs, kind="none", mask=None, window=0, scale=None, dt="f32"):
         q, k, v = randn(rng, dt, qs), randn(rng, dt, ks), randn(rng, dt, vs)
@@ -2536,7 +2574,7 @@ def write_all() -> int:
 
 def main() -> int:
     for gen in (gen_unary, gen_binary, gen_where_clamp_cast, gen_reduce, gen_matmul, gen_shape, gen_index,
-                gen_signal, gen_control, gen_fused, gen_quant, gen_misc):
+                gen_signal, gen_control, gen_fused, gen_fused_elementwise, gen_quant, gen_misc):
         gen()
     ops = defined_ops()
     unknown = sorted(set(CASES) - set(ops))

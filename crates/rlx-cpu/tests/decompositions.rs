@@ -212,6 +212,25 @@ fn fused_ops_agree_with_their_decompositions() {
                 seed,
             );
         }
+        // A fused region: tanh(a·b) − a, b broadcast, a scalar constant inside.
+        let mut body = GraphBuilder::new("region");
+        let (a, b) = (
+            body.input("a", TensorType::new(F, [3, 4])),
+            body.input("b", TensorType::new(F, [4])),
+        );
+        let t = body.binary("mul", a, b).unwrap();
+        let t = body.unary("tanh", t).unwrap();
+        let h = body.scalar(0.5, F).unwrap();
+        let t = body.binary("max", t, h).unwrap();
+        let y = body.binary("sub", t, a).unwrap();
+        let body = body.finish(&[y]).unwrap();
+        check(
+            "fused_elementwise",
+            &[(F, vec![3, 4]), (F, vec![4])],
+            Attrs::new().with("body", body),
+            vec![],
+            seed,
+        );
         check(
             "scaled_matmul",
             &[
@@ -262,4 +281,34 @@ fn dequant_matmul_agrees_with_its_decomposition() {
             assert!((g - w).abs() <= 1e-4 * w.abs().max(1.0), "{g} vs {w}");
         }
     }
+}
+
+/// A fused region legalizes natively and through the common-IR path (its
+/// body inlined), and both compute the same.
+#[test]
+fn fused_regions_legalize_natively_and_through_their_body() {
+    use rlx_runtime::{legalize, DispatchOptions, Policy};
+    let mut body = GraphBuilder::new("region");
+    let x = body.input("x", TensorType::new(F, [2, 3]));
+    let e = body.unary("exp", x).unwrap();
+    let y = body.unary("neg", e).unwrap();
+    let body = body.finish(&[y]).unwrap();
+    let mut b = GraphBuilder::new("g");
+    let x = b.input("x", TensorType::new(F, [2, 3]));
+    let y = b
+        .op1("fused_elementwise", &[x], Attrs::new().with("body", body))
+        .unwrap();
+    let g = b.finish(&[y]).unwrap();
+    let data = [Rng(5).tensor(F, &[2, 3])];
+    let mut results = Vec::new();
+    for (policy, want) in [
+        (Policy::PreferNative, vec!["fused_elementwise"]),
+        (Policy::CommonIrOnly, vec!["exp", "neg"]),
+    ] {
+        let l = legalize(&g, &rlx_cpu::CpuBackend, &DispatchOptions::new(policy)).unwrap();
+        let ops: Vec<&str> = l.graph.nodes.iter().map(|n| n.op.name()).collect();
+        assert_eq!(ops, want);
+        results.push(rlx_cpu::run_graph(&l.graph, &data).unwrap());
+    }
+    assert_eq!(results[0], results[1]);
 }

@@ -10,8 +10,15 @@
 //!   through a caller-supplied [`Evaluator`]), [`simplify`] (algebraic
 //!   identities) and [`layout`] (canonical forms so CSE finds more).
 //! * [`rules`]: the rewrite-rule engine behind `simplify` and `layout` —
-//!   rules are data (name, matched ops, predicate, replacement), so later
-//!   fusion patterns can live in the same kind of table.
+//!   rules are data (name, matched ops, predicate, replacement); the fusion
+//!   patterns live in the same kind of table.
+//! * [`fuse`]: fusion as data — [`fuse::FUSION_RULES`] (softmax,
+//!   log_softmax, layer/rms norm, gelu, gelu_tanh, silu, swiglu, matmul
+//!   epilogues, attention, packed QKV) run by the [`Fuse`] pass with
+//!   QK-RoPE pairing and elementwise regions ([`region`],
+//!   `fused_elementwise`); [`Unfuse`] is the inverse.
+//! * [`compile_pipeline`]: cleanup, fusion, DCE, with a [`PipelineReport`]
+//!   (per-pass statistics, kernels before and after fusion).
 //! * [`memory`]: liveness, buffer reuse (best fit, 64-byte aligned),
 //!   in-place elementwise ops and views, producing an
 //!   [`rlx_ir::lir::Program`] plus a [`MemoryReport`]; and
@@ -34,19 +41,26 @@ pub mod cse;
 pub mod dce;
 pub mod equiv;
 mod error;
+pub mod fuse;
 pub mod layout;
 pub mod memory;
 pub mod pass;
+pub mod pipeline;
 pub mod rebuild;
+pub mod region;
 pub mod rules;
 pub mod simplify;
+pub mod unfuse;
 
 pub use const_fold::{ConstFold, Evaluator};
 pub use cse::Cse;
 pub use dce::Dce;
 pub use error::OptError;
+pub use fuse::{Fuse, FuseReport, FUSION_RULES};
 pub use layout::Layout;
 pub use memory::{check_plan, plan, plan_with_report, MemoryReport};
 pub use pass::{standard_pipeline, Pass, PassManager, PassReport, PassStat};
+pub use pipeline::{compile_pipeline, kernel_count, PipelineReport};
 pub use rules::{Rule, RuleSet};
 pub use simplify::Simplify;
+pub use unfuse::Unfuse;

@@ -16,10 +16,11 @@
 //!   keyed by size, all sizes and offsets 64-byte aligned; a buffer is
 //!   released after the step of its last use (so a kernel never writes
 //!   over its own inputs), and neighbouring free blocks merge.
-//! * **In place.** The output of an elementwise unary or binary op takes
-//!   over the buffer of an input that dies at that node and has the
-//!   output's dtype and shape — unless another input of the node reads the
-//!   same buffer (through a view, say).
+//! * **In place.** The output of an elementwise unary or binary op (or of
+//!   a `fused_elementwise` region, one elementwise loop) takes over the
+//!   buffer of an input that dies at that node and has the output's dtype
+//!   and shape — unless another input of the node reads the same buffer
+//!   (through a view, say).
 //!
 //! Graph inputs stay in the caller's memory (no slot). [`check_plan`]
 //! re-derives liveness from a [`Program`] and verifies that no two
@@ -182,9 +183,12 @@ fn bytes_of(ty: &TensorType) -> Result<usize, OptError> {
         .ok_or_else(|| OptError::Plan(format!("{ty} is not a whole number of blocks")))
 }
 
-/// Elementwise ops whose output may overwrite an input.
+/// Elementwise ops whose output may overwrite an input (a fused region
+/// is one elementwise loop, so it may too).
 fn elementwise(node: &Node) -> bool {
-    matches!(node.op.category, Category::Unary | Category::Binary) && node.outputs.len() == 1
+    (matches!(node.op.category, Category::Unary | Category::Binary)
+        || node.op.name() == "fused_elementwise")
+        && node.outputs.len() == 1
 }
 
 /// Best-fit allocator over one growing arena.

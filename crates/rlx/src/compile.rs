@@ -5,6 +5,7 @@ use crate::error::Error;
 use rlx_cpu::CpuBackend;
 use rlx_ir::lir::Program;
 use rlx_ir::{Graph, HostTensor};
+use rlx_opt::{MemoryReport, PipelineReport};
 use rlx_runtime::{
     backend_for, legalize, Backend, Device, DeviceRouter, DispatchOptions, DispatchReport,
     Executable, Legalized, RuntimeError,
@@ -34,18 +35,54 @@ impl From<DeviceRouter> for Target {
 }
 
 /// Options of one compilation.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct CompileOptions {
     /// Dispatch policy and per-op overrides (`RLX_DISPATCH` overrides these).
     pub dispatch: DispatchOptions,
+    /// Run the MIR passes (simplify, CSE, constant folding, DCE, fusion).
+    pub optimize: bool,
+    /// Mixed precision: where the AMP pass will plug in (only `None` today).
+    pub amp: Amp,
+    /// Post-training quantization: where the PTQ pass will plug in (only `None` today).
+    pub ptq: Ptq,
     /// Print the dispatch report to stderr (also `RLX_DISPATCH_REPORT=1`).
     pub print_report: bool,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions {
+            dispatch: DispatchOptions::default(),
+            optimize: true,
+            amp: Amp::None,
+            ptq: Ptq::None,
+            print_report: false,
+        }
+    }
+}
+
+/// Automatic mixed precision policy (the hook of the pipeline).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Amp {
+    /// Keep every dtype as written.
+    #[default]
+    None,
+}
+
+/// Post-training quantization policy (the hook of the pipeline).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Ptq {
+    /// No quantization.
+    #[default]
+    None,
 }
 
 /// A graph compiled for one device.
 pub struct Compiled {
     report: DispatchReport,
     program: Program,
+    passes: Option<PipelineReport>,
+    memory: MemoryReport,
     exe: Box<dyn Executable>,
 }
 
@@ -75,6 +112,18 @@ impl Compiled {
     pub fn device(&self) -> Device {
         self.report.device
     }
+    /// What the MIR passes and fusion did (`None` when `optimize` was off).
+    pub fn pass_report(&self) -> Option<&PipelineReport> {
+        self.passes.as_ref()
+    }
+    /// The memory plan: arena size, peak, buffers, views.
+    pub fn memory_report(&self) -> &MemoryReport {
+        &self.memory
+    }
+    /// Kernels in the schedule.
+    pub fn kernel_count(&self) -> usize {
+        self.program.steps.len()
+    }
 }
 
 /// Register the backends built into this crate (idempotent).
@@ -88,9 +137,15 @@ pub fn compile(graph: &Graph, device: Device) -> Result<Compiled, Error> {
     compile_with(graph, device, &CompileOptions::default())
 }
 
-/// Verify, choose the backend, legalize (every node native, common-IR or
-/// rewritten — else a `DispatchError` listing every unsupported node),
-/// schedule and compile.
+/// Evaluate a graph on the CPU reference (for constant folding).
+fn cpu_eval(g: &Graph, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, String> {
+    rlx_cpu::run_graph(g, inputs).map_err(|e| e.to_string())
+}
+
+/// The compile pipeline: verify → optimize (simplify, CSE, constant
+/// folding, DCE, fusion) → AMP hook → PTQ hook → legalize for the device
+/// (every node native, common-IR or rewritten — else a `DispatchError`
+/// listing every unsupported node) → memory plan → LIR → backend.
 pub fn compile_with(
     graph: &Graph,
     target: impl Into<Target>,
@@ -98,6 +153,16 @@ pub fn compile_with(
 ) -> Result<Compiled, Error> {
     init();
     graph.verify()?;
+    let (optimized, passes) = if opts.optimize {
+        let (g, r) = rlx_opt::compile_pipeline(graph, cpu_eval)
+            .map_err(|e| RuntimeError::Config(format!("optimizer: {e}")))?;
+        (g, Some(r))
+    } else {
+        (graph.clone(), None)
+    };
+    // The AMP and PTQ hooks: both policies are `None` today.
+    let (Amp::None, Ptq::None) = (opts.amp, opts.ptq);
+    let graph = &optimized;
     let dispatch = opts.dispatch.effective().map_err(RuntimeError::Config)?;
     let route = |r: DeviceRouter| {
         r.route(graph, &dispatch)
@@ -114,11 +179,14 @@ pub fn compile_with(
     if opts.print_report || std::env::var("RLX_DISPATCH_REPORT").is_ok_and(|v| v == "1") {
         eprintln!("{}", legal.report);
     }
-    let program = Program::from_graph(legal.graph);
+    let (program, memory) = rlx_opt::plan_with_report(legal.graph)
+        .map_err(|e| RuntimeError::Config(format!("memory planner: {e}")))?;
     let exe = backend.compile(program.clone())?;
     Ok(Compiled {
         report: legal.report,
         program,
+        passes,
+        memory,
         exe,
     })
 }

@@ -22,8 +22,9 @@
 mod compile;
 mod dsl;
 mod error;
+mod session;
 
-pub use compile::{compile, compile_with, init, CompileOptions, Compiled, Target};
+pub use compile::{compile, compile_with, init, Amp, CompileOptions, Compiled, Ptq, Target};
 pub use dsl::{Tensor, Trace};
 pub use error::Error;
 pub use rlx_ir as ir;
@@ -31,6 +32,7 @@ pub use rlx_ir::{Attrs, DType, Graph, HostTensor, Shape, TensorType};
 pub use rlx_runtime::{
     Device, DeviceRouter, DispatchOptions, DispatchPath, DispatchReport, Policy,
 };
+pub use session::{CacheStats, Session};
 
 /// Adding ops from outside the core crates.
 pub mod custom {

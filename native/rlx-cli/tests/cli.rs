@@ -96,15 +96,22 @@ fn dispatch_prints_the_report_or_the_error() {
     );
     let (ok, out, err) = rlx(&["dispatch", path, "--policy", "common_ir_only"]);
     assert!(ok, "{err}");
-    assert!(
-        out.contains("layer_norm  f32    [1,4,8]   common-ir"),
-        "{out}"
-    );
+    let ln = out
+        .lines()
+        .find(|l| l.contains("layer_norm"))
+        .unwrap_or_default();
+    assert!(ln.contains("common-ir"), "{out}");
     let (ok, out, _) = rlx(&["dispatch", path, "--json"]);
     assert!(ok);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["device"], "cpu");
-    assert_eq!(v["nodes"].as_array().unwrap().len(), 6);
+    let nodes = v["nodes"].as_array().unwrap();
+    assert!(
+        nodes
+            .iter()
+            .any(|n| n["op"] == "attention" && n["path"] == "native"),
+        "{out}"
+    );
     let (ok, _, err) = rlx(&["dispatch", path, "--device", "vulkan"]);
     assert!(
         !ok && err.contains("no `vulkan` backend in this build"),

@@ -303,6 +303,14 @@ fn scaled_matmul(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     )?])
 }
 
+/// A fused elementwise region: its body runs as one kernel through the
+/// interpreter, so the region's intermediates never reach the memory plan.
+fn fused_elementwise(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
+    let body = cx.attrs.graph("body")?;
+    let args: Vec<HostTensor> = cx.inputs.iter().map(|t| (*t).clone()).collect();
+    cx.runner.run(body, &args)
+}
+
 pub(crate) const KERNELS: &[(&str, Kernel)] = &[
     ("softmax", softmax),
     ("log_softmax", softmax),
@@ -321,4 +329,5 @@ pub(crate) const KERNELS: &[(&str, Kernel)] = &[
     #[cfg(feature = "quant")]
     ("dequant_matmul", dequant_matmul),
     ("scaled_matmul", scaled_matmul),
+    ("fused_elementwise", fused_elementwise),
 ];

@@ -8,6 +8,7 @@ pub mod index;
 pub mod linalg;
 pub mod misc;
 pub mod reduce;
+pub mod region;
 pub mod shape;
 pub mod signal;
 
@@ -29,6 +30,7 @@ pub fn builtin() -> impl Iterator<Item = &'static OpDef> {
         signal::SIGNAL,
         control::CONTROL,
         fused::FUSED,
+        region::REGION,
         misc::MISC,
     ]
     .into_iter()

@@ -4,6 +4,8 @@
 //! bytes, shows up as a wrong result.
 #![allow(dead_code)]
 
+pub mod gen;
+
 use half::{bf16, f16};
 use rlx_ir::lir::Program;
 use rlx_ir::{DType, Graph, GraphBuilder, HostTensor, TensorData, TensorType, ValueDef, ValueId};
@@ -239,4 +241,113 @@ pub fn execute(p: &Program, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, St
         }
     }
     Ok(g.outputs.iter().map(|&v| read(&arena, v)).collect())
+}
+
+/// Random inputs for every graph input of `g` (seeded).
+pub fn inputs_for(g: &Graph, seed: u64) -> Vec<HostTensor> {
+    let mut rng = Rng(seed);
+    g.inputs
+        .iter()
+        .map(|&v| {
+            let t = g.ty(v);
+            if t.dtype == DType::Bool {
+                let n = t.shape.numel();
+                let b: Vec<bool> = (0..n).map(|_| rng.chance(0.7)).collect();
+                HostTensor::from_slice(&b, t.shape.clone()).unwrap()
+            } else {
+                rng.tensor(t.dtype, t.dims())
+            }
+        })
+        .collect()
+}
+
+/// Equal results within `rtol` (relative) plus `atol` for floats; bitwise
+/// for the rest.
+pub fn close_results(
+    want: &[HostTensor],
+    got: &[HostTensor],
+    rtol: f64,
+    atol: f64,
+) -> Result<(), String> {
+    if want.len() != got.len() {
+        return Err(format!("{} outputs, expected {}", got.len(), want.len()));
+    }
+    for (k, (a, b)) in want.iter().zip(got).enumerate() {
+        if a.dtype() != b.dtype() || a.shape() != b.shape() {
+            return Err(format!("output {k}: types differ"));
+        }
+        if !a.dtype().is_float() {
+            if a.data() != b.data() {
+                return Err(format!("output {k}: {:?} vs {:?}", a.data(), b.data()));
+            }
+            continue;
+        }
+        let (x, y) = (a.to_f64_vec().unwrap(), b.to_f64_vec().unwrap());
+        for (i, (&p, &q)) in x.iter().zip(&y).enumerate() {
+            let ok = (p.is_nan() && q.is_nan())
+                || p == q
+                || (p - q).abs() <= atol + rtol * p.abs().max(q.abs());
+            if !ok {
+                return Err(format!("output {k}, element {i}: {p} vs {q}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `g` with every float dtype widened to f64 (inputs, constants, casts,
+/// sub-graphs): fused and unfused forms then agree to f64 rounding, so a
+/// comparison is not at the mercy of f16 intermediates.
+pub fn to_f64(g: &Graph) -> Graph {
+    use rlx_ir::{Attr, Attrs};
+    let wide = |t: &TensorType| {
+        if t.dtype.is_float() {
+            TensorType::new(DType::F64, t.shape.clone())
+        } else {
+            t.clone()
+        }
+    };
+    let mut b = GraphBuilder::new(g.name.clone());
+    let mut map: Vec<Option<ValueId>> = vec![None; g.values.len()];
+    for &v in &g.inputs {
+        let name = g.values[v.index()].name.clone().unwrap_or_default();
+        map[v.index()] = Some(b.input(name, wide(g.ty(v))));
+    }
+    for n in &g.nodes {
+        let ins: Vec<ValueId> = n.inputs.iter().map(|v| map[v.index()].unwrap()).collect();
+        let mut attrs = Attrs::new();
+        for (k, a) in &n.attrs.0 {
+            let a = match a {
+                Attr::Graph(sg) => Attr::Graph(Box::new(to_f64(sg))),
+                Attr::Tensor(t) if t.dtype().is_float() => Attr::Tensor(
+                    HostTensor::from_f64(DType::F64, t.shape().clone(), t.to_f64_vec().unwrap())
+                        .unwrap(),
+                ),
+                Attr::DType(d) if d.is_float() => Attr::DType(DType::F64),
+                a => a.clone(),
+            };
+            attrs.0.insert(k.clone(), a);
+        }
+        let outs = b.push(n.op, &ins, attrs).unwrap();
+        for (o, x) in n.outputs.iter().zip(outs) {
+            map[o.index()] = Some(x);
+        }
+    }
+    let outs: Vec<ValueId> = g.outputs.iter().map(|v| map[v.index()].unwrap()).collect();
+    b.finish(&outs).unwrap()
+}
+
+/// Inputs widened like [`to_f64`].
+pub fn inputs_f64(inputs: &[HostTensor]) -> Vec<HostTensor> {
+    inputs
+        .iter()
+        .map(|t| {
+            if t.dtype().is_float() {
+                HostTensor::from_f64(DType::F64, t.shape().clone(), t.to_f64_vec().unwrap())
+                    .unwrap()
+            } else {
+                t.clone()
+            }
+        })
+        .collect()
 }

@@ -1,0 +1,86 @@
+//! The compile pipeline of the optimizer: cleanup to a fixpoint, fusion,
+//! a last DCE — with what each step did and how many kernels the graph
+//! launches before and after fusion.
+
+use crate::const_fold::Evaluator;
+use crate::dce::dce;
+use crate::error::OptError;
+use crate::fuse::{Fuse, FuseReport};
+use crate::memory::plan;
+use crate::pass::{standard_pipeline, PassReport, PassStat};
+use crate::rebuild::count_nodes;
+use rlx_ir::Graph;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// What [`compile_pipeline`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PipelineReport {
+    /// Every pass run: the cleanup rounds, then `fuse` and `dce` (one more
+    /// round); node counts of the input and the result.
+    pub passes: PassReport,
+    /// What fusion fired.
+    pub fusion: FuseReport,
+    /// Kernels the cleaned-up graph launches ([`kernel_count`]), before fusion.
+    pub kernels_before: usize,
+    /// Kernels of the result.
+    pub kernels_after: usize,
+    /// Ops of the cleaned-up graph before fusion (top level, by name).
+    pub ops_before: BTreeMap<&'static str, usize>,
+    /// Ops of the result.
+    pub ops_after: BTreeMap<&'static str, usize>,
+}
+
+impl fmt::Display for PipelineReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.passes)?;
+        writeln!(f, "{}", self.fusion)?;
+        write!(
+            f,
+            "kernels: {} before fusion, {} after",
+            self.kernels_before, self.kernels_after
+        )
+    }
+}
+
+/// Kernels `g` launches: the steps of its memory plan (nodes that become
+/// views launch nothing), constants not counted.
+pub fn kernel_count(g: &Graph) -> Result<usize, OptError> {
+    let p = plan(g.clone())?;
+    Ok(p.steps.iter().filter(|s| s.kernel != "constant").count())
+}
+
+/// Run layout, simplify, CSE, constant folding (through `evaluator`) and
+/// DCE to a fixpoint, then [`Fuse`], then DCE. Returns the graph and the
+/// report (the facade's compile calls this).
+pub fn compile_pipeline(
+    graph: &Graph,
+    evaluator: impl Evaluator + 'static,
+) -> Result<(Graph, PipelineReport), OptError> {
+    let (clean, mut passes) = standard_pipeline(evaluator).run(graph)?;
+    let kernels_before = kernel_count(&clean)?;
+    let ops_before = clean.op_histogram();
+    let (fused, fusion) = Fuse::new().apply(&clean)?;
+    fused.verify()?;
+    let done = dce(&fused)?;
+    let round = passes.rounds + 1;
+    for (name, before, after) in [("fuse", &clean, &fused), ("dce", &fused, &done)] {
+        passes.stats.push(PassStat {
+            round,
+            pass: name.into(),
+            nodes_before: count_nodes(before),
+            nodes_after: count_nodes(after),
+            changed: !crate::equiv::graphs_identical(before, after),
+        });
+    }
+    passes.nodes_after = count_nodes(&done);
+    let report = PipelineReport {
+        passes,
+        fusion,
+        kernels_before,
+        kernels_after: kernel_count(&done)?,
+        ops_before,
+        ops_after: done.op_histogram(),
+    };
+    Ok((done, report))
+}

@@ -1,0 +1,78 @@
+//! Typed errors. Loading can fail (I/O, JSON, unsupported or inconsistent
+//! configuration); encoding text never fails, only the truncation and
+//! padding settings can be impossible to honour.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in this crate.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenizerError {
+    /// A file could not be read.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file is not valid JSON.
+    #[error("{file}: invalid JSON: {source}")]
+    Json {
+        /// The file (or `tokenizer.json` for in-memory input).
+        file: String,
+        /// The parser's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A component or setting this crate does not implement, e.g.
+    /// ``tokenizer.json: model type `BPE` is not supported (only WordPiece)``.
+    #[error("{file}: {message}")]
+    Unsupported {
+        /// The file (or `tokenizer.json` for in-memory input).
+        file: String,
+        /// What is not supported.
+        message: String,
+    },
+    /// A setting is missing, has the wrong type, or is inconsistent (e.g. the
+    /// unknown token is not in the vocabulary).
+    #[error("{file}: {message}")]
+    Invalid {
+        /// The file (or `tokenizer.json` for in-memory input).
+        file: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// `max_length` leaves no room for the special tokens the post-processor adds.
+    #[error("truncation max_length {max_length} is shorter than the {added} special tokens added to every sequence")]
+    TruncationTooShort {
+        /// The requested maximum length.
+        max_length: usize,
+        /// Special tokens added by the template.
+        added: usize,
+    },
+    /// `OnlySecond` truncation was asked for a single sequence that is too long.
+    #[error("truncation: strategy only_second needs a second sequence")]
+    SecondSequenceNotProvided,
+    /// `OnlyFirst`/`OnlySecond` truncation cannot remove enough tokens from the chosen sequence.
+    #[error(
+        "truncation: the sequence to truncate is too short to respect max_length {max_length}"
+    )]
+    SequenceTooShort {
+        /// The requested maximum length.
+        max_length: usize,
+    },
+    /// Fixed padding is shorter than an encoded row (truncate to at most that length).
+    #[error("padding: row {row} has {len} tokens, more than the fixed length {fixed} (truncate to at most {fixed})")]
+    PaddingTooShort {
+        /// Index of the row in the batch.
+        row: usize,
+        /// Its length after truncation.
+        len: usize,
+        /// The fixed padding length.
+        fixed: usize,
+    },
+}
+
+/// Result alias of this crate.
+pub type Result<T> = std::result::Result<T, TokenizerError>;
