@@ -72,7 +72,7 @@ pub struct DeviceTensor {
 }
 
 /// A compiled program, ready to run.
-pub trait Executable {
+pub trait Executable: Send + Sync {
     /// Run on host tensors; transfers are nodes of the program, so the
     /// executable performs exactly the ones the dispatch report lists.
     fn run(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, RuntimeError>;
