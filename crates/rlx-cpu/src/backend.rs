@@ -1,7 +1,7 @@
 //! The CPU as an rlx-runtime backend.
 
 use crate::error::CpuError;
-use crate::interp::run_graph;
+use crate::interp::run_graph_refs;
 use crate::kernels::{compiled_out, kernel_names};
 use rlx_ir::lir::Program;
 use rlx_ir::{HostTensor, TensorType};
@@ -34,8 +34,8 @@ fn to_runtime(e: CpuError) -> RuntimeError {
 }
 
 impl Executable for CpuExecutable {
-    fn run(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
-        run_graph(&self.program.graph, inputs).map_err(to_runtime)
+    fn run(&self, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
+        run_graph_refs(&self.program.graph, inputs).map_err(to_runtime)
     }
 }
 

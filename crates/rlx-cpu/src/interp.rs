@@ -4,6 +4,7 @@
 use crate::error::CpuError;
 use crate::kernels::{kernel, KernelCx, SubgraphRunner};
 use rlx_ir::{Graph, HostTensor};
+use std::borrow::Cow;
 
 struct Interp;
 
@@ -14,7 +15,7 @@ impl SubgraphRunner for Interp {
 }
 
 /// Check that `inputs` match the graph's inputs in count, dtype and shape.
-pub(crate) fn check_inputs(g: &Graph, inputs: &[HostTensor]) -> Result<(), CpuError> {
+pub(crate) fn check_inputs(g: &Graph, inputs: &[&HostTensor]) -> Result<(), CpuError> {
     if inputs.len() != g.inputs.len() {
         return Err(CpuError::Input {
             index: inputs.len().min(g.inputs.len()),
@@ -39,6 +40,13 @@ pub(crate) fn check_inputs(g: &Graph, inputs: &[HostTensor]) -> Result<(), CpuEr
 
 /// Run `g` on host tensors with the reference kernels.
 pub fn run_graph(g: &Graph, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, CpuError> {
+    let refs: Vec<&HostTensor> = inputs.iter().collect();
+    run_graph_refs(g, &refs)
+}
+
+/// [`run_graph`] on borrowed inputs: nothing is copied (weights passed as
+/// graph inputs stay where they are).
+pub fn run_graph_refs(g: &Graph, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, CpuError> {
     check_inputs(g, inputs)?;
     let mut last_use = vec![usize::MAX; g.values.len()];
     for (i, n) in g.nodes.iter().enumerate() {
@@ -49,9 +57,10 @@ pub fn run_graph(g: &Graph, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, Cp
     for v in &g.outputs {
         last_use[v.index()] = usize::MAX;
     }
-    let mut env: Vec<Option<HostTensor>> = vec![None; g.values.len()];
-    for (&v, t) in g.inputs.iter().zip(inputs) {
-        env[v.index()] = Some(t.clone());
+    // Inputs are borrowed; values computed here are owned.
+    let mut env: Vec<Option<Cow<HostTensor>>> = vec![None; g.values.len()];
+    for (&v, &t) in g.inputs.iter().zip(inputs) {
+        env[v.index()] = Some(Cow::Borrowed(t));
     }
     for (i, node) in g.nodes.iter().enumerate() {
         let k = kernel(node.op.name()).ok_or_else(|| CpuError::NoKernel(node.op.name().into()))?;
@@ -59,7 +68,7 @@ pub fn run_graph(g: &Graph, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, Cp
             .inputs
             .iter()
             .map(|v| {
-                env[v.index()].as_ref().ok_or_else(|| CpuError::Runtime {
+                env[v.index()].as_deref().ok_or_else(|| CpuError::Runtime {
                     op: node.op.name().into(),
                     msg: format!("input %{} was freed too early", v.0),
                 })
@@ -93,7 +102,7 @@ pub fn run_graph(g: &Graph, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, Cp
         }
         drop(args);
         for (&v, t) in node.outputs.iter().zip(outs) {
-            env[v.index()] = Some(t);
+            env[v.index()] = Some(Cow::Owned(t));
         }
         for v in &node.inputs {
             if last_use[v.index()] == i {
@@ -104,10 +113,13 @@ pub fn run_graph(g: &Graph, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, Cp
     g.outputs
         .iter()
         .map(|v| {
-            env[v.index()].clone().ok_or_else(|| CpuError::Runtime {
-                op: "return".into(),
-                msg: format!("output %{} was never computed", v.0),
-            })
+            env[v.index()]
+                .as_deref()
+                .cloned()
+                .ok_or_else(|| CpuError::Runtime {
+                    op: "return".into(),
+                    msg: format!("output %{} was never computed", v.0),
+                })
         })
         .collect()
 }

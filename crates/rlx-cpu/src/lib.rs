@@ -16,5 +16,5 @@ pub mod kernels;
 
 pub use backend::CpuBackend;
 pub use error::CpuError;
-pub use interp::run_graph;
+pub use interp::{run_graph, run_graph_refs};
 pub use kernels::{compiled_out, has_kernel, kernel_names, register_kernel, Kernel, KernelCx};

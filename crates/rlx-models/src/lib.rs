@@ -7,3 +7,6 @@
 #![forbid(unsafe_code)]
 
 pub mod bert;
+pub mod embed;
+
+pub use embed::{EmbedError, Progress, SentenceEmbedder};

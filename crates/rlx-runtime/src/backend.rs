@@ -75,7 +75,8 @@ pub struct DeviceTensor {
 pub trait Executable: Send + Sync {
     /// Run on host tensors; transfers are nodes of the program, so the
     /// executable performs exactly the ones the dispatch report lists.
-    fn run(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, RuntimeError>;
+    /// Inputs are borrowed, so large ones (weights) are never copied.
+    fn run(&self, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, RuntimeError>;
 }
 
 /// A device backend. Kept deliberately small.

@@ -99,6 +99,12 @@ impl std::fmt::Debug for Compiled {
 impl Compiled {
     /// Run on host tensors, one per graph input, in order.
     pub fn run(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, Error> {
+        let refs: Vec<&HostTensor> = inputs.iter().collect();
+        Ok(self.exe.run(&refs)?)
+    }
+
+    /// [`Compiled::run`] on borrowed inputs (no copies of large tensors).
+    pub fn run_refs(&self, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, Error> {
         Ok(self.exe.run(inputs)?)
     }
     /// How each node of the source graph runs, and any transfers/routing.

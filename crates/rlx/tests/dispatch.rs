@@ -26,7 +26,7 @@ struct Fake {
 struct FakeExe(Program, Claims);
 
 impl Executable for FakeExe {
-    fn run(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
+    fn run(&self, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
         for n in &self.0.graph.nodes {
             assert!(
                 self.1.ops.contains_key(n.op.name()),
@@ -34,7 +34,7 @@ impl Executable for FakeExe {
                 n.op.name()
             );
         }
-        rlx_cpu::run_graph(&self.0.graph, inputs).map_err(|e| RuntimeError::Backend {
+        rlx_cpu::run_graph_refs(&self.0.graph, inputs).map_err(|e| RuntimeError::Backend {
             device: FAKE,
             msg: e.to_string(),
         })

