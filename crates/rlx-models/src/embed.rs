@@ -165,6 +165,17 @@ impl SentenceEmbedder {
         Ok(self.session.compile(&g, self.device)?)
     }
 
+    /// The encoder.
+    pub fn bert(&self) -> &Bert {
+        &self.bert
+    }
+
+    /// The parameters, in the encoder graph's input order (after the three
+    /// data inputs).
+    pub fn weights(&self) -> &[HostTensor] {
+        &self.weights
+    }
+
     /// Compile-cache statistics (hits, misses).
     pub fn cache_stats(&self) -> rlx::CacheStats {
         self.session.stats()

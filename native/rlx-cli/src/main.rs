@@ -10,6 +10,8 @@ use rlx::ir::{all_ops, text, OpDef};
 use rlx::{DType, HostTensor, Trace};
 use std::process::ExitCode;
 
+mod embed;
+
 const USAGE: &str = "usage: rlx <command>
 
   ops [--json]                     list every op kind
@@ -17,6 +19,10 @@ const USAGE: &str = "usage: rlx <command>
   dispatch FILE [--device D|D1,D2] [--policy P] [--op OP=P]... [--json]
                                    how each node would run (or every reason it cannot)
   coverage                         the op-coverage table (markdown) from the backends' claims
+  embed [--json] [--model DIR] TEXT...
+                                   sentence embeddings with all-MiniLM-L6-v2
+  bench minilm [--batches 1,2,4] [--seq 128] [--runs 30] [--warmup 3] [--json]
+                                   MiniLM encoder forward latency on the CPU
   demo                             build, compile and run a small MLP on the CPU
 ";
 
@@ -30,6 +36,8 @@ fn main() -> ExitCode {
         },
         Some("demo") => demo(),
         Some("dispatch") => dispatch(&args[1..]),
+        Some("embed") => embed::embed(&args[1..]),
+        Some("bench") => embed::bench(&args[1..]),
         Some("coverage") => {
             print!("{}", coverage());
             Ok(())
