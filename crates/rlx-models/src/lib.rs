@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bert;
+pub mod dsl_block;
 pub mod embed;
 
 pub use embed::{EmbedError, Progress, SentenceEmbedder};

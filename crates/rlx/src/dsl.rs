@@ -272,8 +272,9 @@ macro_rules! unary_methods {
         )*}
     };
 }
-unary_methods!(relu => "relu", exp => "exp", log => "log", sqrt => "sqrt", tanh => "tanh", sigmoid => "sigmoid",
-    gelu => "gelu", silu => "silu", abs => "abs", sin => "sin", cos => "cos", erf => "erf", square => "square");
+unary_methods!(relu => "relu", exp => "exp", log => "log", sqrt => "sqrt", rsqrt => "rsqrt", tanh => "tanh",
+    sigmoid => "sigmoid", gelu => "gelu", silu => "silu", abs => "abs", sin => "sin", cos => "cos", erf => "erf",
+    square => "square");
 
 impl std::ops::Neg for &Tensor {
     type Output = Tensor;

@@ -18,6 +18,8 @@ const USAGE: &str = "usage: rlx <command>
   ir FILE                          parse, verify and pretty-print a MIR text file
   dispatch FILE [--device D|D1,D2] [--policy P] [--op OP=P]... [--json]
                                    how each node would run (or every reason it cannot)
+  compile FILE|@encoder-block [--device D] [--print mir|fusion|lir|plan|all] [--no-opt]
+                                   the graph after each stage, the fusion, the memory plan
   coverage                         the op-coverage table (markdown) from the backends' claims
   embed [--json] [--model DIR] TEXT...
                                    sentence embeddings with all-MiniLM-L6-v2
@@ -36,6 +38,7 @@ fn main() -> ExitCode {
         },
         Some("demo") => demo(),
         Some("dispatch") => dispatch(&args[1..]),
+        Some("compile") => compile(&args[1..]),
         Some("embed") => embed::embed(&args[1..]),
         Some("bench") => embed::bench(&args[1..]),
         Some("coverage") => {
@@ -186,6 +189,103 @@ fn dispatch(args: &[String]) -> Result<(), String> {
     } else {
         println!("{}", m.dispatch_report());
     }
+    Ok(())
+}
+
+/// `rlx compile`: run the compile pipeline and show each stage.
+fn compile(args: &[String]) -> Result<(), String> {
+    let mut file = None;
+    let mut device = rlx::Device::Cpu;
+    let mut show: Vec<String> = Vec::new();
+    let mut opts = rlx::CompileOptions::default();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--device" => device = rlx::Device::parse(it.next().ok_or("--device needs a value")?)?,
+            "--print" => show.extend(
+                it.next()
+                    .ok_or("--print needs a stage")?
+                    .split(',')
+                    .map(String::from),
+            ),
+            "--no-opt" => opts.optimize = false,
+            f if file.is_none() && !f.starts_with("--") => file = Some(f.to_string()),
+            o => return Err(format!("rlx compile: unexpected argument `{o}`")),
+        }
+    }
+    if show.is_empty() || show.iter().any(|s| s == "all") {
+        show = ["mir", "fusion", "lir", "plan"].map(String::from).to_vec();
+    }
+    let file = file.ok_or("rlx compile: give a MIR file or @encoder-block")?;
+    let g = if file == "@encoder-block" {
+        rlx_models::dsl_block::encoder_block(rlx_models::dsl_block::BlockShape::MINILM)
+            .map_err(|e| e.to_string())?
+    } else {
+        let src = std::fs::read_to_string(&file).map_err(|e| format!("{file}: {e}"))?;
+        text::parse(&src).map_err(|e| format!("{file}:{e}"))?
+    };
+    let m = rlx::compile_with(&g, device, &opts).map_err(|e| e.to_string())?;
+    let p = m.program();
+    let has = |s: &str| show.iter().any(|x| x == s);
+    if has("mir") {
+        println!(
+            "== MIR (input): {} nodes ==\n{}\n",
+            g.nodes.len(),
+            text::print(&g)
+        );
+        println!(
+            "== MIR (optimized, legalized for {}): {} nodes ==\n{}\n",
+            m.device(),
+            p.graph.nodes.len(),
+            text::print(&p.graph)
+        );
+    }
+    if has("fusion") {
+        match m.pass_report() {
+            Some(r) => println!("== passes and fusion ==\n{r}\n"),
+            None => println!("== passes and fusion ==\n(optimizer off)\n"),
+        }
+    }
+    if has("lir") {
+        println!("== LIR: {} kernels ==", p.steps.len());
+        for (i, s) in p.steps.iter().enumerate() {
+            let ins: Vec<String> = s.inputs.iter().map(|v| format!("%{}", v.0)).collect();
+            let outs: Vec<String> = s.outputs.iter().map(|v| format!("%{}", v.0)).collect();
+            println!(
+                "  {i:>3}  {:<20} ({}) -> {}",
+                s.kernel,
+                ins.join(", "),
+                outs.join(", ")
+            );
+        }
+        println!();
+    }
+    if has("plan") {
+        println!("== memory plan ==\n{}", m.memory_report());
+        println!("  {:>6}  {:>10}  {:>10}  value", "slot", "offset", "bytes");
+        for s in &p.slots {
+            println!(
+                "  {:>6}  {:>10}  {:>10}  %{}: {}",
+                format!("%{}", s.value.0),
+                s.offset,
+                s.bytes,
+                s.value.0,
+                s.ty
+            );
+        }
+        for v in &p.views {
+            println!(
+                "  view    %{} of %{} at +{} strides {:?}",
+                v.value.0, v.base.0, v.offset, v.strides
+            );
+        }
+    }
+    eprintln!(
+        "{}: {} kernels, {}",
+        g.name,
+        m.kernel_count(),
+        m.memory_report()
+    );
     Ok(())
 }
 

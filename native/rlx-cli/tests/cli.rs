@@ -120,3 +120,30 @@ fn dispatch_prints_the_report_or_the_error() {
     let (ok, _, err) = rlx(&["dispatch", path, "--policy", "fastest"]);
     assert!(!ok && err.contains("unknown dispatch policy"), "{err}");
 }
+
+#[test]
+fn compile_shows_fusion_and_the_memory_plan_of_the_dsl_encoder_block() {
+    let (ok, out, err) = rlx(&["compile", "@encoder-block", "--print", "fusion,plan"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("attention ×1") && out.contains("softmax ×1"),
+        "{out}"
+    );
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("kernels:"))
+        .expect("kernel counts");
+    let nums: Vec<usize> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    assert!(nums[1] * 2 < nums[0], "{line}");
+    assert!(
+        out.contains("== memory plan ==") && out.contains("views"),
+        "{out}"
+    );
+    assert!(
+        err.contains("encoder_block:") && err.contains("kernels"),
+        "{err}"
+    );
+}
