@@ -18,7 +18,7 @@ const USAGE: &str = "usage: rlx <command>
   ir FILE                          parse, verify and pretty-print a MIR text file
   dispatch FILE [--device D|D1,D2] [--policy P] [--op OP=P]... [--json]
                                    how each node would run (or every reason it cannot)
-  compile FILE|@encoder-block [--device D] [--print mir|fusion|lir|plan|all] [--no-opt]
+  compile FILE|@encoder-block|@minilm [--device D] [--print hir|mir|fusion|lir|plan|all] [--no-opt]
                                    the graph after each stage, the fusion, the memory plan
   coverage                         the op-coverage table (markdown) from the backends' claims
   embed [--json] [--model DIR] TEXT...
@@ -214,12 +214,25 @@ fn compile(args: &[String]) -> Result<(), String> {
         }
     }
     if show.is_empty() || show.iter().any(|s| s == "all") {
-        show = ["mir", "fusion", "lir", "plan"].map(String::from).to_vec();
+        show = ["hir", "mir", "fusion", "lir", "plan"]
+            .map(String::from)
+            .to_vec();
     }
-    let file = file.ok_or("rlx compile: give a MIR file or @encoder-block")?;
+    let file = file.ok_or("rlx compile: give a MIR file, @encoder-block (DSL) or @minilm (HIR)")?;
+    let mut hir = None;
     let g = if file == "@encoder-block" {
         rlx_models::dsl_block::encoder_block(rlx_models::dsl_block::BlockShape::MINILM)
             .map_err(|e| e.to_string())?
+    } else if file == "@minilm" {
+        // all-MiniLM-L6-v2's architecture (weights are graph inputs), batch 1, seq 128.
+        let cfg = rlx_models::bert::BertConfig::from_json(
+            r#"{"vocab_size": 30522, "hidden_size": 384, "num_hidden_layers": 6, "num_attention_heads": 12,
+                "intermediate_size": 1536, "max_position_embeddings": 512, "layer_norm_eps": 1e-12}"#,
+        )
+        .map_err(|e| e.to_string())?;
+        let bert = rlx_models::bert::Bert::new(cfg, true);
+        hir = Some(bert.model(1, 128).outline());
+        bert.graph(1, 128).map_err(|e| e.to_string())?
     } else {
         let src = std::fs::read_to_string(&file).map_err(|e| format!("{file}: {e}"))?;
         text::parse(&src).map_err(|e| format!("{file}:{e}"))?
@@ -227,6 +240,14 @@ fn compile(args: &[String]) -> Result<(), String> {
     let m = rlx::compile_with(&g, device, &opts).map_err(|e| e.to_string())?;
     let p = m.program();
     let has = |s: &str| show.iter().any(|x| x == s);
+    if has("hir") {
+        match &hir {
+            Some(h) => println!("== HIR ==\n{h}\n"),
+            None => println!(
+                "== HIR ==\n({file} was written as MIR or with the DSL; HIR exists for @minilm)\n"
+            ),
+        }
+    }
     if has("mir") {
         println!(
             "== MIR (input): {} nodes ==\n{}\n",
