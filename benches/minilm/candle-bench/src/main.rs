@@ -87,8 +87,7 @@ fn main() -> Result<()> {
     let bert = BertModel::load(vb, &cfg)?;
     let threads = candle_core::utils::get_num_threads();
     eprintln!(
-        "candle {}: loaded in {:.2} s, {} threads",
-        env!("CARGO_PKG_VERSION"),
+        "candle: loaded in {:.2} s, {} threads",
         t0.elapsed().as_secs_f64(),
         threads
     );
@@ -107,8 +106,8 @@ fn main() -> Result<()> {
             if let Some(dir) = &dump {
                 let (h, p) = fwd()?;
                 std::fs::create_dir_all(dir)?;
-                write_f32(&dir.join("candle-b1-hidden.f32"), &h)?;
-                write_f32(&dir.join("candle-b1-pooled.f32"), &p)?;
+                write_f32(&dir.join("candle-cpu-b1-hidden.f32"), &h)?;
+                write_f32(&dir.join("candle-cpu-b1-pooled.f32"), &p)?;
             }
         }
         for _ in 0..warmup {
