@@ -82,7 +82,7 @@ pub fn run_graph_refs(g: &Graph, inputs: &[&HostTensor]) -> Result<Vec<HostTenso
             outputs: &out_types,
             runner: &Interp,
         };
-        let outs = k(&cx)?;
+        let outs = crate::profile::time(node.op.name(), || k(&cx))?;
         if outs.len() != out_types.len()
             || outs
                 .iter()

@@ -13,6 +13,7 @@ pub mod conformance;
 mod error;
 mod interp;
 pub mod kernels;
+pub mod profile;
 
 pub use backend::CpuBackend;
 pub use error::CpuError;

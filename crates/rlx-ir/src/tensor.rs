@@ -53,11 +53,11 @@ impl TensorData {
     /// Every view and movement op of the reference backend reduces to this.
     pub fn take(&self, idx: &[usize]) -> Result<TensorData, IrError> {
         Ok(each_plain!(self, v => {
-            let mut out = Vec::with_capacity(idx.len());
-            for &i in idx {
-                out.push(*v.get(i).ok_or_else(|| IrError::msg(format!("index {i} out of bounds for {} elements", v.len())))?);
+            // One bounds check up front, then a plain gather.
+            if let Some(&bad) = idx.iter().find(|&&i| i >= v.len()) {
+                return Err(IrError::msg(format!("index {bad} out of bounds for {} elements", v.len())));
             }
-            out.into()
+            idx.iter().map(|&i| v[i]).collect::<Vec<_>>().into()
         }, packed _p => return Err(IrError::msg("cannot index elements of a packed/quantized tensor; dequantize it first"))))
     }
 

@@ -175,6 +175,12 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         eprintln!("batch {b:>3}  seq {seq}  p50 {p50:>9.2} ms  min {:>9.2} ms  ({gflops:.1} GFLOP/s, {} kernels)", times[0], c.kernel_count());
         rows.push(serde_json::json!({"system": "rlx-cpu", "batch": b, "seq": seq, "p50_ms": p50, "min_ms": times[0], "runs": runs, "kernels": c.kernel_count()}));
     }
+    if rlx_cpu::profile::enabled() {
+        eprintln!(
+            "\nper-op profile (RLX_PROFILE=1), all batches:\n{}",
+            rlx_cpu::profile::report()
+        );
+    }
     if json {
         println!(
             "{}",

@@ -175,36 +175,49 @@ fn attention(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
         Some(m) => Some((floats(m)?, broadcast_map(m.shape(), &Shape(full)))),
         None => None,
     };
-    let mut out = Vec::with_capacity(ty.shape.numel());
+    // Per batch: S = Q·Kᵀ and O = P·V through gemm (f64), masking and the
+    // softmax row by row in between.
+    let mut out = vec![0.0; ty.shape.numel()];
+    let mut kt = vec![0.0; d * sk];
+    let mut scores = vec![0.0; sq * sk];
     for b in 0..batch.numel() {
-        for i in 0..sq {
-            let mut s: Vec<f64> = (0..sk)
-                .map(|j| {
-                    let dot: f64 = (0..d)
-                        .map(|t| qv[(bq[b] * sq + i) * d + t] * kv[(bk[b] * sk + j) * d + t])
-                        .sum();
-                    let mut x = dot * scale;
-                    let at = (b * sq + i) * sk + j;
-                    if let Some(m) = &builtin {
-                        if !m[i * sk + j] {
-                            x = f64::NEG_INFINITY;
-                        }
-                    }
-                    if let Some((mv, mm)) = &extra {
-                        match kind {
-                            "custom" if mv[mm[at]] == 0.0 => x = f64::NEG_INFINITY,
-                            "bias" => x += mv[mm[at]],
-                            _ => {}
-                        }
-                    }
-                    x
-                })
-                .collect();
-            softmax_row(&mut s, false);
-            for t in 0..dv {
-                out.push((0..sk).map(|j| s[j] * vv[(bv[b] * sk + j) * dv + t]).sum());
+        let qb = &qv[bq[b] * sq * d..(bq[b] + 1) * sq * d];
+        let kb = &kv[bk[b] * sk * d..(bk[b] + 1) * sk * d];
+        for j in 0..sk {
+            for t in 0..d {
+                kt[t * sk + j] = kb[j * d + t];
             }
         }
+        super::gemm::gemm_f64(sq, d, sk, qb, &kt, &mut scores);
+        for i in 0..sq {
+            let row = &mut scores[i * sk..(i + 1) * sk];
+            for (j, x) in row.iter_mut().enumerate() {
+                *x *= scale;
+                if let Some(m) = &builtin {
+                    if !m[i * sk + j] {
+                        *x = f64::NEG_INFINITY;
+                    }
+                }
+                if let Some((mv, mm)) = &extra {
+                    let at = (b * sq + i) * sk + j;
+                    match kind {
+                        "custom" if mv[mm[at]] == 0.0 => *x = f64::NEG_INFINITY,
+                        "bias" => *x += mv[mm[at]],
+                        _ => {}
+                    }
+                }
+            }
+            softmax_row(row, false);
+        }
+        let vb = &vv[bv[b] * sk * dv..(bv[b] + 1) * sk * dv];
+        super::gemm::gemm_f64(
+            sq,
+            sk,
+            dv,
+            &scores,
+            vb,
+            &mut out[b * sq * dv..(b + 1) * sq * dv],
+        );
     }
     Ok(vec![from_floats(ty, out)?])
 }
@@ -254,6 +267,19 @@ fn matmul_bias_act(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
         ..*cx
     })?
     .remove(0);
+    if mm.dtype() == DType::F32 {
+        // f32: epilogue in place on the product, one pass.
+        let mut v = mm.to_vec::<f32>()?;
+        let bias = match cx.inputs.get(2) {
+            Some(b) => Some((b.to_vec::<f32>()?, broadcast_map(b.shape(), &ty.shape))),
+            None => None,
+        };
+        for (i, x) in v.iter_mut().enumerate() {
+            let y = *x as f64 + bias.as_ref().map_or(0.0, |(bv, bm)| bv[bm[i]] as f64);
+            *x = f(y) as f32;
+        }
+        return Ok(vec![HostTensor::new(ty.dtype, ty.shape.clone(), v.into())?]);
+    }
     let mut v = floats(&mm)?;
     if let Some(b) = cx.inputs.get(2) {
         let bv = floats(b)?;

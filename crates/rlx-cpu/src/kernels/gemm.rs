@@ -1,8 +1,50 @@
-//! A safe wrapper over the `gemm` crate's matrix product (f64, so the
-//! reference semantics — accumulate in f64 — are kept, at BLAS-like speed).
+//! A safe wrapper over the `gemm` crate's matrix product: f64 (the
+//! reference semantics, accumulate in f64) and f32 (f32 tensors: f32
+//! accumulation with FMA, as every BLAS does).
 
-/// `c (m×n) = a (m×k) · b (k×n)`, all row-major and contiguous.
+/// Threads for one product: `RLX_NUM_THREADS` (read once), else all cores;
+/// small products stay on one thread (spawning costs more than it saves).
+/// wasm32 has no threads here.
+fn parallelism(m: usize, n: usize, k: usize) -> gemm::Parallelism {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        let t = *THREADS.get_or_init(|| {
+            std::env::var("RLX_NUM_THREADS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+                .max(1)
+        });
+        if t > 1 && m * n * k >= 1 << 18 {
+            return gemm::Parallelism::Rayon(t);
+        }
+    }
+    let _ = (m, n, k);
+    gemm::Parallelism::None
+}
+
+/// `c (m×n) = a (m×k) · b (k×n)` in f64, all row-major and contiguous.
 pub(crate) fn gemm_f64(m: usize, k: usize, n: usize, a: &[f64], b: &[f64], c: &mut [f64]) {
+    gemm_t(m, k, n, a, b, c, 0.0, 1.0)
+}
+
+/// The same in f32.
+pub(crate) fn gemm_f32(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
+    gemm_t(m, k, n, a, b, c, 0.0, 1.0)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn gemm_t<T: Copy + 'static>(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[T],
+    b: &[T],
+    c: &mut [T],
+    zero: T,
+    one: T,
+) {
     assert!(
         a.len() == m * k && b.len() == k * n && c.len() == m * n,
         "gemm_f64: slice lengths do not match the dimensions"
@@ -11,7 +53,7 @@ pub(crate) fn gemm_f64(m: usize, k: usize, n: usize, a: &[f64], b: &[f64], c: &m
         return;
     }
     if k == 0 {
-        c.fill(0.0);
+        c.fill(zero);
         return;
     }
     // SAFETY: the lengths were checked above, so every index gemm forms from
@@ -35,12 +77,12 @@ pub(crate) fn gemm_f64(m: usize, k: usize, n: usize, a: &[f64], b: &[f64], c: &m
             b.as_ptr(),
             1,
             n as isize,
-            0.0f64,
-            1.0f64,
+            zero,
+            one,
             false,
             false,
             false,
-            gemm::Parallelism::None,
+            parallelism(m, n, k),
         );
     }
 }

@@ -2,6 +2,7 @@
 //! crate) or wrapping i64.
 
 use super::*;
+use rlx_ir::Element;
 
 /// Batched (m×k)·(k×n) over broadcast batch axes. Shapes were checked by
 /// the type rule; 1-D operands are promoted here the same way.
@@ -26,6 +27,19 @@ pub(crate) fn matmul(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let (ia, ib) = (broadcast_map(&ab, &batch), broadcast_map(&bb, &batch));
     let nb = batch.numel();
     let ty = cx.out_type(0);
+    if let (Some(av), Some(bv)) = (f32::unwrap(a.data()), f32::unwrap(b.data())) {
+        // f32 tensors: f32 GEMM straight on the stored elements, no widening.
+        let mut out = vec![0.0f32; nb * m * n];
+        for (bi, c) in out.chunks_mut((m * n).max(1)).enumerate().take(nb) {
+            let (pa, pb) = (ia[bi] * m * k, ib[bi] * k * n);
+            super::gemm::gemm_f32(m, k, n, &av[pa..pa + m * k], &bv[pb..pb + k * n], c);
+        }
+        return Ok(vec![HostTensor::new(
+            ty.dtype,
+            ty.shape.clone(),
+            out.into(),
+        )?]);
+    }
     if a.dtype().is_float() {
         let (av, bv) = (floats(a)?, floats(b)?);
         let mut out = vec![0.0; nb * m * n];

@@ -1,0 +1,63 @@
+//! Per-op time profile of the CPU backend, on when `RLX_PROFILE=1`
+//! (native only: wasm32-unknown-unknown has no clock). `report()` gives the
+//! table, hottest op first; `reset()` clears it.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+fn table() -> &'static Mutex<HashMap<String, (usize, f64)>> {
+    static T: OnceLock<Mutex<HashMap<String, (usize, f64)>>> = OnceLock::new();
+    T.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Is profiling on (`RLX_PROFILE=1`, read once)?
+pub fn enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| {
+        cfg!(not(target_arch = "wasm32")) && std::env::var("RLX_PROFILE").is_ok_and(|v| v == "1")
+    })
+}
+
+/// Time `f` under the name `op` when profiling is on.
+pub(crate) fn time<T>(op: &str, f: impl FnOnce() -> T) -> T {
+    #[cfg(not(target_arch = "wasm32"))]
+    if enabled() {
+        let t = std::time::Instant::now();
+        let r = f();
+        let dt = t.elapsed().as_secs_f64();
+        if let Ok(mut m) = table().lock() {
+            let e = m.entry(op.to_string()).or_insert((0, 0.0));
+            e.0 += 1;
+            e.1 += dt;
+        }
+        return r;
+    }
+    f()
+}
+
+/// The profile so far: op, calls, total ms, share — hottest first.
+pub fn report() -> String {
+    let m = table().lock().map(|m| m.clone()).unwrap_or_default();
+    let total: f64 = m.values().map(|v| v.1).sum();
+    let mut rows: Vec<_> = m.into_iter().collect();
+    rows.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
+    let mut s = format!(
+        "{:<20} {:>8} {:>12} {:>7}\n",
+        "op", "calls", "total ms", "share"
+    );
+    for (op, (n, t)) in rows {
+        s += &format!(
+            "{op:<20} {n:>8} {:>12.2} {:>6.1}%\n",
+            t * 1e3,
+            100.0 * t / total.max(1e-12)
+        );
+    }
+    s
+}
+
+/// Forget everything measured so far.
+pub fn reset() {
+    if let Ok(mut m) = table().lock() {
+        m.clear();
+    }
+}
