@@ -101,23 +101,56 @@ fn bias(cx: &KernelCx, cout: usize) -> Result<Vec<f64>, CpuError> {
     }
 }
 
+/// What `conv` and `conv_transpose` both read: shapes, groups, the window,
+/// and the elements of x, w and the bias. The output channel count comes
+/// from the inferred output type (it is w's axis 0 for conv, axis 1 ×
+/// groups for conv_transpose).
+struct Geometry<'a> {
+    xd: &'a [usize],
+    od: &'a [usize],
+    win: Window,
+    cout: usize,
+    cin_g: usize,
+    cout_g: usize,
+    in_sp: usize,
+    out_sp: usize,
+    xs: Vec<f64>,
+    ws: Vec<f64>,
+    bs: Vec<f64>,
+}
+
+impl<'a> Geometry<'a> {
+    fn read(cx: &'a KernelCx) -> Result<Self, CpuError> {
+        let (x, w) = (cx.input(0), cx.input(1));
+        let (xd, wd) = (x.shape().dims(), w.shape().dims());
+        let od = cx.out_type(0).shape.dims();
+        let groups = cx.int("groups")? as usize;
+        let cout = od[1];
+        Ok(Geometry {
+            xd,
+            od,
+            win: Window::read(cx, wd[2..].to_vec())?,
+            cout,
+            cin_g: xd[1] / groups,
+            cout_g: cout / groups,
+            in_sp: xd[2..].iter().product(),
+            out_sp: od[2..].iter().product(),
+            xs: floats(x)?,
+            ws: floats(w)?,
+            bs: bias(cx, cout)?,
+        })
+    }
+}
+
 /// ONNX Conv (a cross-correlation): x (N, C, in...), w (M, C/groups, k...),
 /// y[n, m, o] = b[m] + Σ_{c, k} x[n, group(m)·C/groups + c, o·s + k·d − p] · w[m, c, k].
 fn conv(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
-    let (x, w) = (cx.input(0), cx.input(1));
-    let (xd, wd) = (x.shape().dims(), w.shape().dims());
+    let g = Geometry::read(cx)?;
+    let (xd, od, win) = (g.xd, g.od, &g.win);
+    let (batch, cin, cout, cin_g, cout_g) = (xd[0], xd[1], g.cout, g.cin_g, g.cout_g);
+    let (in_sp, out_sp, k_sp) = (g.in_sp, g.out_sp, win.size());
+    let (xs, ws, bs) = (g.xs, g.ws, g.bs);
     let out = cx.out_type(0);
-    let od = out.shape.dims();
-    let groups = cx.int("groups")? as usize;
-    let win = Window::read(cx, wd[2..].to_vec())?;
-    let (batch, cin, cout) = (xd[0], xd[1], wd[0]);
-    let (cin_g, cout_g) = (cin / groups, cout / groups);
-    let (in_sp, out_sp, k_sp): (usize, usize, usize) = (
-        xd[2..].iter().product(),
-        od[2..].iter().product(),
-        win.size(),
-    );
-    let (xs, ws, bs) = (floats(x)?, floats(w)?, bias(cx, cout)?);
     let mut y = vec![0.0; out.shape.numel()];
     for p in 0..out_sp {
         let taps = win.taps(p, &od[2..], &xd[2..]);
@@ -146,20 +179,12 @@ fn conv(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
 /// output (cut by pads, or beyond it) are dropped; output_padding only
 /// lengthens the output, which the inferred type already says.
 fn conv_transpose(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
-    let (x, w) = (cx.input(0), cx.input(1));
-    let (xd, wd) = (x.shape().dims(), w.shape().dims());
+    let g = Geometry::read(cx)?;
+    let (xd, od, win) = (g.xd, g.od, &g.win);
+    let (batch, cin, cout, cin_g, cout_g) = (xd[0], xd[1], g.cout, g.cin_g, g.cout_g);
+    let (in_sp, out_sp, k_sp) = (g.in_sp, g.out_sp, win.size());
+    let (xs, ws, bs) = (g.xs, g.ws, g.bs);
     let out = cx.out_type(0);
-    let od = out.shape.dims();
-    let groups = cx.int("groups")? as usize;
-    let win = Window::read(cx, wd[2..].to_vec())?;
-    let (batch, cin, cout) = (xd[0], xd[1], od[1]);
-    let (cin_g, cout_g) = (cin / groups, cout / groups);
-    let (in_sp, out_sp, k_sp): (usize, usize, usize) = (
-        xd[2..].iter().product(),
-        od[2..].iter().product(),
-        win.size(),
-    );
-    let (xs, ws, bs) = (floats(x)?, floats(w)?, bias(cx, cout)?);
     let mut y = vec![0.0; out.shape.numel()];
     for (plane, v) in y.chunks_mut(out_sp.max(1)).enumerate() {
         v.fill(bs[plane % cout]);
