@@ -80,6 +80,9 @@ impl DType {
         DType::Mxfp8,
     ];
 
+    /// The packed and block-quantized dtypes (the tail of [`DType::ALL`]).
+    pub const PACKED: &'static [DType] = DType::ALL.split_at(11).1;
+
     /// The name used in the text IR and JSON.
     pub fn name(self) -> &'static str {
         match self {
@@ -247,6 +250,16 @@ mod tests {
             let json = serde_json::to_string(&d).unwrap();
             assert_eq!(json, format!("\"{}\"", d.name()));
         }
+    }
+
+    #[test]
+    fn packed_is_exactly_the_quantized_dtypes() {
+        let want: Vec<DType> = DType::ALL
+            .iter()
+            .copied()
+            .filter(|d| d.is_quantized())
+            .collect();
+        assert_eq!(DType::PACKED, want.as_slice());
     }
 
     #[test]

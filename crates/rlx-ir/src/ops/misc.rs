@@ -48,23 +48,6 @@ fn dequantize(cx: &InferCx) -> R {
     one(TensorType::new(to, x.shape.clone()))
 }
 
-const QUANT_TYPES: &[DType] = &[
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q8_0,
-    DType::Q2K,
-    DType::Q3K,
-    DType::Q4K,
-    DType::Q5K,
-    DType::Q6K,
-    DType::Mxfp4,
-    DType::Mxfp8,
-    DType::I4,
-    DType::U4,
-];
-
 pub static MISC: &[OpDef] = &[
     def(
         "constant",
@@ -141,7 +124,7 @@ pub static MISC: &[OpDef] = &[
         "dequantize",
         C::Quant,
         Exact(1),
-        QUANT_TYPES,
+        DType::PACKED,
         &[attr("dtype", K::DType, D::DType(DType::F32))],
         dequantize,
         None,
