@@ -1,7 +1,7 @@
 //! The CPU as an rlx-runtime backend.
 
 use crate::error::CpuError;
-use crate::interp::run_graph_refs;
+use crate::fast::FastProgram;
 use crate::kernels::{compiled_out, kernel_names};
 use rlx_ir::lir::Program;
 use rlx_ir::{HostTensor, TensorType};
@@ -20,7 +20,7 @@ impl CpuBackend {
 }
 
 struct CpuExecutable {
-    program: Program,
+    program: FastProgram,
 }
 
 fn to_runtime(e: CpuError) -> RuntimeError {
@@ -35,7 +35,7 @@ fn to_runtime(e: CpuError) -> RuntimeError {
 
 impl Executable for CpuExecutable {
     fn run(&self, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
-        run_graph_refs(&self.program.graph, inputs).map_err(to_runtime)
+        self.program.run(inputs).map_err(to_runtime)
     }
 }
 
@@ -60,8 +60,22 @@ impl Backend for CpuBackend {
         format!("cpu::{op}<{dtype}>")
     }
 
+    /// `cpu::fast::…` where the fast f32 engine has a kernel for the node,
+    /// `cpu::ref::…` where the reference kernel runs it.
+    fn kernel_for(
+        &self,
+        op: &str,
+        inputs: &[&TensorType],
+        attrs: &rlx_ir::Attrs,
+        dtype: rlx_ir::DType,
+    ) -> String {
+        crate::fast::kernel_name(op, inputs, attrs, dtype)
+    }
+
     fn compile(&self, program: Program) -> Result<Box<dyn Executable>, RuntimeError> {
-        Ok(Box::new(CpuExecutable { program }))
+        Ok(Box::new(CpuExecutable {
+            program: FastProgram::compile(program).map_err(to_runtime)?,
+        }))
     }
 
     fn upload(&self, t: &HostTensor) -> Result<DeviceTensor, RuntimeError> {

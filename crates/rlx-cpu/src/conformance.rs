@@ -98,8 +98,41 @@ fn check_moments(out: &HostTensor, m: &Value) -> Result<(), String> {
     Ok(())
 }
 
+/// How a case is run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The reference interpreter on the graph as written.
+    Reference,
+    /// The reference interpreter with fused ops replaced by their
+    /// decompositions.
+    Decomposed,
+    /// The fast engine (`crate::fast`), on a plain one-slot-per-value plan.
+    Fast,
+}
+
+/// Whether the fast engine runs any node of `g` natively.
+pub fn has_fast_node(g: &rlx_ir::Graph) -> bool {
+    g.nodes.iter().any(|n| {
+        let tys: Vec<_> = n.inputs.iter().map(|&v| g.ty(v)).collect();
+        crate::fast::select(n.op.name(), &tys, &n.attrs).is_some()
+    })
+}
+
 /// Run one case; `decomposed` replaces fused ops by their decompositions.
 pub fn run_case(case: &Value, decomposed: bool) -> Result<(), String> {
+    run_case_in(
+        case,
+        if decomposed {
+            Mode::Decomposed
+        } else {
+            Mode::Reference
+        },
+    )
+}
+
+/// Run one case in `mode`.
+pub fn run_case_in(case: &Value, mode: Mode) -> Result<(), String> {
+    let decomposed = mode == Mode::Decomposed;
     let src = case["graph"].as_str().ok_or("case has no graph")?;
     let mut g = text::parse(src).map_err(|e| format!("parse: {e}"))?;
     let printed = text::print(&g);
@@ -112,7 +145,12 @@ pub fn run_case(case: &Value, decomposed: bool) -> Result<(), String> {
         g = expand_all(&g).map_err(|e| format!("decompose: {e}"))?;
     }
     let inputs = tensors(&case["inputs"])?;
-    let result = run_graph(&g, &inputs);
+    let result = if mode == Mode::Fast {
+        crate::fast::FastProgram::compile(rlx_ir::lir::Program::from_graph(g))
+            .and_then(|p| p.run(&inputs.iter().collect::<Vec<_>>()))
+    } else {
+        run_graph(&g, &inputs)
+    };
     if let Some(want) = case.get("error").and_then(|e| e.as_str()) {
         return match result {
             Err(e) if e.to_string().contains(want) => Ok(()),
@@ -163,13 +201,21 @@ pub fn run_file(file: &Value) -> FileReport {
     };
     for case in file["cases"].as_array().into_iter().flatten() {
         let name = case["name"].as_str().unwrap_or("?");
-        for decomposed in [false, true] {
-            if decomposed && !fused {
+        let fast = case["graph"]
+            .as_str()
+            .and_then(|s| text::parse(s).ok())
+            .is_some_and(|g| has_fast_node(&g));
+        for mode in [Mode::Reference, Mode::Decomposed, Mode::Fast] {
+            if (mode == Mode::Decomposed && !fused) || (mode == Mode::Fast && !fast) {
                 continue;
             }
             r.runs += 1;
-            if let Err(e) = run_case(case, decomposed) {
-                let how = if decomposed { " (decomposed)" } else { "" };
+            if let Err(e) = run_case_in(case, mode) {
+                let how = match mode {
+                    Mode::Reference => "",
+                    Mode::Decomposed => " (decomposed)",
+                    Mode::Fast => " (fast engine)",
+                };
                 r.failures.push(format!("{op}/{name}{how}: {e}"));
             }
         }

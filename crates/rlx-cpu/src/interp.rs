@@ -6,7 +6,7 @@ use crate::kernels::{kernel, KernelCx, SubgraphRunner};
 use rlx_ir::{Graph, HostTensor};
 use std::borrow::Cow;
 
-struct Interp;
+pub(crate) struct Interp;
 
 impl SubgraphRunner for Interp {
     fn run(&self, g: &Graph, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, CpuError> {

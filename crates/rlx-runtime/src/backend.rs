@@ -3,7 +3,7 @@
 use crate::device::Device;
 use crate::legalize::DispatchError;
 use rlx_ir::lir::Program;
-use rlx_ir::{DType, HostTensor, IrError, TensorType};
+use rlx_ir::{Attrs, DType, HostTensor, IrError, TensorType};
 use serde::Serialize;
 use std::any::Any;
 use std::collections::BTreeMap;
@@ -87,6 +87,14 @@ pub trait Backend: Send + Sync {
     /// The name of the kernel that runs `op` (shown in the dispatch report).
     fn kernel_name(&self, op: &str, dtype: DType) -> String {
         format!("{}::{op}<{dtype}>", self.device())
+    }
+    /// The kernel that runs one node, given its input types and
+    /// attributes: a backend whose choice depends on them (a fast kernel
+    /// for some shapes, a slower one for others) says so here, so the
+    /// dispatch report never hides a slower path.
+    fn kernel_for(&self, op: &str, inputs: &[&TensorType], attrs: &Attrs, dtype: DType) -> String {
+        let _ = (inputs, attrs);
+        self.kernel_name(op, dtype)
     }
     /// Sustained throughput used by the routing cost model.
     fn throughput_gflops(&self) -> f64 {

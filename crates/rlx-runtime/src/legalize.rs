@@ -141,13 +141,15 @@ impl Cx<'_> {
                         let attrs = self
                             .lower_subgraphs(attrs)
                             .map_err(|e| vec![Attempt { path, why: e }])?;
+                        let tys: Vec<&TensorType> = types.iter().collect();
+                        let name = self.backend.kernel_for(op.name(), &tys, &attrs, dtype);
                         let outs = b.push(op, inputs, attrs).map_err(|e| {
                             vec![Attempt {
                                 path,
                                 why: e.to_string(),
                             }]
                         })?;
-                        kernels.push(self.backend.kernel_name(op.name(), dtype));
+                        kernels.push(name);
                         return Ok((path, None, outs));
                     }
                     Err(e) => Err(e),

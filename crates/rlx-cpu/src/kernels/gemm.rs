@@ -26,41 +26,96 @@ fn parallelism(m: usize, n: usize, k: usize) -> gemm::Parallelism {
 
 /// `c (m×n) = a (m×k) · b (k×n)` in f64, all row-major and contiguous.
 pub(crate) fn gemm_f64(m: usize, k: usize, n: usize, a: &[f64], b: &[f64], c: &mut [f64]) {
-    gemm_t(m, k, n, a, b, c, 0.0, 1.0)
+    let (a, b) = (Mat::row_major(a, m, k), Mat::row_major(b, k, n));
+    gemm_into(a, b, c, n, false, true);
 }
 
-/// The same in f32.
-pub(crate) fn gemm_f32(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
-    gemm_t(m, k, n, a, b, c, 0.0, 1.0)
+/// `c (m×n) = a (m×k) · b (k×n)` in f32, row-major and contiguous (f32
+/// accumulation with FMA, as every BLAS does).
+pub fn sgemm(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
+    let (a, b) = (Mat::row_major(a, m, k), Mat::row_major(b, k, n));
+    gemm_into(a, b, c, n, false, true);
 }
 
-#[allow(clippy::too_many_arguments)]
-fn gemm_t<T: Copy + 'static>(
-    m: usize,
-    k: usize,
-    n: usize,
-    a: &[T],
-    b: &[T],
+/// A read-only matrix with element strides: a transposed operand is the
+/// same memory with its strides swapped, so no copy is ever made for one.
+#[derive(Clone, Copy, Debug)]
+pub struct Mat<'a, T> {
+    pub data: &'a [T],
+    pub rows: usize,
+    pub cols: usize,
+    pub row_stride: usize,
+    pub col_stride: usize,
+}
+
+impl<'a, T> Mat<'a, T> {
+    pub fn row_major(data: &'a [T], rows: usize, cols: usize) -> Self {
+        Mat { data, rows, cols, row_stride: cols, col_stride: 1 }
+    }
+
+    /// The transpose: no copy.
+    pub fn t(self) -> Self {
+        Mat {
+            rows: self.cols,
+            cols: self.rows,
+            row_stride: self.col_stride,
+            col_stride: self.row_stride,
+            ..self
+        }
+    }
+
+    /// Every element the strides address lies inside `data`.
+    fn in_bounds(&self) -> bool {
+        self.rows == 0
+            || self.cols == 0
+            || (self.rows - 1)
+                .checked_mul(self.row_stride)
+                .and_then(|r| (self.cols - 1).checked_mul(self.col_stride).map(|c| (r, c)))
+                .and_then(|(r, c)| r.checked_add(c))
+                .is_some_and(|last| last < self.data.len())
+    }
+}
+
+/// `c = a · b` (or `c += a · b` with `accumulate`), `c` row-major with row
+/// stride `ldc` (≥ its column count). `parallel` lets large products use
+/// the thread pool; callers that already split work across threads pass
+/// false. Panics on mismatched dimensions or
+/// out-of-bounds strides: callers derive them from verified shapes, so a
+/// mismatch is a bug in rlx, not bad input.
+pub fn gemm_into<T: Copy + 'static + Default>(
+    a: Mat<T>,
+    b: Mat<T>,
     c: &mut [T],
-    zero: T,
-    one: T,
-) {
+    ldc: usize,
+    accumulate: bool,
+    parallel: bool,
+)
+where
+    T: GemmScalar,
+{
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    assert!(b.rows == k, "gemm: inner dimensions {k} and {} differ", b.rows);
+    assert!(a.in_bounds() && b.in_bounds(), "gemm: operand strides leave the slice");
     assert!(
-        a.len() == m * k && b.len() == k * n && c.len() == m * n,
-        "gemm_f64: slice lengths do not match the dimensions"
+        ldc >= n && (m == 0 || n == 0 || (m - 1) * ldc + n <= c.len()),
+        "gemm: output slice too small"
     );
     if m == 0 || n == 0 {
         return;
     }
     if k == 0 {
-        c.fill(zero);
+        if !accumulate {
+            for row in c.chunks_mut(ldc).take(m) {
+                row[..n].fill(T::default());
+            }
+        }
         return;
     }
-    // SAFETY: the lengths were checked above, so every index gemm forms from
-    // (m, n, k) and the row strides (k for a, n for b and c) with column
-    // stride 1 stays inside its slice; `c` is exclusively borrowed and does
-    // not alias `a` or `b`; alpha = 0 with read_dst = false means `c` is
-    // only written.
+    // SAFETY: every index gemm forms from (m, n, k) and the strides stays
+    // inside its slice (checked above: `in_bounds` for a and b, the
+    // `(m-1)·ldc + n` bound for c); `c` is exclusively borrowed so it
+    // aliases neither operand; without `accumulate` (alpha = 0,
+    // read_dst = false) `c` is only written.
     #[allow(unsafe_code)]
     unsafe {
         gemm::gemm(
@@ -69,22 +124,37 @@ fn gemm_t<T: Copy + 'static>(
             k,
             c.as_mut_ptr(),
             1,
-            n as isize,
+            ldc as isize,
+            accumulate,
+            a.data.as_ptr(),
+            a.col_stride as isize,
+            a.row_stride as isize,
+            b.data.as_ptr(),
+            b.col_stride as isize,
+            b.row_stride as isize,
+            if accumulate { T::ONE } else { T::default() },
+            T::ONE,
             false,
-            a.as_ptr(),
-            1,
-            k as isize,
-            b.as_ptr(),
-            1,
-            n as isize,
-            zero,
-            one,
             false,
             false,
-            false,
-            parallelism(m, n, k),
+            if parallel {
+                parallelism(m, n, k)
+            } else {
+                gemm::Parallelism::None
+            },
         );
     }
+}
+
+/// The element types the wrapper instantiates.
+pub trait GemmScalar {
+    const ONE: Self;
+}
+impl GemmScalar for f32 {
+    const ONE: f32 = 1.0;
+}
+impl GemmScalar for f64 {
+    const ONE: f64 = 1.0;
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@ pub(crate) fn matmul(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
         let mut out = vec![0.0f32; nb * m * n];
         for (bi, c) in out.chunks_mut((m * n).max(1)).enumerate().take(nb) {
             let (pa, pb) = (ia[bi] * m * k, ib[bi] * k * n);
-            super::gemm::gemm_f32(m, k, n, &av[pa..pa + m * k], &bv[pb..pb + k * n], c);
+            super::gemm::sgemm(m, k, n, &av[pa..pa + m * k], &bv[pb..pb + k * n], c);
         }
         return Ok(vec![HostTensor::new(
             ty.dtype,

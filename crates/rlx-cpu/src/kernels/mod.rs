@@ -7,7 +7,7 @@ mod elementwise;
 #[cfg(feature = "fft")]
 mod fft;
 mod fused;
-mod gemm;
+pub mod gemm;
 mod index;
 mod linalg;
 mod misc;

@@ -1,0 +1,321 @@
+//! Elementwise work in one pass: a unary or binary op, or a whole
+//! `fused_elementwise` region, is a small register program evaluated over
+//! tiles of the output. Every intermediate lives in a tile-sized register
+//! in per-thread scratch (L1-resident), never in a full-size buffer.
+
+use super::layout::{Loc, View};
+use super::par::{chunk_len, for_chunks, Scratch};
+use super::simd;
+use rlx_ir::{DType, Graph, Node, TensorType};
+
+/// Elements per tile.
+pub const TILE: usize = 512;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Un {
+    Abs,
+    Neg,
+    Square,
+    Relu,
+    Exp,
+    Log,
+    Sqrt,
+    Rsqrt,
+    Recip,
+    Tanh,
+    Sigmoid,
+    Erf,
+    Gelu,
+    GeluTanh,
+    Silu,
+    Copy,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Bin {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Max,
+    Min,
+    Pow,
+}
+
+pub fn unary(op: &str) -> Option<Un> {
+    Some(match op {
+        "abs" => Un::Abs,
+        "neg" => Un::Neg,
+        "square" => Un::Square,
+        "relu" => Un::Relu,
+        "exp" => Un::Exp,
+        "log" => Un::Log,
+        "sqrt" => Un::Sqrt,
+        "rsqrt" => Un::Rsqrt,
+        "reciprocal" => Un::Recip,
+        "tanh" => Un::Tanh,
+        "sigmoid" => Un::Sigmoid,
+        "erf" => Un::Erf,
+        "gelu" => Un::Gelu,
+        "gelu_tanh" => Un::GeluTanh,
+        "silu" => Un::Silu,
+        // Same-dtype copies (when the memory plan could not make a view).
+        "identity" | "stop_gradient" | "cast" | "reshape" | "squeeze" | "unsqueeze"
+        | "permute" | "contiguous" => Un::Copy,
+        _ => return None,
+    })
+}
+
+pub fn binary(op: &str) -> Option<Bin> {
+    Some(match op {
+        "add" => Bin::Add,
+        "sub" => Bin::Sub,
+        "mul" => Bin::Mul,
+        "div" => Bin::Div,
+        "max" => Bin::Max,
+        "min" => Bin::Min,
+        "pow" => Bin::Pow,
+        _ => return None,
+    })
+}
+
+/// Copies whose output element order is not the input's (the engine reads
+/// their input through the permuted strides); not allowed inside regions.
+pub fn reorders(op: &str) -> bool {
+    op == "permute"
+}
+
+#[derive(Clone, Debug)]
+pub enum Instr {
+    /// Register ← region input k.
+    Load(usize),
+    Const(f32),
+    Un(Un, usize),
+    Bin(Bin, usize, usize),
+}
+
+/// A register program over the region's inputs; `outs` name the result
+/// register (one output).
+#[derive(Clone, Debug)]
+pub struct Program {
+    pub instrs: Vec<Instr>,
+    pub out: usize,
+    pub inputs: usize,
+}
+
+impl Program {
+    /// One op (unary or binary), when the fast path has it for these types.
+    pub fn for_node(op: &str, inputs: &[TensorType], out: &TensorType) -> Option<Program> {
+        if out.dtype != DType::F32 || inputs.iter().any(|t| t.dtype != DType::F32) {
+            return None;
+        }
+        if let Some(u) = unary(op) {
+            if inputs.len() != 1 {
+                return None;
+            }
+            return Some(Program {
+                instrs: vec![Instr::Load(0), Instr::Un(u, 0)],
+                out: 1,
+                inputs: 1,
+            });
+        }
+        let b = binary(op)?;
+        (inputs.len() == 2).then(|| Program {
+            instrs: vec![Instr::Load(0), Instr::Load(1), Instr::Bin(b, 0, 1)],
+            out: 2,
+            inputs: 2,
+        })
+    }
+
+    /// A `fused_elementwise` body, when every node of it is f32 and the
+    /// fast path has its op (scalar constants only), with one output.
+    pub fn for_region(body: &Graph) -> Option<Program> {
+        if body.outputs.len() != 1 {
+            return None;
+        }
+        let mut reg = vec![usize::MAX; body.values.len()];
+        let mut instrs = Vec::new();
+        for (k, &v) in body.inputs.iter().enumerate() {
+            if body.ty(v).dtype != DType::F32 {
+                return None;
+            }
+            reg[v.index()] = instrs.len();
+            instrs.push(Instr::Load(k));
+        }
+        for n in &body.nodes {
+            let out = *n.outputs.first()?;
+            if n.outputs.len() != 1 || body.ty(out).dtype != DType::F32 {
+                return None;
+            }
+            let arg = |i: usize| -> Option<usize> {
+                let r = reg[n.inputs.get(i)?.index()];
+                (r != usize::MAX).then_some(r)
+            };
+            let ins = match n.op.name() {
+                "constant" => Instr::Const(scalar_constant(n)?),
+                op if n.inputs.len() == 1 && unary(op).is_some() && !reorders(op) => {
+                    Instr::Un(unary(op)?, arg(0)?)
+                }
+                op if n.inputs.len() == 2 && binary(op).is_some() => {
+                    Instr::Bin(binary(op)?, arg(0)?, arg(1)?)
+                }
+                _ => return None,
+            };
+            reg[out.index()] = instrs.len();
+            instrs.push(ins);
+        }
+        let out = reg[body.outputs[0].index()];
+        (out != usize::MAX).then_some(Program {
+            instrs,
+            out,
+            inputs: body.inputs.len(),
+        })
+    }
+
+    /// Scratch floats one thread needs.
+    pub fn scratch(&self) -> usize {
+        self.instrs.len() * TILE
+    }
+}
+
+fn scalar_constant(n: &Node) -> Option<f32> {
+    let t = n.attrs.tensor("value").ok()?;
+    (t.numel() == 1 && t.dtype() == DType::F32).then(|| t.to_vec::<f32>().ok()?.first().copied())?
+}
+
+#[inline(always)]
+fn apply_un(u: Un, x: &mut [f32], src: &[f32]) {
+    macro_rules! map {
+        ($f:expr) => {
+            for (d, &s) in x.iter_mut().zip(src) {
+                *d = $f(s);
+            }
+        };
+    }
+    match u {
+        Un::Abs => map!(|s: f32| s.abs()),
+        Un::Neg => map!(|s: f32| -s),
+        Un::Square => map!(|s: f32| s * s),
+        Un::Relu => map!(simd::relu),
+        Un::Exp => map!(simd::exp),
+        Un::Log => map!(|s: f32| s.ln()),
+        Un::Sqrt => map!(|s: f32| s.sqrt()),
+        Un::Rsqrt => map!(|s: f32| 1.0 / s.sqrt()),
+        Un::Recip => map!(|s: f32| 1.0 / s),
+        Un::Tanh => map!(simd::tanh),
+        Un::Sigmoid => map!(simd::sigmoid),
+        Un::Erf => map!(simd::erf),
+        Un::Gelu => map!(simd::gelu),
+        Un::GeluTanh => map!(simd::gelu_tanh),
+        Un::Silu => map!(simd::silu),
+        Un::Copy => x.copy_from_slice(src),
+    }
+}
+
+#[inline(always)]
+fn apply_bin(b: Bin, x: &mut [f32], p: &[f32], q: &[f32]) {
+    macro_rules! zip {
+        ($f:expr) => {
+            for ((d, &a), &c) in x.iter_mut().zip(p).zip(q) {
+                *d = $f(a, c);
+            }
+        };
+    }
+    match b {
+        Bin::Add => zip!(|a, c| a + c),
+        Bin::Sub => zip!(|a, c| a - c),
+        Bin::Mul => zip!(|a, c| a * c),
+        Bin::Div => zip!(|a, c| a / c),
+        // NaN-propagating, as the reference's f64 max/min on NaN inputs.
+        Bin::Max => zip!(|a: f32, c: f32| if a.is_nan() || c.is_nan() { f32::NAN } else { a.max(c) }),
+        Bin::Min => zip!(|a: f32, c: f32| if a.is_nan() || c.is_nan() { f32::NAN } else { a.min(c) }),
+        Bin::Pow => zip!(|a: f32, c: f32| a.powf(c)),
+    }
+}
+
+/// An operand of the region as the tile loop reads it.
+pub enum Src<'a, 'l> {
+    /// The output buffer itself (the plan ran this op in place).
+    Out,
+    View(View<'a, 'l>),
+}
+
+/// Broadcast `loc` (its own dims) to `out` dims: stride 0 on new or
+/// size-1 axes.
+pub fn broadcast(loc: &Loc, out: &[usize]) -> Loc {
+    let pad = out.len() - loc.dims.len();
+    let mut strides = vec![0; out.len()];
+    for (i, (&d, &s)) in loc.dims.iter().zip(&loc.strides).enumerate() {
+        strides[pad + i] = if d == 1 { 0 } else { s };
+    }
+    Loc {
+        root: loc.root,
+        offset: loc.offset,
+        dims: out.to_vec(),
+        strides,
+    }
+}
+
+/// Fill `dst` with elements `start..start + dst.len()` (row-major over
+/// the view's dims) of `v`.
+fn load(v: &View, start: usize, dst: &mut [f32]) {
+    let loc = v.loc;
+    if loc.is_contiguous() {
+        let s = loc.offset - v.shift + start;
+        dst.copy_from_slice(&v.data[s..s + dst.len()]);
+        return;
+    }
+    let r = loc.dims.len();
+    let (inner, is) = if r == 0 {
+        (1, 0)
+    } else {
+        (loc.dims[r - 1].max(1), loc.strides[r - 1])
+    };
+    let mut i = start;
+    let mut k = 0;
+    while k < dst.len() {
+        let j0 = i % inner;
+        let run = (inner - j0).min(dst.len() - k);
+        let base = loc.index_of(i) - v.shift;
+        if is == 0 {
+            dst[k..k + run].fill(v.data[base]);
+        } else {
+            for (j, d) in dst[k..k + run].iter_mut().enumerate() {
+                *d = v.data[base + j * is];
+            }
+        }
+        i += run;
+        k += run;
+    }
+}
+
+/// Evaluate `p` into `out` (contiguous), operands broadcast to its shape.
+pub fn run(p: &Program, out: &mut [f32], srcs: &[Src], scratch: &Scratch) {
+    let n = out.len();
+    let chunk = chunk_len(n, TILE, 16 * 1024);
+    for_chunks(out, chunk, |ci, oc| {
+        scratch.with(|regs| {
+            simd::dispatch(|| {
+                for (ti, ot) in oc.chunks_mut(TILE).enumerate() {
+                    let start = ci * chunk + ti * TILE;
+                    let len = ot.len();
+                    for (r, ins) in p.instrs.iter().enumerate() {
+                        let (prev, rest) = regs.split_at_mut(r * TILE);
+                        let dst = &mut rest[..len];
+                        let reg = |k: usize| &prev[k * TILE..k * TILE + len];
+                        match ins {
+                            Instr::Load(k) => match &srcs[*k] {
+                                Src::Out => dst.copy_from_slice(ot),
+                                Src::View(v) => load(v, start, dst),
+                            },
+                            Instr::Const(c) => dst.fill(*c),
+                            Instr::Un(u, a) => apply_un(*u, dst, reg(*a)),
+                            Instr::Bin(b, a, c) => apply_bin(*b, dst, reg(*a), reg(*c)),
+                        }
+                    }
+                    ot.copy_from_slice(&regs[p.out * TILE..p.out * TILE + len]);
+                }
+            })
+        })
+    });
+}

@@ -1,0 +1,170 @@
+//! Where a value's f32 elements are during a run, and safe access to them
+//! while another region of the same arena is being written.
+
+use std::ops::Range;
+
+/// The storage a value's elements live in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Root {
+    /// The compiled program's arena (the memory plan's slots).
+    Arena,
+    /// The caller's graph input `k`.
+    Input(usize),
+}
+
+/// A strided f32 view: `dims`/`strides` in elements from `offset`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Loc {
+    pub root: Root,
+    pub offset: usize,
+    pub dims: Vec<usize>,
+    pub strides: Vec<usize>,
+}
+
+pub fn row_major(dims: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; dims.len()];
+    for i in (0..dims.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * dims[i + 1];
+    }
+    s
+}
+
+impl Loc {
+    pub fn numel(&self) -> usize {
+        self.dims.iter().product()
+    }
+
+    /// Row-major with no gaps (size-1 axes may have any stride).
+    pub fn is_contiguous(&self) -> bool {
+        let want = row_major(&self.dims);
+        self.dims
+            .iter()
+            .zip(self.strides.iter().zip(&want))
+            .all(|(&d, (&s, &w))| d <= 1 || s == w)
+    }
+
+    /// The element range the view touches, relative to its root.
+    pub fn span(&self) -> Range<usize> {
+        if self.numel() == 0 {
+            return self.offset..self.offset;
+        }
+        let last: usize = self
+            .dims
+            .iter()
+            .zip(&self.strides)
+            .map(|(&d, &s)| (d - 1) * s)
+            .sum();
+        self.offset..self.offset + last + 1
+    }
+
+    /// Flat root index of the element at row-major position `i`.
+    pub fn index_of(&self, mut i: usize) -> usize {
+        let mut at = self.offset;
+        for (&d, &s) in self.dims.iter().zip(&self.strides).rev() {
+            at += (i % d) * s;
+            i /= d;
+        }
+        at
+    }
+}
+
+/// Read access to everything but the region being written: the arena is
+/// split around the output, so reads and the write borrow disjoint memory.
+pub struct Reader<'a> {
+    pub inputs: &'a [&'a [f32]],
+    before: &'a [f32],
+    after: &'a [f32],
+    out: Range<usize>,
+}
+
+/// Why a read was refused: the memory plan put an input where the output
+/// is being written (a bug in the plan or in this engine, not bad input).
+#[derive(Debug)]
+pub struct Overlap;
+
+impl<'a> Reader<'a> {
+    /// Split `arena` into the written region `out` and a reader of the rest.
+    pub fn split(
+        arena: &'a mut [f32],
+        out: Range<usize>,
+        inputs: &'a [&'a [f32]],
+    ) -> (&'a mut [f32], Reader<'a>) {
+        let (before, rest) = arena.split_at_mut(out.start);
+        let (o, after) = rest.split_at_mut(out.end - out.start);
+        (
+            o,
+            Reader {
+                inputs,
+                before,
+                after,
+                out,
+            },
+        )
+    }
+
+    /// The slice that `loc`'s root indices address, plus the shift to
+    /// subtract from them (so `slice[loc.index_of(i) - shift]`).
+    pub fn slice(&self, loc: &Loc) -> Result<(&'a [f32], usize), Overlap> {
+        match loc.root {
+            Root::Input(k) => Ok((self.inputs[k], 0)),
+            Root::Arena => {
+                let span = loc.span();
+                if span.is_empty() {
+                    return Ok((&[], 0));
+                }
+                if span.end <= self.out.start {
+                    Ok((self.before, 0))
+                } else if span.start >= self.out.end {
+                    Ok((self.after, self.out.end))
+                } else {
+                    Err(Overlap)
+                }
+            }
+        }
+    }
+
+    /// Whether `loc` is exactly the region being written (in place).
+    pub fn is_output(&self, loc: &Loc) -> bool {
+        loc.root == Root::Arena && loc.is_contiguous() && loc.span() == self.out
+    }
+}
+
+/// A read-only strided operand resolved against a [`Reader`].
+#[derive(Clone, Copy)]
+pub struct View<'a, 'l> {
+    pub data: &'a [f32],
+    pub loc: &'l Loc,
+    pub shift: usize,
+}
+
+impl View<'_, '_> {
+    /// The contiguous elements, when the view is contiguous.
+    pub fn contiguous(&self) -> Option<&[f32]> {
+        self.loc.is_contiguous().then(|| {
+            let s = self.loc.offset - self.shift;
+            &self.data[s..s + self.loc.numel()]
+        })
+    }
+
+    pub fn get(&self, i: usize) -> f32 {
+        self.data[self.loc.index_of(i) - self.shift]
+    }
+
+    /// Copy into `dst` (row-major).
+    pub fn gather(&self, dst: &mut [f32]) {
+        if let Some(c) = self.contiguous() {
+            dst.copy_from_slice(c);
+            return;
+        }
+        // Walk the last axis as the inner loop.
+        let r = self.loc.dims.len();
+        let inner = self.loc.dims.get(r.wrapping_sub(1)).copied().unwrap_or(1).max(1);
+        let is = self.loc.strides.get(r.wrapping_sub(1)).copied().unwrap_or(1);
+        for (row, d) in dst.chunks_mut(inner).enumerate() {
+            let base = self.loc.index_of(row * inner) - self.shift;
+            for (j, x) in d.iter_mut().enumerate() {
+                *x = self.data[base + j * is];
+            }
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! matmul and matmul_bias_act in f32: the `gemm` crate on strided operands
+//! (a transposed weight is read through swapped strides, never copied),
+//! rows split across threads, and the bias + activation epilogue applied
+//! to each block of rows right after its product, while it is in cache.
+
+use super::elementwise::{Un, TILE};
+use super::layout::View;
+use super::par::{chunk_len, for_chunks};
+use super::simd;
+use crate::kernels::gemm::{gemm_into, Mat};
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Act {
+    None,
+    Un(Un),
+}
+
+pub fn activation(name: &str) -> Option<Act> {
+    Some(match name {
+        "none" => Act::None,
+        "relu" => Act::Un(Un::Relu),
+        "gelu" => Act::Un(Un::Gelu),
+        "gelu_tanh" => Act::Un(Un::GeluTanh),
+        "silu" => Act::Un(Un::Silu),
+        "sigmoid" => Act::Un(Un::Sigmoid),
+        "tanh" => Act::Un(Un::Tanh),
+        _ => return None,
+    })
+}
+
+#[inline(always)]
+fn act_row(a: Act, row: &mut [f32]) {
+    let Act::Un(u) = a else { return };
+    macro_rules! map {
+        ($f:path) => {
+            for x in row.iter_mut() {
+                *x = $f(*x);
+            }
+        };
+    }
+    match u {
+        Un::Relu => map!(simd::relu),
+        Un::Gelu => map!(simd::gelu),
+        Un::GeluTanh => map!(simd::gelu_tanh),
+        Un::Silu => map!(simd::silu),
+        Un::Sigmoid => map!(simd::sigmoid),
+        Un::Tanh => map!(simd::tanh),
+        _ => unreachable!("activation() admits only these"),
+    }
+}
+
+/// The 2-D matrix of `v` at batch offset `off` (root index).
+fn mat<'a>(v: &View<'a, '_>, off: usize, rows: usize, cols: usize) -> Mat<'a, f32> {
+    let r = v.loc.dims.len();
+    Mat {
+        data: &v.data[off - v.shift..],
+        rows,
+        cols,
+        row_stride: v.loc.strides[r - 2],
+        col_stride: v.loc.strides[r - 1],
+    }
+}
+
+/// Root offset of batch `bi` (row-major over `batch` dims) in `v`, whose
+/// leading axes broadcast to `batch` (stride 0 where its extent is 1).
+fn batch_offset(v: &View, batch: &[usize], mut bi: usize) -> usize {
+    let r = v.loc.dims.len();
+    let vb = &v.loc.dims[..r - 2];
+    let pad = batch.len() - vb.len();
+    let mut off = v.loc.offset;
+    for ax in (0..batch.len()).rev() {
+        let c = bi % batch[ax];
+        bi /= batch[ax];
+        if ax >= pad && vb[ax - pad] != 1 {
+            off += c * v.loc.strides[ax - pad];
+        }
+    }
+    off
+}
+
+/// out (batch..., m, n) = a (…, m, k) · b (…, k, n) [+ bias] then `act`.
+/// Both operands have rank ≥ 2 (checked when the kernel was chosen).
+pub fn run(out: &mut [f32], out_dims: &[usize], a: &View, b: &View, bias: Option<&View>, act: Act) {
+    let r = out_dims.len();
+    let (m, n) = (out_dims[r - 2], out_dims[r - 1]);
+    let ra = a.loc.dims.len();
+    let k = a.loc.dims[ra - 1];
+    let batch = &out_dims[..r - 2];
+    let nb: usize = batch.iter().product();
+    if m == 0 || n == 0 || nb == 0 {
+        return;
+    }
+    // A batch-free weight and row-contiguous batches of `a`: one tall
+    // product (batch·m rows), which parallelizes and packs `b` once.
+    let rb = b.loc.dims.len();
+    let a_rows_merge = {
+        let (ad, st) = (&a.loc.dims, &a.loc.strides);
+        let mut want = st[ra - 2] * a.loc.dims[ra - 2];
+        let mut ok = rb == 2 && ad.len() == r;
+        for ax in (0..ra - 2).rev() {
+            ok &= ad[ax] == 1 || st[ax] == want;
+            want *= ad[ax];
+        }
+        ok
+    };
+    let bias_row = bias.and_then(|v| {
+        // The common case: a bias of n elements along the last axis.
+        let c = v.contiguous()?;
+        (c.len() == n && v.loc.dims.last() == Some(&n)).then_some(c)
+    });
+    // Any other bias shape: read through broadcast strides (built here,
+    // once; compile time already sized everything else).
+    let general = match (bias_row, bias) {
+        (None, Some(v)) => Some((super::elementwise::broadcast(v.loc, out_dims), v)),
+        _ => None,
+    };
+    let epilogue = |rows: &mut [f32], first_row: usize| {
+        for (i, row) in rows.chunks_mut(n).enumerate() {
+            if let Some(bv) = bias_row {
+                row.iter_mut().zip(bv).for_each(|(x, b)| *x += b);
+            } else if let Some((bl, v)) = &general {
+                let bview = View { loc: bl, ..**v };
+                for (j, x) in row.iter_mut().enumerate() {
+                    *x += bview.get((first_row + i) * n + j);
+                }
+            }
+            act_row(act, row);
+        }
+    };
+    if a_rows_merge {
+        let rows = nb * m;
+        let bm = mat(b, b.loc.offset, k, n);
+        let chunk = chunk_len(rows * n, n, 32 * n.max(TILE));
+        for_chunks(out, chunk, |ci, oc| {
+            let r0 = ci * chunk / n;
+            let mr = oc.len() / n;
+            let am = Mat {
+                data: &a.data[a.loc.offset + r0 * a.loc.strides[ra - 2] - a.shift..],
+                rows: mr,
+                cols: k,
+                row_stride: a.loc.strides[ra - 2],
+                col_stride: a.loc.strides[ra - 1],
+            };
+            simd::dispatch(|| {
+                gemm_into(am, bm, oc, n, false, false);
+                epilogue(oc, r0);
+            });
+        });
+        return;
+    }
+    // Batched: one product per batch entry, batches across threads.
+    for_chunks(out, m * n, |bi, oc| {
+        let am = mat(a, batch_offset(a, batch, bi), m, k);
+        let bm = mat(b, batch_offset(b, batch, bi), k, n);
+        simd::dispatch(|| {
+            gemm_into(am, bm, oc, n, false, false);
+            epilogue(oc, bi * m);
+        });
+    });
+}

@@ -1,0 +1,598 @@
+//! The fast CPU engine: runs a planned LIR program in f32.
+//!
+//! At compile time every node gets one of three fates, decided by
+//! [`select`] from its op, input types and attributes — the same function
+//! names the kernel in the dispatch report, so the report says exactly
+//! which nodes run here and which run on the reference kernels:
+//!
+//! * **view** — the memory plan made the value a strided view of another
+//!   value's memory; nothing runs, consumers read through the strides;
+//! * **fast** (`cpu::fast::…`) — an f32 kernel of this module writing into
+//!   the program's arena: GEMM with fused epilogues, attention, norms,
+//!   softmax, embedding, and elementwise register programs (single ops and
+//!   whole `fused_elementwise` regions);
+//! * **reference** (`cpu::ref::…`) — the reference kernel (f64 widening,
+//!   every op and dtype), reading its inputs out of the arena.
+//!
+//! The arena (the plan's slots), per-thread scratch and the host-side
+//! table for non-f32 values are allocated once per compiled program; a run
+//! on fast kernels only allocates the tensors it returns.
+
+mod attention;
+mod elementwise;
+mod layout;
+mod matmul;
+mod norm;
+mod par;
+pub mod simd;
+
+use crate::error::CpuError;
+use crate::kernels::{kernel, KernelCx};
+use elementwise::Src;
+use layout::{row_major, Loc, Reader, Root, View};
+use par::Scratch;
+use rlx_ir::lir::Program;
+use rlx_ir::{Attrs, DType, Element, Graph, HostTensor, TensorType};
+use std::borrow::Cow;
+use std::sync::Mutex;
+
+pub use par::threads;
+
+/// How the fast engine runs one op, when it can.
+#[derive(Clone, Debug)]
+pub enum Kind {
+    Elementwise(elementwise::Program),
+    Matmul { act: matmul::Act, bias: bool },
+    Attention,
+    Norm { centered: bool },
+    Softmax { log: bool },
+    Embedding,
+}
+
+fn f32s(ts: &[&TensorType]) -> bool {
+    ts.iter().all(|t| t.dtype == DType::F32)
+}
+
+/// The fast kernel for an op with these input types and attributes, if
+/// this engine has one. `None` means the reference kernel runs it.
+pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
+    let rank = |k: usize| inputs.get(k).map_or(0, |t| t.shape.rank());
+    match op {
+        "matmul" | "matmul_bias_act" => {
+            let act = match op {
+                "matmul" => matmul::Act::None,
+                _ => matmul::activation(attrs.str("activation").ok()?)?,
+            };
+            (f32s(inputs) && rank(0) >= 2 && rank(1) >= 2 && inputs.len() <= 3).then_some(
+                Kind::Matmul {
+                    act,
+                    bias: inputs.len() == 3,
+                },
+            )
+        }
+        "attention" => {
+            let kind = attrs.str("mask_kind").ok()?;
+            let qkv_ok = f32s(&inputs[..3.min(inputs.len())]) && rank(0) >= 2;
+            let mask_ok = match (kind, inputs.get(3)) {
+                ("none" | "causal" | "sliding_window", None) => true,
+                ("custom", Some(m)) => m.dtype == DType::Bool,
+                ("bias", Some(m)) => m.dtype == DType::F32,
+                _ => false,
+            };
+            (qkv_ok && mask_ok).then_some(Kind::Attention)
+        }
+        "layer_norm" | "rms_norm" => {
+            let x = inputs.first()?;
+            let ax = x.shape.axis(attrs.int("axis").ok()?).ok()?;
+            let inner: usize = x.shape.dims()[ax..].iter().product();
+            let params_ok = inputs[1..].iter().all(|t| t.shape.numel() == inner);
+            (f32s(inputs) && params_ok).then_some(Kind::Norm {
+                centered: op == "layer_norm",
+            })
+        }
+        "softmax" | "log_softmax" => (f32s(inputs) && inputs.len() == 1).then_some(Kind::Softmax {
+            log: op == "log_softmax",
+        }),
+        "embedding" => {
+            let (t, ids) = (inputs.first()?, inputs.get(1)?);
+            (t.dtype == DType::F32
+                && t.shape.rank() >= 1
+                && matches!(ids.dtype, DType::I64 | DType::I32))
+            .then_some(Kind::Embedding)
+        }
+        "fused_elementwise" => {
+            let body = attrs.graph("body").ok()?;
+            (f32s(inputs)).then(|| elementwise::Program::for_region(body))?.map(Kind::Elementwise)
+        }
+        // A same-dtype cast is a copy; other casts change the element type.
+        "cast" => None,
+        _ => {
+            let out = inputs.first().map(|t| (*t).clone())?;
+            elementwise::Program::for_node(op, &inputs.iter().map(|t| (*t).clone()).collect::<Vec<_>>(), &out)
+                .map(Kind::Elementwise)
+        }
+    }
+}
+
+/// The kernel name the dispatch report shows for a node.
+pub fn kernel_name(op: &str, inputs: &[&TensorType], attrs: &Attrs, dtype: DType) -> String {
+    match select(op, inputs, attrs) {
+        Some(_) => format!("cpu::fast::{op}<{dtype}>"),
+        None => format!("cpu::ref::{op}<{dtype}>"),
+    }
+}
+
+/// Where a value lives during a run.
+#[derive(Clone, Debug)]
+enum Home {
+    /// f32 elements in the arena or a graph input, possibly strided.
+    F32(Loc),
+    /// A host tensor: graph input `Some(k)`, else the host-side table.
+    Host(Option<usize>),
+}
+
+#[derive(Debug)]
+enum Step {
+    /// A view made by the memory plan: nothing runs.
+    View,
+    Fast {
+        kind: Kind,
+        /// Operand locations as the kernel reads them.
+        args: Vec<Option<Loc>>,
+        /// causal / sliding-window mask, or a custom mask's strides.
+        mask: Vec<bool>,
+        mask_strides: Vec<usize>,
+    },
+    Ref,
+}
+
+struct State {
+    arena: Vec<f32>,
+    host: Vec<Option<HostTensor>>,
+    pool: Scratch,
+}
+
+/// A program compiled for the fast engine.
+pub struct FastProgram {
+    graph: Graph,
+    homes: Vec<Home>,
+    steps: Vec<Step>,
+    arena_len: usize,
+    scratch: usize,
+    state: Mutex<State>,
+}
+
+fn fail(op: &str, msg: impl Into<String>) -> CpuError {
+    CpuError::Runtime {
+        op: op.into(),
+        msg: msg.into(),
+    }
+}
+
+impl FastProgram {
+    pub fn compile(program: Program) -> Result<FastProgram, CpuError> {
+        let g = &program.graph;
+        let mut homes: Vec<Home> = vec![Home::Host(None); g.values.len()];
+        for (k, &v) in g.inputs.iter().enumerate() {
+            let t = g.ty(v);
+            homes[v.index()] = if t.dtype == DType::F32 {
+                Home::F32(Loc {
+                    root: Root::Input(k),
+                    offset: 0,
+                    dims: t.dims().to_vec(),
+                    strides: row_major(t.dims()),
+                })
+            } else {
+                Home::Host(Some(k))
+            };
+        }
+        for s in &program.slots {
+            if s.ty.dtype == DType::F32 {
+                homes[s.value.index()] = Home::F32(Loc {
+                    root: Root::Arena,
+                    offset: s.offset / 4,
+                    dims: s.ty.dims().to_vec(),
+                    strides: row_major(s.ty.dims()),
+                });
+            }
+        }
+        let mut is_view = vec![false; g.values.len()];
+        for v in &program.views {
+            if g.ty(v.value).dtype != DType::F32 {
+                continue;
+            }
+            let base = match &homes[v.base.index()] {
+                Home::F32(l) => l.clone(),
+                Home::Host(_) => continue,
+            };
+            homes[v.value.index()] = Home::F32(Loc {
+                root: base.root,
+                offset: v.offset,
+                dims: g.ty(v.value).dims().to_vec(),
+                strides: v.strides.clone(),
+            });
+            is_view[v.value.index()] = true;
+        }
+        let mut steps = Vec::with_capacity(g.nodes.len());
+        let mut scratch = 0usize;
+        for node in &g.nodes {
+            let out_f32 = node.outputs.len() == 1 && g.ty(node.outputs[0]).dtype == DType::F32;
+            if out_f32 && is_view[node.outputs[0].index()] {
+                steps.push(Step::View);
+                continue;
+            }
+            let types: Vec<&TensorType> = node.inputs.iter().map(|&v| g.ty(v)).collect();
+            let out_in_arena = out_f32
+                && matches!(&homes[node.outputs[0].index()], Home::F32(l) if l.root == Root::Arena);
+            let kind = if out_in_arena {
+                select(node.op.name(), &types, &node.attrs)
+            } else {
+                None
+            };
+            let Some(kind) = kind else {
+                steps.push(Step::Ref);
+                continue;
+            };
+            let out_ty = g.ty(node.outputs[0]);
+            let loc = |k: usize| match &homes[node.inputs[k].index()] {
+                Home::F32(l) => Some(l.clone()),
+                Home::Host(_) => None,
+            };
+            let mut args: Vec<Option<Loc>> = (0..node.inputs.len()).map(loc).collect();
+            let (mut mask, mut mask_strides) = (Vec::new(), Vec::new());
+            match &kind {
+                Kind::Elementwise(p) => {
+                    scratch = scratch.max(p.scratch());
+                    let op = node.op.name();
+                    for a in args.iter_mut().flatten() {
+                        *a = if op == "permute" {
+                            let perm = node.attrs.ints("perm").map_err(CpuError::Ir)?;
+                            let r = a.dims.len();
+                            let ax = |p: i64| rlx_ir::shape::normalize_axis(p, r).map_err(CpuError::Ir);
+                            let idx = perm.iter().map(|&p| ax(p)).collect::<Result<Vec<_>, _>>()?;
+                            Loc {
+                                dims: idx.iter().map(|&i| a.dims[i]).collect(),
+                                strides: idx.iter().map(|&i| a.strides[i]).collect(),
+                                ..a.clone()
+                            }
+                        } else if elementwise::unary(op) == Some(elementwise::Un::Copy) {
+                            a.clone() // same element order, possibly other dims
+                        } else {
+                            elementwise::broadcast(a, out_ty.dims())
+                        };
+                    }
+                }
+                Kind::Attention => {
+                    let (q, k) = (types[0], types[1]);
+                    let r = q.shape.rank();
+                    let (sq, sk) = (q.dims()[r - 2], k.dims()[r - 2]);
+                    scratch = scratch.max(attention::scratch(sk));
+                    let kind_s = node.attrs.str("mask_kind").map_err(CpuError::Ir)?;
+                    let window = node.attrs.int("window").map_err(CpuError::Ir)?;
+                    if let Some(m) = rlx_ir::ops::fused::attention_mask(kind_s, sq, sk, window) {
+                        mask = m;
+                    }
+                    let mut full = out_ty.dims()[..r - 2].to_vec();
+                    full.extend([sq, sk]);
+                    if let Some(mt) = types.get(3) {
+                        let ml = Loc {
+                            root: Root::Arena,
+                            offset: 0,
+                            dims: mt.dims().to_vec(),
+                            strides: row_major(mt.dims()),
+                        };
+                        let b = elementwise::broadcast(&ml, &full);
+                        mask_strides = b.strides;
+                        if let Some(Some(a)) = args.get_mut(3) {
+                            *a = elementwise::broadcast(a, &full);
+                        }
+                    }
+                }
+                Kind::Norm { .. } => {
+                    let x = types[0];
+                    let ax = x.shape.axis(node.attrs.int("axis").map_err(CpuError::Ir)?).map_err(CpuError::Ir)?;
+                    scratch = scratch.max(x.dims()[ax..].iter().product());
+                }
+                Kind::Softmax { .. } => {
+                    let x = types[0];
+                    let ax = x.shape.axis(node.attrs.int("axis").map_err(CpuError::Ir)?).map_err(CpuError::Ir)?;
+                    scratch = scratch.max(x.dims()[ax]);
+                }
+                Kind::Matmul { .. } | Kind::Embedding => {}
+            }
+            steps.push(Step::Fast {
+                kind,
+                args,
+                mask,
+                mask_strides,
+            });
+        }
+        let arena_len = program.arena_bytes.div_ceil(4);
+        let state = State {
+            arena: vec![0.0; arena_len],
+            host: vec![None; g.values.len()],
+            pool: Scratch::new(scratch),
+        };
+        Ok(FastProgram {
+            graph: program.graph,
+            homes,
+            steps,
+            arena_len,
+            scratch,
+            state: Mutex::new(state),
+        })
+    }
+
+    /// (fast kernels, reference kernels, views) in this program.
+    pub fn counts(&self) -> (usize, usize, usize) {
+        let mut c = (0, 0, 0);
+        for s in &self.steps {
+            match s {
+                Step::Fast { .. } => c.0 += 1,
+                Step::Ref => c.1 += 1,
+                Step::View => c.2 += 1,
+            }
+        }
+        c
+    }
+
+    pub fn run(&self, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, CpuError> {
+        crate::interp::check_inputs(&self.graph, inputs)?;
+        // A second caller while a run is in flight gets its own state
+        // (allocated now) instead of waiting.
+        match self.state.try_lock() {
+            Ok(mut st) => self.run_in(&mut st, inputs),
+            Err(std::sync::TryLockError::Poisoned(p)) => self.run_in(&mut p.into_inner(), inputs),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                let mut st = State {
+                    arena: vec![0.0; self.arena_len],
+                    host: vec![None; self.graph.values.len()],
+                    pool: Scratch::new(self.scratch),
+                };
+                self.run_in(&mut st, inputs)
+            }
+        }
+    }
+
+    fn run_in(&self, st: &mut State, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, CpuError> {
+        let g = &self.graph;
+        let f32_in: Vec<&[f32]> = inputs
+            .iter()
+            .map(|t| f32::unwrap(t.data()).unwrap_or(&[]))
+            .collect();
+        for (node, step) in g.nodes.iter().zip(&self.steps) {
+            match step {
+                Step::View => {}
+                Step::Ref => crate::profile::time(node.op.name(), || self.run_ref(st, node, inputs, &f32_in))?,
+                Step::Fast {
+                    kind,
+                    args,
+                    mask,
+                    mask_strides,
+                } => crate::profile::time(node.op.name(), || {
+                    self.run_fast(st, node, kind, args, mask, mask_strides, inputs, &f32_in)
+                })?,
+            }
+        }
+        g.outputs
+            .iter()
+            .map(|&v| self.fetch(st, v, inputs, &f32_in).map(Cow::into_owned))
+            .collect()
+    }
+
+    /// Value `v` as a host tensor (copied out of the arena if it lives there).
+    fn fetch<'a>(
+        &self,
+        st: &'a State,
+        v: rlx_ir::ValueId,
+        inputs: &'a [&'a HostTensor],
+        f32_in: &[&[f32]],
+    ) -> Result<Cow<'a, HostTensor>, CpuError> {
+        let ty = self.graph.ty(v);
+        match &self.homes[v.index()] {
+            Home::F32(loc) => {
+                let data: &[f32] = match loc.root {
+                    Root::Arena => &st.arena,
+                    Root::Input(k) => f32_in[k],
+                };
+                let view = View { data, loc, shift: 0 };
+                let mut out = vec![0.0f32; loc.numel()];
+                view.gather(&mut out);
+                Ok(Cow::Owned(HostTensor::new(DType::F32, ty.shape.clone(), out.into())?))
+            }
+            Home::Host(Some(k)) => Ok(Cow::Borrowed(inputs[*k])),
+            Home::Host(None) => st.host[v.index()]
+                .as_ref()
+                .map(Cow::Borrowed)
+                .ok_or_else(|| fail("return", format!("value %{} was never computed", v.0))),
+        }
+    }
+
+    fn run_ref(
+        &self,
+        st: &mut State,
+        node: &rlx_ir::Node,
+        inputs: &[&HostTensor],
+        f32_in: &[&[f32]],
+    ) -> Result<(), CpuError> {
+        let g = &self.graph;
+        let k = kernel(node.op.name()).ok_or_else(|| CpuError::NoKernel(node.op.name().into()))?;
+        let args: Vec<Cow<HostTensor>> = node
+            .inputs
+            .iter()
+            .map(|&v| self.fetch(st, v, inputs, f32_in))
+            .collect::<Result<_, _>>()?;
+        let refs: Vec<&HostTensor> = args.iter().map(|c| c.as_ref()).collect();
+        let out_types: Vec<TensorType> = node.outputs.iter().map(|&v| g.ty(v).clone()).collect();
+        let outs = k(&KernelCx {
+            op: node.op.name(),
+            inputs: &refs,
+            attrs: &node.attrs,
+            outputs: &out_types,
+            runner: &crate::interp::Interp,
+        })?;
+        drop(refs);
+        drop(args);
+        if outs.len() != out_types.len() {
+            return Err(fail(node.op.name(), "kernel returned the wrong number of outputs (a kernel bug)"));
+        }
+        for ((&v, t), ty) in node.outputs.iter().zip(outs).zip(&out_types) {
+            if t.dtype() != ty.dtype || t.shape() != &ty.shape {
+                return Err(fail(
+                    node.op.name(),
+                    format!("kernel returned {}{}, the op infers {ty} (a kernel bug)", t.dtype(), t.shape()),
+                ));
+            }
+            match &self.homes[v.index()] {
+                Home::F32(loc) if loc.root == Root::Arena => {
+                    let src = f32::unwrap(t.data()).unwrap_or(&[]);
+                    st.arena[loc.offset..loc.offset + src.len()].copy_from_slice(src);
+                }
+                _ => st.host[v.index()] = Some(t),
+            }
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_fast(
+        &self,
+        st: &mut State,
+        node: &rlx_ir::Node,
+        kind: &Kind,
+        args: &[Option<Loc>],
+        mask: &[bool],
+        mask_strides: &[usize],
+        inputs: &[&HostTensor],
+        f32_in: &[&[f32]],
+    ) -> Result<(), CpuError> {
+        let g = &self.graph;
+        let op = node.op.name();
+        let out_v = node.outputs[0];
+        let Home::F32(out_loc) = &self.homes[out_v.index()] else {
+            return Err(fail(op, "fast kernel without an arena output (an engine bug)"));
+        };
+        let out_dims = out_loc.dims.as_slice();
+        let host = &st.host;
+        let host_of = |k: usize| -> Result<&HostTensor, CpuError> {
+            match &self.homes[node.inputs[k].index()] {
+                Home::Host(Some(i)) => Ok(inputs[*i]),
+                Home::Host(None) => host[node.inputs[k].index()]
+                    .as_ref()
+                    .ok_or_else(|| fail(op, format!("input {k} was never computed"))),
+                Home::F32(_) => Err(fail(op, format!("input {k} is not a host tensor"))),
+            }
+        };
+        let (out, rd) = Reader::split(
+            &mut st.arena,
+            out_loc.offset..out_loc.offset + out_loc.numel(),
+            f32_in,
+        );
+        let overlap = || fail(op, "an input overlaps the output in the memory plan (a planner bug)");
+        let view = |k: usize| -> Result<View, CpuError> {
+            let loc = args[k].as_ref().ok_or_else(|| fail(op, format!("input {k} is not f32")))?;
+            let (data, shift) = rd.slice(loc).map_err(|_| overlap())?;
+            Ok(View { data, loc, shift })
+        };
+        match kind {
+            Kind::Elementwise(p) => {
+                let srcs = (0..node.inputs.len())
+                    .map(|k| {
+                        let loc = args[k].as_ref().ok_or_else(|| fail(op, "non-f32 input"))?;
+                        if rd.is_output(loc) {
+                            Ok(Src::Out)
+                        } else {
+                            view(k).map(Src::View)
+                        }
+                    })
+                    .collect::<Result<Vec<_>, CpuError>>()?;
+                elementwise::run(p, out, &srcs, &st.pool);
+            }
+            Kind::Matmul { act, bias } => {
+                let (a, b) = (view(0)?, view(1)?);
+                let bias = if *bias { Some(view(2)?) } else { None };
+                matmul::run(out, out_dims, &a, &b, bias.as_ref(), *act);
+            }
+            Kind::Attention => {
+                let (q, k, v) = (view(0)?, view(1)?, view(2)?);
+                let r = q.loc.dims.len();
+                let d = q.loc.dims[r - 1];
+                let scale = node.attrs.opt_float("scale").unwrap_or(1.0 / (d as f64).sqrt()) as f32;
+                let dims = attention::Dims {
+                    batch: &out_dims[..r - 2],
+                    sq: q.loc.dims[r - 2],
+                    sk: k.loc.dims[r - 2],
+                    d,
+                    dv: v.loc.dims[r - 1],
+                    scale,
+                };
+                let bias_view;
+                let m = match node.inputs.len() {
+                    3 if mask.is_empty() => attention::Mask::None,
+                    3 => attention::Mask::Builtin(mask),
+                    _ if g.ty(node.inputs[3]).dtype == DType::Bool => {
+                        let t = host_of(3)?;
+                        let data = bool::unwrap(t.data()).ok_or_else(|| fail(op, "mask is not bool"))?;
+                        attention::Mask::Custom {
+                            data,
+                            strides: mask_strides,
+                        }
+                    }
+                    _ => {
+                        bias_view = view(3)?;
+                        attention::Mask::Bias(bias_view)
+                    }
+                };
+                attention::run(out, &q, &k, &v, &m, &dims, &st.pool);
+            }
+            Kind::Norm { centered } => {
+                let x = view(0)?;
+                let ax = g.ty(node.inputs[0]).shape.axis(node.attrs.int("axis")?)?;
+                let inner: usize = x.loc.dims[ax..].iter().product();
+                let gv = view(1)?;
+                let gs = gv.contiguous().ok_or_else(|| fail(op, "scale is not contiguous"))?;
+                let bv = if *centered { Some(view(2)?) } else { None };
+                let bs = match &bv {
+                    Some(b) => Some(b.contiguous().ok_or_else(|| fail(op, "shift is not contiguous"))?),
+                    None => None,
+                };
+                let eps = node.attrs.float("eps")?;
+                norm::norm(out, &x, gs, bs, inner, eps, *centered, &st.pool);
+            }
+            Kind::Softmax { log } => {
+                let x = view(0)?;
+                let ax = g.ty(node.inputs[0]).shape.axis(node.attrs.int("axis")?)?;
+                let len = x.loc.dims[ax];
+                let inner: usize = x.loc.dims[ax + 1..].iter().product();
+                norm::softmax(out, &x, len, inner, *log, &st.pool);
+            }
+            Kind::Embedding => {
+                let table = view(0)?;
+                let rows = table.loc.dims[0];
+                let inner: usize = table.loc.dims[1..].iter().product();
+                let ids = host_of(1)?;
+                let idx: Cow<[i64]> = match (i64::unwrap(ids.data()), i32::unwrap(ids.data())) {
+                    (Some(v), _) => Cow::Borrowed(v),
+                    (None, Some(v)) => Cow::Owned(v.iter().map(|&x| x as i64).collect()),
+                    _ => return Err(fail(op, "ids must be i64 or i32")),
+                };
+                let tc = table.contiguous();
+                for (&i, o) in idx.iter().zip(out.chunks_mut(inner.max(1))) {
+                    let j = if i < 0 { i + rows as i64 } else { i };
+                    if j < 0 || j >= rows as i64 {
+                        return Err(fail(
+                            op,
+                            format!("index {i} is out of range for an axis of extent {rows}"),
+                        ));
+                    }
+                    let j = j as usize;
+                    match tc {
+                        Some(t) => o.copy_from_slice(&t[j * inner..(j + 1) * inner]),
+                        None => o.iter_mut().enumerate().for_each(|(c, x)| *x = table.get(j * inner + c)),
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,85 @@
+//! Threads for the fast kernels: rayon natively (its global pool, sized
+//! once from `RLX_NUM_THREADS`, default all cores), one thread on wasm32.
+//! Per-thread scratch is allocated at compile time, so a run allocates
+//! nothing here.
+
+use std::sync::Mutex;
+
+/// Worker threads the fast kernels use.
+pub fn threads() -> usize {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        static T: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        *T.get_or_init(|| {
+            let t = std::env::var("RLX_NUM_THREADS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+                .max(1);
+            // Fails only if someone built the global pool first; then that
+            // pool's size is what we get, and `current_num_threads` says so.
+            let _ = rayon::ThreadPoolBuilder::new().num_threads(t).build_global();
+            rayon::current_num_threads()
+        })
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        1
+    }
+}
+
+/// `f(index, chunk)` over `data.chunks_mut(chunk)`, in parallel natively.
+pub fn for_chunks<F>(data: &mut [f32], chunk: usize, f: F)
+where
+    F: Fn(usize, &mut [f32]) + Send + Sync,
+{
+    let chunk = chunk.max(1);
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use rayon::prelude::*;
+        if threads() > 1 && data.len() > chunk {
+            data.par_chunks_mut(chunk).enumerate().for_each(|(i, c)| f(i, c));
+            return;
+        }
+    }
+    for (i, c) in data.chunks_mut(chunk).enumerate() {
+        f(i, c);
+    }
+}
+
+/// A chunk size that gives each thread a few chunks of at least `min`
+/// elements, in multiples of `unit` (a row, say).
+pub fn chunk_len(total: usize, unit: usize, min: usize) -> usize {
+    let unit = unit.max(1);
+    let units = total.div_ceil(unit);
+    let want = units.div_ceil(threads() * 4).max(min.div_ceil(unit)).max(1);
+    want * unit
+}
+
+/// Per-thread scratch buffers, sized at compile time.
+pub struct Scratch {
+    slots: Vec<Mutex<Vec<f32>>>,
+}
+
+impl Scratch {
+    pub fn new(per_thread: usize) -> Scratch {
+        Scratch {
+            slots: (0..threads() + 1)
+                .map(|_| Mutex::new(vec![0.0; per_thread]))
+                .collect(),
+        }
+    }
+
+    /// Run `f` with this thread's scratch buffer.
+    pub fn with<R>(&self, f: impl FnOnce(&mut [f32]) -> R) -> R {
+        #[cfg(not(target_arch = "wasm32"))]
+        let k = rayon::current_thread_index().unwrap_or(self.slots.len() - 1);
+        #[cfg(target_arch = "wasm32")]
+        let k = 0;
+        let slot = &self.slots[k.min(self.slots.len() - 1)];
+        // Each pool thread only ever takes its own slot, so this lock is
+        // uncontended (the last slot is shared by callers outside the pool).
+        let mut g = slot.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut g)
+    }
+}
