@@ -1,0 +1,501 @@
+//! Kernel templates. Each returns CUDA C text named `@NAME@`; shapes,
+//! strides and attribute values are constants in the text.
+
+use crate::ctype::{compute, lit, load, storage, store};
+use rlx_ir::DType;
+
+/// Threads per block of the row kernels (reductions, norms).
+pub const ROW_THREADS: u32 = 256;
+
+/// One operand of an elementwise loop: its dtype and its stride (in
+/// elements, 0 = broadcast) along each output axis.
+#[derive(Clone, Debug)]
+pub struct Operand {
+    pub dtype: DType,
+    pub strides: Vec<i64>,
+}
+
+fn st(d: DType) -> &'static str {
+    storage(d).unwrap_or("float")
+}
+
+/// Code that sets `c0..c{r-1}` from the flat index `i` over `dims`.
+fn unravel(dims: &[usize], i: &str) -> String {
+    let mut s = format!("long long r_ = {i};");
+    for k in (0..dims.len()).rev() {
+        if k == 0 {
+            s += " long long c0 = r_;";
+        } else {
+            s += &format!(" long long c{k} = r_ % {d}; r_ /= {d};", d = dims[k]);
+        }
+    }
+    s
+}
+
+/// `c0*s0 + c1*s1 + ...` (zero strides and unit dims left out).
+fn offset(dims: &[usize], strides: &[i64]) -> String {
+    let terms: Vec<String> = strides
+        .iter()
+        .enumerate()
+        .filter(|&(k, &s)| s != 0 && dims[k] != 1)
+        .map(|(k, &s)| {
+            if s == 1 {
+                format!("c{k}")
+            } else {
+                format!("c{k} * {s}LL")
+            }
+        })
+        .collect();
+    if terms.is_empty() {
+        "0".into()
+    } else {
+        terms.join(" + ")
+    }
+}
+
+/// Contiguous row-major strides of `dims`.
+pub fn contiguous(dims: &[usize]) -> Vec<i64> {
+    let mut s = vec![1i64; dims.len()];
+    for k in (0..dims.len().saturating_sub(1)).rev() {
+        s[k] = s[k + 1] * dims[k + 1] as i64;
+    }
+    s
+}
+
+/// An elementwise loop over `dims`. Inputs load into `x0..`; `body` is
+/// statements over them that define the compute-type values named in
+/// `results`; output k (dtype, strides) stores `results[k]`.
+pub fn elementwise(
+    dims: &[usize],
+    ins: &[Operand],
+    outs: &[(DType, Vec<i64>)],
+    body: &str,
+    results: &[String],
+) -> String {
+    let n: usize = dims.iter().product();
+    let mut params: Vec<String> = ins
+        .iter()
+        .enumerate()
+        .map(|(k, o)| format!("const {}* __restrict__ in{k}", st(o.dtype)))
+        .collect();
+    params.extend(
+        outs.iter()
+            .enumerate()
+            .map(|(k, (d, _))| format!("{}* __restrict__ out{k}", st(*d))),
+    );
+    let mut s = format!(
+        "extern \"C\" __global__ void @NAME@({}) {{\n  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < {n}LL; i += (long long)gridDim.x * blockDim.x) {{\n    {}\n",
+        params.join(", "),
+        unravel(dims, "i")
+    );
+    for (k, o) in ins.iter().enumerate() {
+        s += &format!(
+            "    {} x{k} = {};\n",
+            compute(o.dtype),
+            load(o.dtype, &format!("in{k}[{}]", offset(dims, &o.strides)))
+        );
+    }
+    s += body;
+    for (k, ((d, strides), r)) in outs.iter().zip(results).enumerate() {
+        s += &format!(
+            "    out{k}[{}] = {};\n",
+            offset(dims, strides),
+            store(*d, r)
+        );
+    }
+    s += "  }\n}\n";
+    s
+}
+
+/// Block-wide combine of `v` (per-thread partials) into thread 0's `v`, then
+/// broadcast through `sh[0]`. `op` combines two values `a`, `b`.
+fn block_reduce(ty: &str, op: &str) -> String {
+    format!(
+        "  {{ __shared__ {ty} sh[{t}]; sh[threadIdx.x] = v; __syncthreads();\n    for (int w = {h}; w > 0; w >>= 1) {{ if (threadIdx.x < w) {{ {ty} a = sh[threadIdx.x], b = sh[threadIdx.x + w]; sh[threadIdx.x] = {op}; }} __syncthreads(); }}\n    v = sh[0]; __syncthreads(); }}\n",
+        t = ROW_THREADS,
+        h = ROW_THREADS / 2
+    )
+}
+
+/// A reduction kind.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Reduce {
+    Sum,
+    Mean,
+    Prod,
+    Max,
+    Min,
+    LogSumExp,
+    /// Variance with this correction (0 population, 1 sample).
+    Variance(i64),
+    Any,
+    All,
+    ArgMax,
+    ArgMin,
+}
+
+impl Reduce {
+    pub fn parse(op: &str, correction: i64) -> Option<Reduce> {
+        Some(match op {
+            "reduce_sum" => Reduce::Sum,
+            "reduce_mean" => Reduce::Mean,
+            "reduce_prod" => Reduce::Prod,
+            "reduce_max" => Reduce::Max,
+            "reduce_min" => Reduce::Min,
+            "reduce_logsumexp" => Reduce::LogSumExp,
+            "reduce_variance" => Reduce::Variance(correction),
+            "reduce_any" => Reduce::Any,
+            "reduce_all" => Reduce::All,
+            "argmax" => Reduce::ArgMax,
+            "argmin" => Reduce::ArgMin,
+            _ => return None,
+        })
+    }
+}
+
+/// One block per output element. `kept`/`red` are (dim, input stride)
+/// of the kept and reduced axes; the output is contiguous over `kept`.
+pub fn reduce(
+    kind: Reduce,
+    din: DType,
+    dout: DType,
+    kept: &[(usize, i64)],
+    red: &[(usize, i64)],
+) -> String {
+    let kd: Vec<usize> = kept.iter().map(|k| k.0).collect();
+    let ks: Vec<i64> = kept.iter().map(|k| k.1).collect();
+    let rd: Vec<usize> = red.iter().map(|k| k.0).collect();
+    let rs: Vec<i64> = red.iter().map(|k| k.1).collect();
+    let count: usize = rd.iter().product();
+    let c = compute(din);
+    let acc = if din.is_float() { c } else { "long long" };
+    let x = load(din, "in0[base + roff]");
+    let fmax = if c == "double" { "fmax" } else { "fmaxf" };
+    let fexp = if c == "double" { "exp" } else { "expf" };
+    let flog = if c == "double" { "log" } else { "logf" };
+    let red_loop = |init: &str, step: &str| {
+        format!(
+            "  {acc} v = {init};\n  for (long long j = threadIdx.x; j < {count}LL; j += blockDim.x) {{\n    {} long long roff = {};\n    {c} x = {x};\n    {step}\n  }}\n",
+            unravel(&rd, "j").replace("long long c", "long long q").replace("r_", "rr_"),
+            offset(&rd, &rs).replace('c', "q"),
+        )
+    };
+    let nan_max = |a: &str, b: &str, cmp: &str| {
+        format!("({a} != {a} ? {a} : ({b} != {b} ? {b} : ({a} {cmp} {b} ? {a} : {b})))")
+    };
+    let head = format!(
+        "extern \"C\" __global__ void @NAME@(const {}* __restrict__ in0, {}* __restrict__ out0) {{\n  long long o = blockIdx.x; {}\n  long long base = {};\n",
+        st(din),
+        st(dout),
+        unravel(&kd, "o"),
+        offset(&kd, &ks)
+    );
+    let mut s = head;
+    let fin = |s: &mut String, e: &str| {
+        *s += &format!(
+            "  if (threadIdx.x == 0) out0[o] = {};\n}}\n",
+            store(dout, e)
+        );
+    };
+    match kind {
+        Reduce::Sum | Reduce::Mean => {
+            s += &red_loop(&lit(din, 0.0), "v += x;");
+            s += &block_reduce(acc, "a + b");
+            let e = if kind == Reduce::Mean {
+                format!("v / ({acc}){count}")
+            } else {
+                "v".into()
+            };
+            fin(&mut s, &e);
+        }
+        Reduce::Prod => {
+            s += &red_loop(&lit(din, 1.0), "v *= x;");
+            s += &block_reduce(acc, "a * b");
+            fin(&mut s, "v");
+        }
+        Reduce::Max | Reduce::Min => {
+            let (init, cmp) = if kind == Reduce::Max {
+                (f64::NEG_INFINITY, ">")
+            } else {
+                (f64::INFINITY, "<")
+            };
+            let init = if din.is_float() {
+                lit(din, init)
+            } else if kind == Reduce::Max {
+                "(-0x7fffffffffffffffLL - 1)".into()
+            } else {
+                "0x7fffffffffffffffLL".into()
+            };
+            let pick = if din.is_float() {
+                nan_max("a", "b", cmp)
+            } else {
+                format!("(a {cmp} b ? a : b)")
+            };
+            s += &red_loop(&init, &format!("{{ {acc} a = v, b = x; v = {pick}; }}"));
+            s += &block_reduce(acc, &pick);
+            fin(&mut s, "v");
+        }
+        Reduce::LogSumExp => {
+            // Two passes: the max, then the sum of exp(x - max).
+            let pick = nan_max("a", "b", ">");
+            s += &red_loop(
+                &lit(din, f64::NEG_INFINITY),
+                &format!("{{ {acc} a = v, b = x; v = {pick}; }}"),
+            );
+            s += &block_reduce(acc, &pick);
+            s += &format!("  {acc} m = v; {acc} mm = ({fmax}(m, m) == m && m > -1e308 && m < 1e308) ? m : {z};\n", z = lit(din, 0.0));
+            s += &red_loop(&lit(din, 0.0), &format!("v += {fexp}(x - mm);"))
+                .replace(&format!("  {acc} v = "), "  v = ");
+            s += &block_reduce(acc, "a + b");
+            fin(&mut s, &format!("mm + {flog}(v)"));
+        }
+        Reduce::Variance(corr) => {
+            s += &red_loop(&lit(din, 0.0), "v += x;");
+            s += &block_reduce(acc, "a + b");
+            s += &format!("  {acc} mean = v / ({acc}){count};\n");
+            s += &red_loop(&lit(din, 0.0), "v += (x - mean) * (x - mean);")
+                .replace(&format!("  {acc} v = "), "  v = ");
+            s += &block_reduce(acc, "a + b");
+            fin(&mut s, &format!("v / ({acc})({count} - {corr})"));
+        }
+        Reduce::Any | Reduce::All => {
+            let (init, step, op) = if kind == Reduce::Any {
+                ("false", "v = v || (x != 0);", "a || b")
+            } else {
+                ("true", "v = v && (x != 0);", "a && b")
+            };
+            s += &red_loop(init, step).replacen(&format!("  {acc} v"), "  bool v", 1);
+            s += &block_reduce("bool", op);
+            fin(&mut s, "v");
+        }
+        Reduce::ArgMax | Reduce::ArgMin => {
+            // (value, index) pairs; the first NaN wins, ties keep the lowest index.
+            let cmp = if kind == Reduce::ArgMax { ">" } else { "<" };
+            let better = format!("(bi < 0 || (ai >= 0 && ((a != a && !(b != b)) || (!(b != b) && a {cmp} b) || ((a == b || (a != a && b != b)) && ai < bi))))");
+            s += &format!(
+                "  {c} v = 0; long long vi = -1;\n  for (long long j = threadIdx.x; j < {count}LL; j += blockDim.x) {{\n    {} long long roff = {};\n    {c} a = {x}; long long ai = j; {c} b = v; long long bi = vi;\n    if ({better}) {{ v = a; vi = ai; }}\n  }}\n",
+                unravel(&rd, "j").replace("long long c", "long long q").replace("r_", "rr_"),
+                offset(&rd, &rs).replace('c', "q"),
+            );
+            s += &format!(
+                "  {{ __shared__ {c} sv[{t}]; __shared__ long long si[{t}]; sv[threadIdx.x] = v; si[threadIdx.x] = vi; __syncthreads();\n    for (int w = {h}; w > 0; w >>= 1) {{ if (threadIdx.x < w) {{ {c} a = sv[threadIdx.x + w], b = sv[threadIdx.x]; long long ai = si[threadIdx.x + w], bi = si[threadIdx.x]; if ({better}) {{ sv[threadIdx.x] = a; si[threadIdx.x] = ai; }} }} __syncthreads(); }}\n    vi = si[0]; }}\n",
+                t = ROW_THREADS,
+                h = ROW_THREADS / 2
+            );
+            fin(&mut s, "vi");
+        }
+    }
+    s
+}
+
+/// Softmax (or log-softmax) over the middle axis of a contiguous
+/// (outer, n, inner) tensor; one block per (outer, inner) row.
+pub fn softmax(d: DType, n: usize, inner: usize, log: bool) -> String {
+    let c = compute(d);
+    let (fexp, flog, fmax) = if c == "double" {
+        ("exp", "log", "fmax")
+    } else {
+        ("expf", "logf", "fmaxf")
+    };
+    let x = load(d, &format!("in0[base + j * {inner}LL]"));
+    let neg_inf = lit(d, f64::NEG_INFINITY);
+    let out = if log {
+        "x - m - lse"
+    } else {
+        &format!("{fexp}(x - m) / v")
+    };
+    let _ = fmax;
+    format!(
+        "extern \"C\" __global__ void @NAME@(const {s}* __restrict__ in0, {s}* __restrict__ out0) {{
+  long long row = blockIdx.x; long long base = (row / {inner}LL) * {ni}LL + (row % {inner}LL);
+  {c} v = {neg_inf};
+  for (long long j = threadIdx.x; j < {n}LL; j += blockDim.x) {{ {c} x = {x}; v = (x != x || v != v) ? ({c})(x + v) : (x > v ? x : v); }}
+{r1}  {c} m = v; v = 0;
+  for (long long j = threadIdx.x; j < {n}LL; j += blockDim.x) {{ {c} x = {x}; v += {fexp}(x - m); }}
+{r2}  {c} lse = {flog}(v); (void)lse;
+  for (long long j = threadIdx.x; j < {n}LL; j += blockDim.x) {{ {c} x = {x}; out0[base + j * {inner}LL] = {st}; }}
+}}
+",
+        s = st(d),
+        ni = n * inner,
+        r1 = block_reduce(c, "(a != a || b != b) ? a + b : (a > b ? a : b)"),
+        r2 = block_reduce(c, "a + b"),
+        st = store(d, out),
+    )
+}
+
+/// Layer norm (or RMS norm when `beta` is absent) over contiguous rows of
+/// `n` elements; gamma/beta contiguous of `n`. One block per row.
+pub fn norm(d: DType, n: usize, eps: f64, rms: bool) -> String {
+    let c = compute(d);
+    let fsqrt = if c == "double" { "sqrt" } else { "sqrtf" };
+    let x = load(d, "in0[base + j]");
+    let beta_param = if rms {
+        String::new()
+    } else {
+        format!(", const {}* __restrict__ in2", st(d))
+    };
+    let mean = if rms {
+        "  m = 0;\n".to_string()
+    } else {
+        format!("  v = 0;\n  for (long long j = threadIdx.x; j < {n}LL; j += blockDim.x) {{ v += {x}; }}\n{}  m = v / ({c}){n};\n", block_reduce(c, "a + b"))
+    };
+    let shift = if rms {
+        String::new()
+    } else {
+        format!(" + {}", load(d, "in2[j]"))
+    };
+    format!(
+        "extern \"C\" __global__ void @NAME@(const {s}* __restrict__ in0, const {s}* __restrict__ in1{beta_param}, {s}* __restrict__ out0) {{
+  long long base = blockIdx.x * {n}LL; {c} v, m;
+{mean}  v = 0;
+  for (long long j = threadIdx.x; j < {n}LL; j += blockDim.x) {{ {c} x = {x} - m; v += x * x; }}
+{r}  {c} inv = ({c})1 / {fsqrt}(v / ({c}){n} + {eps});
+  for (long long j = threadIdx.x; j < {n}LL; j += blockDim.x) {{ {c} x = ({x} - m) * inv * {g}{shift}; out0[base + j] = {o}; }}
+}}
+",
+        s = st(d),
+        r = block_reduce(c, "a + b"),
+        eps = lit(d, eps),
+        g = load(d, "in1[j]"),
+        o = store(d, "x"),
+    )
+}
+
+/// Rows of `x` (outer, len, inner) picked by indices along the middle axis:
+/// out (outer, n_idx, inner). Both contiguous. Bad indices set `err`.
+pub fn gather(
+    d: DType,
+    di: DType,
+    outer: usize,
+    len: usize,
+    inner: usize,
+    n_idx: usize,
+    code: i32,
+) -> String {
+    let total = outer * n_idx * inner;
+    format!(
+        "extern \"C\" __global__ void @NAME@(const {s}* __restrict__ in0, const {si}* __restrict__ in1, {s}* __restrict__ out0, int* err) {{
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < {total}LL; i += (long long)gridDim.x * blockDim.x) {{
+    long long in_ = i % {inner}LL; long long p = (i / {inner}LL) % {n_idx}LL; long long o = i / ({inner}LL * {n_idx}LL);
+    long long j = (long long)in1[p]; if (j < 0) j += {len}LL;
+    if (j < 0 || j >= {len}LL) {{ report(err, {code}); continue; }}
+    out0[i] = in0[(o * {len}LL + j) * {inner}LL + in_];
+  }}
+}}
+",
+        s = st(d),
+        si = st(di),
+    )
+}
+
+/// Where a score is masked or biased in attention.
+#[derive(Clone, Debug)]
+pub enum Mask {
+    None,
+    /// Keep where the mask is non-zero (bool or numeric), strides over (batch..., sq, sk).
+    Keep {
+        dtype: DType,
+        strides: Vec<i64>,
+    },
+    /// Add the mask.
+    Bias {
+        dtype: DType,
+        strides: Vec<i64>,
+    },
+}
+
+/// Fused attention: softmax(q·kᵀ·scale + mask)·v, one warp per query row.
+/// `q`, `k`, `v` strides are over (batch..., s, d); output contiguous.
+#[allow(clippy::too_many_arguments)]
+pub fn attention(
+    d: DType,
+    batch: &[usize],
+    sq: usize,
+    sk: usize,
+    dh: usize,
+    dv: usize,
+    strides: [&[i64]; 3],
+    mask: &Mask,
+    scale: f64,
+    warps: u32,
+) -> String {
+    let r = batch.len();
+    let mut full: Vec<usize> = batch.to_vec();
+    full.extend([sq, sk]);
+    let boff = |s: &[i64]| offset(batch, &s[..r]);
+    let (qs, ks, vs) = (strides[0], strides[1], strides[2]);
+    let (qr, qc) = (qs[r], qs[r + 1]);
+    let (kr, kc) = (ks[r], ks[r + 1]);
+    let (vr, vc) = (vs[r], vs[r + 1]);
+    let c = "float";
+    let mask_param = match mask {
+        Mask::None => String::new(),
+        Mask::Keep { dtype, .. } | Mask::Bias { dtype, .. } => {
+            format!(", const {}* __restrict__ in3", st(*dtype))
+        }
+    };
+    let mask_code = match mask {
+        Mask::None => String::new(),
+        Mask::Keep { dtype, strides } | Mask::Bias { dtype, strides } => {
+            let moff = format!(
+                "{} + row * {}LL + j * {}LL",
+                boff(strides),
+                strides[r],
+                strides[r + 1]
+            );
+            let m = load(*dtype, &format!("in3[{moff}]"));
+            if matches!(mask, Mask::Keep { .. }) {
+                format!("if (!({m} != 0)) s = -__int_as_float(0x7f800000);")
+            } else {
+                format!("s += (float)({m});")
+            }
+        }
+    };
+    let _ = c;
+    let nb: usize = batch.iter().product();
+    format!(
+        "extern \"C\" __global__ void @NAME@(const {s}* __restrict__ in0, const {s}* __restrict__ in1, const {s}* __restrict__ in2{mask_param}, {s}* __restrict__ out0) {{
+  extern __shared__ float smem[];
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  long long b = blockIdx.y; long long row = (long long)blockIdx.x * {warps} + warp;
+  if (b >= {nb}LL || row >= {sq}LL) return;
+  {unr}
+  const {s}* q = in0 + {qb} + row * {qr}LL; const {s}* k = in1 + {kb}; const {s}* v = in2 + {vb};
+  float* qv = smem + warp * ({dh} + {sk});
+  float* p = qv + {dh};
+  for (int t = lane; t < {dh}; t += 32) qv[t] = {lq} * {scale}f;
+  __syncwarp();
+  float mx = -__int_as_float(0x7f800000);
+  for (int j = lane; j < {sk}; j += 32) {{
+    const {s}* kj = k + j * {kr}LL; float s = 0.f;
+    for (int t = 0; t < {dh}; ++t) s += qv[t] * {lk};
+    {mask_code}
+    p[j] = s; mx = fmaxf(mx, s);
+  }}
+  mx = warp_max(mx);
+  float sum = 0.f;
+  for (int j = lane; j < {sk}; j += 32) {{ float e = expf(p[j] - mx); p[j] = e; sum += e; }}
+  sum = warp_sum(sum);
+  float inv = 1.f / sum;
+  __syncwarp();
+  {s}* o = out0 + (b * {sq}LL + row) * {dv}LL;
+  for (int t = lane; t < {dv}; t += 32) {{
+    float acc = 0.f;
+    for (int j = 0; j < {sk}; ++j) acc += p[j] * {lv};
+    o[t] = {so};
+  }}
+}}
+",
+        s = st(d),
+        unr = unravel(batch, "b"),
+        qb = boff(qs),
+        kb = boff(ks),
+        vb = boff(vs),
+        lq = load(d, &format!("q[t * {qc}LL]")),
+        lk = load(d, &format!("kj[t * {kc}LL]")),
+        lv = load(d, &format!("v[j * {vr}LL + t * {vc}LL]")),
+        so = store(d, "acc * inv"),
+        scale = scale as f32,
+    )
+}

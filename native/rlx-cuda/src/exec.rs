@@ -1,0 +1,453 @@
+//! A compiled program on the GPU: device memory for the arena, inputs,
+//! constants and scratch; the resolved launch list; optional CUDA graph
+//! capture of the whole schedule.
+
+use crate::device::{DevBuf, Gpu};
+use crate::error::CudaError;
+use crate::host::{bytes_of, from_bytes};
+use crate::plan::{Launch, Plan, Ptr, Root};
+use cudarc::cublas::sys as blas;
+use cudarc::driver::{result, sys, CudaFunction, CudaGraph, LaunchConfig, PushKernelArg};
+use rlx_ir::{DType, HostTensor, TensorType};
+use rlx_runtime::{Executable, RuntimeError};
+use std::sync::{Arc, Mutex};
+
+/// Options of one CUDA compilation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CudaOptions {
+    /// fp32 GEMMs may use TF32 tensor cores (explicit opt-in; default strict fp32).
+    pub tf32: bool,
+    /// Capture the whole schedule as one CUDA graph on the first run and replay it.
+    pub cuda_graph: bool,
+}
+
+impl Default for CudaOptions {
+    fn default() -> Self {
+        CudaOptions {
+            tf32: false,
+            cuda_graph: true,
+        }
+    }
+}
+
+enum Resolved {
+    Kernel {
+        func: CudaFunction,
+        cfg: LaunchConfig,
+        args: Vec<u64>,
+    },
+    Gemm(crate::plan::Gemm, [u64; 3]),
+}
+
+struct Graph(CudaGraph);
+// SAFETY: the graph is only touched under the executable's mutex.
+unsafe impl Send for Graph {}
+
+struct State {
+    graph: Option<Graph>,
+    /// Inputs uploaded once and kept (weights).
+    resident: Vec<bool>,
+    uploaded: Vec<bool>,
+}
+
+/// A program compiled for the GPU.
+pub struct CudaExecutable {
+    gpu: Arc<Gpu>,
+    opts: CudaOptions,
+    launches: Vec<(usize, Resolved)>,
+    inputs: Vec<(TensorType, DevBuf)>,
+    outputs: Vec<(TensorType, u64)>,
+    err: DevBuf,
+    node_ops: Vec<String>,
+    kernels: Vec<(usize, String)>,
+    source: String,
+    state: Mutex<State>,
+    _arena: DevBuf,
+    _consts: Vec<DevBuf>,
+    _scratch: Vec<DevBuf>,
+}
+
+fn upload(gpu: &Gpu, dst: u64, t: &HostTensor) -> Result<(), CudaError> {
+    let b = bytes_of(t)?;
+    if b.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: dst has room for the tensor (sized from the same type); the
+    // copy is synchronous with respect to the host slice.
+    unsafe { result::memcpy_htod_sync(dst, b) }?;
+    let _ = gpu;
+    Ok(())
+}
+
+impl CudaExecutable {
+    pub(crate) fn new(gpu: Arc<Gpu>, plan: Plan, opts: CudaOptions) -> Result<Self, CudaError> {
+        gpu.ctx.bind_to_thread()?;
+        let module = gpu.module(&plan.source)?;
+        let arena = DevBuf::new(&gpu.ctx, plan.arena_bytes)?;
+        let mut inputs = Vec::new();
+        for ty in &plan.inputs {
+            let bytes = ty.dtype.storage_bytes(ty.shape.numel()).unwrap_or(0);
+            inputs.push((ty.clone(), DevBuf::new(&gpu.ctx, bytes)?));
+        }
+        let mut consts = Vec::new();
+        for t in &plan.consts {
+            let b = DevBuf::new(&gpu.ctx, bytes_of(t)?.len())?;
+            upload(&gpu, b.ptr, t)?;
+            consts.push(b);
+        }
+        let scratch: Vec<DevBuf> = plan
+            .scratch
+            .iter()
+            .map(|&n| DevBuf::new(&gpu.ctx, n))
+            .collect::<Result<_, _>>()?;
+        let err = DevBuf::new(&gpu.ctx, 4)?;
+        let addr = |p: &Ptr| -> u64 {
+            let base = match p.root {
+                Root::Arena(off) => arena.ptr + off as u64,
+                Root::Input(i) => inputs[i].1.ptr,
+                Root::Const(i) => consts[i].ptr,
+                Root::Scratch(i) => scratch[i].ptr,
+            };
+            (base as i64 + p.byte) as u64
+        };
+        let mut funcs = std::collections::HashMap::new();
+        let mut launches = Vec::new();
+        for l in &plan.launches {
+            match l {
+                Launch::Kernel {
+                    node,
+                    func,
+                    grid,
+                    block,
+                    smem,
+                    args,
+                    err: e,
+                } => {
+                    if !funcs.contains_key(func) {
+                        funcs.insert(func.clone(), module.load_function(func)?);
+                    }
+                    let f: CudaFunction = funcs[func].clone();
+                    if *smem > 48 * 1024 {
+                        f.set_attribute(
+                            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                            *smem as i32,
+                        )?;
+                    }
+                    let mut a: Vec<u64> = args.iter().map(addr).collect();
+                    if *e {
+                        a.push(err.ptr);
+                    }
+                    launches.push((
+                        *node,
+                        Resolved::Kernel {
+                            func: f,
+                            cfg: LaunchConfig {
+                                grid_dim: *grid,
+                                block_dim: (*block, 1, 1),
+                                shared_mem_bytes: *smem,
+                            },
+                            args: a,
+                        },
+                    ));
+                }
+                Launch::Gemm { node, gemm } => {
+                    let p = [addr(&gemm.a), addr(&gemm.b), addr(&gemm.c)];
+                    launches.push((*node, Resolved::Gemm(gemm.clone(), p)));
+                }
+            }
+        }
+        let outputs = plan
+            .outputs
+            .iter()
+            .map(|l| {
+                let p = Ptr {
+                    root: l.root,
+                    byte: l.offset * crate::plan::esize(l.dtype) as i64,
+                };
+                (TensorType::new(l.dtype, l.dims.clone()), addr(&p))
+            })
+            .collect();
+        let n_in = inputs.len();
+        Ok(CudaExecutable {
+            gpu,
+            opts,
+            launches,
+            inputs,
+            outputs,
+            err,
+            node_ops: plan.node_ops,
+            kernels: plan.kernels,
+            source: plan.source,
+            state: Mutex::new(State {
+                graph: None,
+                resident: vec![false; n_in],
+                uploaded: vec![false; n_in],
+            }),
+            _arena: arena,
+            _consts: consts,
+            _scratch: scratch,
+        })
+    }
+
+    /// The generated CUDA C of this program.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// (node, kernel) for every launch: the dispatch report's kernel names.
+    pub fn kernels(&self) -> &[(usize, String)] {
+        &self.kernels
+    }
+
+    /// Launches per run (kernels and GEMMs).
+    pub fn launch_count(&self) -> usize {
+        self.launches.len()
+    }
+
+    /// Keep input `i` on the device after its first upload (weights): later
+    /// runs skip its copy. The caller promises to pass the same values.
+    pub fn keep_resident(&self, inputs: &[usize]) {
+        if let Ok(mut s) = self.state.lock() {
+            for &i in inputs {
+                if i < s.resident.len() {
+                    s.resident[i] = true;
+                }
+            }
+        }
+    }
+
+    fn check_inputs(&self, inputs: &[&HostTensor]) -> Result<(), CudaError> {
+        if inputs.len() != self.inputs.len() {
+            return Err(CudaError::Input(format!(
+                "expected {} inputs, got {}",
+                self.inputs.len(),
+                inputs.len()
+            )));
+        }
+        for (i, (t, (ty, _))) in inputs.iter().zip(&self.inputs).enumerate() {
+            if t.dtype() != ty.dtype || t.shape() != &ty.shape {
+                return Err(CudaError::Input(format!(
+                    "input {i}: expected {ty}, got {}{}",
+                    t.dtype(),
+                    t.shape()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn enqueue(&self) -> Result<(), CudaError> {
+        let stream = &self.gpu.stream;
+        // SAFETY: err is a live 4-byte device buffer.
+        unsafe { result::memset_d8_async(self.err.ptr, 0, 4, stream.cu_stream()) }?;
+        for (_, l) in &self.launches {
+            self.launch(l)?;
+        }
+        Ok(())
+    }
+
+    fn launch(&self, l: &Resolved) -> Result<(), CudaError> {
+        let stream = &self.gpu.stream;
+        match l {
+            Resolved::Kernel { func, cfg, args } => {
+                let mut b = stream.launch_builder(func);
+                for a in args {
+                    b.arg(a);
+                }
+                // SAFETY: the arguments are device addresses of buffers this
+                // executable owns, in the order the generated kernel declares.
+                unsafe { b.launch(*cfg) }?;
+            }
+            Resolved::Gemm(g, [a, b, c]) => {
+                let (ty, compute) = match g.dtype {
+                    DType::F16 => (
+                        blas::cudaDataType::CUDA_R_16F,
+                        blas::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                    ),
+                    DType::BF16 => (
+                        blas::cudaDataType::CUDA_R_16BF,
+                        blas::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                    ),
+                    DType::F64 => (
+                        blas::cudaDataType::CUDA_R_64F,
+                        blas::cublasComputeType_t::CUBLAS_COMPUTE_64F,
+                    ),
+                    _ if self.opts.tf32 => (
+                        blas::cudaDataType::CUDA_R_32F,
+                        blas::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+                    ),
+                    _ => (
+                        blas::cudaDataType::CUDA_R_32F,
+                        blas::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                    ),
+                };
+                let op = |t: bool| {
+                    if t {
+                        blas::cublasOperation_t::CUBLAS_OP_T
+                    } else {
+                        blas::cublasOperation_t::CUBLAS_OP_N
+                    }
+                };
+                let (one32, zero32) = (1f32, 0f32);
+                let (one64, zero64) = (1f64, 0f64);
+                let (alpha, beta) = if g.dtype == DType::F64 {
+                    (
+                        &one64 as *const f64 as *const _,
+                        &zero64 as *const f64 as *const _,
+                    )
+                } else {
+                    (
+                        &one32 as *const f32 as *const _,
+                        &zero32 as *const f32 as *const _,
+                    )
+                };
+                // SAFETY: pointers and strides come from the plan's checked
+                // layouts of buffers this executable owns.
+                unsafe {
+                    cudarc::cublas::result::gemm_strided_batched_ex(
+                        *self.gpu.blas.handle(),
+                        op(g.trans_a),
+                        op(g.trans_b),
+                        g.m,
+                        g.n,
+                        g.k,
+                        alpha,
+                        *a as *const _,
+                        ty,
+                        g.lda,
+                        g.stride_a,
+                        *b as *const _,
+                        ty,
+                        g.ldb,
+                        g.stride_b,
+                        beta,
+                        *c as *mut _,
+                        ty,
+                        g.ldc,
+                        g.stride_c,
+                        g.batch,
+                        compute,
+                        blas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                    )
+                }?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Upload inputs (skipping resident ones already there) and run the
+    /// schedule (through the captured CUDA graph when enabled). Does not wait.
+    pub fn launch_async(&self, inputs: &[&HostTensor]) -> Result<(), CudaError> {
+        self.check_inputs(inputs)?;
+        self.gpu.ctx.bind_to_thread()?;
+        let mut s = self
+            .state
+            .lock()
+            .map_err(|_| CudaError::Input("executable lock poisoned".into()))?;
+        if (0..inputs.len()).any(|i| !(s.resident[i] && s.uploaded[i])) {
+            // Synchronous uploads must not overwrite inputs a previous run still reads.
+            self.gpu.stream.synchronize()?;
+        }
+        for (i, t) in inputs.iter().enumerate() {
+            if s.resident[i] && s.uploaded[i] {
+                continue;
+            }
+            upload(&self.gpu, self.inputs[i].1.ptr, t)?;
+            s.uploaded[i] = true;
+        }
+        if !self.opts.cuda_graph {
+            return self.enqueue();
+        }
+        if s.graph.is_none() {
+            let stream = &self.gpu.stream;
+            stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+            let r = self.enqueue();
+            let g = stream.end_capture(sys::CUgraphInstantiate_flags(0))?;
+            r?;
+            let g = g.ok_or_else(|| CudaError::Driver("graph capture produced no graph".into()))?;
+            g.upload()?;
+            s.graph = Some(Graph(g));
+        }
+        if let Some(g) = &s.graph {
+            g.0.launch()?;
+        }
+        Ok(())
+    }
+
+    /// Wait for the stream, then check the kernels' error flag.
+    pub fn sync(&self) -> Result<(), CudaError> {
+        self.gpu.stream.synchronize()?;
+        let mut code = [0i32; 1];
+        // SAFETY: err is a live 4-byte device buffer; the stream is idle.
+        unsafe { result::memcpy_dtoh_sync(&mut code, self.err.ptr) }?;
+        if code[0] != 0 {
+            let node = (code[0] - 1) as usize;
+            return Err(CudaError::Runtime {
+                node,
+                op: self.node_ops.get(node).cloned().unwrap_or_default(),
+                msg: "index out of range".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Copy the outputs back (after [`CudaExecutable::sync`]).
+    pub fn read_outputs(&self) -> Result<Vec<HostTensor>, CudaError> {
+        let mut outs = Vec::new();
+        for (ty, ptr) in &self.outputs {
+            let n = ty.dtype.storage_bytes(ty.shape.numel()).unwrap_or(0);
+            let mut buf = vec![0u8; n];
+            if n > 0 {
+                // SAFETY: the output buffer holds n bytes; the stream is idle.
+                unsafe { result::memcpy_dtoh_sync(&mut buf, *ptr) }?;
+            }
+            outs.push(from_bytes(ty.dtype, ty.shape.clone(), &buf)?);
+        }
+        Ok(outs)
+    }
+
+    /// Run once and return the outputs.
+    pub fn run_cuda(&self, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, CudaError> {
+        self.launch_async(inputs)?;
+        self.sync()?;
+        self.read_outputs()
+    }
+
+    /// Time every launch of one eager run with CUDA events:
+    /// (node, op, kernel, milliseconds). Inputs must have been uploaded.
+    pub fn profile(&self) -> Result<Vec<(usize, String, String, f32)>, CudaError> {
+        self.gpu.ctx.bind_to_thread()?;
+        let stream = &self.gpu.stream;
+        let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let mut events = vec![self.gpu.ctx.new_event(flags)?];
+        events[0].record(stream)?;
+        for (_, l) in &self.launches {
+            self.launch(l)?;
+            let e = self.gpu.ctx.new_event(flags)?;
+            e.record(stream)?;
+            events.push(e);
+        }
+        stream.synchronize()?;
+        let mut names = std::collections::HashMap::new();
+        for (n, k) in &self.kernels {
+            names.entry(*n).or_insert_with(|| k.clone());
+        }
+        let mut out = Vec::new();
+        for (i, (node, _)) in self.launches.iter().enumerate() {
+            let ms = events[i].elapsed_ms(&events[i + 1])?;
+            out.push((
+                *node,
+                self.node_ops[*node].clone(),
+                names.get(node).cloned().unwrap_or_default(),
+                ms,
+            ));
+        }
+        Ok(out)
+    }
+}
+
+impl Executable for CudaExecutable {
+    fn run(&self, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
+        Ok(self.run_cuda(inputs)?)
+    }
+}
