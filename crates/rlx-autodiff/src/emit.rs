@@ -142,3 +142,8 @@ pub fn inline(b: &mut B, g: &Graph, inputs: &[ValueId]) -> Result<Vec<ValueId>> 
     b.set_origin(None);
     Ok(map)
 }
+
+/// A scalar constant of `dtype`.
+pub fn sc_of(b: &mut B, v: f64, dtype: rlx_ir::DType) -> Result<ValueId> {
+    Ok(b.scalar(v, dtype)?)
+}

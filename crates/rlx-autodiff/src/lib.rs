@@ -17,8 +17,13 @@
 mod core;
 pub mod emit;
 pub mod error;
+pub mod nets;
+pub mod optim;
 pub mod rules;
+pub mod train;
 mod transforms;
 
 pub use error::{AdError, Result};
 pub use transforms::{grad, hvp, jvp, value_and_grad, vjp};
+pub use optim::{train_step, Optimizer, StepGraph};
+pub use train::{run_epoch, EpochStats, TrainStep};

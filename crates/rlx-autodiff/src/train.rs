@@ -1,0 +1,188 @@
+//! Running training steps: a compiled step program that keeps the weights
+//! and optimizer state between steps (each step's outputs become the next
+//! step's inputs by move — the CPU backend's memory is host memory, so
+//! nothing is copied), a progress line with loss and throughput, and
+//! safetensors checkpoints.
+
+use crate::error::{AdError, Result};
+use crate::optim::{init_state, train_step, Optimizer, StepGraph};
+use rlx_ir::{Graph, HostTensor};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+/// One compiled training step plus the tensors it carries.
+pub struct TrainStep {
+    exe: rlx::Compiled,
+    layout: StepGraph,
+    /// Params, then optimizer state, in the step graph's input order.
+    carried: Vec<HostTensor>,
+    steps: u64,
+}
+
+impl TrainStep {
+    /// Compile the step for `loss` with `params` (loss-graph input indices)
+    /// starting from `init` (one tensor per param).
+    pub fn new(loss: &Graph, params: &[usize], init: Vec<HostTensor>, opt: Optimizer) -> Result<Self> {
+        Self::with_options(loss, params, init, opt, &rlx::CompileOptions::default())
+    }
+
+    pub fn with_options(
+        loss: &Graph,
+        params: &[usize],
+        init: Vec<HostTensor>,
+        opt: Optimizer,
+        options: &rlx::CompileOptions,
+    ) -> Result<Self> {
+        if init.len() != params.len() {
+            return Err(AdError::Arg(format!("{} initial tensors for {} params", init.len(), params.len())));
+        }
+        for (k, (&i, t)) in params.iter().zip(&init).enumerate() {
+            let want = loss.ty(loss.inputs[i]);
+            if t.dtype() != want.dtype || t.shape() != &want.shape {
+                return Err(AdError::Arg(format!(
+                    "initial value {k} is {} {}, the graph expects {want}",
+                    t.dtype(),
+                    t.shape()
+                )));
+            }
+        }
+        let layout = train_step(loss, params, &opt)?;
+        let exe = rlx::compile_with(&layout.graph, rlx::Device::Cpu, options)?;
+        let mut carried = init;
+        carried.extend(init_state(&opt, &carried)?);
+        Ok(TrainStep { exe, layout, carried, steps: 0 })
+    }
+
+    /// Run one step on a batch (the loss graph's non-parameter inputs, in
+    /// order); returns the loss before the update.
+    pub fn step(&mut self, data: &[HostTensor]) -> Result<f64> {
+        if data.len() != self.layout.data.len() {
+            return Err(AdError::Arg(format!(
+                "the step takes {} data inputs ({:?}), got {}",
+                self.layout.data.len(),
+                self.layout.data,
+                data.len()
+            )));
+        }
+        let mut ins: Vec<&HostTensor> = self.carried.iter().collect();
+        ins.extend(data);
+        let mut outs = self.exe.run_refs(&ins)?;
+        let loss = outs[0].to_f64_vec()?[0];
+        // Output 1 + i replaces carried input i.
+        self.carried = outs.drain(1..).collect();
+        self.steps += 1;
+        Ok(loss)
+    }
+
+    pub fn params(&self) -> &[HostTensor] {
+        &self.carried[..self.layout.params.len()]
+    }
+    pub fn layout(&self) -> &StepGraph {
+        &self.layout
+    }
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+    pub fn compiled(&self) -> &rlx::Compiled {
+        &self.exe
+    }
+
+    fn named(&self) -> Vec<(String, &HostTensor)> {
+        self.layout
+            .params
+            .iter()
+            .chain(&self.layout.state)
+            .cloned()
+            .zip(&self.carried)
+            .collect()
+    }
+
+    /// Save params and optimizer state as safetensors (metadata: `step`).
+    pub fn save_checkpoint(&self, path: impl AsRef<Path>) -> Result<()> {
+        let named = self.named();
+        let refs: Vec<(&str, &HostTensor)> = named.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+        let mut meta = BTreeMap::new();
+        meta.insert("step".to_string(), self.steps.to_string());
+        rlx_formats::safetensors::write_file(path, &refs, &meta).map_err(|e| AdError::Arg(e.to_string()))
+    }
+
+    /// Restore params and state saved by [`TrainStep::save_checkpoint`]
+    /// (names, dtypes and shapes must match).
+    pub fn load_checkpoint(&mut self, path: impl AsRef<Path>) -> Result<()> {
+        let f = rlx_formats::SafetensorsFile::read(path).map_err(|e| AdError::Arg(e.to_string()))?;
+        let names: Vec<String> = self.layout.params.iter().chain(&self.layout.state).cloned().collect();
+        let mut next = vec![];
+        for (n, cur) in names.iter().zip(&self.carried) {
+            let t = f.tensor(n).map_err(|e| AdError::Arg(e.to_string()))?;
+            if t.dtype() != cur.dtype() || t.shape() != cur.shape() {
+                return Err(AdError::Arg(format!("checkpoint tensor `{n}` is {} {}, expected {} {}", t.dtype(), t.shape(), cur.dtype(), cur.shape())));
+            }
+            next.push(t);
+        }
+        self.carried = next;
+        self.steps = f.metadata().get("step").and_then(|s| s.parse().ok()).unwrap_or(0);
+        Ok(())
+    }
+}
+
+/// What one pass over the batches did.
+#[derive(Clone, Debug, Default)]
+pub struct EpochStats {
+    pub losses: Vec<f64>,
+    pub examples: usize,
+    pub seconds: f64,
+}
+impl EpochStats {
+    pub fn mean_loss(&self) -> f64 {
+        self.losses.iter().sum::<f64>() / self.losses.len().max(1) as f64
+    }
+    pub fn examples_per_second(&self) -> f64 {
+        self.examples as f64 / self.seconds.max(1e-9)
+    }
+}
+
+/// Run `step` over `batches` (each: data tensors and the number of
+/// examples in it), printing a progress line to stderr every few steps:
+/// `label [#####.....] 120/469  loss 0.3124  12,345 ex/s`.
+pub fn run_epoch(
+    step: &mut TrainStep,
+    label: &str,
+    total: usize,
+    batches: impl IntoIterator<Item = (Vec<HostTensor>, usize)>,
+    quiet: bool,
+) -> Result<EpochStats> {
+    let t0 = Instant::now();
+    let mut st = EpochStats::default();
+    for (k, (data, n)) in batches.into_iter().enumerate() {
+        let l = step.step(&data)?;
+        if !l.is_finite() {
+            return Err(AdError::Arg(format!("{label}: the loss became {l} at step {}", step.steps())));
+        }
+        st.losses.push(l);
+        st.examples += n;
+        st.seconds = t0.elapsed().as_secs_f64();
+        if !quiet && (k % 10 == 0 || k + 1 == total) {
+            progress(label, k + 1, total, &st);
+        }
+    }
+    if !quiet {
+        eprintln!();
+    }
+    Ok(st)
+}
+
+fn progress(label: &str, done: usize, total: usize, st: &EpochStats) {
+    let width = 24;
+    let filled = (done * width) / total.max(1);
+    let recent = &st.losses[st.losses.len().saturating_sub(20)..];
+    let loss = recent.iter().sum::<f64>() / recent.len().max(1) as f64;
+    eprint!(
+        "\r{label} [{}{}] {done}/{total}  loss {loss:.4}  {:.0} ex/s   ",
+        "#".repeat(filled),
+        ".".repeat(width - filled),
+        st.examples_per_second()
+    );
+    let _ = std::io::stderr().flush();
+}
