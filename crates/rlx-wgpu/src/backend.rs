@@ -1,0 +1,209 @@
+//! The wgpu backend as an rlx-runtime `Backend`: one per device kind
+//! (`vulkan`, `opengl`, `webgpu`, `gpu` = best available). The GPU context
+//! is created on first compile and recreated after a device loss.
+
+use crate::context::GpuContext;
+use crate::error::WgpuError;
+use crate::exec::{to_words, GpuProgram};
+use crate::lower::lower;
+use rlx_ir::lir::Program;
+use rlx_ir::{HostTensor, TensorType};
+use rlx_runtime::{Backend, Claims, Device, DeviceTensor, Executable, RuntimeError};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+type PipelineCache = Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>;
+
+/// The wgpu backend for one device kind.
+pub struct WgpuBackend {
+    device: Device,
+    ctx: Mutex<Option<(Arc<GpuContext>, Arc<PipelineCache>)>>,
+}
+
+fn rt(device: Device, e: WgpuError) -> RuntimeError {
+    RuntimeError::Backend {
+        device,
+        msg: e.to_string(),
+    }
+}
+
+impl WgpuBackend {
+    pub fn new(device: Device) -> WgpuBackend {
+        WgpuBackend {
+            device,
+            ctx: Mutex::new(None),
+        }
+    }
+
+    /// Register the device kinds this build can reach.
+    pub fn register() {
+        for d in crate::DEVICES {
+            rlx_runtime::register_backend(Arc::new(WgpuBackend::new(*d)));
+        }
+    }
+
+    /// The live context (created, or re-created after a device loss).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn context(&self) -> Result<Arc<GpuContext>, WgpuError> {
+        self.context_and_cache().map(|(c, _)| c)
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    fn context_and_cache(&self) -> Result<(Arc<GpuContext>, Arc<PipelineCache>), WgpuError> {
+        let mut g = self
+            .ctx
+            .lock()
+            .map_err(|_| WgpuError::Gpu("context lock poisoned".into()))?;
+        if let Some((c, p)) = g.as_ref() {
+            if !c.is_lost() {
+                return Ok((c.clone(), p.clone()));
+            }
+        }
+        let c = Arc::new(pollster::block_on(GpuContext::create(self.device))?);
+        let p = Arc::new(Mutex::new(HashMap::new()));
+        *g = Some((c.clone(), p.clone()));
+        Ok((c, p))
+    }
+
+    /// Compile into the wgpu executable type (with `run_async`).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn compile_program(&self, program: &Program) -> Result<WgpuExecutable, WgpuError> {
+        let (ctx, cache) = self.context_and_cache()?;
+        WgpuExecutable::build(ctx, &cache, program)
+    }
+}
+
+/// A compiled program (see `exec::GpuProgram`).
+pub struct WgpuExecutable {
+    pub program: GpuProgram,
+    device: Device,
+}
+
+impl WgpuExecutable {
+    pub fn build(
+        ctx: Arc<GpuContext>,
+        cache: &PipelineCache,
+        program: &Program,
+    ) -> Result<WgpuExecutable, WgpuError> {
+        let low = lower(program)?;
+        let g = &program.graph;
+        let device = Device::Gpu;
+        let p = GpuProgram::new(ctx, low, g.input_types(), g.output_types(), cache)?;
+        Ok(WgpuExecutable { program: p, device })
+    }
+
+    /// Run (async: awaits the readback; works in the browser too).
+    pub async fn run_async(&self, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, WgpuError> {
+        self.program.run_async(inputs).await
+    }
+}
+
+impl Executable for WgpuExecutable {
+    fn run(&self, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            pollster::block_on(self.run_async(inputs)).map_err(|e| rt(self.device, e))
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            let _ = inputs;
+            Err(rt(
+                self.device,
+                WgpuError::Gpu("the browser cannot block: use WgpuExecutable::run_async".into()),
+            ))
+        }
+    }
+}
+
+impl Backend for WgpuBackend {
+    fn device(&self) -> Device {
+        self.device
+    }
+
+    fn claims(&self) -> Claims {
+        crate::claims::claims()
+    }
+
+    fn kernel_name(&self, op: &str, dtype: rlx_ir::DType) -> String {
+        format!("wgsl::{op}<{dtype}>")
+    }
+
+    fn throughput_gflops(&self) -> f64 {
+        1000.0
+    }
+
+    fn launch_overhead_us(&self) -> f64 {
+        10.0
+    }
+
+    fn compile(&self, program: Program) -> Result<Box<dyn Executable>, RuntimeError> {
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let mut e = self
+                .compile_program(&program)
+                .map_err(|e| rt(self.device, e))?;
+            e.device = self.device;
+            Ok(Box::new(e))
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            let _ = program;
+            Err(rt(self.device, WgpuError::Gpu("in the browser, create the context with GpuContext::create(..).await and use WgpuExecutable::build".into())))
+        }
+    }
+
+    fn upload(&self, t: &HostTensor) -> Result<DeviceTensor, RuntimeError> {
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let ctx = self.context().map_err(|e| rt(self.device, e))?;
+            let w = to_words(t).map_err(|e| rt(self.device, e))?;
+            let buf = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("rlx tensor"),
+                size: (w.len() as u64).max(4).div_ceil(4) * 4,
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_DST
+                    | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            ctx.queue.write_buffer(&buf, 0, &w);
+            Ok(DeviceTensor {
+                device: self.device,
+                ty: TensorType::new(t.dtype(), t.shape().clone()),
+                handle: Box::new(buf),
+            })
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            let _ = t;
+            Err(rt(
+                self.device,
+                WgpuError::Gpu("upload needs a blocking context".into()),
+            ))
+        }
+    }
+
+    fn download(&self, t: &DeviceTensor) -> Result<HostTensor, RuntimeError> {
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let ctx = self.context().map_err(|e| rt(self.device, e))?;
+            let buf = t.handle.downcast_ref::<wgpu::Buffer>().ok_or_else(|| {
+                rt(
+                    self.device,
+                    WgpuError::Input(format!(
+                        "tensor {} belongs to {}, not {}",
+                        t.ty, t.device, self.device
+                    )),
+                )
+            })?;
+            crate::exec::read_buffer(&ctx, buf, &t.ty).map_err(|e| rt(self.device, e))
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            let _ = t;
+            Err(rt(
+                self.device,
+                WgpuError::Gpu("download needs a blocking context".into()),
+            ))
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! Adapter and device setup: one [`GpuContext`] per rlx device kind.
+//!
+//! The device is requested with the adapter's own limits (wgpu's defaults
+//! are far lower: 128 MiB bindings, 8 storage buffers per stage). Device
+//! loss and out-of-memory are recorded by callbacks and surface as typed
+//! errors on the next run; [`GpuContext::is_lost`] tells the backend to
+//! build a fresh context.
+
+use crate::error::WgpuError;
+use rlx_runtime::Device;
+use std::sync::{Arc, Mutex};
+
+/// What the adapter offers that the code generator cares about.
+#[derive(Clone, Debug)]
+pub struct AdapterInfo {
+    pub name: String,
+    pub backend: String,
+    pub driver: String,
+    /// `shader-f16` is available (and was requested).
+    pub shader_f16: bool,
+    /// Subgroup operations are available.
+    pub subgroups: bool,
+    pub max_storage_binding: u64,
+    pub max_storage_buffers_per_stage: u32,
+    pub max_workgroup_storage: u32,
+    pub max_invocations: u32,
+}
+
+/// A device and queue for one rlx device kind.
+pub struct GpuContext {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub info: AdapterInfo,
+    lost: Arc<Mutex<Option<String>>>,
+    errors: Arc<Mutex<Vec<wgpu::Error>>>,
+}
+
+/// The wgpu backends that serve one rlx device kind.
+pub fn backends_for(device: Device) -> Result<wgpu::Backends, WgpuError> {
+    let b = match device {
+        Device::Vulkan => wgpu::Backends::VULKAN,
+        Device::OpenGl => wgpu::Backends::GL,
+        Device::Metal => wgpu::Backends::METAL,
+        Device::DirectX => wgpu::Backends::DX12,
+        Device::WebGpu => wgpu::Backends::BROWSER_WEBGPU,
+        Device::Gpu => wgpu::Backends::all(),
+        d => {
+            return Err(WgpuError::NoAdapter {
+                device: d.name().into(),
+                why: "not a wgpu device kind".into(),
+            })
+        }
+    };
+    Ok(b)
+}
+
+impl GpuContext {
+    /// Create a context for `device` (async: the browser needs it).
+    pub async fn create(device: Device) -> Result<GpuContext, WgpuError> {
+        let backends = backends_for(device)?;
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+        desc.backends = backends;
+        let instance = wgpu::Instance::new(desc);
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                force_fallback_adapter: false,
+                compatible_surface: None,
+                apply_limit_buckets: false,
+            })
+            .await
+            .map_err(|e| WgpuError::NoAdapter {
+                device: device.name().into(),
+                why: e.to_string(),
+            })?;
+        let features = adapter.features();
+        let want = wgpu::Features::SHADER_F16 & features;
+        let limits = adapter.limits();
+        let ai = adapter.get_info();
+        let (device_, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("rlx"),
+                required_features: want,
+                required_limits: limits.clone(),
+                experimental_features: wgpu::ExperimentalFeatures::disabled(),
+                memory_hints: wgpu::MemoryHints::Performance,
+                trace: wgpu::Trace::Off,
+            })
+            .await
+            .map_err(|e| WgpuError::RequestDevice {
+                device: device.name().into(),
+                why: e.to_string(),
+            })?;
+        let lost = Arc::new(Mutex::new(None));
+        let l2 = lost.clone();
+        device_.set_device_lost_callback(move |reason, msg| {
+            if let Ok(mut g) = l2.lock() {
+                *g = Some(format!("{reason:?}: {msg}"));
+            }
+        });
+        let errors = Arc::new(Mutex::new(Vec::new()));
+        let e2 = errors.clone();
+        device_.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            if let Ok(mut g) = e2.lock() {
+                g.push(e);
+            }
+        }));
+        let info = AdapterInfo {
+            name: ai.name.clone(),
+            backend: format!("{:?}", ai.backend),
+            driver: format!("{} {}", ai.driver, ai.driver_info),
+            shader_f16: want.contains(wgpu::Features::SHADER_F16),
+            subgroups: features.contains(wgpu::Features::SUBGROUP),
+            max_storage_binding: limits.max_storage_buffer_binding_size as u64,
+            max_storage_buffers_per_stage: limits.max_storage_buffers_per_shader_stage,
+            max_workgroup_storage: limits.max_compute_workgroup_storage_size,
+            max_invocations: limits.max_compute_invocations_per_workgroup,
+        };
+        Ok(GpuContext {
+            device: device_,
+            queue,
+            info,
+            lost,
+            errors,
+        })
+    }
+
+    /// Whether the device was lost (the backend then makes a new one).
+    pub fn is_lost(&self) -> bool {
+        self.lost.lock().map(|g| g.is_some()).unwrap_or(true)
+    }
+
+    /// Turn recorded device loss and uncaptured errors into a typed error.
+    pub fn check(&self) -> Result<(), WgpuError> {
+        if let Ok(g) = self.lost.lock() {
+            if let Some(why) = g.as_ref() {
+                return Err(WgpuError::DeviceLost { why: why.clone() });
+            }
+        }
+        let mut errs = self
+            .errors
+            .lock()
+            .map_err(|_| WgpuError::Gpu("error log poisoned".into()))?;
+        if let Some(e) = errs.drain(..).next() {
+            return Err(classify(e));
+        }
+        Ok(())
+    }
+}
+
+/// Map a wgpu error to ours (out-of-memory is its own variant).
+pub fn classify(e: wgpu::Error) -> WgpuError {
+    match e {
+        wgpu::Error::OutOfMemory { source } => WgpuError::OutOfMemory {
+            why: source.to_string(),
+        },
+        wgpu::Error::Validation { description, .. } | wgpu::Error::Internal { description, .. } => {
+            WgpuError::Gpu(description)
+        }
+    }
+}
+
+/// Error scopes around a piece of GPU work (they are thread-local, so runs
+/// on other threads don't see each other's errors).
+pub struct Scopes(wgpu::ErrorScopeGuard, wgpu::ErrorScopeGuard);
+
+impl Scopes {
+    pub fn push(device: &wgpu::Device) -> Scopes {
+        let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let val = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        Scopes(oom, val)
+    }
+
+    /// The first error the work raised, as a typed error.
+    pub async fn pop(self) -> Result<(), WgpuError> {
+        let Scopes(oom, val) = self;
+        let v = val.pop().await;
+        let o = oom.pop().await;
+        match o.or(v) {
+            Some(e) => Err(classify(e)),
+            None => Ok(()),
+        }
+    }
+}

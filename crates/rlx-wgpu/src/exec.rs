@@ -1,0 +1,450 @@
+//! A compiled program on the GPU: one arena buffer from the memory plan,
+//! one resident buffer per graph input (re-uploaded only when its contents
+//! change), baked constants, and every pipeline and bind group created at
+//! compile time. A run is one command buffer with one compute pass, then
+//! copies into staging buffers and one `map_async` readback.
+
+use crate::context::GpuContext;
+use crate::error::WgpuError;
+use crate::lower::Lowered;
+use crate::oneshot;
+use crate::tref::{words_per_elem, BufId, TensorRef};
+use rlx_ir::{DType, HostTensor, TensorData, TensorType};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// Host bytes of a tensor in the GPU layout (bool → one u32 per element).
+pub fn to_words(t: &HostTensor) -> Result<Vec<u8>, WgpuError> {
+    Ok(match t.data() {
+        TensorData::F32(v) => bytemuck::cast_slice(v).to_vec(),
+        TensorData::I32(v) => bytemuck::cast_slice(v).to_vec(),
+        TensorData::I64(v) => bytemuck::cast_slice(v).to_vec(),
+        TensorData::Bool(v) => v.iter().flat_map(|&b| (b as u32).to_le_bytes()).collect(),
+        _ => {
+            return Err(WgpuError::Input(format!(
+                "dtype {} is not held on the GPU",
+                t.dtype()
+            )))
+        }
+    })
+}
+
+fn from_words(ty: &TensorType, bytes: &[u8]) -> Result<HostTensor, WgpuError> {
+    let data: TensorData = match ty.dtype {
+        DType::F32 => bytemuck::pod_collect_to_vec::<u8, f32>(bytes).into(),
+        DType::I32 => bytemuck::pod_collect_to_vec::<u8, i32>(bytes).into(),
+        DType::I64 => bytemuck::pod_collect_to_vec::<u8, i64>(bytes).into(),
+        DType::Bool => bytemuck::pod_collect_to_vec::<u8, u32>(bytes)
+            .into_iter()
+            .map(|w| w != 0)
+            .collect::<Vec<_>>()
+            .into(),
+        d => return Err(WgpuError::Input(format!("cannot read back {d}"))),
+    };
+    HostTensor::new(ty.dtype, ty.shape.clone(), data).map_err(|e| WgpuError::Input(e.to_string()))
+}
+
+/// A 64-bit fingerprint of bytes (four lanes, so it runs near memory speed);
+/// an input whose fingerprint, length and address are unchanged is not
+/// uploaded again.
+fn fingerprint(b: &[u8]) -> u64 {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut h = [K, K ^ 1, K ^ 2, K ^ 3];
+    let chunks = b.chunks_exact(32);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for l in 0..4 {
+            let w = u64::from_le_bytes(c[l * 8..l * 8 + 8].try_into().unwrap_or([0; 8]));
+            h[l] = (h[l] ^ w).wrapping_mul(0x100_0000_01B3).rotate_left(29);
+        }
+    }
+    let mut t = h[0] ^ h[1].rotate_left(17) ^ h[2].rotate_left(31) ^ h[3].rotate_left(47);
+    for &x in rest {
+        t = (t ^ x as u64).wrapping_mul(0x100_0000_01B3);
+    }
+    t ^ b.len() as u64
+}
+
+struct Resident {
+    ptr: usize,
+    len: usize,
+    print: u64,
+}
+
+pub struct GpuProgram {
+    ctx: Arc<GpuContext>,
+    arena: wgpu::Buffer,
+    arena_words: usize,
+    inputs: Vec<wgpu::Buffer>,
+    input_types: Vec<TensorType>,
+    steps: Vec<(Arc<wgpu::ComputePipeline>, wgpu::BindGroup, [u32; 3])>,
+    outputs: Vec<(TensorRef, TensorType)>,
+    staging: Vec<wgpu::Buffer>,
+    flag_staging: wgpu::Buffer,
+    flagging: Vec<String>,
+    resident: Mutex<Vec<Option<Resident>>>,
+    /// Serializes runs (they share the arena).
+    run_lock: Mutex<()>,
+    pub kernel_names: Vec<String>,
+}
+
+fn check_size(ctx: &GpuContext, what: &str, bytes: u64) -> Result<(), WgpuError> {
+    let limit = ctx.info.max_storage_binding;
+    if bytes > limit {
+        return Err(WgpuError::BindingTooLarge {
+            what: what.into(),
+            bytes,
+            limit,
+        });
+    }
+    Ok(())
+}
+
+fn storage(ctx: &GpuContext, label: &str, bytes: u64, extra: wgpu::BufferUsages) -> wgpu::Buffer {
+    ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some(label),
+        size: bytes.max(4).div_ceil(4) * 4,
+        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | extra,
+        mapped_at_creation: false,
+    })
+}
+
+impl GpuProgram {
+    /// Create every GPU object of a lowered program.
+    pub fn new(
+        ctx: Arc<GpuContext>,
+        low: Lowered,
+        input_types: Vec<TensorType>,
+        output_types: Vec<TensorType>,
+        pipelines: &Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>,
+    ) -> Result<GpuProgram, WgpuError> {
+        let dev = &ctx.device;
+        let scopes = crate::context::Scopes::push(dev);
+        let arena_bytes = low.arena_words as u64 * 4;
+        check_size(&ctx, "the arena", arena_bytes)?;
+        let arena = storage(&ctx, "rlx arena", arena_bytes, wgpu::BufferUsages::COPY_SRC);
+        let mut inputs = Vec::new();
+        for (i, t) in input_types.iter().enumerate() {
+            let bytes = (t.shape.numel() * 4 * words_per_elem(t.dtype)) as u64;
+            check_size(&ctx, &format!("input {i} ({t})"), bytes)?;
+            inputs.push(storage(
+                &ctx,
+                "rlx input",
+                bytes,
+                wgpu::BufferUsages::COPY_SRC,
+            ));
+        }
+        let mut consts = Vec::new();
+        for (i, c) in low.consts.iter().enumerate() {
+            let w = to_words(c)?;
+            check_size(&ctx, &format!("constant {i}"), w.len() as u64)?;
+            let b = storage(
+                &ctx,
+                "rlx const",
+                w.len() as u64,
+                wgpu::BufferUsages::empty(),
+            );
+            ctx.queue.write_buffer(&b, 0, &w);
+            consts.push(b);
+        }
+        let mut steps = Vec::new();
+        let mut kernel_names = Vec::new();
+        for k in &low.kernels {
+            let n = k.bufs.len() as u32;
+            if n > ctx.info.max_storage_buffers_per_stage {
+                return Err(WgpuError::TooManyBindings {
+                    kernel: k.name.clone(),
+                    needed: n,
+                    limit: ctx.info.max_storage_buffers_per_stage,
+                });
+            }
+            crate::translate::validate(&k.name, &k.wgsl)?;
+            let cached = pipelines.lock().ok().and_then(|c| c.get(&k.wgsl).cloned());
+            let pipe = match cached {
+                Some(p) => p,
+                None => {
+                    let module = dev.create_shader_module(wgpu::ShaderModuleDescriptor {
+                        label: Some(&k.name),
+                        source: wgpu::ShaderSource::Wgsl(k.wgsl.as_str().into()),
+                    });
+                    let p = Arc::new(dev.create_compute_pipeline(
+                        &wgpu::ComputePipelineDescriptor {
+                            label: Some(&k.name),
+                            layout: None,
+                            module: &module,
+                            entry_point: Some("main"),
+                            compilation_options: Default::default(),
+                            cache: None,
+                        },
+                    ));
+                    if let Ok(mut c) = pipelines.lock() {
+                        c.insert(k.wgsl.clone(), p.clone());
+                    }
+                    p
+                }
+            };
+            let layout = pipe.get_bind_group_layout(0);
+            let entries: Vec<wgpu::BindGroupEntry> = k
+                .bufs
+                .iter()
+                .enumerate()
+                .map(|(i, b)| wgpu::BindGroupEntry {
+                    binding: i as u32,
+                    resource: match b {
+                        BufId::Arena => arena.as_entire_binding(),
+                        BufId::Input(j) => inputs[*j].as_entire_binding(),
+                        BufId::Const(j) => consts[*j].as_entire_binding(),
+                    },
+                })
+                .collect();
+            let bg = dev.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some(&k.name),
+                layout: &layout,
+                entries: &entries,
+            });
+            steps.push((pipe, bg, k.groups));
+            kernel_names.push(k.name.clone());
+        }
+        let mut staging = Vec::new();
+        for r in &low.outputs {
+            staging.push(dev.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("rlx readback"),
+                size: ((r.numel() * 4 * words_per_elem(r.dtype)) as u64).max(4),
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            }));
+        }
+        let flag_staging = dev.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("rlx flag"),
+            size: 4,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        pollster_free_pop(scopes)?;
+        ctx.check()?;
+        let n_in = inputs.len();
+        Ok(GpuProgram {
+            ctx,
+            arena,
+            arena_words: low.arena_words,
+            inputs,
+            input_types,
+            steps,
+            outputs: low.outputs.into_iter().zip(output_types).collect(),
+            staging,
+            flag_staging,
+            flagging: low.flagging,
+            resident: Mutex::new((0..n_in).map(|_| None).collect()),
+            run_lock: Mutex::new(()),
+            kernel_names,
+        })
+    }
+
+    /// Upload the inputs whose contents changed since the last run.
+    fn upload(&self, inputs: &[&HostTensor]) -> Result<(), WgpuError> {
+        if inputs.len() != self.inputs.len() {
+            return Err(WgpuError::Input(format!(
+                "expected {} inputs, got {}",
+                self.inputs.len(),
+                inputs.len()
+            )));
+        }
+        let mut res = self
+            .resident
+            .lock()
+            .map_err(|_| WgpuError::Gpu("residency lock poisoned".into()))?;
+        for (i, t) in inputs.iter().enumerate() {
+            let want = &self.input_types[i];
+            if t.dtype() != want.dtype || t.shape() != &want.shape {
+                return Err(WgpuError::Input(format!(
+                    "input {i} is {}{}, the program takes {want}",
+                    t.dtype(),
+                    t.shape()
+                )));
+            }
+            // Fingerprint the caller's bytes in place (no copy for f32/i32/i64).
+            let owned;
+            let bytes: &[u8] = match t.data() {
+                TensorData::F32(v) => bytemuck::cast_slice(v),
+                TensorData::I32(v) => bytemuck::cast_slice(v),
+                TensorData::I64(v) => bytemuck::cast_slice(v),
+                _ => {
+                    owned = to_words(t)?;
+                    &owned
+                }
+            };
+            let src_ptr = bytes.as_ptr() as usize;
+            let print = fingerprint(bytes);
+            let same = matches!(&res[i], Some(r) if r.ptr == src_ptr && r.len == bytes.len() && r.print == print);
+            if !same {
+                self.ctx.queue.write_buffer(&self.inputs[i], 0, bytes);
+                res[i] = Some(Resident {
+                    ptr: src_ptr,
+                    len: bytes.len(),
+                    print,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Run: uploads, one pass with every kernel, readback.
+    pub async fn run_async(&self, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, WgpuError> {
+        let _guard = self
+            .run_lock
+            .lock()
+            .map_err(|_| WgpuError::Gpu("run lock poisoned".into()))?;
+        self.ctx.check()?;
+        let scopes = crate::context::Scopes::push(&self.ctx.device);
+        self.upload(inputs)?;
+        let flag_off = (self.arena_words as u64 - 1) * 4;
+        self.ctx
+            .queue
+            .write_buffer(&self.arena, flag_off, &[0u8; 4]);
+        let mut enc = self
+            .ctx
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("rlx run"),
+            });
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("rlx graph"),
+                timestamp_writes: None,
+            });
+            for (pipe, bg, g) in &self.steps {
+                pass.set_pipeline(pipe);
+                pass.set_bind_group(0, bg, &[]);
+                pass.dispatch_workgroups(g[0], g[1], g[2]);
+            }
+        }
+        for ((r, _), st) in self.outputs.iter().zip(&self.staging) {
+            let w = words_per_elem(r.dtype) as u64;
+            let bytes = r.numel() as u64 * 4 * w;
+            if bytes == 0 {
+                continue;
+            }
+            let src = match r.buf {
+                BufId::Arena => &self.arena,
+                BufId::Input(j) => &self.inputs[j],
+                BufId::Const(_) => {
+                    return Err(WgpuError::Input(
+                        "a constant graph output is folded before it reaches the GPU".into(),
+                    ))
+                }
+            };
+            enc.copy_buffer_to_buffer(src, r.offset as u64 * 4 * w, st, 0, bytes);
+        }
+        enc.copy_buffer_to_buffer(&self.arena, flag_off, &self.flag_staging, 0, 4);
+        self.ctx.queue.submit([enc.finish()]);
+        scopes.pop().await?;
+        let mut pending = Vec::new();
+        for st in self
+            .staging
+            .iter()
+            .chain(std::iter::once(&self.flag_staging))
+        {
+            let (tx, rx) = oneshot::channel();
+            st.slice(..)
+                .map_async(wgpu::MapMode::Read, move |r| tx.send(r));
+            pending.push(rx);
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        self.ctx
+            .device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| WgpuError::Gpu(e.to_string()))?;
+        for rx in pending {
+            rx.await
+                .ok_or_else(|| WgpuError::DeviceLost {
+                    why: "readback callback dropped".into(),
+                })?
+                .map_err(|e| WgpuError::Gpu(format!("readback: {e}")))?;
+        }
+        self.ctx.check()?;
+        let flag = {
+            let v = self
+                .flag_staging
+                .slice(..)
+                .get_mapped_range()
+                .map_err(|e| WgpuError::Gpu(e.to_string()))?;
+            let w = u32::from_le_bytes(v[..4].try_into().unwrap_or([0; 4]));
+            drop(v);
+            self.flag_staging.unmap();
+            w
+        };
+        let mut out = Vec::new();
+        for ((r, ty), st) in self.outputs.iter().zip(&self.staging) {
+            let bytes = r.numel() * 4 * words_per_elem(r.dtype);
+            let t = {
+                let v = st
+                    .slice(..)
+                    .get_mapped_range()
+                    .map_err(|e| WgpuError::Gpu(e.to_string()))?;
+                from_words(ty, &v[..bytes])?
+            };
+            st.unmap();
+            out.push(t);
+        }
+        if flag != 0 {
+            return Err(WgpuError::Runtime {
+                op: self.flagging.join(", "),
+                why: "an index was out of range".into(),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Pop error scopes where blocking is allowed (compile time, natively).
+fn pollster_free_pop(s: crate::context::Scopes) -> Result<(), WgpuError> {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        pollster::block_on(s.pop())
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        drop(s);
+        Ok(())
+    }
+}
+
+/// Read a whole device buffer holding `ty` (blocking; native only).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn read_buffer(
+    ctx: &GpuContext,
+    buf: &wgpu::Buffer,
+    ty: &TensorType,
+) -> Result<HostTensor, WgpuError> {
+    let bytes = (ty.shape.numel() * 4 * words_per_elem(ty.dtype)) as u64;
+    let st = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("rlx download"),
+        size: bytes.max(4),
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut enc = ctx
+        .device
+        .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+    if bytes > 0 {
+        enc.copy_buffer_to_buffer(buf, 0, &st, 0, bytes);
+    }
+    ctx.queue.submit([enc.finish()]);
+    let (tx, rx) = oneshot::channel();
+    st.slice(..)
+        .map_async(wgpu::MapMode::Read, move |r| tx.send(r));
+    ctx.device
+        .poll(wgpu::PollType::wait_indefinitely())
+        .map_err(|e| WgpuError::Gpu(e.to_string()))?;
+    pollster::block_on(rx)
+        .ok_or_else(|| WgpuError::DeviceLost {
+            why: "readback callback dropped".into(),
+        })?
+        .map_err(|e| WgpuError::Gpu(format!("readback: {e}")))?;
+    ctx.check()?;
+    let v = st
+        .slice(..)
+        .get_mapped_range()
+        .map_err(|e| WgpuError::Gpu(e.to_string()))?;
+    from_words(ty, &v[..bytes as usize])
+}

@@ -1,0 +1,39 @@
+//! # rlx-wgpu
+//!
+//! The GPU backend through wgpu: WebGPU in the browser; Vulkan (and GL,
+//! Metal, DirectX where compiled in) natively. Every LIR step becomes one
+//! generated WGSL kernel (`wgsl::*`, specialized to its shapes and strides)
+//! over one arena buffer laid out by the memory planner; graph inputs
+//! (weights) stay resident in their own buffers; pipelines and bind groups
+//! are made at compile time; a run is one compute pass and one readback.
+//! `translate` turns each kernel into MSL, HLSL, GLSL and SPIR-V with naga.
+
+pub mod backend;
+pub mod claims;
+pub mod context;
+pub mod error;
+pub mod exec;
+pub mod lower;
+mod oneshot;
+pub mod translate;
+pub mod tref;
+pub mod wgsl;
+
+pub use backend::{WgpuBackend, WgpuExecutable};
+pub use context::{AdapterInfo, GpuContext};
+pub use error::WgpuError;
+pub use lower::{lower, Lowered};
+pub use translate::{translate, validate, Lang, Translated};
+
+use rlx_runtime::Device;
+
+/// The rlx device kinds this build registers.
+#[cfg(not(target_arch = "wasm32"))]
+pub const DEVICES: &[Device] = &[Device::Vulkan, Device::Gpu];
+#[cfg(target_arch = "wasm32")]
+pub const DEVICES: &[Device] = &[Device::WebGpu, Device::Gpu];
+
+/// Register the wgpu backends with rlx-runtime (idempotent).
+pub fn register() {
+    WgpuBackend::register();
+}

@@ -1,0 +1,493 @@
+//! LIR → kernels. Places every value (arena slot from the memory plan,
+//! graph input buffer, baked constant, or a strided view of one of them),
+//! then generates one WGSL kernel per step. Pure code generation: no GPU
+//! needed, so `rlx kernels` and the translation tests run anywhere.
+
+use crate::error::WgpuError;
+use crate::tref::{words_per_elem, BufId, TensorRef};
+use crate::wgsl::elementwise::{Access, Body};
+use crate::wgsl::{self, Kernel};
+use rlx_ir::lir::Program;
+use rlx_ir::shape::normalize_axis;
+use rlx_ir::{Attr, DType, HostTensor, Node, ValueId};
+use std::collections::HashMap;
+
+/// A program lowered to kernels over placed buffers.
+pub struct Lowered {
+    pub kernels: Vec<Kernel>,
+    /// Where each graph output is read back from (contiguous).
+    pub outputs: Vec<TensorRef>,
+    /// Arena size in 32-bit words; the last word is the error flag.
+    pub arena_words: usize,
+    /// Constant buffers, in `BufId::Const` order.
+    pub consts: Vec<HostTensor>,
+    /// Names of the kernels that can raise the error flag.
+    pub flagging: Vec<String>,
+}
+
+fn unsupported(op: &str, why: impl Into<String>) -> WgpuError {
+    WgpuError::Unsupported {
+        op: op.into(),
+        why: why.into(),
+    }
+}
+
+/// Bytes per stored element in the memory plan.
+fn plan_bytes(d: DType) -> Result<usize, WgpuError> {
+    d.storage_bytes(1)
+        .filter(|&b| b > 0)
+        .ok_or_else(|| unsupported("tensor", format!("dtype {d} has no fixed element size")))
+}
+
+fn check_dtype(d: DType) -> Result<(), WgpuError> {
+    match d {
+        DType::F32 | DType::I32 | DType::I64 | DType::Bool => Ok(()),
+        d => Err(unsupported(
+            "tensor",
+            format!("dtype {d} is not held on the GPU (f32, i32, i64, bool are)"),
+        )),
+    }
+}
+
+fn ints(n: &Node, k: &str) -> Result<Vec<i64>, WgpuError> {
+    n.attrs
+        .ints(k)
+        .map(|v| v.to_vec())
+        .map_err(|e| unsupported(n.op.name(), e.to_string()))
+}
+fn int(n: &Node, k: &str) -> Result<i64, WgpuError> {
+    n.attrs
+        .int(k)
+        .map_err(|e| unsupported(n.op.name(), e.to_string()))
+}
+fn axis(n: &Node, k: &str, rank: usize) -> Result<usize, WgpuError> {
+    normalize_axis(int(n, k)?, rank).map_err(|e| unsupported(n.op.name(), e.to_string()))
+}
+
+/// Lower `p` to kernels.
+pub fn lower(p: &Program) -> Result<Lowered, WgpuError> {
+    let g = &p.graph;
+    // Scale plan byte offsets so every element gets whole 32-bit words
+    // (bool: 1 byte in the plan, one word here).
+    let mut scale = 1usize;
+    for s in &p.slots {
+        check_dtype(s.ty.dtype)?;
+        let pb = plan_bytes(s.ty.dtype)?;
+        scale = scale.max((4 * words_per_elem(s.ty.dtype)).div_ceil(pb));
+    }
+    let mut arena_words = (p.arena_bytes * scale).div_ceil(4);
+    let mut loc: HashMap<ValueId, TensorRef> = HashMap::new();
+    for (i, &v) in g.inputs.iter().enumerate() {
+        let ty = g.ty(v);
+        check_dtype(ty.dtype)?;
+        loc.insert(
+            v,
+            TensorRef::contiguous(BufId::Input(i), ty.dtype, ty.dims(), 0),
+        );
+    }
+    let slot: HashMap<ValueId, &rlx_ir::lir::BufferSlot> =
+        p.slots.iter().map(|s| (s.value, s)).collect();
+    let view: HashMap<ValueId, &rlx_ir::lir::View> = p.views.iter().map(|w| (w.value, w)).collect();
+    let mut consts = Vec::new();
+    for node in &g.nodes {
+        for &o in &node.outputs {
+            let ty = g.ty(o);
+            check_dtype(ty.dtype)?;
+            let r = match node.op.name() {
+                // Host↔device moves are the run's uploads and readbacks.
+                "transfer" => loc[&node.inputs[0]].clone(),
+                "constant" | "arange" => {
+                    let t = const_value(node, ty)?;
+                    consts.push(t);
+                    TensorRef::contiguous(BufId::Const(consts.len() - 1), ty.dtype, ty.dims(), 0)
+                }
+                _ => {
+                    if let Some(w) = view.get(&o) {
+                        let base = &loc[&w.base];
+                        TensorRef {
+                            buf: base.buf,
+                            dtype: ty.dtype,
+                            dims: ty.dims().to_vec(),
+                            strides: w.strides.iter().map(|&s| s as i64).collect(),
+                            offset: base.offset + w.offset as i64,
+                        }
+                    } else if let Some(s) = slot.get(&o) {
+                        let words = s.offset * scale / 4;
+                        TensorRef::contiguous(
+                            BufId::Arena,
+                            ty.dtype,
+                            ty.dims(),
+                            (words / words_per_elem(ty.dtype)) as i64,
+                        )
+                    } else {
+                        return Err(unsupported(
+                            node.op.name(),
+                            format!("value %{} has no storage in the plan", o.0),
+                        ));
+                    }
+                }
+            };
+            loc.insert(o, r);
+        }
+    }
+    let mut kernels = Vec::new();
+    for (si, step) in p.steps.iter().enumerate() {
+        let [ni] = step.nodes[..] else {
+            return Err(unsupported(
+                &step.kernel,
+                "multi-node steps are not lowered yet",
+            ));
+        };
+        let node = &g.nodes[ni];
+        if matches!(node.op.name(), "transfer" | "constant" | "arange")
+            || node.outputs.iter().all(|o| view.contains_key(o))
+        {
+            continue;
+        }
+        let ins: Vec<TensorRef> = node.inputs.iter().map(|v| loc[v].clone()).collect();
+        let outs: Vec<TensorRef> = node.outputs.iter().map(|v| loc[v].clone()).collect();
+        let dt = ins.first().map(|t| t.dtype).unwrap_or(outs[0].dtype);
+        let name = format!("s{si}_{}_{}", node.op.name(), dt.name());
+        kernels.extend(node_kernels(&name, node, &ins, &outs)?);
+    }
+    // Graph outputs must be contiguous for readback; copy the rest into
+    // scratch words at the end of the arena.
+    let mut outputs = Vec::new();
+    for (k, &o) in g.outputs.iter().enumerate() {
+        let r = loc[&o].clone();
+        if r.is_contiguous() {
+            outputs.push(r);
+        } else {
+            let w = words_per_elem(r.dtype);
+            let off = arena_words.div_ceil(w);
+            arena_words = (off + r.numel()) * w;
+            let dst = TensorRef::contiguous(BufId::Arena, r.dtype, &r.dims, off as i64);
+            kernels.push(copy(&format!("out{k}_copy"), &r, &dst)?);
+            outputs.push(dst);
+        }
+    }
+    arena_words += 1; // the error flag
+    let flag = arena_words - 1;
+    let mut flagging = Vec::new();
+    for k in &mut kernels {
+        if k.flags {
+            k.wgsl = k.wgsl.replace("FLAG_WORD", &format!("{flag}u"));
+            flagging.push(k.name.clone());
+        }
+    }
+    Ok(Lowered {
+        kernels,
+        outputs,
+        arena_words,
+        consts,
+        flagging,
+    })
+}
+
+/// The value of a `constant` or `arange` node, computed on the host.
+fn const_value(node: &Node, ty: &rlx_ir::TensorType) -> Result<HostTensor, WgpuError> {
+    match node.op.name() {
+        "constant" => match node.attrs.get("value") {
+            Some(Attr::Tensor(t)) => Ok(t.clone()),
+            _ => Err(unsupported("constant", "no tensor value")),
+        },
+        _ => {
+            let start = node
+                .attrs
+                .float("start")
+                .map_err(|e| unsupported("arange", e.to_string()))?;
+            let step = node
+                .attrs
+                .float("step")
+                .map_err(|e| unsupported("arange", e.to_string()))?;
+            let n = ty.shape.numel();
+            let v: Vec<f64> = (0..n).map(|i| start + step * i as f64).collect();
+            HostTensor::from_f64(ty.dtype, ty.shape.clone(), v)
+                .map_err(|e| unsupported("arange", e.to_string()))
+        }
+    }
+}
+
+fn copy(name: &str, src: &TensorRef, dst: &TensorRef) -> Result<Kernel, WgpuError> {
+    let attrs = rlx_ir::Attrs::new();
+    wgsl::elementwise::kernel(
+        name,
+        dst,
+        &[(src.clone(), Access::Broadcast)],
+        Body::Op {
+            op: "identity",
+            attrs: &attrs,
+        },
+    )
+}
+
+fn flat_copy(name: &str, src: &TensorRef, dst: &TensorRef) -> Result<Kernel, WgpuError> {
+    let attrs = rlx_ir::Attrs::new();
+    wgsl::elementwise::kernel(
+        name,
+        dst,
+        &[(src.clone(), Access::Flat)],
+        Body::Op {
+            op: "identity",
+            attrs: &attrs,
+        },
+    )
+}
+
+/// The kernels of one node.
+fn node_kernels(
+    name: &str,
+    node: &Node,
+    ins: &[TensorRef],
+    outs: &[TensorRef],
+) -> Result<Vec<Kernel>, WgpuError> {
+    let op = node.op.name();
+    let out = &outs[0];
+    let rank = ins.first().map(|t| t.dims.len()).unwrap_or(0);
+    let one = |k: Kernel| Ok(vec![k]);
+    match op {
+        "fused_elementwise" => {
+            let body = node
+                .attrs
+                .graph("body")
+                .map_err(|e| unsupported(op, e.to_string()))?;
+            if body.outputs.len() != 1 {
+                return Err(unsupported(op, "regions with several outputs"));
+            }
+            let acc: Vec<_> = ins.iter().map(|t| (t.clone(), Access::Broadcast)).collect();
+            one(wgsl::elementwise::kernel(
+                name,
+                out,
+                &acc,
+                Body::Region(body),
+            )?)
+        }
+        "reshape" | "squeeze" | "unsqueeze" => match ins[0].reshaped(&out.dims) {
+            Some(r) => one(copy(name, &r, out)?),
+            None => one(flat_copy(name, &ins[0], out)?),
+        },
+        "permute" => {
+            let perm: Vec<usize> = ints(node, "perm")?
+                .iter()
+                .map(|&p| normalize_axis(p, rank).map_err(|e| unsupported(op, e.to_string())))
+                .collect::<Result<_, _>>()?;
+            one(copy(name, &ins[0].permuted(&perm), out)?)
+        }
+        "broadcast" => one(copy(name, &ins[0].broadcast_to(&out.dims), out)?),
+        "narrow" => {
+            let ax = axis(node, "axis", rank)?;
+            let mut start = int(node, "start")?;
+            if start < 0 {
+                start += ins[0].dims[ax] as i64;
+            }
+            one(copy(name, &ins[0].sliced(ax, start, out.dims[ax], 1), out)?)
+        }
+        "slice" => {
+            let starts = ints(node, "starts")?;
+            let axes = ints(node, "axes")?;
+            let steps = ints(node, "steps")?;
+            let mut r = ins[0].clone();
+            for k in 0..starts.len() {
+                let ax = match axes.get(k) {
+                    Some(&a) => {
+                        normalize_axis(a, rank).map_err(|e| unsupported(op, e.to_string()))?
+                    }
+                    None => k,
+                };
+                let step = steps.get(k).copied().unwrap_or(1);
+                let d = ins[0].dims[ax] as i64;
+                // NumPy slice bounds: negative from the end, then clamped.
+                let clampi = |v: i64, lo: i64, hi: i64| v.max(lo).min(hi);
+                let s0 = if starts[k] < 0 {
+                    starts[k] + d
+                } else {
+                    starts[k]
+                };
+                let s0 = if step > 0 {
+                    clampi(s0, 0, d)
+                } else {
+                    clampi(s0, -1, d - 1)
+                };
+                r = r.sliced(ax, s0, out.dims[ax], step);
+            }
+            one(copy(name, &r, out)?)
+        }
+        "flip" => {
+            let mut r = ins[0].clone();
+            let axes = ints(node, "axes")?;
+            let axes: Vec<i64> = if axes.is_empty() {
+                (0..rank as i64).collect()
+            } else {
+                axes
+            };
+            for a in axes {
+                let ax = normalize_axis(a, rank).map_err(|e| unsupported(op, e.to_string()))?;
+                let d = r.dims[ax] as i64;
+                r = r.sliced(ax, d - 1, d as usize, -1);
+            }
+            one(copy(name, &r, out)?)
+        }
+        "concat" => {
+            let ax = axis(node, "axis", rank)?;
+            let mut at = 0i64;
+            let mut ks = Vec::new();
+            for (k, t) in ins.iter().enumerate() {
+                let dst = out.sliced(ax, at, t.dims[ax], 1);
+                at += t.dims[ax] as i64;
+                if t.numel() > 0 {
+                    ks.push(copy(&format!("{name}_{k}"), t, &dst)?);
+                }
+            }
+            Ok(ks)
+        }
+        "split" => {
+            let ax = axis(node, "axis", rank)?;
+            let mut at = 0i64;
+            let mut ks = Vec::new();
+            for (k, o) in outs.iter().enumerate() {
+                let src = ins[0].sliced(ax, at, o.dims[ax], 1);
+                at += o.dims[ax] as i64;
+                if o.numel() > 0 {
+                    ks.push(copy(&format!("{name}_{k}"), &src, o)?);
+                }
+            }
+            Ok(ks)
+        }
+        "reduce_sum" | "reduce_mean" | "reduce_prod" | "reduce_max" | "reduce_min"
+        | "reduce_logsumexp" | "reduce_variance" | "reduce_any" | "reduce_all" => {
+            let axes = ints(node, "axes")?;
+            let mut ax: Vec<usize> = if axes.is_empty() {
+                (0..rank).collect()
+            } else {
+                axes.iter()
+                    .map(|&a| normalize_axis(a, rank).map_err(|e| unsupported(op, e.to_string())))
+                    .collect::<Result<_, _>>()?
+            };
+            ax.sort_unstable();
+            ax.dedup();
+            let corr = if op == "reduce_variance" {
+                int(node, "correction")?
+            } else {
+                0
+            };
+            one(wgsl::reduce::kernel(name, op, &ins[0], &ax, corr, out)?)
+        }
+        "argmax" | "argmin" => {
+            let ax = axis(node, "axis", rank)?;
+            one(wgsl::reduce::kernel(name, op, &ins[0], &[ax], 0, out)?)
+        }
+        "softmax" | "log_softmax" => {
+            let ax = axis(node, "axis", rank)?;
+            one(wgsl::norm::kernel(name, op, &ins[0], &[ax], &[], 0.0, out)?)
+        }
+        "layer_norm" | "rms_norm" => {
+            let ax = axis(node, "axis", rank)?;
+            let eps = node
+                .attrs
+                .float("eps")
+                .map_err(|e| unsupported(op, e.to_string()))?;
+            let axes: Vec<usize> = (ax..rank).collect();
+            one(wgsl::norm::kernel(
+                name,
+                op,
+                &ins[0],
+                &axes,
+                &ins[1..],
+                eps,
+                out,
+            )?)
+        }
+        "matmul" => one(wgsl::matmul::kernel(
+            name, &ins[0], &ins[1], None, "none", out,
+        )?),
+        "matmul_bias_act" => {
+            let act = node
+                .attrs
+                .str("activation")
+                .map_err(|e| unsupported(op, e.to_string()))?;
+            one(wgsl::matmul::kernel(
+                name,
+                &ins[0],
+                &ins[1],
+                ins.get(2),
+                act,
+                out,
+            )?)
+        }
+        "attention" => {
+            let kind = node
+                .attrs
+                .str("mask_kind")
+                .map_err(|e| unsupported(op, e.to_string()))?;
+            let window = int(node, "window")?;
+            let scale = node.attrs.opt_float("scale");
+            one(wgsl::attention::kernel(
+                name,
+                &ins[0],
+                &ins[1],
+                &ins[2],
+                ins.get(3),
+                kind,
+                window,
+                scale,
+                out,
+            )?)
+        }
+        "gather" | "index_select" => {
+            let ax = axis(node, "axis", rank)?;
+            one(wgsl::index::kernel(name, &ins[0], &ins[1], ax, out)?)
+        }
+        "embedding" => one(wgsl::index::kernel(name, &ins[0], &ins[1], 0, out)?),
+        _ => {
+            let acc: Vec<_> = ins.iter().map(|t| (t.clone(), Access::Broadcast)).collect();
+            one(wgsl::elementwise::kernel(
+                name,
+                out,
+                &acc,
+                Body::Op {
+                    op,
+                    attrs: &node.attrs,
+                },
+            )?)
+        }
+    }
+}
+
+/// Ops with a kernel here (besides the elementwise table), per dtype.
+pub fn structural_claims() -> Vec<(&'static str, Vec<DType>)> {
+    let held = || vec![DType::F32, DType::I32, DType::I64, DType::Bool];
+    let f = || vec![DType::F32];
+    let mut v: Vec<(&'static str, Vec<DType>)> = [
+        "reshape",
+        "squeeze",
+        "unsqueeze",
+        "permute",
+        "broadcast",
+        "narrow",
+        "slice",
+        "flip",
+        "concat",
+        "split",
+        "transfer",
+        "constant",
+        "arange",
+    ]
+    .into_iter()
+    .map(|o| (o, held()))
+    .collect();
+    for o in [
+        "softmax",
+        "log_softmax",
+        "layer_norm",
+        "rms_norm",
+        "matmul",
+        "matmul_bias_act",
+        "attention",
+    ] {
+        v.push((o, f()));
+    }
+    for o in ["gather", "index_select", "embedding"] {
+        v.push((o, vec![DType::F32, DType::I32, DType::Bool]));
+    }
+    v
+}

@@ -1,0 +1,357 @@
+//! One table from elementwise op to a WGSL expression, shared by single-op
+//! kernels, fused regions and matmul epilogues. Where WGSL's builtin
+//! differs from the reference semantics (NaN in max/min/relu/sign, pow of a
+//! negative base, expm1/log1p near 0, erf which WGSL lacks) a prelude
+//! function does it the reference way.
+
+use rlx_ir::{Attrs, DType};
+
+/// Helper functions every kernel may call (unused ones cost nothing).
+pub const PRELUDE: &str = r#"
+fn nan_(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+fn inf_(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }
+fn fmax_(a: f32, b: f32) -> f32 { return select(max(a, b), a + b, nan_(a) || nan_(b)); }
+fn fmin_(a: f32, b: f32) -> f32 { return select(min(a, b), a + b, nan_(a) || nan_(b)); }
+fn relu_(x: f32) -> f32 { return select(max(x, 0.0), x, nan_(x)); }
+fn sign_(x: f32) -> f32 { return select(sign(x), x, nan_(x)); }
+fn expm1_(x: f32) -> f32 {
+  let u = exp(x);
+  if (u == 1.0) { return x; }
+  if (u - 1.0 == -1.0) { return -1.0; }
+  if (inf_(u)) { return u; }
+  return (u - 1.0) * x / log(u);
+}
+fn log1p_(x: f32) -> f32 {
+  let u = 1.0 + x;
+  if (u == 1.0) { return x; }
+  if (inf_(u)) { return u; }
+  return log(u) * x / (u - 1.0);
+}
+fn erf_(x: f32) -> f32 {
+  let z = abs(x);
+  if (z < 0.5) {
+    let x2 = x * x;
+    return 1.1283791670955126 * x * (1.0 + x2 * (-0.3333333333333333 + x2 * (0.1 + x2 * (-0.023809523809523808 + x2 * (0.004629629629629629 + x2 * -0.0007575757575757576)))));
+  }
+  let t = 1.0 / (1.0 + 0.5 * z);
+  let e = t * exp(-z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))));
+  return select(e - 1.0, 1.0 - e, x >= 0.0);
+}
+fn tanh_(x: f32) -> f32 { return tanh(clamp(x, -15.0, 15.0)); }
+fn sigmoid_(x: f32) -> f32 {
+  if (x >= 0.0) { return 1.0 / (1.0 + exp(-x)); }
+  let e = exp(x);
+  return e / (1.0 + e);
+}
+fn softplus_(x: f32) -> f32 { return select(max(x, 0.0) + log1p_(exp(-abs(x))), x, nan_(x)); }
+fn gelu_(x: f32) -> f32 { return 0.5 * x * (1.0 + erf_(x * 0.7071067811865476)); }
+fn gelu_tanh_(x: f32) -> f32 { return 0.5 * x * (1.0 + tanh_(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+fn pow_(a: f32, b: f32) -> f32 {
+  if (b == 0.0) { return 1.0; }
+  if (nan_(a) || nan_(b)) { return a + b; }
+  if (a == 0.0) { return select(0.0, bitcast<f32>(0x7f800000u), b < 0.0); }
+  if (a > 0.0) { return pow(a, b); }
+  if (trunc(b) != b) { return bitcast<f32>(0x7fc00000u); }
+  let m = pow(-a, b);
+  let odd = abs(b) < 16777216.0 && (i32(abs(b)) & 1) == 1;
+  return select(m, -m, odd);
+}
+fn ishl_(a: i32, b: i32) -> i32 { return select(0, a << u32(b), b >= 0 && b < 32); }
+fn ishr_(a: i32, b: i32) -> i32 { return select(select(0, -1, a < 0), a >> u32(b), b >= 0 && b < 32); }
+fn isign_(x: i32) -> i32 { return select(select(0, -1, x < 0), 1, x > 0); }
+fn f2i_(x: f32) -> i32 {
+  if (nan_(x)) { return 0; }
+  if (abs(x) < 2147483648.0) { return i32(x); }
+  if (x >= 9.223372e18) { return -1; }
+  if (x <= -9.223372e18) { return 0; }
+  let t = trunc(x);
+  let m = t - floor(t / 4294967296.0) * 4294967296.0;
+  return bitcast<i32>(u32(m));
+}
+"#;
+
+/// A float literal with the exact f32 bits (covers inf and NaN, which WGSL
+/// cannot write as literals).
+pub fn f32_lit(v: f64) -> String {
+    format!("bitcast<f32>({:#x}u)", (v as f32).to_bits())
+}
+
+const FLOAT_UNARY: &[&str] = &[
+    "abs",
+    "neg",
+    "sign",
+    "square",
+    "relu",
+    "exp",
+    "exp2",
+    "expm1",
+    "log",
+    "log2",
+    "log1p",
+    "sqrt",
+    "rsqrt",
+    "reciprocal",
+    "sin",
+    "cos",
+    "tan",
+    "asin",
+    "acos",
+    "atan",
+    "sinh",
+    "cosh",
+    "tanh",
+    "asinh",
+    "acosh",
+    "atanh",
+    "erf",
+    "sigmoid",
+    "softplus",
+    "floor",
+    "ceil",
+    "round",
+    "trunc",
+    "isnan",
+    "isinf",
+    "isfinite",
+    "gelu",
+    "gelu_tanh",
+    "silu",
+];
+const INT_UNARY: &[&str] = &["abs", "neg", "sign", "square", "relu", "bitwise_not"];
+const BOOL_UNARY: &[&str] = &["not", "bitwise_not"];
+const CMP: &[&str] = &["eq", "ne", "lt", "le", "gt", "ge"];
+const FLOAT_BINARY: &[&str] = &[
+    "add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2", "swiglu",
+];
+const INT_BINARY: &[&str] = &[
+    "add",
+    "sub",
+    "mul",
+    "max",
+    "min",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "shl",
+    "shr",
+];
+const BOOL_BINARY: &[&str] = &[
+    "and",
+    "or",
+    "xor",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "eq",
+    "ne",
+];
+
+/// Elementwise ops with a native kernel, and for which input dtypes.
+pub fn claims() -> Vec<(&'static str, Vec<DType>)> {
+    let mut out: Vec<(&'static str, Vec<DType>)> = Vec::new();
+    let mut add = |op: &'static str, d: DType| match out.iter_mut().find(|(o, _)| *o == op) {
+        Some((_, ds)) => {
+            if !ds.contains(&d) {
+                ds.push(d)
+            }
+        }
+        None => out.push((op, vec![d])),
+    };
+    for &o in FLOAT_UNARY.iter().chain(FLOAT_BINARY).chain(CMP) {
+        add(o, DType::F32);
+    }
+    for &o in INT_UNARY.iter().chain(INT_BINARY).chain(CMP) {
+        add(o, DType::I32);
+    }
+    for &o in BOOL_UNARY.iter().chain(BOOL_BINARY) {
+        add(o, DType::Bool);
+    }
+    // i64 is held exactly as two words: equality and casts only.
+    for o in ["eq", "ne", "cast"] {
+        add(o, DType::I64);
+    }
+    for d in [DType::F32, DType::I32, DType::Bool] {
+        add("cast", d);
+        add("identity", d);
+        add("stop_gradient", d);
+    }
+    add("clamp", DType::F32);
+    add("clamp", DType::I32);
+    out.push(("where", vec![]));
+    out
+}
+
+/// The expression of `op` applied to operand expressions `a` (already
+/// bound to `let`s, so they may be repeated). `dt`: input dtype of the
+/// op's first operand; `out`: result dtype. `None`: no kernel.
+pub fn apply(op: &str, a: &[String], dt: &[DType], out: DType, attrs: &Attrs) -> Option<String> {
+    let x = a.first()?;
+    let d0 = *dt.first()?;
+    if op == "where" {
+        return Some(format!("select({}, {}, {})", a[2], a[1], a[0]));
+    }
+    if op == "identity" || op == "stop_gradient" {
+        return Some(x.clone());
+    }
+    if op == "cast" {
+        return cast(x, d0, out);
+    }
+    if op == "clamp" {
+        let (lo, hi) = (attrs.opt_float("min"), attrs.opt_float("max"));
+        return Some(match d0 {
+            DType::F32 => {
+                let mut v = x.clone();
+                if let Some(l) = lo {
+                    v = format!("select({v}, {l}, {v} < {l})", l = f32_lit(l));
+                }
+                if let Some(h) = hi {
+                    v = format!("select({v}, {h}, {v} > {h})", h = f32_lit(h));
+                }
+                v
+            }
+            DType::I32 => {
+                let mut v = x.clone();
+                if let Some(h) = hi {
+                    v = format!(
+                        "min({v}, {})",
+                        h.floor().clamp(i32::MIN as f64, i32::MAX as f64) as i32
+                    );
+                }
+                if let Some(l) = lo {
+                    v = format!(
+                        "max({v}, {})",
+                        l.ceil().clamp(i32::MIN as f64, i32::MAX as f64) as i32
+                    );
+                }
+                v
+            }
+            _ => return None,
+        });
+    }
+    if a.len() == 1 {
+        return unary(op, x, d0);
+    }
+    binary(op, x, &a[1], d0)
+}
+
+fn unary(op: &str, x: &str, d: DType) -> Option<String> {
+    Some(match d {
+        DType::F32 => match op {
+            "abs" => format!("abs({x})"),
+            "neg" => format!("-({x})"),
+            "sign" => format!("sign_({x})"),
+            "square" => format!("({x} * {x})"),
+            "relu" => format!("relu_({x})"),
+            // Vulkan's asin/acos are loose (~5e-4 on lavapipe): via atan2.
+            "asin" => format!("atan2({x}, sqrt((1.0 - {x}) * (1.0 + {x})))"),
+            "acos" => format!("atan2(sqrt((1.0 - {x}) * (1.0 + {x})), {x})"),
+            "exp" | "exp2" | "log" | "log2" | "sqrt" | "sin" | "cos" | "tan" | "atan" | "sinh"
+            | "cosh" | "asinh" | "acosh" | "atanh" | "floor" | "ceil" | "round" | "trunc" => {
+                format!("{op}({x})")
+            }
+            "tanh" => format!("tanh_({x})"),
+            "expm1" => format!("expm1_({x})"),
+            "log1p" => format!("log1p_({x})"),
+            "rsqrt" => format!("(1.0 / sqrt({x}))"),
+            "reciprocal" => format!("(1.0 / {x})"),
+            "erf" => format!("erf_({x})"),
+            "sigmoid" => format!("sigmoid_({x})"),
+            "softplus" => format!("softplus_({x})"),
+            "gelu" => format!("gelu_({x})"),
+            "gelu_tanh" => format!("gelu_tanh_({x})"),
+            "silu" => format!("({x} * sigmoid_({x}))"),
+            "isnan" => format!("nan_({x})"),
+            "isinf" => format!("inf_({x})"),
+            "isfinite" => format!("!(nan_({x}) || inf_({x}))"),
+            _ => return None,
+        },
+        DType::I32 => match op {
+            "abs" => format!("abs({x})"),
+            "neg" => format!("(0 - {x})"),
+            "sign" => format!("isign_({x})"),
+            "square" => format!("({x} * {x})"),
+            "relu" => format!("max({x}, 0)"),
+            "bitwise_not" => format!("(~{x})"),
+            _ => return None,
+        },
+        DType::Bool => match op {
+            "not" | "bitwise_not" => format!("(!{x})"),
+            _ => return None,
+        },
+        _ => return None,
+    })
+}
+
+fn binary(op: &str, a: &str, b: &str, d: DType) -> Option<String> {
+    let cmp = |o: &str| format!("({a} {o} {b})");
+    if d == DType::I64 {
+        // (lo, hi) word pairs: exact equality.
+        return match op {
+            "eq" => Some(format!("all({a} == {b})")),
+            "ne" => Some(format!("any({a} != {b})")),
+            _ => None,
+        };
+    }
+    match op {
+        "eq" => return Some(cmp("==")),
+        "ne" => return Some(cmp("!=")),
+        "lt" if d != DType::Bool => return Some(cmp("<")),
+        "le" if d != DType::Bool => return Some(cmp("<=")),
+        "gt" if d != DType::Bool => return Some(cmp(">")),
+        "ge" if d != DType::Bool => return Some(cmp(">=")),
+        _ => {}
+    }
+    Some(match d {
+        DType::F32 => match op {
+            "add" => format!("({a} + {b})"),
+            "sub" => format!("({a} - {b})"),
+            "mul" => format!("({a} * {b})"),
+            "div" => format!("({a} / {b})"),
+            "rem" => format!("({a} % {b})"),
+            "pow" => format!("pow_({a}, {b})"),
+            "max" => format!("fmax_({a}, {b})"),
+            "min" => format!("fmin_({a}, {b})"),
+            "atan2" => format!("atan2({a}, {b})"),
+            "swiglu" => format!("({a} * sigmoid_({a}) * {b})"),
+            _ => return None,
+        },
+        DType::I32 => match op {
+            "add" => format!("({a} + {b})"),
+            "sub" => format!("({a} - {b})"),
+            "mul" => format!("({a} * {b})"),
+            "max" => format!("max({a}, {b})"),
+            "min" => format!("min({a}, {b})"),
+            "bitwise_and" => format!("({a} & {b})"),
+            "bitwise_or" => format!("({a} | {b})"),
+            "bitwise_xor" => format!("({a} ^ {b})"),
+            "shl" => format!("ishl_({a}, {b})"),
+            "shr" => format!("ishr_({a}, {b})"),
+            _ => return None,
+        },
+        DType::Bool => match op {
+            "and" | "bitwise_and" => format!("({a} && {b})"),
+            "or" | "bitwise_or" => format!("({a} || {b})"),
+            "xor" | "bitwise_xor" => format!("({a} != {b})"),
+            _ => return None,
+        },
+        _ => return None,
+    })
+}
+
+fn cast(x: &str, from: DType, to: DType) -> Option<String> {
+    use DType::*;
+    Some(match (from, to) {
+        (a, b) if a == b => x.to_string(),
+        (F32, I32) => format!("f2i_({x})"),
+        (F32, Bool) => format!("({x} != 0.0)"),
+        (I32, F32) => format!("f32({x})"),
+        (I32, Bool) => format!("({x} != 0)"),
+        (Bool, F32) => format!("select(0.0, 1.0, {x})"),
+        (Bool, I32) => format!("select(0, 1, {x})"),
+        // In i32 range (the high word is the sign): one exact rounding.
+        (I64, F32) => format!("select(f32(bitcast<i32>({x}.y)) * 4294967296.0 + f32({x}.x), f32(bitcast<i32>({x}.x)), {x}.y == select(0u, 0xffffffffu, bitcast<i32>({x}.x) < 0))"),
+        (I64, I32) => format!("bitcast<i32>({x}.x)"),
+        (I64, Bool) => format!("any({x} != vec2<u32>(0u, 0u))"),
+        _ => return None,
+    })
+}
