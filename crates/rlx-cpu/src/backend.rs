@@ -19,8 +19,17 @@ impl CpuBackend {
     }
 }
 
-struct CpuExecutable {
-    program: FastProgram,
+enum CpuExecutable {
+    Fast(FastProgram),
+    /// `RLX_CPU_ENGINE=reference`: every node on the reference kernels
+    /// (for A/B comparisons and for bisecting a suspected fast-kernel bug).
+    Reference(Program),
+}
+
+/// Whether `RLX_CPU_ENGINE=reference` asks for the reference interpreter.
+fn reference_engine() -> bool {
+    static R: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *R.get_or_init(|| std::env::var("RLX_CPU_ENGINE").is_ok_and(|v| v == "reference"))
 }
 
 fn to_runtime(e: CpuError) -> RuntimeError {
@@ -35,7 +44,11 @@ fn to_runtime(e: CpuError) -> RuntimeError {
 
 impl Executable for CpuExecutable {
     fn run(&self, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
-        self.program.run(inputs).map_err(to_runtime)
+        match self {
+            CpuExecutable::Fast(p) => p.run(inputs),
+            CpuExecutable::Reference(p) => crate::interp::run_graph_refs(&p.graph, inputs),
+        }
+        .map_err(to_runtime)
     }
 }
 
@@ -69,13 +82,19 @@ impl Backend for CpuBackend {
         attrs: &rlx_ir::Attrs,
         dtype: rlx_ir::DType,
     ) -> String {
+        if reference_engine() {
+            return format!("cpu::ref::{op}<{dtype}>");
+        }
         crate::fast::kernel_name(op, inputs, attrs, dtype)
     }
 
     fn compile(&self, program: Program) -> Result<Box<dyn Executable>, RuntimeError> {
-        Ok(Box::new(CpuExecutable {
-            program: FastProgram::compile(program).map_err(to_runtime)?,
-        }))
+        if reference_engine() {
+            return Ok(Box::new(CpuExecutable::Reference(program)));
+        }
+        Ok(Box::new(CpuExecutable::Fast(
+            FastProgram::compile(program).map_err(to_runtime)?,
+        )))
     }
 
     fn upload(&self, t: &HostTensor) -> Result<DeviceTensor, RuntimeError> {

@@ -7,8 +7,8 @@
 
 use super::layout::View;
 use super::par::{for_chunks, Scratch};
-use super::simd;
-use crate::kernels::gemm::{gemm_into, Mat};
+use super::simd::{self, simd_fn};
+use crate::kernels::gemm::{gemm_into, gemm_scaled, Mat};
 
 /// Query rows per block.
 pub const BLOCK: usize = 64;
@@ -60,8 +60,9 @@ fn batch_offset(dims: &[usize], strides: &[usize], batch: &[usize], mut bi: usiz
     off
 }
 
+/// Scratch floats one thread needs: a block of scores and a mask row.
 pub fn scratch(sk: usize) -> usize {
-    BLOCK * sk
+    BLOCK * sk + sk
 }
 
 pub fn run(out: &mut [f32], q: &View, k: &View, v: &View, mask: &Mask, dm: &Dims, pool: &Scratch) {
@@ -76,49 +77,70 @@ pub fn run(out: &mut [f32], q: &View, k: &View, v: &View, mask: &Mask, dm: &Dims
         let vo = v.loc.offset + batch_offset(&v.loc.dims, &v.loc.strides, batch, bi);
         let km = mat(k, ko, sk, d).t();
         let vm = mat(v, vo, sk, dv);
-        pool.with(|scores| {
-            simd::dispatch(|| {
-                for i0 in (0..sq).step_by(BLOCK) {
-                    let rows = BLOCK.min(sq - i0);
-                    let qm = mat(q, qo + i0 * q.loc.strides[q.loc.dims.len() - 2], rows, d);
-                    let s = &mut scores[..rows * sk];
-                    gemm_into(qm, km, s, sk, false, false);
-                    for (ri, row) in s.chunks_mut(sk.max(1)).enumerate() {
-                        let i = i0 + ri;
-                        row.iter_mut().for_each(|x| *x *= scale);
-                        match mask {
-                            Mask::None => {}
-                            Mask::Builtin(m) => {
-                                for (x, &keep) in row.iter_mut().zip(&m[i * sk..(i + 1) * sk]) {
-                                    if !keep {
-                                        *x = f32::NEG_INFINITY;
-                                    }
-                                }
-                            }
-                            Mask::Custom { data, strides } => {
-                                let (si, sj) = (strides[full_len - 2], strides[full_len - 1]);
-                                let base = mask_base(strides, batch, bi) + i * si;
-                                for (j, x) in row.iter_mut().enumerate() {
-                                    if !data[base + j * sj] {
-                                        *x = f32::NEG_INFINITY;
-                                    }
-                                }
-                            }
-                            Mask::Bias(b) => {
-                                let at = (bi * sq + i) * sk;
-                                for (j, x) in row.iter_mut().enumerate() {
-                                    *x += b.get(at + j);
-                                }
-                            }
-                        }
-                        softmax_row(row);
+        let qrs = q.loc.strides[q.loc.dims.len() - 2];
+        pool.with(|buf| {
+            let (scores, mrow) = buf.split_at_mut(BLOCK * sk);
+            let mrow = &mut mrow[..sk];
+            // A key-padding mask (the same for every query row) becomes
+            // one additive row of 0 / −inf, applied with the softmax.
+            let row_mask = match mask {
+                Mask::Custom { data, strides } if strides[full_len - 2] == 0 => {
+                    let base = mask_base(strides, batch, bi);
+                    let sj = strides[full_len - 1];
+                    for (j, m) in mrow.iter_mut().enumerate() {
+                        *m = if data[base + j * sj] { 0.0 } else { f32::NEG_INFINITY };
                     }
-                    let pm = Mat::row_major(&s[..], rows, sk);
-                    gemm_into(pm, vm, &mut ob[i0 * dv..(i0 + rows) * dv], dv, false, false);
+                    true
                 }
-            })
+                _ => false,
+            };
+            for i0 in (0..sq).step_by(BLOCK) {
+                let rows = BLOCK.min(sq - i0);
+                let qm = mat(q, qo + i0 * qrs, rows, d);
+                let s = &mut scores[..rows * sk];
+                gemm_scaled(qm, km, s, sk, false, false, scale);
+                if !row_mask {
+                    for (ri, row) in s.chunks_mut(sk.max(1)).enumerate() {
+                        apply_mask(row, mask, i0 + ri, bi, dm);
+                    }
+                }
+                softmax_rows(s, sk, if row_mask { Some(&mrow[..]) } else { None });
+                let pm = Mat::row_major(&s[..], rows, sk);
+                gemm_into(pm, vm, &mut ob[i0 * dv..(i0 + rows) * dv], dv, false, false);
+            }
         })
     });
+}
+
+/// Any mask other than a key-padding row, element by element.
+fn apply_mask(row: &mut [f32], mask: &Mask, i: usize, bi: usize, dm: &Dims) {
+    let (sq, sk) = (dm.sq, dm.sk);
+    let full_len = dm.batch.len() + 2;
+    match mask {
+        Mask::None => {}
+        Mask::Builtin(m) => {
+            for (x, &keep) in row.iter_mut().zip(&m[i * sk..(i + 1) * sk]) {
+                if !keep {
+                    *x = f32::NEG_INFINITY;
+                }
+            }
+        }
+        Mask::Custom { data, strides } => {
+            let (si, sj) = (strides[full_len - 2], strides[full_len - 1]);
+            let base = mask_base(strides, dm.batch, bi) + i * si;
+            for (j, x) in row.iter_mut().enumerate() {
+                if !data[base + j * sj] {
+                    *x = f32::NEG_INFINITY;
+                }
+            }
+        }
+        Mask::Bias(b) => {
+            let at = (bi * sq + i) * sk;
+            for (j, x) in row.iter_mut().enumerate() {
+                *x += b.get(at + j);
+            }
+        }
+    }
 }
 
 fn mask_base(strides: &[usize], batch: &[usize], mut bi: usize) -> usize {
@@ -130,13 +152,44 @@ fn mask_base(strides: &[usize], batch: &[usize], mut bi: usize) -> usize {
     off
 }
 
+simd_fn! {
+    /// Softmax of each row of `sk` in `s`, after adding `add` (a mask row)
+    /// when given.
+    fn softmax_rows(s: &mut [f32], sk: usize, add: Option<&[f32]>) {
+        for row in s.chunks_mut(sk.max(1)) {
+            if let Some(a) = add {
+                for (x, &m) in row.iter_mut().zip(a) {
+                    *x += m;
+                }
+            }
+            softmax_row(row);
+        }
+    }
+}
+
 /// Softmax of one row in place; a fully masked row gives NaN, as the
-/// reference does.
+/// reference does. Partial sums in 8 lanes keep the reduction vectorized.
 #[inline(always)]
 pub fn softmax_row(row: &mut [f32]) {
-    let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut sum = 0.0;
-    for x in row.iter_mut() {
+    let mut m8 = [f32::NEG_INFINITY; 8];
+    let mut chunks = row.chunks_exact(8);
+    for c in &mut chunks {
+        for (m, &x) in m8.iter_mut().zip(c) {
+            *m = m.max(x);
+        }
+    }
+    let mut m = chunks.remainder().iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    m = m8.iter().copied().fold(m, f32::max);
+    let mut s8 = [0f32; 8];
+    let mut chunks = row.chunks_exact_mut(8);
+    for c in &mut chunks {
+        for (s, x) in s8.iter_mut().zip(c.iter_mut()) {
+            *x = simd::exp(*x - m);
+            *s += *x;
+        }
+    }
+    let mut sum: f32 = s8.iter().sum();
+    for x in chunks.into_remainder() {
         *x = simd::exp(*x - m);
         sum += *x;
     }

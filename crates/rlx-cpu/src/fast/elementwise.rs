@@ -5,7 +5,7 @@
 
 use super::layout::{Loc, View};
 use super::par::{chunk_len, for_chunks, Scratch};
-use super::simd;
+use super::simd::{self, simd_fn};
 use rlx_ir::{DType, Graph, Node, TensorType};
 
 /// Elements per tile.
@@ -234,6 +234,7 @@ fn apply_bin(b: Bin, x: &mut [f32], p: &[f32], q: &[f32]) {
 }
 
 /// An operand of the region as the tile loop reads it.
+#[derive(Clone, Copy)]
 pub enum Src<'a, 'l> {
     /// The output buffer itself (the plan ran this op in place).
     Out,
@@ -289,33 +290,36 @@ fn load(v: &View, start: usize, dst: &mut [f32]) {
     }
 }
 
+simd_fn! {
+    /// Evaluate `p` over one chunk `oc` of the output, whose first element
+    /// is element `base` of the whole output.
+    fn eval_chunk(p: &Program, oc: &mut [f32], regs: &mut [f32], srcs: &[Src<'_, '_>], base: usize) {
+        for (ti, ot) in oc.chunks_mut(TILE).enumerate() {
+            let start = base + ti * TILE;
+            let len = ot.len();
+            for (r, ins) in p.instrs.iter().enumerate() {
+                let (prev, rest) = regs.split_at_mut(r * TILE);
+                let dst = &mut rest[..len];
+                let reg = |k: usize| &prev[k * TILE..k * TILE + len];
+                match ins {
+                    Instr::Load(k) => match &srcs[*k] {
+                        Src::Out => dst.copy_from_slice(ot),
+                        Src::View(v) => load(v, start, dst),
+                    },
+                    Instr::Const(c) => dst.fill(*c),
+                    Instr::Un(u, a) => apply_un(*u, dst, reg(*a)),
+                    Instr::Bin(b, a, c) => apply_bin(*b, dst, reg(*a), reg(*c)),
+                }
+            }
+            ot.copy_from_slice(&regs[p.out * TILE..p.out * TILE + len]);
+        }
+    }
+}
+
 /// Evaluate `p` into `out` (contiguous), operands broadcast to its shape.
 pub fn run(p: &Program, out: &mut [f32], srcs: &[Src], scratch: &Scratch) {
-    let n = out.len();
-    let chunk = chunk_len(n, TILE, 16 * 1024);
+    let chunk = chunk_len(out.len(), TILE, 16 * 1024);
     for_chunks(out, chunk, |ci, oc| {
-        scratch.with(|regs| {
-            simd::dispatch(|| {
-                for (ti, ot) in oc.chunks_mut(TILE).enumerate() {
-                    let start = ci * chunk + ti * TILE;
-                    let len = ot.len();
-                    for (r, ins) in p.instrs.iter().enumerate() {
-                        let (prev, rest) = regs.split_at_mut(r * TILE);
-                        let dst = &mut rest[..len];
-                        let reg = |k: usize| &prev[k * TILE..k * TILE + len];
-                        match ins {
-                            Instr::Load(k) => match &srcs[*k] {
-                                Src::Out => dst.copy_from_slice(ot),
-                                Src::View(v) => load(v, start, dst),
-                            },
-                            Instr::Const(c) => dst.fill(*c),
-                            Instr::Un(u, a) => apply_un(*u, dst, reg(*a)),
-                            Instr::Bin(b, a, c) => apply_bin(*b, dst, reg(*a), reg(*c)),
-                        }
-                    }
-                    ot.copy_from_slice(&regs[p.out * TILE..p.out * TILE + len]);
-                }
-            })
-        })
+        scratch.with(|regs| eval_chunk(p, oc, regs, srcs, ci * chunk))
     });
 }

@@ -1,7 +1,14 @@
 //! Where a value's f32 elements are during a run, and safe access to them
 //! while another region of the same arena is being written.
 
+use rlx_ir::{Element, HostTensor};
 use std::ops::Range;
+
+/// The f32 elements of a graph input (empty for other dtypes, which the
+/// engine never reads as f32).
+pub fn input_f32(t: &HostTensor) -> &[f32] {
+    f32::unwrap(t.data()).unwrap_or(&[])
+}
 
 /// The storage a value's elements live in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,11 +43,15 @@ impl Loc {
 
     /// Row-major with no gaps (size-1 axes may have any stride).
     pub fn is_contiguous(&self) -> bool {
-        let want = row_major(&self.dims);
-        self.dims
-            .iter()
-            .zip(self.strides.iter().zip(&want))
-            .all(|(&d, (&s, &w))| d <= 1 || s == w)
+        // Checked from the last axis, without allocating (it runs per kernel).
+        let mut want = 1;
+        for (&d, &s) in self.dims.iter().zip(&self.strides).rev() {
+            if d > 1 && s != want {
+                return false;
+            }
+            want *= d;
+        }
+        true
     }
 
     /// The element range the view touches, relative to its root.
@@ -71,7 +82,7 @@ impl Loc {
 /// Read access to everything but the region being written: the arena is
 /// split around the output, so reads and the write borrow disjoint memory.
 pub struct Reader<'a> {
-    pub inputs: &'a [&'a [f32]],
+    pub inputs: &'a [&'a HostTensor],
     before: &'a [f32],
     after: &'a [f32],
     out: Range<usize>,
@@ -87,7 +98,7 @@ impl<'a> Reader<'a> {
     pub fn split(
         arena: &'a mut [f32],
         out: Range<usize>,
-        inputs: &'a [&'a [f32]],
+        inputs: &'a [&'a HostTensor],
     ) -> (&'a mut [f32], Reader<'a>) {
         let (before, rest) = arena.split_at_mut(out.start);
         let (o, after) = rest.split_at_mut(out.end - out.start);
@@ -106,7 +117,7 @@ impl<'a> Reader<'a> {
     /// subtract from them (so `slice[loc.index_of(i) - shift]`).
     pub fn slice(&self, loc: &Loc) -> Result<(&'a [f32], usize), Overlap> {
         match loc.root {
-            Root::Input(k) => Ok((self.inputs[k], 0)),
+            Root::Input(k) => Ok((input_f32(self.inputs[k]), 0)),
             Root::Arena => {
                 let span = loc.span();
                 if span.is_empty() {

@@ -6,7 +6,7 @@
 use super::elementwise::{Un, TILE};
 use super::layout::View;
 use super::par::{chunk_len, for_chunks};
-use super::simd;
+use super::simd::{self, simd_fn};
 use crate::kernels::gemm::{gemm_into, Mat};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -26,6 +26,20 @@ pub fn activation(name: &str) -> Option<Act> {
         "tanh" => Act::Un(Un::Tanh),
         _ => return None,
     })
+}
+
+simd_fn! {
+    /// Bias (one `n`-vector) and activation over rows of `n`, in place.
+    fn epilogue_rows(rows: &mut [f32], n: usize, bias: Option<&[f32]>, act: Act) {
+        for row in rows.chunks_mut(n.max(1)) {
+            if let Some(b) = bias {
+                for (x, &bb) in row.iter_mut().zip(b) {
+                    *x += bb;
+                }
+            }
+            act_row(act, row);
+        }
+    }
 }
 
 #[inline(always)]
@@ -109,23 +123,19 @@ pub fn run(out: &mut [f32], out_dims: &[usize], a: &View, b: &View, bias: Option
         (c.len() == n && v.loc.dims.last() == Some(&n)).then_some(c)
     });
     // Any other bias shape: read through broadcast strides (built here,
-    // once; compile time already sized everything else).
+    // once per call).
     let general = match (bias_row, bias) {
         (None, Some(v)) => Some((super::elementwise::broadcast(v.loc, out_dims), v)),
         _ => None,
     };
     let epilogue = |rows: &mut [f32], first_row: usize| {
-        for (i, row) in rows.chunks_mut(n).enumerate() {
-            if let Some(bv) = bias_row {
-                row.iter_mut().zip(bv).for_each(|(x, b)| *x += b);
-            } else if let Some((bl, v)) = &general {
-                let bview = View { loc: bl, ..**v };
-                for (j, x) in row.iter_mut().enumerate() {
-                    *x += bview.get((first_row + i) * n + j);
-                }
+        if let Some((bl, v)) = &general {
+            let bview = View { loc: bl, ..**v };
+            for (i, x) in rows.iter_mut().enumerate() {
+                *x += bview.get(first_row * n + i);
             }
-            act_row(act, row);
         }
+        epilogue_rows(rows, n, bias_row, act);
     };
     if a_rows_merge {
         let rows = nb * m;
@@ -141,10 +151,8 @@ pub fn run(out: &mut [f32], out_dims: &[usize], a: &View, b: &View, bias: Option
                 row_stride: a.loc.strides[ra - 2],
                 col_stride: a.loc.strides[ra - 1],
             };
-            simd::dispatch(|| {
-                gemm_into(am, bm, oc, n, false, false);
-                epilogue(oc, r0);
-            });
+            gemm_into(am, bm, oc, n, false, false);
+            epilogue(oc, r0);
         });
         return;
     }
@@ -152,9 +160,7 @@ pub fn run(out: &mut [f32], out_dims: &[usize], a: &View, b: &View, bias: Option
     for_chunks(out, m * n, |bi, oc| {
         let am = mat(a, batch_offset(a, batch, bi), m, k);
         let bm = mat(b, batch_offset(b, batch, bi), k, n);
-        simd::dispatch(|| {
-            gemm_into(am, bm, oc, n, false, false);
-            epilogue(oc, bi * m);
-        });
+        gemm_into(am, bm, oc, n, false, false);
+        epilogue(oc, bi * m);
     });
 }

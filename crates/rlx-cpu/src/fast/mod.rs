@@ -207,7 +207,7 @@ impl FastProgram {
             };
             homes[v.value.index()] = Home::F32(Loc {
                 root: base.root,
-                offset: v.offset,
+                offset: base.offset + v.offset,
                 dims: g.ty(v.value).dims().to_vec(),
                 strides: v.strides.clone(),
             });
@@ -356,27 +356,23 @@ impl FastProgram {
 
     fn run_in(&self, st: &mut State, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, CpuError> {
         let g = &self.graph;
-        let f32_in: Vec<&[f32]> = inputs
-            .iter()
-            .map(|t| f32::unwrap(t.data()).unwrap_or(&[]))
-            .collect();
         for (node, step) in g.nodes.iter().zip(&self.steps) {
             match step {
                 Step::View => {}
-                Step::Ref => crate::profile::time(node.op.name(), || self.run_ref(st, node, inputs, &f32_in))?,
+                Step::Ref => crate::profile::time(node.op.name(), || self.run_ref(st, node, inputs))?,
                 Step::Fast {
                     kind,
                     args,
                     mask,
                     mask_strides,
                 } => crate::profile::time(node.op.name(), || {
-                    self.run_fast(st, node, kind, args, mask, mask_strides, inputs, &f32_in)
+                    self.run_fast(st, node, kind, args, mask, mask_strides, inputs)
                 })?,
             }
         }
         g.outputs
             .iter()
-            .map(|&v| self.fetch(st, v, inputs, &f32_in).map(Cow::into_owned))
+            .map(|&v| self.fetch(st, v, inputs).map(Cow::into_owned))
             .collect()
     }
 
@@ -386,14 +382,13 @@ impl FastProgram {
         st: &'a State,
         v: rlx_ir::ValueId,
         inputs: &'a [&'a HostTensor],
-        f32_in: &[&[f32]],
     ) -> Result<Cow<'a, HostTensor>, CpuError> {
         let ty = self.graph.ty(v);
         match &self.homes[v.index()] {
             Home::F32(loc) => {
                 let data: &[f32] = match loc.root {
                     Root::Arena => &st.arena,
-                    Root::Input(k) => f32_in[k],
+                    Root::Input(k) => layout::input_f32(inputs[k]),
                 };
                 let view = View { data, loc, shift: 0 };
                 let mut out = vec![0.0f32; loc.numel()];
@@ -413,14 +408,13 @@ impl FastProgram {
         st: &mut State,
         node: &rlx_ir::Node,
         inputs: &[&HostTensor],
-        f32_in: &[&[f32]],
     ) -> Result<(), CpuError> {
         let g = &self.graph;
         let k = kernel(node.op.name()).ok_or_else(|| CpuError::NoKernel(node.op.name().into()))?;
         let args: Vec<Cow<HostTensor>> = node
             .inputs
             .iter()
-            .map(|&v| self.fetch(st, v, inputs, f32_in))
+            .map(|&v| self.fetch(st, v, inputs))
             .collect::<Result<_, _>>()?;
         let refs: Vec<&HostTensor> = args.iter().map(|c| c.as_ref()).collect();
         let out_types: Vec<TensorType> = node.outputs.iter().map(|&v| g.ty(v).clone()).collect();
@@ -464,7 +458,6 @@ impl FastProgram {
         mask: &[bool],
         mask_strides: &[usize],
         inputs: &[&HostTensor],
-        f32_in: &[&[f32]],
     ) -> Result<(), CpuError> {
         let g = &self.graph;
         let op = node.op.name();
@@ -486,7 +479,7 @@ impl FastProgram {
         let (out, rd) = Reader::split(
             &mut st.arena,
             out_loc.offset..out_loc.offset + out_loc.numel(),
-            f32_in,
+            inputs,
         );
         let overlap = || fail(op, "an input overlaps the output in the memory plan (a planner bug)");
         let view = |k: usize| -> Result<View, CpuError> {
@@ -496,17 +489,26 @@ impl FastProgram {
         };
         match kind {
             Kind::Elementwise(p) => {
-                let srcs = (0..node.inputs.len())
-                    .map(|k| {
-                        let loc = args[k].as_ref().ok_or_else(|| fail(op, "non-f32 input"))?;
-                        if rd.is_output(loc) {
-                            Ok(Src::Out)
-                        } else {
-                            view(k).map(Src::View)
-                        }
-                    })
-                    .collect::<Result<Vec<_>, CpuError>>()?;
-                elementwise::run(p, out, &srcs, &st.pool);
+                let src = |k: usize| -> Result<Src, CpuError> {
+                    let loc = args[k].as_ref().ok_or_else(|| fail(op, "non-f32 input"))?;
+                    if rd.is_output(loc) {
+                        Ok(Src::Out)
+                    } else {
+                        view(k).map(Src::View)
+                    }
+                };
+                // Operands on the stack for the usual few; a Vec beyond.
+                let n = node.inputs.len();
+                if n <= 8 {
+                    let mut arr = [Src::Out; 8];
+                    for (k, a) in arr.iter_mut().enumerate().take(n) {
+                        *a = src(k)?;
+                    }
+                    elementwise::run(p, out, &arr[..n], &st.pool);
+                } else {
+                    let srcs = (0..n).map(src).collect::<Result<Vec<_>, _>>()?;
+                    elementwise::run(p, out, &srcs, &st.pool);
+                }
             }
             Kind::Matmul { act, bias } => {
                 let (a, b) = (view(0)?, view(1)?);
@@ -517,7 +519,10 @@ impl FastProgram {
                 let (q, k, v) = (view(0)?, view(1)?, view(2)?);
                 let r = q.loc.dims.len();
                 let d = q.loc.dims[r - 1];
-                let scale = node.attrs.opt_float("scale").unwrap_or(1.0 / (d as f64).sqrt()) as f32;
+                let scale = match node.attrs.get("scale") {
+                    Some(_) => node.attrs.float("scale")?,
+                    None => 1.0 / (d as f64).sqrt(),
+                } as f32;
                 let dims = attention::Dims {
                     batch: &out_dims[..r - 2],
                     sq: q.loc.dims[r - 2],

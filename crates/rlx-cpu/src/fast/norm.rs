@@ -5,11 +5,49 @@
 use super::attention::softmax_row;
 use super::layout::View;
 use super::par::{chunk_len, for_chunks, Scratch};
-use super::simd;
+use super::simd::{self, simd_fn};
+
+/// Σ over 8 lanes (so the loop vectorizes), then across them.
+#[inline(always)]
+fn lane_sum(xs: &[f32], f: impl Fn(f32) -> f32) -> f32 {
+    let mut acc = [0f32; 8];
+    let mut it = xs.chunks_exact(8);
+    for c in &mut it {
+        for (a, &x) in acc.iter_mut().zip(c) {
+            *a += f(x);
+        }
+    }
+    let tail: f32 = it.remainder().iter().map(|&x| f(x)).sum();
+    acc.iter().sum::<f32>() + tail
+}
+
+simd_fn! {
+    /// One row: two passes for the statistics (mean, then the mean square
+    /// deviation — no cancellation), one for normalize-scale-shift.
+    fn norm_row(o: &mut [f32], src: &[f32], g: &[f32], b: Option<&[f32]>, eps: f32, centered: bool) {
+        let n = src.len() as f32;
+        let mean = if centered { lane_sum(src, |x| x) / n } else { 0.0 };
+        let var = lane_sum(src, |x| (x - mean) * (x - mean)) / n;
+        let r = 1.0 / (var + eps).sqrt();
+        match b {
+            Some(b) => {
+                for (((d, &v), &gg), &bb) in o.iter_mut().zip(src).zip(g).zip(b) {
+                    *d = (v - mean) * r * gg + bb;
+                }
+            }
+            None => {
+                for ((d, &v), &gg) in o.iter_mut().zip(src).zip(g) {
+                    *d = (v - mean) * r * gg;
+                }
+            }
+        }
+    }
+}
 
 /// `out` rows of `inner` elements: (x − mean)/sqrt(var + eps)·g + b
 /// (`centered` = layer_norm) or x/sqrt(mean(x²) + eps)·g (rms_norm).
 /// `x` is read through its view; `g`/`b` are contiguous `inner` vectors.
+#[allow(clippy::too_many_arguments)]
 pub fn norm(
     out: &mut [f32],
     x: &View,
@@ -24,45 +62,20 @@ pub fn norm(
     let chunk = chunk_len(out.len(), inner, 8 * 1024);
     for_chunks(out, chunk, |ci, oc| {
         pool.with(|row_buf| {
-            simd::dispatch(|| {
-                for (ri, o) in oc.chunks_mut(inner.max(1)).enumerate() {
-                    let start = ci * chunk + ri * inner;
-                    let src: &[f32] = match contiguous {
-                        Some(c) => &c[start..start + inner],
-                        None => {
-                            let buf = &mut row_buf[..inner];
-                            for (j, d) in buf.iter_mut().enumerate() {
-                                *d = x.get(start + j);
-                            }
-                            buf
+            for (ri, o) in oc.chunks_mut(inner.max(1)).enumerate() {
+                let start = ci * chunk + ri * inner;
+                let src: &[f32] = match contiguous {
+                    Some(c) => &c[start..start + inner],
+                    None => {
+                        let buf = &mut row_buf[..inner];
+                        for (j, d) in buf.iter_mut().enumerate() {
+                            *d = x.get(start + j);
                         }
-                    };
-                    // One pass: sum and sum of squares in f64 lanes.
-                    let (mut s, mut s2) = (0f64, 0f64);
-                    for &v in src {
-                        let v = v as f64;
-                        s += v;
-                        s2 += v * v;
+                        buf
                     }
-                    let n = inner as f64;
-                    let mean = if centered { s / n } else { 0.0 };
-                    let var = (s2 / n - mean * mean).max(0.0);
-                    let r = (1.0 / (var + eps).sqrt()) as f32;
-                    let mf = mean as f32;
-                    match b {
-                        Some(b) => {
-                            for (((d, &v), &gg), &bb) in o.iter_mut().zip(src).zip(g).zip(b) {
-                                *d = (v - mf) * r * gg + bb;
-                            }
-                        }
-                        None => {
-                            for ((d, &v), &gg) in o.iter_mut().zip(src).zip(g) {
-                                *d = (v - mf) * r * gg;
-                            }
-                        }
-                    }
-                }
-            })
+                };
+                norm_row(o, src, g, b, eps as f32, centered);
+            }
         })
     });
 }
@@ -74,7 +87,7 @@ pub fn softmax(out: &mut [f32], x: &View, len: usize, inner: usize, log: bool, p
     let chunk = chunk_len(out.len(), group.max(1), 8 * 1024);
     for_chunks(out, chunk, |ci, oc| {
         pool.with(|row| {
-            simd::dispatch(|| {
+            {
                 for (gi, o) in oc.chunks_mut(group.max(1)).enumerate() {
                     let g0 = ci * chunk + gi * group;
                     for i in 0..inner {
@@ -95,7 +108,7 @@ pub fn softmax(out: &mut [f32], x: &View, len: usize, inner: usize, log: bool, p
                         }
                     }
                 }
-            })
+            }
         })
     });
 }

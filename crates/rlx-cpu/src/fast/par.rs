@@ -47,13 +47,23 @@ where
     }
 }
 
-/// A chunk size that gives each thread a few chunks of at least `min`
-/// elements, in multiples of `unit` (a row, say).
+/// A chunk size (a multiple of `unit`, at least `min` elements where the
+/// total allows) that splits `total` into a number of chunks that is a
+/// multiple of the thread count when it can be — 3 equal chunks on 2
+/// threads would leave one idle a third of the time.
 pub fn chunk_len(total: usize, unit: usize, min: usize) -> usize {
     let unit = unit.max(1);
-    let units = total.div_ceil(unit);
-    let want = units.div_ceil(threads() * 4).max(min.div_ceil(unit)).max(1);
-    want * unit
+    let units = total.div_ceil(unit).max(1);
+    let t = threads();
+    let max_chunks = (total / min.max(1)).clamp(1, units);
+    let chunks = if max_chunks >= 4 * t {
+        4 * t
+    } else if max_chunks >= t {
+        max_chunks / t * t
+    } else {
+        max_chunks
+    };
+    units.div_ceil(chunks) * unit
 }
 
 /// Per-thread scratch buffers, sized at compile time.

@@ -1,18 +1,17 @@
 //! The one portable SIMD layer of the fast kernels.
 //!
 //! Kernels are written as plain loops over `f32` slices with branch-free
-//! bodies, which LLVM vectorizes. [`dispatch`] runs such a loop compiled
-//! for the widest instruction set this CPU has: on x86-64 the closure is
-//! inlined into a copy built with AVX-512 or AVX2+FMA enabled, chosen once
-//! at run time; elsewhere it runs as compiled — and the wasm32 build enables
+//! bodies, which LLVM vectorizes. [`simd_fn!`] compiles such a function
+//! several times — on x86-64 once with AVX-512, once with AVX2+FMA and once
+//! for the baseline — and picks the widest this CPU has, once, at run time.
+//! Everywhere else it is compiled once, as is: the wasm32 build enables
 //! `simd128` for the whole crate (`scripts/build-wasm`), so the same loops
 //! become wasm SIMD in the browser. The math helpers below are
-//! `#[inline(always)]` so they are compiled into that copy too, and they
+//! `#[inline(always)]` so they are compiled into each variant, and they
 //! avoid libm calls so the loops around them stay vectorizable.
 
 #[cfg(target_arch = "x86_64")]
-#[allow(unsafe_code)]
-mod x86 {
+pub mod x86 {
     use std::sync::OnceLock;
 
     #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -35,19 +34,47 @@ mod x86 {
             }
         })
     }
-
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    pub unsafe fn avx512<R>(f: impl FnOnce() -> R) -> R {
-        f()
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn avx2<R>(f: impl FnOnce() -> R) -> R {
-        f()
-    }
 }
 
-/// The instruction set [`dispatch`] uses (for reports and benchmarks).
+/// Define a function whose body is compiled once per SIMD level and
+/// dispatched at run time (see the module docs). No generics; arguments
+/// are plain identifiers.
+macro_rules! simd_fn {
+    ($(#[$m:meta])* $vis:vis fn $name:ident($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
+        $(#[$m])*
+        #[allow(clippy::too_many_arguments)]
+        $vis fn $name($($arg: $ty),*) $(-> $ret)? {
+            #[inline(always)]
+            #[allow(clippy::too_many_arguments)]
+            fn imp($($arg: $ty),*) $(-> $ret)? $body
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f,avx2,fma")]
+                #[allow(clippy::too_many_arguments)]
+                fn v4($($arg: $ty),*) $(-> $ret)? { imp($($arg),*) }
+                #[target_feature(enable = "avx2,fma")]
+                #[allow(clippy::too_many_arguments)]
+                fn v3($($arg: $ty),*) $(-> $ret)? { imp($($arg),*) }
+                use $crate::fast::simd::x86::{level, Level};
+                // SAFETY: each variant runs only after `level()` confirmed
+                // at run time that this CPU has every feature it enables.
+                #[allow(unsafe_code)]
+                match level() {
+                    Level::Avx512 => unsafe { v4($($arg),*) },
+                    Level::Avx2 => unsafe { v3($($arg),*) },
+                    Level::Base => imp($($arg),*),
+                }
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            {
+                imp($($arg),*)
+            }
+        }
+    };
+}
+pub(crate) use simd_fn;
+
+/// The instruction set the fast kernels use (for reports and benchmarks).
 pub fn level_name() -> &'static str {
     #[cfg(target_arch = "x86_64")]
     {
@@ -67,26 +94,6 @@ pub fn level_name() -> &'static str {
     }
 }
 
-/// Run `f` compiled for the best SIMD level of this CPU.
-#[inline(always)]
-pub fn dispatch<R>(f: impl FnOnce() -> R) -> R {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: each variant is entered only after `level()` confirmed
-        // at run time that the CPU has every feature it enables.
-        #[allow(unsafe_code)]
-        match x86::level() {
-            x86::Level::Avx512 => unsafe { x86::avx512(f) },
-            x86::Level::Avx2 => unsafe { x86::avx2(f) },
-            x86::Level::Base => f(),
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        f()
-    }
-}
-
 /// e^x in f32, relative error < 2e-7 over the range where it does not
 /// overflow; +inf above ~88.7, 0 below ~-87.3, NaN stays NaN.
 #[inline(always)]
@@ -95,7 +102,10 @@ pub fn exp(x: f32) -> f32 {
     const LN2_HI: f32 = 0.693_145_75;
     const LN2_LO: f32 = 1.428_606_8e-6;
     let xc = x.clamp(-87.5, 88.75);
-    let n = (xc * LOG2E).round();
+    // Round to nearest with the 1.5·2²³ trick: `f32::round` is a libm call
+    // that would stop the loop from vectorizing.
+    const MAGIC: f32 = 12_582_912.0;
+    let n = (xc * LOG2E + MAGIC) - MAGIC;
     let r = xc - n * LN2_HI - n * LN2_LO;
     // Taylor polynomial of e^r on |r| ≤ ln2/2.
     let p = 1.0

@@ -37,6 +37,15 @@ pub fn sgemm(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f32]) 
     gemm_into(a, b, c, n, false, true);
 }
 
+static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// GEMM calls made so far in this process. The `gemm` crate allocates its
+/// packing buffer on each call, so this is the one per-run allocation the
+/// fast engine cannot avoid; the steady-state allocation test counts it.
+pub fn gemm_calls() -> usize {
+    CALLS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// A read-only matrix with element strides: a transposed operand is the
 /// same memory with its strides swapped, so no copy is ever made for one.
 #[derive(Clone, Copy, Debug)]
@@ -93,6 +102,22 @@ pub fn gemm_into<T: Copy + 'static + Default>(
 where
     T: GemmScalar,
 {
+    gemm_scaled(a, b, c, ldc, accumulate, parallel, T::ONE)
+}
+
+/// [`gemm_into`] with the product scaled: `c (+)= scale · a · b`.
+pub fn gemm_scaled<T: Copy + 'static + Default>(
+    a: Mat<T>,
+    b: Mat<T>,
+    c: &mut [T],
+    ldc: usize,
+    accumulate: bool,
+    parallel: bool,
+    scale: T,
+)
+where
+    T: GemmScalar,
+{
     let (m, k, n) = (a.rows, a.cols, b.cols);
     assert!(b.rows == k, "gemm: inner dimensions {k} and {} differ", b.rows);
     assert!(a.in_bounds() && b.in_bounds(), "gemm: operand strides leave the slice");
@@ -111,6 +136,7 @@ where
         }
         return;
     }
+    CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     // SAFETY: every index gemm forms from (m, n, k) and the strides stays
     // inside its slice (checked above: `in_bounds` for a and b, the
     // `(m-1)·ldc + n` bound for c); `c` is exclusively borrowed so it
@@ -133,7 +159,7 @@ where
             b.col_stride as isize,
             b.row_stride as isize,
             if accumulate { T::ONE } else { T::default() },
-            T::ONE,
+            scale,
             false,
             false,
             false,
