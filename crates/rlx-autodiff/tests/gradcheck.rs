@@ -236,3 +236,40 @@ fn cast_gradient() {
     let want: Vec<f64> = xs.iter().map(|x| 2.0 * x).collect();
     assert_close("cast", &got, &want, 1e-6, 1e-6);
 }
+
+/// Forward mode on the same cases: the JVP of the scalar loss with random
+/// tangents on every input equals the central difference along them.
+#[test]
+fn every_rule_jvp_matches_directional_differences() {
+    let mut rng = Rng(0x5EED_0002);
+    let mut failures = vec![];
+    for case in cases() {
+        let (g, vals) = build(&case, &mut rng);
+        let wrt: Vec<usize> = (0..vals.len()).collect();
+        let tans: Vec<HostTensor> = vals
+            .iter()
+            .map(|v| HostTensor::from_f64(DType::F64, v.shape().clone(), rng.vec(v.numel(), -1.0, 1.0)).unwrap())
+            .collect();
+        let j = rlx_autodiff::jvp(&g, &wrt).unwrap_or_else(|e| panic!("{}: jvp: {e}", case.op));
+        let mut ins = vals.clone();
+        ins.extend(tans.iter().cloned());
+        let got = scalar(&run_compiled(&j, &ins)[1]);
+        let eps = 1e-6;
+        let at = |s: f64| {
+            let moved: Vec<HostTensor> = vals
+                .iter()
+                .zip(&tans)
+                .map(|(v, t)| {
+                    let x: Vec<f64> = v.to_f64_vec().unwrap().iter().zip(t.to_f64_vec().unwrap()).map(|(a, b)| a + s * b).collect();
+                    HostTensor::from_f64(DType::F64, v.shape().clone(), x).unwrap()
+                })
+                .collect();
+            scalar(&eval(&g, &moved)[0])
+        };
+        let want = (at(eps) - at(-eps)) / (2.0 * eps);
+        if (got - want).abs() > 1e-6 + 1e-5 * want.abs() {
+            failures.push(format!("{}: jvp {got} vs {want}", case.op));
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}

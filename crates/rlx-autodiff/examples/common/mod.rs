@@ -17,6 +17,8 @@ pub struct Args {
     pub opt: String,
     pub out: PathBuf,
     pub limit: Option<usize>,
+    /// Random translations of up to this many pixels (0 = off).
+    pub shift: usize,
 }
 
 impl Args {
@@ -31,6 +33,7 @@ impl Args {
             opt: "adam".into(),
             out: PathBuf::from("benches/results"),
             limit: None,
+            shift: 0,
         };
         let v: Vec<String> = std::env::args().skip(1).collect();
         let mut i = 0;
@@ -44,6 +47,7 @@ impl Args {
                 "--opt" => a.opt = val(),
                 "--out" => a.out = PathBuf::from(val()),
                 "--limit" => a.limit = Some(val().parse().expect("--limit N")),
+                "--shift" => a.shift = val().parse().expect("--shift PIXELS"),
                 "--fashion" => {
                     a.fashion = true;
                     i -= 1;
@@ -113,7 +117,8 @@ pub fn train_and_report(a: &Args, title: &str, net: Net, train: &Dataset, test: 
     let logits = make(eb)?;
     let rest = if test.len() % eb > 0 { Some(make(test.len() % eb)?) } else { None };
     let mut log = String::new();
-    writeln!(log, "# {title} on {} — rlx CPU, {opt:?}, batch {}, seed {}", a.dataset(), a.batch, a.seed)?;
+    writeln!(log, "# {title} on {} — rlx CPU, {opt:?}, batch {}, seed {}, random shifts ±{} px", a.dataset(), a.batch, a.seed, a.shift)?;
+    writeln!(log, "# command: {}", std::env::args().collect::<Vec<_>>().join(" "))?;
     writeln!(log, "# train {} / held-out {} examples", train.len(), test.len())?;
     writeln!(log, "epoch\tmean_loss\ttrain_img_per_s\theld_out_accuracy")?;
     let mut curve = vec![];
@@ -121,6 +126,13 @@ pub fn train_and_report(a: &Args, title: &str, net: Net, train: &Dataset, test: 
     let steps = train.len() / a.batch;
     for e in 0..a.epochs {
         let order = train.permutation(a.seed * 1000 + e as u64);
+        let aug;
+        let train = if a.shift > 0 {
+            aug = train.shifted(a.seed * 7919 + e as u64, a.shift);
+            &aug
+        } else {
+            train
+        };
         let batches = train.batches(&order, a.batch, nchw, 10).map(|b| (vec![b.images, b.onehot], a.batch));
         let st = run_epoch(&mut step, &format!("epoch {}/{}", e + 1, a.epochs), steps, batches, false)?;
         let acc = accuracy(&logits, rest.as_ref(), step.params(), test, eb, nchw)?;
