@@ -22,8 +22,10 @@ pub mod optim;
 pub mod rules;
 pub mod train;
 mod transforms;
+mod vmap;
 
 pub use error::{AdError, Result};
 pub use transforms::{grad, hvp, jvp, value_and_grad, vjp};
+pub use vmap::vmap;
 pub use optim::{train_step, Optimizer, StepGraph};
 pub use train::{run_epoch, EpochStats, TrainStep};
