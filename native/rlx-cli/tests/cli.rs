@@ -60,7 +60,7 @@ fn demo_prints_ir_dispatch_and_probabilities() {
     let (ok, out, err) = rlx(&["demo"]);
     assert!(ok, "{err}");
     assert!(out.contains("== MIR ==") && out.contains("softmax(%7) {axis=-1}"));
-    assert!(out.contains("native  cpu::softmax<f32>"), "{out}");
+    assert!(out.contains("native  cpu::fast::softmax<f32>"), "{out}");
     let sums: Vec<f64> = out
         .lines()
         .filter_map(|l| l.split("(sum ").nth(1))

@@ -17,6 +17,8 @@ pub enum Root {
     Arena,
     /// The caller's graph input `k`.
     Input(usize),
+    /// The program's constants, materialized once at compile time.
+    Const,
 }
 
 /// A strided f32 view: `dims`/`strides` in elements from `offset`.
@@ -83,6 +85,7 @@ impl Loc {
 /// split around the output, so reads and the write borrow disjoint memory.
 pub struct Reader<'a> {
     pub inputs: &'a [&'a HostTensor],
+    pub consts: &'a [f32],
     before: &'a [f32],
     after: &'a [f32],
     out: Range<usize>,
@@ -99,6 +102,7 @@ impl<'a> Reader<'a> {
         arena: &'a mut [f32],
         out: Range<usize>,
         inputs: &'a [&'a HostTensor],
+        consts: &'a [f32],
     ) -> (&'a mut [f32], Reader<'a>) {
         let (before, rest) = arena.split_at_mut(out.start);
         let (o, after) = rest.split_at_mut(out.end - out.start);
@@ -106,6 +110,7 @@ impl<'a> Reader<'a> {
             o,
             Reader {
                 inputs,
+                consts,
                 before,
                 after,
                 out,
@@ -118,6 +123,7 @@ impl<'a> Reader<'a> {
     pub fn slice(&self, loc: &Loc) -> Result<(&'a [f32], usize), Overlap> {
         match loc.root {
             Root::Input(k) => Ok((input_f32(self.inputs[k]), 0)),
+            Root::Const => Ok((self.consts, 0)),
             Root::Arena => {
                 let span = loc.span();
                 if span.is_empty() {

@@ -47,6 +47,8 @@ pub enum Kind {
     Norm { centered: bool },
     Softmax { log: bool },
     Embedding,
+    /// Materialized once at compile time; nothing runs.
+    Constant,
 }
 
 fn f32s(ts: &[&TensorType]) -> bool {
@@ -106,6 +108,10 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
         }
         // A same-dtype cast is a copy; other casts change the element type.
         "cast" => None,
+        "constant" => attrs
+            .tensor("value")
+            .is_ok_and(|t| t.dtype() == DType::F32)
+            .then_some(Kind::Constant),
         _ => {
             let out = inputs.first().map(|t| (*t).clone())?;
             elementwise::Program::for_node(op, &inputs.iter().map(|t| (*t).clone()).collect::<Vec<_>>(), &out)
@@ -133,7 +139,7 @@ enum Home {
 
 #[derive(Debug)]
 enum Step {
-    /// A view made by the memory plan: nothing runs.
+    /// A view made by the memory plan, or a constant: nothing runs.
     View,
     Fast {
         kind: Kind,
@@ -157,6 +163,7 @@ pub struct FastProgram {
     graph: Graph,
     homes: Vec<Home>,
     steps: Vec<Step>,
+    consts: Vec<f32>,
     arena_len: usize,
     scratch: usize,
     state: Mutex<State>,
@@ -196,6 +203,25 @@ impl FastProgram {
                 });
             }
         }
+        // f32 constants live in their own buffer, filled here once.
+        let mut consts = Vec::new();
+        let mut is_const = vec![false; g.values.len()];
+        for node in &g.nodes {
+            if node.op.name() != "constant" || node.outputs.len() != 1 {
+                continue;
+            }
+            let Ok(t) = node.attrs.tensor("value") else { continue };
+            let Some(data) = f32::unwrap(t.data()) else { continue };
+            let v = node.outputs[0];
+            homes[v.index()] = Home::F32(Loc {
+                root: Root::Const,
+                offset: consts.len(),
+                dims: t.shape().dims().to_vec(),
+                strides: row_major(t.shape().dims()),
+            });
+            consts.extend_from_slice(data);
+            is_const[v.index()] = true;
+        }
         let mut is_view = vec![false; g.values.len()];
         for v in &program.views {
             if g.ty(v.value).dtype != DType::F32 {
@@ -217,7 +243,7 @@ impl FastProgram {
         let mut scratch = 0usize;
         for node in &g.nodes {
             let out_f32 = node.outputs.len() == 1 && g.ty(node.outputs[0]).dtype == DType::F32;
-            if out_f32 && is_view[node.outputs[0].index()] {
+            if out_f32 && (is_view[node.outputs[0].index()] || is_const[node.outputs[0].index()]) {
                 steps.push(Step::View);
                 continue;
             }
@@ -298,7 +324,7 @@ impl FastProgram {
                     let ax = x.shape.axis(node.attrs.int("axis").map_err(CpuError::Ir)?).map_err(CpuError::Ir)?;
                     scratch = scratch.max(x.dims()[ax]);
                 }
-                Kind::Matmul { .. } | Kind::Embedding => {}
+                Kind::Matmul { .. } | Kind::Embedding | Kind::Constant => {}
             }
             steps.push(Step::Fast {
                 kind,
@@ -317,6 +343,7 @@ impl FastProgram {
             graph: program.graph,
             homes,
             steps,
+            consts,
             arena_len,
             scratch,
             state: Mutex::new(state),
@@ -389,6 +416,7 @@ impl FastProgram {
                 let data: &[f32] = match loc.root {
                     Root::Arena => &st.arena,
                     Root::Input(k) => layout::input_f32(inputs[k]),
+                    Root::Const => &self.consts,
                 };
                 let view = View { data, loc, shift: 0 };
                 let mut out = vec![0.0f32; loc.numel()];
@@ -480,6 +508,7 @@ impl FastProgram {
             &mut st.arena,
             out_loc.offset..out_loc.offset + out_loc.numel(),
             inputs,
+            &self.consts,
         );
         let overlap = || fail(op, "an input overlaps the output in the memory plan (a planner bug)");
         let view = |k: usize| -> Result<View, CpuError> {
@@ -571,6 +600,7 @@ impl FastProgram {
                 let inner: usize = x.loc.dims[ax + 1..].iter().product();
                 norm::softmax(out, &x, len, inner, *log, &st.pool);
             }
+            Kind::Constant => {}
             Kind::Embedding => {
                 let table = view(0)?;
                 let rows = table.loc.dims[0];
