@@ -24,6 +24,7 @@ mod layout;
 mod matmul;
 mod norm;
 mod par;
+mod reduce;
 pub mod simd;
 
 use crate::error::CpuError;
@@ -49,6 +50,12 @@ pub enum Kind {
     Embedding,
     /// Materialized once at compile time; nothing runs.
     Constant,
+    Reduce {
+        red: reduce::Red,
+        outer: usize,
+        len: usize,
+        inner: usize,
+    },
 }
 
 fn f32s(ts: &[&TensorType]) -> bool {
@@ -108,6 +115,19 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
         }
         // A same-dtype cast is a copy; other casts change the element type.
         "cast" => None,
+        "reduce_sum" | "reduce_mean" | "reduce_max" | "reduce_min" => {
+            let x = inputs.first()?;
+            let (_, axes) = rlx_ir::ops::reduce::reduced_shape(&x.shape, attrs.ints("axes").ok()?, false).ok()?;
+            let (outer, len, inner) = reduce::split(x.dims(), &axes)?;
+            // max/min of nothing is a runtime error: the reference says so.
+            let empty_ok = len > 0 || matches!(op, "reduce_sum" | "reduce_mean");
+            (f32s(inputs) && inputs.len() == 1 && empty_ok).then_some(Kind::Reduce {
+                red: reduce::reduction(op)?,
+                outer,
+                len,
+                inner,
+            })
+        }
         "constant" => attrs
             .tensor("value")
             .is_ok_and(|t| t.dtype() == DType::F32)
@@ -324,7 +344,7 @@ impl FastProgram {
                     let ax = x.shape.axis(node.attrs.int("axis").map_err(CpuError::Ir)?).map_err(CpuError::Ir)?;
                     scratch = scratch.max(x.dims()[ax]);
                 }
-                Kind::Matmul { .. } | Kind::Embedding | Kind::Constant => {}
+                Kind::Matmul { .. } | Kind::Embedding | Kind::Constant | Kind::Reduce { .. } => {}
             }
             steps.push(Step::Fast {
                 kind,
@@ -601,6 +621,12 @@ impl FastProgram {
                 norm::softmax(out, &x, len, inner, *log, &st.pool);
             }
             Kind::Constant => {}
+            Kind::Reduce {
+                red,
+                outer,
+                len,
+                inner,
+            } => reduce::run(out, &view(0)?, *outer, *len, *inner, *red),
             Kind::Embedding => {
                 let table = view(0)?;
                 let rows = table.loc.dims[0];
