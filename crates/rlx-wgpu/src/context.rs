@@ -162,18 +162,19 @@ pub fn classify(e: wgpu::Error) -> WgpuError {
 
 /// Error scopes around a piece of GPU work (they are thread-local, so runs
 /// on other threads don't see each other's errors).
+/// Fields drop in order: the inner (validation) scope first, as wgpu needs.
 pub struct Scopes(wgpu::ErrorScopeGuard, wgpu::ErrorScopeGuard);
 
 impl Scopes {
     pub fn push(device: &wgpu::Device) -> Scopes {
         let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let val = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        Scopes(oom, val)
+        Scopes(val, oom)
     }
 
     /// The first error the work raised, as a typed error.
     pub async fn pop(self) -> Result<(), WgpuError> {
-        let Scopes(oom, val) = self;
+        let Scopes(val, oom) = self;
         let v = val.pop().await;
         let o = oom.pop().await;
         match o.or(v) {

@@ -67,15 +67,19 @@ fn axis(n: &Node, k: &str, rank: usize) -> Result<usize, WgpuError> {
 /// Lower `p` to kernels.
 pub fn lower(p: &Program) -> Result<Lowered, WgpuError> {
     let g = &p.graph;
-    // Scale plan byte offsets so every element gets whole 32-bit words
-    // (bool: 1 byte in the plan, one word here).
-    let mut scale = 1usize;
-    for s in &p.slots {
+    let used: Vec<&rlx_ir::lir::BufferSlot> = p
+        .slots
+        .iter()
+        .filter(|s| {
+            let d = &g.values[s.value.index()].def;
+            !matches!(d, rlx_ir::ValueDef::Node { node, .. } if matches!(g.nodes[*node].op.name(), "transfer" | "constant" | "arange"))
+        })
+        .collect();
+    for s in &used {
         check_dtype(s.ty.dtype)?;
-        let pb = plan_bytes(s.ty.dtype)?;
-        scale = scale.max((4 * words_per_elem(s.ty.dtype)).div_ceil(pb));
     }
-    let mut arena_words = (p.arena_bytes * scale).div_ceil(4);
+    let remap = ArenaMap::new(&used)?;
+    let mut arena_words = remap.total_bytes.div_ceil(4);
     let mut loc: HashMap<ValueId, TensorRef> = HashMap::new();
     for (i, &v) in g.inputs.iter().enumerate() {
         let ty = g.ty(v);
@@ -112,7 +116,7 @@ pub fn lower(p: &Program) -> Result<Lowered, WgpuError> {
                             offset: base.offset + w.offset as i64,
                         }
                     } else if let Some(s) = slot.get(&o) {
-                        let words = s.offset * scale / 4;
+                        let words = remap.map(s.offset) / 4;
                         TensorRef::contiguous(
                             BufId::Arena,
                             ty.dtype,
@@ -182,6 +186,55 @@ pub fn lower(p: &Program) -> Result<Lowered, WgpuError> {
         consts,
         flagging,
     })
+}
+
+/// Plan byte offsets → arena byte offsets. The plan packs bool in one byte;
+/// here every element takes whole 32-bit words, and slots the GPU never
+/// writes (transfers, constants) take no room. A monotone piecewise-linear
+/// map keeps every pair of disjoint plan slots disjoint (so the plan's
+/// reuse is kept) while stretching each plan segment by the largest factor
+/// any slot over it needs and dropping segments no used slot covers.
+struct ArenaMap {
+    /// (plan start, arena start, slope) per elementary segment.
+    segs: Vec<(usize, usize, usize)>,
+    total_bytes: usize,
+}
+
+impl ArenaMap {
+    fn new(slots: &[&rlx_ir::lir::BufferSlot]) -> Result<ArenaMap, WgpuError> {
+        let mut cuts: Vec<usize> = slots
+            .iter()
+            .flat_map(|s| [s.offset, s.offset + s.bytes.max(1)])
+            .collect();
+        cuts.sort_unstable();
+        cuts.dedup();
+        let mut segs = Vec::new();
+        let mut at = 0usize;
+        for w in cuts.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            let mut slope = 0;
+            for s in slots {
+                if s.offset < b && a < s.offset + s.bytes.max(1) {
+                    let pb = plan_bytes(s.ty.dtype)?;
+                    slope = slope.max((4 * words_per_elem(s.ty.dtype)).div_ceil(pb));
+                }
+            }
+            segs.push((a, at, slope));
+            // Keep 8-byte alignment (i64 elements are two words).
+            at += ((b - a) * slope).div_ceil(8) * 8;
+        }
+        Ok(ArenaMap {
+            segs,
+            total_bytes: at,
+        })
+    }
+
+    fn map(&self, plan: usize) -> usize {
+        match self.segs.iter().rev().find(|s| s.0 <= plan) {
+            Some(&(a, at, slope)) => at + (plan - a) * slope,
+            None => 0,
+        }
+    }
 }
 
 /// The value of a `constant` or `arange` node, computed on the host.
