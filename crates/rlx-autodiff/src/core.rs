@@ -30,7 +30,12 @@ fn activity(b: &B, nodes: &[Node], vars: &HashSet<ValueId>) -> HashSet<ValueId> 
     act
 }
 
-fn accumulate(b: &mut B, cot: &mut HashMap<ValueId, ValueId>, v: ValueId, g: ValueId) -> Result<()> {
+fn accumulate(
+    b: &mut B,
+    cot: &mut HashMap<ValueId, ValueId>,
+    v: ValueId,
+    g: ValueId,
+) -> Result<()> {
     let g = match cot.get(&v) {
         Some(&prev) => emit::add(b, prev, g)?,
         None => g,
@@ -41,9 +46,15 @@ fn accumulate(b: &mut B, cot: &mut HashMap<ValueId, ValueId>, v: ValueId, g: Val
 
 fn missing_rule(n: &Node, index: usize) -> AdError {
     if n.op.grad == Grad::NotDifferentiable {
-        AdError::NotDifferentiable { op: n.op.name().into(), node: index }
+        AdError::NotDifferentiable {
+            op: n.op.name().into(),
+            node: index,
+        }
     } else {
-        AdError::NoRule { op: n.op.name().into(), node: index }
+        AdError::NoRule {
+            op: n.op.name().into(),
+            node: index,
+        }
     }
 }
 
@@ -75,7 +86,13 @@ pub fn backprop(
         let Some(r) = rule(n.op.name()) else {
             return Err(missing_rule(n, range.start + k));
         };
-        let cx = NodeCx { op: n.op.name(), inputs: &n.inputs, outputs: &n.outputs, attrs: &n.attrs, wants: &wants };
+        let cx = NodeCx {
+            op: n.op.name(),
+            inputs: &n.inputs,
+            outputs: &n.outputs,
+            attrs: &n.attrs,
+            wants: &wants,
+        };
         b.set_origin(n.origin.as_ref().map(|o| format!("{o}/grad")));
         let gi = match r {
             Rule::Unary(d) => {
@@ -92,7 +109,10 @@ pub fn backprop(
             }
         }
     }
-    Ok(vars.iter().filter_map(|v| cot.get(v).map(|&g| (*v, g))).collect())
+    Ok(vars
+        .iter()
+        .filter_map(|v| cot.get(v).map(|&g| (*v, g)))
+        .collect())
 }
 
 /// Forward sweep over `range`: tangents of some values in, the tangent of
@@ -108,7 +128,13 @@ pub fn push_tangents(
         let ts: Vec<Option<ValueId>> = n
             .inputs
             .iter()
-            .map(|v| if is_float(b, *v) { tan.get(v).copied() } else { None })
+            .map(|v| {
+                if is_float(b, *v) {
+                    tan.get(v).copied()
+                } else {
+                    None
+                }
+            })
             .collect();
         if ts.iter().all(Option::is_none) || n.op.name() == "stop_gradient" {
             continue;
@@ -120,15 +146,29 @@ pub fn push_tangents(
             return Err(missing_rule(n, range.start + k));
         };
         let wants: Vec<bool> = ts.iter().map(Option::is_some).collect();
-        let cx = NodeCx { op: n.op.name(), inputs: &n.inputs, outputs: &n.outputs, attrs: &n.attrs, wants: &wants };
+        let cx = NodeCx {
+            op: n.op.name(),
+            inputs: &n.inputs,
+            outputs: &n.outputs,
+            attrs: &n.attrs,
+            wants: &wants,
+        };
         let outs = match r {
             Rule::Unary(d) => {
                 let dx = d(b, n.inputs[0], n.outputs[0])?;
                 vec![Some(emit::mul(b, ts[0].unwrap(), dx)?)]
             }
-            Rule::General { jvp: Jvp::Linear, .. } => linear(b, n, &ts)?,
-            Rule::General { jvp: Jvp::Custom(f), .. } => f(b, &cx, &ts)?,
-            Rule::General { vjp, jvp: Jvp::Transpose } => transpose(b, &cx, vjp, &ts)?,
+            Rule::General {
+                jvp: Jvp::Linear, ..
+            } => linear(b, n, &ts)?,
+            Rule::General {
+                jvp: Jvp::Custom(f),
+                ..
+            } => f(b, &cx, &ts)?,
+            Rule::General {
+                vjp,
+                jvp: Jvp::Transpose,
+            } => transpose(b, &cx, vjp, &ts)?,
         };
         for (o, t) in n.outputs.iter().zip(outs) {
             if let Some(t) = t {
@@ -152,15 +192,27 @@ fn linear(b: &mut B, n: &Node, ts: &[Option<ValueId>]) -> Result<Vec<Option<Valu
             None => v,
         });
     }
-    Ok(b.push(n.op, &ins, n.attrs.clone())?.into_iter().map(Some).collect())
+    Ok(b.push(n.op, &ins, n.attrs.clone())?
+        .into_iter()
+        .map(Some)
+        .collect())
 }
 
 /// JVP from the VJP rule: u ↦ VJP(u) is linear, and its own VJP with
 /// cotangent t is J·t.
-fn transpose(b: &mut B, cx: &NodeCx, vjp: crate::rules::VjpFn, ts: &[Option<ValueId>]) -> Result<Vec<Option<ValueId>>> {
+fn transpose(
+    b: &mut B,
+    cx: &NodeCx,
+    vjp: crate::rules::VjpFn,
+    ts: &[Option<ValueId>],
+) -> Result<Vec<Option<ValueId>>> {
     let mut us = vec![];
     for &o in cx.outputs {
-        us.push(if is_float(b, o) { Some(emit::zeros_like(b, o)?) } else { None });
+        us.push(if is_float(b, o) {
+            Some(emit::zeros_like(b, o)?)
+        } else {
+            None
+        });
     }
     let start = b.graph().nodes.len();
     let vs = vjp(b, cx, &us)?;
@@ -172,5 +224,8 @@ fn transpose(b: &mut B, cx: &NodeCx, vjp: crate::rules::VjpFn, ts: &[Option<Valu
         .filter_map(|(v, t)| Some(((*v)?, (*t)?)))
         .collect();
     let res = backprop(b, start..end, &vars, &seeds)?;
-    Ok(us.iter().map(|u| u.and_then(|u| res.get(&u).copied())).collect())
+    Ok(us
+        .iter()
+        .map(|u| u.and_then(|u| res.get(&u).copied()))
+        .collect())
 }

@@ -32,7 +32,11 @@ pub fn broadcast_to(b: &mut B, v: ValueId, dims: &[usize]) -> Result<ValueId> {
     if b.shape(v).dims() == dims {
         return Ok(v);
     }
-    Ok(b.op1("broadcast", &[v], Attrs::new().with("shape", dims_i64(dims)))?)
+    Ok(b.op1(
+        "broadcast",
+        &[v],
+        Attrs::new().with("shape", dims_i64(dims)),
+    )?)
 }
 
 pub fn reshape(b: &mut B, v: ValueId, dims: &[usize]) -> Result<ValueId> {

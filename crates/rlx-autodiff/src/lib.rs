@@ -25,7 +25,7 @@ mod transforms;
 mod vmap;
 
 pub use error::{AdError, Result};
-pub use transforms::{grad, hvp, jvp, value_and_grad, vjp};
-pub use vmap::vmap;
 pub use optim::{train_step, Optimizer, StepGraph};
 pub use train::{run_epoch, EpochStats, TrainStep};
+pub use transforms::{grad, hvp, jvp, value_and_grad, vjp};
+pub use vmap::vmap;

@@ -50,11 +50,20 @@ fn graphs(spec: &Spec, batch: usize, seed: u64) -> Result<Net> {
     let init = spec
         .params
         .iter()
-        .map(|(_, d, fan)| HostTensor::from_slice(&uniform(&mut s, d.iter().product(), 1.0 / (*fan as f64).sqrt()), d.clone()))
+        .map(|(_, d, fan)| {
+            HostTensor::from_slice(
+                &uniform(&mut s, d.iter().product(), 1.0 / (*fan as f64).sqrt()),
+                d.clone(),
+            )
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let build = |with_loss: bool| -> Result<Graph> {
         let mut b = GraphBuilder::new(if with_loss { "loss" } else { "logits" });
-        let ps: Vec<ValueId> = spec.params.iter().map(|(n, d, _)| b.input(n.clone(), TensorType::new(DType::F32, d.clone()))).collect();
+        let ps: Vec<ValueId> = spec
+            .params
+            .iter()
+            .map(|(n, d, _)| b.input(n.clone(), TensorType::new(DType::F32, d.clone())))
+            .collect();
         let mut xd = vec![batch];
         xd.extend(&spec.image);
         let x = b.input("x", TensorType::new(DType::F32, xd));
@@ -70,10 +79,21 @@ fn graphs(spec: &Spec, batch: usize, seed: u64) -> Result<Net> {
         let loss = b.binary("mul", s, l)?;
         Ok(b.finish(&[loss])?)
     };
-    Ok(Net { loss: build(true)?, logits: build(false)?, names: spec.params.iter().map(|p| p.0.clone()).collect(), init })
+    Ok(Net {
+        loss: build(true)?,
+        logits: build(false)?,
+        names: spec.params.iter().map(|p| p.0.clone()).collect(),
+        init,
+    })
 }
 
-fn dense(b: &mut GraphBuilder, x: ValueId, w: ValueId, bias: ValueId, relu: bool) -> Result<ValueId> {
+fn dense(
+    b: &mut GraphBuilder,
+    x: ValueId,
+    w: ValueId,
+    bias: ValueId,
+    relu: bool,
+) -> Result<ValueId> {
     let h = b.binary("matmul", x, w)?;
     let h = b.binary("add", h, bias)?;
     Ok(if relu { b.unary("relu", h)? } else { h })
@@ -95,13 +115,38 @@ pub fn mlp(sizes: &[usize], batch: usize, seed: u64) -> Result<Net> {
         params.push((format!("fc{}.weight", l + 1), vec![w[0], w[1]], w[0]));
         params.push((format!("fc{}.bias", l + 1), vec![w[1]], w[0]));
     }
-    graphs(&Spec { params, image: vec![sizes[0]], classes: *sizes.last().unwrap(), body: mlp_body }, batch, seed)
+    graphs(
+        &Spec {
+            params,
+            image: vec![sizes[0]],
+            classes: *sizes.last().unwrap(),
+            body: mlp_body,
+        },
+        batch,
+        seed,
+    )
 }
 
-fn conv_relu_pool(b: &mut GraphBuilder, x: ValueId, w: ValueId, bias: ValueId, pad: i64) -> Result<ValueId> {
-    let c = b.op1("conv", &[x, w, bias], Attrs::new().with("pads", vec![pad, pad, pad, pad]))?;
+fn conv_relu_pool(
+    b: &mut GraphBuilder,
+    x: ValueId,
+    w: ValueId,
+    bias: ValueId,
+    pad: i64,
+) -> Result<ValueId> {
+    let c = b.op1(
+        "conv",
+        &[x, w, bias],
+        Attrs::new().with("pads", vec![pad, pad, pad, pad]),
+    )?;
     let r = b.unary("relu", c)?;
-    Ok(b.op1("max_pool", &[r], Attrs::new().with("kernel", vec![2i64, 2]).with("strides", vec![2i64, 2]))?)
+    Ok(b.op1(
+        "max_pool",
+        &[r],
+        Attrs::new()
+            .with("kernel", vec![2i64, 2])
+            .with("strides", vec![2i64, 2]),
+    )?)
 }
 
 fn lenet_body(b: &mut GraphBuilder, p: &[ValueId], x: ValueId) -> Result<ValueId> {
@@ -130,7 +175,16 @@ pub fn lenet5(batch: usize, seed: u64) -> Result<Net> {
         p("fc3.weight", vec![84, 10], 84),
         p("fc3.bias", vec![10], 84),
     ];
-    graphs(&Spec { params, image: vec![1, 28, 28], classes: 10, body: lenet_body }, batch, seed)
+    graphs(
+        &Spec {
+            params,
+            image: vec![1, 28, 28],
+            classes: 10,
+            body: lenet_body,
+        },
+        batch,
+        seed,
+    )
 }
 
 /// Accuracy of `logits` (compiled for `batch`) over a data set, in full
@@ -138,6 +192,10 @@ pub fn lenet5(batch: usize, seed: u64) -> Result<Net> {
 pub fn argmax_rows(logits: &[f32], classes: usize) -> Vec<usize> {
     logits
         .chunks(classes)
-        .map(|r| r.iter().enumerate().fold(0, |best, (i, v)| if *v > r[best] { i } else { best }))
+        .map(|r| {
+            r.iter()
+                .enumerate()
+                .fold(0, |best, (i, v)| if *v > r[best] { i } else { best })
+        })
         .collect()
 }

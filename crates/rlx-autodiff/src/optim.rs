@@ -15,22 +15,54 @@ use rlx_ir::{Graph, GraphBuilder, HostTensor, Shape, TensorType, ValueId};
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Optimizer {
     /// `g += wd·p; buf = momentum·buf + g; p -= lr·buf` (buf starts at 0).
-    Sgd { lr: f64, momentum: f64, weight_decay: f64 },
+    Sgd {
+        lr: f64,
+        momentum: f64,
+        weight_decay: f64,
+    },
     /// Adam with L2 weight decay added to the gradient.
-    Adam { lr: f64, beta1: f64, beta2: f64, eps: f64, weight_decay: f64 },
+    Adam {
+        lr: f64,
+        beta1: f64,
+        beta2: f64,
+        eps: f64,
+        weight_decay: f64,
+    },
     /// Adam with decoupled weight decay: `p *= 1 - lr·wd` before the step.
-    AdamW { lr: f64, beta1: f64, beta2: f64, eps: f64, weight_decay: f64 },
+    AdamW {
+        lr: f64,
+        beta1: f64,
+        beta2: f64,
+        eps: f64,
+        weight_decay: f64,
+    },
 }
 
 impl Optimizer {
     pub fn sgd(lr: f64) -> Self {
-        Optimizer::Sgd { lr, momentum: 0.0, weight_decay: 0.0 }
+        Optimizer::Sgd {
+            lr,
+            momentum: 0.0,
+            weight_decay: 0.0,
+        }
     }
     pub fn adam(lr: f64) -> Self {
-        Optimizer::Adam { lr, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 }
+        Optimizer::Adam {
+            lr,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.0,
+        }
     }
     pub fn adamw(lr: f64, weight_decay: f64) -> Self {
-        Optimizer::AdamW { lr, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay }
+        Optimizer::AdamW {
+            lr,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay,
+        }
     }
     /// Names of the per-parameter state tensors.
     pub fn slots(&self) -> &'static [&'static str] {
@@ -70,7 +102,12 @@ impl StepGraph {
 pub fn train_step(loss: &Graph, params: &[usize], opt: &Optimizer) -> Result<StepGraph> {
     let vg = value_and_grad(loss, params)?;
     let mut b = GraphBuilder::new(format!("train_{}", loss.name));
-    let name = |i: usize| loss.values[loss.inputs[i].index()].name.clone().unwrap_or_else(|| format!("in{i}"));
+    let name = |i: usize| {
+        loss.values[loss.inputs[i].index()]
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("in{i}"))
+    };
     let mut pv = vec![];
     for &i in params {
         pv.push(b.input(name(i), loss.ty(loss.inputs[i]).clone()));
@@ -86,7 +123,10 @@ pub fn train_step(loss: &Graph, params: &[usize], opt: &Optimizer) -> Result<Ste
         }
         sv.push(slots);
     }
-    let dt = b.dtype(*pv.first().ok_or_else(|| AdError::Arg("no parameters to train".into()))?);
+    let dt = b.dtype(
+        *pv.first()
+            .ok_or_else(|| AdError::Arg("no parameters to train".into()))?,
+    );
     let step = if opt.counts_steps() {
         state_names.push("step".into());
         Some(b.input("step", TensorType::new(dt, Shape::scalar())))
@@ -98,10 +138,10 @@ pub fn train_step(loss: &Graph, params: &[usize], opt: &Optimizer) -> Result<Ste
     for (k, &i) in params.iter().enumerate() {
         vg_inputs[i] = pv[k];
     }
-    for i in 0..loss.inputs.len() {
+    for (i, slot) in vg_inputs.iter_mut().enumerate() {
         if !params.contains(&i) {
             data_names.push(name(i));
-            vg_inputs[i] = b.input(name(i), loss.ty(loss.inputs[i]).clone());
+            *slot = b.input(name(i), loss.ty(loss.inputs[i]).clone());
         }
     }
     let map = inline(&mut b, &vg, &vg_inputs)?;
@@ -137,10 +177,21 @@ pub fn train_step(loss: &Graph, params: &[usize], opt: &Optimizer) -> Result<Ste
 }
 
 /// The update of one parameter: (new param, new state slots).
-fn update(b: &mut B, opt: &Optimizer, p: ValueId, g: ValueId, st: &[ValueId], t: Option<ValueId>) -> Result<(ValueId, Vec<ValueId>)> {
+fn update(
+    b: &mut B,
+    opt: &Optimizer,
+    p: ValueId,
+    g: ValueId,
+    st: &[ValueId],
+    t: Option<ValueId>,
+) -> Result<(ValueId, Vec<ValueId>)> {
     use emit::{add, div, mul, scale, sub};
     match *opt {
-        Optimizer::Sgd { lr, momentum, weight_decay } => {
+        Optimizer::Sgd {
+            lr,
+            momentum,
+            weight_decay,
+        } => {
             let g = if weight_decay != 0.0 {
                 let d = scale(b, p, weight_decay)?;
                 add(b, g, d)?
@@ -157,7 +208,20 @@ fn update(b: &mut B, opt: &Optimizer, p: ValueId, g: ValueId, st: &[ValueId], t:
             let s = scale(b, dir, lr)?;
             Ok((sub(b, p, s)?, ns))
         }
-        Optimizer::Adam { lr, beta1, beta2, eps, weight_decay } | Optimizer::AdamW { lr, beta1, beta2, eps, weight_decay } => {
+        Optimizer::Adam {
+            lr,
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+        }
+        | Optimizer::AdamW {
+            lr,
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+        } => {
             let decoupled = matches!(opt, Optimizer::AdamW { .. });
             let t = t.expect("Adam keeps a step counter");
             let (p, g) = if weight_decay == 0.0 {
@@ -206,7 +270,10 @@ pub fn init_state(opt: &Optimizer, params: &[HostTensor]) -> Result<Vec<HostTens
         }
     }
     if opt.counts_steps() {
-        let dt = params.first().map(|p| p.dtype()).ok_or_else(|| AdError::Arg("no parameters".into()))?;
+        let dt = params
+            .first()
+            .map(|p| p.dtype())
+            .ok_or_else(|| AdError::Arg("no parameters".into()))?;
         out.push(HostTensor::from_f64(dt, Shape::scalar(), vec![0.0])?);
     }
     Ok(out)

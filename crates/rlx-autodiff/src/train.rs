@@ -24,7 +24,12 @@ pub struct TrainStep {
 impl TrainStep {
     /// Compile the step for `loss` with `params` (loss-graph input indices)
     /// starting from `init` (one tensor per param).
-    pub fn new(loss: &Graph, params: &[usize], init: Vec<HostTensor>, opt: Optimizer) -> Result<Self> {
+    pub fn new(
+        loss: &Graph,
+        params: &[usize],
+        init: Vec<HostTensor>,
+        opt: Optimizer,
+    ) -> Result<Self> {
         Self::with_options(loss, params, init, opt, &rlx::CompileOptions::default())
     }
 
@@ -36,7 +41,11 @@ impl TrainStep {
         options: &rlx::CompileOptions,
     ) -> Result<Self> {
         if init.len() != params.len() {
-            return Err(AdError::Arg(format!("{} initial tensors for {} params", init.len(), params.len())));
+            return Err(AdError::Arg(format!(
+                "{} initial tensors for {} params",
+                init.len(),
+                params.len()
+            )));
         }
         for (k, (&i, t)) in params.iter().zip(&init).enumerate() {
             let want = loss.ty(loss.inputs[i]);
@@ -52,7 +61,12 @@ impl TrainStep {
         let exe = rlx::compile_with(&layout.graph, rlx::Device::Cpu, options)?;
         let mut carried = init;
         carried.extend(init_state(&opt, &carried)?);
-        Ok(TrainStep { exe, layout, carried, steps: 0 })
+        Ok(TrainStep {
+            exe,
+            layout,
+            carried,
+            steps: 0,
+        })
     }
 
     /// Run one step on a batch (the loss graph's non-parameter inputs, in
@@ -105,24 +119,42 @@ impl TrainStep {
         let refs: Vec<(&str, &HostTensor)> = named.iter().map(|(n, t)| (n.as_str(), *t)).collect();
         let mut meta = BTreeMap::new();
         meta.insert("step".to_string(), self.steps.to_string());
-        rlx_formats::safetensors::write_file(path, &refs, &meta).map_err(|e| AdError::Arg(e.to_string()))
+        rlx_formats::safetensors::write_file(path, &refs, &meta)
+            .map_err(|e| AdError::Arg(e.to_string()))
     }
 
     /// Restore params and state saved by [`TrainStep::save_checkpoint`]
     /// (names, dtypes and shapes must match).
     pub fn load_checkpoint(&mut self, path: impl AsRef<Path>) -> Result<()> {
-        let f = rlx_formats::SafetensorsFile::read(path).map_err(|e| AdError::Arg(e.to_string()))?;
-        let names: Vec<String> = self.layout.params.iter().chain(&self.layout.state).cloned().collect();
+        let f =
+            rlx_formats::SafetensorsFile::read(path).map_err(|e| AdError::Arg(e.to_string()))?;
+        let names: Vec<String> = self
+            .layout
+            .params
+            .iter()
+            .chain(&self.layout.state)
+            .cloned()
+            .collect();
         let mut next = vec![];
         for (n, cur) in names.iter().zip(&self.carried) {
             let t = f.tensor(n).map_err(|e| AdError::Arg(e.to_string()))?;
             if t.dtype() != cur.dtype() || t.shape() != cur.shape() {
-                return Err(AdError::Arg(format!("checkpoint tensor `{n}` is {} {}, expected {} {}", t.dtype(), t.shape(), cur.dtype(), cur.shape())));
+                return Err(AdError::Arg(format!(
+                    "checkpoint tensor `{n}` is {} {}, expected {} {}",
+                    t.dtype(),
+                    t.shape(),
+                    cur.dtype(),
+                    cur.shape()
+                )));
             }
             next.push(t);
         }
         self.carried = next;
-        self.steps = f.metadata().get("step").and_then(|s| s.parse().ok()).unwrap_or(0);
+        self.steps = f
+            .metadata()
+            .get("step")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
         Ok(())
     }
 }
@@ -158,7 +190,10 @@ pub fn run_epoch(
     for (k, (data, n)) in batches.into_iter().enumerate() {
         let l = step.step(&data)?;
         if !l.is_finite() {
-            return Err(AdError::Arg(format!("{label}: the loss became {l} at step {}", step.steps())));
+            return Err(AdError::Arg(format!(
+                "{label}: the loss became {l} at step {}",
+                step.steps()
+            )));
         }
         st.losses.push(l);
         st.examples += n;

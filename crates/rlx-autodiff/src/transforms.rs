@@ -19,7 +19,11 @@ fn prepare(g: &Graph) -> Result<Graph> {
 fn check_wrt(g: &Graph, wrt: &[usize]) -> Result<()> {
     for &i in wrt {
         let Some(&v) = g.inputs.get(i) else {
-            return Err(AdError::Arg(format!("input {i} does not exist (graph `{}` has {} inputs)", g.name, g.inputs.len())));
+            return Err(AdError::Arg(format!(
+                "input {i} does not exist (graph `{}` has {} inputs)",
+                g.name,
+                g.inputs.len()
+            )));
         };
         if !g.ty(v).dtype.is_float() {
             return Err(AdError::Arg(format!(
@@ -46,13 +50,21 @@ fn replay(g: &Graph, name: &str) -> Result<Replay> {
         .iter()
         .map(|&v| {
             let val = &g.values[v.index()];
-            b.input(val.name.clone().unwrap_or_else(|| format!("in{}", v.0)), val.ty.clone())
+            b.input(
+                val.name.clone().unwrap_or_else(|| format!("in{}", v.0)),
+                val.ty.clone(),
+            )
         })
         .collect();
     let start = b.graph().nodes.len();
     let map = inline(&mut b, g, &inputs)?;
     let end = b.graph().nodes.len();
-    Ok(Replay { b, inputs, map, range: start..end })
+    Ok(Replay {
+        b,
+        inputs,
+        map,
+        range: start..end,
+    })
 }
 
 fn zero_or(b: &mut B, g: Option<ValueId>, like: ValueId) -> Result<ValueId> {
@@ -68,7 +80,12 @@ fn zero_or(b: &mut B, g: Option<ValueId>, like: ValueId) -> Result<ValueId> {
 pub fn vjp(g: &Graph, wrt: &[usize]) -> Result<Graph> {
     check_wrt(g, wrt)?;
     let g = prepare(g)?;
-    let Replay { mut b, inputs, map, range } = replay(&g, &format!("vjp_{}", g.name))?;
+    let Replay {
+        mut b,
+        inputs,
+        map,
+        range,
+    } = replay(&g, &format!("vjp_{}", g.name))?;
     let outs: Vec<ValueId> = g.outputs.iter().map(|v| map[v.index()]).collect();
     let mut seeds = vec![];
     for (k, &o) in outs.iter().enumerate() {
@@ -95,7 +112,12 @@ fn grad_impl(g: &Graph, wrt: &[usize], keep_value: bool) -> Result<Graph> {
         )));
     }
     let g = prepare(g)?;
-    let Replay { mut b, inputs, map, range } = replay(&g, &format!("grad_{}", g.name))?;
+    let Replay {
+        mut b,
+        inputs,
+        map,
+        range,
+    } = replay(&g, &format!("grad_{}", g.name))?;
     let out = map[g.outputs[0].index()];
     let ty = b.ty(out).clone();
     let one = b.constant(HostTensor::from_f64(ty.dtype, Shape::scalar(), vec![1.0])?)?;
@@ -127,7 +149,12 @@ pub fn value_and_grad(g: &Graph, wrt: &[usize]) -> Result<Graph> {
 pub fn jvp(g: &Graph, wrt: &[usize]) -> Result<Graph> {
     check_wrt(g, wrt)?;
     let g = prepare(g)?;
-    let Replay { mut b, inputs, map, range } = replay(&g, &format!("jvp_{}", g.name))?;
+    let Replay {
+        mut b,
+        inputs,
+        map,
+        range,
+    } = replay(&g, &format!("jvp_{}", g.name))?;
     let mut seeds = HashMap::new();
     for &i in wrt {
         let ty = b.ty(inputs[i]).clone();

@@ -18,7 +18,11 @@ use rlx_ir::{Attrs, Graph, GraphBuilder, TensorType, ValueId};
 pub fn vmap(g: &Graph, in_axes: &[Option<usize>], out_axis: usize, size: usize) -> Result<Graph> {
     g.verify()?;
     if in_axes.len() != g.inputs.len() {
-        return Err(AdError::Arg(format!("in_axes has {} entries for {} inputs", in_axes.len(), g.inputs.len())));
+        return Err(AdError::Arg(format!(
+            "in_axes has {} entries for {} inputs",
+            in_axes.len(),
+            g.inputs.len()
+        )));
     }
     if size == 0 {
         return Err(AdError::Arg("cannot vmap over an empty axis".into()));
@@ -29,11 +33,17 @@ pub fn vmap(g: &Graph, in_axes: &[Option<usize>], out_axis: usize, size: usize) 
         let mut ty: TensorType = g.ty(v).clone();
         if let Some(ax) = in_axes[i] {
             if ax > ty.rank() {
-                return Err(AdError::Arg(format!("in_axes[{i}] = {ax} is past the rank {} of input {i}", ty.rank())));
+                return Err(AdError::Arg(format!(
+                    "in_axes[{i}] = {ax} is past the rank {} of input {i}",
+                    ty.rank()
+                )));
             }
             ty.shape.0.insert(ax, size);
         }
-        let name = g.values[v.index()].name.clone().unwrap_or_else(|| format!("in{i}"));
+        let name = g.values[v.index()]
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("in{i}"));
         ins.push(b.input(name, ty));
     }
     let mut per_out: Vec<Vec<ValueId>> = vec![vec![]; g.outputs.len()];
@@ -46,7 +56,10 @@ pub fn vmap(g: &Graph, in_axes: &[Option<usize>], out_axis: usize, size: usize) 
                     let s = b.op1(
                         "narrow",
                         &[ins[i]],
-                        Attrs::new().with("axis", ax as i64).with("start", k as i64).with("len", 1i64),
+                        Attrs::new()
+                            .with("axis", ax as i64)
+                            .with("start", k as i64)
+                            .with("len", 1i64),
                     )?;
                     let d = g.ty(v).dims().to_vec();
                     reshape(&mut b, s, &d)?

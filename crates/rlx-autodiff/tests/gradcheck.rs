@@ -43,7 +43,10 @@ fn un(op: &'static str, lo: f64, hi: f64) -> Case {
 
 fn cases() -> Vec<Case> {
     let mut v = vec![];
-    for op in ["abs", "neg", "square", "relu", "exp", "exp2", "expm1", "sin", "cos", "atan", "sinh", "cosh", "tanh", "asinh", "erf", "sigmoid", "softplus", "identity"] {
+    for op in [
+        "abs", "neg", "square", "relu", "exp", "exp2", "expm1", "sin", "cos", "atan", "sinh",
+        "cosh", "tanh", "asinh", "erf", "sigmoid", "softplus", "identity",
+    ] {
         v.push(un(op, -1.5, 1.5));
     }
     for op in ["log", "log2", "sqrt", "rsqrt", "reciprocal"] {
@@ -55,7 +58,11 @@ fn cases() -> Vec<Case> {
         v.push(un(op, -0.8, 0.8));
     }
     v.push(un("acosh", 1.2, 3.0));
-    v.push(c("clamp", vec![f(&[4, 5])], a().with("min", -0.5).with("max", 0.5)));
+    v.push(c(
+        "clamp",
+        vec![f(&[4, 5])],
+        a().with("min", -0.5).with("max", 0.5),
+    ));
     v.push(c("clamp", vec![f(&[4, 5])], a().with("min", -0.2)));
     v.push(c("transfer", vec![f(&[2, 3])], a().with("to", "cpu")));
     for op in ["add", "sub", "mul", "max", "min", "atan2"] {
@@ -64,35 +71,129 @@ fn cases() -> Vec<Case> {
     }
     v.push(c("div", vec![f(&[2, 3, 4]), pos(&[3, 1])], a()));
     v.push(c("pow", vec![pos(&[3, 4]), F(vec![4], -1.5, 1.5)], a()));
-    let mask = HostTensor::new(DType::Bool, vec![3, 1], rlx_ir::TensorData::Bool(vec![true, false, true])).unwrap();
+    let mask = HostTensor::new(
+        DType::Bool,
+        vec![3, 1],
+        rlx_ir::TensorData::Bool(vec![true, false, true]),
+    )
+    .unwrap();
     v.push(c("where", vec![C(mask), f(&[3, 4]), f(&[4])], a()));
     // reductions
-    for op in ["reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_logsumexp", "reduce_variance"] {
+    for op in [
+        "reduce_sum",
+        "reduce_mean",
+        "reduce_max",
+        "reduce_min",
+        "reduce_logsumexp",
+        "reduce_variance",
+    ] {
         v.push(c(op, vec![f(&[3, 4, 5])], a().with("axes", vec![1i64])));
-        v.push(c(op, vec![f(&[3, 4, 5])], a().with("axes", vec![0i64, -1]).with("keepdim", true)));
+        v.push(c(
+            op,
+            vec![f(&[3, 4, 5])],
+            a().with("axes", vec![0i64, -1]).with("keepdim", true),
+        ));
         v.push(c(op, vec![f(&[3, 4])], a()));
     }
-    v.push(c("reduce_variance", vec![f(&[3, 4, 5])], a().with("axes", vec![2i64]).with("correction", 1i64)));
-    v.push(c("reduce_prod", vec![pos(&[3, 4])], a().with("axes", vec![1i64])));
+    v.push(c(
+        "reduce_variance",
+        vec![f(&[3, 4, 5])],
+        a().with("axes", vec![2i64]).with("correction", 1i64),
+    ));
+    v.push(c(
+        "reduce_prod",
+        vec![pos(&[3, 4])],
+        a().with("axes", vec![1i64]),
+    ));
     for (ex, rev) in [(false, false), (true, false), (false, true), (true, true)] {
-        v.push(c("cumsum", vec![f(&[3, 4])], a().with("axis", 1i64).with("exclusive", ex).with("reverse", rev)));
-        v.push(c("cumprod", vec![pos(&[3, 4])], a().with("axis", 1i64).with("exclusive", ex).with("reverse", rev)));
+        v.push(c(
+            "cumsum",
+            vec![f(&[3, 4])],
+            a().with("axis", 1i64)
+                .with("exclusive", ex)
+                .with("reverse", rev),
+        ));
+        v.push(c(
+            "cumprod",
+            vec![pos(&[3, 4])],
+            a().with("axis", 1i64)
+                .with("exclusive", ex)
+                .with("reverse", rev),
+        ));
     }
     // shape
-    v.push(c("reshape", vec![f(&[3, 4])], a().with("shape", vec![2i64, -1])));
-    v.push(c("squeeze", vec![f(&[3, 1, 4])], a().with("axes", vec![1i64])));
-    v.push(c("unsqueeze", vec![f(&[3, 4])], a().with("axes", vec![0i64, 2])));
-    v.push(c("permute", vec![f(&[2, 3, 4])], a().with("perm", vec![2i64, 0, 1])));
-    v.push(c("broadcast", vec![f(&[3, 1])], a().with("shape", vec![2i64, 3, 4])));
-    v.push(c("narrow", vec![f(&[3, 6])], a().with("axis", 1i64).with("start", 2i64).with("len", 3i64)));
-    v.push(c("slice", vec![f(&[5, 7])], a().with("starts", vec![1i64, -1]).with("ends", vec![5i64, -8]).with("steps", vec![2i64, -2])));
-    v.push(c("slice", vec![f(&[5, 7])], a().with("starts", vec![0i64]).with("ends", vec![100i64]).with("axes", vec![1i64]).with("steps", vec![3i64])));
-    v.push(c("concat", vec![f(&[2, 3]), f(&[2, 2])], a().with("axis", 1i64)));
-    v.push(c("split", vec![f(&[5, 3])], a().with("axis", 0i64).with("sizes", vec![2i64, 3])));
-    v.push(c("pad", vec![f(&[2, 3])], a().with("pads", vec![1i64, 0, 2, 1]).with("value", 0.5)));
+    v.push(c(
+        "reshape",
+        vec![f(&[3, 4])],
+        a().with("shape", vec![2i64, -1]),
+    ));
+    v.push(c(
+        "squeeze",
+        vec![f(&[3, 1, 4])],
+        a().with("axes", vec![1i64]),
+    ));
+    v.push(c(
+        "unsqueeze",
+        vec![f(&[3, 4])],
+        a().with("axes", vec![0i64, 2]),
+    ));
+    v.push(c(
+        "permute",
+        vec![f(&[2, 3, 4])],
+        a().with("perm", vec![2i64, 0, 1]),
+    ));
+    v.push(c(
+        "broadcast",
+        vec![f(&[3, 1])],
+        a().with("shape", vec![2i64, 3, 4]),
+    ));
+    v.push(c(
+        "narrow",
+        vec![f(&[3, 6])],
+        a().with("axis", 1i64).with("start", 2i64).with("len", 3i64),
+    ));
+    v.push(c(
+        "slice",
+        vec![f(&[5, 7])],
+        a().with("starts", vec![1i64, -1])
+            .with("ends", vec![5i64, -8])
+            .with("steps", vec![2i64, -2]),
+    ));
+    v.push(c(
+        "slice",
+        vec![f(&[5, 7])],
+        a().with("starts", vec![0i64])
+            .with("ends", vec![100i64])
+            .with("axes", vec![1i64])
+            .with("steps", vec![3i64]),
+    ));
+    v.push(c(
+        "concat",
+        vec![f(&[2, 3]), f(&[2, 2])],
+        a().with("axis", 1i64),
+    ));
+    v.push(c(
+        "split",
+        vec![f(&[5, 3])],
+        a().with("axis", 0i64).with("sizes", vec![2i64, 3]),
+    ));
+    v.push(c(
+        "pad",
+        vec![f(&[2, 3])],
+        a().with("pads", vec![1i64, 0, 2, 1]).with("value", 0.5),
+    ));
     v.push(c("flip", vec![f(&[3, 4])], a().with("axes", vec![0i64, 1])));
-    v.push(c("roll", vec![f(&[3, 4])], a().with("shifts", vec![1i64, -3]).with("axes", vec![0i64, 1])));
-    v.push(c("tile", vec![f(&[2, 3])], a().with("repeats", vec![2i64, 3])));
+    v.push(c(
+        "roll",
+        vec![f(&[3, 4])],
+        a().with("shifts", vec![1i64, -3])
+            .with("axes", vec![0i64, 1]),
+    ));
+    v.push(c(
+        "tile",
+        vec![f(&[2, 3])],
+        a().with("repeats", vec![2i64, 3]),
+    ));
     // linalg
     v.push(c("matmul", vec![f(&[2, 3, 4]), f(&[4, 5])], a()));
     v.push(c("matmul", vec![f(&[3]), f(&[2, 3, 4])], a()));
@@ -101,44 +202,115 @@ fn cases() -> Vec<Case> {
     v.push(c(
         "dot_general",
         vec![f(&[2, 3, 4]), f(&[4, 2, 5])],
-        a().with("lhs_batch", vec![0i64]).with("rhs_batch", vec![1i64]).with("lhs_contract", vec![2i64]).with("rhs_contract", vec![0i64]),
+        a().with("lhs_batch", vec![0i64])
+            .with("rhs_batch", vec![1i64])
+            .with("lhs_contract", vec![2i64])
+            .with("rhs_contract", vec![0i64]),
     ));
     v.push(c(
         "dot_general",
         vec![f(&[3, 4, 5]), f(&[5, 3, 2])],
-        a().with("lhs_batch", Vec::<i64>::new()).with("rhs_batch", Vec::<i64>::new()).with("lhs_contract", vec![2i64, 0]).with("rhs_contract", vec![0i64, 1]),
+        a().with("lhs_batch", Vec::<i64>::new())
+            .with("rhs_batch", Vec::<i64>::new())
+            .with("lhs_contract", vec![2i64, 0])
+            .with("rhs_contract", vec![0i64, 1]),
     ));
     v.push(c(
         "conv",
         vec![f(&[2, 3, 7, 6]), f(&[4, 3, 3, 2]), f(&[4])],
-        a().with("strides", vec![2i64, 1]).with("pads", vec![1i64, 0, 1, 1]).with("dilations", vec![1i64, 2]),
+        a().with("strides", vec![2i64, 1])
+            .with("pads", vec![1i64, 0, 1, 1])
+            .with("dilations", vec![1i64, 2]),
     ));
-    v.push(c("conv", vec![f(&[1, 4, 5, 5]), f(&[6, 2, 3, 3])], a().with("groups", 2i64)));
-    v.push(c("conv", vec![f(&[2, 2, 9]), f(&[3, 2, 3])], a().with("strides", vec![3i64])));
+    v.push(c(
+        "conv",
+        vec![f(&[1, 4, 5, 5]), f(&[6, 2, 3, 3])],
+        a().with("groups", 2i64),
+    ));
+    v.push(c(
+        "conv",
+        vec![f(&[2, 2, 9]), f(&[3, 2, 3])],
+        a().with("strides", vec![3i64]),
+    ));
     v.push(c(
         "conv_transpose",
         vec![f(&[2, 4, 3, 3]), f(&[4, 3, 2, 3]), f(&[3])],
-        a().with("strides", vec![2i64, 1]).with("pads", vec![0i64, 1, 1, 0]).with("output_padding", vec![1i64, 0]),
+        a().with("strides", vec![2i64, 1])
+            .with("pads", vec![0i64, 1, 1, 0])
+            .with("output_padding", vec![1i64, 0]),
     ));
-    v.push(c("conv_transpose", vec![f(&[1, 4, 3]), f(&[4, 1, 3])], a().with("groups", 2i64).with("dilations", vec![2i64])));
+    v.push(c(
+        "conv_transpose",
+        vec![f(&[1, 4, 3]), f(&[4, 1, 3])],
+        a().with("groups", 2i64).with("dilations", vec![2i64]),
+    ));
     for op in ["max_pool", "avg_pool"] {
-        v.push(c(op, vec![f(&[2, 3, 5, 4])], a().with("kernel", vec![2i64, 2]).with("strides", vec![2i64, 2])));
+        v.push(c(
+            op,
+            vec![f(&[2, 3, 5, 4])],
+            a().with("kernel", vec![2i64, 2])
+                .with("strides", vec![2i64, 2]),
+        ));
     }
     v.push(c("global_avg_pool", vec![f(&[2, 3, 4, 2])], a()));
     v.push(c("global_max_pool", vec![f(&[2, 3, 4, 2])], a()));
     // index
-    v.push(c("gather", vec![f(&[4, 3]), ids(&[0, 2, 3, -1], &[2, 2])], a().with("axis", 0i64)));
-    v.push(c("gather", vec![f(&[2, 4, 3]), ids(&[1, 1, 3], &[3])], a().with("axis", 1i64)));
-    v.push(c("index_select", vec![f(&[4, 3]), ids(&[2, 0, 2], &[3])], a().with("axis", 1i64 - 1)));
-    v.push(c("embedding", vec![f(&[5, 3]), ids(&[1, 4, 1, 0], &[2, 2])], a()));
-    v.push(c("gather_elements", vec![f(&[3, 4]), ids(&[0, 3, 1, 1, 2, 0], &[3, 2])], a().with("axis", 1i64)));
-    v.push(c("scatter", vec![f(&[3, 4]), ids(&[1, 0, 3], &[3, 1]), f(&[3, 1])], a().with("axis", 1i64)));
-    v.push(c("scatter_add", vec![f(&[3, 4]), ids(&[1, 1, 0, 3, 2, 2], &[3, 2]), f(&[3, 2])], a().with("axis", 1i64)));
-    v.push(c("gather_nd", vec![f(&[3, 4, 2]), ids(&[0, 1, 2, 3], &[2, 2])], a()));
-    v.push(c("scatter_nd", vec![f(&[3, 4]), ids(&[1, 2], &[2, 1]), f(&[2, 4])], a()));
-    v.push(c("scatter_nd", vec![f(&[3, 4]), ids(&[1, 1], &[2, 1]), f(&[2, 4])], a().with("reduction", "add")));
+    v.push(c(
+        "gather",
+        vec![f(&[4, 3]), ids(&[0, 2, 3, -1], &[2, 2])],
+        a().with("axis", 0i64),
+    ));
+    v.push(c(
+        "gather",
+        vec![f(&[2, 4, 3]), ids(&[1, 1, 3], &[3])],
+        a().with("axis", 1i64),
+    ));
+    v.push(c(
+        "index_select",
+        vec![f(&[4, 3]), ids(&[2, 0, 2], &[3])],
+        a().with("axis", 0i64),
+    ));
+    v.push(c(
+        "embedding",
+        vec![f(&[5, 3]), ids(&[1, 4, 1, 0], &[2, 2])],
+        a(),
+    ));
+    v.push(c(
+        "gather_elements",
+        vec![f(&[3, 4]), ids(&[0, 3, 1, 1, 2, 0], &[3, 2])],
+        a().with("axis", 1i64),
+    ));
+    v.push(c(
+        "scatter",
+        vec![f(&[3, 4]), ids(&[1, 0, 3], &[3, 1]), f(&[3, 1])],
+        a().with("axis", 1i64),
+    ));
+    v.push(c(
+        "scatter_add",
+        vec![f(&[3, 4]), ids(&[1, 1, 0, 3, 2, 2], &[3, 2]), f(&[3, 2])],
+        a().with("axis", 1i64),
+    ));
+    v.push(c(
+        "gather_nd",
+        vec![f(&[3, 4, 2]), ids(&[0, 1, 2, 3], &[2, 2])],
+        a(),
+    ));
+    v.push(c(
+        "scatter_nd",
+        vec![f(&[3, 4]), ids(&[1, 2], &[2, 1]), f(&[2, 4])],
+        a(),
+    ));
+    v.push(c(
+        "scatter_nd",
+        vec![f(&[3, 4]), ids(&[1, 1], &[2, 1]), f(&[2, 4])],
+        a().with("reduction", "add"),
+    ));
     v.push(c("sort", vec![f(&[3, 5])], a().with("axis", 1i64)));
-    v.push(c("topk", vec![f(&[3, 5])], a().with("k", 2i64).with("axis", 1i64)));
+    v.push(c(
+        "topk",
+        vec![f(&[3, 5])],
+        a().with("k", 2i64).with("axis", 1i64),
+    ));
     // fused ops, through their decompositions
     v.push(c("softmax", vec![f(&[3, 5])], a().with("axis", 1i64)));
     v.push(c("log_softmax", vec![f(&[3, 5])], a().with("axis", -1i64)));
@@ -146,10 +318,26 @@ fn cases() -> Vec<Case> {
     v.push(c("gelu_tanh", vec![f(&[3, 4])], a()));
     v.push(c("silu", vec![f(&[3, 4])], a()));
     v.push(c("swiglu", vec![f(&[3, 4]), f(&[3, 4])], a()));
-    v.push(c("layer_norm", vec![f(&[3, 4]), f(&[4]), f(&[4])], a().with("axis", -1i64).with("eps", 1e-5)));
-    v.push(c("rms_norm", vec![f(&[3, 4]), f(&[4])], a().with("axis", -1i64).with("eps", 1e-5)));
-    v.push(c("matmul_bias_act", vec![f(&[3, 4]), f(&[4, 2]), f(&[2])], a().with("activation", "gelu")));
-    v.push(c("attention", vec![f(&[1, 2, 3, 4]), f(&[1, 2, 3, 4]), f(&[1, 2, 3, 4])], a().with("mask_kind", "causal")));
+    v.push(c(
+        "layer_norm",
+        vec![f(&[3, 4]), f(&[4]), f(&[4])],
+        a().with("axis", -1i64).with("eps", 1e-5),
+    ));
+    v.push(c(
+        "rms_norm",
+        vec![f(&[3, 4]), f(&[4])],
+        a().with("axis", -1i64).with("eps", 1e-5),
+    ));
+    v.push(c(
+        "matmul_bias_act",
+        vec![f(&[3, 4]), f(&[4, 2]), f(&[2])],
+        a().with("activation", "gelu"),
+    ));
+    v.push(c(
+        "attention",
+        vec![f(&[1, 2, 3, 4]), f(&[1, 2, 3, 4]), f(&[1, 2, 3, 4])],
+        a().with("mask_kind", "causal"),
+    ));
     v
 }
 
@@ -162,13 +350,17 @@ fn build(case: &Case, rng: &mut Rng) -> (Graph, Vec<HostTensor>) {
         match i {
             F(d, lo, hi) => {
                 let n: usize = d.iter().product();
-                vals.push(HostTensor::from_f64(DType::F64, d.clone(), rng.vec(n, *lo, *hi)).unwrap());
+                vals.push(
+                    HostTensor::from_f64(DType::F64, d.clone(), rng.vec(n, *lo, *hi)).unwrap(),
+                );
                 ins.push(b.input(format!("x{k}"), TensorType::new(DType::F64, d.clone())));
             }
             C(t) => ins.push(b.constant(t.clone()).unwrap()),
         }
     }
-    let outs = b.op(case.op, &ins, case.attrs.clone()).unwrap_or_else(|e| panic!("{}: {e}", case.op));
+    let outs = b
+        .op(case.op, &ins, case.attrs.clone())
+        .unwrap_or_else(|e| panic!("{}: {e}", case.op));
     let mut loss = None;
     for o in outs {
         if b.dtype(o) != DType::F64 {
@@ -176,7 +368,9 @@ fn build(case: &Case, rng: &mut Rng) -> (Graph, Vec<HostTensor>) {
         }
         let d = b.shape(o).dims().to_vec();
         let n: usize = d.iter().product();
-        let w = b.constant(HostTensor::from_f64(DType::F64, d, rng.vec(n, -1.0, 1.0)).unwrap()).unwrap();
+        let w = b
+            .constant(HostTensor::from_f64(DType::F64, d, rng.vec(n, -1.0, 1.0)).unwrap())
+            .unwrap();
         let p = b.binary("mul", o, w).unwrap();
         let s = b.op1("reduce_sum", &[p], Attrs::new()).unwrap();
         loss = Some(match loss {
@@ -199,13 +393,20 @@ fn every_rule_matches_finite_differences() {
         for k in 0..vals.len() {
             let want = fd_grad(&g, &vals, k, 1e-6);
             let got = got[k].to_f64_vec().unwrap();
-            let r = std::panic::catch_unwind(|| assert_close(&format!("{} d/dx{k}", case.op), &got, &want, 1e-6, 1e-5));
+            let r = std::panic::catch_unwind(|| {
+                assert_close(&format!("{} d/dx{k}", case.op), &got, &want, 1e-6, 1e-5)
+            });
             if let Err(e) = r {
                 failures.push(e.downcast_ref::<String>().cloned().unwrap_or_default());
             }
         }
     }
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -215,7 +416,10 @@ fn every_rule_has_a_finite_difference_case() {
         .into_iter()
         .filter(|op| !tested.contains(op) && *op != "cast")
         .collect();
-    assert!(missing.is_empty(), "rules without a gradient check: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "rules without a gradient check: {missing:?}"
+    );
 }
 
 /// cast is checked on its own: f64 → f32 → f64 loses precision, so the
@@ -224,9 +428,13 @@ fn every_rule_has_a_finite_difference_case() {
 fn cast_gradient() {
     let mut b = GraphBuilder::new("cast");
     let x = b.input("x", TensorType::new(DType::F64, vec![5]));
-    let y = b.op1("cast", &[x], Attrs::new().with("dtype", DType::F32)).unwrap();
+    let y = b
+        .op1("cast", &[x], Attrs::new().with("dtype", DType::F32))
+        .unwrap();
     let y = b.unary("square", y).unwrap();
-    let y = b.op1("cast", &[y], Attrs::new().with("dtype", DType::F64)).unwrap();
+    let y = b
+        .op1("cast", &[y], Attrs::new().with("dtype", DType::F64))
+        .unwrap();
     let s = b.op1("reduce_sum", &[y], Attrs::new()).unwrap();
     let g = b.finish(&[s]).unwrap();
     let xs = vec![0.5, -1.25, 2.0, 0.75, -0.125];
@@ -248,7 +456,10 @@ fn every_rule_jvp_matches_directional_differences() {
         let wrt: Vec<usize> = (0..vals.len()).collect();
         let tans: Vec<HostTensor> = vals
             .iter()
-            .map(|v| HostTensor::from_f64(DType::F64, v.shape().clone(), rng.vec(v.numel(), -1.0, 1.0)).unwrap())
+            .map(|v| {
+                HostTensor::from_f64(DType::F64, v.shape().clone(), rng.vec(v.numel(), -1.0, 1.0))
+                    .unwrap()
+            })
             .collect();
         let j = rlx_autodiff::jvp(&g, &wrt).unwrap_or_else(|e| panic!("{}: jvp: {e}", case.op));
         let mut ins = vals.clone();
@@ -260,7 +471,13 @@ fn every_rule_jvp_matches_directional_differences() {
                 .iter()
                 .zip(&tans)
                 .map(|(v, t)| {
-                    let x: Vec<f64> = v.to_f64_vec().unwrap().iter().zip(t.to_f64_vec().unwrap()).map(|(a, b)| a + s * b).collect();
+                    let x: Vec<f64> = v
+                        .to_f64_vec()
+                        .unwrap()
+                        .iter()
+                        .zip(t.to_f64_vec().unwrap())
+                        .map(|(a, b)| a + s * b)
+                        .collect();
                     HostTensor::from_f64(DType::F64, v.shape().clone(), x).unwrap()
                 })
                 .collect();
@@ -271,5 +488,10 @@ fn every_rule_jvp_matches_directional_differences() {
             failures.push(format!("{}: jvp {got} vs {want}", case.op));
         }
     }
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

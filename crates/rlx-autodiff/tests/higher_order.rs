@@ -47,13 +47,21 @@ fn closed(name: &str, x: f64) -> [f64; 3] {
         }
         "gelu" => {
             let cdf = 0.5 * (1.0 + erf(x / std::f64::consts::SQRT_2));
-            [cdf + x * phi(x), phi(x) * (2.0 - x * x), phi(x) * (x * x * x - 4.0 * x)]
+            [
+                cdf + x * phi(x),
+                phi(x) * (2.0 - x * x),
+                phi(x) * (x * x * x - 4.0 * x),
+            ]
         }
         "silu" => {
             let s = sig(x);
             let q = s * (1.0 - s);
             let u = 1.0 - 2.0 * s;
-            [s + x * q, q * (2.0 + x * u), q * (u * (3.0 + x * u) - 2.0 * x * q)]
+            [
+                s + x * q,
+                q * (2.0 + x * u),
+                q * (u * (3.0 + x * u) - 2.0 * x * q),
+            ]
         }
         _ => unreachable!(),
     }
@@ -88,7 +96,13 @@ fn first_to_third_derivatives_match_closed_forms() {
         for (k, gk) in [d1, d2, d3].iter().enumerate() {
             let got = run_compiled(gk, &input())[0].to_f64_vec().unwrap();
             let want: Vec<f64> = XS.iter().map(|&x| closed(name, x)[k]).collect();
-            assert_close(&format!("{name} derivative {}", k + 1), &got, &want, 1e-12, 1e-10);
+            assert_close(
+                &format!("{name} derivative {}", k + 1),
+                &got,
+                &want,
+                1e-12,
+                1e-10,
+            );
         }
     }
 }
@@ -104,7 +118,13 @@ fn forward_over_reverse_third_derivative() {
         ins.push(HostTensor::from_f64(DType::F64, vec![XS.len()], vec![1.0; XS.len()]).unwrap());
         let got = run_compiled(&j, &ins)[1].to_f64_vec().unwrap();
         let want: Vec<f64> = XS.iter().map(|&x| closed(name, x)[2]).collect();
-        assert_close(&format!("{name} jvp(grad(grad))"), &got, &want, 1e-12, 1e-10);
+        assert_close(
+            &format!("{name} jvp(grad(grad))"),
+            &got,
+            &want,
+            1e-12,
+            1e-10,
+        );
     }
 }
 
@@ -118,7 +138,9 @@ fn coupled() -> Graph {
     let t = b.unary("tanh", h).unwrap();
     let t2 = b.binary("mul", t, t).unwrap();
     let s1 = b.op1("reduce_sum", &[t2], Attrs::new()).unwrap();
-    let sm = b.op1("softmax", &[h], Attrs::new().with("axis", -1i64)).unwrap();
+    let sm = b
+        .op1("softmax", &[h], Attrs::new().with("axis", -1i64))
+        .unwrap();
     let c = b
         .constant(HostTensor::from_f64(DType::F64, vec![4], vec![0.3, -1.2, 0.7, 2.0]).unwrap())
         .unwrap();
@@ -148,7 +170,13 @@ fn hvp_matches_finite_differences_of_gradients() {
     let eps = 1e-5;
     let at = |s: f64| {
         let mv = |t: &HostTensor, v: &[f64]| {
-            let d: Vec<f64> = t.to_f64_vec().unwrap().iter().zip(v).map(|(a, b)| a + s * b).collect();
+            let d: Vec<f64> = t
+                .to_f64_vec()
+                .unwrap()
+                .iter()
+                .zip(v)
+                .map(|(a, b)| a + s * b)
+                .collect();
             HostTensor::from_f64(DType::F64, t.shape().clone(), d).unwrap()
         };
         eval(&gr, &[mv(&x, &vx), mv(&w, &vw)])
@@ -162,7 +190,13 @@ fn hvp_matches_finite_differences_of_gradients() {
             .zip(m[k].to_f64_vec().unwrap())
             .map(|(a, b)| (a - b) / (2.0 * eps))
             .collect();
-        assert_close(&format!("hvp block {k}"), &got[k].to_f64_vec().unwrap(), &want, 1e-7, 1e-6);
+        assert_close(
+            &format!("hvp block {k}"),
+            &got[k].to_f64_vec().unwrap(),
+            &want,
+            1e-7,
+            1e-6,
+        );
     }
 }
 
@@ -171,20 +205,38 @@ fn hvp_matches_finite_differences_of_gradients() {
 fn vjp_with_cotangent_matches_finite_differences() {
     let mut b = GraphBuilder::new("f");
     let x = b.input("x", TensorType::new(DType::F64, vec![3, 4]));
-    let y = b.op1("log_softmax", &[x], Attrs::new().with("axis", 0i64)).unwrap();
+    let y = b
+        .op1("log_softmax", &[x], Attrs::new().with("axis", 0i64))
+        .unwrap();
     let g = b.finish(&[y]).unwrap();
     let mut rng = Rng(7);
     let xv = HostTensor::from_f64(DType::F64, vec![3, 4], rng.vec(12, -2.0, 2.0)).unwrap();
     let cv = rng.vec(12, -1.0, 1.0);
     let v = vjp(&g, &[0]).unwrap();
-    let out = run_compiled(&v, &[xv.clone(), HostTensor::from_f64(DType::F64, vec![3, 4], cv.clone()).unwrap()]);
+    let out = run_compiled(
+        &v,
+        &[
+            xv.clone(),
+            HostTensor::from_f64(DType::F64, vec![3, 4], cv.clone()).unwrap(),
+        ],
+    );
     // The primal output comes first.
-    assert_close("vjp primal", &out[0].to_f64_vec().unwrap(), &eval(&g, &[xv.clone()])[0].to_f64_vec().unwrap(), 0.0, 1e-15);
+    assert_close(
+        "vjp primal",
+        &out[0].to_f64_vec().unwrap(),
+        &eval(&g, std::slice::from_ref(&xv))[0].to_f64_vec().unwrap(),
+        0.0,
+        1e-15,
+    );
     // Reference: finite differences of Σ f(x) ⊙ c.
     let mut b = GraphBuilder::new("fc");
     let x = b.input("x", TensorType::new(DType::F64, vec![3, 4]));
-    let y = b.op1("log_softmax", &[x], Attrs::new().with("axis", 0i64)).unwrap();
-    let c = b.constant(HostTensor::from_f64(DType::F64, vec![3, 4], cv).unwrap()).unwrap();
+    let y = b
+        .op1("log_softmax", &[x], Attrs::new().with("axis", 0i64))
+        .unwrap();
+    let c = b
+        .constant(HostTensor::from_f64(DType::F64, vec![3, 4], cv).unwrap())
+        .unwrap();
     let p = b.binary("mul", y, c).unwrap();
     let s = b.op1("reduce_sum", &[p], Attrs::new()).unwrap();
     let fc = b.finish(&[s]).unwrap();
@@ -195,7 +247,11 @@ fn vjp_with_cotangent_matches_finite_differences() {
 fn through(op: &str, stop: bool) -> Graph {
     let mut b = GraphBuilder::new(op);
     let x = b.input("x", TensorType::new(DType::F64, vec![4]));
-    let x2 = if stop { b.unary("stop_gradient", x).unwrap() } else { x };
+    let x2 = if stop {
+        b.unary("stop_gradient", x).unwrap()
+    } else {
+        x
+    };
     let y = b.unary(op, x2).unwrap();
     let z = b.binary("mul", y, x).unwrap();
     let s = b.op1("reduce_sum", &[z], Attrs::new()).unwrap();
@@ -212,7 +268,10 @@ fn non_differentiable_ops_give_a_typed_error_naming_the_op() {
         // With stop_gradient the path is cut on purpose: d/dx Σ floor(x)·x = floor(x).
         let g = grad(&through(op, true), &[0]).unwrap();
         let xs = vec![-1.4, -0.3, 0.6, 2.5];
-        let got = run_compiled(&g, &[HostTensor::from_f64(DType::F64, vec![4], xs.clone()).unwrap()]);
+        let got = run_compiled(
+            &g,
+            &[HostTensor::from_f64(DType::F64, vec![4], xs.clone()).unwrap()],
+        );
         let f: fn(f64) -> f64 = match op {
             "floor" => f64::floor,
             "ceil" => f64::ceil,
@@ -225,8 +284,12 @@ fn non_differentiable_ops_give_a_typed_error_naming_the_op() {
     // Integer outputs (argmax) carry no gradient and need no stop_gradient.
     let mut b = GraphBuilder::new("argmax");
     let x = b.input("x", TensorType::new(DType::F64, vec![4]));
-    let i = b.op1("argmax", &[x], Attrs::new().with("axis", 0i64)).unwrap();
-    let fi = b.op1("cast", &[i], Attrs::new().with("dtype", DType::F64)).unwrap();
+    let i = b
+        .op1("argmax", &[x], Attrs::new().with("axis", 0i64))
+        .unwrap();
+    let fi = b
+        .op1("cast", &[i], Attrs::new().with("dtype", DType::F64))
+        .unwrap();
     let y = b.binary("mul", fi, x).unwrap();
     let s = b.op1("reduce_sum", &[y], Attrs::new()).unwrap();
     assert!(grad(&b.finish(&[s]).unwrap(), &[0]).is_ok());
@@ -239,7 +302,10 @@ fn bad_arguments_are_typed_errors() {
     let mut b = GraphBuilder::new("int");
     let x = b.input("x", TensorType::new(DType::I64, vec![2]));
     let s = b.op1("reduce_sum", &[x], Attrs::new()).unwrap();
-    assert!(matches!(grad(&b.finish(&[s]).unwrap(), &[0]), Err(AdError::Arg(_))));
+    assert!(matches!(
+        grad(&b.finish(&[s]).unwrap(), &[0]),
+        Err(AdError::Arg(_))
+    ));
 }
 
 /// Every op the registry marks differentiable has a rule (fused ops go
@@ -251,11 +317,29 @@ fn rule_coverage_is_pinned() {
     missing.sort_unstable();
     assert_eq!(
         missing,
-        vec!["complex", "fft", "gru_cell", "if", "ifft", "imag", "irfft", "lstm_cell", "real", "rfft", "rnn_cell", "scan", "while"],
+        vec![
+            "complex",
+            "fft",
+            "gru_cell",
+            "if",
+            "ifft",
+            "imag",
+            "irfft",
+            "lstm_cell",
+            "real",
+            "rfft",
+            "rnn_cell",
+            "scan",
+            "while"
+        ],
         "differentiable ops without a rule"
     );
     for op in rlx_autodiff::rules::ops_with_rules() {
         let d = rlx_ir::lookup(op).expect("a rule for a registered op");
-        assert_eq!(d.grad, rlx_ir::Grad::Differentiable, "{op} has a rule but is marked not differentiable");
+        assert_eq!(
+            d.grad,
+            rlx_ir::Grad::Differentiable,
+            "{op} has a rule but is marked not differentiable"
+        );
     }
 }

@@ -7,16 +7,28 @@ use rlx_autodiff::{nets, Optimizer, TrainStep};
 use rlx_ir::HostTensor;
 
 fn vectors() -> serde_json::Value {
-    let p = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/vectors/training/mlp_steps.json");
+    let p = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/vectors/training/mlp_steps.json"
+    );
     serde_json::from_str(&std::fs::read_to_string(p).expect("training vectors")).unwrap()
 }
 fn f32s(v: &serde_json::Value) -> Vec<f32> {
-    v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect()
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap() as f32)
+        .collect()
 }
 
 fn run(name: &str, opt: Optimizer) {
     let v = vectors();
-    let sizes: Vec<usize> = v["sizes"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as usize).collect();
+    let sizes: Vec<usize> = v["sizes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as usize)
+        .collect();
     let batch = v["batch"].as_u64().unwrap() as usize;
     let net = nets::mlp(&sizes, batch, 0).unwrap();
     let init: Vec<HostTensor> = v["init"]
@@ -29,14 +41,26 @@ fn run(name: &str, opt: Optimizer) {
     let mut step = TrainStep::new(&net.loss, &net.param_indices(), init, opt).unwrap();
     for (k, want) in v["runs"][name].as_array().unwrap().iter().enumerate() {
         let x = HostTensor::from_slice(&f32s(&v["x"][k]), vec![batch, sizes[0]]).unwrap();
-        let y = HostTensor::from_slice(&f32s(&v["y"][k]), vec![batch, *sizes.last().unwrap()]).unwrap();
+        let y =
+            HostTensor::from_slice(&f32s(&v["y"][k]), vec![batch, *sizes.last().unwrap()]).unwrap();
         let loss = step.step(&[x, y]).unwrap();
         let wl = want["loss"].as_f64().unwrap();
-        assert!((loss - wl).abs() <= 1e-5 * (1.0 + wl.abs()), "{name} step {k}: loss {loss} vs torch {wl}");
-        for (i, (p, w)) in step.params().iter().zip(want["params"].as_array().unwrap()).enumerate() {
+        assert!(
+            (loss - wl).abs() <= 1e-5 * (1.0 + wl.abs()),
+            "{name} step {k}: loss {loss} vs torch {wl}"
+        );
+        for (i, (p, w)) in step
+            .params()
+            .iter()
+            .zip(want["params"].as_array().unwrap())
+            .enumerate()
+        {
             let got = p.to_vec::<f32>().unwrap();
             for (j, (a, b)) in got.iter().zip(f32s(w)).enumerate() {
-                assert!((a - b).abs() <= 2e-6 + 1e-5 * b.abs(), "{name} step {k} param {i}[{j}]: {a} vs torch {b}");
+                assert!(
+                    (a - b).abs() <= 2e-6 + 1e-5 * b.abs(),
+                    "{name} step {k} param {i}[{j}]: {a} vs torch {b}"
+                );
             }
         }
     }
@@ -44,15 +68,40 @@ fn run(name: &str, opt: Optimizer) {
 
 #[test]
 fn sgd_momentum_weight_decay_matches_pytorch() {
-    run("sgd", Optimizer::Sgd { lr: 0.1, momentum: 0.9, weight_decay: 0.01 });
+    run(
+        "sgd",
+        Optimizer::Sgd {
+            lr: 0.1,
+            momentum: 0.9,
+            weight_decay: 0.01,
+        },
+    );
 }
 #[test]
 fn adam_matches_pytorch() {
-    run("adam", Optimizer::Adam { lr: 0.01, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.01 });
+    run(
+        "adam",
+        Optimizer::Adam {
+            lr: 0.01,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.01,
+        },
+    );
 }
 #[test]
 fn adamw_matches_pytorch() {
-    run("adamw", Optimizer::AdamW { lr: 0.01, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.1 });
+    run(
+        "adamw",
+        Optimizer::AdamW {
+            lr: 0.01,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.1,
+        },
+    );
 }
 
 /// A checkpoint restores params, optimizer state and the step count, so
@@ -64,13 +113,25 @@ fn checkpoint_round_trip_continues_identically() {
     let net = nets::mlp(&[6, 5, 4, 3], batch, 7).unwrap();
     let x = HostTensor::from_slice(&f32s(&v["x"][0]), vec![batch, 6]).unwrap();
     let y = HostTensor::from_slice(&f32s(&v["y"][0]), vec![batch, 3]).unwrap();
-    let mut a = TrainStep::new(&net.loss, &net.param_indices(), net.init.clone(), Optimizer::adam(0.01)).unwrap();
+    let mut a = TrainStep::new(
+        &net.loss,
+        &net.param_indices(),
+        net.init.clone(),
+        Optimizer::adam(0.01),
+    )
+    .unwrap();
     a.step(&[x.clone(), y.clone()]).unwrap();
     let dir = std::env::temp_dir().join(format!("rlx-ad-ckpt-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("c.safetensors");
     a.save_checkpoint(&path).unwrap();
-    let mut b = TrainStep::new(&net.loss, &net.param_indices(), net.init.clone(), Optimizer::adam(0.01)).unwrap();
+    let mut b = TrainStep::new(
+        &net.loss,
+        &net.param_indices(),
+        net.init.clone(),
+        Optimizer::adam(0.01),
+    )
+    .unwrap();
     b.load_checkpoint(&path).unwrap();
     assert_eq!(b.steps(), 1);
     let la = a.step(&[x.clone(), y.clone()]).unwrap();

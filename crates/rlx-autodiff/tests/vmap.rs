@@ -40,10 +40,20 @@ fn vmap_grad_over_an_inner_axis_matches_a_loop() {
     let gf = grad(&f(), &[0]).unwrap();
     // Map over axis 1 of x; w shared; per-example gradients stacked on axis 1.
     let vg = vmap(&gf, &[Some(1), None], 1, n).unwrap();
-    let got = run_compiled(&vg, &[t(&[3, n], xs.clone()), t(&[3, 2], w.clone())])[0].to_f64_vec().unwrap();
+    let got = run_compiled(&vg, &[t(&[3, n], xs.clone()), t(&[3, 2], w.clone())])[0]
+        .to_f64_vec()
+        .unwrap();
     for k in 0..n {
-        let want = eval(&gf, &[t(&[3], column(&xs, n, k)), t(&[3, 2], w.clone())])[0].to_f64_vec().unwrap();
-        assert_close(&format!("example {k}"), &column(&got, n, k), &want, 0.0, 1e-14);
+        let want = eval(&gf, &[t(&[3], column(&xs, n, k)), t(&[3, 2], w.clone())])[0]
+            .to_f64_vec()
+            .unwrap();
+        assert_close(
+            &format!("example {k}"),
+            &column(&got, n, k),
+            &want,
+            0.0,
+            1e-14,
+        );
     }
 }
 
@@ -54,10 +64,20 @@ fn vmap_over_the_leading_axis_of_two_inputs_matches_a_loop() {
     let xs = rng.vec(n * 3, -1.0, 1.0);
     let ws = rng.vec(n * 6, -1.0, 1.0);
     let v = vmap(&f(), &[Some(0), Some(0)], 0, n).unwrap();
-    let got = run_compiled(&v, &[t(&[n, 3], xs.clone()), t(&[n, 3, 2], ws.clone())])[0].to_f64_vec().unwrap();
+    let got = run_compiled(&v, &[t(&[n, 3], xs.clone()), t(&[n, 3, 2], ws.clone())])[0]
+        .to_f64_vec()
+        .unwrap();
     assert_eq!(got.len(), n);
     for k in 0..n {
-        let want = scalar(&eval(&f(), &[t(&[3], xs[3 * k..3 * k + 3].to_vec()), t(&[3, 2], ws[6 * k..6 * k + 6].to_vec())])[0]);
+        let want = scalar(
+            &eval(
+                &f(),
+                &[
+                    t(&[3], xs[3 * k..3 * k + 3].to_vec()),
+                    t(&[3, 2], ws[6 * k..6 * k + 6].to_vec()),
+                ],
+            )[0],
+        );
         assert_close(&format!("example {k}"), &[got[k]], &[want], 0.0, 1e-14);
     }
 }
@@ -73,7 +93,12 @@ fn vmap_composes_with_jvp_and_grad() {
     let jg = jvp(&grad(&f(), &[0]).unwrap(), &[0]).unwrap(); // (x, w, tx) -> (g, H·tx)
     let hm = vmap(&jg, &[None, None, Some(0)], 0, 3).unwrap();
     let eye = vec![1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0];
-    let h = run_compiled(&hm, &[t(&[3], x.clone()), t(&[3, 2], w.clone()), t(&[3, 3], eye)])[1].to_f64_vec().unwrap();
+    let h = run_compiled(
+        &hm,
+        &[t(&[3], x.clone()), t(&[3, 2], w.clone()), t(&[3, 3], eye)],
+    )[1]
+    .to_f64_vec()
+    .unwrap();
     // Reference: differences of the gradient.
     let gf = grad(&f(), &[0]).unwrap();
     let eps = 1e-6;
@@ -81,11 +106,23 @@ fn vmap_composes_with_jvp_and_grad() {
         let at = |s: f64| {
             let mut xv = x.clone();
             xv[j] += s;
-            eval(&gf, &[t(&[3], xv), t(&[3, 2], w.clone())])[0].to_f64_vec().unwrap()
+            eval(&gf, &[t(&[3], xv), t(&[3, 2], w.clone())])[0]
+                .to_f64_vec()
+                .unwrap()
         };
         let (p, m) = (at(eps), at(-eps));
-        let col: Vec<f64> = p.iter().zip(&m).map(|(a, b)| (a - b) / (2.0 * eps)).collect();
-        assert_close(&format!("Hessian row {j}"), &h[3 * j..3 * j + 3], &col, 1e-7, 1e-6);
+        let col: Vec<f64> = p
+            .iter()
+            .zip(&m)
+            .map(|(a, b)| (a - b) / (2.0 * eps))
+            .collect();
+        assert_close(
+            &format!("Hessian row {j}"),
+            &h[3 * j..3 * j + 3],
+            &col,
+            1e-7,
+            1e-6,
+        );
     }
     // grad of Σ_k f(x_k) through vmap = per-example gradients.
     let n = 2;
@@ -95,12 +132,33 @@ fn vmap_composes_with_jvp_and_grad() {
     let wi = b.input("w", TensorType::new(DType::F64, vec![3, 2]));
     let vf = vmap(&f(), &[Some(0), None], 0, n).unwrap();
     let outs = rlx_autodiff::emit::inline(&mut b, &vf, &[xi, wi]).unwrap();
-    let s = b.op1("reduce_sum", &[outs[vf.outputs[0].index()]], Attrs::new()).unwrap();
+    let s = b
+        .op1("reduce_sum", &[outs[vf.outputs[0].index()]], Attrs::new())
+        .unwrap();
     let sg = b.finish(&[s]).unwrap();
-    let got = run_compiled(&grad(&sg, &[0]).unwrap(), &[t(&[n, 3], xs.clone()), t(&[3, 2], w.clone())])[0].to_f64_vec().unwrap();
+    let got = run_compiled(
+        &grad(&sg, &[0]).unwrap(),
+        &[t(&[n, 3], xs.clone()), t(&[3, 2], w.clone())],
+    )[0]
+    .to_f64_vec()
+    .unwrap();
     for k in 0..n {
-        let want = eval(&gf, &[t(&[3], xs[3 * k..3 * k + 3].to_vec()), t(&[3, 2], w.clone())])[0].to_f64_vec().unwrap();
-        assert_close(&format!("grad(vmap) example {k}"), &got[3 * k..3 * k + 3], &want, 0.0, 1e-13);
+        let want = eval(
+            &gf,
+            &[
+                t(&[3], xs[3 * k..3 * k + 3].to_vec()),
+                t(&[3, 2], w.clone()),
+            ],
+        )[0]
+        .to_f64_vec()
+        .unwrap();
+        assert_close(
+            &format!("grad(vmap) example {k}"),
+            &got[3 * k..3 * k + 3],
+            &want,
+            0.0,
+            1e-13,
+        );
     }
 }
 

@@ -36,7 +36,12 @@ impl Dataset {
         for &i in idx {
             images.extend_from_slice(&self.images[i * p..(i + 1) * p]);
         }
-        Dataset { images, labels: idx.iter().map(|&i| self.labels[i]).collect(), rows: self.rows, cols: self.cols }
+        Dataset {
+            images,
+            labels: idx.iter().map(|&i| self.labels[i]).collect(),
+            rows: self.rows,
+            cols: self.cols,
+        }
     }
     /// Split off every `k`-th example of each class as a held-out set
     /// (stratified): (train, test).
@@ -68,8 +73,16 @@ impl Dataset {
     /// Batches of exactly `size` examples in the order of `order` (a final
     /// partial batch is dropped so that every step has one shape).
     /// `image_shape` is `[size, pixels]` or `[size, 1, rows, cols]`.
-    pub fn batches<'a>(&'a self, order: &'a [usize], size: usize, nchw: bool, classes: usize) -> impl Iterator<Item = Batch> + 'a {
-        order.chunks_exact(size).map(move |idx| self.batch(idx, nchw, classes))
+    pub fn batches<'a>(
+        &'a self,
+        order: &'a [usize],
+        size: usize,
+        nchw: bool,
+        classes: usize,
+    ) -> impl Iterator<Item = Batch> + 'a {
+        order
+            .chunks_exact(size)
+            .map(move |idx| self.batch(idx, nchw, classes))
     }
     pub fn batch(&self, idx: &[usize], nchw: bool, classes: usize) -> Batch {
         let p = self.pixels();
@@ -79,7 +92,11 @@ impl Dataset {
             x.extend_from_slice(&self.images[i * p..(i + 1) * p]);
             y[r * classes + self.labels[i] as usize] = 1.0;
         }
-        let shape = if nchw { vec![idx.len(), 1, self.rows, self.cols] } else { vec![idx.len(), p] };
+        let shape = if nchw {
+            vec![idx.len(), 1, self.rows, self.cols]
+        } else {
+            vec![idx.len(), p]
+        };
         Batch {
             images: HostTensor::from_slice(&x, shape).expect("batch shape"),
             onehot: HostTensor::from_slice(&y, vec![idx.len(), classes]).expect("label shape"),
@@ -88,7 +105,12 @@ impl Dataset {
     }
     /// Labels as an i64 tensor.
     pub fn labels_tensor(labels: &[u8]) -> HostTensor {
-        HostTensor::from_i64(DType::I64, vec![labels.len()], labels.iter().map(|&l| l as i64).collect()).expect("labels")
+        HostTensor::from_i64(
+            DType::I64,
+            vec![labels.len()],
+            labels.iter().map(|&l| l as i64).collect(),
+        )
+        .expect("labels")
     }
 
     /// A copy with every image translated by a random whole-pixel offset in
@@ -124,6 +146,11 @@ impl Dataset {
                 }
             }
         }
-        Dataset { images, labels: self.labels.clone(), rows: self.rows, cols: self.cols }
+        Dataset {
+            images,
+            labels: self.labels.clone(),
+            rows: self.rows,
+            cols: self.cols,
+        }
     }
 }

@@ -14,7 +14,10 @@ pub struct IdxU8 {
 
 /// Parse IDX bytes (gunzipping first if they are gzip).
 pub fn parse(bytes: &[u8], file: &str) -> Result<IdxU8, DataError> {
-    let err = |msg: String| DataError::Format { file: file.into(), msg };
+    let err = |msg: String| DataError::Format {
+        file: file.into(),
+        msg,
+    };
     let raw;
     let b: &[u8] = if bytes.starts_with(&[0x1f, 0x8b]) {
         let mut out = vec![];
@@ -30,7 +33,10 @@ pub fn parse(bytes: &[u8], file: &str) -> Result<IdxU8, DataError> {
         return Err(err("not an IDX file (bad magic)".into()));
     }
     if b[2] != 0x08 {
-        return Err(err(format!("element type 0x{:02x}; only u8 (0x08) is supported", b[2])));
+        return Err(err(format!(
+            "element type 0x{:02x}; only u8 (0x08) is supported",
+            b[2]
+        )));
     }
     let nd = b[3] as usize;
     let head = 4 + 4 * nd;
@@ -40,16 +46,29 @@ pub fn parse(bytes: &[u8], file: &str) -> Result<IdxU8, DataError> {
     let dims: Vec<usize> = (0..nd)
         .map(|i| u32::from_be_bytes(b[4 + 4 * i..8 + 4 * i].try_into().unwrap()) as usize)
         .collect();
-    let n = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or_else(|| err("extents overflow".into()))?;
+    let n = dims
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .ok_or_else(|| err("extents overflow".into()))?;
     if b.len() - head != n {
-        return Err(err(format!("{:?} needs {n} bytes of data, file has {}", dims, b.len() - head)));
+        return Err(err(format!(
+            "{:?} needs {n} bytes of data, file has {}",
+            dims,
+            b.len() - head
+        )));
     }
-    Ok(IdxU8 { dims, data: b[head..].to_vec() })
+    Ok(IdxU8 {
+        dims,
+        data: b[head..].to_vec(),
+    })
 }
 
 pub fn read(path: impl AsRef<Path>) -> Result<IdxU8, DataError> {
     let p = path.as_ref();
     let file = p.display().to_string();
-    let bytes = std::fs::read(p).map_err(|source| DataError::Io { file: file.clone(), source })?;
+    let bytes = std::fs::read(p).map_err(|source| DataError::Io {
+        file: file.clone(),
+        source,
+    })?;
     parse(&bytes, &file)
 }

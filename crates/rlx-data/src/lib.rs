@@ -9,16 +9,19 @@
 //!   shuffled batches as `HostTensor`s.
 #![forbid(unsafe_code)]
 
+mod dataset;
 pub mod idx;
 pub mod mnist;
-mod dataset;
 
 pub use dataset::{Batch, Dataset};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DataError {
     #[error("{file}: {source}")]
-    Io { file: String, source: std::io::Error },
+    Io {
+        file: String,
+        source: std::io::Error,
+    },
     #[error("{file}: {msg}")]
     Format { file: String, msg: String },
     #[error("data not found: {0} (run ./scripts/fetch-data)")]

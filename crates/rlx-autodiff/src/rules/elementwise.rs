@@ -140,7 +140,11 @@ fn vjp_pass(_: &mut B, _: &NodeCx, g: &[Option<ValueId>]) -> Result<Vec<Option<V
 fn vjp_cast(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Result<Vec<Option<ValueId>>> {
     let Some(g) = g[0] else { return Ok(vec![None]) };
     let dt = b.dtype(n.inputs[0]);
-    Ok(vec![Some(b.op1("cast", &[g], Attrs::new().with("dtype", dt))?)])
+    Ok(vec![Some(b.op1(
+        "cast",
+        &[g],
+        Attrs::new().with("dtype", dt),
+    )?)])
 }
 
 /// 1 inside [min, max], 0 outside (open bounds are absent).
@@ -172,13 +176,15 @@ fn shape_of(b: &B, v: ValueId) -> Vec<usize> {
 fn finish(b: &mut B, n: &NodeCx, gs: Vec<Option<ValueId>>) -> Result<Vec<Option<ValueId>>> {
     gs.into_iter()
         .enumerate()
-        .map(|(i, g)| match (g, n.wants.get(i).copied().unwrap_or(false)) {
-            (Some(g), true) => {
-                let d = shape_of(b, n.inputs[i]);
-                Ok(Some(unbroadcast(b, g, &d)?))
-            }
-            _ => Ok(None),
-        })
+        .map(
+            |(i, g)| match (g, n.wants.get(i).copied().unwrap_or(false)) {
+                (Some(g), true) => {
+                    let d = shape_of(b, n.inputs[i]);
+                    Ok(Some(unbroadcast(b, g, &d)?))
+                }
+                _ => Ok(None),
+            },
+        )
         .collect()
 }
 
@@ -186,21 +192,39 @@ fn vjp_add(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Result<Vec<Option<Va
     finish(b, n, vec![g[0], g[0]])
 }
 fn vjp_sub(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Result<Vec<Option<ValueId>>> {
-    let Some(g) = g[0] else { return Ok(vec![None, None]) };
+    let Some(g) = g[0] else {
+        return Ok(vec![None, None]);
+    };
     let ng = if n.wants[1] { Some(neg(b, g)?) } else { None };
     finish(b, n, vec![Some(g), ng])
 }
 fn vjp_mul(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Result<Vec<Option<ValueId>>> {
-    let Some(g) = g[0] else { return Ok(vec![None, None]) };
+    let Some(g) = g[0] else {
+        return Ok(vec![None, None]);
+    };
     let (x, y) = (n.inputs[0], n.inputs[1]);
-    let gx = if n.wants[0] { Some(mul(b, g, y)?) } else { None };
-    let gy = if n.wants[1] { Some(mul(b, g, x)?) } else { None };
+    let gx = if n.wants[0] {
+        Some(mul(b, g, y)?)
+    } else {
+        None
+    };
+    let gy = if n.wants[1] {
+        Some(mul(b, g, x)?)
+    } else {
+        None
+    };
     finish(b, n, vec![gx, gy])
 }
 fn vjp_div(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Result<Vec<Option<ValueId>>> {
-    let Some(g) = g[0] else { return Ok(vec![None, None]) };
+    let Some(g) = g[0] else {
+        return Ok(vec![None, None]);
+    };
     let (x, y) = (n.inputs[0], n.inputs[1]);
-    let gx = if n.wants[0] { Some(div(b, g, y)?) } else { None };
+    let gx = if n.wants[0] {
+        Some(div(b, g, y)?)
+    } else {
+        None
+    };
     let gy = if n.wants[1] {
         // d(x/y)/dy = -x/y²
         let q = div(b, x, y)?;
@@ -213,7 +237,9 @@ fn vjp_div(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Result<Vec<Option<Va
     finish(b, n, vec![gx, gy])
 }
 fn vjp_pow(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Result<Vec<Option<ValueId>>> {
-    let Some(g) = g[0] else { return Ok(vec![None, None]) };
+    let Some(g) = g[0] else {
+        return Ok(vec![None, None]);
+    };
     let (x, y) = (n.inputs[0], n.inputs[1]);
     let gx = if n.wants[0] {
         // y * x^(y-1)
@@ -238,7 +264,9 @@ fn vjp_pow(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Result<Vec<Option<Va
 }
 /// The winner gets the gradient; ties go to the first operand.
 fn vjp_minmax(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Result<Vec<Option<ValueId>>> {
-    let Some(g) = g[0] else { return Ok(vec![None, None]) };
+    let Some(g) = g[0] else {
+        return Ok(vec![None, None]);
+    };
     let (x, y) = (n.inputs[0], n.inputs[1]);
     let cmp = if n.op == "max" { "ge" } else { "le" };
     let first = b.binary(cmp, x, y)?;
@@ -251,7 +279,9 @@ fn vjp_minmax(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Result<Vec<Option
     finish(b, n, vec![Some(gx), Some(gy)])
 }
 fn vjp_atan2(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Result<Vec<Option<ValueId>>> {
-    let Some(g) = g[0] else { return Ok(vec![None, None]) };
+    let Some(g) = g[0] else {
+        return Ok(vec![None, None]);
+    };
     let (y, x) = (n.inputs[0], n.inputs[1]);
     let yy = mul(b, y, y)?;
     let xx = mul(b, x, x)?;
@@ -263,7 +293,9 @@ fn vjp_atan2(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Result<Vec<Option<
     finish(b, n, vec![Some(gy), Some(gx)])
 }
 fn vjp_where(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Result<Vec<Option<ValueId>>> {
-    let Some(g) = g[0] else { return Ok(vec![None, None, None]) };
+    let Some(g) = g[0] else {
+        return Ok(vec![None, None, None]);
+    };
     let c = n.inputs[0];
     let ga = select(b, c, g)?;
     let nc = b.unary("not", c)?;
@@ -303,17 +335,95 @@ pub static RULES: &[(&str, Rule)] = &[
     ("erf", Rule::Unary(d_erf)),
     ("sigmoid", Rule::Unary(d_sigmoid)),
     ("softplus", Rule::Unary(d_softplus)),
-    ("identity", Rule::General { vjp: vjp_pass, jvp: Jvp::Linear }),
-    ("transfer", Rule::General { vjp: vjp_pass, jvp: Jvp::Linear }),
-    ("cast", Rule::General { vjp: vjp_cast, jvp: Jvp::Linear }),
-    ("clamp", Rule::General { vjp: vjp_clamp, jvp: Jvp::Transpose }),
-    ("add", Rule::General { vjp: vjp_add, jvp: Jvp::Linear }),
-    ("sub", Rule::General { vjp: vjp_sub, jvp: Jvp::Linear }),
-    ("mul", Rule::General { vjp: vjp_mul, jvp: Jvp::Transpose }),
-    ("div", Rule::General { vjp: vjp_div, jvp: Jvp::Transpose }),
-    ("pow", Rule::General { vjp: vjp_pow, jvp: Jvp::Transpose }),
-    ("max", Rule::General { vjp: vjp_minmax, jvp: Jvp::Transpose }),
-    ("min", Rule::General { vjp: vjp_minmax, jvp: Jvp::Transpose }),
-    ("atan2", Rule::General { vjp: vjp_atan2, jvp: Jvp::Transpose }),
-    ("where", Rule::General { vjp: vjp_where, jvp: Jvp::Linear }),
+    (
+        "identity",
+        Rule::General {
+            vjp: vjp_pass,
+            jvp: Jvp::Linear,
+        },
+    ),
+    (
+        "transfer",
+        Rule::General {
+            vjp: vjp_pass,
+            jvp: Jvp::Linear,
+        },
+    ),
+    (
+        "cast",
+        Rule::General {
+            vjp: vjp_cast,
+            jvp: Jvp::Linear,
+        },
+    ),
+    (
+        "clamp",
+        Rule::General {
+            vjp: vjp_clamp,
+            jvp: Jvp::Transpose,
+        },
+    ),
+    (
+        "add",
+        Rule::General {
+            vjp: vjp_add,
+            jvp: Jvp::Linear,
+        },
+    ),
+    (
+        "sub",
+        Rule::General {
+            vjp: vjp_sub,
+            jvp: Jvp::Linear,
+        },
+    ),
+    (
+        "mul",
+        Rule::General {
+            vjp: vjp_mul,
+            jvp: Jvp::Transpose,
+        },
+    ),
+    (
+        "div",
+        Rule::General {
+            vjp: vjp_div,
+            jvp: Jvp::Transpose,
+        },
+    ),
+    (
+        "pow",
+        Rule::General {
+            vjp: vjp_pow,
+            jvp: Jvp::Transpose,
+        },
+    ),
+    (
+        "max",
+        Rule::General {
+            vjp: vjp_minmax,
+            jvp: Jvp::Transpose,
+        },
+    ),
+    (
+        "min",
+        Rule::General {
+            vjp: vjp_minmax,
+            jvp: Jvp::Transpose,
+        },
+    ),
+    (
+        "atan2",
+        Rule::General {
+            vjp: vjp_atan2,
+            jvp: Jvp::Transpose,
+        },
+    ),
+    (
+        "where",
+        Rule::General {
+            vjp: vjp_where,
+            jvp: Jvp::Linear,
+        },
+    ),
 ];

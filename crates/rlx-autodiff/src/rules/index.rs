@@ -55,25 +55,42 @@ fn take_grad(b: &mut B, x: ValueId, idx: ValueId, g: ValueId, axis: usize) -> Re
 }
 
 fn vjp_gather(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
-    let Some(g) = g[0] else { return Ok(vec![None, None]) };
+    let Some(g) = g[0] else {
+        return Ok(vec![None, None]);
+    };
     let x = n.inputs[0];
     let axis = norm(n.attrs.int("axis")?, b.shape(x).rank());
     Ok(vec![Some(take_grad(b, x, n.inputs[1], g, axis)?), None])
 }
 fn vjp_embedding(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
-    let Some(g) = g[0] else { return Ok(vec![None, None]) };
-    Ok(vec![Some(take_grad(b, n.inputs[0], n.inputs[1], g, 0)?), None])
+    let Some(g) = g[0] else {
+        return Ok(vec![None, None]);
+    };
+    Ok(vec![
+        Some(take_grad(b, n.inputs[0], n.inputs[1], g, 0)?),
+        None,
+    ])
 }
 
 fn scatter_add(b: &mut B, base: ValueId, idx: ValueId, upd: ValueId, axis: i64) -> Result<ValueId> {
-    Ok(b.op1("scatter_add", &[base, idx, upd], Attrs::new().with("axis", axis))?)
+    Ok(b.op1(
+        "scatter_add",
+        &[base, idx, upd],
+        Attrs::new().with("axis", axis),
+    )?)
 }
 fn gather_elements(b: &mut B, x: ValueId, idx: ValueId, axis: i64) -> Result<ValueId> {
-    Ok(b.op1("gather_elements", &[x, idx], Attrs::new().with("axis", axis))?)
+    Ok(b.op1(
+        "gather_elements",
+        &[x, idx],
+        Attrs::new().with("axis", axis),
+    )?)
 }
 
 fn vjp_gather_elements(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
-    let Some(g) = g[0] else { return Ok(vec![None, None]) };
+    let Some(g) = g[0] else {
+        return Ok(vec![None, None]);
+    };
     let z = zeros_like(b, n.inputs[0])?;
     let axis = n.attrs.int("axis")?;
     Ok(vec![Some(scatter_add(b, z, n.inputs[1], g, axis)?), None])
@@ -81,7 +98,9 @@ fn vjp_gather_elements(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
 /// Last write wins: with duplicate indices every duplicate update gets the
 /// gradient of the written element (exact when indices are distinct).
 fn vjp_scatter(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
-    let Some(g) = g[0] else { return Ok(vec![None; 3]) };
+    let Some(g) = g[0] else {
+        return Ok(vec![None; 3]);
+    };
     let (idx, upd) = (n.inputs[1], n.inputs[2]);
     let axis = n.attrs.int("axis")?;
     let gx = if n.wants[0] {
@@ -90,36 +109,64 @@ fn vjp_scatter(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
     } else {
         None
     };
-    let gu = if n.wants[2] { Some(gather_elements(b, g, idx, axis)?) } else { None };
+    let gu = if n.wants[2] {
+        Some(gather_elements(b, g, idx, axis)?)
+    } else {
+        None
+    };
     Ok(vec![gx, None, gu])
 }
 fn vjp_scatter_add(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
-    let Some(g) = g[0] else { return Ok(vec![None; 3]) };
+    let Some(g) = g[0] else {
+        return Ok(vec![None; 3]);
+    };
     let axis = n.attrs.int("axis")?;
-    let gu = if n.wants[2] { Some(gather_elements(b, g, n.inputs[1], axis)?) } else { None };
+    let gu = if n.wants[2] {
+        Some(gather_elements(b, g, n.inputs[1], axis)?)
+    } else {
+        None
+    };
     Ok(vec![Some(g), None, gu])
 }
 fn vjp_gather_nd(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
-    let Some(g) = g[0] else { return Ok(vec![None, None]) };
+    let Some(g) = g[0] else {
+        return Ok(vec![None, None]);
+    };
     if n.attrs.int("batch_dims")? != 0 {
-        return Err(AdError::Unsupported { op: n.op.into(), msg: "gradient only for batch_dims = 0 so far".into() });
+        return Err(AdError::Unsupported {
+            op: n.op.into(),
+            msg: "gradient only for batch_dims = 0 so far".into(),
+        });
     }
     let z = zeros_like(b, n.inputs[0])?;
-    let gx = b.op1("scatter_nd", &[z, n.inputs[1], g], Attrs::new().with("reduction", "add"))?;
+    let gx = b.op1(
+        "scatter_nd",
+        &[z, n.inputs[1], g],
+        Attrs::new().with("reduction", "add"),
+    )?;
     Ok(vec![Some(gx), None])
 }
 fn vjp_scatter_nd(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
-    let Some(g) = g[0] else { return Ok(vec![None; 3]) };
+    let Some(g) = g[0] else {
+        return Ok(vec![None; 3]);
+    };
     let (idx, upd) = (n.inputs[1], n.inputs[2]);
     let red = n.attrs.str("reduction")?;
     let gx = match red {
         "none" => {
             let z = zeros_like(b, upd)?;
-            b.op1("scatter_nd", &[g, idx, z], Attrs::new().with("reduction", "none"))?
+            b.op1(
+                "scatter_nd",
+                &[g, idx, z],
+                Attrs::new().with("reduction", "none"),
+            )?
         }
         "add" => g,
         r => {
-            return Err(AdError::Unsupported { op: n.op.into(), msg: format!("no gradient for reduction `{r}` yet") })
+            return Err(AdError::Unsupported {
+                op: n.op.into(),
+                msg: format!("no gradient for reduction `{r}` yet"),
+            })
         }
     };
     let gu = b.op1("gather_nd", &[g, idx], Attrs::new())?;
@@ -139,14 +186,74 @@ fn vjp_sorted(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
 }
 
 pub static RULES: &[(&str, Rule)] = &[
-    ("gather", Rule::General { vjp: vjp_gather, jvp: Jvp::Linear }),
-    ("index_select", Rule::General { vjp: vjp_gather, jvp: Jvp::Linear }),
-    ("embedding", Rule::General { vjp: vjp_embedding, jvp: Jvp::Linear }),
-    ("gather_elements", Rule::General { vjp: vjp_gather_elements, jvp: Jvp::Linear }),
-    ("gather_nd", Rule::General { vjp: vjp_gather_nd, jvp: Jvp::Linear }),
-    ("scatter", Rule::General { vjp: vjp_scatter, jvp: Jvp::Linear }),
-    ("scatter_add", Rule::General { vjp: vjp_scatter_add, jvp: Jvp::Linear }),
-    ("scatter_nd", Rule::General { vjp: vjp_scatter_nd, jvp: Jvp::Transpose }),
-    ("sort", Rule::General { vjp: vjp_sorted, jvp: Jvp::Transpose }),
-    ("topk", Rule::General { vjp: vjp_sorted, jvp: Jvp::Transpose }),
+    (
+        "gather",
+        Rule::General {
+            vjp: vjp_gather,
+            jvp: Jvp::Linear,
+        },
+    ),
+    (
+        "index_select",
+        Rule::General {
+            vjp: vjp_gather,
+            jvp: Jvp::Linear,
+        },
+    ),
+    (
+        "embedding",
+        Rule::General {
+            vjp: vjp_embedding,
+            jvp: Jvp::Linear,
+        },
+    ),
+    (
+        "gather_elements",
+        Rule::General {
+            vjp: vjp_gather_elements,
+            jvp: Jvp::Linear,
+        },
+    ),
+    (
+        "gather_nd",
+        Rule::General {
+            vjp: vjp_gather_nd,
+            jvp: Jvp::Linear,
+        },
+    ),
+    (
+        "scatter",
+        Rule::General {
+            vjp: vjp_scatter,
+            jvp: Jvp::Linear,
+        },
+    ),
+    (
+        "scatter_add",
+        Rule::General {
+            vjp: vjp_scatter_add,
+            jvp: Jvp::Linear,
+        },
+    ),
+    (
+        "scatter_nd",
+        Rule::General {
+            vjp: vjp_scatter_nd,
+            jvp: Jvp::Transpose,
+        },
+    ),
+    (
+        "sort",
+        Rule::General {
+            vjp: vjp_sorted,
+            jvp: Jvp::Transpose,
+        },
+    ),
+    (
+        "topk",
+        Rule::General {
+            vjp: vjp_sorted,
+            jvp: Jvp::Transpose,
+        },
+    ),
 ];

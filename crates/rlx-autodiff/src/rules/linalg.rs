@@ -23,11 +23,21 @@ fn mt(b: &mut B, v: ValueId) -> Result<ValueId> {
 /// NumPy matmul: promote 1-D operands to matrices, then
 /// dA = G·Bᵀ and dB = Aᵀ·G, summed over broadcast batch axes.
 fn vjp_matmul(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
-    let Some(g) = g[0] else { return Ok(vec![None, None]) };
+    let Some(g) = g[0] else {
+        return Ok(vec![None, None]);
+    };
     let (x, y) = (n.inputs[0], n.inputs[1]);
     let (xd, yd) = (dims(b, x), dims(b, y));
-    let x2d = if xd.len() == 1 { vec![1, xd[0]] } else { xd.clone() };
-    let y2d = if yd.len() == 1 { vec![yd[0], 1] } else { yd.clone() };
+    let x2d = if xd.len() == 1 {
+        vec![1, xd[0]]
+    } else {
+        xd.clone()
+    };
+    let y2d = if yd.len() == 1 {
+        vec![yd[0], 1]
+    } else {
+        yd.clone()
+    };
     let x2 = reshape(b, x, &x2d)?;
     let y2 = reshape(b, y, &y2d)?;
     // The output with the promoted axes put back.
@@ -62,13 +72,27 @@ fn axes(n: &NodeCx, name: &str, rank: usize) -> Result<Vec<usize>> {
     Ok(n.attrs
         .ints(name)?
         .iter()
-        .map(|&a| if a < 0 { (a + rank as i64) as usize } else { a as usize })
+        .map(|&a| {
+            if a < 0 {
+                (a + rank as i64) as usize
+            } else {
+                a as usize
+            }
+        })
         .collect())
 }
 fn ints(v: &[usize]) -> Vec<i64> {
     v.iter().map(|&a| a as i64).collect()
 }
-fn dot(b: &mut B, x: ValueId, y: ValueId, lb: &[usize], rb: &[usize], lc: &[usize], rc: &[usize]) -> Result<ValueId> {
+fn dot(
+    b: &mut B,
+    x: ValueId,
+    y: ValueId,
+    lb: &[usize],
+    rb: &[usize],
+    lc: &[usize],
+    rc: &[usize],
+) -> Result<ValueId> {
     Ok(b.op1(
         "dot_general",
         &[x, y],
@@ -85,13 +109,19 @@ fn dot(b: &mut B, x: ValueId, y: ValueId, lb: &[usize], rb: &[usize], lc: &[usiz
 /// result comes out in [batch, own free, own contracted (in the other
 /// operand's axis order)] and is permuted back.
 fn vjp_dot_general(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
-    let Some(g) = g[0] else { return Ok(vec![None, None]) };
+    let Some(g) = g[0] else {
+        return Ok(vec![None, None]);
+    };
     let (x, y) = (n.inputs[0], n.inputs[1]);
     let (ra, rb_) = (b.shape(x).rank(), b.shape(y).rank());
     let (lb, rb) = (axes(n, "lhs_batch", ra)?, axes(n, "rhs_batch", rb_)?);
     let (lc, rc) = (axes(n, "lhs_contract", ra)?, axes(n, "rhs_contract", rb_)?);
-    let lfree: Vec<usize> = (0..ra).filter(|i| !lb.contains(i) && !lc.contains(i)).collect();
-    let rfree: Vec<usize> = (0..rb_).filter(|i| !rb.contains(i) && !rc.contains(i)).collect();
+    let lfree: Vec<usize> = (0..ra)
+        .filter(|i| !lb.contains(i) && !lc.contains(i))
+        .collect();
+    let rfree: Vec<usize> = (0..rb_)
+        .filter(|i| !rb.contains(i) && !rc.contains(i))
+        .collect();
     let nb = lb.len();
     let gbatch: Vec<usize> = (0..nb).collect();
     let g_l: Vec<usize> = (nb..nb + lfree.len()).collect();
@@ -103,7 +133,10 @@ fn vjp_dot_general(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
         rem.sort_unstable();
         let mut src: Vec<usize> = lb.clone();
         src.extend(&lfree);
-        src.extend(rem.iter().map(|a| lc[rc.iter().position(|r| r == a).unwrap()]));
+        src.extend(
+            rem.iter()
+                .map(|a| lc[rc.iter().position(|r| r == a).unwrap()]),
+        );
         Some(permute(b, r, &inverse_perm(&src))?)
     } else {
         None
@@ -113,7 +146,10 @@ fn vjp_dot_general(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
         let mut rem: Vec<usize> = lc.clone();
         rem.sort_unstable();
         let mut src: Vec<usize> = rb.clone();
-        src.extend(rem.iter().map(|a| rc[lc.iter().position(|l| l == a).unwrap()]));
+        src.extend(
+            rem.iter()
+                .map(|a| rc[lc.iter().position(|l| l == a).unwrap()]),
+        );
         src.extend(&rfree);
         Some(permute(b, r, &inverse_perm(&src))?)
     } else {
@@ -131,8 +167,17 @@ struct Win {
 }
 fn win(n: &NodeCx, sp: usize) -> Result<Win> {
     let list = |name: &str, len: usize, fill: usize| -> Result<Vec<usize>> {
-        let v = n.attrs.get(name).map(|_| n.attrs.ints(name)).transpose()?.unwrap_or(&[]);
-        Ok(if v.is_empty() { vec![fill; len] } else { v.iter().map(|&x| x as usize).collect() })
+        let v = n
+            .attrs
+            .get(name)
+            .map(|_| n.attrs.ints(name))
+            .transpose()?
+            .unwrap_or(&[]);
+        Ok(if v.is_empty() {
+            vec![fill; len]
+        } else {
+            v.iter().map(|&x| x as usize).collect()
+        })
     };
     let p = list("pads", 2 * sp, 0)?;
     Ok(Win {
@@ -160,14 +205,22 @@ fn conv_weight_grad(b: &mut B, x: ValueId, g: ValueId, k: &[usize], w: &Win) -> 
     p.swap(0, 1);
     let xt = permute(b, x, &p)?;
     let gt = permute(b, g, &p)?;
-    let swapped = Win { s: w.d.clone(), d: w.s.clone(), pb: w.pb.clone(), pe: w.pe.clone() };
+    let swapped = Win {
+        s: w.d.clone(),
+        d: w.s.clone(),
+        pb: w.pb.clone(),
+        pe: w.pe.clone(),
+    };
     let mut c = b.op1("conv", &[xt, gt], conv_attrs(&swapped, 1))?;
     for (i, &ki) in k.iter().enumerate() {
         if b.shape(c).dims()[2 + i] != ki {
             c = b.op1(
                 "narrow",
                 &[c],
-                Attrs::new().with("axis", (2 + i) as i64).with("start", 0i64).with("len", ki as i64),
+                Attrs::new()
+                    .with("axis", (2 + i) as i64)
+                    .with("start", 0i64)
+                    .with("len", ki as i64),
             )?;
         }
     }
@@ -175,13 +228,26 @@ fn conv_weight_grad(b: &mut B, x: ValueId, g: ValueId, k: &[usize], w: &Win) -> 
 }
 
 /// dW over groups: split channels, one weight gradient per group, concat.
-fn grouped_weight_grad(b: &mut B, x: ValueId, g: ValueId, k: &[usize], w: &Win, groups: usize) -> Result<ValueId> {
+fn grouped_weight_grad(
+    b: &mut B,
+    x: ValueId,
+    g: ValueId,
+    k: &[usize],
+    w: &Win,
+    groups: usize,
+) -> Result<ValueId> {
     if groups == 1 {
         return conv_weight_grad(b, x, g, k, w);
     }
     let split = |b: &mut B, v: ValueId| -> Result<Vec<ValueId>> {
         let c = b.shape(v).dims()[1] / groups;
-        Ok(b.op("split", &[v], Attrs::new().with("axis", 1i64).with("sizes", vec![c as i64; groups]))?)
+        Ok(b.op(
+            "split",
+            &[v],
+            Attrs::new()
+                .with("axis", 1i64)
+                .with("sizes", vec![c as i64; groups]),
+        )?)
     };
     let xs = split(b, x)?;
     let gs = split(b, g)?;
@@ -199,7 +265,9 @@ fn bias_grad(b: &mut B, g: ValueId) -> Result<ValueId> {
 }
 
 fn vjp_conv(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
-    let Some(g) = g[0] else { return Ok(vec![None; n.inputs.len()]) };
+    let Some(g) = g[0] else {
+        return Ok(vec![None; n.inputs.len()]);
+    };
     let (x, wt) = (n.inputs[0], n.inputs[1]);
     let (xd, wd) = (dims(b, x), dims(b, wt));
     let sp = xd.len() - 2;
@@ -231,7 +299,9 @@ fn vjp_conv(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
 /// conv applied to G, and dW is the conv weight gradient with the roles of
 /// input and output swapped.
 fn vjp_conv_transpose(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
-    let Some(g) = g[0] else { return Ok(vec![None; n.inputs.len()]) };
+    let Some(g) = g[0] else {
+        return Ok(vec![None; n.inputs.len()]);
+    };
     let (x, wt) = (n.inputs[0], n.inputs[1]);
     let wd = dims(b, wt);
     let sp = wd.len() - 2;
@@ -246,7 +316,14 @@ fn vjp_conv_transpose(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
         for i in 0..sp {
             let have = b.shape(gx).dims()[2 + i];
             if have > xd[2 + i] {
-                gx = b.op1("narrow", &[gx], Attrs::new().with("axis", (2 + i) as i64).with("start", 0i64).with("len", xd[2 + i] as i64))?;
+                gx = b.op1(
+                    "narrow",
+                    &[gx],
+                    Attrs::new()
+                        .with("axis", (2 + i) as i64)
+                        .with("start", 0i64)
+                        .with("len", xd[2 + i] as i64),
+                )?;
             }
         }
         out[0] = Some(gx);
@@ -268,13 +345,20 @@ fn vjp_pool(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
     let x = n.inputs[0];
     let xd = dims(b, x);
     let sp = xd.len() - 2;
-    let k: Vec<usize> = n.attrs.ints("kernel")?.iter().map(|&v| v as usize).collect();
+    let k: Vec<usize> = n
+        .attrs
+        .ints("kernel")?
+        .iter()
+        .map(|&v| v as usize)
+        .collect();
     let w = win(n, sp)?;
-    let tiled = w.s == k && w.d.iter().all(|&d| d == 1) && w.pb.iter().chain(&w.pe).all(|&p| p == 0);
+    let tiled =
+        w.s == k && w.d.iter().all(|&d| d == 1) && w.pb.iter().chain(&w.pe).all(|&p| p == 0);
     if !tiled {
         return Err(AdError::Unsupported {
             op: n.op.into(),
-            msg: "gradient only for non-overlapping, unpadded windows (kernel = strides) so far".into(),
+            msg: "gradient only for non-overlapping, unpadded windows (kernel = strides) so far"
+                .into(),
         });
     }
     let yd = dims(b, n.outputs[0]);
@@ -283,7 +367,14 @@ fn vjp_pool(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
     for i in 0..sp {
         let cover = yd[2 + i] * k[i];
         if cover != xd[2 + i] {
-            xc = b.op1("narrow", &[xc], Attrs::new().with("axis", (2 + i) as i64).with("start", 0i64).with("len", cover as i64))?;
+            xc = b.op1(
+                "narrow",
+                &[xc],
+                Attrs::new()
+                    .with("axis", (2 + i) as i64)
+                    .with("start", 0i64)
+                    .with("len", cover as i64),
+            )?;
         }
     }
     let mut split = xd[..2].to_vec();
@@ -353,17 +444,69 @@ fn vjp_global_max(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
 #[allow(dead_code)]
 fn ones(b: &mut B, like: ValueId, d: &[usize]) -> Result<ValueId> {
     let dt = b.dtype(like);
-    let o = b.constant(HostTensor::from_f64(dt, rlx_ir::Shape::scalar(), vec![1.0])?)?;
+    let o = b.constant(HostTensor::from_f64(
+        dt,
+        rlx_ir::Shape::scalar(),
+        vec![1.0],
+    )?)?;
     broadcast_to(b, o, d)
 }
 
 pub static RULES: &[(&str, Rule)] = &[
-    ("matmul", Rule::General { vjp: vjp_matmul, jvp: Jvp::Transpose }),
-    ("dot_general", Rule::General { vjp: vjp_dot_general, jvp: Jvp::Transpose }),
-    ("conv", Rule::General { vjp: vjp_conv, jvp: Jvp::Transpose }),
-    ("conv_transpose", Rule::General { vjp: vjp_conv_transpose, jvp: Jvp::Transpose }),
-    ("max_pool", Rule::General { vjp: vjp_pool, jvp: Jvp::Transpose }),
-    ("avg_pool", Rule::General { vjp: vjp_pool, jvp: Jvp::Linear }),
-    ("global_avg_pool", Rule::General { vjp: vjp_global_avg, jvp: Jvp::Linear }),
-    ("global_max_pool", Rule::General { vjp: vjp_global_max, jvp: Jvp::Transpose }),
+    (
+        "matmul",
+        Rule::General {
+            vjp: vjp_matmul,
+            jvp: Jvp::Transpose,
+        },
+    ),
+    (
+        "dot_general",
+        Rule::General {
+            vjp: vjp_dot_general,
+            jvp: Jvp::Transpose,
+        },
+    ),
+    (
+        "conv",
+        Rule::General {
+            vjp: vjp_conv,
+            jvp: Jvp::Transpose,
+        },
+    ),
+    (
+        "conv_transpose",
+        Rule::General {
+            vjp: vjp_conv_transpose,
+            jvp: Jvp::Transpose,
+        },
+    ),
+    (
+        "max_pool",
+        Rule::General {
+            vjp: vjp_pool,
+            jvp: Jvp::Transpose,
+        },
+    ),
+    (
+        "avg_pool",
+        Rule::General {
+            vjp: vjp_pool,
+            jvp: Jvp::Linear,
+        },
+    ),
+    (
+        "global_avg_pool",
+        Rule::General {
+            vjp: vjp_global_avg,
+            jvp: Jvp::Linear,
+        },
+    ),
+    (
+        "global_max_pool",
+        Rule::General {
+            vjp: vjp_global_max,
+            jvp: Jvp::Transpose,
+        },
+    ),
 ];

@@ -91,7 +91,9 @@ pub fn ops_with_rules() -> Vec<&'static str> {
 pub fn ops_without_rules() -> Vec<&'static str> {
     rlx_ir::all_ops()
         .into_iter()
-        .filter(|d| d.grad == rlx_ir::Grad::Differentiable && !d.is_fused() && rule(d.name).is_none())
+        .filter(|d| {
+            d.grad == rlx_ir::Grad::Differentiable && !d.is_fused() && rule(d.name).is_none()
+        })
         .map(|d| d.name)
         .collect()
 }

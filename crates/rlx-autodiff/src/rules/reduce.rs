@@ -14,7 +14,13 @@ pub fn reduced_axes(rank: usize, axes: &[i64]) -> Vec<usize> {
     }
     let mut v: Vec<usize> = axes
         .iter()
-        .map(|&a| if a < 0 { (a + rank as i64) as usize } else { a as usize })
+        .map(|&a| {
+            if a < 0 {
+                (a + rank as i64) as usize
+            } else {
+                a as usize
+            }
+        })
         .collect();
     v.sort_unstable();
     v.dedup();
@@ -123,13 +129,67 @@ fn vjp_cumprod(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
 }
 
 pub static RULES: &[(&str, Rule)] = &[
-    ("reduce_sum", Rule::General { vjp: vjp_sum, jvp: Jvp::Linear }),
-    ("reduce_mean", Rule::General { vjp: vjp_mean, jvp: Jvp::Linear }),
-    ("reduce_prod", Rule::General { vjp: vjp_prod, jvp: Jvp::Transpose }),
-    ("reduce_max", Rule::General { vjp: vjp_extremum, jvp: Jvp::Transpose }),
-    ("reduce_min", Rule::General { vjp: vjp_extremum, jvp: Jvp::Transpose }),
-    ("reduce_logsumexp", Rule::General { vjp: vjp_logsumexp, jvp: Jvp::Transpose }),
-    ("reduce_variance", Rule::General { vjp: vjp_variance, jvp: Jvp::Transpose }),
-    ("cumsum", Rule::General { vjp: vjp_cumsum, jvp: Jvp::Linear }),
-    ("cumprod", Rule::General { vjp: vjp_cumprod, jvp: Jvp::Transpose }),
+    (
+        "reduce_sum",
+        Rule::General {
+            vjp: vjp_sum,
+            jvp: Jvp::Linear,
+        },
+    ),
+    (
+        "reduce_mean",
+        Rule::General {
+            vjp: vjp_mean,
+            jvp: Jvp::Linear,
+        },
+    ),
+    (
+        "reduce_prod",
+        Rule::General {
+            vjp: vjp_prod,
+            jvp: Jvp::Transpose,
+        },
+    ),
+    (
+        "reduce_max",
+        Rule::General {
+            vjp: vjp_extremum,
+            jvp: Jvp::Transpose,
+        },
+    ),
+    (
+        "reduce_min",
+        Rule::General {
+            vjp: vjp_extremum,
+            jvp: Jvp::Transpose,
+        },
+    ),
+    (
+        "reduce_logsumexp",
+        Rule::General {
+            vjp: vjp_logsumexp,
+            jvp: Jvp::Transpose,
+        },
+    ),
+    (
+        "reduce_variance",
+        Rule::General {
+            vjp: vjp_variance,
+            jvp: Jvp::Transpose,
+        },
+    ),
+    (
+        "cumsum",
+        Rule::General {
+            vjp: vjp_cumsum,
+            jvp: Jvp::Linear,
+        },
+    ),
+    (
+        "cumprod",
+        Rule::General {
+            vjp: vjp_cumprod,
+            jvp: Jvp::Transpose,
+        },
+    ),
 ];

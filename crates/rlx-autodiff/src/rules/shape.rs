@@ -27,7 +27,12 @@ fn vjp_reshape(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
 fn vjp_permute(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
     let Some(g) = g[0] else { return Ok(vec![None]) };
     let rank = b.shape(g).rank();
-    let perm: Vec<usize> = n.attrs.ints("perm")?.iter().map(|&p| norm(p, rank)).collect();
+    let perm: Vec<usize> = n
+        .attrs
+        .ints("perm")?
+        .iter()
+        .map(|&p| norm(p, rank))
+        .collect();
     Ok(vec![Some(permute(b, g, &inverse_perm(&perm))?)])
 }
 fn vjp_broadcast(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
@@ -82,13 +87,19 @@ fn slice_axis(d: usize, start: i64, end: i64, step: i64) -> (i64, i64, usize) {
     } else {
         let s = fix(start).clamp(0, d - 1);
         let e = fix(end).clamp(-1, d - 1);
-        let c = if s > e { (s - e + (-step) - 1) / (-step) } else { 0 };
+        let c = if s > e {
+            (s - e + (-step) - 1) / (-step)
+        } else {
+            0
+        };
         (s, step, c as usize)
     }
 }
 
 fn vjp_slice(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
-    let Some(mut g) = g[0] else { return Ok(vec![None]) };
+    let Some(mut g) = g[0] else {
+        return Ok(vec![None]);
+    };
     let d = in_dims(b, n, 0);
     let rank = d.len();
     let starts = n.attrs.ints("starts")?.to_vec();
@@ -133,7 +144,9 @@ fn vjp_slice(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
 }
 
 fn vjp_concat(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
-    let Some(g) = g[0] else { return Ok(vec![None; n.inputs.len()]) };
+    let Some(g) = g[0] else {
+        return Ok(vec![None; n.inputs.len()]);
+    };
     let rank = b.shape(g).rank();
     let ax = norm(n.attrs.int("axis")?, rank);
     let mut start = 0;
@@ -166,7 +179,9 @@ fn vjp_split(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
     )?)])
 }
 fn vjp_pad(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
-    let Some(mut g) = g[0] else { return Ok(vec![None]) };
+    let Some(mut g) = g[0] else {
+        return Ok(vec![None]);
+    };
     let mode = n.attrs.str("mode")?;
     if mode != "constant" {
         return Err(AdError::Unsupported {
@@ -208,17 +223,95 @@ fn vjp_tile(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
 }
 
 pub static RULES: &[(&str, Rule)] = &[
-    ("reshape", Rule::General { vjp: vjp_reshape, jvp: Jvp::Linear }),
-    ("squeeze", Rule::General { vjp: vjp_reshape, jvp: Jvp::Linear }),
-    ("unsqueeze", Rule::General { vjp: vjp_reshape, jvp: Jvp::Linear }),
-    ("permute", Rule::General { vjp: vjp_permute, jvp: Jvp::Linear }),
-    ("broadcast", Rule::General { vjp: vjp_broadcast, jvp: Jvp::Linear }),
-    ("narrow", Rule::General { vjp: vjp_narrow, jvp: Jvp::Linear }),
-    ("slice", Rule::General { vjp: vjp_slice, jvp: Jvp::Linear }),
-    ("concat", Rule::General { vjp: vjp_concat, jvp: Jvp::Linear }),
-    ("split", Rule::General { vjp: vjp_split, jvp: Jvp::Linear }),
-    ("pad", Rule::General { vjp: vjp_pad, jvp: Jvp::Transpose }),
-    ("flip", Rule::General { vjp: vjp_flip, jvp: Jvp::Linear }),
-    ("roll", Rule::General { vjp: vjp_roll, jvp: Jvp::Linear }),
-    ("tile", Rule::General { vjp: vjp_tile, jvp: Jvp::Linear }),
+    (
+        "reshape",
+        Rule::General {
+            vjp: vjp_reshape,
+            jvp: Jvp::Linear,
+        },
+    ),
+    (
+        "squeeze",
+        Rule::General {
+            vjp: vjp_reshape,
+            jvp: Jvp::Linear,
+        },
+    ),
+    (
+        "unsqueeze",
+        Rule::General {
+            vjp: vjp_reshape,
+            jvp: Jvp::Linear,
+        },
+    ),
+    (
+        "permute",
+        Rule::General {
+            vjp: vjp_permute,
+            jvp: Jvp::Linear,
+        },
+    ),
+    (
+        "broadcast",
+        Rule::General {
+            vjp: vjp_broadcast,
+            jvp: Jvp::Linear,
+        },
+    ),
+    (
+        "narrow",
+        Rule::General {
+            vjp: vjp_narrow,
+            jvp: Jvp::Linear,
+        },
+    ),
+    (
+        "slice",
+        Rule::General {
+            vjp: vjp_slice,
+            jvp: Jvp::Linear,
+        },
+    ),
+    (
+        "concat",
+        Rule::General {
+            vjp: vjp_concat,
+            jvp: Jvp::Linear,
+        },
+    ),
+    (
+        "split",
+        Rule::General {
+            vjp: vjp_split,
+            jvp: Jvp::Linear,
+        },
+    ),
+    (
+        "pad",
+        Rule::General {
+            vjp: vjp_pad,
+            jvp: Jvp::Transpose,
+        },
+    ),
+    (
+        "flip",
+        Rule::General {
+            vjp: vjp_flip,
+            jvp: Jvp::Linear,
+        },
+    ),
+    (
+        "roll",
+        Rule::General {
+            vjp: vjp_roll,
+            jvp: Jvp::Linear,
+        },
+    ),
+    (
+        "tile",
+        Rule::General {
+            vjp: vjp_tile,
+            jvp: Jvp::Linear,
+        },
+    ),
 ];

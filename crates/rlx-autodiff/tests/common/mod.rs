@@ -32,8 +32,10 @@ pub fn eval(g: &Graph, inputs: &[HostTensor]) -> Vec<HostTensor> {
 
 /// Compile through the whole pipeline (optimizer, fusion, dispatch) and run.
 pub fn run_compiled(g: &Graph, inputs: &[HostTensor]) -> Vec<HostTensor> {
-    let c = rlx::compile(g, rlx::Device::Cpu).unwrap_or_else(|e| panic!("compiling `{}`: {e}", g.name));
-    c.run(inputs).unwrap_or_else(|e| panic!("running `{}`: {e}", g.name))
+    let c =
+        rlx::compile(g, rlx::Device::Cpu).unwrap_or_else(|e| panic!("compiling `{}`: {e}", g.name));
+    c.run(inputs)
+        .unwrap_or_else(|e| panic!("running `{}`: {e}", g.name))
 }
 
 pub fn scalar(t: &HostTensor) -> f64 {
@@ -49,7 +51,8 @@ pub fn fd_grad(g: &Graph, inputs: &[HostTensor], k: usize, eps: f64) -> Vec<f64>
             let mut xs = x.clone();
             xs[i] += d;
             let mut ins = inputs.to_vec();
-            ins[k] = HostTensor::from_f64(inputs[k].dtype(), inputs[k].shape().clone(), xs).unwrap();
+            ins[k] =
+                HostTensor::from_f64(inputs[k].dtype(), inputs[k].shape().clone(), xs).unwrap();
             scalar(&eval(g, &ins)[0])
         };
         out[i] = (at(eps) - at(-eps)) / (2.0 * eps);
