@@ -14,6 +14,7 @@ pub mod context;
 pub mod error;
 pub mod exec;
 pub mod lower;
+pub mod offline;
 mod oneshot;
 pub mod translate;
 pub mod tref;
@@ -23,6 +24,7 @@ pub use backend::{WgpuBackend, WgpuExecutable};
 pub use context::{AdapterInfo, GpuContext};
 pub use error::WgpuError;
 pub use lower::{lower, Lowered};
+pub use offline::kernels_of;
 pub use translate::{translate, validate, Lang, Translated};
 
 use rlx_runtime::Device;

@@ -11,6 +11,7 @@ use rlx::{DType, HostTensor, Trace};
 use std::process::ExitCode;
 
 mod embed;
+mod kernels;
 
 const USAGE: &str = "usage: rlx <command>
 
@@ -20,6 +21,8 @@ const USAGE: &str = "usage: rlx <command>
                                    how each node would run (or every reason it cannot)
   compile FILE|@encoder-block|@minilm [--device D] [--print hir|mir|fusion|lir|plan|all] [--no-opt]
                                    the graph after each stage, the fusion, the memory plan
+  kernels FILE|@encoder-block|@minilm [--device webgpu] [--lang wgsl|msl|hlsl|glsl|spirv] [--out DIR]
+                                   every generated GPU kernel, translated with naga
   coverage                         the op-coverage table (markdown) from the backends' claims
   embed [--json] [--model DIR] TEXT...
                                    sentence embeddings with all-MiniLM-L6-v2
@@ -39,6 +42,7 @@ fn main() -> ExitCode {
         Some("demo") => demo(),
         Some("dispatch") => dispatch(&args[1..]),
         Some("compile") => compile(&args[1..]),
+        Some("kernels") => kernels::kernels(&args[1..]),
         Some("embed") => embed::embed(&args[1..]),
         Some("bench") => embed::bench(&args[1..]),
         Some("coverage") => {
@@ -192,6 +196,31 @@ fn dispatch(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// A graph named on the command line: a MIR text file, `@encoder-block`
+/// (the DSL-written MiniLM block) or `@minilm` (the HIR model, with its
+/// outline).
+pub(crate) fn graph_arg(file: &str) -> Result<(rlx::Graph, Option<String>), String> {
+    let mut hir = None;
+    let g = if file == "@encoder-block" {
+        rlx_models::dsl_block::encoder_block(rlx_models::dsl_block::BlockShape::MINILM)
+            .map_err(|e| e.to_string())?
+    } else if file == "@minilm" {
+        // all-MiniLM-L6-v2's architecture (weights are graph inputs), batch 1, seq 128.
+        let cfg = rlx_models::bert::BertConfig::from_json(
+            r#"{"vocab_size": 30522, "hidden_size": 384, "num_hidden_layers": 6, "num_attention_heads": 12,
+                "intermediate_size": 1536, "max_position_embeddings": 512, "layer_norm_eps": 1e-12}"#,
+        )
+        .map_err(|e| e.to_string())?;
+        let bert = rlx_models::bert::Bert::new(cfg, true);
+        hir = Some(bert.model(1, 128).outline());
+        bert.graph(1, 128).map_err(|e| e.to_string())?
+    } else {
+        let src = std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?;
+        text::parse(&src).map_err(|e| format!("{file}:{e}"))?
+    };
+    Ok((g, hir))
+}
+
 /// `rlx compile`: run the compile pipeline and show each stage.
 fn compile(args: &[String]) -> Result<(), String> {
     let mut file = None;
@@ -219,24 +248,7 @@ fn compile(args: &[String]) -> Result<(), String> {
             .to_vec();
     }
     let file = file.ok_or("rlx compile: give a MIR file, @encoder-block (DSL) or @minilm (HIR)")?;
-    let mut hir = None;
-    let g = if file == "@encoder-block" {
-        rlx_models::dsl_block::encoder_block(rlx_models::dsl_block::BlockShape::MINILM)
-            .map_err(|e| e.to_string())?
-    } else if file == "@minilm" {
-        // all-MiniLM-L6-v2's architecture (weights are graph inputs), batch 1, seq 128.
-        let cfg = rlx_models::bert::BertConfig::from_json(
-            r#"{"vocab_size": 30522, "hidden_size": 384, "num_hidden_layers": 6, "num_attention_heads": 12,
-                "intermediate_size": 1536, "max_position_embeddings": 512, "layer_norm_eps": 1e-12}"#,
-        )
-        .map_err(|e| e.to_string())?;
-        let bert = rlx_models::bert::Bert::new(cfg, true);
-        hir = Some(bert.model(1, 128).outline());
-        bert.graph(1, 128).map_err(|e| e.to_string())?
-    } else {
-        let src = std::fs::read_to_string(&file).map_err(|e| format!("{file}: {e}"))?;
-        text::parse(&src).map_err(|e| format!("{file}:{e}"))?
-    };
+    let (g, hir) = graph_arg(&file)?;
     let m = rlx::compile_with(&g, device, &opts).map_err(|e| e.to_string())?;
     let p = m.program();
     let has = |s: &str| show.iter().any(|x| x == s);
