@@ -101,6 +101,12 @@ pub fn backprop(
                 vec![Some(emit::mul(b, g, dx)?)]
             }
             Rule::General { vjp, .. } => vjp(b, &cx, &gs)?,
+            Rule::Expand(_) => {
+                return Err(AdError::NoRule {
+                    op: n.op.name().into(),
+                    node: range.start + k,
+                })
+            }
         };
         b.set_origin(None);
         for (i, g) in gi.into_iter().enumerate() {
@@ -169,6 +175,13 @@ pub fn push_tangents(
                 vjp,
                 jvp: Jvp::Transpose,
             } => transpose(b, &cx, vjp, &ts)?,
+            // Expanded by the transforms before any sweep.
+            Rule::Expand(_) => {
+                return Err(AdError::NoRule {
+                    op: n.op.name().into(),
+                    node: range.start + k,
+                })
+            }
         };
         for (o, t) in n.outputs.iter().zip(outs) {
             if let Some(t) = t {

@@ -6,14 +6,44 @@
 use crate::core::{backprop, push_tangents};
 use crate::emit::{self, inline, B};
 use crate::error::{AdError, Result};
-use crate::rules::rule;
+use crate::rules::{rule, Rule};
 use rlx_ir::{decompose, Graph, GraphBuilder, HostTensor, Shape, ValueId};
 use std::collections::{HashMap, HashSet};
 
-/// Expand fused ops that have no direct rule into their primitives.
+/// Expand fused ops that have no direct rule into their primitives, and
+/// rewrite ops whose rule is [`Rule::Expand`].
 fn prepare(g: &Graph) -> Result<Graph> {
     g.verify()?;
-    Ok(decompose::expand_fused(g, &|d| rule(d.name).is_none())?)
+    let g = decompose::expand_fused(g, &|d| rule(d.name).is_none())?;
+    if !g
+        .nodes
+        .iter()
+        .any(|n| matches!(rule(n.op.name()), Some(Rule::Expand(_))))
+    {
+        return Ok(g);
+    }
+    let mut b = GraphBuilder::new(g.name.clone());
+    let mut map = vec![ValueId(u32::MAX); g.values.len()];
+    for &v in &g.inputs {
+        let val = &g.values[v.index()];
+        map[v.index()] = b.input(
+            val.name.clone().unwrap_or_else(|| format!("in{}", v.0)),
+            val.ty.clone(),
+        );
+    }
+    for n in &g.nodes {
+        let ins: Vec<ValueId> = n.inputs.iter().map(|v| map[v.index()]).collect();
+        b.set_origin(n.origin.clone());
+        let outs = match rule(n.op.name()) {
+            Some(Rule::Expand(f)) => f(&mut b, &ins, &n.attrs)?,
+            _ => b.push(n.op, &ins, n.attrs.clone())?,
+        };
+        for (o, v) in n.outputs.iter().zip(outs) {
+            map[o.index()] = v;
+        }
+    }
+    let outs: Vec<ValueId> = g.outputs.iter().map(|v| map[v.index()]).collect();
+    Ok(b.finish(&outs)?)
 }
 
 fn check_wrt(g: &Graph, wrt: &[usize]) -> Result<()> {

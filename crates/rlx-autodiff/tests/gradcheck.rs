@@ -311,6 +311,56 @@ fn cases() -> Vec<Case> {
         vec![f(&[3, 5])],
         a().with("k", 2i64).with("axis", 1i64),
     ));
+    // recurrent cells (rewritten into primitives)
+    v.push(c(
+        "rnn_cell",
+        vec![
+            f(&[2, 3]),
+            f(&[2, 4]),
+            f(&[4, 3]),
+            f(&[4, 4]),
+            f(&[4]),
+            f(&[4]),
+        ],
+        a(),
+    ));
+    v.push(c(
+        "rnn_cell",
+        vec![
+            f(&[2, 3]),
+            f(&[2, 4]),
+            f(&[4, 3]),
+            f(&[4, 4]),
+            f(&[4]),
+            f(&[4]),
+        ],
+        a().with("nonlinearity", "relu"),
+    ));
+    v.push(c(
+        "lstm_cell",
+        vec![
+            f(&[2, 3]),
+            f(&[2, 4]),
+            f(&[2, 4]),
+            f(&[16, 3]),
+            f(&[16, 4]),
+            f(&[16]),
+            f(&[16]),
+        ],
+        a(),
+    ));
+    v.push(c(
+        "gru_cell",
+        vec![
+            f(&[2, 3]),
+            f(&[2, 4]),
+            f(&[12, 3]),
+            f(&[12, 4]),
+            f(&[12]),
+            f(&[12]),
+        ],
+        a(),
+    ));
     // fused ops, through their decompositions
     v.push(c("softmax", vec![f(&[3, 5])], a().with("axis", 1i64)));
     v.push(c("log_softmax", vec![f(&[3, 5])], a().with("axis", -1i64)));

@@ -13,11 +13,14 @@
 //!   differentiating it in reverse once more (the transpose of the
 //!   transpose) yields `J·t` with no new rule to get wrong.
 //! * Fused ops are differentiated through their registered decomposition
-//!   ([`Rule`] lookups return `None` for them; the transforms expand them).
+//!   ([`Rule`] lookups return `None` for them; the transforms expand them);
+//!   ops with a [`Rule::Expand`] (the recurrent cells) are rewritten into
+//!   primitives by this crate the same way.
 
 mod elementwise;
 mod index;
 mod linalg;
+mod recurrent;
 mod reduce;
 mod shape;
 
@@ -50,10 +53,19 @@ pub enum Jvp {
     Transpose,
 }
 
+/// Rewrites a node into primitive ops (outputs in order).
+pub type ExpandFn = fn(&mut GraphBuilder, &[ValueId], &Attrs) -> Result<Vec<ValueId>>;
+
 #[derive(Clone, Copy)]
 pub enum Rule {
     Unary(DerivFn),
-    General { vjp: VjpFn, jvp: Jvp },
+    General {
+        vjp: VjpFn,
+        jvp: Jvp,
+    },
+    /// Differentiated through a rewrite into primitives, applied before
+    /// the sweeps (like a fused op's decomposition, but owned here).
+    Expand(ExpandFn),
 }
 
 fn table() -> &'static BTreeMap<&'static str, Rule> {
@@ -66,6 +78,7 @@ fn table() -> &'static BTreeMap<&'static str, Rule> {
             shape::RULES,
             linalg::RULES,
             index::RULES,
+            recurrent::RULES,
         ] {
             for (name, r) in part {
                 let prev = m.insert(*name, *r);
