@@ -44,22 +44,15 @@ const FLOAT_KERNELS: &[&str] = &[
     "rms_norm",
     "matmul",
     "matmul_bias_act",
-    "attention",
     "reduce_logsumexp",
     "reduce_variance",
     "clamp",
     "fused_elementwise",
 ];
 /// Reductions on floats and integers.
-const NUMERIC_REDUCE: &[&str] = &[
-    "reduce_sum",
-    "reduce_mean",
-    "reduce_prod",
-    "reduce_max",
-    "reduce_min",
-    "argmax",
-    "argmin",
-];
+const NUMERIC_REDUCE: &[&str] = &["reduce_sum", "reduce_max", "reduce_min", "argmax", "argmin"];
+/// Reductions on floats only.
+const FLOAT_REDUCE: &[&str] = &["reduce_mean", "reduce_prod"];
 
 fn stored() -> Vec<DType> {
     let mut d = vec![DType::Bool];
@@ -93,6 +86,11 @@ pub fn claims() -> Claims {
         add(op, &all);
     }
     for op in FLOAT_KERNELS {
+        add(op, FLOATS);
+    }
+    // Attention computes in f32 (scores, softmax, accumulation): not f64.
+    add("attention", &[DType::F16, DType::BF16, DType::F32]);
+    for op in FLOAT_REDUCE {
         add(op, FLOATS);
     }
     for op in NUMERIC_REDUCE {

@@ -21,6 +21,9 @@ pub fn libraries_present() -> Result<(), CudaError> {
         if !cudarc::cublas::sys::is_culib_present() {
             return Err(CudaError::LibraryMissing { lib: "libcublas" });
         }
+        if !cudarc::cublaslt::sys::is_culib_present() {
+            return Err(CudaError::LibraryMissing { lib: "libcublasLt" });
+        }
     }
     Ok(())
 }
@@ -54,11 +57,27 @@ impl Drop for DevBuf {
     }
 }
 
+/// A cuBLASLt handle, destroyed on drop.
+pub struct LtHandle(pub cudarc::cublaslt::sys::cublasLtHandle_t);
+// SAFETY: cuBLASLt handles may be used from any thread (calls are serialized
+// by the executables' locks and the single stream).
+unsafe impl Send for LtHandle {}
+unsafe impl Sync for LtHandle {}
+impl Drop for LtHandle {
+    fn drop(&mut self) {
+        // SAFETY: created by create_handle, destroyed once.
+        let _ = unsafe { cudarc::cublaslt::result::destroy_handle(self.0) };
+    }
+}
+
 /// One GPU, shared by every executable compiled for it.
 pub struct Gpu {
     pub ctx: Arc<CudaContext>,
     pub stream: Arc<CudaStream>,
     pub blas: CudaBlas,
+    /// cuBLASLt, for GEMMs with epilogues (bias, residual).
+    pub lt: LtHandle,
+    pub lt_workspace: DevBuf,
     /// cuBLAS workspace, set once so GEMMs never allocate (needed under graph capture).
     _workspace: DevBuf,
     pub name: String,
@@ -91,6 +110,11 @@ impl Gpu {
             )
             .result()?;
         }
+        let lt = LtHandle(
+            cudarc::cublaslt::result::create_handle()
+                .map_err(|e| CudaError::Cublas(e.to_string()))?,
+        );
+        let lt_workspace = DevBuf::new(&ctx, 32 << 20)?;
         let (major, minor) = ctx.compute_capability()?;
         let arch = match (major, minor) {
             (9, _) => "compute_90",
@@ -107,6 +131,8 @@ impl Gpu {
             ctx,
             stream,
             blas,
+            lt,
+            lt_workspace,
             _workspace: workspace,
             name,
             arch,

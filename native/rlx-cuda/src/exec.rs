@@ -7,6 +7,8 @@ use crate::error::CudaError;
 use crate::host::{bytes_of, from_bytes};
 use crate::plan::{Launch, Plan, Ptr, Root};
 use cudarc::cublas::sys as blas;
+use cudarc::cublaslt::result as ltr;
+use cudarc::cublaslt::sys as lt;
 use cudarc::driver::{result, sys, CudaFunction, CudaGraph, LaunchConfig, PushKernelArg};
 use rlx_ir::{DType, HostTensor, TensorType};
 use rlx_runtime::{Executable, RuntimeError};
@@ -30,6 +32,203 @@ impl Default for CudaOptions {
     }
 }
 
+/// A cuBLASLt matmul with its descriptors and chosen algorithm, made once.
+struct LtGemm {
+    desc: lt::cublasLtMatmulDesc_t,
+    layouts: [lt::cublasLtMatrixLayout_t; 3],
+    algo: lt::cublasLtMatmulAlgo_t,
+    ptrs: [u64; 4],
+    f64: bool,
+}
+// SAFETY: descriptors are immutable after creation and used under the
+// executable's stream ordering.
+unsafe impl Send for LtGemm {}
+unsafe impl Sync for LtGemm {}
+impl Drop for LtGemm {
+    fn drop(&mut self) {
+        // SAFETY: each handle was created once in `LtGemm::new`.
+        unsafe {
+            let _ = ltr::destroy_matmul_desc(self.desc);
+            for l in self.layouts {
+                let _ = ltr::destroy_matrix_layout(l);
+            }
+        }
+    }
+}
+
+fn lt_err(e: ltr::CublasError) -> CudaError {
+    CudaError::Cublas(format!("cuBLASLt: {e}"))
+}
+
+impl LtGemm {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        gpu: &Gpu,
+        g: &crate::plan::Gemm,
+        a: u64,
+        b: u64,
+        c: u64,
+        bias: Option<u64>,
+        residual: Option<u64>,
+        tf32: bool,
+    ) -> Result<LtGemm, CudaError> {
+        let (ty, compute, scale) = match g.dtype {
+            DType::F16 => (
+                lt::cudaDataType::CUDA_R_16F,
+                lt::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                lt::cudaDataType::CUDA_R_32F,
+            ),
+            DType::BF16 => (
+                lt::cudaDataType::CUDA_R_16BF,
+                lt::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                lt::cudaDataType::CUDA_R_32F,
+            ),
+            DType::F64 => (
+                lt::cudaDataType::CUDA_R_64F,
+                lt::cublasComputeType_t::CUBLAS_COMPUTE_64F,
+                lt::cudaDataType::CUDA_R_64F,
+            ),
+            _ if tf32 => (
+                lt::cudaDataType::CUDA_R_32F,
+                lt::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+                lt::cudaDataType::CUDA_R_32F,
+            ),
+            _ => (
+                lt::cudaDataType::CUDA_R_32F,
+                lt::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                lt::cudaDataType::CUDA_R_32F,
+            ),
+        };
+        let desc = ltr::create_matmul_desc(compute, scale).map_err(lt_err)?;
+        let set =
+            |attr: lt::cublasLtMatmulDescAttributes_t, v: *const std::ffi::c_void, n: usize| {
+                // SAFETY: v points to a live value of n bytes of the attribute's type.
+                unsafe { ltr::set_matmul_desc_attribute(desc, attr, v, n) }.map_err(lt_err)
+            };
+        // cublasOperation_t as the int32 the attribute holds: 0 = N, 1 = T.
+        let op = |t: bool| -> i32 { i32::from(t) };
+        let (ta, tb) = (op(g.trans_a), op(g.trans_b));
+        set(
+            lt::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSA,
+            &ta as *const _ as *const _,
+            std::mem::size_of_val(&ta),
+        )?;
+        set(
+            lt::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSB,
+            &tb as *const _ as *const _,
+            std::mem::size_of_val(&tb),
+        )?;
+        if let Some(bias) = bias {
+            let epi = lt::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_BIAS;
+            set(
+                lt::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_EPILOGUE,
+                &epi as *const _ as *const _,
+                std::mem::size_of_val(&epi),
+            )?;
+            set(
+                lt::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                &bias as *const u64 as *const _,
+                8,
+            )?;
+        }
+        // Column-major shapes: op(A) is m×k, op(B) k×n, C/D m×n.
+        let (ar, ac) = if g.trans_a { (g.k, g.m) } else { (g.m, g.k) };
+        let (br, bc) = if g.trans_b { (g.n, g.k) } else { (g.k, g.n) };
+        let mk = |rows: i32,
+                  cols: i32,
+                  ld: i32,
+                  stride: i64|
+         -> Result<lt::cublasLtMatrixLayout_t, CudaError> {
+            let l = ltr::create_matrix_layout(ty, rows as u64, cols as u64, ld as i64)
+                .map_err(lt_err)?;
+            if g.batch > 1 {
+                // SAFETY: i32 / i64 attribute values, as the attributes require.
+                unsafe {
+                    ltr::set_matrix_layout_attribute(
+                        l,
+                        lt::cublasLtMatrixLayoutAttribute_t::CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                        &g.batch as *const i32 as *const _,
+                        4,
+                    )
+                    .map_err(lt_err)?;
+                    ltr::set_matrix_layout_attribute(l, lt::cublasLtMatrixLayoutAttribute_t::CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride as *const i64 as *const _, 8).map_err(lt_err)?;
+                }
+            }
+            Ok(l)
+        };
+        let layouts = [
+            mk(ar, ac, g.lda, g.stride_a)?,
+            mk(br, bc, g.ldb, g.stride_b)?,
+            mk(g.m, g.n, g.ldc, g.stride_c)?,
+        ];
+        let pref = ltr::create_matmul_pref().map_err(lt_err)?;
+        let ws = gpu.lt_workspace.bytes;
+        // SAFETY: usize attribute; pref destroyed below.
+        let heur = unsafe {
+            ltr::set_matmul_pref_attribute(
+                pref,
+                lt::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                &ws as *const usize as *const _,
+                8,
+            )
+            .map_err(lt_err)?;
+            let h = ltr::get_matmul_algo_heuristic(
+                gpu.lt.0, desc, layouts[0], layouts[1], layouts[2], layouts[2], pref,
+            );
+            let _ = ltr::destroy_matmul_pref(pref);
+            h.map_err(lt_err)?
+        };
+        Ok(LtGemm {
+            desc,
+            layouts,
+            algo: heur.algo,
+            ptrs: [a, b, residual.unwrap_or(c), c],
+            f64: g.dtype == DType::F64,
+        })
+    }
+
+    fn launch(&self, gpu: &Gpu, has_residual: bool) -> Result<(), CudaError> {
+        let (one32, zero32, one64, zero64) = (1f32, 0f32, 1f64, 0f64);
+        let beta32 = if has_residual { one32 } else { zero32 };
+        let beta64 = if has_residual { one64 } else { zero64 };
+        let (alpha, beta): (*const std::ffi::c_void, *const std::ffi::c_void) = if self.f64 {
+            (
+                &one64 as *const f64 as *const _,
+                &beta64 as *const f64 as *const _,
+            )
+        } else {
+            (
+                &one32 as *const f32 as *const _,
+                &beta32 as *const f32 as *const _,
+            )
+        };
+        let [a, b, c, d] = self.ptrs;
+        // SAFETY: descriptors, algorithm and pointers were set up together in
+        // `new` for buffers this executable owns; the workspace is the GPU's.
+        unsafe {
+            ltr::matmul(
+                gpu.lt.0,
+                self.desc,
+                alpha,
+                beta,
+                a as *const _,
+                self.layouts[0],
+                b as *const _,
+                self.layouts[1],
+                c as *const _,
+                self.layouts[2],
+                d as *mut _,
+                self.layouts[2],
+                &self.algo,
+                gpu.lt_workspace.ptr as *mut _,
+                gpu.lt_workspace.bytes,
+                gpu.stream.cu_stream() as _,
+            )
+        }
+        .map_err(lt_err)
+    }
+}
+
 enum Resolved {
     Kernel {
         func: CudaFunction,
@@ -37,6 +236,7 @@ enum Resolved {
         args: Vec<u64>,
     },
     Gemm(crate::plan::Gemm, [u64; 3]),
+    Lt(Box<LtGemm>, bool),
 }
 
 struct Graph(CudaGraph);
@@ -152,7 +352,21 @@ impl CudaExecutable {
                 }
                 Launch::Gemm { node, gemm } => {
                     let p = [addr(&gemm.a), addr(&gemm.b), addr(&gemm.c)];
-                    launches.push((*node, Resolved::Gemm(gemm.clone(), p)));
+                    if gemm.bias.is_some() || gemm.residual.is_some() {
+                        let lt = LtGemm::new(
+                            &gpu,
+                            gemm,
+                            p[0],
+                            p[1],
+                            p[2],
+                            gemm.bias.as_ref().map(addr),
+                            gemm.residual.as_ref().map(addr),
+                            opts.tf32,
+                        )?;
+                        launches.push((*node, Resolved::Lt(Box::new(lt), gemm.residual.is_some())));
+                    } else {
+                        launches.push((*node, Resolved::Gemm(gemm.clone(), p)));
+                    }
                 }
             }
         }
@@ -258,6 +472,7 @@ impl CudaExecutable {
                 // executable owns, in the order the generated kernel declares.
                 unsafe { b.launch(*cfg) }?;
             }
+            Resolved::Lt(g, residual) => g.launch(&self.gpu, *residual)?,
             Resolved::Gemm(g, [a, b, c]) => {
                 let (ty, compute) = match g.dtype {
                     DType::F16 => (

@@ -75,6 +75,12 @@ pub struct Gemm {
     pub stride_c: i64,
     pub batch: i32,
     pub dtype: DType,
+    /// Epilogue (cuBLASLt): add this bias vector (length m, per row of the
+    /// column-major result).
+    pub bias: Option<Ptr>,
+    /// Epilogue (cuBLASLt): add this tensor (same layout as C; beta = 1);
+    /// C then names the output D.
+    pub residual: Option<Ptr>,
 }
 
 /// One entry of the schedule.
@@ -142,6 +148,13 @@ struct Planner<'a> {
     kernels: Vec<(usize, String)>,
     contiguous_cache: HashMap<ValueId, Loc>,
     node: usize,
+    /// Per value: the nodes that read it.
+    users: Vec<Vec<usize>>,
+    /// Values that are views (no kernel).
+    views: std::collections::HashSet<ValueId>,
+    /// Nodes already lowered as part of an earlier node (fused epilogues).
+    done: std::collections::HashSet<usize>,
+    slots: HashMap<ValueId, usize>,
 }
 
 fn unsupported(node: usize, n: &Node, msg: impl Into<String>) -> CudaError {
@@ -267,9 +280,10 @@ impl<'a> Planner<'a> {
         Ok(dst)
     }
 
-    fn out_loc(&self, v: ValueId, slots: &HashMap<ValueId, usize>) -> Result<Loc, CudaError> {
+    fn out_loc(&self, v: ValueId) -> Result<Loc, CudaError> {
         let ty = self.ty(v);
-        let off = slots
+        let off = self
+            .slots
             .get(&v)
             .ok_or_else(|| CudaError::Input(format!("value %{} has no arena slot", v.0)))?;
         Ok(Loc {
@@ -299,6 +313,20 @@ pub fn plan(program: &Program) -> Result<Plan, CudaError> {
         kernels: vec![],
         contiguous_cache: HashMap::new(),
         node: 0,
+        users: {
+            let mut u = vec![Vec::new(); g.values.len()];
+            for (k, n) in g.nodes.iter().enumerate() {
+                for &v in &n.inputs {
+                    if !u[v.index()].contains(&k) {
+                        u[v.index()].push(k);
+                    }
+                }
+            }
+            u
+        },
+        views: views.keys().copied().collect(),
+        done: Default::default(),
+        slots: slots.clone(),
     };
     for (i, &v) in g.inputs.iter().enumerate() {
         let ty = g.ty(v);
@@ -318,6 +346,9 @@ pub fn plan(program: &Program) -> Result<Plan, CudaError> {
     }
     for (i, node) in g.nodes.iter().enumerate() {
         p.node = i;
+        if p.done.contains(&i) {
+            continue;
+        }
         let out0 = node.outputs[0];
         // A view: strides into its root's memory, no kernel.
         if let Some(view) = views.get(&out0) {
@@ -350,7 +381,7 @@ pub fn plan(program: &Program) -> Result<Plan, CudaError> {
                     format!("dtype {} has no CUDA storage", g.ty(o).dtype),
                 ));
             }
-            p.locs[o.index()] = Some(p.out_loc(o, &slots)?);
+            p.locs[o.index()] = Some(p.out_loc(o)?);
         }
         lower(&mut p, i, node)?;
     }
@@ -632,9 +663,42 @@ fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaError> {
         "matmul" | "matmul_bias_act" => {
             let a = p.loc(node.inputs[0])?;
             let b = p.loc(node.inputs[1])?;
-            matmul(p, i, node, a, b, &out)?;
+            let before = p.launches.len();
+            matmul(p, i, node, a.clone(), b.clone(), &out)?;
+            let act = attrs.str("activation").unwrap_or("none").to_string();
+            let single = p.launches.len() == before + 1;
+            // cuBLASLt epilogues: the bias (a contiguous vector over the
+            // last axis), and a following residual `add` (D = A·B + bias + R).
+            if single && act == "none" {
+                let bias = match node.inputs.get(2) {
+                    Some(&bv) => {
+                        let bl = p.loc(bv)?;
+                        let st = broadcast_strides(&bl, &out.dims);
+                        let r = st.len();
+                        let vector = st[r - 1] == 1 && st[..r - 1].iter().all(|&x| x == 0);
+                        if !vector {
+                            None
+                        } else {
+                            Some(Some(bl.ptr()))
+                        }
+                    }
+                    None => Some(None),
+                };
+                if let Some(bias) = bias {
+                    let residual = fuse_residual(p, i, node, &[&a, &b])?;
+                    if let Some(Launch::Gemm { gemm, .. }) = p.launches.last_mut() {
+                        gemm.bias = bias;
+                        if let Some((r, d)) = residual {
+                            gemm.residual = Some(r.ptr());
+                            gemm.c = d.ptr();
+                        }
+                    }
+                    if bias.is_some() || op == "matmul" {
+                        return Ok(());
+                    }
+                }
+            }
             if op == "matmul_bias_act" {
-                let act = attrs.str("activation").unwrap_or("none").to_string();
                 let mut ins = vec![Operand {
                     dtype: out.dtype,
                     strides: out.strides.clone(),
@@ -680,6 +744,80 @@ fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaError> {
         _ => return Err(unsupported(i, node, "no CUDA lowering")),
     }
     Ok(())
+}
+
+/// If the only user of node `i`'s output is an `add` with a contiguous
+/// operand of the same type, right after it (only views in between), fuse
+/// that add into the GEMM: returns (the other operand, the add's output),
+/// and marks the add as done. Refused when the add's output memory overlaps
+/// the GEMM's inputs (the planner may reuse their buffers after node `i`).
+fn fuse_residual(
+    p: &mut Planner,
+    i: usize,
+    node: &Node,
+    gemm_inputs: &[&Loc],
+) -> Result<Option<(Loc, Loc)>, CudaError> {
+    let out = node.outputs[0];
+    let users = &p.users[out.index()];
+    if users.len() != 1 || p.g.outputs.contains(&out) {
+        return Ok(None);
+    }
+    let j = users[0];
+    let add = &p.g.nodes[j];
+    if add.op.name() != "add" || add.inputs.len() != 2 || add.inputs[0] == add.inputs[1] {
+        return Ok(None);
+    }
+    if (i + 1..j).any(|k| !p.views.contains(&p.g.nodes[k].outputs[0])) {
+        return Ok(None);
+    }
+    let other = if add.inputs[0] == out {
+        add.inputs[1]
+    } else {
+        add.inputs[0]
+    };
+    let Some(r) = p.locs[other.index()].clone() else {
+        return Ok(None);
+    };
+    let o = p.out_loc(add.outputs[0])?;
+    if r.dims != o.dims
+        || r.dtype != o.dtype
+        || !r.is_contiguous()
+        || p.g.ty(out) != p.g.ty(add.outputs[0])
+    {
+        return Ok(None);
+    }
+    // Byte range [lo, hi) a location can touch.
+    let span = |l: &Loc| {
+        let es = esize(l.dtype) as i64;
+        let (mut lo, mut hi) = (l.offset, l.offset);
+        for (&d, &st) in l.dims.iter().zip(&l.strides) {
+            let reach = (d as i64 - 1).max(0) * st;
+            lo += reach.min(0);
+            hi += reach.max(0);
+        }
+        (l.root, lo * es, (hi + 1) * es)
+    };
+    let (orr, olo, ohi) = span(&o);
+    let overlaps = |l: &Loc| {
+        let (rr, lo, hi) = span(l);
+        rr == orr && lo < ohi && olo < hi
+    };
+    let mut reads: Vec<&Loc> = gemm_inputs.to_vec();
+    if let Some(&bv) = node.inputs.get(2) {
+        if let Some(l) = p.locs[bv.index()].as_ref() {
+            reads.push(l);
+        }
+    }
+    if reads.iter().any(|l| overlaps(l)) {
+        return Ok(None);
+    }
+    // R and D may be the same buffer (in place), but not partly overlap.
+    if overlaps(&r) && !(r.root == o.root && r.offset == o.offset) {
+        return Ok(None);
+    }
+    p.done.insert(j);
+    p.locs[add.outputs[0].index()] = Some(o.clone());
+    Ok(Some((r, o)))
 }
 
 /// The expression of an elementwise op over loaded operands `x0..`.
@@ -798,7 +936,7 @@ fn table_copy(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaError> {
         let d = out.dtype;
         let sty = ctype::storage(d).unwrap_or("float");
         let mut params = vec!["const long long* __restrict__ t".to_string()];
-        let mut pick = format!("{}", ctype::store(d, &ctype::lit(d, fill)));
+        let mut pick = ctype::store(d, &ctype::lit(d, fill));
         let mut off = 0usize;
         let mut args = vec![table.ptr()];
         for (s, l) in srcs.iter().enumerate() {
@@ -945,10 +1083,20 @@ fn matmul(
         stride_c: (m * n) as i64,
         batch: nbat as i32,
         dtype,
+        bias: None,
+        residual: None,
     };
     match (linear(&sa), linear(&sb)) {
         (Some(x), Some(y)) => {
-            let gemm = call(a.ptr(), b.ptr(), out.ptr(), (x, y), nbatch);
+            let mut gemm = call(a.ptr(), b.ptr(), out.ptr(), (x, y), nbatch);
+            // A shared right operand (weights) and row-major A whose batches
+            // follow each other: one GEMM with the batches stacked into M.
+            if nbatch > 1 && y == 0 && !ta && x == m as i64 * lda as i64 {
+                gemm.n = (nbatch * m) as i32;
+                gemm.batch = 1;
+                gemm.stride_b = 0;
+                gemm.stride_c = 0;
+            }
             p.launches.push(Launch::Gemm { node: i, gemm });
             p.kernels.push((i, "cublas::gemm_strided_batched".into()));
         }
@@ -1039,30 +1187,48 @@ fn attention(p: &mut Planner, i: usize, node: &Node, out: &Loc) -> Result<(), Cu
         }
     };
     args.push(out.ptr());
-    let warps = 4u32;
-    let text = kernels::attention(
-        out.dtype,
-        &batch,
-        sq,
-        sk,
-        dh,
-        dv,
-        [&qs, &ks, &vs],
-        &mask,
-        scale,
-        warps,
-    );
     let nb: usize = batch.iter().product();
-    let smem = (warps as usize * (dh + sk) * 4) as u32;
-    if sq > 0 && nb > 0 {
-        p.kernel(
-            text,
-            ((sq as u32).div_ceil(warps), nb as u32, 1),
-            warps * 32,
-            smem,
-            args,
-            false,
+    if sq == 0 || nb == 0 {
+        return Ok(());
+    }
+    // K and V of one head staged in shared memory when they fit (227 KiB
+    // per block on Hopper; keep well below), else one warp per row reading
+    // them from global memory.
+    let (warps, rows) = (8u32, 32u32);
+    let tiled = (sk * (dh + 1) + sk * dv + warps as usize * (dh + sk)) * 4;
+    if tiled <= 160 * 1024 {
+        let text = kernels::attention_tiled(
+            out.dtype,
+            &batch,
+            sq,
+            sk,
+            dh,
+            dv,
+            [&qs, &ks, &vs],
+            &mask,
+            scale,
+            warps,
+            rows,
         );
+        let grid = ((sq as u32).div_ceil(rows), nb as u32, 1);
+        p.kernel(text, grid, warps * 32, tiled as u32, args, false);
+    } else {
+        let warps = 4u32;
+        let text = kernels::attention(
+            out.dtype,
+            &batch,
+            sq,
+            sk,
+            dh,
+            dv,
+            [&qs, &ks, &vs],
+            &mask,
+            scale,
+            warps,
+        );
+        let smem = (warps as usize * (dh + sk) * 4) as u32;
+        let grid = ((sq as u32).div_ceil(warps), nb as u32, 1);
+        p.kernel(text, grid, warps * 32, smem, args, false);
     }
     Ok(())
 }

@@ -499,3 +499,111 @@ pub fn attention(
         scale = scale as f32,
     )
 }
+
+/// Attention with the head's K and V staged in shared memory once per block
+/// of `rows` query rows (`warps` warps, each owning rows/warps of them): K and
+/// V are read from global memory once per block instead of once per row.
+/// K rows are padded by one float so lanes reading different keys hit
+/// different banks. Same arguments as [`attention`].
+#[allow(clippy::too_many_arguments)]
+pub fn attention_tiled(
+    d: DType,
+    batch: &[usize],
+    sq: usize,
+    sk: usize,
+    dh: usize,
+    dv: usize,
+    strides: [&[i64]; 3],
+    mask: &Mask,
+    scale: f64,
+    warps: u32,
+    rows: u32,
+) -> String {
+    let r = batch.len();
+    let boff = |s: &[i64]| offset(batch, &s[..r]);
+    let (qs, ks, vs) = (strides[0], strides[1], strides[2]);
+    let (qr, qc) = (qs[r], qs[r + 1]);
+    let (kr, kc) = (ks[r], ks[r + 1]);
+    let (vr, vc) = (vs[r], vs[r + 1]);
+    let kp = dh + 1;
+    let mask_param = match mask {
+        Mask::None => String::new(),
+        Mask::Keep { dtype, .. } | Mask::Bias { dtype, .. } => {
+            format!(", const {}* __restrict__ in3", st(*dtype))
+        }
+    };
+    let mask_code = match mask {
+        Mask::None => String::new(),
+        Mask::Keep { dtype, strides } | Mask::Bias { dtype, strides } => {
+            let moff = format!(
+                "{} + row * {}LL + j * {}LL",
+                boff(strides),
+                strides[r],
+                strides[r + 1]
+            );
+            let m = load(*dtype, &format!("in3[{moff}]"));
+            if matches!(mask, Mask::Keep { .. }) {
+                format!("if (!({m} != 0)) s = -__int_as_float(0x7f800000);")
+            } else {
+                format!("s += (float)({m});")
+            }
+        }
+    };
+    let nb: usize = batch.iter().product();
+    format!(
+        "extern \"C\" __global__ void @NAME@(const {s}* __restrict__ in0, const {s}* __restrict__ in1, const {s}* __restrict__ in2{mask_param}, {s}* __restrict__ out0) {{
+  extern __shared__ float smem[];
+  float* ks = smem; float* vs = ks + {sk} * {kp}; float* wq = vs + {sk} * {dv};
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  long long b = blockIdx.y;
+  if (b >= {nb}LL) return;
+  {unr}
+  const {s}* k = in1 + {kb}; const {s}* v = in2 + {vb};
+  for (int e = threadIdx.x; e < {sk} * {dh}; e += blockDim.x) {{ int j = e / {dh}, t = e % {dh}; ks[j * {kp} + t] = {lk}; }}
+  for (int e = threadIdx.x; e < {sk} * {dv}; e += blockDim.x) {{ int j = e / {dv}, t = e % {dv}; vs[j * {dv} + t] = {lv}; }}
+  __syncthreads();
+  float* qv = wq + warp * ({dh} + {sk});
+  float* p = qv + {dh};
+  for (int rr = warp; rr < {rows}; rr += {warps}) {{
+    long long row = (long long)blockIdx.x * {rows} + rr;
+    if (row >= {sq}LL) break;
+    const {s}* q = in0 + {qb} + row * {qr}LL;
+    for (int t = lane; t < {dh}; t += 32) qv[t] = {lq} * {scale}f;
+    __syncwarp();
+    float mx = -__int_as_float(0x7f800000);
+    for (int j = lane; j < {sk}; j += 32) {{
+      const float* kj = ks + j * {kp}; float s = 0.f;
+      #pragma unroll 8
+      for (int t = 0; t < {dh}; ++t) s += qv[t] * kj[t];
+      {mask_code}
+      p[j] = s; mx = fmaxf(mx, s);
+    }}
+    mx = warp_max(mx);
+    float sum = 0.f;
+    for (int j = lane; j < {sk}; j += 32) {{ float e = expf(p[j] - mx); p[j] = e; sum += e; }}
+    sum = warp_sum(sum);
+    float inv = 1.f / sum;
+    __syncwarp();
+    {s}* o = out0 + (b * {sq}LL + row) * {dv}LL;
+    for (int t = lane; t < {dv}; t += 32) {{
+      float acc = 0.f;
+      #pragma unroll 8
+      for (int j = 0; j < {sk}; ++j) acc += p[j] * vs[j * {dv} + t];
+      o[t] = {so};
+    }}
+    __syncwarp();
+  }}
+}}
+",
+        s = st(d),
+        unr = unravel(batch, "b"),
+        qb = boff(qs),
+        kb = boff(ks),
+        vb = boff(vs),
+        lq = load(d, &format!("q[t * {qc}LL]")),
+        lk = load(d, &format!("k[j * {kr}LL + t * {kc}LL]")),
+        lv = load(d, &format!("v[j * {vr}LL + t * {vc}LL]")),
+        so = store(d, "acc * inv"),
+        scale = scale as f32,
+    )
+}

@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""Table + plot of one GPU benchmark run: rlx_cuda.json and torch.json (as
+written by tests/gpu/run.sh --bench) -> benches/results/minilm-cuda.{md,json,svg}.
+
+usage: report.py RUN_OUT_DIR [COMMAND_THAT_MADE_IT]
+"""
+import json, sys
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+d = sys.argv[1]
+cmd = sys.argv[2] if len(sys.argv) > 2 else "tests/gpu/run.sh --bench"
+rlx = json.load(open(f"{d}/rlx_cuda.json"))
+torch = json.load(open(f"{d}/torch.json"))
+batches = sorted({r["batch"] for r in rlx})
+rows = {}
+for r in rlx:
+    rows[(r["mode"], "rlx-cuda (CUDA graph)", r["batch"])] = r["p50_ms_graph"]
+    rows[(r["mode"], "rlx-cuda (no graph)", r["batch"])] = r["p50_ms_eager"]
+for r in torch:
+    rows[(r["mode"], "torch " + r["variant"], r["batch"])] = r["p50_ms"]
+out = ["# MiniLM-L6 (seq 128) on the H200: rlx-cuda vs PyTorch", "",
+       "p50 latency in ms of one forward (encoder + mean pooling + L2 normalize), inputs and weights resident on the GPU, "
+       "wall time of launch + synchronize; same weights (fp16 file, upcast for fp32), same inputs, one run on one machine.",
+       "fp32 = strict fp32 (no TF32) for both; tf32 = rlx-cuda with TF32 GEMMs (opt-in); fp16 = fp16 storage, fp32 accumulation.", "",
+       f"Command: `{cmd}`", ""]
+for mode in ["fp32", "tf32", "fp16"]:
+    impls = sorted({k[1] for k in rows if k[0] == mode})
+    if not impls:
+        continue
+    out += [f"## {mode}", "", "| impl | " + " | ".join(f"B={b}" for b in batches) + " |",
+            "|---|" + "---|" * len(batches)]
+    for i in impls:
+        out.append(f"| {i} | " + " | ".join(f"{rows[(mode, i, b)]:.3f}" if (mode, i, b) in rows else "-" for b in batches) + " |")
+    ref = "torch compile+graph"
+    if mode in ("fp32", "fp16") and any((mode, ref, b) in rows for b in batches):
+        out.append(f"| **ratio rlx-cuda (graph) / {ref}** | " + " | ".join(
+            f"**{rows[(mode, 'rlx-cuda (CUDA graph)', b)] / rows[(mode, ref, b)]:.2f}**" if (mode, ref, b) in rows and (mode, 'rlx-cuda (CUDA graph)', b) in rows else "-"
+            for b in batches) + " |")
+    out.append("")
+cos = [(r["mode"], r["batch"], r["min_cosine_vs_cpu"]) for r in rlx if r.get("min_cosine_vs_cpu") is not None]
+out += ["## Accuracy (min cosine of the pooled embeddings vs the CPU fp32 reference)", "",
+        "| mode | batch | min cosine |", "|---|---|---|"] + [f"| {m} | {b} | {c:.7f} |" for m, b, c in cos] + [""]
+open("benches/results/minilm-cuda.md", "w").write("\n".join(out))
+json.dump({"rlx_cuda": rlx, "torch": torch, "command": cmd}, open("benches/results/minilm-cuda.json", "w"), indent=1)
+fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+for ax, mode in zip(axes, ["fp32", "fp16"]):
+    for i in sorted({k[1] for k in rows if k[0] == mode}):
+        ys = [rows.get((mode, i, b)) for b in batches]
+        ax.plot(batches, ys, marker="o", label=i, linewidth=2.5 if i.startswith("rlx") else 1.2)
+    ax.set_xscale("log", base=2); ax.set_yscale("log"); ax.set_xticks(batches, [str(b) for b in batches])
+    ax.set_xlabel("batch (seq 128)"); ax.set_ylabel("p50 ms"); ax.set_title(f"MiniLM-L6 {mode}, H200"); ax.grid(alpha=.3)
+    ax.legend(fontsize=7)
+fig.tight_layout(); fig.savefig("benches/results/minilm-cuda.svg")
+print("\n".join(out))

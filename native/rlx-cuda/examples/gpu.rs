@@ -1,0 +1,515 @@
+//! The GPU-side tests and benchmark of rlx-cuda, one binary (built here,
+//! run on the GPU machine by `tests/gpu/run.sh`):
+//!
+//! * `gpu parity [VECTOR_DIR]` — every reference-vector case whose nodes all
+//!   run natively on CUDA: against the committed expected outputs, and
+//!   against the CPU reference on fresh random inputs. Prints
+//!   `N passed, M failed`.
+//! * `gpu minilm --weights F --config F [--batches 1,2] [--seq 128]
+//!   [--runs 50] [--check 1,8] [--json F] [--profile]` — MiniLM on the GPU at
+//!   fp32 (strict), fp32+TF32 and fp16: cosine against the CPU reference and
+//!   p50 latency with and without CUDA graph replay.
+
+use rlx::{CompileOptions, Target};
+use rlx_cuda::{CudaBackend, CudaExecutable, CudaOptions};
+use rlx_ir::{text, DType, Graph, HostTensor};
+use rlx_runtime::{Device, DispatchOptions, Policy};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// xorshift64*: seeded, good enough for test inputs.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545F4914F6CDD1D)
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    fn normal(&mut self) -> f64 {
+        let (u, v) = (self.unit().max(1e-300), self.unit());
+        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    }
+}
+
+fn tensor(v: &Value) -> Result<HostTensor, String> {
+    HostTensor::from_json(v).map_err(|e| e.to_string())
+}
+
+fn close(got: &HostTensor, want: &HostTensor, rtol: f64, atol: f64) -> Result<(), String> {
+    if got.dtype() != want.dtype() || got.shape() != want.shape() {
+        return Err(format!(
+            "got {}{}, want {}{}",
+            got.dtype(),
+            got.shape(),
+            want.dtype(),
+            want.shape()
+        ));
+    }
+    if !want.dtype().is_float() {
+        let (g, w) = (
+            got.to_i64_vec().map_err(|e| e.to_string())?,
+            want.to_i64_vec().map_err(|e| e.to_string())?,
+        );
+        return match g.iter().zip(&w).position(|(a, b)| a != b) {
+            None => Ok(()),
+            Some(i) => Err(format!("element {i}: got {}, want {}", g[i], w[i])),
+        };
+    }
+    let (g, w) = (
+        got.to_f64_vec().map_err(|e| e.to_string())?,
+        want.to_f64_vec().map_err(|e| e.to_string())?,
+    );
+    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+        let ok = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= atol + rtol * b.abs();
+        if !ok {
+            return Err(format!("element {i}: got {a}, want {b}"));
+        }
+    }
+    Ok(())
+}
+
+fn loosen(d: DType, rtol: f64, atol: f64) -> (f64, f64) {
+    match d {
+        DType::F16 => (rtol.max(1e-2), atol.max(1e-2)),
+        DType::BF16 => (rtol.max(4e-2), atol.max(4e-2)),
+        DType::F32 => (rtol.max(1e-5), atol.max(1e-6)),
+        _ => (rtol, atol),
+    }
+}
+
+fn random_like(t: &HostTensor, rng: &mut Rng) -> HostTensor {
+    let n = t.numel();
+    match t.dtype() {
+        d if d.is_float() => HostTensor::from_f64(
+            d,
+            t.shape().clone(),
+            (0..n).map(|_| rng.normal() * 1.5).collect(),
+        )
+        .unwrap_or_else(|_| t.clone()),
+        DType::Bool => HostTensor::from_slice(
+            &(0..n).map(|_| rng.unit() < 0.7).collect::<Vec<_>>(),
+            t.shape().clone(),
+        )
+        .unwrap_or_else(|_| t.clone()),
+        // Integers stay as the case wrote them: they are often indices.
+        _ => t.clone(),
+    }
+}
+
+fn compile_cuda(g: &Graph, native_only: bool) -> Result<rlx::Compiled, String> {
+    let mut o = CompileOptions {
+        optimize: false,
+        ..Default::default()
+    };
+    if native_only {
+        o.dispatch = DispatchOptions::new(Policy::NativeOnly);
+    }
+    rlx::compile_with(g, Target::Device(Device::Cuda), &o).map_err(|e| e.to_string())
+}
+
+fn parity(dir: &str) -> usize {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .expect("vector dir")
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    let (mut pass, mut fail) = (0usize, 0usize);
+    let mut covered = std::collections::BTreeSet::new();
+    let mut covered_narrow = std::collections::BTreeSet::new();
+    let mut rng = Rng(0x5eed);
+    let claims = rlx_cuda::claims();
+    for f in files {
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+        let op = v["op"].as_str().unwrap_or("?").to_string();
+        for case in v["cases"].as_array().cloned().unwrap_or_default() {
+            let name = format!("{op}/{}", case["name"].as_str().unwrap_or("?"));
+            if case.get("moments").is_some() {
+                continue;
+            }
+            let Ok(g) = text::parse(case["graph"].as_str().unwrap_or("")) else {
+                continue;
+            };
+            let Ok(c) = compile_cuda(&g, true) else {
+                continue;
+            }; // not native on CUDA
+            let inputs: Vec<HostTensor> = match case["inputs"]
+                .as_array()
+                .map(|a| a.iter().map(tensor).collect::<Result<Vec<_>, _>>())
+            {
+                Some(Ok(t)) => t,
+                _ => continue,
+            };
+            let refs: Vec<&HostTensor> = inputs.iter().collect();
+            let mut result = |what: &str, r: Result<(), String>| match r {
+                Ok(()) => pass += 1,
+                Err(e) => {
+                    fail += 1;
+                    println!("FAIL {name} ({what}): {e}");
+                }
+            };
+            let got = c.run_refs(&refs);
+            if let Some(want) = case.get("error").and_then(|e| e.as_str()) {
+                result(
+                    "expected error",
+                    match got {
+                        Err(e) => {
+                            println!("ok   {name}: typed error: {e} (reference: {want})");
+                            Ok(())
+                        }
+                        Ok(_) => Err(format!("ran, but the reference fails with {want:?}")),
+                    },
+                );
+                continue;
+            }
+            let want: Vec<HostTensor> = case["outputs"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|t| tensor(t).ok()).collect())
+                .unwrap_or_default();
+            let (rt, at) = (
+                case["rtol"].as_f64().unwrap_or(1e-6),
+                case["atol"].as_f64().unwrap_or(1e-6),
+            );
+            let r = got.map_err(|e| e.to_string()).and_then(|outs| {
+                outs.iter()
+                    .zip(&want)
+                    .enumerate()
+                    .try_for_each(|(k, (o, w))| {
+                        let (rt, at) = loosen(w.dtype(), rt, at);
+                        close(o, w, rt, at).map_err(|e| format!("output {k}: {e}"))
+                    })
+            });
+            let ok = r.is_ok();
+            result("vectors", r);
+            // The same graph on random inputs against the CPU reference.
+            let rand: Vec<HostTensor> = inputs.iter().map(|t| random_like(t, &mut rng)).collect();
+            let rrefs: Vec<&HostTensor> = rand.iter().collect();
+            if let Ok(cpu) = rlx_cpu::run_graph(&g, &rand) {
+                let r = c
+                    .run_refs(&rrefs)
+                    .map_err(|e| e.to_string())
+                    .and_then(|outs| {
+                        outs.iter()
+                            .zip(&cpu)
+                            .enumerate()
+                            .try_for_each(|(k, (o, w))| {
+                                let (rt, at) = loosen(w.dtype(), 1e-4, 1e-5);
+                                close(o, w, rt, at).map_err(|e| format!("output {k}: {e}"))
+                            })
+                    });
+                let ok2 = r.is_ok();
+                result("random vs cpu", r);
+                // The f32 graph again in f16 and bf16 (storage), against the
+                // CPU reference on the same narrow graph.
+                let src = case["graph"].as_str().unwrap_or("");
+                for narrow in ["f16", "bf16"] {
+                    if !src.contains("f32") {
+                        break;
+                    }
+                    let Ok(gn) = text::parse(&src.replace("f32", narrow)) else {
+                        continue;
+                    };
+                    let Ok(cn) = compile_cuda(&gn, true) else {
+                        continue;
+                    };
+                    let rn: Vec<HostTensor> = gn
+                        .input_types()
+                        .iter()
+                        .zip(&rand)
+                        .map(|(ty, t)| {
+                            if ty.dtype == t.dtype() {
+                                t.clone()
+                            } else {
+                                HostTensor::from_f64(
+                                    ty.dtype,
+                                    t.shape().clone(),
+                                    t.to_f64_vec().unwrap(),
+                                )
+                                .unwrap()
+                            }
+                        })
+                        .collect();
+                    let Ok(cpu) = rlx_cpu::run_graph(&gn, &rn) else {
+                        continue;
+                    };
+                    let r = cn
+                        .run_refs(&rn.iter().collect::<Vec<_>>())
+                        .map_err(|e| e.to_string())
+                        .and_then(|outs| {
+                            outs.iter()
+                                .zip(&cpu)
+                                .enumerate()
+                                .try_for_each(|(k, (o, w))| {
+                                    let (rt, at) = loosen(w.dtype(), 1e-4, 1e-5);
+                                    close(o, w, rt, at).map_err(|e| format!("output {k}: {e}"))
+                                })
+                        });
+                    if r.is_ok() {
+                        for n in &gn.nodes {
+                            covered_narrow.insert(format!("{}<{narrow}>", n.op.name()));
+                        }
+                    }
+                    result(
+                        if narrow == "f16" {
+                            "f16 random vs cpu"
+                        } else {
+                            "bf16 random vs cpu"
+                        },
+                        r,
+                    );
+                }
+                if ok && ok2 {
+                    for n in &g.nodes {
+                        covered.insert(n.op.name().to_string());
+                    }
+                }
+            }
+        }
+    }
+    let untested: Vec<&String> = claims
+        .ops
+        .keys()
+        .filter(|o| !covered.contains(*o) && o.as_str() != "transfer")
+        .collect();
+    println!(
+        "ops claimed: {}; ops with passing parity cases: {}",
+        claims.ops.len(),
+        covered.len()
+    );
+    println!("claimed ops without a passing case: {untested:?}");
+    println!(
+        "op<dtype> pairs passing in f16/bf16: {}",
+        covered_narrow.len()
+    );
+    println!("{pass} passed, {fail} failed");
+    fail
+}
+
+fn arg<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map(|s| s.as_str())
+}
+
+fn list(s: &str) -> Vec<usize> {
+    s.split(',').filter_map(|x| x.trim().parse().ok()).collect()
+}
+
+fn minilm_inputs(b: usize, s: usize, vocab: usize) -> Vec<HostTensor> {
+    let mut rng = Rng(42 + b as u64);
+    let mut ids = vec![0i64; b * s];
+    let mut mask = vec![0i64; b * s];
+    for r in 0..b {
+        // Rows of different lengths, so padding is exercised.
+        let len = s - (r * 7) % (s / 2);
+        for t in 0..s {
+            if t < len {
+                ids[r * s + t] = if t == 0 {
+                    101
+                } else if t + 1 == len {
+                    102
+                } else {
+                    1000 + (rng.next() % (vocab as u64 - 1000)) as i64
+                };
+                mask[r * s + t] = 1;
+            }
+        }
+    }
+    vec![
+        HostTensor::from_slice(&ids, [b, s]).unwrap(),
+        HostTensor::from_slice(&mask, [b, s]).unwrap(),
+        HostTensor::from_slice(&vec![0i64; b * s], [b, s]).unwrap(),
+    ]
+}
+
+fn cosine_min(a: &HostTensor, b: &HostTensor, h: usize) -> f64 {
+    let (a, b) = (a.to_f64_vec().unwrap(), b.to_f64_vec().unwrap());
+    a.chunks(h)
+        .zip(b.chunks(h))
+        .map(|(x, y)| {
+            let d: f64 = x.iter().zip(y).map(|(p, q)| p * q).sum();
+            let nx: f64 = x.iter().map(|p| p * p).sum::<f64>().sqrt();
+            let ny: f64 = y.iter().map(|p| p * p).sum::<f64>().sqrt();
+            d / (nx * ny)
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+fn p50(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn time_exe(exe: &CudaExecutable, inputs: &[&HostTensor], runs: usize) -> f64 {
+    let n = inputs.len();
+    exe.keep_resident(&(0..n).collect::<Vec<_>>());
+    for _ in 0..10 {
+        exe.launch_async(inputs).unwrap();
+        exe.sync().unwrap();
+    }
+    let times: Vec<f64> = (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            exe.launch_async(inputs).unwrap();
+            exe.sync().unwrap();
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    p50(times)
+}
+
+fn minilm(args: &[String]) -> usize {
+    let weights = arg(args, "--weights").expect("--weights FILE");
+    let config = arg(args, "--config").expect("--config FILE");
+    let batches = list(arg(args, "--batches").unwrap_or("1,2,4,8,16,32"));
+    let check = list(arg(args, "--check").unwrap_or("1,8"));
+    let seq: usize = arg(args, "--seq").unwrap_or("128").parse().unwrap();
+    let runs: usize = arg(args, "--runs").unwrap_or("50").parse().unwrap();
+    let modes: Vec<String> = arg(args, "--modes")
+        .unwrap_or("fp32,tf32,fp16")
+        .split(',')
+        .map(String::from)
+        .collect();
+    let cfg =
+        rlx_models::bert::BertConfig::from_json(&std::fs::read_to_string(config).unwrap()).unwrap();
+    let bert = rlx_models::bert::Bert::new(cfg.clone(), true);
+    let file = rlx_formats::SafetensorsFile::open(weights).unwrap();
+    let params = bert.parameters();
+    let load = |d: DType| -> Vec<HostTensor> {
+        params
+            .iter()
+            .map(|p| {
+                let t = file.tensor(&p.name).unwrap();
+                assert_eq!(t.shape(), &p.ty.shape, "{}", p.name);
+                HostTensor::from_f64(d, t.shape().clone(), t.to_f64_vec().unwrap()).unwrap()
+            })
+            .collect()
+    };
+    let w32 = load(DType::F32);
+    let w16 = load(DType::F16);
+    let base = CudaBackend::new().expect("CUDA backend");
+    println!("device: {}", base.name());
+    let mut failures = 0;
+    let mut json = Vec::new();
+    for mode in &modes {
+        let (dtype, opts) = match mode.as_str() {
+            "fp32" => (DType::F32, CudaOptions::default()),
+            "tf32" => (
+                DType::F32,
+                CudaOptions {
+                    tf32: true,
+                    ..Default::default()
+                },
+            ),
+            "fp16" => (DType::F16, CudaOptions::default()),
+            m => panic!("unknown mode {m}"),
+        };
+        let be = Arc::new(base.options(opts));
+        rlx_runtime::register_backend(be.clone());
+        for &b in &batches {
+            let g32 = bert.graph(b, seq).unwrap();
+            let g = if dtype == DType::F16 {
+                text::parse(&text::print(&g32).replace("f32", "f16")).unwrap()
+            } else {
+                g32.clone()
+            };
+            let t0 = Instant::now();
+            let compiled =
+                rlx::compile_with(&g, Target::Device(Device::Cuda), &CompileOptions::default())
+                    .unwrap();
+            let exe = be.compile_program(compiled.program()).unwrap();
+            let compile_ms = t0.elapsed().as_secs_f64() * 1e3;
+            if b == batches[0] && mode == &modes[0] {
+                println!("{}", compiled.dispatch_report());
+            }
+            let data = minilm_inputs(b, seq, cfg.vocab_size);
+            let w = if dtype == DType::F16 { &w16 } else { &w32 };
+            let mut inputs: Vec<&HostTensor> = data.iter().collect();
+            inputs.extend(w.iter());
+            let outs = exe.run_cuda(&inputs).unwrap();
+            let mut cos = None;
+            if check.contains(&b) {
+                let cpu = rlx::compile(&g32, Device::Cpu).unwrap();
+                let mut ci: Vec<&HostTensor> = data.iter().collect();
+                ci.extend(w32.iter());
+                let want = cpu.run_refs(&ci).unwrap();
+                let c = cosine_min(&outs[1], &want[1], cfg.hidden_size);
+                // Strict fp32 must match to 1e-4; fp16 and TF32 (10-bit
+                // mantissa products) to 1e-3.
+                let need = if mode == "fp32" { 0.9999 } else { 0.999 };
+                let ok = c >= need;
+                if !ok {
+                    failures += 1;
+                }
+                println!(
+                    "{} minilm {mode} B={b}: min cosine vs CPU {c:.7} (need >= {need})",
+                    if ok { "PASS" } else { "FAIL" }
+                );
+                cos = Some(c);
+            }
+            let graph_ms = time_exe(&exe, &inputs, runs);
+            let eager = be
+                .options(CudaOptions {
+                    cuda_graph: false,
+                    ..opts
+                })
+                .compile_program(compiled.program())
+                .unwrap();
+            let eager_ms = time_exe(&eager, &inputs, runs);
+            println!(
+                "minilm {mode} B={b} seq={seq}: p50 {graph_ms:.3} ms (CUDA graph), {eager_ms:.3} ms (eager launches); {} launches, compile {compile_ms:.0} ms",
+                exe.launch_count()
+            );
+            if args.iter().any(|a| a == "--profile") && (b == 1 || b == *batches.last().unwrap()) {
+                let prof = eager.profile().unwrap();
+                let mut by: std::collections::BTreeMap<String, (f32, usize)> = Default::default();
+                for (_, op, _, ms) in &prof {
+                    let e = by.entry(op.clone()).or_default();
+                    e.0 += ms;
+                    e.1 += 1;
+                }
+                let total: f32 = prof.iter().map(|p| p.3).sum();
+                println!("  profile {mode} B={b} (CUDA events, eager): total {total:.3} ms");
+                for (op, (ms, n)) in by {
+                    println!("    {op:<20} {n:>4} launches {ms:>8.3} ms");
+                }
+            }
+            json.push(serde_json::json!({"impl": "rlx-cuda", "mode": mode, "batch": b, "seq": seq,
+                "p50_ms_graph": graph_ms, "p50_ms_eager": eager_ms, "launches": exe.launch_count(), "min_cosine_vs_cpu": cos}));
+        }
+    }
+    if let Some(p) = arg(args, "--json") {
+        std::fs::write(p, serde_json::to_string_pretty(&json).unwrap()).unwrap();
+    }
+    failures
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    match CudaBackend::register() {
+        Ok(()) => {}
+        Err(e) => {
+            eprintln!("rlx-cuda: {e}");
+            std::process::exit(2);
+        }
+    }
+    let fails = match args.get(1).map(|s| s.as_str()) {
+        Some("parity") => parity(
+            args.get(2)
+                .map(|s| s.as_str())
+                .unwrap_or("tests/vectors/ops"),
+        ),
+        Some("minilm") => minilm(&args[2..]),
+        _ => {
+            eprintln!("usage: gpu parity [DIR] | gpu minilm --weights F --config F [...]");
+            2
+        }
+    };
+    std::process::exit(if fails == 0 { 0 } else { 1 });
+}
