@@ -10,7 +10,6 @@ use rlx_ir::{Graph, HostTensor};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
-use std::time::Instant;
 
 /// One compiled training step plus the tensors it carries.
 pub struct TrainStep {
@@ -171,7 +170,11 @@ impl EpochStats {
         self.losses.iter().sum::<f64>() / self.losses.len().max(1) as f64
     }
     pub fn examples_per_second(&self) -> f64 {
-        self.examples as f64 / self.seconds.max(1e-9)
+        if self.seconds > 0.0 {
+            self.examples as f64 / self.seconds
+        } else {
+            0.0
+        }
     }
 }
 
@@ -185,7 +188,7 @@ pub fn run_epoch(
     batches: impl IntoIterator<Item = (Vec<HostTensor>, usize)>,
     quiet: bool,
 ) -> Result<EpochStats> {
-    let t0 = Instant::now();
+    let t0 = Clock::start();
     let mut st = EpochStats::default();
     for (k, (data, n)) in batches.into_iter().enumerate() {
         let l = step.step(&data)?;
@@ -197,7 +200,7 @@ pub fn run_epoch(
         }
         st.losses.push(l);
         st.examples += n;
-        st.seconds = t0.elapsed().as_secs_f64();
+        st.seconds = t0.seconds();
         if !quiet && (k % 10 == 0 || k + 1 == total) {
             progress(label, k + 1, total, &st);
         }
@@ -220,4 +223,23 @@ fn progress(label: &str, done: usize, total: usize, st: &EpochStats) {
         st.examples_per_second()
     );
     let _ = std::io::stderr().flush();
+}
+
+/// Wall time for throughput. `std::time::Instant` panics on
+/// wasm32-unknown-unknown, so there the clock reads zero and the progress
+/// line shows no rate.
+struct Clock(#[cfg(not(target_arch = "wasm32"))] std::time::Instant);
+impl Clock {
+    fn start() -> Clock {
+        Clock(
+            #[cfg(not(target_arch = "wasm32"))]
+            std::time::Instant::now(),
+        )
+    }
+    fn seconds(&self) -> f64 {
+        #[cfg(not(target_arch = "wasm32"))]
+        return self.0.elapsed().as_secs_f64();
+        #[cfg(target_arch = "wasm32")]
+        return 0.0;
+    }
 }

@@ -252,6 +252,34 @@ fn cases() -> Vec<Case> {
                 .with("strides", vec![2i64, 2]),
         ));
     }
+    v.push(c(
+        "max_pool",
+        vec![f(&[2, 2, 6, 5])],
+        a().with("kernel", vec![3i64, 2])
+            .with("strides", vec![2i64, 1])
+            .with("pads", vec![1i64, 0, 1, 1])
+            .with("dilations", vec![1i64, 2]),
+    ));
+    v.push(c(
+        "avg_pool",
+        vec![f(&[2, 2, 6, 5])],
+        a().with("kernel", vec![3i64, 2])
+            .with("strides", vec![2i64, 1])
+            .with("pads", vec![1i64, 0, 1, 1]),
+    ));
+    v.push(c(
+        "avg_pool",
+        vec![f(&[1, 2, 5, 5])],
+        a().with("kernel", vec![3i64, 3])
+            .with("strides", vec![2i64, 2])
+            .with("pads", vec![1i64, 1, 1, 1])
+            .with("count_include_pad", true),
+    ));
+    v.push(c(
+        "max_pool",
+        vec![f(&[1, 2, 7])],
+        a().with("kernel", vec![3i64]).with("strides", vec![2i64]),
+    ));
     v.push(c("global_avg_pool", vec![f(&[2, 3, 4, 2])], a()));
     v.push(c("global_max_pool", vec![f(&[2, 3, 4, 2])], a()));
     // index

@@ -3,7 +3,7 @@
 use super::reduce::expand_back;
 use super::{Jvp, NodeCx, Rule};
 use crate::emit::*;
-use crate::error::{AdError, Result};
+use crate::error::Result;
 use rlx_ir::{Attrs, HostTensor, ValueId};
 
 type Out = Result<Vec<Option<ValueId>>>;
@@ -355,11 +355,7 @@ fn vjp_pool(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
     let tiled =
         w.s == k && w.d.iter().all(|&d| d == 1) && w.pb.iter().chain(&w.pe).all(|&p| p == 0);
     if !tiled {
-        return Err(AdError::Unsupported {
-            op: n.op.into(),
-            msg: "gradient only for non-overlapping, unpadded windows (kernel = strides) so far"
-                .into(),
-        });
+        return pool_general(b, n, g, &k, &w);
     }
     let yd = dims(b, n.outputs[0]);
     // The part of x the windows cover.
@@ -415,6 +411,106 @@ fn vjp_pool(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
     Ok(vec![Some(gx)])
 }
 
+/// Any window geometry (overlap, padding, dilation): a host-computed table
+/// `idx[o, j]` of the flat input position under kernel element `j` of
+/// output window `o` (padding points at one extra sentinel slot) gathers
+/// each window, spreads G over it (max: to the elements equal to the
+/// maximum, shared by ties; average: divided by the window's divisor),
+/// and scatter-adds the contributions back.
+fn pool_general(b: &mut B, n: &NodeCx, g: ValueId, k: &[usize], w: &Win) -> Out {
+    let x = n.inputs[0];
+    let xd = dims(b, x);
+    let yd = dims(b, n.outputs[0]);
+    let sp = k.len();
+    let (nb, c) = (xd[0], xd[1]);
+    let sflat: usize = xd[2..].iter().product();
+    let pout: usize = yd[2..].iter().product();
+    let kk: usize = k.iter().product();
+    let mut idx = Vec::with_capacity(pout * kk);
+    let mut valid = vec![0usize; pout];
+    for (o, cnt) in valid.iter_mut().enumerate() {
+        // Unflatten o over the output extents and j over the kernel.
+        let mut oi = vec![0; sp];
+        let mut r = o;
+        for i in (0..sp).rev() {
+            oi[i] = r % yd[2 + i];
+            r /= yd[2 + i];
+        }
+        for j in 0..kk {
+            let mut ji = vec![0; sp];
+            let mut r = j;
+            for i in (0..sp).rev() {
+                ji[i] = r % k[i];
+                r /= k[i];
+            }
+            let mut flat = 0i64;
+            let mut inside = true;
+            for i in 0..sp {
+                let p = (oi[i] * w.s[i] + ji[i] * w.d[i]) as i64 - w.pb[i] as i64;
+                inside &= p >= 0 && p < xd[2 + i] as i64;
+                flat = flat * xd[2 + i] as i64 + p;
+            }
+            idx.push(if inside { flat } else { sflat as i64 });
+            *cnt += usize::from(inside);
+        }
+    }
+    let dt = b.dtype(x);
+    let table = b.constant(HostTensor::from_i64(
+        rlx_ir::DType::I64,
+        vec![pout, kk],
+        idx,
+    )?)?;
+    let gb = reshape(b, g, &[nb, c, pout, 1])?;
+    let contrib = if n.op == "max_pool" {
+        let xf = reshape(b, x, &[nb, c, sflat])?;
+        // The sentinel slot is never the maximum.
+        let xf = b.op1(
+            "pad",
+            &[xf],
+            Attrs::new()
+                .with("pads", vec![0i64, 0, 0, 0, 0, 1])
+                .with("value", f64::MIN),
+        )?;
+        let win = b.op1("gather", &[xf, table], Attrs::new().with("axis", 2i64))?;
+        let yb = reshape(b, n.outputs[0], &[nb, c, pout, 1])?;
+        let hit = b.binary("eq", win, yb)?;
+        let m = b.op1("cast", &[hit], Attrs::new().with("dtype", dt))?;
+        let cnt = sum(b, m, &[3], true)?;
+        let m = div(b, m, cnt)?;
+        let m = stop(b, m)?;
+        mul(b, gb, m)?
+    } else {
+        let include =
+            n.attrs.get("count_include_pad").is_some() && n.attrs.bool("count_include_pad")?;
+        let div_v: Vec<f64> = valid
+            .iter()
+            .map(|&v| if include { kk as f64 } else { v.max(1) as f64 })
+            .collect();
+        let dv = b.constant(HostTensor::from_f64(dt, vec![pout, 1], div_v)?)?;
+        let q = div(b, gb, dv)?;
+        // Padding positions land in the sentinel slot, which is dropped.
+        broadcast_to(b, q, &[nb, c, pout, kk])?
+    };
+    let contrib = reshape(b, contrib, &[nb, c, pout * kk])?;
+    let tb = reshape(b, table, &[1, 1, pout * kk])?;
+    let tb = broadcast_to(b, tb, &[nb, c, pout * kk])?;
+    let z = zeros(b, &rlx_ir::TensorType::new(dt, vec![nb, c, sflat + 1]))?;
+    let gx = b.op1(
+        "scatter_add",
+        &[z, tb, contrib],
+        Attrs::new().with("axis", 2i64),
+    )?;
+    let gx = b.op1(
+        "narrow",
+        &[gx],
+        Attrs::new()
+            .with("axis", 2i64)
+            .with("start", 0i64)
+            .with("len", sflat as i64),
+    )?;
+    Ok(vec![Some(reshape(b, gx, &xd)?)])
+}
+
 fn spatial(b: &B, x: ValueId) -> Vec<usize> {
     (2..b.shape(x).rank()).collect()
 }
@@ -439,17 +535,6 @@ fn vjp_global_max(b: &mut B, n: &NodeCx, g: &[Option<ValueId>]) -> Out {
     let m = stop(b, m)?;
     let g = expand_back(b, g, x, &ax)?;
     Ok(vec![Some(mul(b, g, m)?)])
-}
-
-#[allow(dead_code)]
-fn ones(b: &mut B, like: ValueId, d: &[usize]) -> Result<ValueId> {
-    let dt = b.dtype(like);
-    let o = b.constant(HostTensor::from_f64(
-        dt,
-        rlx_ir::Shape::scalar(),
-        vec![1.0],
-    )?)?;
-    broadcast_to(b, o, d)
 }
 
 pub static RULES: &[(&str, Rule)] = &[
