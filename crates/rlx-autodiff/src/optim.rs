@@ -64,6 +64,13 @@ impl Optimizer {
             weight_decay,
         }
     }
+    pub fn learning_rate(&self) -> f64 {
+        match *self {
+            Optimizer::Sgd { lr, .. }
+            | Optimizer::Adam { lr, .. }
+            | Optimizer::AdamW { lr, .. } => lr,
+        }
+    }
     /// Names of the per-parameter state tensors.
     pub fn slots(&self) -> &'static [&'static str] {
         match self {

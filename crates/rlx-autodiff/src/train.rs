@@ -14,6 +14,10 @@ use std::path::Path;
 /// One compiled training step plus the tensors it carries.
 pub struct TrainStep {
     exe: rlx::Compiled,
+    loss: Graph,
+    param_idx: Vec<usize>,
+    opt: Optimizer,
+    options: rlx::CompileOptions,
     layout: StepGraph,
     /// Params, then optimizer state, in the step graph's input order.
     carried: Vec<HostTensor>,
@@ -62,6 +66,10 @@ impl TrainStep {
         carried.extend(init_state(&opt, &carried)?);
         Ok(TrainStep {
             exe,
+            loss: loss.clone(),
+            param_idx: params.to_vec(),
+            opt,
+            options: options.clone(),
             layout,
             carried,
             steps: 0,
@@ -87,6 +95,26 @@ impl TrainStep {
         self.carried = outs.drain(1..).collect();
         self.steps += 1;
         Ok(loss)
+    }
+
+    /// Change the learning rate (a schedule): the step is recompiled with
+    /// the new constant; weights and optimizer state carry over.
+    pub fn set_learning_rate(&mut self, lr: f64) -> Result<()> {
+        let mut opt = self.opt;
+        match &mut opt {
+            Optimizer::Sgd { lr: l, .. }
+            | Optimizer::Adam { lr: l, .. }
+            | Optimizer::AdamW { lr: l, .. } => *l = lr,
+        }
+        let layout = train_step(&self.loss, &self.param_idx, &opt)?;
+        self.exe = rlx::compile_with(&layout.graph, rlx::Device::Cpu, &self.options)?;
+        self.layout = layout;
+        self.opt = opt;
+        Ok(())
+    }
+
+    pub fn optimizer(&self) -> Optimizer {
+        self.opt
     }
 
     pub fn params(&self) -> &[HostTensor] {

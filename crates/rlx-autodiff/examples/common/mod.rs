@@ -19,6 +19,8 @@ pub struct Args {
     pub limit: Option<usize>,
     /// Random translations of up to this many pixels (0 = off).
     pub shift: usize,
+    /// Step-decay the learning rate (x0.3 at 60% and 85% of the epochs).
+    pub decay: bool,
 }
 
 impl Args {
@@ -34,6 +36,7 @@ impl Args {
             out: PathBuf::from("benches/results"),
             limit: None,
             shift: 0,
+            decay: false,
         };
         let v: Vec<String> = std::env::args().skip(1).collect();
         let mut i = 0;
@@ -52,6 +55,10 @@ impl Args {
                 "--out" => a.out = PathBuf::from(val()),
                 "--limit" => a.limit = Some(val().parse().expect("--limit N")),
                 "--shift" => a.shift = val().parse().expect("--shift PIXELS"),
+                "--decay" => {
+                    a.decay = true;
+                    i -= 1;
+                }
                 "--fashion" => {
                     a.fashion = true;
                     i -= 1;
@@ -188,6 +195,15 @@ pub fn train_and_report(
     let mut accs = vec![];
     let steps = train.len() / a.batch;
     for e in 0..a.epochs {
+        // Step decay: x0.3 at 60% and again at 85% of the epochs.
+        for at in [0.6, 0.85] {
+            if a.decay && e == (at * a.epochs as f64) as usize && e > 0 {
+                let lr = step.optimizer().learning_rate() * 0.3;
+                step.set_learning_rate(lr)?;
+                eprintln!("learning rate -> {lr:e}");
+                writeln!(log, "# epoch {}: learning rate -> {lr:e}", e + 1)?;
+            }
+        }
         let order = train.permutation(a.seed * 1000 + e as u64);
         let aug;
         let train = if a.shift > 0 {
