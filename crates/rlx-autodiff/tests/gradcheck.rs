@@ -573,3 +573,68 @@ fn every_rule_jvp_matches_directional_differences() {
         failures.join("\n")
     );
 }
+
+/// vmap of every case (and of its gradient) over a new innermost axis of
+/// input 0, against a loop over the slices.
+#[test]
+fn vmap_of_every_case_matches_a_loop() {
+    let mut rng = Rng(0x5EED_0003);
+    let n = 3;
+    let mut failures = vec![];
+    for case in cases() {
+        let (g, vals) = build(&case, &mut rng);
+        let gg = rlx_autodiff::grad(&g, &[0]).unwrap();
+        for (what, f) in [("f", &g), ("grad f", &gg)] {
+            let d = vals[0].shape().dims().to_vec();
+            let ax = d.len();
+            let slices: Vec<Vec<f64>> = (0..n)
+                .map(|_| {
+                    rng.vec(vals[0].numel(), -1.0, 1.0)
+                        .iter()
+                        .map(|v| v * 0.3 + 0.9)
+                        .collect()
+                })
+                .collect();
+            // Interleave the slices so the mapped axis is the innermost one.
+            let mut batched = vec![];
+            for i in 0..vals[0].numel() {
+                for s in &slices {
+                    batched.push(s[i]);
+                }
+            }
+            let mut bd = d.clone();
+            bd.push(n);
+            let mut in_axes = vec![None; vals.len()];
+            in_axes[0] = Some(ax);
+            let v = rlx_autodiff::vmap(f, &in_axes, 0, n)
+                .unwrap_or_else(|e| panic!("{}: vmap: {e}", case.op));
+            let mut ins = vals.clone();
+            ins[0] = HostTensor::from_f64(DType::F64, bd, batched).unwrap();
+            let got = run_compiled(&v, &ins)[0].to_f64_vec().unwrap();
+            let per = got.len() / n;
+            for (k, s) in slices.iter().enumerate() {
+                let mut ins = vals.clone();
+                ins[0] = HostTensor::from_f64(DType::F64, d.clone(), s.clone()).unwrap();
+                let want = eval(f, &ins)[0].to_f64_vec().unwrap();
+                let got_k = &got[k * per..(k + 1) * per];
+                let ok = got_k.iter().zip(&want).all(|(a, b)| {
+                    (a - b).abs() <= 1e-12 + 1e-9 * b.abs() || (a.is_nan() && b.is_nan())
+                });
+                if !ok {
+                    failures.push(format!(
+                        "{} ({what}) slice {k}: {:?} vs {:?}",
+                        case.op,
+                        &got_k[..got_k.len().min(4)],
+                        &want[..want.len().min(4)]
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}

@@ -167,3 +167,40 @@ fn vmap_rejects_bad_axes() {
     assert!(vmap(&f(), &[Some(2), None], 0, 2).is_err());
     assert!(vmap(&f(), &[Some(0)], 0, 2).is_err());
 }
+
+/// Ops with batching rules are batched, not unrolled: the mapped MLP layer
+/// has no per-index slices, and its size does not grow with the batch.
+#[test]
+fn batching_rules_avoid_unrolling() {
+    let mut b = GraphBuilder::new("layer");
+    let x = b.input("x", TensorType::new(DType::F64, vec![2, 3]));
+    let w = b.input("w", TensorType::new(DType::F64, vec![3, 4]));
+    let h = b.binary("matmul", x, w).unwrap();
+    let h = b.unary("tanh", h).unwrap();
+    let s = b
+        .op1("softmax", &[h], Attrs::new().with("axis", -1i64))
+        .unwrap();
+    let r = b
+        .op1("reduce_sum", &[s], Attrs::new().with("axes", vec![0i64]))
+        .unwrap();
+    let g = b.finish(&[r]).unwrap();
+    let v8 = vmap(&g, &[Some(2), None], 1, 8).unwrap();
+    let v2 = vmap(&g, &[Some(2), None], 1, 2).unwrap();
+    assert_eq!(v8.nodes.len(), v2.nodes.len());
+    assert!(!v8.nodes.iter().any(|n| n.op.name() == "narrow"));
+    let mut rng = Rng(5);
+    let xs = rng.vec(2 * 3 * 8, -1.0, 1.0);
+    let ws = rng.vec(12, -1.0, 1.0);
+    let got = run_compiled(&v8, &[t(&[2, 3, 8], xs.clone()), t(&[3, 4], ws.clone())])[0]
+        .to_f64_vec()
+        .unwrap();
+    for k in 0..8 {
+        let xk: Vec<f64> = (0..6).map(|i| xs[i * 8 + k]).collect();
+        let want = eval(&g, &[t(&[2, 3], xk), t(&[3, 4], ws.clone())])[0]
+            .to_f64_vec()
+            .unwrap();
+        // Output (4,) with the mapped axis at 1 -> (4, 8).
+        let col: Vec<f64> = (0..4).map(|i| got[i * 8 + k]).collect();
+        assert_close(&format!("index {k}"), &col, &want, 0.0, 1e-13);
+    }
+}
