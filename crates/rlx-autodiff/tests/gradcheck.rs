@@ -339,6 +339,16 @@ fn cases() -> Vec<Case> {
         vec![f(&[3, 5])],
         a().with("k", 2i64).with("axis", 1i64),
     ));
+    // control flow (rewritten into straight-line MIR)
+    for cond in [true, false] {
+        let c = HostTensor::new(DType::Bool, vec![], rlx_ir::TensorData::Bool(vec![cond])).unwrap();
+        v.push(c_if(c));
+    }
+    v.push(c(
+        "scan",
+        vec![f(&[3]), f(&[3]), f(&[4, 3])],
+        a().with("body", scan_body()).with("num_carry", 2i64),
+    ));
     // recurrent cells (rewritten into primitives)
     v.push(c(
         "rnn_cell",
@@ -417,6 +427,40 @@ fn cases() -> Vec<Case> {
         a().with("mask_kind", "causal"),
     ));
     v
+}
+
+fn branch(then: bool) -> Graph {
+    let mut b = GraphBuilder::new(if then { "then" } else { "else" });
+    let x = b.input("a", TensorType::new(DType::F64, vec![3]));
+    let w = b.input("w", TensorType::new(DType::F64, vec![3]));
+    let y = if then {
+        let m = b.binary("mul", x, w).unwrap();
+        b.unary("tanh", m).unwrap()
+    } else {
+        let s = b.unary("sin", x).unwrap();
+        b.binary("add", s, w).unwrap()
+    };
+    b.finish(&[y]).unwrap()
+}
+fn c_if(cond: HostTensor) -> Case {
+    c(
+        "if",
+        vec![C(cond), f(&[3]), f(&[3])],
+        a().with("then_branch", branch(true))
+            .with("else_branch", branch(false)),
+    )
+}
+/// (h, w, x) -> (tanh(h·w + x), w, h·x)
+fn scan_body() -> Graph {
+    let mut b = GraphBuilder::new("body");
+    let h = b.input("h", TensorType::new(DType::F64, vec![3]));
+    let w = b.input("w", TensorType::new(DType::F64, vec![3]));
+    let x = b.input("x", TensorType::new(DType::F64, vec![3]));
+    let hw = b.binary("mul", h, w).unwrap();
+    let s = b.binary("add", hw, x).unwrap();
+    let h2 = b.unary("tanh", s).unwrap();
+    let y = b.binary("mul", h, x).unwrap();
+    b.finish(&[h2, w, y]).unwrap()
 }
 
 /// (graph, float inputs) for one case; the loss is Σ out_k ⊙ W_k.

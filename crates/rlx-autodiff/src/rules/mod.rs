@@ -17,6 +17,7 @@
 //!   ops with a [`Rule::Expand`] (the recurrent cells) are rewritten into
 //!   primitives by this crate the same way.
 
+mod control;
 mod elementwise;
 mod index;
 mod linalg;
@@ -79,6 +80,7 @@ fn table() -> &'static BTreeMap<&'static str, Rule> {
             linalg::RULES,
             index::RULES,
             recurrent::RULES,
+            control::RULES,
         ] {
             for (name, r) in part {
                 let prev = m.insert(*name, *r);
