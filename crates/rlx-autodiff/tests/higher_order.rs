@@ -329,3 +329,34 @@ fn rule_coverage_is_pinned() {
         );
     }
 }
+
+/// Differentiating an already optimized graph (fused softmax, matmul
+/// epilogues, fused_elementwise regions) goes through the fused ops'
+/// decompositions and gives the same gradient as the plain graph.
+#[test]
+fn gradients_of_fused_graphs_match_the_plain_graph() {
+    let g = coupled();
+    let eval_fn =
+        |g: &Graph, ins: &[HostTensor]| rlx_cpu::run_graph(g, ins).map_err(|e| e.to_string());
+    let (fused, report) = rlx_opt::compile_pipeline(&g, eval_fn).unwrap();
+    assert!(
+        fused.nodes.iter().any(|n| n.op.is_fused()),
+        "the pipeline fused nothing: {report:?}"
+    );
+    let mut rng = Rng(99);
+    let ins = vec![
+        HostTensor::from_f64(DType::F64, vec![2, 3], rng.vec(6, -1.0, 1.0)).unwrap(),
+        HostTensor::from_f64(DType::F64, vec![3, 4], rng.vec(12, -1.0, 1.0)).unwrap(),
+    ];
+    let a = eval(&grad(&g, &[0, 1]).unwrap(), &ins);
+    let b = eval(&grad(&fused, &[0, 1]).unwrap(), &ins);
+    for k in 0..2 {
+        assert_close(
+            &format!("d/dx{k}"),
+            &b[k].to_f64_vec().unwrap(),
+            &a[k].to_f64_vec().unwrap(),
+            1e-14,
+            1e-12,
+        );
+    }
+}
