@@ -237,6 +237,25 @@ enum Resolved {
     },
     Gemm(crate::plan::Gemm, [u64; 3]),
     Lt(Box<LtGemm>, bool),
+    /// Pointer arrays (A, B, C) on the device, one entry per batch.
+    Batched(crate::plan::Gemm, [DevBuf; 3]),
+}
+
+fn blas_type(d: DType) -> blas::cudaDataType {
+    match d {
+        DType::F16 => blas::cudaDataType::CUDA_R_16F,
+        DType::BF16 => blas::cudaDataType::CUDA_R_16BF,
+        DType::F64 => blas::cudaDataType::CUDA_R_64F,
+        _ => blas::cudaDataType::CUDA_R_32F,
+    }
+}
+
+fn blas_compute(d: DType, tf32: bool) -> blas::cublasComputeType_t {
+    match d {
+        DType::F64 => blas::cublasComputeType_t::CUBLAS_COMPUTE_64F,
+        DType::F32 if tf32 => blas::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+        _ => blas::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+    }
 }
 
 struct Graph(CudaGraph);
@@ -349,6 +368,20 @@ impl CudaExecutable {
                             args: a,
                         },
                     ));
+                }
+                Launch::GemmBatched { node, gemm, ptrs } => {
+                    let mut arrays = Vec::new();
+                    for k in 0..3 {
+                        let a: Vec<u64> = ptrs.iter().map(|t| addr(&t[k])).collect();
+                        let b = DevBuf::new(&gpu.ctx, a.len() * 8)?;
+                        // SAFETY: b holds a.len() u64 values.
+                        unsafe { result::memcpy_htod_sync(b.ptr, &a) }?;
+                        arrays.push(b);
+                    }
+                    let arrays: [DevBuf; 3] = arrays
+                        .try_into()
+                        .map_err(|_| CudaError::Input("pointer arrays".into()))?;
+                    launches.push((*node, Resolved::Batched(gemm.clone(), arrays)));
                 }
                 Launch::Gemm { node, gemm } => {
                     let p = [addr(&gemm.a), addr(&gemm.b), addr(&gemm.c)];
@@ -473,6 +506,55 @@ impl CudaExecutable {
                 unsafe { b.launch(*cfg) }?;
             }
             Resolved::Lt(g, residual) => g.launch(&self.gpu, *residual)?,
+            Resolved::Batched(g, [pa, pb, pc]) => {
+                let op = |t: bool| {
+                    if t {
+                        blas::cublasOperation_t::CUBLAS_OP_T
+                    } else {
+                        blas::cublasOperation_t::CUBLAS_OP_N
+                    }
+                };
+                let (one32, zero32, one64, zero64) = (1f32, 0f32, 1f64, 0f64);
+                let (alpha, beta): (*const std::ffi::c_void, *const std::ffi::c_void) =
+                    if g.dtype == DType::F64 {
+                        (
+                            &one64 as *const f64 as *const _,
+                            &zero64 as *const f64 as *const _,
+                        )
+                    } else {
+                        (
+                            &one32 as *const f32 as *const _,
+                            &zero32 as *const f32 as *const _,
+                        )
+                    };
+                // SAFETY: the pointer arrays hold `batch` device addresses of
+                // buffers this executable owns, laid out as the plan checked.
+                unsafe {
+                    blas::cublasGemmBatchedEx(
+                        *self.gpu.blas.handle(),
+                        op(g.trans_a),
+                        op(g.trans_b),
+                        g.m,
+                        g.n,
+                        g.k,
+                        alpha,
+                        pa.ptr as *const *const _,
+                        blas_type(g.dtype),
+                        g.lda,
+                        pb.ptr as *const *const _,
+                        blas_type(g.dtype),
+                        g.ldb,
+                        beta,
+                        pc.ptr as *const *mut _,
+                        blas_type(g.c_dtype),
+                        g.ldc,
+                        g.batch,
+                        blas_compute(g.dtype, self.opts.tf32),
+                        blas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                    )
+                    .result()
+                }?;
+            }
             Resolved::Gemm(g, [a, b, c]) => {
                 let (ty, compute) = match g.dtype {
                     DType::F16 => (

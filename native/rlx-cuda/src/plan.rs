@@ -75,6 +75,8 @@ pub struct Gemm {
     pub stride_c: i64,
     pub batch: i32,
     pub dtype: DType,
+    /// The dtype of C/D (f32 scores from f16 operands, say); usually `dtype`.
+    pub c_dtype: DType,
     /// Epilogue (cuBLASLt): add this bias vector (length m, per row of the
     /// column-major result).
     pub bias: Option<Ptr>,
@@ -99,6 +101,13 @@ pub enum Launch {
     Gemm {
         node: usize,
         gemm: Gemm,
+    },
+    /// One cuBLAS GEMM over per-batch pointer triples (A, B, C) with the
+    /// shape, transposes and leading dims of `gemm` (its pointers unused).
+    GemmBatched {
+        node: usize,
+        gemm: Gemm,
+        ptrs: Vec<[Ptr; 3]>,
     },
 }
 
@@ -618,8 +627,12 @@ fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaError> {
             }
             args.push(out.ptr());
             let rows = n_out / nn.max(1);
-            let text = kernels::norm(src.dtype, nn, eps, op == "rms_norm");
-            if rows > 0 {
+            // Single precision rows of up to 1024: one warp per row.
+            if rows > 0 && nn <= 1024 && ctype::is_single(src.dtype) {
+                let text = kernels::norm_warp(src.dtype, nn, rows, eps, op == "rms_norm");
+                p.kernel(text, (rows.div_ceil(8) as u32, 1, 1), 256, 0, args, false);
+            } else if rows > 0 {
+                let text = kernels::norm(src.dtype, nn, eps, op == "rms_norm");
                 p.kernel(text, (rows as u32, 1, 1), ROW_THREADS, 0, args, false);
             }
         }
@@ -1083,6 +1096,7 @@ fn matmul(
         stride_c: (m * n) as i64,
         batch: nbat as i32,
         dtype,
+        c_dtype: dtype,
         bias: None,
         residual: None,
     };
@@ -1190,6 +1204,132 @@ fn attention(p: &mut Planner, i: usize, node: &Node, out: &Loc) -> Result<(), Cu
     let nb: usize = batch.iter().product();
     if sq == 0 || nb == 0 {
         return Ok(());
+    }
+    // Many heads: two batched cuBLAS GEMMs (tensor cores for f16/bf16/TF32)
+    // around a masked softmax kernel. Few heads: one fused kernel launch.
+    if nb >= 48 {
+        let lq = mat_layout(sq, dh, qs[r], qs[r + 1]);
+        let lkt = mat_layout(dh, sk, ks[r + 1], ks[r]);
+        let lv = mat_layout(sk, dv, vs[r], vs[r + 1]);
+        if let (Some((tq, ldq)), Some((tk, ldk)), Some((tv, ldv))) = (lq, lkt, lv) {
+            let d = out.dtype;
+            let scores = p.scratch_loc(DType::F32, &[nb, sq, sk]);
+            let probs = p.scratch_loc(d, &[nb, sq, sk]);
+            let es = esize(d) as i64;
+            let boffs: Vec<(i64, i64, i64)> = (0..nb)
+                .map(|t| {
+                    let (mut rr, mut o) = (t, (0i64, 0i64, 0i64));
+                    for kk in (0..r).rev() {
+                        let c = (rr % batch[kk]) as i64;
+                        rr /= batch[kk];
+                        o.0 += c * qs[kk];
+                        o.1 += c * ks[kk];
+                        o.2 += c * vs[kk];
+                    }
+                    o
+                })
+                .collect();
+            let at = |l: &Loc, off: i64, e: i64| Ptr {
+                root: l.root,
+                byte: (l.offset + off) * e,
+            };
+            // S = Q·Kᵀ, as Sᵀ = (Kᵀ)ᵀ... in column-major: C(sk×sq) = op(Kᵀ)·op(Q).
+            let g1 = Gemm {
+                trans_a: tk,
+                trans_b: tq,
+                m: sk as i32,
+                n: sq as i32,
+                k: dh as i32,
+                a: at(&k, 0, es),
+                lda: ldk,
+                stride_a: 0,
+                b: at(&q, 0, es),
+                ldb: ldq,
+                stride_b: 0,
+                c: scores.ptr(),
+                ldc: sk as i32,
+                stride_c: 0,
+                batch: nb as i32,
+                dtype: d,
+                c_dtype: DType::F32,
+                bias: None,
+                residual: None,
+            };
+            let ptrs1 = boffs
+                .iter()
+                .enumerate()
+                .map(|(t, o)| {
+                    [
+                        at(&k, o.1, es),
+                        at(&q, o.0, es),
+                        at(&scores, (t * sq * sk) as i64, 4),
+                    ]
+                })
+                .collect();
+            p.launches.push(Launch::GemmBatched {
+                node: i,
+                gemm: g1,
+                ptrs: ptrs1,
+            });
+            let mut sargs = vec![scores.ptr()];
+            if args.len() > 4 {
+                sargs.push(args[3]);
+            }
+            sargs.push(probs.ptr());
+            let text = kernels::attention_softmax(d, &batch, sq, sk, &mask, scale);
+            p.kernel(
+                text,
+                ((nb * sq).div_ceil(8) as u32, 1, 1),
+                256,
+                0,
+                sargs,
+                false,
+            );
+            // O = P·V: C(dv×sq) = op(V)·op(P).
+            let g2 = Gemm {
+                trans_a: tv,
+                trans_b: false,
+                m: dv as i32,
+                n: sq as i32,
+                k: sk as i32,
+                a: at(&v, 0, es),
+                lda: ldv,
+                stride_a: 0,
+                b: probs.ptr(),
+                ldb: sk as i32,
+                stride_b: 0,
+                c: out.ptr(),
+                ldc: dv as i32,
+                stride_c: 0,
+                batch: nb as i32,
+                dtype: d,
+                c_dtype: d,
+                bias: None,
+                residual: None,
+            };
+            let ptrs2 = boffs
+                .iter()
+                .enumerate()
+                .map(|(t, o)| {
+                    [
+                        at(&v, o.2, es),
+                        at(&probs, (t * sq * sk) as i64, es),
+                        at(out, (t * sq * dv) as i64, es),
+                    ]
+                })
+                .collect();
+            p.launches.push(Launch::GemmBatched {
+                node: i,
+                gemm: g2,
+                ptrs: ptrs2,
+            });
+            p.kernels.push((
+                i,
+                "cublas::gemm_batched(QK^T) + nvrtc masked softmax + cublas::gemm_batched(PV)"
+                    .into(),
+            ));
+            return Ok(());
+        }
     }
     // K and V of one head staged in shared memory when they fit (227 KiB
     // per block on Hopper; keep well below), else one warp per row reading

@@ -607,3 +607,107 @@ pub fn attention_tiled(
         scale = scale as f32,
     )
 }
+
+/// Layer/RMS norm with one warp per row for rows of at most 1024 elements:
+/// the row stays in registers (one global read), reductions are warp
+/// shuffles, no block barriers. 8 rows per 256-thread block.
+pub fn norm_warp(d: DType, n: usize, rows: usize, eps: f64, rms: bool) -> String {
+    let per = n.div_ceil(32);
+    let x = load(d, "in0[base + j]");
+    let beta_param = if rms {
+        String::new()
+    } else {
+        format!(", const {}* __restrict__ in2", st(d))
+    };
+    let mean = if rms {
+        "  float m = 0.f;\n".to_string()
+    } else {
+        "  float s = 0.f;\n  for (int k = 0; k < PER; ++k) s += v[k];\n  float m = warp_sum(s) / (float)N;\n".to_string()
+    };
+    let shift = if rms {
+        String::new()
+    } else {
+        format!(" + {}", load(d, "in2[j]"))
+    };
+    format!(
+        "extern \"C\" __global__ void @NAME@(const {s}* __restrict__ in0, const {s}* __restrict__ in1{beta_param}, {s}* __restrict__ out0) {{
+  const int N = {n}, PER = {per};
+  long long row = blockIdx.x * 8LL + (threadIdx.x >> 5); int lane = threadIdx.x & 31;
+  if (row >= {rows}LL) return;
+  long long base = row * {n}LL;
+  float v[PER];
+  #pragma unroll
+  for (int k = 0; k < PER; ++k) {{ int j = lane + 32 * k; v[k] = j < N ? (float)({x}) : 0.f; }}
+{mean}  float q = 0.f;
+  #pragma unroll
+  for (int k = 0; k < PER; ++k) {{ int j = lane + 32 * k; float c = j < N ? v[k] - m : 0.f; q += c * c; }}
+  float inv = 1.f / sqrtf(warp_sum(q) / (float)N + {eps});
+  #pragma unroll
+  for (int k = 0; k < PER; ++k) {{ int j = lane + 32 * k; if (j < N) {{ float y = (v[k] - m) * inv * {g}{shift}; out0[base + j] = {o}; }} }}
+}}
+",
+        s = st(d),
+        eps = lit(DType::F32, eps),
+        g = load(d, "in1[j]"),
+        o = store(d, "y"),
+    )
+}
+
+/// Softmax of f32 attention scores (nb, sq, sk) contiguous, times `scale`,
+/// with the mask, written as dtype `d` probabilities. One warp per row.
+pub fn attention_softmax(
+    d: DType,
+    batch: &[usize],
+    sq: usize,
+    sk: usize,
+    mask: &Mask,
+    scale: f64,
+) -> String {
+    let r = batch.len();
+    let nb: usize = batch.iter().product();
+    let rows = nb * sq;
+    let mask_param = match mask {
+        Mask::None => String::new(),
+        Mask::Keep { dtype, .. } | Mask::Bias { dtype, .. } => {
+            format!(", const {}* __restrict__ in1", st(*dtype))
+        }
+    };
+    let mask_code = match mask {
+        Mask::None => String::new(),
+        Mask::Keep { dtype, strides } | Mask::Bias { dtype, strides } => {
+            let moff = format!(
+                "{} + i * {}LL + j * {}LL",
+                offset(batch, &strides[..r]),
+                strides[r],
+                strides[r + 1]
+            );
+            let m = load(*dtype, &format!("in1[{moff}]"));
+            if matches!(mask, Mask::Keep { .. }) {
+                format!("if (!({m} != 0)) x = -__int_as_float(0x7f800000);")
+            } else {
+                format!("x += (float)({m});")
+            }
+        }
+    };
+    format!(
+        "extern \"C\" __global__ void @NAME@(const float* __restrict__ in0{mask_param}, {s}* __restrict__ out0) {{
+  long long row = blockIdx.x * 8LL + (threadIdx.x >> 5); int lane = threadIdx.x & 31;
+  if (row >= {rows}LL) return;
+  long long b = row / {sq}LL, i = row % {sq}LL;
+  {unr}
+  const float* x0 = in0 + row * {sk}LL; {s}* o = out0 + row * {sk}LL;
+  float mx = -__int_as_float(0x7f800000);
+  for (int j = lane; j < {sk}; j += 32) {{ float x = x0[j] * {scale}f; {mask_code} mx = fmaxf(mx, x); }}
+  mx = warp_max(mx);
+  float sum = 0.f;
+  for (int j = lane; j < {sk}; j += 32) {{ float x = x0[j] * {scale}f; {mask_code} sum += expf(x - mx); }}
+  float inv = 1.f / warp_sum(sum);
+  for (int j = lane; j < {sk}; j += 32) {{ float x = x0[j] * {scale}f; {mask_code} o[j] = {so}; }}
+}}
+",
+        s = st(d),
+        unr = unravel(batch, "b"),
+        so = store(d, "expf(x - mx) * inv"),
+        scale = scale as f32,
+    )
+}
