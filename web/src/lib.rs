@@ -73,3 +73,47 @@ pub extern "C" fn rlx_last_message_len() -> usize {
 pub extern "C" fn rlx_op_count() -> u32 {
     rlx::ir::all_ops().len() as u32
 }
+
+thread_local! {
+    static BENCH: RefCell<Option<(rlx::Compiled, Vec<rlx::HostTensor>)>> = const { RefCell::new(None) };
+}
+
+/// Compile the MiniLM-sized encoder block (seq 128) at `batch` for the
+/// wasm-vs-native benchmark (`benches/wasm/run.py`); 0 on success.
+#[no_mangle]
+pub extern "C" fn rlx_bench_prepare(batch: u32) -> u32 {
+    use rlx_models::dsl_block::{block_inputs, encoder_block, BlockShape};
+    let built = encoder_block(BlockShape {
+        batch: batch as usize,
+        ..BlockShape::MINILM
+    })
+    .and_then(|g| {
+        let ins = block_inputs(&g, 42)?;
+        Ok((rlx::compile(&g, rlx::Device::Cpu)?, ins))
+    });
+    match built {
+        Ok(b) => {
+            BENCH.with(|c| *c.borrow_mut() = Some(b));
+            0
+        }
+        Err(e) => {
+            LAST.with(|l| *l.borrow_mut() = (0, e.to_string()));
+            1
+        }
+    }
+}
+
+/// Run the prepared block once; 0 on success.
+#[no_mangle]
+pub extern "C" fn rlx_bench_run() -> u32 {
+    BENCH.with(|c| match c.borrow().as_ref() {
+        Some((p, ins)) => match p.run(ins) {
+            Ok(_) => 0,
+            Err(e) => {
+                LAST.with(|l| *l.borrow_mut() = (0, e.to_string()));
+                1
+            }
+        },
+        None => 2,
+    })
+}

@@ -11,10 +11,18 @@ fn main() {
         .skip(1)
         .filter_map(|a| a.parse().ok())
         .collect();
-    let sizes = if sizes.is_empty() { vec![256, 512, 1024, 2048] } else { sizes };
+    let sizes = if sizes.is_empty() {
+        vec![256, 512, 1024, 2048]
+    } else {
+        sizes
+    };
     for n in sizes {
-        let a: Vec<f32> = (0..n * n).map(|i| ((i * 7 % 13) as f32 - 6.0) / 8.0).collect();
-        let b: Vec<f32> = (0..n * n).map(|i| ((i * 5 % 11) as f32 - 5.0) / 8.0).collect();
+        let a: Vec<f32> = (0..n * n)
+            .map(|i| ((i * 7 % 13) as f32 - 6.0) / 8.0)
+            .collect();
+        let b: Vec<f32> = (0..n * n)
+            .map(|i| ((i * 5 % 11) as f32 - 5.0) / 8.0)
+            .collect();
         let mut c = vec![0f32; n * n];
         let flop = 2.0 * (n as f64).powi(3);
         // Enough repetitions for ~0.5 s per size, at least 3.

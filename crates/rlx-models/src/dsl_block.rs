@@ -94,6 +94,37 @@ pub fn encoder_block(s: BlockShape) -> Result<Graph, Error> {
     t.finish(&[&y])
 }
 
+/// Deterministic inputs for [`encoder_block`]: values in [-0.5, 0.5) from
+/// a fixed-seed LCG (weights scaled down so activations stay O(1)), and an
+/// all-keep additive mask. For benchmarks that need no checkpoint.
+pub fn block_inputs(g: &Graph, seed: u64) -> Result<Vec<rlx::HostTensor>, Error> {
+    let mut state = seed;
+    g.inputs
+        .iter()
+        .map(|&v| {
+            let ty = g.ty(v);
+            let name = g.values[v.index()].name.clone().unwrap_or_default();
+            let scale = if name.starts_with('w') { 0.1 } else { 1.0 };
+            let data: Vec<f32> = (0..ty.shape.numel())
+                .map(|_| {
+                    if name == "mask" {
+                        return 0.0;
+                    }
+                    state = state
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    (((state >> 40) as f32 / (1u64 << 24) as f32) - 0.5) * scale
+                })
+                .collect();
+            Ok(rlx::HostTensor::new(
+                ty.dtype,
+                ty.shape.clone(),
+                data.into(),
+            )?)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

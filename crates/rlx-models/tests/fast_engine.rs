@@ -27,7 +27,9 @@ fn inputs(g: &rlx::Graph, seed: u64) -> Vec<HostTensor> {
                             0.0
                         }
                     } else {
-                        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        state = state
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
                         ((state >> 40) as f32 / (1u64 << 24) as f32) - 0.5
                     }
                 })
@@ -57,11 +59,19 @@ fn encoder_block_fast_engine_matches_reference() {
         .iter()
         .flat_map(|n| &n.kernels)
         .collect();
-    let slow: Vec<_> = kernels.iter().filter(|k| k.starts_with("cpu::ref::")).collect();
+    let slow: Vec<_> = kernels
+        .iter()
+        .filter(|k| k.starts_with("cpu::ref::"))
+        .collect();
     assert!(slow.is_empty(), "reference kernels in the block: {slow:?}");
-    assert!(kernels.iter().any(|k| k.starts_with("cpu::fast::attention")));
+    assert!(kernels
+        .iter()
+        .any(|k| k.starts_with("cpu::fast::attention")));
     let got = compiled.run(&ins).unwrap();
-    let (g0, w0) = (got[0].to_vec::<f32>().unwrap(), want[0].to_vec::<f32>().unwrap());
+    let (g0, w0) = (
+        got[0].to_vec::<f32>().unwrap(),
+        want[0].to_vec::<f32>().unwrap(),
+    );
     assert_eq!(g0.len(), w0.len());
     let mut worst = 0f32;
     for (a, b) in g0.iter().zip(&w0) {

@@ -49,7 +49,9 @@ fn repeated_runs_allocate_only_their_outputs() {
         .map(|&v| {
             let t = g.ty(v);
             let n = t.shape.numel();
-            let d: Vec<f32> = (0..n).map(|i| ((i * 37 % 101) as f32 - 50.0) / 200.0).collect();
+            let d: Vec<f32> = (0..n)
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) / 200.0)
+                .collect();
             HostTensor::new(t.dtype, t.shape.clone(), d.into()).unwrap()
         })
         .collect();

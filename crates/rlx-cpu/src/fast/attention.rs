@@ -19,7 +19,10 @@ pub enum Mask<'a> {
     /// causal / sliding window: Sq × Sk, true = keep.
     Builtin(&'a [bool]),
     /// A bool mask; `strides` broadcast it over (batch..., Sq, Sk).
-    Custom { data: &'a [bool], strides: &'a [usize] },
+    Custom {
+        data: &'a [bool],
+        strides: &'a [usize],
+    },
     /// An additive f32 mask, already broadcast to (batch..., Sq, Sk).
     Bias(View<'a, 'a>),
 }
@@ -66,7 +69,14 @@ pub fn scratch(sk: usize) -> usize {
 }
 
 pub fn run(out: &mut [f32], q: &View, k: &View, v: &View, mask: &Mask, dm: &Dims, pool: &Scratch) {
-    let Dims { batch, sq, sk, d, dv, scale } = *dm;
+    let Dims {
+        batch,
+        sq,
+        sk,
+        d,
+        dv,
+        scale,
+    } = *dm;
     if sq == 0 || dv == 0 {
         return;
     }
@@ -88,7 +98,11 @@ pub fn run(out: &mut [f32], q: &View, k: &View, v: &View, mask: &Mask, dm: &Dims
                     let base = mask_base(strides, batch, bi);
                     let sj = strides[full_len - 1];
                     for (j, m) in mrow.iter_mut().enumerate() {
-                        *m = if data[base + j * sj] { 0.0 } else { f32::NEG_INFINITY };
+                        *m = if data[base + j * sj] {
+                            0.0
+                        } else {
+                            f32::NEG_INFINITY
+                        };
                     }
                     true
                 }
@@ -178,7 +192,11 @@ pub fn softmax_row(row: &mut [f32]) {
             *m = m.max(x);
         }
     }
-    let mut m = chunks.remainder().iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut m = chunks
+        .remainder()
+        .iter()
+        .copied()
+        .fold(f32::NEG_INFINITY, f32::max);
     m = m8.iter().copied().fold(m, f32::max);
     let mut s8 = [0f32; 8];
     let mut chunks = row.chunks_exact_mut(8);

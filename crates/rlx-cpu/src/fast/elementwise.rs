@@ -60,8 +60,8 @@ pub fn unary(op: &str) -> Option<Un> {
         "gelu_tanh" => Un::GeluTanh,
         "silu" => Un::Silu,
         // Same-dtype copies (when the memory plan could not make a view).
-        "identity" | "stop_gradient" | "cast" | "reshape" | "squeeze" | "unsqueeze"
-        | "permute" | "contiguous" => Un::Copy,
+        "identity" | "stop_gradient" | "cast" | "reshape" | "squeeze" | "unsqueeze" | "permute"
+        | "contiguous" => Un::Copy,
         _ => return None,
     })
 }
@@ -227,8 +227,16 @@ fn apply_bin(b: Bin, x: &mut [f32], p: &[f32], q: &[f32]) {
         Bin::Mul => zip!(|a, c| a * c),
         Bin::Div => zip!(|a, c| a / c),
         // NaN-propagating, as the reference's f64 max/min on NaN inputs.
-        Bin::Max => zip!(|a: f32, c: f32| if a.is_nan() || c.is_nan() { f32::NAN } else { a.max(c) }),
-        Bin::Min => zip!(|a: f32, c: f32| if a.is_nan() || c.is_nan() { f32::NAN } else { a.min(c) }),
+        Bin::Max => zip!(|a: f32, c: f32| if a.is_nan() || c.is_nan() {
+            f32::NAN
+        } else {
+            a.max(c)
+        }),
+        Bin::Min => zip!(|a: f32, c: f32| if a.is_nan() || c.is_nan() {
+            f32::NAN
+        } else {
+            a.min(c)
+        }),
         Bin::Pow => zip!(|a: f32, c: f32| a.powf(c)),
     }
 }

@@ -175,8 +175,19 @@ impl View<'_, '_> {
         }
         // Walk the last axis as the inner loop.
         let r = self.loc.dims.len();
-        let inner = self.loc.dims.get(r.wrapping_sub(1)).copied().unwrap_or(1).max(1);
-        let is = self.loc.strides.get(r.wrapping_sub(1)).copied().unwrap_or(1);
+        let inner = self
+            .loc
+            .dims
+            .get(r.wrapping_sub(1))
+            .copied()
+            .unwrap_or(1)
+            .max(1);
+        let is = self
+            .loc
+            .strides
+            .get(r.wrapping_sub(1))
+            .copied()
+            .unwrap_or(1);
         for (row, d) in dst.chunks_mut(inner).enumerate() {
             let base = self.loc.index_of(row * inner) - self.shift;
             for (j, x) in d.iter_mut().enumerate() {

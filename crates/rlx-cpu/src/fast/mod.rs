@@ -43,10 +43,17 @@ pub use par::threads;
 #[derive(Clone, Debug)]
 pub enum Kind {
     Elementwise(elementwise::Program),
-    Matmul { act: matmul::Act, bias: bool },
+    Matmul {
+        act: matmul::Act,
+        bias: bool,
+    },
     Attention,
-    Norm { centered: bool },
-    Softmax { log: bool },
+    Norm {
+        centered: bool,
+    },
+    Softmax {
+        log: bool,
+    },
     Embedding,
     /// Materialized once at compile time; nothing runs.
     Constant,
@@ -111,13 +118,17 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
         }
         "fused_elementwise" => {
             let body = attrs.graph("body").ok()?;
-            (f32s(inputs)).then(|| elementwise::Program::for_region(body))?.map(Kind::Elementwise)
+            (f32s(inputs))
+                .then(|| elementwise::Program::for_region(body))?
+                .map(Kind::Elementwise)
         }
         // A same-dtype cast is a copy; other casts change the element type.
         "cast" => None,
         "reduce_sum" | "reduce_mean" | "reduce_max" | "reduce_min" => {
             let x = inputs.first()?;
-            let (_, axes) = rlx_ir::ops::reduce::reduced_shape(&x.shape, attrs.ints("axes").ok()?, false).ok()?;
+            let (_, axes) =
+                rlx_ir::ops::reduce::reduced_shape(&x.shape, attrs.ints("axes").ok()?, false)
+                    .ok()?;
             let (outer, len, inner) = reduce::split(x.dims(), &axes)?;
             // max/min of nothing is a runtime error: the reference says so.
             let empty_ok = len > 0 || matches!(op, "reduce_sum" | "reduce_mean");
@@ -134,8 +145,12 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
             .then_some(Kind::Constant),
         _ => {
             let out = inputs.first().map(|t| (*t).clone())?;
-            elementwise::Program::for_node(op, &inputs.iter().map(|t| (*t).clone()).collect::<Vec<_>>(), &out)
-                .map(Kind::Elementwise)
+            elementwise::Program::for_node(
+                op,
+                &inputs.iter().map(|t| (*t).clone()).collect::<Vec<_>>(),
+                &out,
+            )
+            .map(Kind::Elementwise)
         }
     }
 }
@@ -230,8 +245,12 @@ impl FastProgram {
             if node.op.name() != "constant" || node.outputs.len() != 1 {
                 continue;
             }
-            let Ok(t) = node.attrs.tensor("value") else { continue };
-            let Some(data) = f32::unwrap(t.data()) else { continue };
+            let Ok(t) = node.attrs.tensor("value") else {
+                continue;
+            };
+            let Some(data) = f32::unwrap(t.data()) else {
+                continue;
+            };
             let v = node.outputs[0];
             homes[v.index()] = Home::F32(Loc {
                 root: Root::Const,
@@ -294,7 +313,8 @@ impl FastProgram {
                         *a = if op == "permute" {
                             let perm = node.attrs.ints("perm").map_err(CpuError::Ir)?;
                             let r = a.dims.len();
-                            let ax = |p: i64| rlx_ir::shape::normalize_axis(p, r).map_err(CpuError::Ir);
+                            let ax =
+                                |p: i64| rlx_ir::shape::normalize_axis(p, r).map_err(CpuError::Ir);
                             let idx = perm.iter().map(|&p| ax(p)).collect::<Result<Vec<_>, _>>()?;
                             Loc {
                                 dims: idx.iter().map(|&i| a.dims[i]).collect(),
@@ -336,12 +356,18 @@ impl FastProgram {
                 }
                 Kind::Norm { .. } => {
                     let x = types[0];
-                    let ax = x.shape.axis(node.attrs.int("axis").map_err(CpuError::Ir)?).map_err(CpuError::Ir)?;
+                    let ax = x
+                        .shape
+                        .axis(node.attrs.int("axis").map_err(CpuError::Ir)?)
+                        .map_err(CpuError::Ir)?;
                     scratch = scratch.max(x.dims()[ax..].iter().product());
                 }
                 Kind::Softmax { .. } => {
                     let x = types[0];
-                    let ax = x.shape.axis(node.attrs.int("axis").map_err(CpuError::Ir)?).map_err(CpuError::Ir)?;
+                    let ax = x
+                        .shape
+                        .axis(node.attrs.int("axis").map_err(CpuError::Ir)?)
+                        .map_err(CpuError::Ir)?;
                     scratch = scratch.max(x.dims()[ax]);
                 }
                 Kind::Matmul { .. } | Kind::Embedding | Kind::Constant | Kind::Reduce { .. } => {}
@@ -406,7 +432,9 @@ impl FastProgram {
         for (node, step) in g.nodes.iter().zip(&self.steps) {
             match step {
                 Step::View => {}
-                Step::Ref => crate::profile::time(node.op.name(), || self.run_ref(st, node, inputs))?,
+                Step::Ref => {
+                    crate::profile::time(node.op.name(), || self.run_ref(st, node, inputs))?
+                }
                 Step::Fast {
                     kind,
                     args,
@@ -438,10 +466,18 @@ impl FastProgram {
                     Root::Input(k) => layout::input_f32(inputs[k]),
                     Root::Const => &self.consts,
                 };
-                let view = View { data, loc, shift: 0 };
+                let view = View {
+                    data,
+                    loc,
+                    shift: 0,
+                };
                 let mut out = vec![0.0f32; loc.numel()];
                 view.gather(&mut out);
-                Ok(Cow::Owned(HostTensor::new(DType::F32, ty.shape.clone(), out.into())?))
+                Ok(Cow::Owned(HostTensor::new(
+                    DType::F32,
+                    ty.shape.clone(),
+                    out.into(),
+                )?))
             }
             Home::Host(Some(k)) => Ok(Cow::Borrowed(inputs[*k])),
             Home::Host(None) => st.host[v.index()]
@@ -476,13 +512,20 @@ impl FastProgram {
         drop(refs);
         drop(args);
         if outs.len() != out_types.len() {
-            return Err(fail(node.op.name(), "kernel returned the wrong number of outputs (a kernel bug)"));
+            return Err(fail(
+                node.op.name(),
+                "kernel returned the wrong number of outputs (a kernel bug)",
+            ));
         }
         for ((&v, t), ty) in node.outputs.iter().zip(outs).zip(&out_types) {
             if t.dtype() != ty.dtype || t.shape() != &ty.shape {
                 return Err(fail(
                     node.op.name(),
-                    format!("kernel returned {}{}, the op infers {ty} (a kernel bug)", t.dtype(), t.shape()),
+                    format!(
+                        "kernel returned {}{}, the op infers {ty} (a kernel bug)",
+                        t.dtype(),
+                        t.shape()
+                    ),
                 ));
             }
             match &self.homes[v.index()] {
@@ -511,7 +554,10 @@ impl FastProgram {
         let op = node.op.name();
         let out_v = node.outputs[0];
         let Home::F32(out_loc) = &self.homes[out_v.index()] else {
-            return Err(fail(op, "fast kernel without an arena output (an engine bug)"));
+            return Err(fail(
+                op,
+                "fast kernel without an arena output (an engine bug)",
+            ));
         };
         let out_dims = out_loc.dims.as_slice();
         let host = &st.host;
@@ -530,9 +576,16 @@ impl FastProgram {
             inputs,
             &self.consts,
         );
-        let overlap = || fail(op, "an input overlaps the output in the memory plan (a planner bug)");
+        let overlap = || {
+            fail(
+                op,
+                "an input overlaps the output in the memory plan (a planner bug)",
+            )
+        };
         let view = |k: usize| -> Result<View, CpuError> {
-            let loc = args[k].as_ref().ok_or_else(|| fail(op, format!("input {k} is not f32")))?;
+            let loc = args[k]
+                .as_ref()
+                .ok_or_else(|| fail(op, format!("input {k} is not f32")))?;
             let (data, shift) = rd.slice(loc).map_err(|_| overlap())?;
             Ok(View { data, loc, shift })
         };
@@ -586,7 +639,8 @@ impl FastProgram {
                     3 => attention::Mask::Builtin(mask),
                     _ if g.ty(node.inputs[3]).dtype == DType::Bool => {
                         let t = host_of(3)?;
-                        let data = bool::unwrap(t.data()).ok_or_else(|| fail(op, "mask is not bool"))?;
+                        let data =
+                            bool::unwrap(t.data()).ok_or_else(|| fail(op, "mask is not bool"))?;
                         attention::Mask::Custom {
                             data,
                             strides: mask_strides,
@@ -604,10 +658,15 @@ impl FastProgram {
                 let ax = g.ty(node.inputs[0]).shape.axis(node.attrs.int("axis")?)?;
                 let inner: usize = x.loc.dims[ax..].iter().product();
                 let gv = view(1)?;
-                let gs = gv.contiguous().ok_or_else(|| fail(op, "scale is not contiguous"))?;
+                let gs = gv
+                    .contiguous()
+                    .ok_or_else(|| fail(op, "scale is not contiguous"))?;
                 let bv = if *centered { Some(view(2)?) } else { None };
                 let bs = match &bv {
-                    Some(b) => Some(b.contiguous().ok_or_else(|| fail(op, "shift is not contiguous"))?),
+                    Some(b) => Some(
+                        b.contiguous()
+                            .ok_or_else(|| fail(op, "shift is not contiguous"))?,
+                    ),
                     None => None,
                 };
                 let eps = node.attrs.float("eps")?;
@@ -649,7 +708,10 @@ impl FastProgram {
                     let j = j as usize;
                     match tc {
                         Some(t) => o.copy_from_slice(&t[j * inner..(j + 1) * inner]),
-                        None => o.iter_mut().enumerate().for_each(|(c, x)| *x = table.get(j * inner + c)),
+                        None => o
+                            .iter_mut()
+                            .enumerate()
+                            .for_each(|(c, x)| *x = table.get(j * inner + c)),
                     }
                 }
             }

@@ -87,25 +87,23 @@ pub fn softmax(out: &mut [f32], x: &View, len: usize, inner: usize, log: bool, p
     let chunk = chunk_len(out.len(), group.max(1), 8 * 1024);
     for_chunks(out, chunk, |ci, oc| {
         pool.with(|row| {
-            {
-                for (gi, o) in oc.chunks_mut(group.max(1)).enumerate() {
-                    let g0 = ci * chunk + gi * group;
-                    for i in 0..inner {
-                        let r = &mut row[..len];
-                        for (j, d) in r.iter_mut().enumerate() {
-                            *d = x.get(g0 + j * inner + i);
-                        }
-                        if log {
-                            let m = r.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                            let s: f64 = r.iter().map(|&v| simd::exp(v - m) as f64).sum();
-                            let ls = s.ln() as f32;
-                            r.iter_mut().for_each(|v| *v = *v - m - ls);
-                        } else {
-                            softmax_row(r);
-                        }
-                        for (j, &v) in r.iter().enumerate() {
-                            o[j * inner + i] = v;
-                        }
+            for (gi, o) in oc.chunks_mut(group.max(1)).enumerate() {
+                let g0 = ci * chunk + gi * group;
+                for i in 0..inner {
+                    let r = &mut row[..len];
+                    for (j, d) in r.iter_mut().enumerate() {
+                        *d = x.get(g0 + j * inner + i);
+                    }
+                    if log {
+                        let m = r.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                        let s: f64 = r.iter().map(|&v| simd::exp(v - m) as f64).sum();
+                        let ls = s.ln() as f32;
+                        r.iter_mut().for_each(|v| *v = *v - m - ls);
+                    } else {
+                        softmax_row(r);
+                    }
+                    for (j, &v) in r.iter().enumerate() {
+                        o[j * inner + i] = v;
                     }
                 }
             }

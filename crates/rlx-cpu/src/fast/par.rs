@@ -18,7 +18,9 @@ pub fn threads() -> usize {
                 .max(1);
             // Fails only if someone built the global pool first; then that
             // pool's size is what we get, and `current_num_threads` says so.
-            let _ = rayon::ThreadPoolBuilder::new().num_threads(t).build_global();
+            let _ = rayon::ThreadPoolBuilder::new()
+                .num_threads(t)
+                .build_global();
             rayon::current_num_threads()
         })
     }
@@ -38,7 +40,9 @@ where
     {
         use rayon::prelude::*;
         if threads() > 1 && data.len() > chunk {
-            data.par_chunks_mut(chunk).enumerate().for_each(|(i, c)| f(i, c));
+            data.par_chunks_mut(chunk)
+                .enumerate()
+                .for_each(|(i, c)| f(i, c));
             return;
         }
     }

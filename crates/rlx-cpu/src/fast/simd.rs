@@ -88,7 +88,10 @@ pub fn level_name() -> &'static str {
     {
         "simd128"
     }
-    #[cfg(not(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128"))))]
+    #[cfg(not(any(
+        target_arch = "x86_64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )))]
     {
         "scalar"
     }
@@ -112,7 +115,8 @@ pub fn exp(x: f32) -> f32 {
         + r * (1.0
             + r * (0.5
                 + r * (1.0 / 6.0
-                    + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
+                    + r * (1.0 / 24.0
+                        + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
     // 2^n built in two halves so n = 128 (x near 88.7) does not overflow
     // the exponent field.
     let n = n as i32;
@@ -139,7 +143,10 @@ pub fn erf(x: f32) -> f32 {
     let x2 = x * x;
     let small = x
         * (std::f32::consts::FRAC_2_SQRT_PI
-            * (1.0 + x2 * (-1.0 / 3.0 + x2 * (1.0 / 10.0 + x2 * (-1.0 / 42.0 + x2 * (1.0 / 216.0 + x2 * (-1.0 / 1320.0)))))));
+            * (1.0
+                + x2 * (-1.0 / 3.0
+                    + x2 * (1.0 / 10.0
+                        + x2 * (-1.0 / 42.0 + x2 * (1.0 / 216.0 + x2 * (-1.0 / 1320.0)))))));
     let t = 1.0 / (1.0 + 0.327_591_1 * a);
     let poly = t
         * (0.254_829_6
@@ -158,7 +165,9 @@ pub fn tanh(x: f32) -> f32 {
     let a = x.abs();
     let x2 = x * x;
     // Odd Taylor series near 0 (where 1 - 2/(e^2x + 1) cancels).
-    let small = x * (1.0 + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0 + x2 * (-17.0 / 315.0 + x2 * (62.0 / 2835.0)))));
+    let small = x
+        * (1.0
+            + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0 + x2 * (-17.0 / 315.0 + x2 * (62.0 / 2835.0)))));
     let e = exp(2.0 * a.min(20.0));
     let big = (1.0 - 2.0 / (e + 1.0)).copysign(x);
     if a < 0.125 || x.is_nan() {
@@ -212,7 +221,10 @@ mod tests {
         for x in sweep(-87.0, 88.0, 200_000) {
             let want = (x as f64).exp();
             let got = super::exp(x) as f64;
-            assert!(((got - want) / want).abs() < 3e-7, "exp({x}) = {got}, want {want}");
+            assert!(
+                ((got - want) / want).abs() < 3e-7,
+                "exp({x}) = {got}, want {want}"
+            );
         }
         assert_eq!(super::exp(100.0), f32::INFINITY);
         assert_eq!(super::exp(-100.0), 0.0);
@@ -225,9 +237,15 @@ mod tests {
             let xf = x as f64;
             let e = libm::erf(xf);
             assert!((super::erf(x) as f64 - e).abs() < 4e-7, "erf({x})");
-            assert!((super::tanh(x) as f64 - xf.tanh()).abs() < 4e-7, "tanh({x})");
+            assert!(
+                (super::tanh(x) as f64 - xf.tanh()).abs() < 4e-7,
+                "tanh({x})"
+            );
             let g = 0.5 * xf * (1.0 + libm::erf(xf / 2f64.sqrt()));
-            assert!((super::gelu(x) as f64 - g).abs() < 4e-6 * (1.0 + xf.abs()), "gelu({x})");
+            assert!(
+                (super::gelu(x) as f64 - g).abs() < 4e-6 * (1.0 + xf.abs()),
+                "gelu({x})"
+            );
             let s = 1.0 / (1.0 + (-xf).exp());
             assert!((super::sigmoid(x) as f64 - s).abs() < 4e-7, "sigmoid({x})");
         }

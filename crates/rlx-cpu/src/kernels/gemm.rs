@@ -59,7 +59,13 @@ pub struct Mat<'a, T> {
 
 impl<'a, T> Mat<'a, T> {
     pub fn row_major(data: &'a [T], rows: usize, cols: usize) -> Self {
-        Mat { data, rows, cols, row_stride: cols, col_stride: 1 }
+        Mat {
+            data,
+            rows,
+            cols,
+            row_stride: cols,
+            col_stride: 1,
+        }
     }
 
     /// The transpose: no copy.
@@ -98,8 +104,7 @@ pub fn gemm_into<T: Copy + 'static + Default>(
     ldc: usize,
     accumulate: bool,
     parallel: bool,
-)
-where
+) where
     T: GemmScalar,
 {
     gemm_scaled(a, b, c, ldc, accumulate, parallel, T::ONE)
@@ -114,13 +119,19 @@ pub fn gemm_scaled<T: Copy + 'static + Default>(
     accumulate: bool,
     parallel: bool,
     scale: T,
-)
-where
+) where
     T: GemmScalar,
 {
     let (m, k, n) = (a.rows, a.cols, b.cols);
-    assert!(b.rows == k, "gemm: inner dimensions {k} and {} differ", b.rows);
-    assert!(a.in_bounds() && b.in_bounds(), "gemm: operand strides leave the slice");
+    assert!(
+        b.rows == k,
+        "gemm: inner dimensions {k} and {} differ",
+        b.rows
+    );
+    assert!(
+        a.in_bounds() && b.in_bounds(),
+        "gemm: operand strides leave the slice"
+    );
     assert!(
         ldc >= n && (m == 0 || n == 0 || (m - 1) * ldc + n <= c.len()),
         "gemm: output slice too small"

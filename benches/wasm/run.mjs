@@ -1,0 +1,23 @@
+// The wasm32 side of benches/wasm/run.py: p50 ms of one MiniLM-sized
+// encoder block (seq 128) in the wasm build of rlx's CPU backend (simd128,
+// one thread) under Node. Prints one JSON line per batch.
+// Usage: node benches/wasm/run.mjs path/to/rlx_web.wasm 1 2 4 8
+import fs from "node:fs";
+
+const [wasmPath, ...bs] = process.argv.slice(2);
+const { instance } = await WebAssembly.instantiate(fs.readFileSync(wasmPath), {});
+const ex = instance.exports;
+const message = () =>
+  new TextDecoder().decode(new Uint8Array(ex.memory.buffer, ex.rlx_last_message_ptr(), ex.rlx_last_message_len()));
+for (const b of (bs.length ? bs : ["1", "2", "4", "8"]).map(Number)) {
+  if (ex.rlx_bench_prepare(b) !== 0) throw new Error(`prepare ${b}: ${message()}`);
+  for (let i = 0; i < 2; i++) if (ex.rlx_bench_run() !== 0) throw new Error(message());
+  const t = [];
+  for (let i = 0; i < 10; i++) {
+    const s = performance.now();
+    if (ex.rlx_bench_run() !== 0) throw new Error(message());
+    t.push(performance.now() - s);
+  }
+  t.sort((x, y) => x - y);
+  console.log(JSON.stringify({ batch: b, p50_ms: +t[t.length >> 1].toFixed(3), min_ms: +t[0].toFixed(3) }));
+}
