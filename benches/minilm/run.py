@@ -14,7 +14,7 @@ attention mask all ones, token types 0; seq 128; batches 1..32. Each batch
 size: `--warmup` untimed runs, then `--runs` timed runs; p50 = sorted[n//2]
 (rlx's definition), min also kept. Systems run one after another, each in its
 own subprocess (so no thread pool of one can spin while another is timed).
-Peers get 2 threads; in rlx only the GEMM is threaded (RLX_NUM_THREADS).
+Every system gets 2 threads (rlx: RLX_NUM_THREADS=2 for its whole CPU engine).
 
 Writes benches/results/minilm-cpu.{json,md,svg} and the table in
 benches/README.md. Scratch (ONNX files, output dumps) goes to
@@ -47,7 +47,7 @@ INPUTS = ["input_ids", "attention_mask", "token_type_ids"]
 
 # Display order and labels.
 SYSTEMS = {
-    "rlx-cpu": "rlx (≈1 thread)",
+    "rlx-cpu": "rlx",
     "torch-cpu": "PyTorch eager",
     "ort-cpu": "ONNX Runtime",
     "ort-opt-cpu": "ONNX Runtime + BERT fusion",
@@ -245,6 +245,7 @@ def measure(system, a):
               "--warmup", str(a.warmup)]
     env = dict(os.environ)
     if system == "rlx-cpu":
+        env["RLX_NUM_THREADS"] = str(THREADS)
         cmd = [str(RLX), "bench", "minilm", *common, "--model", str(MODEL), "--json"]
     elif system == "candle-cpu":
         env["RAYON_NUM_THREADS"] = str(THREADS)
@@ -418,7 +419,7 @@ def summary_table(res):
     systems = [s for s in SYSTEMS if any(k[0] == s for k in by)]
     lines = [f"p50 latency (ms), all-MiniLM-L6-v2, seq {res['config']['seq']}, "
              f"{res['config']['runs']} runs after {res['config']['warmup']} warm-up; "
-             f"rlx ≈1 thread (GEMM only threaded), peers {THREADS} threads "
+             f"every system {THREADS} threads "
              f"({res['generated']}, load {res['load']['before_measurement']} at start)",
              "",
              "| batch | " + " | ".join(SYSTEMS[s] for s in systems) + " | "
@@ -452,10 +453,9 @@ def markdown(res):
              f"(fixed-seed LCG, state 42), mask all ones, token types 0, seq {cfg['seq']}. "
              f"p50 = sorted[n//2] of {cfg['runs']} timed runs after {cfg['warmup']} warm-up runs. "
              "Systems ran one after another, each in its own process.\n")
-    o.append(f"**Threads: every peer was given {THREADS} threads** (the machine has "
-             f"{m['logical_cpus']} logical CPUs). In rlx only the GEMM may use threads (rayon, "
-             "`RLX_NUM_THREADS`, default all cores; small products stay on one thread) and the rest "
-             "of its CPU backend is single-threaded, so rlx is labelled `≈1 thread`. `avg cores busy` "
+    o.append(f"**Threads: every system was given {THREADS} threads** (the machine has "
+             f"{m['logical_cpus']} logical CPUs; rlx through `RLX_NUM_THREADS`, which sizes the "
+             "thread pool of its whole fast CPU engine). `avg cores busy` "
              "(process CPU time / wall time, including model load) shows what each system really "
              "used.\n")
     o.append("## p50 latency (ms)\n")
@@ -582,7 +582,7 @@ def plot(res):
     ax.set_xlabel(f"batch (seq {res['config']['seq']})")
     ax.set_ylabel("p50 latency (ms)")
     ax.set_title(f"all-MiniLM-L6-v2 on CPU ({res['machine']['cpu']})\n"
-                 f"rlx ≈1 thread (GEMM only threaded), peers {THREADS} threads", fontsize=9)
+                 f"every system {THREADS} threads", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -673,7 +673,7 @@ def main():
         "generated": time.strftime("%Y-%m-%d %H:%M %Z"),
         "command": "python3 benches/minilm/run.py" + (f" {argv}" if argv else ""),
         "config": {"batches": a.batches, "seq": a.seq, "runs": a.runs, "warmup": a.warmup,
-                   "peer_threads": THREADS, "rlx_threads": 1,
+                   "peer_threads": THREADS, "rlx_threads": THREADS,
                    "timed": "encoder forward (last_hidden_state) + masked mean pool + L2 normalize",
                    "inputs": "LCG ids (state 42, rlx's), mask ones, token types 0",
                    "p50": "sorted[n//2]", "gflop_per_seq128": GFLOP_PER_SEQ128},
