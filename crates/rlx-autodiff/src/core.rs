@@ -10,7 +10,8 @@ use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 fn is_float(b: &B, v: ValueId) -> bool {
-    b.dtype(v).is_float()
+    let d = b.dtype(v);
+    d.is_float() || d.is_complex()
 }
 
 /// Values in `range` that depend on `vars` through differentiable paths
@@ -37,6 +38,14 @@ fn accumulate(
     g: ValueId,
 ) -> Result<()> {
     let g = match cot.get(&v) {
+        // `add` has no complex kernel: add the parts.
+        Some(&prev) if b.dtype(g).is_complex() => {
+            let (pr, gr) = (b.unary("real", prev)?, b.unary("real", g)?);
+            let (pi, gi) = (b.unary("imag", prev)?, b.unary("imag", g)?);
+            let r = emit::add(b, pr, gr)?;
+            let i = emit::add(b, pi, gi)?;
+            b.binary("complex", r, i)?
+        }
         Some(&prev) => emit::add(b, prev, g)?,
         None => g,
     };

@@ -195,7 +195,7 @@ pub fn jvp(g: &Graph, wrt: &[usize]) -> Result<Graph> {
     let outs: Vec<ValueId> = g.outputs.iter().map(|v| map[v.index()]).collect();
     let mut res = outs.clone();
     for &o in &outs {
-        if b.dtype(o).is_float() {
+        if b.dtype(o).is_float() || b.dtype(o).is_complex() {
             res.push(zero_or(&mut b, tan.get(&o).copied(), o)?);
         }
     }

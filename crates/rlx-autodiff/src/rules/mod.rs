@@ -19,6 +19,7 @@
 
 mod control;
 mod elementwise;
+mod fft;
 mod index;
 mod linalg;
 mod recurrent;
@@ -81,6 +82,7 @@ fn table() -> &'static BTreeMap<&'static str, Rule> {
             index::RULES,
             recurrent::RULES,
             control::RULES,
+            fft::RULES,
         ] {
             for (name, r) in part {
                 let prev = m.insert(*name, *r);
