@@ -97,21 +97,15 @@ impl<'a, T> Mat<'a, T> {
 /// false. Panics on mismatched dimensions or
 /// out-of-bounds strides: callers derive them from verified shapes, so a
 /// mismatch is a bug in rlx, not bad input.
-pub fn gemm_into<T: Copy + 'static + Default>(
-    a: Mat<T>,
-    b: Mat<T>,
-    c: &mut [T],
-    ldc: usize,
-    accumulate: bool,
-    parallel: bool,
-) where
-    T: GemmScalar,
+pub fn gemm_into<T>(a: Mat<T>, b: Mat<T>, c: &mut [T], ldc: usize, accumulate: bool, parallel: bool)
+where
+    T: GemmScalar + Copy + Default + 'static,
 {
     gemm_scaled(a, b, c, ldc, accumulate, parallel, T::ONE)
 }
 
 /// [`gemm_into`] with the product scaled: `c (+)= scale · a · b`.
-pub fn gemm_scaled<T: Copy + 'static + Default>(
+pub fn gemm_scaled<T>(
     a: Mat<T>,
     b: Mat<T>,
     c: &mut [T],
@@ -120,7 +114,7 @@ pub fn gemm_scaled<T: Copy + 'static + Default>(
     parallel: bool,
     scale: T,
 ) where
-    T: GemmScalar,
+    T: GemmScalar + Copy + Default + 'static,
 {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     assert!(
