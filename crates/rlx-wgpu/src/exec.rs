@@ -83,6 +83,9 @@ pub struct GpuProgram {
     flag_staging: wgpu::Buffer,
     flagging: Vec<String>,
     resident: Mutex<Vec<Option<Resident>>>,
+    /// Inputs the caller promised not to change (uploaded once, never
+    /// fingerprinted again): see [`GpuProgram::pin_inputs`].
+    pinned: Mutex<Vec<bool>>,
     /// Serializes runs (they share the arena).
     run_lock: Mutex<()>,
     pub kernel_names: Vec<String>,
@@ -235,9 +238,23 @@ impl GpuProgram {
             flag_staging,
             flagging: low.flagging,
             resident: Mutex::new((0..n_in).map(|_| None).collect()),
+            pinned: Mutex::new(vec![false; n_in]),
             run_lock: Mutex::new(()),
             kernel_names,
         })
+    }
+
+    /// Promise that inputs `idx` (weights, say) will not change: after their
+    /// first upload they are neither uploaded nor fingerprinted again. The
+    /// default (unpinned) path re-checks every input's bytes on each run.
+    pub fn pin_inputs(&self, idx: &[usize]) {
+        if let Ok(mut p) = self.pinned.lock() {
+            for &i in idx {
+                if let Some(x) = p.get_mut(i) {
+                    *x = true;
+                }
+            }
+        }
     }
 
     /// Upload the inputs whose contents changed since the last run.
@@ -253,8 +270,12 @@ impl GpuProgram {
             .resident
             .lock()
             .map_err(|_| WgpuError::Gpu("residency lock poisoned".into()))?;
+        let pinned = self.pinned.lock().map(|p| p.clone()).unwrap_or_default();
         for (i, t) in inputs.iter().enumerate() {
             let want = &self.input_types[i];
+            if pinned.get(i) == Some(&true) && res[i].is_some() {
+                continue;
+            }
             if t.dtype() != want.dtype || t.shape() != &want.shape {
                 return Err(WgpuError::Input(format!(
                     "input {i} is {}{}, the program takes {want}",
@@ -393,6 +414,84 @@ impl GpuProgram {
             });
         }
         Ok(out)
+    }
+}
+
+impl GpuProgram {
+    /// Seconds per execution of the compute pass alone (no uploads, no
+    /// readback): `repeats` passes in one command buffer, timed on the host
+    /// from submit to completion. Run once normally first (inputs uploaded).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn time_compute(&self, repeats: usize) -> Result<f64, WgpuError> {
+        let _guard = self
+            .run_lock
+            .lock()
+            .map_err(|_| WgpuError::Gpu("run lock poisoned".into()))?;
+        let mut enc = self
+            .ctx
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("rlx timing"),
+            });
+        for _ in 0..repeats {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: None,
+                timestamp_writes: None,
+            });
+            for (pipe, bg, g) in &self.steps {
+                pass.set_pipeline(pipe);
+                pass.set_bind_group(0, bg, &[]);
+                pass.dispatch_workgroups(g[0], g[1], g[2]);
+            }
+        }
+        let cb = enc.finish();
+        let t0 = std::time::Instant::now();
+        self.ctx.queue.submit([cb]);
+        self.ctx
+            .device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| WgpuError::Gpu(e.to_string()))?;
+        self.ctx.check()?;
+        Ok(t0.elapsed().as_secs_f64() / repeats.max(1) as f64)
+    }
+
+    /// Milliseconds of each kernel alone (one submit per kernel; for
+    /// finding the slow ones, not for totals).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn profile_kernels(&self, repeats: usize) -> Result<Vec<(String, f64)>, WgpuError> {
+        let mut out = Vec::new();
+        for ((pipe, bg, g), name) in self.steps.iter().zip(&self.kernel_names) {
+            let mut enc = self
+                .ctx
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+            for _ in 0..repeats {
+                let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: None,
+                    timestamp_writes: None,
+                });
+                pass.set_pipeline(pipe);
+                pass.set_bind_group(0, bg, &[]);
+                pass.dispatch_workgroups(g[0], g[1], g[2]);
+            }
+            let cb = enc.finish();
+            let t0 = std::time::Instant::now();
+            self.ctx.queue.submit([cb]);
+            self.ctx
+                .device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map_err(|e| WgpuError::Gpu(e.to_string()))?;
+            out.push((
+                name.clone(),
+                t0.elapsed().as_secs_f64() * 1e3 / repeats.max(1) as f64,
+            ));
+        }
+        Ok(out)
+    }
+
+    /// Number of kernels a run launches.
+    pub fn kernel_count(&self) -> usize {
+        self.steps.len()
     }
 }
 

@@ -24,7 +24,7 @@ pub use backend::{WgpuBackend, WgpuExecutable};
 pub use context::{AdapterInfo, GpuContext};
 pub use error::WgpuError;
 pub use lower::{lower, Lowered};
-pub use offline::kernels_of;
+pub use offline::{kernels_of, program_of};
 pub use translate::{translate, validate, Lang, Translated};
 
 use rlx_runtime::Device;

@@ -6,17 +6,23 @@
 use crate::backend::WgpuBackend;
 use crate::lower::lower;
 use crate::wgsl::Kernel;
+use rlx_ir::lir::Program;
 use rlx_ir::Graph;
 use rlx_runtime::{legalize, Device, DispatchOptions};
 
 /// The WGSL kernels `graph` compiles to for `device` (a wgpu device kind).
 pub fn kernels_of(graph: &Graph, device: Device) -> Result<Vec<Kernel>, String> {
+    let program = program_of(graph, device)?;
+    Ok(lower(&program).map_err(|e| e.to_string())?.kernels)
+}
+
+/// The LIR program `rlx::compile_with` would hand this backend.
+pub fn program_of(graph: &Graph, device: Device) -> Result<Program, String> {
     graph.verify().map_err(|e| e.to_string())?;
     let eval =
         |g: &Graph, x: &[rlx_ir::HostTensor]| rlx_cpu::run_graph(g, x).map_err(|e| e.to_string());
     let (g, _) = rlx_opt::compile_pipeline(graph, eval).map_err(|e| format!("optimizer: {e}"))?;
     let backend = WgpuBackend::new(device);
     let legal = legalize(&g, &backend, &DispatchOptions::default()).map_err(|e| e.to_string())?;
-    let program = rlx_opt::plan(legal.graph).map_err(|e| format!("memory planner: {e}"))?;
-    Ok(lower(&program).map_err(|e| e.to_string())?.kernels)
+    rlx_opt::plan(legal.graph).map_err(|e| format!("memory planner: {e}"))
 }

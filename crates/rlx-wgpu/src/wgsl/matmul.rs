@@ -1,7 +1,9 @@
-//! Batched matmul with a fused epilogue (bias, activation): 64×64 output
-//! tiles per workgroup, 16×16 threads each holding a 4×4 register block,
-//! K in steps of 16 through shared memory. Operands are read through their
-//! strides, so transposed weights (a `permute` view) cost no copy.
+//! Batched matmul with a fused epilogue (bias, activation): 16×16 threads
+//! per workgroup, each holding an R×R register block (R = 2, 4 or 8, so
+//! tiles of 32², 64² or 128²), K staged through shared memory. R is the
+//! largest that still gives the GPU enough workgroups (small products get
+//! small tiles). Operands are read through their strides, so transposed
+//! weights (a `permute` view) cost no copy.
 
 use super::expr::apply;
 use super::{unravel, Builder, Kernel};
@@ -10,9 +12,28 @@ use crate::tref::TensorRef;
 use rlx_ir::Attrs;
 use std::fmt::Write;
 
-const BM: usize = 64;
-const BN: usize = 64;
-const BK: usize = 16;
+/// Workgroups wanted before a larger register block is chosen (two waves
+/// on a 132-SM GPU; small GPUs are not hurt by it).
+const WANT_GROUPS: usize = 264;
+
+/// The register block side for an (batch, m, n) product;
+/// `RLX_WGPU_MATMUL_BLOCK` = 2, 4 or 8 forces one (tests, tuning).
+pub fn block_for(nb: usize, m: usize, n: usize) -> usize {
+    if let Some(r) = std::env::var("RLX_WGPU_MATMUL_BLOCK")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|r| [2, 4, 8].contains(r))
+    {
+        return r;
+    }
+    for r in [8, 4] {
+        let t = 16 * r;
+        if nb * m.div_ceil(t) * n.div_ceil(t) >= WANT_GROUPS {
+            return r;
+        }
+    }
+    2
+}
 
 /// Lift NumPy matmul operands to (batch..., m, k) and (batch..., k, n),
 /// with the output's batch dims. Returns (a, b, batch dims, m, k, n).
@@ -69,9 +90,14 @@ pub fn kernel(
 ) -> Result<Kernel, WgpuError> {
     let (a, b_, batch, m, k, n) = operands(a, b);
     let nb: usize = batch.iter().product();
+    let r = block_for(nb.max(1), m, n);
+    let (bm, bn) = (16 * r, 16 * r);
+    let bk = if r == 8 { 8 } else { 16 };
+    // Tile elements each of the 256 threads loads per operand.
+    let per = bm * bk / 256;
     let groups = [
-        n.div_ceil(BN) as u32,
-        m.div_ceil(BM) as u32,
+        n.div_ceil(bn) as u32,
+        m.div_ceil(bm) as u32,
         nb.max(1) as u32,
     ];
     if groups[2] > super::MAX_GROUPS || groups[1] > super::MAX_GROUPS {
@@ -89,30 +115,32 @@ pub fn kernel(
         bt.strides.truncate(rb);
         Builder::addr(&bt, &bi)
     };
-    let sa = (a.strides[rb], a.strides[rb + 1]);
-    let sb = (b_.strides[rb], b_.strides[rb + 1]);
-    let la = bl.load(&a, "abase + i32(gm) * SA0 + i32(gk) * SA1");
-    let lb = bl.load(&b_, "bbase + i32(gk) * SB0 + i32(gn) * SB1");
-    let la = la
-        .replace("SA0", &sa.0.to_string())
-        .replace("SA1", &sa.1.to_string());
-    let lb = lb
-        .replace("SB0", &sb.0.to_string())
-        .replace("SB1", &sb.1.to_string());
+    let la = bl.load(
+        &a,
+        &format!(
+            "abase + i32(gm) * {} + i32(gk) * {}",
+            a.strides[rb],
+            a.strides[rb + 1]
+        ),
+    );
+    let lb = bl.load(
+        &b_,
+        &format!(
+            "bbase + i32(gk) * {} + i32(gn) * {}",
+            b_.strides[rb],
+            b_.strides[rb + 1]
+        ),
+    );
     // Epilogue: bias through its broadcast strides, then the activation.
     let mut epi = String::new();
     if let Some(bias) = bias {
         let mut d = batch.clone();
         d.extend([m, n]);
-        let bf = bias.broadcast_to(&if out.dims.len() == d.len() {
-            d.clone()
-        } else {
-            d.clone()
-        });
+        let bf = bias.broadcast_to(&d);
         let bb = bidx(&bf);
         let (s0, s1) = (bf.strides[rb], bf.strides[rb + 1]);
         let lbias = bl.load(&bf, &format!("({bb}) + i32(gm) * {s0} + i32(gn) * {s1}"));
-        let _ = writeln!(epi, "v = v + {lbias};");
+        let _ = writeln!(epi, "    v = v + {lbias};");
     }
     if act != "none" {
         let e = apply(
@@ -126,7 +154,7 @@ pub fn kernel(
             op: "matmul_bias_act".into(),
             why: format!("activation `{act}`"),
         })?;
-        let _ = writeln!(epi, "v = {e};");
+        let _ = writeln!(epi, "    v = {e};");
     }
     let st = bl.store(
         out,
@@ -137,6 +165,26 @@ pub fn kernel(
         ),
         "v",
     );
+    // Unrolled register block: c{i}_{j} accumulators, a{i}/b{j} operands.
+    let mut init = String::new();
+    let mut inner = String::new();
+    let mut stores = String::new();
+    for i in 0..r {
+        let _ = writeln!(inner, "    let a{i} = As[ai + {i}u];");
+        let _ = writeln!(inner, "    let b{i} = Bs[bi + {i}u];");
+        for j in 0..r {
+            let _ = writeln!(init, "var c{i}_{j}: f32 = 0.0;");
+        }
+    }
+    for i in 0..r {
+        for j in 0..r {
+            let _ = writeln!(inner, "    c{i}_{j} = fma(a{i}, b{j}, c{i}_{j});");
+            let _ = write!(
+                stores,
+                "{{\n  let gm = m0 + li.y * {r}u + {i}u;\n  let gn = n0 + li.x * {r}u + {j}u;\n  if (gm < {m}u && gn < {n}u) {{\n    var v: f32 = c{i}_{j};\n{epi}    {st}\n  }}\n}}\n"
+            );
+        }
+    }
     let s = format!(
         r#"var<workgroup> As: array<f32, {asz}>;
 var<workgroup> Bs: array<f32, {bsz}>;
@@ -144,54 +192,35 @@ var<workgroup> Bs: array<f32, {bsz}>;
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32, @builtin(local_invocation_id) li: vec3<u32>) {{
 {bu}let abase: i32 = {abase};
 let bbase: i32 = {bbase};
-let m0: u32 = wg.y * {BM}u;
-let n0: u32 = wg.x * {BN}u;
-var acc: array<f32, 16>;
-for (var i: u32 = 0u; i < 16u; i = i + 1u) {{ acc[i] = 0.0; }}
-for (var k0: u32 = 0u; k0 < {k}u; k0 = k0 + {BK}u) {{
-  for (var t: u32 = 0u; t < 4u; t = t + 1u) {{
+let m0: u32 = wg.y * {bm}u;
+let n0: u32 = wg.x * {bn}u;
+{init}for (var k0: u32 = 0u; k0 < {k}u; k0 = k0 + {bk}u) {{
+  for (var t: u32 = 0u; t < {per}u; t = t + 1u) {{
     let e = lid + t * 256u;
-    // A tile: {BM} rows x {BK} cols, stored k-major.
-    let am = e / {BK}u; let ak = e % {BK}u;
+    // A tile: {bm} rows x {bk} cols, stored k-major.
+    let am = e / {bk}u; let ak = e % {bk}u;
     let gm = m0 + am; let gk = k0 + ak;
     var av: f32 = 0.0;
     if (gm < {m}u && gk < {k}u) {{ av = {la}; }}
-    As[ak * {BM}u + am] = av;
-    // B tile: {BK} rows x {BN} cols.
-    let bk = e / {BN}u; let bn = e % {BN}u;
-    let gk2 = k0 + bk; let gn2 = n0 + bn;
+    As[ak * {bm}u + am] = av;
+    // B tile: {bk} rows x {bn} cols.
+    let bk_ = e / {bn}u; let bn_ = e % {bn}u;
+    let gk2 = k0 + bk_; let gn2 = n0 + bn_;
     var bv: f32 = 0.0;
     if (gk2 < {k}u && gn2 < {n}u) {{ let gk = gk2; let gn = gn2; bv = {lb}; }}
-    Bs[bk * {BN}u + bn] = bv;
+    Bs[bk_ * {bn}u + bn_] = bv;
   }}
   workgroupBarrier();
-  for (var kk: u32 = 0u; kk < {BK}u; kk = kk + 1u) {{
-    let a4 = vec4<f32>(As[kk * {BM}u + li.y * 4u], As[kk * {BM}u + li.y * 4u + 1u], As[kk * {BM}u + li.y * 4u + 2u], As[kk * {BM}u + li.y * 4u + 3u]);
-    let b4 = vec4<f32>(Bs[kk * {BN}u + li.x * 4u], Bs[kk * {BN}u + li.x * 4u + 1u], Bs[kk * {BN}u + li.x * 4u + 2u], Bs[kk * {BN}u + li.x * 4u + 3u]);
-    for (var i: u32 = 0u; i < 4u; i = i + 1u) {{
-      let ai = a4[i];
-      acc[i * 4u] = fma(ai, b4.x, acc[i * 4u]);
-      acc[i * 4u + 1u] = fma(ai, b4.y, acc[i * 4u + 1u]);
-      acc[i * 4u + 2u] = fma(ai, b4.z, acc[i * 4u + 2u]);
-      acc[i * 4u + 3u] = fma(ai, b4.w, acc[i * 4u + 3u]);
-    }}
-  }}
+  for (var kk: u32 = 0u; kk < {bk}u; kk = kk + 1u) {{
+    let ai = kk * {bm}u + li.y * {r}u;
+    let bi = kk * {bn}u + li.x * {r}u;
+{inner}  }}
   workgroupBarrier();
 }}
-for (var i: u32 = 0u; i < 4u; i = i + 1u) {{
-  for (var j: u32 = 0u; j < 4u; j = j + 1u) {{
-    let gm = m0 + li.y * 4u + i;
-    let gn = n0 + li.x * 4u + j;
-    if (gm < {m}u && gn < {n}u) {{
-      var v: f32 = acc[i * 4u + j];
-{epi}      {st}
-    }}
-  }}
-}}
-}}
+{stores}}}
 "#,
-        asz = BM * BK,
-        bsz = BK * BN,
+        asz = bm * bk,
+        bsz = bk * bn,
         abase = bidx(&a),
         bbase = bidx(&b_),
     );

@@ -1,0 +1,38 @@
+//! The matmul kernel at each register block size (2, 4, 8), forced with
+//! RLX_WGPU_MATMUL_BLOCK, against the CPU reference on shapes that leave
+//! partial tiles in every dimension. One test function: the variable is
+//! process-wide.
+
+mod common;
+use common::*;
+use rlx::{Attrs, DType};
+
+#[test]
+fn every_block_size_matches_cpu() {
+    init();
+    let mut rng = Rng::new(21);
+    for r in ["2", "4", "8"] {
+        std::env::set_var("RLX_WGPU_MATMUL_BLOCK", r);
+        for (sa, sb, act) in [
+            (vec![2, 37, 70], vec![70, 45], "gelu"),
+            (vec![130, 9], vec![9, 131], "none"),
+        ] {
+            let g = one_op(
+                "matmul_bias_act",
+                &[
+                    (DType::F32, sa.clone()),
+                    (DType::F32, sb.clone()),
+                    (DType::F32, vec![sb[1]]),
+                ],
+                Attrs::new().with("activation", act),
+            );
+            let ins = [
+                rand(&mut rng, DType::F32, &sa, -1.0, 1.0),
+                rand(&mut rng, DType::F32, &sb, -1.0, 1.0),
+                rand(&mut rng, DType::F32, &[sb[1]], -1.0, 1.0),
+            ];
+            parity(&format!("block {r}: {sa:?} @ {sb:?}"), &g, &ins, 1e-5, 1e-4);
+        }
+    }
+    std::env::remove_var("RLX_WGPU_MATMUL_BLOCK");
+}
