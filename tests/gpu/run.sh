@@ -39,7 +39,13 @@ $RUN/gpu minilm --weights $RUN/model.fp16.safetensors --config $RUN/config.json 
 mp=$(grep -c '^PASS minilm' "$OUTDIR/minilm.log"); mf=$(grep -c '^FAIL minilm' "$OUTDIR/minilm.log")
 [ -s "$OUTDIR/rlx_cuda.json" ] || mf=$((mf + 1))
 passed=$((passed + mp)); failed=$((failed + mf))
+$RUN/gpu train --batches 128,1024 --steps 200 --json "$OUTDIR/train_rlx.json" 2>&1 | tee "$OUTDIR/train.log"
+tp=$(grep -c '^PASS train' "$OUTDIR/train.log"); tf=$(grep -c '^FAIL train' "$OUTDIR/train.log")
+[ -s "$OUTDIR/train_rlx.json" ] || tf=$((tf + 1))
+passed=$((passed + tp)); failed=$((failed + tf))
 if [ "${1:-}" = "--bench" ]; then
+  PYTHONUNBUFFERED=1 python3 benches/cuda/torch_mlp_train.py --batches 128,1024 --steps 200 \
+    --json "$OUTDIR/train_torch.json" 2>&1 | tee -a "$OUTDIR/train.log"
   PYTHONUNBUFFERED=1 python3 benches/cuda/torch_minilm.py $RUN --batches "$BATCHES" --runs ${RUNS:-50} \
     --json "$OUTDIR/torch.json" 2>&1 | tee "$OUTDIR/torch.log"
 fi

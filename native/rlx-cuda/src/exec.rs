@@ -267,6 +267,8 @@ struct State {
     /// Inputs uploaded once and kept (weights).
     resident: Vec<bool>,
     uploaded: Vec<bool>,
+    /// (output, input) pairs copied on the device at the end of each run.
+    feedback: Vec<(usize, usize)>,
 }
 
 /// A program compiled for the GPU.
@@ -429,6 +431,7 @@ impl CudaExecutable {
                 graph: None,
                 resident: vec![false; n_in],
                 uploaded: vec![false; n_in],
+                feedback: vec![],
             }),
             _arena: arena,
             _consts: consts,
@@ -483,12 +486,48 @@ impl CudaExecutable {
         Ok(())
     }
 
-    fn enqueue(&self) -> Result<(), CudaError> {
+    /// Feed outputs back into inputs on the device after every run (a
+    /// training step's new parameters and optimizer state), and keep those
+    /// inputs resident: the step then runs with no host transfer at all.
+    /// Each pair is (output index, input index) of the same type.
+    pub fn set_feedback(&self, pairs: &[(usize, usize)]) -> Result<(), CudaError> {
+        let mut s = self
+            .state
+            .lock()
+            .map_err(|_| CudaError::Input("executable lock poisoned".into()))?;
+        for &(o, i) in pairs {
+            let (Some((ot, _)), Some((it, _))) = (self.outputs.get(o), self.inputs.get(i)) else {
+                return Err(CudaError::Input(format!(
+                    "feedback pair ({o}, {i}) out of range"
+                )));
+            };
+            if ot != it {
+                return Err(CudaError::Input(format!(
+                    "feedback output {o} is {ot}, input {i} is {it}"
+                )));
+            }
+            s.resident[i] = true;
+        }
+        s.feedback = pairs.to_vec();
+        s.graph = None;
+        Ok(())
+    }
+
+    fn enqueue(&self, feedback: &[(usize, usize)]) -> Result<(), CudaError> {
         let stream = &self.gpu.stream;
         // SAFETY: err is a live 4-byte device buffer.
         unsafe { result::memset_d8_async(self.err.ptr, 0, 4, stream.cu_stream()) }?;
         for (_, l) in &self.launches {
             self.launch(l)?;
+        }
+        for &(o, i) in feedback {
+            let (ty, src) = &self.outputs[o];
+            let dst = self.inputs[i].1.ptr;
+            let n = ty.dtype.storage_bytes(ty.shape.numel()).unwrap_or(0);
+            if n > 0 && *src != dst {
+                // SAFETY: both buffers hold n bytes (types checked in set_feedback).
+                unsafe { result::memcpy_dtod_async(dst, *src, n, stream.cu_stream()) }?;
+            }
         }
         Ok(())
     }
@@ -653,12 +692,12 @@ impl CudaExecutable {
             s.uploaded[i] = true;
         }
         if !self.opts.cuda_graph {
-            return self.enqueue();
+            return self.enqueue(&s.feedback);
         }
         if s.graph.is_none() {
             let stream = &self.gpu.stream;
             stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-            let r = self.enqueue();
+            let r = self.enqueue(&s.feedback);
             let g = stream.end_capture(sys::CUgraphInstantiate_flags(0))?;
             r?;
             let g = g.ok_or_else(|| CudaError::Driver("graph capture produced no graph".into()))?;

@@ -759,6 +759,85 @@ fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaError> {
     Ok(())
 }
 
+/// Byte range [lo, hi) a location can touch.
+fn span(l: &Loc) -> (Root, i64, i64) {
+    let es = esize(l.dtype) as i64;
+    let (mut lo, mut hi) = (l.offset, l.offset);
+    for (&d, &st) in l.dims.iter().zip(&l.strides) {
+        let reach = (d as i64 - 1).max(0) * st;
+        lo += reach.min(0);
+        hi += reach.max(0);
+    }
+    (l.root, lo * es, (hi + 1) * es)
+}
+
+fn overlap(a: &Loc, b: &Loc) -> bool {
+    let (ra, la, ha) = span(a);
+    let (rb, lb, hb) = span(b);
+    ra == rb && la < hb && lb < ha
+}
+
+/// If node `i`'s output feeds only a `permute` view that feeds only a
+/// (copying) `reshape` right after it, node `i` can write its result in the
+/// reshape's layout directly: returns the location to write (the reshape's
+/// buffer seen through the inverse permutation) and marks the reshape done.
+fn fuse_permute_reshape(
+    p: &mut Planner,
+    i: usize,
+    node: &Node,
+    reads: &[Loc],
+) -> Result<Option<Loc>, CudaError> {
+    let out = node.outputs[0];
+    let users = &p.users[out.index()];
+    if users.len() != 1 || p.g.outputs.contains(&out) {
+        return Ok(None);
+    }
+    let j = users[0];
+    let perm_node = &p.g.nodes[j];
+    let w = perm_node.outputs[0];
+    if perm_node.op.name() != "permute" || !p.views.contains(&w) || p.g.outputs.contains(&w) {
+        return Ok(None);
+    }
+    let wu = &p.users[w.index()];
+    if wu.len() != 1 {
+        return Ok(None);
+    }
+    let k = wu[0];
+    let rs = &p.g.nodes[k];
+    if rs.op.name() != "reshape" || p.views.contains(&rs.outputs[0]) {
+        return Ok(None);
+    }
+    if (i + 1..k).any(|m| !p.views.contains(&p.g.nodes[m].outputs[0])) {
+        return Ok(None);
+    }
+    let dst = p.out_loc(rs.outputs[0])?;
+    if reads.iter().any(|l| overlap(l, &dst)) {
+        return Ok(None);
+    }
+    let perm = perm_node
+        .attrs
+        .ints("perm")
+        .map_err(|e| unsupported(j, perm_node, e.to_string()))?;
+    let wdims = p.ty(w).dims().to_vec();
+    let cs = contiguous(&wdims);
+    let r = wdims.len() as i64;
+    let mut strides = vec![0i64; wdims.len()];
+    for (kk, &a) in perm.iter().enumerate() {
+        let a = (if a < 0 { a + r } else { a }) as usize;
+        strides[a] = cs[kk];
+    }
+    p.done.insert(k);
+    p.locs[rs.outputs[0].index()] = Some(dst.clone());
+    let ty = p.ty(out);
+    Ok(Some(Loc {
+        root: dst.root,
+        offset: dst.offset,
+        strides,
+        dtype: ty.dtype,
+        dims: ty.dims().to_vec(),
+    }))
+}
+
 /// If the only user of node `i`'s output is an `add` with a contiguous
 /// operand of the same type, right after it (only views in between), fuse
 /// that add into the GEMM: returns (the other operand, the add's output),
@@ -799,17 +878,6 @@ fn fuse_residual(
     {
         return Ok(None);
     }
-    // Byte range [lo, hi) a location can touch.
-    let span = |l: &Loc| {
-        let es = esize(l.dtype) as i64;
-        let (mut lo, mut hi) = (l.offset, l.offset);
-        for (&d, &st) in l.dims.iter().zip(&l.strides) {
-            let reach = (d as i64 - 1).max(0) * st;
-            lo += reach.min(0);
-            hi += reach.max(0);
-        }
-        (l.root, lo * es, (hi + 1) * es)
-    };
     let (orr, olo, ohi) = span(&o);
     let overlaps = |l: &Loc| {
         let (rr, lo, hi) = span(l);
@@ -1200,6 +1268,16 @@ fn attention(p: &mut Planner, i: usize, node: &Node, out: &Loc) -> Result<(), Cu
             ))
         }
     };
+    // Write straight into a following permute + reshape's buffer if possible.
+    let mut reads = vec![q.clone(), k.clone(), v.clone()];
+    if let Some(&m) = node.inputs.get(3) {
+        reads.push(p.loc(m)?);
+    }
+    let out = &match fuse_permute_reshape(p, i, node, &reads)? {
+        Some(l) => l,
+        None => out.clone(),
+    };
+    let os = out.strides.clone();
     args.push(out.ptr());
     let nb: usize = batch.iter().product();
     if sq == 0 || nb == 0 {
@@ -1207,7 +1285,7 @@ fn attention(p: &mut Planner, i: usize, node: &Node, out: &Loc) -> Result<(), Cu
     }
     // Many heads: two batched cuBLAS GEMMs (tensor cores for f16/bf16/TF32)
     // around a masked softmax kernel. Few heads: one fused kernel launch.
-    if nb >= 48 {
+    if nb >= 48 && os[r + 1] == 1 {
         let lq = mat_layout(sq, dh, qs[r], qs[r + 1]);
         let lkt = mat_layout(dh, sk, ks[r + 1], ks[r]);
         let lv = mat_layout(sk, dv, vs[r], vs[r + 1]);
@@ -1216,15 +1294,16 @@ fn attention(p: &mut Planner, i: usize, node: &Node, out: &Loc) -> Result<(), Cu
             let scores = p.scratch_loc(DType::F32, &[nb, sq, sk]);
             let probs = p.scratch_loc(d, &[nb, sq, sk]);
             let es = esize(d) as i64;
-            let boffs: Vec<(i64, i64, i64)> = (0..nb)
+            let boffs: Vec<(i64, i64, i64, i64)> = (0..nb)
                 .map(|t| {
-                    let (mut rr, mut o) = (t, (0i64, 0i64, 0i64));
+                    let (mut rr, mut o) = (t, (0i64, 0i64, 0i64, 0i64));
                     for kk in (0..r).rev() {
                         let c = (rr % batch[kk]) as i64;
                         rr /= batch[kk];
                         o.0 += c * qs[kk];
                         o.1 += c * ks[kk];
                         o.2 += c * vs[kk];
+                        o.3 += c * os[kk];
                     }
                     o
                 })
@@ -1299,7 +1378,7 @@ fn attention(p: &mut Planner, i: usize, node: &Node, out: &Loc) -> Result<(), Cu
                 ldb: sk as i32,
                 stride_b: 0,
                 c: out.ptr(),
-                ldc: dv as i32,
+                ldc: os[r] as i32,
                 stride_c: 0,
                 batch: nb as i32,
                 dtype: d,
@@ -1314,7 +1393,7 @@ fn attention(p: &mut Planner, i: usize, node: &Node, out: &Loc) -> Result<(), Cu
                     [
                         at(&v, o.2, es),
                         at(&probs, (t * sq * sk) as i64, es),
-                        at(out, (t * sq * dv) as i64, es),
+                        at(out, o.3, es),
                     ]
                 })
                 .collect();
@@ -1334,7 +1413,13 @@ fn attention(p: &mut Planner, i: usize, node: &Node, out: &Loc) -> Result<(), Cu
     // K and V of one head staged in shared memory when they fit (227 KiB
     // per block on Hopper; keep well below), else one warp per row reading
     // them from global memory.
-    let (warps, rows) = (8u32, 32u32);
+    // Fewer rows per block when there are few heads, to fill the GPU.
+    let rows = if nb * sq.div_ceil(32) < 264 {
+        16u32
+    } else {
+        32
+    };
+    let warps = 8u32;
     let tiled = (sk * (dh + 1) + sk * dv + warps as usize * (dh + sk)) * 4;
     if tiled <= 160 * 1024 {
         let text = kernels::attention_tiled(
@@ -1345,6 +1430,7 @@ fn attention(p: &mut Planner, i: usize, node: &Node, out: &Loc) -> Result<(), Cu
             dh,
             dv,
             [&qs, &ks, &vs],
+            &os,
             &mask,
             scale,
             warps,
@@ -1362,6 +1448,7 @@ fn attention(p: &mut Planner, i: usize, node: &Node, out: &Loc) -> Result<(), Cu
             dh,
             dv,
             [&qs, &ks, &vs],
+            &os,
             &mask,
             scale,
             warps,

@@ -416,6 +416,7 @@ pub fn attention(
     dh: usize,
     dv: usize,
     strides: [&[i64]; 3],
+    ostr: &[i64],
     mask: &Mask,
     scale: f64,
     warps: u32,
@@ -479,11 +480,11 @@ pub fn attention(
   sum = warp_sum(sum);
   float inv = 1.f / sum;
   __syncwarp();
-  {s}* o = out0 + (b * {sq}LL + row) * {dv}LL;
+  {s}* o = out0 + {ob} + row * {osr}LL;
   for (int t = lane; t < {dv}; t += 32) {{
     float acc = 0.f;
     for (int j = 0; j < {sk}; ++j) acc += p[j] * {lv};
-    o[t] = {so};
+    o[t * {ost}LL] = {so};
   }}
 }}
 ",
@@ -496,6 +497,9 @@ pub fn attention(
         lk = load(d, &format!("kj[t * {kc}LL]")),
         lv = load(d, &format!("v[j * {vr}LL + t * {vc}LL]")),
         so = store(d, "acc * inv"),
+        ob = boff(ostr),
+        osr = ostr[r],
+        ost = ostr[r + 1],
         scale = scale as f32,
     )
 }
@@ -514,6 +518,7 @@ pub fn attention_tiled(
     dh: usize,
     dv: usize,
     strides: [&[i64]; 3],
+    ostr: &[i64],
     mask: &Mask,
     scale: f64,
     warps: u32,
@@ -584,12 +589,12 @@ pub fn attention_tiled(
     sum = warp_sum(sum);
     float inv = 1.f / sum;
     __syncwarp();
-    {s}* o = out0 + (b * {sq}LL + row) * {dv}LL;
+    {s}* o = out0 + {ob} + row * {osr}LL;
     for (int t = lane; t < {dv}; t += 32) {{
       float acc = 0.f;
       #pragma unroll 8
       for (int j = 0; j < {sk}; ++j) acc += p[j] * vs[j * {dv} + t];
-      o[t] = {so};
+      o[t * {ost}LL] = {so};
     }}
     __syncwarp();
   }}
@@ -604,6 +609,9 @@ pub fn attention_tiled(
         lk = load(d, &format!("k[j * {kr}LL + t * {kc}LL]")),
         lv = load(d, &format!("v[j * {vr}LL + t * {vc}LL]")),
         so = store(d, "acc * inv"),
+        ob = boff(ostr),
+        osr = ostr[r],
+        ost = ostr[r + 1],
         scale = scale as f32,
     )
 }
