@@ -25,12 +25,12 @@ fn zeros_plus(b: &mut B, x: ValueId, c: ValueId) -> R {
 fn d_square(b: &mut B, x: ValueId, _: ValueId) -> R {
     scale(b, x, 2.0)
 }
-/// 1 where x > 0 else 0 — piecewise constant, so higher derivatives are 0.
-fn d_relu(b: &mut B, x: ValueId, _: ValueId) -> R {
-    let z = sc(b, 0.0, x)?;
-    let m = b.binary("gt", x, z)?;
-    let dt = b.dtype(x);
-    Ok(b.op1("cast", &[m], Attrs::new().with("dtype", dt))?)
+/// 1 where x > 0 else 0, read off the output as sign(relu(x)) (one
+/// elementwise op instead of compare + cast); piecewise constant, so it is
+/// cut from higher derivatives.
+fn d_relu(b: &mut B, _: ValueId, y: ValueId) -> R {
+    let s = un(b, "sign", y)?;
+    stop(b, s)
 }
 fn d_exp(_: &mut B, _: ValueId, y: ValueId) -> R {
     Ok(y)
