@@ -113,3 +113,61 @@ fn unsupported_dtypes_are_typed_errors() {
     let program = rlx_ir::lir::Program::from_graph(g);
     assert!(matches!(plan::plan(&program), Err(CudaError::Input(_))));
 }
+
+/// Legalize for CUDA and run the real memory planner (views, reuse, in place).
+fn planned_lir(text: &str) -> plan::Plan {
+    let g = parse(text).unwrap();
+    let l = legalize(&g, &ClaimsOnly, &DispatchOptions::default()).unwrap();
+    let program = rlx_opt::plan(l.graph).unwrap();
+    plan::plan(&program).unwrap()
+}
+
+fn gemms(p: &plan::Plan) -> Vec<&plan::Gemm> {
+    p.launches
+        .iter()
+        .filter_map(|l| match l {
+            plan::Launch::Gemm { gemm, .. } => Some(gemm),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn linear_then_residual_add_is_one_gemm_with_epilogues() {
+    let p = planned_lir(
+        "graph @g(%x: f32[3,8,16], %w: f32[16,16], %b: f32[16], %r: f32[3,8,16]) {\n  %y = matmul_bias_act(%x, %w, %b)\n  %z = add(%y, %r)\n  return %z\n}",
+    );
+    let g = gemms(&p);
+    assert_eq!(g.len(), 1);
+    assert!(g[0].bias.is_some() && g[0].residual.is_some(), "{:?}", g[0]);
+    // The 3 batches of x stacked into one GEMM against the shared weight.
+    assert_eq!((g[0].m, g[0].n, g[0].k, g[0].batch), (16, 24, 16, 1));
+    // No elementwise kernel for the bias or the add (only the output copy).
+    assert!(!p.source.contains("(x0 + x1)"), "{}", p.source);
+}
+
+#[test]
+fn residual_is_not_fused_when_the_add_reads_a_later_value() {
+    // The add's other operand is computed after the matmul: no fusion.
+    let p = planned_lir(
+        "graph @g(%x: f32[8,16], %w: f32[16,16], %r: f32[8,16]) {\n  %y = matmul(%x, %w)\n  %e = exp(%r)\n  %z = add(%y, %e)\n  return %z\n}",
+    );
+    let g = gemms(&p);
+    assert_eq!(g.len(), 1);
+    assert!(g[0].residual.is_none());
+    assert!(p.source.contains("(x0 + x1)"));
+}
+
+#[test]
+fn attention_writes_into_the_following_permute_reshape() {
+    let src = "graph @g(%q: f32[2,4,16,8], %k: f32[2,4,16,8], %v: f32[2,4,16,8]) {\n  %o = attention(%q, %k, %v)\n  %p = permute(%o) {perm=[0,2,1,3]}\n  %r = reshape(%p) {shape=[2,16,32]}\n  return %r\n}";
+    let p = planned_lir(src);
+    let reshape_kernels = p
+        .kernels
+        .iter()
+        .filter(|(n, _)| p.node_ops[*n] == "reshape")
+        .count();
+    assert_eq!(reshape_kernels, 0, "{:?}", p.kernels);
+    // The attention output stride over heads is the head dim (8), over rows 32.
+    assert!(p.source.contains("row * 32LL"), "{}", p.source);
+}
