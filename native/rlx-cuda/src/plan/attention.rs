@@ -1,0 +1,263 @@
+//! Attention: a fused kernel, or batched cuBLAS GEMMs around a masked softmax.
+
+use super::fuse::fuse_permute_reshape;
+use super::gemm::mat_layout;
+use super::*;
+
+pub(super) fn attention(
+    p: &mut Planner,
+    i: usize,
+    node: &Node,
+    out: &Loc,
+) -> Result<(), CudaError> {
+    let q = p.loc(node.inputs[0])?;
+    let k = p.loc(node.inputs[1])?;
+    let v = p.loc(node.inputs[2])?;
+    let r = out.dims.len() - 2;
+    let batch = out.dims[..r].to_vec();
+    let (sq, dh) = (q.dims[r], q.dims[r + 1]);
+    let (sk, dv) = (k.dims[r], v.dims[r + 1]);
+    let full = |l: &Loc, last: [usize; 2]| -> Vec<i64> {
+        let mut d = batch.clone();
+        d.extend(last);
+        broadcast_strides(l, &d)
+    };
+    let (qs, ks, vs) = (full(&q, [sq, dh]), full(&k, [sk, dh]), full(&v, [sk, dv]));
+    let kind = node.attrs.str("mask_kind").unwrap_or("none").to_string();
+    let window = node.attrs.int("window").unwrap_or(0);
+    let scale = node
+        .attrs
+        .opt_float("scale")
+        .unwrap_or(1.0 / (dh as f64).sqrt());
+    let mut args = vec![q.ptr(), k.ptr(), v.ptr()];
+    let mask = match (kind.as_str(), node.inputs.get(3)) {
+        ("custom", Some(&m)) | ("bias", Some(&m)) => {
+            let l = p.loc(m)?;
+            let strides = full(&l, [sq, sk]);
+            args.push(l.ptr());
+            if kind == "custom" {
+                Mask::Keep {
+                    dtype: l.dtype,
+                    strides,
+                }
+            } else {
+                Mask::Bias {
+                    dtype: l.dtype,
+                    strides,
+                }
+            }
+        }
+        ("none", None) => Mask::None,
+        (builtin, None) => {
+            // Causal / sliding-window masks: the IR's own definition, as a constant.
+            let keep = rlx_ir::ops::fused::attention_mask(builtin, sq, sk, window)
+                .ok_or_else(|| unsupported(i, node, format!("mask kind {builtin}")))?;
+            let t = HostTensor::from_slice(&keep, [sq, sk])
+                .map_err(|e| unsupported(i, node, e.to_string()))?;
+            let l = p.const_loc(t);
+            let strides = full(&l, [sq, sk]);
+            args.push(l.ptr());
+            Mask::Keep {
+                dtype: DType::Bool,
+                strides,
+            }
+        }
+        (kind, _) => {
+            return Err(unsupported(
+                i,
+                node,
+                format!("mask kind {kind} with these inputs"),
+            ))
+        }
+    };
+    // Write straight into a following permute + reshape's buffer if possible.
+    let mut reads = vec![q.clone(), k.clone(), v.clone()];
+    if let Some(&m) = node.inputs.get(3) {
+        reads.push(p.loc(m)?);
+    }
+    let out = &match fuse_permute_reshape(p, i, node, &reads)? {
+        Some(l) => l,
+        None => out.clone(),
+    };
+    let os = out.strides.clone();
+    args.push(out.ptr());
+    let nb: usize = batch.iter().product();
+    if sq == 0 || nb == 0 {
+        return Ok(());
+    }
+    // Many heads: two batched cuBLAS GEMMs (tensor cores for f16/bf16/TF32)
+    // around a masked softmax kernel. Few heads: one fused kernel launch.
+    if nb >= 48 && os[r + 1] == 1 {
+        let lq = mat_layout(sq, dh, qs[r], qs[r + 1]);
+        let lkt = mat_layout(dh, sk, ks[r + 1], ks[r]);
+        let lv = mat_layout(sk, dv, vs[r], vs[r + 1]);
+        if let (Some((tq, ldq)), Some((tk, ldk)), Some((tv, ldv))) = (lq, lkt, lv) {
+            let d = out.dtype;
+            let scores = p.scratch_loc(DType::F32, &[nb, sq, sk]);
+            let probs = p.scratch_loc(d, &[nb, sq, sk]);
+            let es = esize(d) as i64;
+            let boffs: Vec<(i64, i64, i64, i64)> = (0..nb)
+                .map(|t| {
+                    let (mut rr, mut o) = (t, (0i64, 0i64, 0i64, 0i64));
+                    for kk in (0..r).rev() {
+                        let c = (rr % batch[kk]) as i64;
+                        rr /= batch[kk];
+                        o.0 += c * qs[kk];
+                        o.1 += c * ks[kk];
+                        o.2 += c * vs[kk];
+                        o.3 += c * os[kk];
+                    }
+                    o
+                })
+                .collect();
+            let at = |l: &Loc, off: i64, e: i64| Ptr {
+                root: l.root,
+                byte: (l.offset + off) * e,
+            };
+            // S = Q·Kᵀ, as Sᵀ = (Kᵀ)ᵀ... in column-major: C(sk×sq) = op(Kᵀ)·op(Q).
+            let g1 = Gemm {
+                trans_a: tk,
+                trans_b: tq,
+                m: sk as i32,
+                n: sq as i32,
+                k: dh as i32,
+                a: at(&k, 0, es),
+                lda: ldk,
+                stride_a: 0,
+                b: at(&q, 0, es),
+                ldb: ldq,
+                stride_b: 0,
+                c: scores.ptr(),
+                ldc: sk as i32,
+                stride_c: 0,
+                batch: nb as i32,
+                dtype: d,
+                c_dtype: DType::F32,
+                bias: None,
+                residual: None,
+            };
+            let ptrs1 = boffs
+                .iter()
+                .enumerate()
+                .map(|(t, o)| {
+                    [
+                        at(&k, o.1, es),
+                        at(&q, o.0, es),
+                        at(&scores, (t * sq * sk) as i64, 4),
+                    ]
+                })
+                .collect();
+            p.launches.push(Launch::GemmBatched {
+                node: i,
+                gemm: g1,
+                ptrs: ptrs1,
+            });
+            let mut sargs = vec![scores.ptr()];
+            if args.len() > 4 {
+                sargs.push(args[3]);
+            }
+            sargs.push(probs.ptr());
+            let text = kernels::attention_softmax(d, &batch, sq, sk, &mask, scale);
+            p.kernel(
+                text,
+                ((nb * sq).div_ceil(8) as u32, 1, 1),
+                256,
+                0,
+                sargs,
+                false,
+            );
+            // O = P·V: C(dv×sq) = op(V)·op(P).
+            let g2 = Gemm {
+                trans_a: tv,
+                trans_b: false,
+                m: dv as i32,
+                n: sq as i32,
+                k: sk as i32,
+                a: at(&v, 0, es),
+                lda: ldv,
+                stride_a: 0,
+                b: probs.ptr(),
+                ldb: sk as i32,
+                stride_b: 0,
+                c: out.ptr(),
+                ldc: os[r] as i32,
+                stride_c: 0,
+                batch: nb as i32,
+                dtype: d,
+                c_dtype: d,
+                bias: None,
+                residual: None,
+            };
+            let ptrs2 = boffs
+                .iter()
+                .enumerate()
+                .map(|(t, o)| {
+                    [
+                        at(&v, o.2, es),
+                        at(&probs, (t * sq * sk) as i64, es),
+                        at(out, o.3, es),
+                    ]
+                })
+                .collect();
+            p.launches.push(Launch::GemmBatched {
+                node: i,
+                gemm: g2,
+                ptrs: ptrs2,
+            });
+            p.kernels.push((
+                i,
+                "cublas::gemm_batched(QK^T) + nvrtc masked softmax + cublas::gemm_batched(PV)"
+                    .into(),
+            ));
+            return Ok(());
+        }
+    }
+    // K and V of one head staged in shared memory when they fit (227 KiB
+    // per block on Hopper; keep well below), else one warp per row reading
+    // them from global memory.
+    // Fewer rows per block when there are few heads, to fill the GPU.
+    let rows = if nb * sq.div_ceil(32) < 264 {
+        16u32
+    } else {
+        32
+    };
+    let warps = 8u32;
+    let tiled = (sk * (dh + 1) + sk * dv + warps as usize * (dh + sk)) * 4;
+    if tiled <= 160 * 1024 {
+        let text = kernels::attention_tiled(
+            out.dtype,
+            &batch,
+            sq,
+            sk,
+            dh,
+            dv,
+            [&qs, &ks, &vs],
+            &os,
+            &mask,
+            scale,
+            warps,
+            rows,
+        );
+        let grid = ((sq as u32).div_ceil(rows), nb as u32, 1);
+        p.kernel(text, grid, warps * 32, tiled as u32, args, false);
+    } else {
+        let warps = 4u32;
+        let text = kernels::attention(
+            out.dtype,
+            &batch,
+            sq,
+            sk,
+            dh,
+            dv,
+            [&qs, &ks, &vs],
+            &os,
+            &mask,
+            scale,
+            warps,
+        );
+        let smem = (warps as usize * (dh + sk) * 4) as u32;
+        let grid = ((sq as u32).div_ceil(warps), nb as u32, 1);
+        p.kernel(text, grid, warps * 32, smem, args, false);
+    }
+    Ok(())
+}
