@@ -94,9 +94,16 @@ impl Backend for CudaBackend {
     }
 
     fn kernel_name(&self, op: &str, dtype: DType) -> String {
+        // The kernel family; which variant a node gets depends on its
+        // shapes and neighbours (CudaExecutable::kernels lists each launch).
         match op {
-            "matmul" | "matmul_bias_act" => format!("cuda::cublas_gemm_strided_batched<{dtype}>"),
-            "attention" => format!("cuda::nvrtc_attention<{dtype}>"),
+            "matmul" => format!("cuda::cublas_gemm<{dtype}> (cublasLt with a fused residual add)"),
+            "matmul_bias_act" => format!(
+                "cuda::cublasLt_gemm_bias<{dtype}> (+ residual add; other activations: cublas + nvrtc epilogue)"
+            ),
+            "attention" => format!(
+                "cuda::nvrtc_attention<{dtype}> (>= 48 heads: cublas_gemm_batched + nvrtc_softmax + cublas_gemm_batched)"
+            ),
             _ => format!("cuda::nvrtc_{op}<{dtype}>"),
         }
     }
