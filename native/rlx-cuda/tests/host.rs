@@ -171,3 +171,49 @@ fn attention_writes_into_the_following_permute_reshape() {
     // The attention output stride over heads is the head dim (8), over rows 32.
     assert!(p.source.contains("row * 32LL"), "{}", p.source);
 }
+
+/// MiniLM's shape (6 layers, 12 heads of 32) through the real pipeline.
+fn minilm_plan(batch: usize) -> plan::Plan {
+    let cfg = rlx_models::bert::BertConfig::from_json(
+        r#"{"vocab_size": 1000, "hidden_size": 384, "num_hidden_layers": 6, "num_attention_heads": 12,
+            "intermediate_size": 1536, "max_position_embeddings": 512, "layer_norm_eps": 1e-12, "hidden_act": "gelu"}"#,
+    )
+    .unwrap();
+    let g = rlx_models::bert::Bert::new(cfg, true)
+        .graph(batch, 128)
+        .unwrap();
+    let eval = |g: &rlx_ir::Graph, i: &[rlx_ir::HostTensor]| {
+        rlx_cpu::run_graph(g, i).map_err(|e| e.to_string())
+    };
+    let (opt, _) = rlx_opt::compile_pipeline(&g, eval).unwrap();
+    let l = legalize(&opt, &ClaimsOnly, &DispatchOptions::default()).unwrap();
+    let program = rlx_opt::plan(l.graph).unwrap();
+    plan::plan(&program).unwrap()
+}
+
+#[test]
+fn minilm_plans_with_fused_epilogues_and_attention_layout() {
+    let p = minilm_plan(1);
+    let ops: Vec<&str> = p
+        .kernels
+        .iter()
+        .map(|(n, _)| p.node_ops[*n].as_str())
+        .collect();
+    let count = |op: &str| ops.iter().filter(|o| **o == op).count();
+    assert_eq!(p.launches.len(), 84);
+    // The merged-heads reshape stays a copy in MiniLM: the memory planner
+    // gives its output the buffers of q/k/v, which die at the attention, so
+    // the attention cannot write there while reading them (see
+    // `fuse_permute_reshape`; the fusion applies when they do not overlap).
+    assert_eq!(count("reshape"), 6);
+    assert_eq!(count("attention"), 6);
+    // Every linear without an activation has its bias (and the residual
+    // add after the output projections) in the cuBLASLt epilogue.
+    let with_residual = p
+        .launches
+        .iter()
+        .filter(|l| matches!(l, plan::Launch::Gemm { gemm, .. } if gemm.residual.is_some()))
+        .count();
+    assert_eq!(with_residual, 12);
+    assert_eq!(count("add"), 0);
+}
