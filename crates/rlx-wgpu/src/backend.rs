@@ -1,3 +1,4 @@
+#![cfg_attr(target_arch = "wasm32", allow(unused_imports, dead_code))]
 //! The wgpu backend as an rlx-runtime `Backend`: one per device kind
 //! (`vulkan`, `opengl`, `webgpu`, `gpu` = best available). The GPU context
 //! is created on first compile and recreated after a device loss.

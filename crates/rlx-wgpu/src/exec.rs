@@ -310,11 +310,21 @@ impl GpuProgram {
     }
 
     /// Run: uploads, one pass with every kernel, readback.
+    // The lock spans the readback's await on purpose: runs share the arena
+    // and staging buffers. Natively the await is resolved inside this call
+    // (device.poll), so holding a std Mutex is fine; in the single-threaded
+    // browser a second concurrent run gets an error instead of waiting.
+    #[allow(clippy::await_holding_lock)]
     pub async fn run_async(&self, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, WgpuError> {
+        #[cfg(not(target_arch = "wasm32"))]
         let _guard = self
             .run_lock
             .lock()
             .map_err(|_| WgpuError::Gpu("run lock poisoned".into()))?;
+        #[cfg(target_arch = "wasm32")]
+        let _guard = self.run_lock.try_lock().map_err(|_| {
+            WgpuError::Input("this program is already running: await the previous run first".into())
+        })?;
         self.ctx.check()?;
         let scopes = crate::context::Scopes::push(&self.ctx.device);
         self.upload(inputs)?;

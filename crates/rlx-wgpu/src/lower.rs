@@ -340,7 +340,7 @@ fn node_kernels(
             let axes = ints(node, "axes")?;
             let steps = ints(node, "steps")?;
             let mut r = ins[0].clone();
-            for k in 0..starts.len() {
+            for (k, &start) in starts.iter().enumerate() {
                 let ax = match axes.get(k) {
                     Some(&a) => {
                         normalize_axis(a, rank).map_err(|e| unsupported(op, e.to_string()))?
@@ -351,11 +351,7 @@ fn node_kernels(
                 let d = ins[0].dims[ax] as i64;
                 // NumPy slice bounds: negative from the end, then clamped.
                 let clampi = |v: i64, lo: i64, hi: i64| v.max(lo).min(hi);
-                let s0 = if starts[k] < 0 {
-                    starts[k] + d
-                } else {
-                    starts[k]
-                };
+                let s0 = if start < 0 { start + d } else { start };
                 let s0 = if step > 0 {
                     clampi(s0, 0, d)
                 } else {

@@ -538,7 +538,8 @@ fn shape_ops_and_views() {
     init();
     let mut rng = Rng::new(10);
     let x = || (F, vec![2, 3, 4]);
-    let cases: Vec<(&str, Vec<(DType, Vec<usize>)>, Attrs)> = vec![
+    type Case = (&'static str, Vec<(DType, Vec<usize>)>, Attrs);
+    let cases: Vec<Case> = vec![
         (
             "permute",
             vec![x()],
@@ -686,4 +687,34 @@ fn unclaimed_ops_decompose_or_fail_with_the_dispatch_error() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("cumsum") && err.contains("no kernel"), "{err}");
+}
+
+#[test]
+fn every_claimed_op_has_a_parity_case() {
+    let claims = rlx_wgpu::claims::claims();
+    assert!(
+        claims.ops.len() >= 80,
+        "{} op kinds claimed",
+        claims.ops.len()
+    );
+    let src = include_str!("parity.rs");
+    // Exercised by every graph (transfers), by MiniLM (constant, arange),
+    // or removed by the optimizer before reaching a backend.
+    let implicit = [
+        "transfer",
+        "constant",
+        "arange",
+        "identity",
+        "stop_gradient",
+    ];
+    for op in claims.ops.keys() {
+        if implicit.contains(&op.as_str()) {
+            continue;
+        }
+        assert!(
+            src.contains(&format!("\"{op}\"")),
+            "claimed op `{op}` has no parity case"
+        );
+    }
+    eprintln!("{} op kinds claimed natively", claims.ops.len());
 }

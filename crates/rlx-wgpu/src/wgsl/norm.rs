@@ -32,7 +32,7 @@ pub fn kernel(
         &format!("var<workgroup> sh: array<f32, {WG}>;"),
     );
     let (ku, k) = unravel("row", &so.kept.dims, "q");
-    let _ = write!(s, "{ku}let obase: i32 = {};\n", Builder::addr(&so.kept, &k));
+    let _ = writeln!(s, "{ku}let obase: i32 = {};", Builder::addr(&so.kept, &k));
     // One pass over the row: `body` sees x (f32) and the reduced index j*.
     let pass = |b: &mut Builder, body: &str| -> String {
         let (u, j) = unravel("r", &sp.red.dims, "j");
