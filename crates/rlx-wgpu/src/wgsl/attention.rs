@@ -5,7 +5,7 @@
 //! as the op's definition says.
 
 use super::expr::f32_lit;
-use super::{grid, unravel, Builder, Kernel, WG};
+use super::{grid, unravel, Builder, Kernel};
 use crate::error::WgpuError;
 use crate::tref::TensorRef;
 use std::fmt::Write;
@@ -68,6 +68,9 @@ pub fn kernel(
             v.strides[r - 1]
         ),
     );
+    // Threads per row: enough for the keys and value columns, no more
+    // (small workgroups let many rows share a compute unit).
+    let wg_: u32 = (sk.max(dv) as u32).next_power_of_two().clamp(32, 256);
     let sc = f32_lit(scale.unwrap_or(1.0 / (d as f64).sqrt()));
     let ninf = "bitcast<f32>(0xff800000u)";
     let mut mask_code = String::new();
@@ -112,8 +115,8 @@ pub fn kernel(
     );
     let s = format!(
         r#"var<workgroup> sc: array<f32, {sk}>;
-var<workgroup> sh: array<f32, {WG}>;
-@compute @workgroup_size({WG})
+var<workgroup> sh: array<f32, {wg_}>;
+@compute @workgroup_size({wg_})
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
 let row: u32 = wg.x + wg.y * {gx}u;
 if (row >= {rows}u) {{ return; }}
@@ -123,7 +126,7 @@ let bz: u32 = row / {sq}u;
 let kb: i32 = {kbase};
 let vb: i32 = {vbase};
 var acc: f32 = {ninf};
-for (var j: u32 = lid; j < {sk}u; j = j + {WG}u) {{
+for (var j: u32 = lid; j < {sk}u; j = j + {wg_}u) {{
   var s: f32 = 0.0;
   for (var dd: u32 = 0u; dd < {d}u; dd = dd + 1u) {{ s = fma({lq}, {lk}, s); }}
   s = s * {sc};
@@ -131,12 +134,12 @@ for (var j: u32 = lid; j < {sk}u; j = j + {WG}u) {{
   acc = fmax_(acc, s);
 }}
 {tmax}var acc2: f32 = 0.0;
-for (var j: u32 = lid; j < {sk}u; j = j + {WG}u) {{
+for (var j: u32 = lid; j < {sk}u; j = j + {wg_}u) {{
   let e = exp(sc[j] - m);
   sc[j] = e;
   acc2 = acc2 + e;
 }}
-{tsum}for (var c: u32 = lid; c < {dv}u; c = c + {WG}u) {{
+{tsum}for (var c: u32 = lid; c < {dv}u; c = c + {wg_}u) {{
   var o: f32 = 0.0;
   for (var j: u32 = 0u; j < {sk}u; j = j + 1u) {{ o = fma(sc[j], {lv}, o); }}
   {st}
@@ -148,8 +151,8 @@ for (var j: u32 = lid; j < {sk}u; j = j + {WG}u) {{
         qs = q.strides[r - 2],
         kbase = base(&k),
         vbase = base(&v),
-        tmax = super::reduce::tree("acc", "m", "fmax_(a, b)"),
-        tsum = super::reduce::tree("acc2", "t", "a + b"),
+        tmax = super::reduce::tree_n("acc", "m", "fmax_(a, b)", wg_),
+        tsum = super::reduce::tree_n("acc2", "t", "a + b", wg_),
     );
     Ok(b.finish(name.to_string(), s, groups))
 }

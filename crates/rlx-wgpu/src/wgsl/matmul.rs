@@ -165,13 +165,29 @@ pub fn kernel(
         ),
         "v",
     );
+    // Shared tiles are read as vectors (one wide load per w operands).
+    let w = r.min(4);
+    let vt = format!("vec{w}<f32>");
+    // Tile loads: consecutive threads walk the operand's unit-stride axis,
+    // so global reads coalesce (weights arrive transposed: k-contiguous).
+    let amap = if a.strides[rb] == 1 && a.strides[rb + 1] != 1 {
+        format!("let am = e % {bm}u; let ak = e / {bm}u;")
+    } else {
+        format!("let am = e / {bk}u; let ak = e % {bk}u;")
+    };
+    let bmap = if b_.strides[rb] == 1 && b_.strides[rb + 1] != 1 {
+        format!("let bk_ = e % {bk}u; let bn_ = e / {bk}u;")
+    } else {
+        format!("let bk_ = e / {bn}u; let bn_ = e % {bn}u;")
+    };
     // Unrolled register block: c{i}_{j} accumulators, a{i}/b{j} operands.
     let mut init = String::new();
     let mut inner = String::new();
     let mut stores = String::new();
     for i in 0..r {
-        let _ = writeln!(inner, "    let a{i} = As[ai + {i}u];");
-        let _ = writeln!(inner, "    let b{i} = Bs[bi + {i}u];");
+        let (q, c) = (i / w, ["x", "y", "z", "w"][i % w]);
+        let _ = writeln!(inner, "    let a{i} = As[ai + {q}u].{c};");
+        let _ = writeln!(inner, "    let b{i} = Bs[bi + {q}u].{c};");
         for j in 0..r {
             let _ = writeln!(init, "var c{i}_{j}: f32 = 0.0;");
         }
@@ -186,8 +202,8 @@ pub fn kernel(
         }
     }
     let s = format!(
-        r#"var<workgroup> As: array<f32, {asz}>;
-var<workgroup> Bs: array<f32, {bsz}>;
+        r#"var<workgroup> As: array<{vt}, {asz}>;
+var<workgroup> Bs: array<{vt}, {bsz}>;
 @compute @workgroup_size(16, 16)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32, @builtin(local_invocation_id) li: vec3<u32>) {{
 {bu}let abase: i32 = {abase};
@@ -198,29 +214,33 @@ let n0: u32 = wg.x * {bn}u;
   for (var t: u32 = 0u; t < {per}u; t = t + 1u) {{
     let e = lid + t * 256u;
     // A tile: {bm} rows x {bk} cols, stored k-major.
-    let am = e / {bk}u; let ak = e % {bk}u;
+    {amap}
     let gm = m0 + am; let gk = k0 + ak;
     var av: f32 = 0.0;
     if (gm < {m}u && gk < {k}u) {{ av = {la}; }}
-    As[ak * {bm}u + am] = av;
+    let ia = ak * {bm}u + am;
+    As[ia / {w}u][ia % {w}u] = av;
     // B tile: {bk} rows x {bn} cols.
-    let bk_ = e / {bn}u; let bn_ = e % {bn}u;
+    {bmap}
     let gk2 = k0 + bk_; let gn2 = n0 + bn_;
     var bv: f32 = 0.0;
     if (gk2 < {k}u && gn2 < {n}u) {{ let gk = gk2; let gn = gn2; bv = {lb}; }}
-    Bs[bk_ * {bn}u + bn_] = bv;
+    let ib = bk_ * {bn}u + bn_;
+    Bs[ib / {w}u][ib % {w}u] = bv;
   }}
   workgroupBarrier();
   for (var kk: u32 = 0u; kk < {bk}u; kk = kk + 1u) {{
-    let ai = kk * {bm}u + li.y * {r}u;
-    let bi = kk * {bn}u + li.x * {r}u;
+    let ai = (kk * {bm}u + li.y * {r}u) / {w}u;
+    let bi = (kk * {bn}u + li.x * {r}u) / {w}u;
 {inner}  }}
   workgroupBarrier();
 }}
 {stores}}}
 "#,
-        asz = bm * bk,
-        bsz = bk * bn,
+        amap = amap,
+        bmap = bmap,
+        asz = bm * bk / w,
+        bsz = bk * bn / w,
         abase = bidx(&a),
         bbase = bidx(&b_),
     );

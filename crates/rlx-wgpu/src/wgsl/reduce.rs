@@ -84,9 +84,14 @@ pub fn row_loop(b: &mut Builder, x: &TensorRef, red: &TensorRef, len: usize, bod
 
 /// A shared-memory tree reduction of `acc` into `out` (all threads get it).
 pub fn tree(acc: &str, out: &str, combine: &str) -> String {
+    tree_n(acc, out, combine, WG)
+}
+
+/// [`tree`] for a workgroup of `n` threads (a power of two).
+pub fn tree_n(acc: &str, out: &str, combine: &str, n: u32) -> String {
     format!(
         "sh[lid] = {acc};\nworkgroupBarrier();\nfor (var s: u32 = {h}u; s > 0u; s = s >> 1u) {{\nif (lid < s) {{ let a = sh[lid]; let b = sh[lid + s]; sh[lid] = {combine}; }}\nworkgroupBarrier();\n}}\nlet {out} = sh[0];\nworkgroupBarrier();\n",
-        h = WG / 2
+        h = n / 2
     )
 }
 
