@@ -33,6 +33,9 @@ const USAGE: &str = "usage: rlx <command>
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // The GPU backends (`vulkan`, `gpu`): registered for dispatch, coverage
+    // and compile; a device is only opened when something compiles for it.
+    rlx_wgpu::register();
     let result = match args.first().map(String::as_str) {
         Some("ops") => ops(args.iter().any(|a| a == "--json")),
         Some("ir") => match args.get(1) {
