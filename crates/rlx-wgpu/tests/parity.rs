@@ -718,3 +718,30 @@ fn every_claimed_op_has_a_parity_case() {
     }
     eprintln!("{} op kinds claimed natively", claims.ops.len());
 }
+
+#[test]
+fn oversized_tensors_and_missing_adapters_are_typed_errors() {
+    init();
+    // One input over lavapipe's 128 MiB storage binding (the limit comes
+    // from the adapter, so this is checked against whatever it reports).
+    let limit = rlx_wgpu::WgpuBackend::new(rlx::Device::Vulkan)
+        .context()
+        .unwrap()
+        .info
+        .max_storage_binding;
+    let n = (limit / 4 + 1024) as usize;
+    let g = one_op("exp", &[(F, vec![n])], Attrs::new());
+    let err = rlx::compile(&g, rlx::Device::Vulkan)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        err.contains("maxStorageBufferBindingSize") && err.contains(&limit.to_string()),
+        "{err}"
+    );
+    // This build has no GL backend: a typed "no adapter" error, not a panic.
+    let e = pollster::block_on(rlx_wgpu::GpuContext::create(rlx::Device::OpenGl))
+        .err()
+        .expect("no GL adapter");
+    assert!(matches!(e, rlx_wgpu::WgpuError::NoAdapter { .. }), "{e}");
+}
