@@ -731,17 +731,17 @@ fn oversized_tensors_and_missing_adapters_are_typed_errors() {
         .max_storage_binding;
     let n = (limit / 4 + 1024) as usize;
     let g = one_op("exp", &[(F, vec![n])], Attrs::new());
-    let err = rlx::compile(&g, rlx::Device::Vulkan)
-        .err()
-        .expect("refused")
-        .to_string();
+    let Err(err) = rlx::compile(&g, rlx::Device::Vulkan) else {
+        panic!("an oversized input compiled")
+    };
+    let err = err.to_string();
     assert!(
         err.contains("maxStorageBufferBindingSize") && err.contains(&limit.to_string()),
         "{err}"
     );
     // This build has no GL backend: a typed "no adapter" error, not a panic.
-    let e = pollster::block_on(rlx_wgpu::GpuContext::create(rlx::Device::OpenGl))
-        .err()
-        .expect("no GL adapter");
+    let Err(e) = pollster::block_on(rlx_wgpu::GpuContext::create(rlx::Device::OpenGl)) else {
+        panic!("a GL adapter in a Vulkan-only build")
+    };
     assert!(matches!(e, rlx_wgpu::WgpuError::NoAdapter { .. }), "{e}");
 }
