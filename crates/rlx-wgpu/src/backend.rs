@@ -93,6 +93,22 @@ impl WgpuExecutable {
         Ok(WgpuExecutable { program: p, device })
     }
 
+    /// [`WgpuExecutable::build`] that awaits shader/allocation errors (the
+    /// browser cannot block on them).
+    pub async fn build_async(
+        ctx: Arc<GpuContext>,
+        cache: &PipelineCache,
+        program: &Program,
+    ) -> Result<WgpuExecutable, WgpuError> {
+        let low = lower(program)?;
+        let g = &program.graph;
+        let p = GpuProgram::new_async(ctx, low, g.input_types(), g.output_types(), cache).await?;
+        Ok(WgpuExecutable {
+            program: p,
+            device: Device::WebGpu,
+        })
+    }
+
     /// Run (async: awaits the readback; works in the browser too).
     pub async fn run_async(&self, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, WgpuError> {
         self.program.run_async(inputs).await

@@ -114,6 +114,7 @@ fn storage(ctx: &GpuContext, label: &str, bytes: u64, extra: wgpu::BufferUsages)
 
 impl GpuProgram {
     /// Create every GPU object of a lowered program.
+    /// Create every GPU object; errors are checked natively (blocking).
     pub fn new(
         ctx: Arc<GpuContext>,
         low: Lowered,
@@ -121,6 +122,34 @@ impl GpuProgram {
         output_types: Vec<TensorType>,
         pipelines: &Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>,
     ) -> Result<GpuProgram, WgpuError> {
+        let (p, scopes) = Self::create(ctx, low, input_types, output_types, pipelines)?;
+        pollster_free_pop(scopes)?;
+        p.ctx.check()?;
+        Ok(p)
+    }
+
+    /// [`GpuProgram::new`] for the browser: awaits the creation errors
+    /// (shader compilation, allocation) so they surface here, typed.
+    pub async fn new_async(
+        ctx: Arc<GpuContext>,
+        low: Lowered,
+        input_types: Vec<TensorType>,
+        output_types: Vec<TensorType>,
+        pipelines: &Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>,
+    ) -> Result<GpuProgram, WgpuError> {
+        let (p, scopes) = Self::create(ctx, low, input_types, output_types, pipelines)?;
+        scopes.pop().await?;
+        p.ctx.check()?;
+        Ok(p)
+    }
+
+    fn create(
+        ctx: Arc<GpuContext>,
+        low: Lowered,
+        input_types: Vec<TensorType>,
+        output_types: Vec<TensorType>,
+        pipelines: &Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>,
+    ) -> Result<(GpuProgram, crate::context::Scopes), WgpuError> {
         let dev = &ctx.device;
         let scopes = crate::context::Scopes::push(dev);
         let arena_bytes = low.arena_words as u64 * 4;
@@ -223,10 +252,8 @@ impl GpuProgram {
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        pollster_free_pop(scopes)?;
-        ctx.check()?;
         let n_in = inputs.len();
-        Ok(GpuProgram {
+        let p = GpuProgram {
             ctx,
             arena,
             arena_words: low.arena_words,
@@ -241,7 +268,8 @@ impl GpuProgram {
             pinned: Mutex::new(vec![false; n_in]),
             run_lock: Mutex::new(()),
             kernel_names,
-        })
+        };
+        Ok((p, scopes))
     }
 
     /// Promise that inputs `idx` (weights, say) will not change: after their

@@ -2,6 +2,7 @@
 //! RLX_WGPU_MATMUL_BLOCK, against the CPU reference on shapes that leave
 //! partial tiles in every dimension. One test function: the variable is
 //! process-wide.
+#![cfg(not(target_arch = "wasm32"))]
 
 mod common;
 use common::*;

@@ -2,6 +2,7 @@
 //! the CPU backend on the same tokens and weights: cosine ≥ 0.9999 for the
 //! pooled embedding of every sentence and for every token's hidden state.
 //! Weights: `./scripts/fetch-models` (run by setup) into .cache/models.
+#![cfg(not(target_arch = "wasm32"))]
 
 mod common;
 use rlx::{Device, HostTensor};

@@ -1,6 +1,7 @@
 //! Parity with the CPU reference on seeded random inputs, for every op and
 //! dtype the wgpu backend claims, run on the machine's Vulkan adapter
 //! (Mesa lavapipe in CI). Shapes are small: lavapipe runs on the CPU.
+#![cfg(not(target_arch = "wasm32"))]
 
 mod common;
 use common::*;

@@ -3,6 +3,7 @@
 //! SPIR-V; naga validates each module, and the SPIR-V and GLSL are checked
 //! by Khronos' own validators (`spirv-val`, `glslangValidator`, from
 //! Debian's spirv-tools / glslang-tools). No GPU needed.
+#![cfg(not(target_arch = "wasm32"))]
 
 mod common;
 use rlx::{Attrs, DType, Device};

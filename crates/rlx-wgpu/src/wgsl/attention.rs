@@ -72,7 +72,7 @@ pub fn kernel(
     // (small workgroups let many rows share a compute unit).
     let wg_: u32 = (sk.max(dv) as u32).next_power_of_two().clamp(32, 256);
     let sc = f32_lit(scale.unwrap_or(1.0 / (d as f64).sqrt()));
-    let ninf = "bitcast<f32>(0xff800000u)";
+    let ninf = "bits_(0xff800000u)";
     let mut mask_code = String::new();
     let off = sk as i64 - sq as i64;
     match (kind, mask) {

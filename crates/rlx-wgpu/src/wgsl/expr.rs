@@ -8,6 +8,9 @@ use rlx_ir::{Attrs, DType};
 
 /// Helper functions every kernel may call (unused ones cost nothing).
 pub const PRELUDE: &str = r#"
+// Non-finite constants through a function call: a constant-evaluated
+// bitcast to inf/NaN is a shader-creation error in WebGPU (Tint).
+fn bits_(b: u32) -> f32 { return bitcast<f32>(b); }
 fn nan_(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 fn inf_(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }
 fn fmax_(a: f32, b: f32) -> f32 { return select(max(a, b), a + b, nan_(a) || nan_(b)); }
@@ -49,9 +52,9 @@ fn gelu_tanh_(x: f32) -> f32 { return 0.5 * x * (1.0 + tanh_(0.7978845608028654 
 fn pow_(a: f32, b: f32) -> f32 {
   if (b == 0.0) { return 1.0; }
   if (nan_(a) || nan_(b)) { return a + b; }
-  if (a == 0.0) { return select(0.0, bitcast<f32>(0x7f800000u), b < 0.0); }
+  if (a == 0.0) { return select(0.0, bits_(0x7f800000u), b < 0.0); }
   if (a > 0.0) { return pow(a, b); }
-  if (trunc(b) != b) { return bitcast<f32>(0x7fc00000u); }
+  if (trunc(b) != b) { return bits_(0x7fc00000u); }
   let m = pow(-a, b);
   let odd = abs(b) < 16777216.0 && (i32(abs(b)) & 1) == 1;
   return select(m, -m, odd);
@@ -70,10 +73,15 @@ fn f2i_(x: f32) -> i32 {
 }
 "#;
 
-/// A float literal with the exact f32 bits (covers inf and NaN, which WGSL
-/// cannot write as literals).
+/// A float literal with the exact f32 bits. inf and NaN (which WGSL cannot
+/// write, nor constant-evaluate) go through the `bits_` call.
 pub fn f32_lit(v: f64) -> String {
-    format!("bitcast<f32>({:#x}u)", (v as f32).to_bits())
+    let x = v as f32;
+    if x.is_finite() {
+        format!("bitcast<f32>({:#x}u)", x.to_bits())
+    } else {
+        format!("bits_({:#x}u)", x.to_bits())
+    }
 }
 
 const FLOAT_UNARY: &[&str] = &[

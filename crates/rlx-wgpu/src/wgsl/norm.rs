@@ -54,7 +54,7 @@ pub fn kernel(
     let e = f32_lit(eps);
     match op {
         "softmax" | "log_softmax" => {
-            s.push_str("var acc: f32 = bitcast<f32>(0xff800000u);\n");
+            s.push_str("var acc: f32 = bits_(0xff800000u);\n");
             s.push_str(&pass(&mut b, "acc = fmax_(acc, x);"));
             s.push_str(&tree("acc", "m", "fmax_(a, b)"));
             s.push_str("var acc2: f32 = 0.0;\n");

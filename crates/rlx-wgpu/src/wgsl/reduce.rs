@@ -122,8 +122,8 @@ pub fn kernel(
         s.push_str(&tree("acc", out_, comb));
         s
     };
-    let ninf = "bitcast<f32>(0xff800000u)";
-    let pinf = "bitcast<f32>(0x7f800000u)";
+    let ninf = "bits_(0xff800000u)";
+    let pinf = "bits_(0x7f800000u)";
     let result = match op {
         "reduce_sum" | "reduce_mean" => {
             s.push_str(&fold(&mut b, "0.0", "acc = acc + x;", "a + b", "t"));
