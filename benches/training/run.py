@@ -62,6 +62,10 @@ for batch in PLAN:
     r = {x["system"]: x["img_per_s"] for x in rows if x["batch"] == batch}
     best = max(r["torch"], r["numpy"])
     lines.append(f"| {batch} | {r['rlx']:,.0f} | {r['torch']:,.0f} | {r['numpy']:,.0f} | {r['rlx'] / best:.3f}x |")
+if max(load_before[0], load[0]) > 1.5:
+    lines += ["", f"**Caveat:** the machine was busy (load {load_before[0]:.1f} → {load[0]:.1f} on {res['cpus']} CPUs), so every",
+              "system ran below its idle speed and the spread between timings is large; these ratios are not a",
+              "reliable speed claim. Re-run on an idle machine."]
 lines += ["", "All timings (img/s) per system and batch:", ""]
 for r in rows:
     lines.append(f"* {r['system']} B={r['batch']}: " + ", ".join(f"{x:,.0f}" for x in r["runs"]))
