@@ -507,9 +507,12 @@ fn build(case: &Case, rng: &mut Rng) -> (Graph, Vec<HostTensor>) {
 fn every_rule_matches_finite_differences() {
     let mut rng = Rng(0x5EED_0001);
     let mut failures = vec![];
-    for case in cases() {
-        let (g, vals) = build(&case, &mut rng);
+    let all = cases();
+    let mut checked = 0;
+    for case in &all {
+        let (g, vals) = build(case, &mut rng);
         let wrt: Vec<usize> = (0..vals.len()).collect();
+        checked += vals.len();
         let gg = rlx_autodiff::grad(&g, &wrt).unwrap_or_else(|e| panic!("{}: grad: {e}", case.op));
         let got = run_compiled(&gg, &vals);
         for k in 0..vals.len() {
@@ -523,6 +526,7 @@ fn every_rule_matches_finite_differences() {
             }
         }
     }
+    eprintln!("{} cases, {checked} input gradients checked", all.len());
     assert!(
         failures.is_empty(),
         "{} failures:\n{}",
