@@ -11,6 +11,6 @@ export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
 export WGPU_BACKEND=vulkan PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader 2>&1 | tee -a "$OUT/log"
-timeout 200 ./.bench/wgpu_bench --batches 1,2,4,8,16,32 --seq 128 --runs 30 --matmul 1024,2048,4096 2>&1 | grep -v XDG_RUNTIME | tee "$OUT/wgpu.jsonl"
-RLX_WGPU_PROFILE=1 timeout 60 ./.bench/wgpu_bench --batches 32 --seq 128 --runs 5 --matmul "" 2>&1 | grep profile | tee "$OUT/wgpu-profile.jsonl"
+timeout 150 ./.bench/wgpu_bench --batches 1,2,4,8,16,32 --seq 128 --runs 30 --matmul 1024,2048,4096 2>&1 | grep -v XDG_RUNTIME | tee "$OUT/wgpu.jsonl"
+RLX_WGPU_PROFILE=1 timeout 45 ./.bench/wgpu_bench --batches 32 --seq 128 --runs 5 --matmul "" 2>&1 | grep profile | tee "$OUT/wgpu-profile.jsonl"
 timeout 150 python3 benches/wgpu/torch_minilm.py --batches 1,2,4,8,16,32 --seq 128 --runs 30 --json "$OUT/torch.json" 2>&1 | grep -v Warning | tee -a "$OUT/log"
