@@ -50,6 +50,17 @@ impl Executable for CpuExecutable {
         }
         .map_err(to_runtime)
     }
+
+    /// Transposed weights are then made on the next run only.
+    fn keep_resident(&self, inputs: &[usize]) -> bool {
+        match self {
+            CpuExecutable::Fast(p) => {
+                p.keep_resident(inputs);
+                true
+            }
+            CpuExecutable::Reference(_) => false,
+        }
+    }
 }
 
 impl Backend for CpuBackend {

@@ -148,6 +148,10 @@ impl SentenceEmbedder {
         let (b, s) = enc.shape;
         let s = s.min(self.config.max_position_embeddings);
         let compiled = self.compiled(b, s)?;
+        // The weights never change for this embedder: let the backend
+        // prepare them once.
+        let first = 3;
+        compiled.keep_resident(&(first..first + self.weights.len()).collect::<Vec<_>>());
         let ids = HostTensor::from_slice(&enc.ids, [b, s])?;
         let mask = HostTensor::from_slice(&enc.attention_mask, [b, s])?;
         let types = HostTensor::from_slice(&enc.type_ids, [b, s])?;

@@ -88,7 +88,9 @@ fn encoder_block_fast_engine_matches_reference() {
 fn any_inputs(g: &rlx::Graph) -> Vec<HostTensor> {
     let mut state = 11u64;
     let mut next = move || {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (state >> 40) as f64 / (1u64 << 24) as f64
     };
     g.inputs
@@ -207,6 +209,38 @@ fn fast_kernels_on_strided_views_match_reference() {
                     (x - y).abs() <= 1e-5 * (1.0 + y.abs()),
                     "{} element {i}: fast {x}, reference {y}",
                     g.name
+                );
+            }
+        }
+    }
+}
+
+/// A weight read as wᵀ is transposed into a prepared buffer: at every run,
+/// or once when the caller keeps the weight resident. Both match the
+/// reference, on the first run and after.
+#[test]
+fn prepared_transposed_weights_match_reference_resident_or_not() {
+    let src = "graph @lin(%x: f32[2,5,8], %w: f32[6,8], %b: f32[6]) {
+  %wt = permute(%w) {perm=[1, 0]}
+  %y = matmul_bias_act(%x, %wt, %b) {activation=\"silu\"}
+  return %y
+}";
+    let g = rlx::ir::text::parse(src).unwrap();
+    let ins = any_inputs(&g);
+    let want = rlx_cpu::run_graph(&g, &ins).unwrap()[0]
+        .to_vec::<f32>()
+        .unwrap();
+    for resident in [false, true] {
+        let c = rlx::compile(&g, Device::Cpu).unwrap();
+        if resident {
+            assert!(c.keep_resident(&[1, 2]));
+        }
+        for _ in 0..3 {
+            let got = c.run(&ins).unwrap()[0].to_vec::<f32>().unwrap();
+            for (x, y) in got.iter().zip(&want) {
+                assert!(
+                    (x - y).abs() <= 1e-5 * (1.0 + y.abs()),
+                    "resident={resident}: {x} vs {y}"
                 );
             }
         }

@@ -77,6 +77,14 @@ pub trait Executable: Send + Sync {
     /// executable performs exactly the ones the dispatch report lists.
     /// Inputs are borrowed, so large ones (weights) are never copied.
     fn run(&self, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, RuntimeError>;
+    /// The caller promises that graph inputs `inputs` (weights, by index)
+    /// keep their values on every later run, so the backend may prepare
+    /// them once (transpose, pack, upload) and reuse that. Returns whether
+    /// this backend does anything with the promise.
+    fn keep_resident(&self, inputs: &[usize]) -> bool {
+        let _ = inputs;
+        false
+    }
 }
 
 /// A device backend. Kept deliberately small.

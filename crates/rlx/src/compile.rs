@@ -107,6 +107,16 @@ impl Compiled {
     pub fn run_refs(&self, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, Error> {
         Ok(self.exe.run(inputs)?)
     }
+
+    /// Promise that graph inputs `inputs` (by index; typically the
+    /// weights) keep the same values on every later run, so the backend
+    /// may prepare them once — the CPU engine transposes weights read as
+    /// `wᵀ` on the next run only. Idempotent; to run with other values for
+    /// those inputs, compile again. Returns whether the backend uses the
+    /// promise.
+    pub fn keep_resident(&self, inputs: &[usize]) -> bool {
+        self.exe.keep_resident(inputs)
+    }
     /// How each node of the source graph runs, and any transfers/routing.
     pub fn dispatch_report(&self) -> &DispatchReport {
         &self.report

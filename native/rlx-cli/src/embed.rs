@@ -143,6 +143,9 @@ pub fn bench(args: &[String]) -> Result<(), String> {
     for &b in &batches {
         let g = bert.graph(b, seq).map_err(|e| e.to_string())?;
         let c = rlx::compile(&g, rlx::Device::Cpu).map_err(|e| e.to_string())?;
+        // Weights are inputs 3.. and stay fixed, as in the embedder (the
+        // peers also prepare their weights once, at session creation).
+        c.keep_resident(&(3..3 + weights.len()).collect::<Vec<_>>());
         // Synthetic ids from a fixed seed (an LCG), mask all ones, types zero.
         let mut state = 42u64;
         let ids: Vec<i64> = (0..b * seq)

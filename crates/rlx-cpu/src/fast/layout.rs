@@ -19,6 +19,9 @@ pub enum Root {
     Input(usize),
     /// The program's constants, materialized once at compile time.
     Const,
+    /// Transposed copies of 2-D graph inputs (weights read as `wᵀ`): made
+    /// once when the caller keeps them resident, else at each run.
+    Prepared,
 }
 
 /// A strided f32 view: `dims`/`strides` in elements from `offset`.
@@ -86,6 +89,7 @@ impl Loc {
 pub struct Reader<'a> {
     pub inputs: &'a [&'a HostTensor],
     pub consts: &'a [f32],
+    pub prepared: &'a [f32],
     before: &'a [f32],
     after: &'a [f32],
     out: Range<usize>,
@@ -103,6 +107,7 @@ impl<'a> Reader<'a> {
         out: Range<usize>,
         inputs: &'a [&'a HostTensor],
         consts: &'a [f32],
+        prepared: &'a [f32],
     ) -> (&'a mut [f32], Reader<'a>) {
         let (before, rest) = arena.split_at_mut(out.start);
         let (o, after) = rest.split_at_mut(out.end - out.start);
@@ -111,6 +116,7 @@ impl<'a> Reader<'a> {
             Reader {
                 inputs,
                 consts,
+                prepared,
                 before,
                 after,
                 out,
@@ -124,6 +130,7 @@ impl<'a> Reader<'a> {
         match loc.root {
             Root::Input(k) => Ok((input_f32(self.inputs[k]), 0)),
             Root::Const => Ok((self.consts, 0)),
+            Root::Prepared => Ok((self.prepared, 0)),
             Root::Arena => {
                 let span = loc.span();
                 if span.is_empty() {

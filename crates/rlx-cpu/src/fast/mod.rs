@@ -191,6 +191,40 @@ struct State {
     arena: Vec<f32>,
     host: Vec<Option<HostTensor>>,
     pool: Scratch,
+    /// Transposed weights ([`Root::Prepared`]).
+    prepared: Vec<f32>,
+    /// Graph inputs the caller promised not to change ([`FastProgram::keep_resident`]).
+    resident: Vec<bool>,
+    /// Whether each [`Prep`] already holds its resident input's transpose.
+    ready: Vec<bool>,
+}
+
+/// A transposed copy of graph input `input` (a `c × r` matrix read as its
+/// `r × c` transpose) at `offset` in the prepared buffer. GEMM packs a
+/// row-major operand with vector loads; through the transposing strides
+/// it would gather element by element, once per row block.
+#[derive(Clone, Debug)]
+struct Prep {
+    input: usize,
+    rows: usize,
+    cols: usize,
+    offset: usize,
+}
+
+/// dst (r × c, row-major) = srcᵀ, src being c × r row-major; in panels of
+/// 16 dst rows (16 contiguous elements of each src row), across threads.
+fn transpose_into(dst: &mut [f32], src: &[f32], r: usize, c: usize) {
+    const P: usize = 16;
+    par::for_chunks(dst, P * c, |pi, panel| {
+        let k0 = pi * P;
+        let rows = panel.len() / c.max(1);
+        for j in 0..c {
+            let s = &src[j * r + k0..j * r + k0 + rows];
+            for (t, &x) in s.iter().enumerate() {
+                panel[t * c + j] = x;
+            }
+        }
+    });
 }
 
 /// A program compiled for the fast engine.
@@ -199,6 +233,8 @@ pub struct FastProgram {
     homes: Vec<Home>,
     steps: Vec<Step>,
     consts: Vec<f32>,
+    preps: Vec<Prep>,
+    prepared_len: usize,
     arena_len: usize,
     scratch: usize,
     state: Mutex<State>,
@@ -277,6 +313,36 @@ impl FastProgram {
                 strides: v.strides.clone(),
             });
             is_view[v.value.index()] = true;
+        }
+        // Views that transpose a 2-D f32 graph input get a prepared copy.
+        let mut preps = Vec::new();
+        let mut prepared_len = 0;
+        for v in &program.views {
+            let Home::F32(l) = &homes[v.value.index()] else {
+                continue;
+            };
+            let Root::Input(k) = l.root else { continue };
+            let base = g.ty(g.inputs[k]);
+            let (r, c) = match l.dims[..] {
+                [r, c] => (r, c),
+                _ => continue,
+            };
+            if base.dims() != [c, r] || l.offset != 0 || l.strides != [1, r] || r * c == 0 {
+                continue;
+            }
+            preps.push(Prep {
+                input: k,
+                rows: r,
+                cols: c,
+                offset: prepared_len,
+            });
+            homes[v.value.index()] = Home::F32(Loc {
+                root: Root::Prepared,
+                offset: prepared_len,
+                dims: vec![r, c],
+                strides: vec![c, 1],
+            });
+            prepared_len += r * c;
         }
         let mut steps = Vec::with_capacity(g.nodes.len());
         let mut scratch = 0usize;
@@ -384,12 +450,18 @@ impl FastProgram {
             arena: vec![0.0; arena_len],
             host: vec![None; g.values.len()],
             pool: Scratch::new(scratch),
+            prepared: vec![0.0; prepared_len],
+            resident: vec![false; g.inputs.len()],
+            ready: vec![false; preps.len()],
         };
+        // `ready` is only ever set for resident inputs, which stay resident.
         Ok(FastProgram {
             graph: program.graph,
             homes,
             steps,
             consts,
+            preps,
+            prepared_len,
             arena_len,
             scratch,
             state: Mutex::new(state),
@@ -421,14 +493,41 @@ impl FastProgram {
                     arena: vec![0.0; self.arena_len],
                     host: vec![None; self.graph.values.len()],
                     pool: Scratch::new(self.scratch),
+                    prepared: vec![0.0; self.prepared_len],
+                    resident: vec![false; self.graph.inputs.len()],
+                    ready: vec![false; self.preps.len()],
                 };
                 self.run_in(&mut st, inputs)
             }
         }
     }
 
+    /// The caller promises that graph inputs `inputs` (weights) keep their
+    /// values on every later run: what is prepared from them (transposed
+    /// copies) is then made once, on the next run, and reused. Idempotent
+    /// (an input already resident keeps its preparation); to run with
+    /// other weights, compile again.
+    pub fn keep_resident(&self, inputs: &[usize]) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        for &k in inputs {
+            if let Some(r) = st.resident.get_mut(k) {
+                *r = true;
+            }
+        }
+    }
+
     fn run_in(&self, st: &mut State, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, CpuError> {
         let g = &self.graph;
+        for (i, p) in self.preps.iter().enumerate() {
+            if st.resident[p.input] && st.ready[i] {
+                continue;
+            }
+            let dst = &mut st.prepared[p.offset..p.offset + p.rows * p.cols];
+            crate::profile::time("prepare_weight", || {
+                transpose_into(dst, layout::input_f32(inputs[p.input]), p.rows, p.cols)
+            });
+            st.ready[i] = st.resident[p.input];
+        }
         for (node, step) in g.nodes.iter().zip(&self.steps) {
             match step {
                 Step::View => {}
@@ -465,6 +564,7 @@ impl FastProgram {
                     Root::Arena => &st.arena,
                     Root::Input(k) => layout::input_f32(inputs[k]),
                     Root::Const => &self.consts,
+                    Root::Prepared => &st.prepared,
                 };
                 let view = View {
                     data,
@@ -575,6 +675,7 @@ impl FastProgram {
             out_loc.offset..out_loc.offset + out_loc.numel(),
             inputs,
             &self.consts,
+            &st.prepared,
         );
         let overlap = || {
             fail(
