@@ -11,7 +11,7 @@ use super::simd::{self, simd_fn};
 use crate::kernels::gemm::{gemm_into, gemm_scaled, Mat};
 
 /// Query rows per block.
-pub const BLOCK: usize = 64;
+pub const BLOCK: usize = 128;
 
 /// The mask, resolved at compile time where it can be.
 pub enum Mask<'a> {
