@@ -746,3 +746,14 @@ fn oversized_tensors_and_missing_adapters_are_typed_errors() {
     };
     assert!(matches!(e, rlx_wgpu::WgpuError::NoAdapter { .. }), "{e}");
 }
+
+#[test]
+fn gpu_device_picks_the_best_adapter() {
+    init();
+    let mut rng = Rng::new(13);
+    let g = one_op("softmax", &[(F, vec![3, 5])], Attrs::new());
+    let x = rand(&mut rng, F, &[3, 5], -1.0, 1.0);
+    let want = run_on(&g, rlx::Device::Cpu, std::slice::from_ref(&x)).unwrap();
+    let got = run_on(&g, rlx::Device::Gpu, &[x]).unwrap();
+    assert_close("softmax on `gpu`", &got[0], &want[0], 1e-6, 1e-5);
+}
