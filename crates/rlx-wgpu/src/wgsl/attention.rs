@@ -113,9 +113,23 @@ pub fn kernel(
         &format!("{} + i32(row) * {dv} + i32(c)", out.offset),
         "o / t",
     );
+    // P·V: with threads to spare (dv ≤ wg/2), `g` sets of dv threads each
+    // sum a strided share of the keys, then one set adds the partials
+    // (fewer serial steps per row than one thread per column).
+    let g = wg_ as usize / dv.max(1);
+    let pv = if g >= 2 {
+        format!(
+            "let c: u32 = lid % {dv}u;\nlet gi: u32 = lid / {dv}u;\nvar o: f32 = 0.0;\nif (gi < {g}u) {{\n  for (var j: u32 = gi; j < {sk}u; j = j + {g}u) {{ o = fma(sc[j], {lv}, o); }}\n}}\npo[lid] = o;\nworkgroupBarrier();\nif (lid < {dv}u) {{\n  var o2: f32 = 0.0;\n  for (var q: u32 = 0u; q < {g}u; q = q + 1u) {{ o2 = o2 + po[q * {dv}u + lid]; }}\n  let o = o2;\n  {st}\n}}\n"
+        )
+    } else {
+        format!(
+            "for (var c: u32 = lid; c < {dv}u; c = c + {wg_}u) {{\n  var o: f32 = 0.0;\n  for (var j: u32 = 0u; j < {sk}u; j = j + 1u) {{ o = fma(sc[j], {lv}, o); }}\n  {st}\n}}\n"
+        )
+    };
     let s = format!(
         r#"var<workgroup> sc: array<f32, {sk}>;
 var<workgroup> sh: array<f32, {wg_}>;
+var<workgroup> po: array<f32, {wg_}>;
 @compute @workgroup_size({wg_})
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
 let row: u32 = wg.x + wg.y * {gx}u;
@@ -139,14 +153,10 @@ for (var j: u32 = lid; j < {sk}u; j = j + {wg_}u) {{
   sc[j] = e;
   acc2 = acc2 + e;
 }}
-{tsum}for (var c: u32 = lid; c < {dv}u; c = c + {wg_}u) {{
-  var o: f32 = 0.0;
-  for (var j: u32 = 0u; j < {sk}u; j = j + 1u) {{ o = fma(sc[j], {lv}, o); }}
-  {st}
-}}
-}}
+{tsum}{pv}}}
 "#,
         gx = groups[0],
+        pv = pv,
         qbase = base(&q),
         qs = q.strides[r - 2],
         kbase = base(&k),
