@@ -175,6 +175,12 @@ fn fast_kernels_on_strided_views_match_reference() {
   %r = reshape(%p) {shape=[4, 6]}
   return %r
 }",
+        "graph @sel(%c: bool[3,1], %x: f32[2,3,4], %y: f32[4]) {
+  %s = where(%c, %x, %y)
+  %g = sign(%s)
+  %m = mul(%g, %x)
+  return %m
+}",
         "graph @emb(%t: f32[7,3], %ids: i64[2,4], %g: f32[3], %b: f32[3]) {
   %e = embedding(%t, %ids)
   %n = layer_norm(%e, %g, %b) {eps=1e-05}

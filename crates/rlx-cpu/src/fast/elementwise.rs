@@ -28,6 +28,7 @@ pub enum Un {
     Gelu,
     GeluTanh,
     Silu,
+    Sign,
     Copy,
 }
 
@@ -59,6 +60,7 @@ pub fn unary(op: &str) -> Option<Un> {
         "gelu" => Un::Gelu,
         "gelu_tanh" => Un::GeluTanh,
         "silu" => Un::Silu,
+        "sign" => Un::Sign,
         // Same-dtype copies (when the memory plan could not make a view).
         "identity" | "stop_gradient" | "cast" | "reshape" | "squeeze" | "unsqueeze" | "permute"
         | "contiguous" => Un::Copy,
@@ -92,6 +94,43 @@ pub enum Instr {
     Const(f32),
     Un(Un, usize),
     Bin(Bin, usize, usize),
+    /// A comparison or logic op: 1.0 (true) or 0.0 (false).
+    Cmp(Cmp, usize, usize),
+    Not(usize),
+    /// where(c, a, b) on a 1.0/0.0 condition.
+    Where(usize, usize, usize),
+    /// Cast to bool: x != 0 (NaN is true, as in the reference).
+    ToBool(usize),
+}
+
+/// Comparisons and logic ops inside a region; bools live in registers as
+/// 1.0 / 0.0, so only region inputs and outputs are ever real bools.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Cmp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    And,
+    Or,
+    Xor,
+}
+
+fn cmp(op: &str) -> Option<Cmp> {
+    Some(match op {
+        "eq" => Cmp::Eq,
+        "ne" => Cmp::Ne,
+        "lt" => Cmp::Lt,
+        "le" => Cmp::Le,
+        "gt" => Cmp::Gt,
+        "ge" => Cmp::Ge,
+        "and" => Cmp::And,
+        "or" => Cmp::Or,
+        "xor" => Cmp::Xor,
+        _ => return None,
+    })
 }
 
 /// A register program over the region's inputs; `outs` name the result
@@ -135,8 +174,9 @@ impl Program {
         }
         let mut reg = vec![usize::MAX; body.values.len()];
         let mut instrs = Vec::new();
+        let ok = |d: DType| d == DType::F32 || d == DType::Bool;
         for (k, &v) in body.inputs.iter().enumerate() {
-            if body.ty(v).dtype != DType::F32 {
+            if !ok(body.ty(v).dtype) {
                 return None;
             }
             reg[v.index()] = instrs.len();
@@ -144,15 +184,29 @@ impl Program {
         }
         for n in &body.nodes {
             let out = *n.outputs.first()?;
-            if n.outputs.len() != 1 || body.ty(out).dtype != DType::F32 {
+            if n.outputs.len() != 1 || !ok(body.ty(out).dtype) {
                 return None;
             }
+            let in_ty = |i: usize| n.inputs.get(i).map(|&v| body.ty(v).dtype);
             let arg = |i: usize| -> Option<usize> {
                 let r = reg[n.inputs.get(i)?.index()];
                 (r != usize::MAX).then_some(r)
             };
             let ins = match n.op.name() {
                 "constant" => Instr::Const(scalar_constant(n)?),
+                "where" if n.inputs.len() == 3 => Instr::Where(arg(0)?, arg(1)?, arg(2)?),
+                "not" if n.inputs.len() == 1 => Instr::Not(arg(0)?),
+                op if n.inputs.len() == 2 && cmp(op).is_some() => {
+                    Instr::Cmp(cmp(op)?, arg(0)?, arg(1)?)
+                }
+                // Casts between f32 and bool (registers hold bools as 1/0).
+                "cast" => match (in_ty(0)?, body.ty(out).dtype) {
+                    (DType::Bool, DType::F32)
+                    | (DType::F32, DType::F32)
+                    | (DType::Bool, DType::Bool) => Instr::Un(Un::Copy, arg(0)?),
+                    (DType::F32, DType::Bool) => Instr::ToBool(arg(0)?),
+                    _ => return None,
+                },
                 op if n.inputs.len() == 1 && unary(op).is_some() && !reorders(op) => {
                     Instr::Un(unary(op)?, arg(0)?)
                 }
@@ -163,6 +217,9 @@ impl Program {
             };
             reg[out.index()] = instrs.len();
             instrs.push(ins);
+        }
+        if body.ty(body.outputs[0]).dtype != DType::F32 {
+            return None;
         }
         let out = reg[body.outputs[0].index()];
         (out != usize::MAX).then_some(Program {
@@ -208,7 +265,37 @@ fn apply_un(u: Un, x: &mut [f32], src: &[f32]) {
         Un::Gelu => map!(simd::gelu),
         Un::GeluTanh => map!(simd::gelu_tanh),
         Un::Silu => map!(simd::silu),
+        // NaN stays NaN; ±0 give 0.
+        Un::Sign => map!(|s: f32| if s > 0.0 {
+            1.0
+        } else if s < 0.0 {
+            -1.0
+        } else {
+            s * 0.0
+        }),
         Un::Copy => x.copy_from_slice(src),
+    }
+}
+
+#[inline(always)]
+fn apply_cmp(o: Cmp, x: &mut [f32], p: &[f32], q: &[f32]) {
+    macro_rules! zip {
+        ($f:expr) => {
+            for ((d, &a), &c) in x.iter_mut().zip(p).zip(q) {
+                *d = if $f(a, c) { 1.0 } else { 0.0 };
+            }
+        };
+    }
+    match o {
+        Cmp::Eq => zip!(|a: f32, c: f32| a == c),
+        Cmp::Ne => zip!(|a: f32, c: f32| a != c),
+        Cmp::Lt => zip!(|a: f32, c: f32| a < c),
+        Cmp::Le => zip!(|a: f32, c: f32| a <= c),
+        Cmp::Gt => zip!(|a: f32, c: f32| a > c),
+        Cmp::Ge => zip!(|a: f32, c: f32| a >= c),
+        Cmp::And => zip!(|a: f32, c: f32| a != 0.0 && c != 0.0),
+        Cmp::Or => zip!(|a: f32, c: f32| a != 0.0 || c != 0.0),
+        Cmp::Xor => zip!(|a: f32, c: f32| (a != 0.0) != (c != 0.0)),
     }
 }
 
@@ -247,6 +334,21 @@ pub enum Src<'a, 'l> {
     /// The output buffer itself (the plan ran this op in place).
     Out,
     View(View<'a, 'l>),
+    /// A host bool tensor, read through broadcast strides as 1.0 / 0.0.
+    Bool(&'a [bool], &'l [usize], &'l [usize]),
+}
+
+/// Elements `start..` of a broadcast bool tensor as 1.0 / 0.0.
+fn load_bool(data: &[bool], strides: &[usize], dims: &[usize], start: usize, dst: &mut [f32]) {
+    for (j, v) in dst.iter_mut().enumerate() {
+        let mut i = start + j;
+        let mut at = 0;
+        for (&d, &st) in dims.iter().zip(strides).rev() {
+            at += (i % d) * st;
+            i /= d;
+        }
+        *v = if data[at] { 1.0 } else { 0.0 };
+    }
 }
 
 /// Broadcast `loc` (its own dims) to `out` dims: stride 0 on new or
@@ -313,10 +415,28 @@ simd_fn! {
                     Instr::Load(k) => match &srcs[*k] {
                         Src::Out => dst.copy_from_slice(ot),
                         Src::View(v) => load(v, start, dst),
+                        Src::Bool(d, st, dims) => load_bool(d, st, dims, start, dst),
                     },
                     Instr::Const(c) => dst.fill(*c),
                     Instr::Un(u, a) => apply_un(*u, dst, reg(*a)),
                     Instr::Bin(b, a, c) => apply_bin(*b, dst, reg(*a), reg(*c)),
+                    Instr::Cmp(o, a, c) => apply_cmp(*o, dst, reg(*a), reg(*c)),
+                    Instr::Not(a) => {
+                        for (d, &x) in dst.iter_mut().zip(reg(*a)) {
+                            *d = if x != 0.0 { 0.0 } else { 1.0 };
+                        }
+                    }
+                    Instr::ToBool(a) => {
+                        for (d, &x) in dst.iter_mut().zip(reg(*a)) {
+                            *d = if x != 0.0 || x.is_nan() { 1.0 } else { 0.0 };
+                        }
+                    }
+                    Instr::Where(c, a, b) => {
+                        let (c, a, b) = (reg(*c), reg(*a), reg(*b));
+                        for (((d, &k), &x), &y) in dst.iter_mut().zip(c).zip(a).zip(b) {
+                            *d = if k != 0.0 { x } else { y };
+                        }
+                    }
                 }
             }
             ot.copy_from_slice(&regs[p.out * TILE..p.out * TILE + len]);
@@ -329,5 +449,57 @@ pub fn run(p: &Program, out: &mut [f32], srcs: &[Src], scratch: &Scratch) {
     let chunk = chunk_len(out.len(), TILE, 16 * 1024);
     for_chunks(out, chunk, |ci, oc| {
         scratch.with(|regs| eval_chunk(p, oc, regs, srcs, ci * chunk))
+    });
+}
+
+simd_fn! {
+    /// `where`: out[i] = cond[i] ? x[i] : y[i] over one tile, the condition
+    /// already gathered into `c` (1.0 / 0.0).
+    fn select_tile(o: &mut [f32], c: &[f32], x: &[f32], y: &[f32]) {
+        for (((d, &k), &a), &b) in o.iter_mut().zip(c).zip(x).zip(y) {
+            *d = if k != 0.0 { a } else { b };
+        }
+    }
+}
+
+/// `where(cond, x, y)` into `out`: `cond` is a host bool tensor read
+/// through `cond_strides` (broadcast to the output), x and y f32 views.
+pub fn select(
+    out: &mut [f32],
+    cond: &[bool],
+    cond_strides: &[usize],
+    x: &Src,
+    y: &Src,
+    dims: &[usize],
+    scratch: &Scratch,
+) {
+    let chunk = chunk_len(out.len(), TILE, 16 * 1024);
+    for_chunks(out, chunk, |ci, oc| {
+        scratch.with(|regs| {
+            for (ti, ot) in oc.chunks_mut(TILE).enumerate() {
+                let start = ci * chunk + ti * TILE;
+                let len = ot.len();
+                let (c, rest) = regs.split_at_mut(TILE);
+                let (a, rest) = rest.split_at_mut(TILE);
+                let b = &mut rest[..TILE];
+                for (j, v) in c[..len].iter_mut().enumerate() {
+                    let mut i = start + j;
+                    let mut at = 0;
+                    for (&d, &st) in dims.iter().zip(cond_strides).rev() {
+                        at += (i % d) * st;
+                        i /= d;
+                    }
+                    *v = if cond[at] { 1.0 } else { 0.0 };
+                }
+                for (src, dst) in [(x, &mut a[..len]), (y, &mut b[..len])] {
+                    match src {
+                        Src::Out => dst.copy_from_slice(ot),
+                        Src::View(v) => load(v, start, dst),
+                        Src::Bool(d, st, dims) => load_bool(d, st, dims, start, dst),
+                    }
+                }
+                select_tile(ot, &c[..len], &a[..len], &b[..len]);
+            }
+        })
     });
 }

@@ -57,6 +57,8 @@ pub enum Kind {
     Embedding,
     /// Materialized once at compile time; nothing runs.
     Constant,
+    /// `where(cond, x, y)` with a bool condition.
+    Where,
     Reduce {
         red: reduce::Red,
         outer: usize,
@@ -118,9 +120,12 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
         }
         "fused_elementwise" => {
             let body = attrs.graph("body").ok()?;
-            (f32s(inputs))
-                .then(|| elementwise::Program::for_region(body))?
-                .map(Kind::Elementwise)
+            // bool inputs are read as 1.0 / 0.0 (masks, conditions).
+            (inputs
+                .iter()
+                .all(|t| matches!(t.dtype, DType::F32 | DType::Bool)))
+            .then(|| elementwise::Program::for_region(body))?
+            .map(Kind::Elementwise)
         }
         // A same-dtype cast is a copy; other casts change the element type.
         "cast" => None,
@@ -139,6 +144,8 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
                 inner,
             })
         }
+        "where" => (inputs.len() == 3 && inputs[0].dtype == DType::Bool && f32s(&inputs[1..]))
+            .then_some(Kind::Where),
         "constant" => attrs
             .tensor("value")
             .is_ok_and(|t| t.dtype() == DType::F32)
@@ -183,6 +190,8 @@ enum Step {
         /// causal / sliding-window mask, or a custom mask's strides.
         mask: Vec<bool>,
         mask_strides: Vec<usize>,
+        /// Broadcast strides of bool (host) inputs of elementwise regions.
+        host_strides: Vec<Vec<usize>>,
     },
     Ref,
 }
@@ -371,10 +380,22 @@ impl FastProgram {
             };
             let mut args: Vec<Option<Loc>> = (0..node.inputs.len()).map(loc).collect();
             let (mut mask, mut mask_strides) = (Vec::new(), Vec::new());
+            let mut host_strides = vec![Vec::new(); node.inputs.len()];
             match &kind {
                 Kind::Elementwise(p) => {
                     scratch = scratch.max(p.scratch());
                     let op = node.op.name();
+                    for (k, t) in types.iter().enumerate() {
+                        if t.dtype == DType::Bool {
+                            let l = Loc {
+                                root: Root::Arena,
+                                offset: 0,
+                                dims: t.dims().to_vec(),
+                                strides: row_major(t.dims()),
+                            };
+                            host_strides[k] = elementwise::broadcast(&l, out_ty.dims()).strides;
+                        }
+                    }
                     for a in args.iter_mut().flatten() {
                         *a = if op == "permute" {
                             let perm = node.attrs.ints("perm").map_err(CpuError::Ir)?;
@@ -436,6 +457,20 @@ impl FastProgram {
                         .map_err(CpuError::Ir)?;
                     scratch = scratch.max(x.dims()[ax]);
                 }
+                Kind::Where => {
+                    scratch = scratch.max(3 * elementwise::TILE);
+                    let c = types[0];
+                    let cl = Loc {
+                        root: Root::Arena,
+                        offset: 0,
+                        dims: c.dims().to_vec(),
+                        strides: row_major(c.dims()),
+                    };
+                    mask_strides = elementwise::broadcast(&cl, out_ty.dims()).strides;
+                    for a in args.iter_mut().skip(1).flatten() {
+                        *a = elementwise::broadcast(a, out_ty.dims());
+                    }
+                }
                 Kind::Matmul { .. } | Kind::Embedding | Kind::Constant | Kind::Reduce { .. } => {}
             }
             steps.push(Step::Fast {
@@ -443,6 +478,7 @@ impl FastProgram {
                 args,
                 mask,
                 mask_strides,
+                host_strides,
             });
         }
         let arena_len = program.arena_bytes.div_ceil(4);
@@ -539,8 +575,18 @@ impl FastProgram {
                     args,
                     mask,
                     mask_strides,
+                    host_strides,
                 } => crate::profile::time(node.op.name(), || {
-                    self.run_fast(st, node, kind, args, mask, mask_strides, inputs)
+                    self.run_fast(
+                        st,
+                        node,
+                        kind,
+                        args,
+                        mask,
+                        mask_strides,
+                        host_strides,
+                        inputs,
+                    )
                 })?,
             }
         }
@@ -648,6 +694,7 @@ impl FastProgram {
         args: &[Option<Loc>],
         mask: &[bool],
         mask_strides: &[usize],
+        host_strides: &[Vec<usize>],
         inputs: &[&HostTensor],
     ) -> Result<(), CpuError> {
         let g = &self.graph;
@@ -693,7 +740,12 @@ impl FastProgram {
         match kind {
             Kind::Elementwise(p) => {
                 let src = |k: usize| -> Result<Src, CpuError> {
-                    let loc = args[k].as_ref().ok_or_else(|| fail(op, "non-f32 input"))?;
+                    let Some(loc) = args[k].as_ref() else {
+                        let t = host_of(k)?;
+                        let d = bool::unwrap(t.data())
+                            .ok_or_else(|| fail(op, "host input is not bool"))?;
+                        return Ok(Src::Bool(d, &host_strides[k], out_dims));
+                    };
                     if rd.is_output(loc) {
                         Ok(Src::Out)
                     } else {
@@ -781,6 +833,21 @@ impl FastProgram {
                 norm::softmax(out, &x, len, inner, *log, &st.pool);
             }
             Kind::Constant => {}
+            Kind::Where => {
+                let t = host_of(0)?;
+                let cond =
+                    bool::unwrap(t.data()).ok_or_else(|| fail(op, "condition is not bool"))?;
+                let src = |k: usize| -> Result<Src, CpuError> {
+                    let loc = args[k].as_ref().ok_or_else(|| fail(op, "non-f32 input"))?;
+                    if rd.is_output(loc) {
+                        Ok(Src::Out)
+                    } else {
+                        view(k).map(Src::View)
+                    }
+                };
+                let (x, y) = (src(1)?, src(2)?);
+                elementwise::select(out, cond, mask_strides, &x, &y, out_dims, &st.pool);
+            }
             Kind::Reduce {
                 red,
                 outer,

@@ -117,7 +117,8 @@ pub fn exp(x: f32) -> f32 {
         + r * (1.0
             + r * (0.5
                 + r * (1.0 / 6.0
-                    + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
+                    + r * (1.0 / 24.0
+                        + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
     // 2^n built in two halves so n = 128 (x near 88.7) does not overflow
     // the exponent field.
     let n = (t.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
