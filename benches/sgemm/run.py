@@ -67,19 +67,23 @@ def main():
     np_rows = run([sys.executable, "-c", NUMPY, *map(str, SIZES)], np_env)
     info = np_rows[0]["info"]
     npr = {r["n"]: r for r in np_rows[1:]}
-    ghz = clock_ghz()
+    # The VM's /proc/cpuinfo shows the nominal clock; these Zen 4 cores run
+    # at ~3.67 GHz under load (the figure the CPU-speed issue measured), so
+    # that is the clock of the peak. RLX_CLOCK_GHZ overrides it.
+    nominal = clock_ghz()
+    ghz = float(os.environ.get("RLX_CLOCK_GHZ", "3.67"))
     peak = THREADS * 32 * ghz
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     rows = [
         {"n": n, "rlx_gflops": rlx[n]["gflops"], "numpy_gflops": npr[n]["gflops"], "ratio": rlx[n]["gflops"] / npr[n]["gflops"], "rlx_of_peak": rlx[n]["gflops"] / peak}
         for n in SIZES
     ]
-    (ROOT / "benches/results/sgemm.json").write_text(json.dumps({"commit": commit, "threads": THREADS, "clock_ghz": ghz, "peak_gflops": peak, "numpy": info, "rows": rows}, indent=1) + "\n")
+    (ROOT / "benches/results/sgemm.json").write_text(json.dumps({"commit": commit, "threads": THREADS, "clock_ghz": ghz, "nominal_clock_ghz": nominal, "peak_gflops": peak, "numpy": info, "rows": rows}, indent=1) + "\n")
     md = [
         "# sgemm: rlx vs NumPy/OpenBLAS",
         "",
         f"Generated {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC by `python3 benches/sgemm/run.py` (rlx commit {commit}); {THREADS} threads each; square C = A·B, f32, p50.",
-        f"Peak: {THREADS} cores × 32 FLOP/cycle (AVX-512 FMA, 2 units) × {ghz:.2f} GHz = {peak:.0f} GFLOP/s. NumPy's BLAS: {info}.",
+        f"Peak: {THREADS} cores × 32 FLOP/cycle (AVX-512 FMA, 2 units) × {ghz:.2f} GHz = {peak:.0f} GFLOP/s (cpuinfo's nominal clock: {nominal:.2f} GHz). NumPy's BLAS: {info}.",
         "",
         "| n | rlx GFLOP/s | NumPy GFLOP/s | rlx / NumPy | rlx / peak |",
         "|---:|---:|---:|---:|---:|",
