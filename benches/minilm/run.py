@@ -514,7 +514,7 @@ def markdown(res):
     o.append("|---|---|---:|---:|---:|")
     for s in systems:
         p = res["processes"].get(s, {})
-        given = "GEMM only (RLX_NUM_THREADS)" if s == "rlx-cpu" else str(THREADS)
+        given = f"{THREADS} (RLX_NUM_THREADS)" if s == "rlx-cpu" else str(THREADS)
         o.append(f"| {SYSTEMS[s]} | {given} | {p.get('wall_s', '—')} | {p.get('cpu_s', '—')} | "
                  f"{p.get('avg_cores_busy', '—')} |")
     if res.get("failed"):
