@@ -116,6 +116,13 @@ impl WgpuExecutable {
 }
 
 impl Executable for WgpuExecutable {
+    /// Pinned inputs are uploaded once and never re-read (see
+    /// `GpuProgram::pin_inputs`).
+    fn keep_resident(&self, inputs: &[usize]) -> bool {
+        self.program.pin_inputs(inputs);
+        true
+    }
+
     fn run(&self, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
         #[cfg(not(target_arch = "wasm32"))]
         {

@@ -66,9 +66,13 @@ fn minilm_on_wgpu_matches_cpu() {
         "{report}"
     );
     let gpu = gpu_c.run_refs(&inputs).unwrap();
-    // Second run: weights are resident (not re-uploaded), same answer.
+    // Second run: weights are resident (not re-uploaded), same answer; then
+    // pinned through the runtime's keep_resident promise, same again.
     let gpu2 = gpu_c.run_refs(&inputs).unwrap();
     assert_eq!(gpu[1], gpu2[1]);
+    assert!(gpu_c.keep_resident(&(3..inputs.len()).collect::<Vec<_>>()));
+    let gpu3 = gpu_c.run_refs(&inputs).unwrap();
+    assert_eq!(gpu[1], gpu3[1]);
     let h = 384;
     let (pc, pg) = (
         cpu[1].to_vec::<f32>().unwrap(),
