@@ -252,3 +252,34 @@ fn prepared_transposed_weights_match_reference_resident_or_not() {
         }
     }
 }
+
+/// A batch gradient that nearly cancels (large terms of both signs, a
+/// small true sum) keeps its digits: fast reductions accumulate in f64
+/// like the reference.
+#[test]
+fn cancelling_sums_keep_their_digits() {
+    let src = "graph @s(%x: f32[1024,3]) {
+  %r = reduce_sum(%x) {axes=[0], keepdim=false}
+  %m = reduce_mean(%x) {axes=[0, 1], keepdim=false}
+  return %r, %m
+}";
+    let g = rlx::ir::text::parse(src).unwrap();
+    let data: Vec<f32> = (0..1024 * 3)
+        .map(|i| {
+            let big = if (i / 3) % 2 == 0 { 3000.7 } else { -3000.7 };
+            big + ((i * 7919) % 13) as f32 * 1e-3
+        })
+        .collect();
+    let x = HostTensor::new(rlx::DType::F32, vec![1024, 3], data.into()).unwrap();
+    let want = rlx_cpu::run_graph(&g, std::slice::from_ref(&x)).unwrap();
+    let got = rlx::compile(&g, Device::Cpu).unwrap().run(&[x]).unwrap();
+    for (a, b) in got.iter().zip(&want) {
+        let (a, b) = (a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
+        for (x, y) in a.iter().zip(&b) {
+            assert!(
+                (x - y).abs() <= 1e-6 * y.abs().max(1e-3),
+                "fast {x}, reference {y}"
+            );
+        }
+    }
+}

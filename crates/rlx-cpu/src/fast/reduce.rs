@@ -70,7 +70,41 @@ fn init(r: Red) -> f32 {
 
 simd_fn! {
     /// One outer slab, contiguous: `src` is len × inner, `o` is inner.
+    /// Sums accumulate in f64 (as the reference does): a gradient summed
+    /// over a large batch often nearly cancels, and f32 partial sums would
+    /// lose most of its digits. Max/min are exact in f32.
     fn slab(o: &mut [f32], src: &[f32], len: usize, inner: usize, r: Red) {
+        if matches!(r, Red::Sum | Red::Mean) {
+            let scale = if r == Red::Mean { 1.0 / len as f64 } else { 1.0 };
+            if inner == 1 {
+                let mut acc = [0f64; 8];
+                let mut it = src.chunks_exact(8);
+                for c in &mut it {
+                    for (a, &x) in acc.iter_mut().zip(c) {
+                        *a += x as f64;
+                    }
+                }
+                let t = it.remainder().iter().map(|&x| x as f64).sum::<f64>() + acc.iter().sum::<f64>();
+                o[0] = (t * scale) as f32;
+            } else {
+                // Column blocks of 256 f64 accumulators on the stack.
+                const B: usize = 256;
+                let mut acc = [0f64; B];
+                for c0 in (0..inner).step_by(B) {
+                    let w = B.min(inner - c0);
+                    acc[..w].fill(0.0);
+                    for row in src.chunks_exact(inner).take(len) {
+                        for (a, &x) in acc[..w].iter_mut().zip(&row[c0..c0 + w]) {
+                            *a += x as f64;
+                        }
+                    }
+                    for (d, &a) in o[c0..c0 + w].iter_mut().zip(&acc[..w]) {
+                        *d = (a * scale) as f32;
+                    }
+                }
+            }
+            return;
+        }
         o.fill(init(r));
         if inner == 1 {
             let mut acc = [init(r); 8];
@@ -92,10 +126,6 @@ simd_fn! {
                 }
             }
         }
-        if r == Red::Mean {
-            let s = 1.0 / len as f32;
-            o.iter_mut().for_each(|a| *a *= s);
-        }
     }
 }
 
@@ -111,11 +141,14 @@ pub fn run(out: &mut [f32], x: &View, outer: usize, len: usize, inner: usize, r:
                 Some(c) => slab(o, &c[base..base + len * inner], len, inner, r),
                 None => {
                     for (i, a) in o.iter_mut().enumerate() {
-                        let mut t = init(r);
-                        for l in 0..len {
-                            t = combine(r, t, x.get(base + l * inner + i));
-                        }
-                        *a = if r == Red::Mean { t / len as f32 } else { t };
+                        let at = |l: usize| x.get(base + l * inner + i);
+                        *a = match r {
+                            Red::Sum => (0..len).map(|l| at(l) as f64).sum::<f64>() as f32,
+                            Red::Mean => {
+                                ((0..len).map(|l| at(l) as f64).sum::<f64>() / len as f64) as f32
+                            }
+                            _ => (0..len).fold(init(r), |t, l| combine(r, t, at(l))),
+                        };
                     }
                 }
             }
