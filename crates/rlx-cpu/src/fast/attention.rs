@@ -36,33 +36,6 @@ pub struct Dims<'a> {
     pub scale: f32,
 }
 
-fn mat<'a>(v: &View<'a, '_>, off: usize, rows: usize, cols: usize) -> Mat<'a, f32> {
-    let r = v.loc.dims.len();
-    Mat {
-        data: &v.data[off - v.shift..],
-        rows,
-        cols,
-        row_stride: v.loc.strides[r - 2],
-        col_stride: v.loc.strides[r - 1],
-    }
-}
-
-/// Offset of batch `bi` of `dims`/`strides` broadcast over `batch`
-/// (leading axes beyond the last two).
-fn batch_offset(dims: &[usize], strides: &[usize], batch: &[usize], mut bi: usize) -> usize {
-    let vb = dims.len() - 2;
-    let pad = batch.len() - vb;
-    let mut off = 0;
-    for ax in (0..batch.len()).rev() {
-        let c = bi % batch[ax];
-        bi /= batch[ax];
-        if ax >= pad && dims[ax - pad] != 1 {
-            off += c * strides[ax - pad];
-        }
-    }
-    off
-}
-
 /// Scratch floats one thread needs: a block of scores and a mask row.
 pub fn scratch(sk: usize) -> usize {
     BLOCK * sk + sk
@@ -82,11 +55,11 @@ pub fn run(out: &mut [f32], q: &View, k: &View, v: &View, mask: &Mask, dm: &Dims
     }
     let full_len = batch.len() + 2;
     for_chunks(out, sq * dv, |bi, ob| {
-        let qo = q.loc.offset + batch_offset(&q.loc.dims, &q.loc.strides, batch, bi);
-        let ko = k.loc.offset + batch_offset(&k.loc.dims, &k.loc.strides, batch, bi);
-        let vo = v.loc.offset + batch_offset(&v.loc.dims, &v.loc.strides, batch, bi);
-        let km = mat(k, ko, sk, d).t();
-        let vm = mat(v, vo, sk, dv);
+        let qo = q.loc.batch_offset(batch, bi);
+        let ko = k.loc.batch_offset(batch, bi);
+        let vo = v.loc.batch_offset(batch, bi);
+        let km = k.mat(ko, sk, d).t();
+        let vm = v.mat(vo, sk, dv);
         let qrs = q.loc.strides[q.loc.dims.len() - 2];
         pool.with(|buf| {
             let (scores, mrow) = buf.split_at_mut(BLOCK * sk);
@@ -110,7 +83,7 @@ pub fn run(out: &mut [f32], q: &View, k: &View, v: &View, mask: &Mask, dm: &Dims
             };
             for i0 in (0..sq).step_by(BLOCK) {
                 let rows = BLOCK.min(sq - i0);
-                let qm = mat(q, qo + i0 * qrs, rows, d);
+                let qm = q.mat(qo + i0 * qrs, rows, d);
                 let s = &mut scores[..rows * sk];
                 gemm_scaled(qm, km, s, sk, false, false, scale);
                 if !row_mask {

@@ -73,6 +73,23 @@ impl Loc {
         self.offset..self.offset + last + 1
     }
 
+    /// Root index where batch entry `bi` (row-major over `batch`) of a
+    /// batched matrix starts: the axes before the last two broadcast to
+    /// `batch` (an axis of extent 1, or a missing one, contributes 0).
+    pub fn batch_offset(&self, batch: &[usize], mut bi: usize) -> usize {
+        let vb = &self.dims[..self.dims.len() - 2];
+        let pad = batch.len() - vb.len();
+        let mut off = self.offset;
+        for ax in (0..batch.len()).rev() {
+            let c = bi % batch[ax];
+            bi /= batch[ax];
+            if ax >= pad && vb[ax - pad] != 1 {
+                off += c * self.strides[ax - pad];
+            }
+        }
+        off
+    }
+
     /// Flat root index of the element at row-major position `i`.
     pub fn index_of(&self, mut i: usize) -> usize {
         let mut at = self.offset;
@@ -159,6 +176,21 @@ pub struct View<'a, 'l> {
     pub data: &'a [f32],
     pub loc: &'l Loc,
     pub shift: usize,
+}
+
+impl<'a> View<'a, '_> {
+    /// The matrix over the last two axes of this view, at root index `off`
+    /// (a batch entry's start): any strides, so a transpose is no copy.
+    pub fn mat(&self, off: usize, rows: usize, cols: usize) -> crate::kernels::gemm::Mat<'a, f32> {
+        let r = self.loc.dims.len();
+        crate::kernels::gemm::Mat {
+            data: &self.data[off - self.shift..],
+            rows,
+            cols,
+            row_stride: self.loc.strides[r - 2],
+            col_stride: self.loc.strides[r - 1],
+        }
+    }
 }
 
 impl View<'_, '_> {

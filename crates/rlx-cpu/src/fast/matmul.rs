@@ -63,35 +63,6 @@ fn act_row(a: Act, row: &mut [f32]) {
     }
 }
 
-/// The 2-D matrix of `v` at batch offset `off` (root index).
-fn mat<'a>(v: &View<'a, '_>, off: usize, rows: usize, cols: usize) -> Mat<'a, f32> {
-    let r = v.loc.dims.len();
-    Mat {
-        data: &v.data[off - v.shift..],
-        rows,
-        cols,
-        row_stride: v.loc.strides[r - 2],
-        col_stride: v.loc.strides[r - 1],
-    }
-}
-
-/// Root offset of batch `bi` (row-major over `batch` dims) in `v`, whose
-/// leading axes broadcast to `batch` (stride 0 where its extent is 1).
-fn batch_offset(v: &View, batch: &[usize], mut bi: usize) -> usize {
-    let r = v.loc.dims.len();
-    let vb = &v.loc.dims[..r - 2];
-    let pad = batch.len() - vb.len();
-    let mut off = v.loc.offset;
-    for ax in (0..batch.len()).rev() {
-        let c = bi % batch[ax];
-        bi /= batch[ax];
-        if ax >= pad && vb[ax - pad] != 1 {
-            off += c * v.loc.strides[ax - pad];
-        }
-    }
-    off
-}
-
 /// out (batch..., m, n) = a (…, m, k) · b (…, k, n) [+ bias] then `act`.
 /// Both operands have rank ≥ 2 (checked when the kernel was chosen).
 pub fn run(out: &mut [f32], out_dims: &[usize], a: &View, b: &View, bias: Option<&View>, act: Act) {
@@ -139,7 +110,7 @@ pub fn run(out: &mut [f32], out_dims: &[usize], a: &View, b: &View, bias: Option
     };
     if a_rows_merge {
         let rows = nb * m;
-        let bm = mat(b, b.loc.offset, k, n);
+        let bm = b.mat(b.loc.offset, k, n);
         let chunk = chunk_len(rows * n, n, 32 * n.max(TILE));
         for_chunks(out, chunk, |ci, oc| {
             let r0 = ci * chunk / n;
@@ -158,8 +129,8 @@ pub fn run(out: &mut [f32], out_dims: &[usize], a: &View, b: &View, bias: Option
     }
     // Batched: one product per batch entry, batches across threads.
     for_chunks(out, m * n, |bi, oc| {
-        let am = mat(a, batch_offset(a, batch, bi), m, k);
-        let bm = mat(b, batch_offset(b, batch, bi), k, n);
+        let am = a.mat(a.loc.batch_offset(batch, bi), m, k);
+        let bm = b.mat(b.loc.batch_offset(batch, bi), k, n);
         gemm_into(am, bm, oc, n, false, false);
         epilogue(oc, bi * m);
     });
