@@ -4,7 +4,8 @@
 //! selects with `where`, so the unselected branch gets a zero cotangent
 //! (a branch that overflows to inf/NaN where it is not selected can still
 //! poison the gradient, as with any select). `while` has a data-dependent
-//! trip count and no rule.
+//! trip count: the registry marks it not differentiable (a typed error),
+//! and `scan` is the differentiable loop.
 
 use super::Rule;
 use crate::emit::*;

@@ -105,8 +105,11 @@ pub static CONTROL: &[OpDef] = &[
     def("while", C::Control, AtLeast(1), &[],
         &[attr("cond", K::Graph, D::Required), attr("body", K::Graph, D::Required),
           attr("max_iterations", K::Int, D::Int(1 << 20))],
-        while_, None, Differentiable,
-        "state = body(state) while cond(state); exceeding max_iterations is a runtime error, never a hang"),
+        // Not differentiable: its trip count depends on the data, so a
+        // reverse pass would need a tape of unknown length. A loop of
+        // static length is `scan`, which is differentiable.
+        while_, None, NotDifferentiable,
+        "state = body(state) while cond(state); exceeding max_iterations is a runtime error, never a hang; not differentiable (use scan for a loop of static length)"),
     def("scan", C::Control, AtLeast(1), &[],
         &[attr("body", K::Graph, D::Required), attr("num_carry", K::Int, D::Required)],
         scan, None, Differentiable,
