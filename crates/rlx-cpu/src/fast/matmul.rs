@@ -9,6 +9,9 @@ use super::par::{chunk_len, for_chunks};
 use super::simd::{self, simd_fn};
 use crate::kernels::gemm::{gemm_into, Mat};
 
+/// Row counts up to this run as one multithreaded GEMM call.
+const SMALL_M: usize = 1024;
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Act {
     None,
@@ -111,6 +114,22 @@ pub fn run(out: &mut [f32], out_dims: &[usize], a: &View, b: &View, bias: Option
     if a_rows_merge {
         let rows = nb * m;
         let bm = b.mat(b.loc.offset, k, n);
+        // Few rows: splitting them would have every thread pack all of `b`;
+        // one call lets gemm share the packing across its threads, and the
+        // epilogue follows over row chunks.
+        if rows <= SMALL_M && super::par::threads() > 1 {
+            let am = Mat {
+                data: &a.data[a.loc.offset - a.shift..],
+                rows,
+                cols: k,
+                row_stride: a.loc.strides[ra - 2],
+                col_stride: a.loc.strides[ra - 1],
+            };
+            gemm_into(am, bm, out, n, false, true);
+            let chunk = chunk_len(rows * n, n, 16 * n.max(TILE));
+            for_chunks(out, chunk, |ci, oc| epilogue(oc, ci * chunk / n));
+            return;
+        }
         let chunk = chunk_len(rows * n, n, 32 * n.max(TILE));
         for_chunks(out, chunk, |ci, oc| {
             let r0 = ci * chunk / n;
