@@ -405,6 +405,39 @@ pub enum Mask {
     },
 }
 
+/// The mask's kernel parameter (input slot `slot`) and the statement that
+/// applies it to score `var` of query row `row` and key `j`: −inf where a
+/// keep-mask is false, or the additive bias. One definition for the three
+/// attention kernels.
+fn mask_source(
+    mask: &Mask,
+    batch: &[usize],
+    slot: usize,
+    row: &str,
+    var: &str,
+) -> (String, String) {
+    let r = batch.len();
+    match mask {
+        Mask::None => (String::new(), String::new()),
+        Mask::Keep { dtype, strides } | Mask::Bias { dtype, strides } => {
+            let param = format!(", const {}* __restrict__ in{slot}", st(*dtype));
+            let moff = format!(
+                "{} + {row} * {}LL + j * {}LL",
+                offset(batch, &strides[..r]),
+                strides[r],
+                strides[r + 1]
+            );
+            let m = load(*dtype, &format!("in{slot}[{moff}]"));
+            let code = if matches!(mask, Mask::Keep { .. }) {
+                format!("if (!({m} != 0)) {var} = -__int_as_float(0x7f800000);")
+            } else {
+                format!("{var} += (float)({m});")
+            };
+            (param, code)
+        }
+    }
+}
+
 /// Fused attention: softmax(q·kᵀ·scale + mask)·v, one warp per query row.
 /// `q`, `k`, `v` strides are over (batch..., s, d); output contiguous.
 #[allow(clippy::too_many_arguments)]
@@ -429,31 +462,7 @@ pub fn attention(
     let (qr, qc) = (qs[r], qs[r + 1]);
     let (kr, kc) = (ks[r], ks[r + 1]);
     let (vr, vc) = (vs[r], vs[r + 1]);
-    let c = "float";
-    let mask_param = match mask {
-        Mask::None => String::new(),
-        Mask::Keep { dtype, .. } | Mask::Bias { dtype, .. } => {
-            format!(", const {}* __restrict__ in3", st(*dtype))
-        }
-    };
-    let mask_code = match mask {
-        Mask::None => String::new(),
-        Mask::Keep { dtype, strides } | Mask::Bias { dtype, strides } => {
-            let moff = format!(
-                "{} + row * {}LL + j * {}LL",
-                boff(strides),
-                strides[r],
-                strides[r + 1]
-            );
-            let m = load(*dtype, &format!("in3[{moff}]"));
-            if matches!(mask, Mask::Keep { .. }) {
-                format!("if (!({m} != 0)) s = -__int_as_float(0x7f800000);")
-            } else {
-                format!("s += (float)({m});")
-            }
-        }
-    };
-    let _ = c;
+    let (mask_param, mask_code) = mask_source(mask, batch, 3, "row", "s");
     let nb: usize = batch.iter().product();
     format!(
         "extern \"C\" __global__ void @NAME@(const {s}* __restrict__ in0, const {s}* __restrict__ in1, const {s}* __restrict__ in2{mask_param}, {s}* __restrict__ out0) {{
@@ -531,29 +540,7 @@ pub fn attention_tiled(
     let (kr, kc) = (ks[r], ks[r + 1]);
     let (vr, vc) = (vs[r], vs[r + 1]);
     let kp = dh + 1;
-    let mask_param = match mask {
-        Mask::None => String::new(),
-        Mask::Keep { dtype, .. } | Mask::Bias { dtype, .. } => {
-            format!(", const {}* __restrict__ in3", st(*dtype))
-        }
-    };
-    let mask_code = match mask {
-        Mask::None => String::new(),
-        Mask::Keep { dtype, strides } | Mask::Bias { dtype, strides } => {
-            let moff = format!(
-                "{} + row * {}LL + j * {}LL",
-                boff(strides),
-                strides[r],
-                strides[r + 1]
-            );
-            let m = load(*dtype, &format!("in3[{moff}]"));
-            if matches!(mask, Mask::Keep { .. }) {
-                format!("if (!({m} != 0)) s = -__int_as_float(0x7f800000);")
-            } else {
-                format!("s += (float)({m});")
-            }
-        }
-    };
+    let (mask_param, mask_code) = mask_source(mask, batch, 3, "row", "s");
     let nb: usize = batch.iter().product();
     format!(
         "extern \"C\" __global__ void @NAME@(const {s}* __restrict__ in0, const {s}* __restrict__ in1, const {s}* __restrict__ in2{mask_param}, {s}* __restrict__ out0) {{
@@ -671,32 +658,9 @@ pub fn attention_softmax(
     mask: &Mask,
     scale: f64,
 ) -> String {
-    let r = batch.len();
     let nb: usize = batch.iter().product();
     let rows = nb * sq;
-    let mask_param = match mask {
-        Mask::None => String::new(),
-        Mask::Keep { dtype, .. } | Mask::Bias { dtype, .. } => {
-            format!(", const {}* __restrict__ in1", st(*dtype))
-        }
-    };
-    let mask_code = match mask {
-        Mask::None => String::new(),
-        Mask::Keep { dtype, strides } | Mask::Bias { dtype, strides } => {
-            let moff = format!(
-                "{} + i * {}LL + j * {}LL",
-                offset(batch, &strides[..r]),
-                strides[r],
-                strides[r + 1]
-            );
-            let m = load(*dtype, &format!("in1[{moff}]"));
-            if matches!(mask, Mask::Keep { .. }) {
-                format!("if (!({m} != 0)) x = -__int_as_float(0x7f800000);")
-            } else {
-                format!("x += (float)({m});")
-            }
-        }
-    };
+    let (mask_param, mask_code) = mask_source(mask, batch, 1, "i", "x");
     format!(
         "extern \"C\" __global__ void @NAME@(const float* __restrict__ in0{mask_param}, {s}* __restrict__ out0) {{
   long long row = blockIdx.x * 8LL + (threadIdx.x >> 5); int lane = threadIdx.x & 31;
