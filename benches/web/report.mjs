@@ -1,0 +1,185 @@
+// Writes the table (benches/results/minilm-web.md) and the plot
+// (benches/results/minilm-web.svg) from the raw results run.mjs wrote
+// (benches/results/minilm-web.json). No dependencies: the SVG is written by hand.
+//
+//   node benches/web/report.mjs [path/to/minilm-web.json]
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const ROOT = path.resolve(HERE, "../..");
+const src = path.resolve(process.argv[2] ?? path.join(ROOT, "benches/results/minilm-web.json"));
+const base = src.replace(/\.json$/, "");
+const R = JSON.parse(fs.readFileSync(src, "utf8"));
+
+const LABEL = {
+  "ort-wasm": "ORT-web wasm",
+  "tjs-wasm": "transformers.js wasm",
+  "rlx-cpu": "rlx wasm-cpu",
+  "ort-webgpu": "ORT-web webgpu",
+  "tjs-webgpu": "transformers.js webgpu",
+  "rlx-webgpu": "rlx webgpu",
+  "ort-wasm-asyncify": "ORT-web wasm (asyncify build)",
+};
+const COLOR = {
+  "ort-wasm": "#1f77b4",
+  "tjs-wasm": "#2ca02c",
+  "rlx-cpu": "#d62728",
+  "ort-webgpu": "#1f77b4",
+  "tjs-webgpu": "#2ca02c",
+  "rlx-webgpu": "#d62728",
+  "ort-wasm-asyncify": "#9467bd",
+};
+// rlx vs each peer on the same kind of device.
+const RATIOS = [
+  ["rlx-cpu", "ort-wasm"],
+  ["rlx-cpu", "tjs-wasm"],
+  ["rlx-webgpu", "ort-webgpu"],
+  ["rlx-webgpu", "tjs-webgpu"],
+];
+// The bars quoted in issue #8 (headless Chromium here, 2026-11-29).
+const ISSUE_BARS = { "ort-wasm": [64.4, 122, 239, 464, 945, 2014], "ort-webgpu": [5221, 10613] };
+
+const byEngine = Object.fromEntries(R.results.map((r) => [r.engine, r]));
+const engines = R.results.map((r) => r.engine);
+const batches = [...new Set(R.results.flatMap((r) => [...(r.rows ?? []).map((x) => x.batch), ...(r.opts?.batches ?? [])]))]
+  .sort((a, b) => a - b);
+const p50 = (e, b) => byEngine[e]?.rows?.find((x) => x.batch === b)?.p50_ms;
+const fmt = (v) => (v === undefined ? "—" : v >= 100 ? v.toFixed(0) : v.toFixed(1));
+const status = (e) => byEngine[e]?.pending ? "pending" : byEngine[e]?.error ? "failed" : null;
+
+function table() {
+  const ratios = RATIOS.filter(([a, b]) => byEngine[a] && byEngine[b]);
+  const head = ["batch", ...engines.map((e) => LABEL[e]), ...ratios.map(([a, b]) => `${LABEL[a]} / ${LABEL[b]}`)];
+  const lines = [`| ${head.join(" | ")} |`, `|${head.map(() => "---:").join("|")}|`];
+  for (const b of batches) {
+    const cells = engines.map((e) => status(e) ?? fmt(p50(e, b)));
+    const rs = ratios.map(([a, c]) => {
+      const x = p50(a, b), y = p50(c, b);
+      return x !== undefined && y !== undefined ? `${(x / y).toFixed(2)}×` : "—";
+    });
+    lines.push(`| ${b} | ${[...cells, ...rs].join(" | ")} |`);
+  }
+  return lines.join("\n");
+}
+
+function checks() {
+  const lines = [
+    "| engine | cosine vs PyTorch | max abs diff vs PyTorch | cosine vs ORT-web wasm | max abs diff vs ORT-web wasm |",
+    "|---|---:|---:|---:|---:|",
+  ];
+  const f = (c, k) => (c && c[k] !== undefined ? (k === "cosine" ? c[k].toFixed(9) : c[k].toExponential(2)) : "—");
+  for (const e of engines) {
+    const c = byEngine[e].check;
+    if (!c) {
+      lines.push(`| ${LABEL[e]} | ${status(e) ?? "—"} | | | |`);
+      continue;
+    }
+    const self = e === "ort-wasm";
+    lines.push(`| ${LABEL[e]} | ${f(c.vs_pytorch, "cosine")} | ${f(c.vs_pytorch, "max_abs_diff")} | ` +
+      `${self ? "(itself)" : f(c.vs_ort_wasm, "cosine")} | ${self ? "" : f(c.vs_ort_wasm, "max_abs_diff")} |`);
+  }
+  return lines.join("\n");
+}
+
+function settings() {
+  return engines.map((e) => {
+    const r = byEngine[e];
+    if (r.pending) return `- **${LABEL[e]}**: pending — ${r.pending}.`;
+    if (r.error) return `- **${LABEL[e]}**: failed — \`${r.error}\`.`;
+    const o = r.opts;
+    const skipped = r.skipped?.length ? `; batches ${r.skipped.join(", ")} skipped (a run took longer than the cap)` : "";
+    return `- **${LABEL[e]}**: batches ${o.batches.join(", ")}; ${o.warmup} warm-up + ${o.runs} timed runs ` +
+      `(p50 = sorted[n/2]); load after ${r.load_after.join(", ")}; ${r.wall_s.toFixed(0)} s${skipped}. ` +
+      `\`${JSON.stringify(r.info)}\``;
+  }).join("\n");
+}
+
+function svg() {
+  const W = 760, H = 470, L = 70, RM = 230, T = 40, B = 50;
+  const pts = engines.flatMap((e) => (byEngine[e].rows ?? []).map((x) => x.p50_ms));
+  if (!pts.length) return null;
+  const lo = Math.pow(10, Math.floor(Math.log10(Math.min(...pts))));
+  const hi = Math.pow(10, Math.ceil(Math.log10(Math.max(...pts))));
+  const bx = (b) => L + ((Math.log2(b) - Math.log2(batches[0])) / Math.max(1, Math.log2(batches.at(-1) / batches[0]))) * (W - L - RM);
+  const by = (v) => T + (1 - (Math.log10(v) - Math.log10(lo)) / (Math.log10(hi) - Math.log10(lo))) * (H - T - B);
+  const o = [`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="12">`,
+    `<rect width="${W}" height="${H}" fill="white"/>`,
+    `<text x="${L}" y="22" font-size="14">MiniLM-L6 seq 128 in headless Chromium ${R.browser.chromium ?? ""}: p50 ms (log), lower is better</text>`];
+  for (let d = lo; d <= hi; d *= 10) {
+    o.push(`<line x1="${L}" x2="${W - RM}" y1="${by(d)}" y2="${by(d)}" stroke="#ddd"/>`,
+      `<text x="${L - 6}" y="${by(d) + 4}" text-anchor="end">${d >= 1000 ? d / 1000 + " s" : d + " ms"}</text>`);
+  }
+  for (const b of batches) {
+    o.push(`<line x1="${bx(b)}" x2="${bx(b)}" y1="${T}" y2="${H - B}" stroke="#eee"/>`,
+      `<text x="${bx(b)}" y="${H - B + 16}" text-anchor="middle">${b}</text>`);
+  }
+  o.push(`<text x="${(L + W - RM) / 2}" y="${H - 12}" text-anchor="middle">batch (sequences of 128 tokens)</text>`);
+  let ly = T + 10;
+  for (const e of engines) {
+    const rows = byEngine[e].rows ?? [];
+    const dash = e.endsWith("webgpu") ? ` stroke-dasharray="6 4"` : "";
+    if (rows.length) {
+      o.push(`<polyline fill="none" stroke="${COLOR[e]}" stroke-width="2"${dash} points="${rows.map((x) => `${bx(x.batch).toFixed(1)},${by(x.p50_ms).toFixed(1)}`).join(" ")}"/>`);
+      for (const x of rows) o.push(`<circle cx="${bx(x.batch).toFixed(1)}" cy="${by(x.p50_ms).toFixed(1)}" r="3" fill="${COLOR[e]}"/>`);
+    }
+    o.push(`<line x1="${W - RM + 15}" x2="${W - RM + 45}" y1="${ly}" y2="${ly}" stroke="${COLOR[e]}" stroke-width="2"${dash}/>`,
+      `<text x="${W - RM + 52}" y="${ly + 4}">${LABEL[e]}${status(e) ? ` (${status(e)})` : ""}</text>`);
+    ly += 20;
+  }
+  o.push(`<text x="${W - RM + 15}" y="${ly + 10}" fill="#555">solid: wasm (CPU), dashed: WebGPU</text>`,
+    `<text x="${W - RM + 15}" y="${ly + 26}" fill="#555">WebGPU = SwiftShader (CPU)</text>`, "</svg>");
+  return o.join("\n") + "\n";
+}
+
+const ref = R.reference;
+const issue = Object.entries(ISSUE_BARS).filter(([e]) => byEngine[e]).map(([e, v]) =>
+  `- ${LABEL[e]}: ${v.map((x, i) => `B=${[1, 2, 4, 8, 16, 32][i]} ${x}`).join(", ")} ms (issue #8) vs ` +
+  `${[1, 2, 4, 8, 16, 32].slice(0, v.length).map((b) => fmt(p50(e, b))).join(", ")} ms here.`).join("\n");
+const md = `# MiniLM in the browser: rlx vs onnxruntime-web vs transformers.js
+
+all-MiniLM-L6-v2 encoder forward (last_hidden_state), seq 128, ids from the
+fixed-seed LCG of \`rlx bench minilm\` (state 42), attention mask all ones,
+token types 0. All engines in **one page** of headless Chromium, one after
+another, on the same inputs. Timed: one forward from prepared input tensors
+until last_hidden_state is in a JS typed array (WebGPU: includes the
+read-back); no tokenization. transformers.js: the raw \`AutoModel\` call
+(\`model({input_ids, attention_mask, token_type_ids})\`), not the pipeline.
+Threads: 2 for every wasm engine (the page is cross-origin isolated).
+
+- Date: ${R.date}
+- Command: \`${R.command}\` (then \`node benches/web/report.mjs\`)
+- Machine: ${R.machine.cpu}, ${R.machine.cores} cores, ${R.machine.os}, Node ${R.machine.node}
+- Browser: Chromium ${R.browser.chromium}; crossOriginIsolated ${R.browser.cross_origin_isolated}; WebGPU adapter ${JSON.stringify(R.browser.webgpu)} (SwiftShader: WebGPU runs on the CPU here)
+- Packages: ${Object.entries(R.packages).map(([k, v]) => `${k} ${v ?? "(not installed)"}`).join(", ")}; model exported with ${ref.exporter} (torch ${ref.versions.torch}, transformers ${ref.versions.transformers}, onnx ${ref.versions.onnx})
+- Load average (1, 5, 15 min): ${R.load.start.join(", ")} at start, ${R.load.end.join(", ")} at end (threshold ${R.load.threshold}; quiet at start: ${R.load.quiet_at_start}). The machine is shared with other engineers' builds.
+- Requests to anything but the local server: ${R.blocked_requests.length} (blocked and counted; no model hub, no CDN)
+
+## p50 latency (ms)
+
+${table()}
+
+Ratios are rlx / peer p50 (below 1 = rlx faster). "—": not measured (WebGPU
+on SwiftShader is capped at the batches listed below).
+
+![p50 latency](minilm-web.svg)
+
+## Same computation? (batch 1 output vs references)
+
+${checks()}
+
+PyTorch reference: \`benches/web/export_onnx.py\` (transformers BertModel fp32,
+eager attention) on the same ids; the exported ONNX matches it to
+${Math.max(...Object.values(ref.ort_vs_torch_max_abs_diff)).toExponential(2)} (ORT CPU, 4 shapes incl. a padded mask).
+
+## Settings per engine
+
+${settings()}
+
+${issue ? `## Against the bars quoted in issue #8\n\n${issue}\n` : ""}`;
+
+fs.writeFileSync(base + ".md", md);
+const s = svg();
+if (s) fs.writeFileSync(base + ".svg", s);
+console.error(`wrote ${path.relative(ROOT, base)}.md${s ? " and .svg" : ""}`);
