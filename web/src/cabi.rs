@@ -1,8 +1,7 @@
-//! rlx as a WebAssembly module. For now it exports a tiny C ABI — enough
-//! for `scripts/wasm-conformance.mjs` to run every reference vector inside
-//! wasm32 under Node and to measure the size of a module that links the
-//! whole stack (IR, text parser, legalizer, every CPU kernel). The
-//! wasm-bindgen JS API (issue: the npm package) will live here too.
+//! A tiny C ABI on the raw module (before wasm-bindgen's post-processing):
+//! `scripts/wasm-conformance.mjs` runs every reference vector through it
+//! under Node, and `benches/wasm` times the encoder block with it, without
+//! depending on the JS glue.
 
 use std::cell::RefCell;
 

@@ -66,20 +66,33 @@ impl SentenceEmbedder {
     ) -> Result<Self, EmbedError> {
         let dir = dir.as_ref();
         progress(Progress::Reading("config.json".into()));
-        let config = BertConfig::from_json(&read(dir, "config.json")?)?;
-        // sentence-transformers truncates to max_seq_length (256 for MiniLM).
-        let max_seq_length = match read(dir, "sentence_bert_config.json") {
-            Ok(s) => serde_json::from_str::<serde_json::Value>(&s)
-                .ok()
-                .and_then(|v| v["max_seq_length"].as_u64())
-                .map_or(config.max_position_embeddings, |n| n as usize),
-            Err(_) => config.max_position_embeddings,
-        }
-        .min(config.max_position_embeddings);
+        let config = read(dir, "config.json")?;
+        let sbert = read(dir, "sentence_bert_config.json").ok();
         progress(Progress::Reading("tokenizer.json".into()));
-        let tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))?;
+        let tokenizer = read(dir, "tokenizer.json")?;
         progress(Progress::Reading("model.safetensors".into()));
         let file = SafetensorsFile::open(dir.join("model.safetensors"))?;
+        Self::from_parts(&config, sbert.as_deref(), &tokenizer, &file, progress)
+    }
+
+    /// Load from the model's files already in memory (the browser fetches
+    /// them): `config.json`, `sentence_bert_config.json` if the model has
+    /// one, `tokenizer.json`, and the opened `model.safetensors`.
+    pub fn from_parts(
+        config_json: &str,
+        sentence_bert_config_json: Option<&str>,
+        tokenizer_json: &str,
+        file: &SafetensorsFile,
+        mut progress: impl FnMut(Progress),
+    ) -> Result<Self, EmbedError> {
+        let config = BertConfig::from_json(config_json)?;
+        // sentence-transformers truncates to max_seq_length (256 for MiniLM).
+        let max_seq_length = sentence_bert_config_json
+            .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
+            .and_then(|v| v["max_seq_length"].as_u64())
+            .map_or(config.max_position_embeddings, |n| n as usize)
+            .min(config.max_position_embeddings);
+        let tokenizer = Tokenizer::from_json_str(tokenizer_json)?;
         let bert = Bert::new(config.clone(), true);
         let params = bert.parameters();
         let total = params.len();
@@ -138,8 +151,10 @@ impl SentenceEmbedder {
         Ok(out)
     }
 
-    /// One forward pass over `texts` padded to a common length.
-    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    /// Tokenize `texts` into the encoder's three data inputs (`input_ids`,
+    /// `attention_mask`, `token_type_ids`, each `[batch, seq]` i64), padded
+    /// to a common length rounded up to a multiple of 16.
+    pub fn encode(&self, texts: &[&str]) -> Result<[HostTensor; 3], EmbedError> {
         let mut pad = Padding::longest();
         pad.multiple_of = Some(16);
         let enc =
@@ -147,20 +162,38 @@ impl SentenceEmbedder {
                 .encode_batch(texts, pad, Truncation::max_length(self.max_seq_length))?;
         let (b, s) = enc.shape;
         let s = s.min(self.config.max_position_embeddings);
+        Ok([
+            HostTensor::from_slice(&enc.ids, [b, s])?,
+            HostTensor::from_slice(&enc.attention_mask, [b, s])?,
+            HostTensor::from_slice(&enc.type_ids, [b, s])?,
+        ])
+    }
+
+    /// The pooled, normalized embeddings from the encoder's outputs.
+    pub fn pooled(&self, outputs: &[HostTensor]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let pooled = outputs[1].to_vec::<f32>()?;
+        let h = self.config.hidden_size;
+        Ok(pooled.chunks(h).map(|c| c.to_vec()).collect())
+    }
+
+    /// One forward pass over `texts` padded to a common length.
+    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if self.weights.is_empty() {
+            return Err(EmbedError::Ir(rlx_ir::IrError::msg(
+                "this embedder's weights were taken (take_weights); run the encoder with them",
+            )));
+        }
+        let [ids, mask, types] = self.encode(texts)?;
+        let (b, s) = (ids.shape().dims()[0], ids.shape().dims()[1]);
         let compiled = self.compiled(b, s)?;
         // The weights never change for this embedder: let the backend
         // prepare them once.
         let first = 3;
         compiled.keep_resident(&(first..first + self.weights.len()).collect::<Vec<_>>());
-        let ids = HostTensor::from_slice(&enc.ids, [b, s])?;
-        let mask = HostTensor::from_slice(&enc.attention_mask, [b, s])?;
-        let types = HostTensor::from_slice(&enc.type_ids, [b, s])?;
         let mut inputs: Vec<&HostTensor> = vec![&ids, &mask, &types];
         inputs.extend(self.weights.iter());
         let outs = compiled.run_refs(&inputs)?;
-        let pooled = outs[1].to_vec::<f32>()?;
-        let h = self.config.hidden_size;
-        Ok(pooled.chunks(h).map(|c| c.to_vec()).collect())
+        self.pooled(&outs)
     }
 
     /// The compiled encoder for (batch, seq), from the session's cache.
@@ -178,6 +211,14 @@ impl SentenceEmbedder {
     /// data inputs).
     pub fn weights(&self) -> &[HostTensor] {
         &self.weights
+    }
+
+    /// Move the parameters out, for callers that run the encoder
+    /// themselves (the browser build, whose GPU runs are async) and keep
+    /// them in their own shared form; [`embed`](Self::embed) then fails
+    /// with a typed error instead of running without weights.
+    pub fn take_weights(&mut self) -> Vec<HostTensor> {
+        std::mem::take(&mut self.weights)
     }
 
     /// Compile-cache statistics (hits, misses).

@@ -13,7 +13,8 @@ use rlx_runtime::{Backend, Claims, Device, DeviceTensor, Executable, RuntimeErro
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-type PipelineCache = Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>;
+/// Compiled pipelines by WGSL source, shared by the executables of one context.
+pub type PipelineCache = Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>;
 
 /// The wgpu backend for one device kind.
 pub struct WgpuBackend {

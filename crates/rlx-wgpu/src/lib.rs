@@ -20,7 +20,7 @@ pub mod translate;
 pub mod tref;
 pub mod wgsl;
 
-pub use backend::{WgpuBackend, WgpuExecutable};
+pub use backend::{PipelineCache, WgpuBackend, WgpuExecutable};
 pub use context::{AdapterInfo, GpuContext};
 pub use error::WgpuError;
 pub use lower::{lower, Lowered};

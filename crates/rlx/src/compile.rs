@@ -167,6 +167,44 @@ pub fn compile_with(
     target: impl Into<Target>,
     opts: &CompileOptions,
 ) -> Result<Compiled, Error> {
+    let planned = plan_with(graph, target, opts)?;
+    let exe = planned.backend.compile(planned.program.clone())?;
+    Ok(planned.finish(exe))
+}
+
+/// A graph taken through the whole pipeline up to the backend: legalized,
+/// planned, scheduled. [`compile_with`] is `plan_with` + the backend's
+/// `compile`; callers that must build the executable themselves (the
+/// browser, where a GPU compile is async) stop here and call
+/// [`Planned::finish`].
+pub struct Planned {
+    pub report: DispatchReport,
+    pub program: Program,
+    pub passes: Option<PipelineReport>,
+    pub memory: MemoryReport,
+    /// The backend the graph was legalized for.
+    pub backend: Arc<dyn Backend>,
+}
+
+impl Planned {
+    /// Attach the executable built from `self.program`.
+    pub fn finish(self, exe: Box<dyn Executable>) -> Compiled {
+        Compiled {
+            report: self.report,
+            program: self.program,
+            passes: self.passes,
+            memory: self.memory,
+            exe,
+        }
+    }
+}
+
+/// The compile pipeline without the last step (see [`Planned`]).
+pub fn plan_with(
+    graph: &Graph,
+    target: impl Into<Target>,
+    opts: &CompileOptions,
+) -> Result<Planned, Error> {
     init();
     graph.verify()?;
     let (optimized, passes) = if opts.optimize {
@@ -197,13 +235,12 @@ pub fn compile_with(
     }
     let (program, memory) = rlx_opt::plan_with_report(legal.graph)
         .map_err(|e| RuntimeError::Config(format!("memory planner: {e}")))?;
-    let exe = backend.compile(program.clone())?;
-    Ok(Compiled {
+    Ok(Planned {
         report: legal.report,
         program,
         passes,
         memory,
-        exe,
+        backend,
     })
 }
 

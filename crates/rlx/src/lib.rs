@@ -24,7 +24,9 @@ mod dsl;
 mod error;
 mod session;
 
-pub use compile::{compile, compile_with, init, Amp, CompileOptions, Compiled, Ptq, Target};
+pub use compile::{
+    compile, compile_with, init, plan_with, Amp, CompileOptions, Compiled, Planned, Ptq, Target,
+};
 pub use dsl::{Tensor, Trace};
 pub use error::Error;
 pub use rlx_ir as ir;

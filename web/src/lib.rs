@@ -1,0 +1,79 @@
+//! rlx in WebAssembly. The wasm-bindgen API here is the engine under the
+//! npm package (`npm/`, contract in `npm/API.md`): the JS wrapper there
+//! turns these raw exports into the documented API (fluent tensors,
+//! `RlxError` subclasses, progress callbacks, Node/browser loading).
+//!
+//! Every export returns `Result<_, JsValue>` whose error is a JS `Error`
+//! with a `code` (see [`error`]); a Rust panic is recorded by the hook
+//! installed in [`start`] so the wrapper can report it as `code: 'panic'`
+//! instead of a bare `unreachable` trap.
+
+pub mod cabi;
+pub mod embed;
+pub mod error;
+pub mod gpu;
+pub mod graph;
+pub mod model;
+pub mod tensors;
+pub mod weights;
+
+use wasm_bindgen::prelude::*;
+
+/// Runs when the module is instantiated.
+#[wasm_bindgen(start)]
+pub fn start() {
+    std::panic::set_hook(Box::new(|info| {
+        error::record_panic(info.to_string());
+    }));
+    rlx::init();
+    #[cfg(feature = "webgpu")]
+    rlx_wgpu::register();
+}
+
+/// The crate version (the package version).
+#[wasm_bindgen]
+pub fn version() -> String {
+    env!("CARGO_PKG_VERSION").to_string()
+}
+
+/// The op registry as JSON (the rows of `rlx ops --json`).
+#[wasm_bindgen(js_name = opsJson)]
+pub fn ops_json() -> String {
+    let rows: Vec<serde_json::Value> = rlx::ir::all_ops()
+        .iter()
+        .map(|d| {
+            serde_json::json!({
+                "name": d.name,
+                "category": d.category,
+                "arity": d.arity.to_string(),
+                "dtypes": d.dtypes.iter().map(|t| t.name()).collect::<Vec<_>>(),
+                "attributes": d.attrs.iter().map(|a| serde_json::json!({"name": a.name, "kind": a.kind})).collect::<Vec<_>>(),
+                "fused": d.is_fused(),
+                "differentiable": d.grad == rlx::ir::Grad::Differentiable,
+                "doc": d.doc,
+            })
+        })
+        .collect();
+    serde_json::Value::Array(rows).to_string()
+}
+
+/// The message of the last Rust panic (empty if none): the wrapper reads
+/// it after a trap.
+#[wasm_bindgen(js_name = takePanic)]
+pub fn take_panic() -> String {
+    error::take_panic()
+}
+
+/// Run one reference-vector file (`tests/vectors/ops/<op>.json`) in this
+/// module; returns `{"runs": n, "failures": [..]}` as JSON.
+#[wasm_bindgen(js_name = runVectors)]
+pub fn run_vectors(json: &str) -> String {
+    let (runs, failures) = match serde_json::from_str::<serde_json::Value>(json) {
+        Ok(file) => {
+            let r = rlx_cpu::conformance::run_file(&file);
+            (r.runs, r.failures)
+        }
+        Err(e) => (0, vec![format!("bad vector JSON: {e}")]),
+    };
+    serde_json::json!({"runs": runs, "failures": failures}).to_string()
+}
