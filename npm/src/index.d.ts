@@ -1,0 +1,209 @@
+// Types of the rlx npm package (contract: API.md).
+
+export type DType = "f32" | "f64" | "f16" | "bf16" | "i64" | "i32" | "i16" | "i8" | "u8" | "bool" | "c64" | (string & {});
+export type DeviceName = "cpu" | "webgpu";
+export type Policy = "prefer_native" | "common_ir_only" | "native_only";
+export type TypedArray =
+  | Float32Array | Float64Array | Int32Array | BigInt64Array | Int16Array | Int8Array | Uint8Array | Uint16Array;
+export type AttrValue = boolean | number | string | number[] | unknown;
+export type ErrorCode =
+  | "init" | "parse" | "graph" | "dispatch" | "device" | "format" | "input" | "runtime" | "tokenizer" | "disposed" | "panic";
+
+/** Every failure of the package. `message` is the Rust error's text. */
+export class RlxError extends Error {
+  readonly name: "RlxError";
+  readonly code: ErrorCode;
+}
+
+export interface InitOptions {
+  /** The .wasm module: bytes, a URL, or a Response (default: next to this package's JS). */
+  wasm?: BufferSource | URL | string | Response;
+}
+export function init(opts?: InitOptions): Promise<void>;
+export const version: string;
+
+export interface OpInfo {
+  name: string;
+  category: string;
+  arity: string;
+  dtypes: string[];
+  attributes: { name: string; kind: string }[];
+  fused: boolean;
+  differentiable: boolean;
+  doc: string;
+}
+export function ops(): OpInfo[];
+
+export interface DeviceInfo {
+  device: DeviceName;
+  available: boolean;
+  reason?: string;
+  adapter?: {
+    name: string;
+    backend: string;
+    driver: string;
+    shader_f16: boolean;
+    subgroups: boolean;
+    limits: Record<string, number>;
+  };
+}
+export function devices(): Promise<DeviceInfo[]>;
+
+export interface ValueInfo {
+  name: string;
+  dtype: DType;
+  shape: number[];
+}
+
+export class Tensor {
+  readonly dtype: DType;
+  readonly shape: number[];
+  apply(op: string, others?: Tensor[], attrs?: Record<string, AttrValue>): Tensor[];
+  apply1(op: string, others?: Tensor[], attrs?: Record<string, AttrValue>): Tensor;
+  add(o: Tensor): Tensor;
+  sub(o: Tensor): Tensor;
+  mul(o: Tensor): Tensor;
+  div(o: Tensor): Tensor;
+  pow(o: Tensor): Tensor;
+  matmul(o: Tensor): Tensor;
+  relu(): Tensor;
+  gelu(): Tensor;
+  silu(): Tensor;
+  tanh(): Tensor;
+  exp(): Tensor;
+  log(): Tensor;
+  sqrt(): Tensor;
+  sigmoid(): Tensor;
+  neg(): Tensor;
+  abs(): Tensor;
+  softmax(axis?: number): Tensor;
+  layerNorm(gamma: Tensor, beta: Tensor, eps?: number): Tensor;
+  sum(axes: number[], keepdim?: boolean): Tensor;
+  mean(axes: number[], keepdim?: boolean): Tensor;
+  max(axes: number[], keepdim?: boolean): Tensor;
+  reshape(shape: number[]): Tensor;
+  permute(perm: number[]): Tensor;
+  t(): Tensor;
+  cast(dtype: DType): Tensor;
+}
+
+export class GraphBuilder {
+  constructor(name?: string);
+  input(name: string, dtype: DType, shape: number[]): Tensor;
+  constant(data: TypedArray, shape: number[], dtype?: DType): Tensor;
+  op(name: string, inputs: Tensor[], attrs?: Record<string, AttrValue>): Tensor[];
+  finish(outputs: Tensor[]): Graph;
+}
+
+export class Graph {
+  static fromText(text: string): Graph;
+  static fromJson(json: object | string): Graph;
+  readonly name: string;
+  text(): string;
+  json(): any;
+  inputs(): ValueInfo[];
+  outputs(): ValueInfo[];
+  dispose(): void;
+}
+
+export interface Progress {
+  stage: "download" | "weights" | "compile" | "run" | "ready";
+  loaded?: number;
+  total?: number;
+  message: string;
+}
+
+export class Weights {
+  names(): string[];
+  info(name: string): { dtype: DType; shape: number[] };
+  get(name: string): OutputTensor;
+  readonly bytes: number;
+  dispose(): void;
+}
+export function loadSafetensors(
+  src: ArrayBuffer | ArrayBufferView | Response | URL | string,
+  opts?: { onProgress?: (p: Progress) => void },
+): Promise<Weights>;
+
+export interface CompileOptions {
+  /** One device, or a fallback chain such as ['webgpu', 'cpu']. */
+  device?: DeviceName | DeviceName[];
+  policy?: Policy;
+  /** Graph inputs with these names are bound to the weights (and kept resident). */
+  weights?: Weights;
+  optimize?: boolean;
+}
+
+export interface OutputTensor {
+  name: string;
+  dtype: DType;
+  shape: number[];
+  data: TypedArray;
+}
+export type InputValue = TypedArray | { data: TypedArray; shape?: number[] };
+
+export type IrLevel = "hir" | "mir" | "lir";
+export type KernelLang = "wgsl" | "msl" | "hlsl" | "glsl" | "spirv";
+
+export class Model {
+  readonly device: DeviceName;
+  inputs(): (ValueInfo & { bound: boolean })[];
+  run(inputs: Record<string, InputValue> | InputValue[]): Promise<OutputTensor[]>;
+  ir(level?: IrLevel): any;
+  dispatchReport(): any;
+  memoryPlan(): {
+    arena_bytes: number;
+    peak_bytes: number;
+    naive_bytes: number;
+    buffers: number;
+    in_place: number;
+    views: number;
+    steps: number;
+    slots: { value: number; name?: string; dtype: DType; shape: number[]; offset: number; bytes: number; first_step: number; last_step: number }[];
+    views_list: { value: number; base: number; offset: number; strides: number[] }[];
+  };
+  passReport(): { text: string; kernels_before: number; kernels_after: number; ops_before: Record<string, number>; ops_after: Record<string, number> } | null;
+  kernels(lang?: KernelLang): { name: string; lang: string; source?: string; nodes?: number[] }[];
+  dispose(): void;
+}
+export function compile(graph: Graph, opts?: CompileOptions): Promise<Model>;
+
+export const models: {
+  bert(opts: {
+    config: object | string;
+    weights: Weights;
+    batch?: number;
+    seq?: number;
+    device?: DeviceName | DeviceName[];
+    pooling?: boolean;
+    policy?: Policy;
+  }): Promise<Model>;
+};
+
+export type ModelSource =
+  | string
+  | URL
+  | {
+      config: string | URL | Response | ArrayBuffer;
+      tokenizer: string | URL | Response | ArrayBuffer;
+      weights: string | URL | Response | ArrayBuffer | Uint8Array;
+      sentenceBertConfig?: string | URL | Response | ArrayBuffer;
+    };
+
+export class Embedder {
+  readonly device: DeviceName;
+  embed(texts: string | string[]): Promise<Float32Array[]>;
+  dispatchReport(): any;
+  dispose(): void;
+}
+
+export interface EmbedOptions {
+  model: ModelSource;
+  device?: DeviceName | DeviceName[];
+  onProgress?: (p: Progress) => void;
+}
+
+export const pipelines: {
+  embed(texts: string | string[], opts: EmbedOptions): Promise<Float32Array[]>;
+  createEmbedder(opts: EmbedOptions): Promise<Embedder>;
+};
