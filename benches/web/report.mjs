@@ -146,9 +146,13 @@ another, on the same inputs. Timed: one forward from prepared input tensors
 until last_hidden_state is in a JS typed array (WebGPU: includes the
 read-back); no tokenization. transformers.js: the raw \`AutoModel\` call
 (\`model({input_ids, attention_mask, token_type_ids})\`), not the pipeline.
-Threads: 2 for every wasm engine (the page is cross-origin isolated).
+Threads: ORT-web and transformers.js run their wasm with 2 threads (the page
+is cross-origin isolated); the rlx npm package's wasm is built with simd128
+and without wasm threads, so **rlx wasm-cpu runs on 1 thread** against the
+peers' 2. rlx runs \`rlx.models.bert({..., pooling: false})\`, compiled once per
+batch size (its graph ends at last_hidden_state, like the ONNX model).
 
-- Date: ${R.date}
+- Date: ${R.date} (rlx tree at ${R.git_head ?? "?"})
 - Command: \`${R.command}\` (then \`node benches/web/report.mjs\`)
 - Machine: ${R.machine.cpu}, ${R.machine.cores} cores, ${R.machine.os}, Node ${R.machine.node}
 - Browser: Chromium ${R.browser.chromium}; crossOriginIsolated ${R.browser.cross_origin_isolated}; WebGPU adapter ${JSON.stringify(R.browser.webgpu)} (SwiftShader: WebGPU runs on the CPU here)

@@ -179,8 +179,15 @@ async function main() {
   } catch {
     cpu = null;
   }
+  let commit = null;
+  try {
+    commit = execFileSync("git", ["-C", ROOT, "rev-parse", "--short", "HEAD"]).toString().trim();
+  } catch {
+    commit = null;
+  }
   const out = {
     date: new Date().toISOString(),
+    git_head: commit,
     command: "node benches/web/run.mjs " + process.argv.slice(2).join(" "),
     machine: { cpu, cores: os.cpus().length, os: `${os.type()} ${os.release()}`, node: process.version },
     browser: { chromium: browserVersion ?? execFileSync(CHROMIUM, ["--version"]).toString().trim(), ...env },
