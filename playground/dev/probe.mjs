@@ -1,0 +1,12 @@
+import { chromium } from 'playwright-core';
+const t0=Date.now();
+const b = await chromium.launchPersistentContext('/tmp/pg/ud', { executablePath: '/usr/lib/chromium/chromium', args: ['--enable-unsafe-webgpu','--no-sandbox','--no-first-run','--disable-quic','--disable-background-networking','--disable-component-update','--disable-sync'], headless: true, viewport:{width:1440,height:900} });
+console.log('launched', Date.now()-t0);
+const p = await b.newPage();
+p.on('console', m => console.log('console:', m.text()));
+p.on('pageerror', e => console.log('pageerror:', e));
+await p.goto(process.argv[2]);
+await p.waitForTimeout(8000);
+console.log(await p.evaluate(() => JSON.stringify({ready: window.__rlxPlayground?.ready, body: document.body.innerText.slice(0,500)})));
+await p.screenshot({path:'/tmp/pg/probe.png'});
+await b.close();

@@ -1,0 +1,84 @@
+// Run: compile for WebGPU and for wasm-cpu, run N times each, show p50 and
+// min, the outputs, how far the two devices agree, and the adapter.
+import { seededData } from '../examples.js';
+import { fmtBytes } from '../ir.js';
+
+const esc = (s) => String(s ?? '').replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
+const DEVICES = ['webgpu', 'cpu'];
+const median = (a) => { const b = [...a].sort((x, y) => x - y); return b.length % 2 ? b[b.length >> 1] : (b[b.length / 2 - 1] + b[b.length / 2]) / 2; };
+const preview = (data, n = 12) => Array.from(data.slice(0, n), (v) => (typeof v === 'bigint' ? v.toString() : Number(v).toPrecision(6))).join(', ') + (data.length > n ? `, … (${data.length})` : '');
+
+export async function runOnce(ctx, device, runs) {
+  const c = await ctx.compiled(device, ctx.state.policy, { optimize: true, weights: true });
+  if (c.error) return { device, error: c.error };
+  const bound = new Set(ctx.boundWeights ? ctx.boundWeights.names() : []);
+  const feeds = {};
+  for (const inp of ctx.built.graph.inputs()) {
+    if (bound.has(inp.name)) continue;
+    const data = ctx.built.inputs?.[inp.name] ?? seededData(inp.name, inp.dtype, inp.shape);
+    feeds[inp.name] = { data, shape: inp.shape };
+  }
+  const times = [];
+  let outs;
+  try {
+    outs = await c.model.run(feeds); // warm-up (first run uploads weights, builds pipelines lazily if any)
+    for (let i = 0; i < runs; i++) {
+      const t0 = performance.now();
+      outs = await c.model.run(feeds);
+      times.push(performance.now() - t0);
+    }
+  } catch (e) { return { device, error: e }; }
+  return { device, model: c.model, outs, times, p50: median(times), min: Math.min(...times) };
+}
+
+function maxAbsDiff(a, b) {
+  if (!a || !b || a.length !== b.length) return null;
+  let m = 0;
+  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(Number(a[i]) - Number(b[i])));
+  return m;
+}
+
+export async function renderRun(ctx, host) {
+  const runs = Math.max(1, Math.min(1000, Number(ctx.state.runs || 10)));
+  host.innerHTML = `<div class="toolbar"><button id="run-btn">Run ▸</button>
+    <label>runs <input id="runs" type="number" min="1" max="1000" value="${runs}" style="width:5em"></label>
+    <span id="run-status" class="muted" aria-live="polite"></span></div>
+    <div class="pane"><div id="adapter"></div><div id="results"></div></div>`;
+  const st = host.querySelector('#run-status');
+  const res = host.querySelector('#results');
+  host.querySelector('#runs').onchange = (e) => ctx.set({ runs: e.target.value }, { rerender: false });
+  const devs = await ctx.devices();
+  const gpu = devs.find((d) => d.device === 'webgpu');
+  const a = gpu?.adapter;
+  host.querySelector('#adapter').innerHTML = `<h3>WebGPU adapter</h3>${gpu?.available && a
+    ? `<p id="adapter-name"><b>${esc(a.name || a.description || '(no name)')}</b> · ${esc(a.architecture || '')} · ${esc(a.vendor || '')} · ${esc(a.backend || '')}</p>
+       <details><summary>features (${(a.features || []).length}) and limits</summary><p class="mono">${(a.features || []).map(esc).join(' ')}</p>
+       <table>${Object.entries(a.limits || {}).map(([k, v]) => `<tr><td>${esc(k)}</td><td class="num">${typeof v === 'number' && v > 65536 ? `${v} (${fmtBytes(v)})` : esc(v)}</td></tr>`).join('')}</table></details>`
+    : `<p class="bad" id="adapter-name">WebGPU not available: ${esc(gpu?.reason || 'no adapter')}</p>`}`;
+
+  const go = async () => {
+    const n = Math.max(1, Number(host.querySelector('#runs').value) || 10);
+    res.innerHTML = '';
+    const results = [];
+    for (const d of DEVICES) {
+      st.textContent = `compiling and running on ${d}…`;
+      if (d === 'webgpu' && !gpu?.available) { results.push({ device: d, error: { message: `WebGPU not available: ${gpu?.reason || ''}` } }); continue; }
+      results.push(await runOnce(ctx, d, n));
+    }
+    st.textContent = `done (${n} timed runs per device after one warm-up)`;
+    const [g, c] = results;
+    const rows = results.map((r) => r.error
+      ? `<tr data-device="${r.device}"><td>${r.device}</td><td colspan="3" class="bad">${esc(r.error.code ? `${r.error.code}: ` : '')}${esc((r.error.message || '').split('\n')[0])}</td></tr>`
+      : `<tr data-device="${r.device}"><td>${r.device}${r.model.device !== r.device ? ` → ${esc(r.model.device)}` : ''}</td><td class="num p50">${r.p50.toFixed(3)} ms</td><td class="num">${r.min.toFixed(3)} ms</td><td class="num">${r.times.length}</td></tr>`).join('');
+    const outs = (r) => r.outs ? r.outs.map((o, i) => `<div class="outputs" data-device="${r.device}" data-output="${i}"><b>${esc(o.name || `output ${i}`)}</b> <code>${esc(o.dtype)}[${o.shape.join(',')}]</code><pre>${esc(preview(o.data))}</pre></div>`).join('') : '';
+    const diffs = g.outs && c.outs ? g.outs.map((o, i) => maxAbsDiff(o.data, c.outs[i]?.data)) : [];
+    res.innerHTML = `<h3>Timings</h3><table id="timings"><tr><th>device</th><th>p50</th><th>min</th><th>runs</th></tr>${rows}</table>
+      ${diffs.length ? `<p id="agreement">webgpu vs cpu, max |Δ| per output: ${diffs.map((d) => (d == null ? 'n/a' : d.toExponential(2))).join(', ')}</p>` : ''}
+      <h3>Outputs</h3><div style="display:grid;grid-template-columns:1fr 1fr;gap:12px"><div><h4>webgpu</h4>${outs(g)}</div><div><h4>cpu (wasm)</h4>${outs(c)}</div></div>`;
+    // For tests and the console: the full outputs of the last run.
+    window.__rlxPlayground.lastRun = results.map((r) => ({ device: r.device, error: r.error ? { code: r.error.code, message: r.error.message } : null,
+      p50: r.p50, outputs: r.outs?.map((o) => ({ name: o.name, dtype: o.dtype, shape: o.shape, data: Array.from(o.data, Number) })) }));
+  };
+  host.querySelector('#run-btn').onclick = go;
+  await go();
+}
