@@ -89,8 +89,9 @@ export function stepOfNode(lir) {
 // An LIR program as a graph of steps (one drawable node per kernel launch),
 // so the same view draws it. A view value is wired to the step that wrote
 // its base buffer.
-export function lirAsGraph(lir) {
-  const g = lir.graph;
+export function lirAsGraph(lir, mir) {
+  // The package's LIR JSON has no graph of its own: values are the MIR's.
+  const g = lir.graph || mir;
   const base = new Map((lir.views || []).map((v) => [v.value, v.base]));
   const root = (v) => { const seen = new Set(); while (base.has(v) && !seen.has(v)) { seen.add(v); v = base.get(v); } return v; };
   const values = g.values.map((v) => ({ ...v }));

@@ -25,7 +25,7 @@ export async function renderGraph(ctx, host, which) {
   let graph, lir, flat;
   if (which === 'hir') graph = model ? model.ir('hir') : ctx.built.graph.json();
   else if (which === 'mir') { graph = model.ir('mir'); lir = model.ir('lir'); }
-  else { lir = model.ir('lir'); graph = lirAsGraph(lir); }
+  else { lir = model.ir('lir'); graph = lirAsGraph(lir, model.ir('mir')); }
   const report = which === 'mir' && model ? model.dispatchReport() : null;
   const dmap = mapDispatch(graph, report);
   const steps = stepOfNode(lir);

@@ -12,7 +12,9 @@ export async function renderMemory(ctx, host) {
   if (c.error) { ctx.drawFallback(host, c); return; }
   const plan = c.model.memoryPlan();
   const lir = c.model.ir('lir');
-  const g = lir.graph;
+  const g = lir.graph || c.model.ir('mir');
+  const tyOf = (sl) => (sl.dtype ? { dtype: sl.dtype, shape: sl.shape } : g.values[sl.value]?.ty);
+  const nameOf = (sl) => (sl.name ? `%${sl.name}` : valueLabel(g, sl.value));
   const nSteps = Math.max(1, lir.steps.length);
   const arena = Math.max(1, plan.arena_bytes);
   const W = 900, H = 320, L = 70, T = 10;
@@ -22,7 +24,7 @@ export async function renderMemory(ctx, host) {
     const w = Math.max(2, x(sl.last_step + 1) - x(sl.first_step));
     const h = Math.max(1.5, y(sl.offset + sl.bytes) - y(sl.offset));
     return `<rect class="slot" data-value="${sl.value}" x="${x(sl.first_step)}" y="${y(sl.offset)}" width="${w}" height="${h}">
-      <title>${esc(valueLabel(g, sl.value))}: ${esc(fmtType(g.values[sl.value]?.ty))}\n${fmtBytes(sl.bytes)} at +${sl.offset}\nsteps ${sl.first_step}–${sl.last_step}</title></rect>`;
+      <title>${esc(nameOf(sl))}: ${esc(fmtType(tyOf(sl)))}\n${fmtBytes(sl.bytes)} at +${sl.offset}\nsteps ${sl.first_step}–${sl.last_step}</title></rect>`;
   }).join('');
   const ticks = [];
   const every = Math.max(1, Math.ceil(nSteps / 20));
@@ -41,7 +43,7 @@ export async function renderMemory(ctx, host) {
       <line x1="${L}" y1="${H - 22}" x2="${W - 10}" y2="${H - 22}" stroke="#ccc"/>${ticks.join('')}${yt}${bars}</svg>
     <h3>Slots (${plan.slots.length})</h3>
     <table id="slots"><tr><th>value</th><th>type</th><th>offset</th><th>bytes</th><th>steps</th></tr>
-      ${plan.slots.map((sl) => `<tr><td><code>${esc(valueLabel(g, sl.value))}</code></td><td><code>${esc(fmtType(g.values[sl.value]?.ty))}</code></td><td class="num">${sl.offset}</td><td class="num">${sl.bytes}</td><td>${sl.first_step}–${sl.last_step}</td></tr>`).join('')}</table>
+      ${plan.slots.map((sl) => `<tr><td><code>${esc(nameOf(sl))}</code></td><td><code>${esc(fmtType(tyOf(sl)))}</code></td><td class="num">${sl.offset}</td><td class="num">${sl.bytes}</td><td>${sl.first_step}–${sl.last_step}</td></tr>`).join('')}</table>
     <h3>Views: no copy (${views.length})</h3>
     <table id="views"><tr><th>value</th><th>of</th><th>offset</th><th>strides</th></tr>
       ${views.map((v) => `<tr><td><code>${esc(valueLabel(g, v.value))}</code></td><td><code>${esc(valueLabel(g, v.base))}</code></td><td class="num">${v.offset}</td><td><code>[${(v.strides || []).join(', ')}]</code></td></tr>`).join('')}</table>
