@@ -5,7 +5,9 @@
 
 use crate::error::WgpuError;
 use naga::valid::{Capabilities, ModuleInfo, ValidationFlags, Validator};
-use naga::{Module, ResourceBinding, ShaderStage};
+use naga::Module;
+#[cfg(feature = "translate")]
+use naga::{ResourceBinding, ShaderStage};
 
 /// A target shading language.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,6 +64,7 @@ pub fn validate(name: &str, wgsl: &str) -> Result<(), WgpuError> {
     parse_validate(name, wgsl).map(|_| ())
 }
 
+#[cfg(feature = "translate")]
 fn bindings(m: &Module) -> Vec<(ResourceBinding, bool)> {
     m.global_variables
         .iter()
@@ -73,7 +76,23 @@ fn bindings(m: &Module) -> Vec<(ResourceBinding, bool)> {
         .collect()
 }
 
+/// Translate one WGSL kernel (entry point `main`) to `lang` (WGSL only
+/// when the crate is built without its `translate` feature, e.g. the slim
+/// browser build: the other languages are then a typed error).
+#[cfg(not(feature = "translate"))]
+pub fn translate(name: &str, wgsl: &str, lang: Lang) -> Result<Translated, WgpuError> {
+    match lang {
+        Lang::Wgsl => Ok(Translated::Text(wgsl.to_string())),
+        _ => Err(WgpuError::Translate {
+            kernel: name.into(),
+            lang: lang.name().into(),
+            why: "this build has no naga back ends (rlx-wgpu's cargo feature `translate`)".into(),
+        }),
+    }
+}
+
 /// Translate one WGSL kernel (entry point `main`) to `lang`.
+#[cfg(feature = "translate")]
 pub fn translate(name: &str, wgsl: &str, lang: Lang) -> Result<Translated, WgpuError> {
     let (module, info) = parse_validate(name, wgsl)?;
     let err = |why: String| WgpuError::Translate {
