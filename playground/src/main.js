@@ -1,7 +1,6 @@
 // The playground: pick a model (or write one), see its IR, fusion,
 // dispatch, memory plan and kernels, and run it — all from the JSON the
 // `rlx` package exposes (npm/API.md), imported the way users import it.
-import * as rlx from 'rlx';
 import { EXAMPLES, exampleById, buildExample } from './examples.js';
 import { VIEWS, readState, writeState } from './state.js';
 import { renderGraph } from './views/graph.js';
@@ -15,6 +14,10 @@ const $ = (s) => document.querySelector(s);
 const esc = (s) => String(s ?? '').replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
 const MINILM = 'models/all-MiniLM-L6-v2/model.safetensors';
 window.__rlxPlayground = { ready: false };
+// The package, loaded as its own chunk: rlx records each builder call's
+// stack frame outside its own module as the node's source, so the editor's
+// code must not share a bundle file with it.
+let rlx;
 
 const status = (html) => { $('#status').innerHTML = html; };
 const asError = (e) => ({ code: e?.code || 'error', message: e?.message || String(e) });
@@ -164,6 +167,7 @@ async function onFile(file) {
 async function main() {
   $('#version').textContent = '';
   try {
+    rlx = await import('rlx');
     await rlx.init();
   } catch (e) {
     $('#view').innerHTML = `<pre class="error pane">rlx.init() failed: ${esc(e.message)}</pre>`;

@@ -4,7 +4,7 @@ export const VIEWS = [
   ['hir', 'HIR'], ['mir', 'MIR + fusion'], ['lir', 'LIR'], ['dispatch', 'Dispatch'],
   ['memory', 'Memory'], ['kernels', 'Kernels'], ['run', 'Run'],
 ];
-const DEFAULTS = { model: 'minilm', device: 'webgpu', policy: 'prefer_native', view: 'mir', unfuse: '0', lang: 'wgsl' };
+const DEFAULTS = { model: 'minilm', device: 'webgpu', policy: 'prefer_native', view: 'mir', unfuse: '0', lang: 'wgsl', runs: '10' };
 const POLICIES = ['prefer_native', 'common_ir_only', 'native_only'];
 
 export function readState() {

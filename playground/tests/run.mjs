@@ -114,6 +114,46 @@ test('search highlights and clicking a node shows op, shape, dtype, attributes',
   await page.close();
 });
 
+test('node details link a builder call to its editor line', async () => {
+  const page = await open('model=mlp&device=cpu&view=hir');
+  await page.locator('#view .node[data-kind="op"]', { hasText: 'matmul' }).first().click();
+  const src = page.locator('#source-line');
+  assert(await src.count() === 1, `no source line: ${await page.locator('#details').innerText()}`);
+  const line = Number(await src.getAttribute('data-line'));
+  const code = await page.locator('#code').inputValue();
+  assert(/x\.matmul\(w1\)/.test(code.split('\n')[line - 1]), `line ${line} is: ${code.split('\n')[line - 1]}`);
+  await src.click();
+  assert(await page.locator('#editor-box').evaluate((d) => d.open), 'editor not opened');
+  await shot(page, 'source-line');
+  await page.close();
+});
+
+test('fusion: fused ops outlined, regions expand, unfuse recompiles without the optimizer', async () => {
+  const page = await open('model=minilm&device=cpu&view=mir');
+  const fusedOps = await page.locator('#view .node.fused').count();
+  assert(fusedOps > 0, 'no fused op outlined');
+  const on = await ir(page, 'cpu', 'prefer_native', 'mir', true);
+  const regions = await page.evaluate(async () => {
+    const g = (await window.__rlxPlayground.ctx.compiled('cpu', 'prefer_native', {})).model.ir('mir');
+    return g.nodes.filter((n) => Object.values(n.attrs || {}).some((a) => a && a.graph)).map((n) => Object.values(n.attrs).find((a) => a.graph).graph.nodes.length);
+  });
+  assert(regions.length > 0, 'MiniLM has no fused_elementwise region');
+  await page.check('#expand');
+  await waitReady(page);
+  assert(await page.locator('#view .cluster').count() === regions.length, 'regions not outlined');
+  const drawn = await page.locator('#view .node[data-kind="op"]').count();
+  const want = on.nodes - regions.length + regions.reduce((a, b) => a + b, 0);
+  assert(drawn === want, `expanded: ${drawn} drawn, want ${want}`);
+  await shot(page, 'fusion-expanded');
+  await page.check('#unfuse');
+  await waitReady(page);
+  const off = await ir(page, 'cpu', 'prefer_native', 'mir', false);
+  assert(/unfuse=1/.test(page.url()), 'unfuse not in the URL');
+  assert(await page.locator('#view .node[data-kind="op"]').count() === off.nodes, 'unfused graph not drawn');
+  assert(off.nodes > on.nodes, `unfused ${off.nodes} nodes, fused ${on.nodes}`);
+  await page.close();
+});
+
 for (const model of ['mlp', 'minilm']) {
   test(`${model}: the dispatch view names the path of every node on webgpu and cpu, transfers drawn`, async () => {
     const page = await open(`model=${model}&device=webgpu&view=dispatch`);

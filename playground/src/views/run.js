@@ -49,11 +49,25 @@ export async function renderRun(ctx, host) {
   host.querySelector('#runs').onchange = (e) => ctx.set({ runs: e.target.value }, { rerender: false });
   const devs = await ctx.devices();
   const gpu = devs.find((d) => d.device === 'webgpu');
-  const a = gpu?.adapter;
-  host.querySelector('#adapter').innerHTML = `<h3>WebGPU adapter</h3>${gpu?.available && a
-    ? `<p id="adapter-name"><b>${esc(a.name || a.description || '(no name)')}</b> · ${esc(a.architecture || '')} · ${esc(a.vendor || '')} · ${esc(a.backend || '')}</p>
-       <details><summary>features (${(a.features || []).length}) and limits</summary><p class="mono">${(a.features || []).map(esc).join(' ')}</p>
-       <table>${Object.entries(a.limits || {}).map(([k, v]) => `<tr><td>${esc(k)}</td><td class="num">${typeof v === 'number' && v > 65536 ? `${v} (${fmtBytes(v)})` : esc(v)}</td></tr>`).join('')}</table></details>`
+  const a = gpu?.adapter || {};
+  // The package reports what wgpu sees; in a browser that leaves the name
+  // empty, so the browser's own GPUAdapterInfo, features and limits are shown too.
+  let br = null;
+  try {
+    const ad = navigator.gpu && (await navigator.gpu.requestAdapter());
+    if (ad) {
+      const limits = {};
+      for (const k in ad.limits) limits[k] = ad.limits[k];
+      br = { vendor: ad.info?.vendor, architecture: ad.info?.architecture, description: ad.info?.description, features: [...ad.features].sort(), limits };
+    }
+  } catch { /* no WebGPU in this browser */ }
+  const name = a.name?.trim() || [br?.vendor, br?.architecture, br?.description].filter(Boolean).join(' ') || '(unnamed adapter)';
+  const limRows = (lim) => Object.entries(lim || {}).map(([k, v]) => `<tr><td>${esc(k)}</td><td class="num">${typeof v === 'number' && v > 65536 ? `${v} (${fmtBytes(v)})` : esc(v)}</td></tr>`).join('');
+  host.querySelector('#adapter').innerHTML = `<h3>WebGPU adapter</h3>${gpu?.available
+    ? `<p id="adapter-name"><b>${esc(name)}</b> · rlx backend ${esc(a.backend || '?')} · shader-f16 ${a.shader_f16 ? 'yes' : 'no'} · subgroups ${a.subgroups ? 'yes' : 'no'}</p>
+       <details><summary>limits rlx uses, and the browser's adapter (${br ? br.features.length : 0} features)</summary>
+       <table>${limRows(a.limits)}</table>
+       ${br ? `<p class="mono">${br.features.map(esc).join(' ')}</p><table>${limRows(br.limits)}</table>` : ''}</details>`
     : `<p class="bad" id="adapter-name">WebGPU not available: ${esc(gpu?.reason || 'no adapter')}</p>`}`;
 
   const go = async () => {
@@ -74,7 +88,7 @@ export async function renderRun(ctx, host) {
     const diffs = g.outs && c.outs ? g.outs.map((o, i) => maxAbsDiff(o.data, c.outs[i]?.data)) : [];
     res.innerHTML = `<h3>Timings</h3><table id="timings"><tr><th>device</th><th>p50</th><th>min</th><th>runs</th></tr>${rows}</table>
       ${diffs.length ? `<p id="agreement">webgpu vs cpu, max |Δ| per output: ${diffs.map((d) => (d == null ? 'n/a' : d.toExponential(2))).join(', ')}</p>` : ''}
-      <h3>Outputs</h3><div style="display:grid;grid-template-columns:1fr 1fr;gap:12px"><div><h4>webgpu</h4>${outs(g)}</div><div><h4>cpu (wasm)</h4>${outs(c)}</div></div>`;
+      <h3>Outputs</h3><div style="display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:12px"><div><h4>webgpu</h4>${outs(g)}</div><div><h4>cpu (wasm)</h4>${outs(c)}</div></div>`;
     // For tests and the console: the full outputs of the last run.
     window.__rlxPlayground.lastRun = results.map((r) => ({ device: r.device, error: r.error ? { code: r.error.code, message: r.error.message } : null,
       p50: r.p50, outputs: r.outs?.map((o) => ({ name: o.name, dtype: o.dtype, shape: o.shape, data: Array.from(o.data, Number) })) }));
