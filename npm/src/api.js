@@ -496,3 +496,8 @@ async function embed(texts, opts = {}) {
 }
 
 export const pipelines = { embed, createEmbedder };
+
+/** Internal: panics inside the module (the panic-boundary test uses it). */
+export function __testPanic() {
+  return call(() => raw.__testPanic());
+}

@@ -77,3 +77,11 @@ pub fn run_vectors(json: &str) -> String {
     };
     serde_json::json!({"runs": runs, "failures": failures}).to_string()
 }
+
+/// Panic on purpose: the test that a Rust panic reaches JS as an
+/// `RlxError` with code `panic` and the panic's message
+/// (npm/test/panic.test.mjs). Not part of the documented API.
+#[wasm_bindgen(js_name = __testPanic)]
+pub fn test_panic() {
+    panic!("deliberate panic for the boundary test");
+}
