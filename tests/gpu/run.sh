@@ -33,6 +33,8 @@ count() { # log
   passed=$((passed + ${p:-0})); failed=$((failed + ${f:-1}))
 }
 $RUN/gpu parity tests/vectors/ops 2>&1 | tee "$OUTDIR/parity.log"; count "$OUTDIR/parity.log"
+# Pinned staging + async copies: results identical to the CPU, bit for bit.
+$RUN/gpu copies 2>&1 | tee "$OUTDIR/copies.log"; count "$OUTDIR/copies.log"
 BATCHES=${BATCHES:-1,2,4,8,16,32}
 $RUN/gpu minilm --weights $RUN/model.fp16.safetensors --config $RUN/config.json --batches "$BATCHES" \
   --check 1,8,32 --runs ${RUNS:-50} --profile --json "$OUTDIR/rlx_cuda.json" 2>&1 | tee "$OUTDIR/minilm.log"

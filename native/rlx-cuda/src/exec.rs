@@ -6,10 +6,13 @@ use crate::device::{DevBuf, Gpu};
 use crate::error::CudaError;
 use crate::host::{bytes_of, from_bytes};
 use crate::plan::{Launch, Plan, Ptr, Root};
+use crate::staging::{pack, Pinned};
 use cudarc::cublas::sys as blas;
 use cudarc::cublaslt::result as ltr;
 use cudarc::cublaslt::sys as lt;
-use cudarc::driver::{result, sys, CudaFunction, CudaGraph, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    result, sys, CudaEvent, CudaFunction, CudaGraph, LaunchConfig, PushKernelArg,
+};
 use rlx_ir::{DType, HostTensor, TensorType};
 use rlx_runtime::{Executable, RuntimeError};
 use std::sync::{Arc, Mutex};
@@ -269,6 +272,14 @@ struct State {
     uploaded: Vec<bool>,
     /// (output, input) pairs copied on the device at the end of each run.
     feedback: Vec<(usize, usize)>,
+    /// Pinned staging of the inputs copied each run (grown on demand).
+    in_stage: Option<Pinned>,
+    /// Recorded after the last async uploads out of `in_stage`: the host
+    /// waits on it before refilling the staging buffer.
+    in_done: Option<CudaEvent>,
+    /// Pinned staging of the outputs and the error flag, laid out by
+    /// `CudaExecutable::out_offsets`.
+    out_stage: Pinned,
 }
 
 /// A program compiled for the GPU.
@@ -278,6 +289,8 @@ pub struct CudaExecutable {
     launches: Vec<(usize, Resolved)>,
     inputs: Vec<(TensorType, DevBuf)>,
     outputs: Vec<(TensorType, u64)>,
+    /// Offsets of the outputs in the output staging buffer, then of the error flag.
+    out_offsets: Vec<usize>,
     err: DevBuf,
     node_ops: Vec<String>,
     kernels: Vec<(usize, String)>,
@@ -288,7 +301,9 @@ pub struct CudaExecutable {
     _scratch: Vec<DevBuf>,
 }
 
-fn upload(gpu: &Gpu, dst: u64, t: &HostTensor) -> Result<(), CudaError> {
+/// A synchronous copy from pageable memory: only for data copied once
+/// (constants at compile time, resident inputs on their first run).
+fn upload_once(dst: u64, t: &HostTensor) -> Result<(), CudaError> {
     let b = bytes_of(t)?;
     if b.is_empty() {
         return Ok(());
@@ -296,7 +311,6 @@ fn upload(gpu: &Gpu, dst: u64, t: &HostTensor) -> Result<(), CudaError> {
     // SAFETY: dst has room for the tensor (sized from the same type); the
     // copy is synchronous with respect to the host slice.
     unsafe { result::memcpy_htod_sync(dst, b) }?;
-    let _ = gpu;
     Ok(())
 }
 
@@ -313,7 +327,7 @@ impl CudaExecutable {
         let mut consts = Vec::new();
         for t in &plan.consts {
             let b = DevBuf::new(&gpu.ctx, bytes_of(t)?.len())?;
-            upload(&gpu, b.ptr, t)?;
+            upload_once(b.ptr, t)?;
             consts.push(b);
         }
         let scratch: Vec<DevBuf> = plan
@@ -405,7 +419,7 @@ impl CudaExecutable {
                 }
             }
         }
-        let outputs = plan
+        let outputs: Vec<(TensorType, u64)> = plan
             .outputs
             .iter()
             .map(|l| {
@@ -417,12 +431,21 @@ impl CudaExecutable {
             })
             .collect();
         let n_in = inputs.len();
+        // Output staging: every output, then the 4-byte error flag.
+        let mut sizes: Vec<usize> = outputs
+            .iter()
+            .map(|(ty, _)| ty.dtype.storage_bytes(ty.shape.numel()).unwrap_or(0))
+            .collect();
+        sizes.push(4);
+        let (out_offsets, out_bytes) = pack(&sizes);
+        let out_stage = Pinned::new(&gpu.ctx, out_bytes)?;
         Ok(CudaExecutable {
             gpu,
             opts,
             launches,
             inputs,
             outputs,
+            out_offsets,
             err,
             node_ops: plan.node_ops,
             kernels: plan.kernels,
@@ -432,6 +455,9 @@ impl CudaExecutable {
                 resident: vec![false; n_in],
                 uploaded: vec![false; n_in],
                 feedback: vec![],
+                in_stage: None,
+                in_done: None,
+                out_stage,
             }),
             _arena: arena,
             _consts: consts,
@@ -671,26 +697,91 @@ impl CudaExecutable {
         Ok(())
     }
 
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, State>, CudaError> {
+        self.state
+            .lock()
+            .map_err(|_| CudaError::Input("executable lock poisoned".into()))
+    }
+
     /// Upload inputs (skipping resident ones already there) and run the
     /// schedule (through the captured CUDA graph when enabled). Does not wait.
     pub fn launch_async(&self, inputs: &[&HostTensor]) -> Result<(), CudaError> {
         self.check_inputs(inputs)?;
         self.gpu.ctx.bind_to_thread()?;
-        let mut s = self
-            .state
-            .lock()
-            .map_err(|_| CudaError::Input("executable lock poisoned".into()))?;
-        if (0..inputs.len()).any(|i| !(s.resident[i] && s.uploaded[i])) {
-            // Synchronous uploads must not overwrite inputs a previous run still reads.
-            self.gpu.stream.synchronize()?;
+        let mut s = self.lock()?;
+        self.launch_locked(&mut s, inputs)
+    }
+
+    /// Copy the inputs a run needs: resident inputs once (synchronously),
+    /// every other input through the pinned staging buffer as async copies
+    /// on the stream, ordered before the run's kernels.
+    fn upload_inputs(&self, s: &mut State, inputs: &[&HostTensor]) -> Result<(), CudaError> {
+        let stream = &self.gpu.stream;
+        let once: Vec<usize> = (0..inputs.len())
+            .filter(|&i| s.resident[i] && !s.uploaded[i])
+            .collect();
+        if !once.is_empty() {
+            // A synchronous copy is not ordered with the stream: it must not
+            // overwrite an input a previous run still reads.
+            stream.synchronize()?;
+            for i in once {
+                upload_once(self.inputs[i].1.ptr, inputs[i])?;
+                s.uploaded[i] = true;
+            }
         }
-        for (i, t) in inputs.iter().enumerate() {
-            if s.resident[i] && s.uploaded[i] {
+        let per_run: Vec<usize> = (0..inputs.len()).filter(|&i| !s.resident[i]).collect();
+        if per_run.is_empty() {
+            return Ok(());
+        }
+        let bytes: Vec<&[u8]> = per_run
+            .iter()
+            .map(|&i| bytes_of(inputs[i]))
+            .collect::<Result<_, _>>()?;
+        let (offsets, total) = pack(&bytes.iter().map(|b| b.len()).collect::<Vec<_>>());
+        // The previous run's uploads may still be reading the staging buffer.
+        if let Some(e) = &s.in_done {
+            e.synchronize()?;
+        }
+        if s.in_stage.as_ref().is_none_or(|p| p.len() < total) {
+            s.in_stage = Some(Pinned::new(&self.gpu.ctx, total)?);
+        }
+        let stage = s
+            .in_stage
+            .as_mut()
+            .ok_or_else(|| CudaError::Driver("no input staging buffer".into()))?;
+        for ((&i, &at), b) in per_run.iter().zip(&offsets).zip(&bytes) {
+            if b.is_empty() {
                 continue;
             }
-            upload(&self.gpu, self.inputs[i].1.ptr, t)?;
+            stage.slice_mut(at, b.len()).copy_from_slice(b);
+            // SAFETY: the device buffer holds the tensor's bytes; the staging
+            // range stays untouched until `in_done` (recorded below) completes.
+            unsafe {
+                result::memcpy_htod_async(
+                    self.inputs[i].1.ptr,
+                    stage.slice(at, b.len()),
+                    stream.cu_stream(),
+                )
+            }?;
+        }
+        if s.in_done.is_none() {
+            s.in_done = Some(
+                self.gpu
+                    .ctx
+                    .new_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))?,
+            );
+        }
+        if let Some(e) = &s.in_done {
+            e.record(stream)?;
+        }
+        for i in per_run {
             s.uploaded[i] = true;
         }
+        Ok(())
+    }
+
+    fn launch_locked(&self, s: &mut State, inputs: &[&HostTensor]) -> Result<(), CudaError> {
+        self.upload_inputs(s, inputs)?;
         if !self.opts.cuda_graph {
             return self.enqueue(&s.feedback);
         }
@@ -710,43 +801,88 @@ impl CudaExecutable {
         Ok(())
     }
 
-    /// Wait for the stream, then check the kernels' error flag.
-    pub fn sync(&self) -> Result<(), CudaError> {
-        self.gpu.stream.synchronize()?;
-        let mut code = [0i32; 1];
-        // SAFETY: err is a live 4-byte device buffer; the stream is idle.
-        unsafe { result::memcpy_dtoh_sync(&mut code, self.err.ptr) }?;
-        if code[0] != 0 {
-            let node = (code[0] - 1) as usize;
+    /// Queue async copies of the error flag (and the outputs, if asked)
+    /// into the pinned output staging, wait for the stream once, check the
+    /// flag, and return the outputs read from the staging buffer.
+    fn fetch(&self, s: &mut State, outputs: bool) -> Result<Vec<HostTensor>, CudaError> {
+        let stream = &self.gpu.stream;
+        let err_at = self.out_offsets[self.outputs.len()];
+        let sizes: Vec<usize> = self
+            .outputs
+            .iter()
+            .map(|(ty, _)| ty.dtype.storage_bytes(ty.shape.numel()).unwrap_or(0))
+            .collect();
+        if outputs {
+            for ((&(_, ptr), &at), &n) in self.outputs.iter().zip(&self.out_offsets).zip(&sizes) {
+                if n > 0 {
+                    // SAFETY: the output buffer holds n bytes; the host reads
+                    // the staging range only after the stream is synchronized.
+                    unsafe {
+                        result::memcpy_dtoh_async(
+                            s.out_stage.slice_mut(at, n),
+                            ptr,
+                            stream.cu_stream(),
+                        )
+                    }?;
+                }
+            }
+        }
+        // SAFETY: err is a live 4-byte device buffer; read after the sync below.
+        unsafe {
+            result::memcpy_dtoh_async(
+                s.out_stage.slice_mut(err_at, 4),
+                self.err.ptr,
+                stream.cu_stream(),
+            )
+        }?;
+        stream.synchronize()?;
+        let flag = s.out_stage.slice(err_at, 4);
+        let code = i32::from_ne_bytes([flag[0], flag[1], flag[2], flag[3]]);
+        if code != 0 {
+            let node = (code - 1) as usize;
             return Err(CudaError::Runtime {
                 node,
                 op: self.node_ops.get(node).cloned().unwrap_or_default(),
                 msg: "index out of range".into(),
             });
         }
-        Ok(())
-    }
-
-    /// Copy the outputs back (after [`CudaExecutable::sync`]).
-    pub fn read_outputs(&self) -> Result<Vec<HostTensor>, CudaError> {
-        let mut outs = Vec::new();
-        for (ty, ptr) in &self.outputs {
-            let n = ty.dtype.storage_bytes(ty.shape.numel()).unwrap_or(0);
-            let mut buf = vec![0u8; n];
-            if n > 0 {
-                // SAFETY: the output buffer holds n bytes; the stream is idle.
-                unsafe { result::memcpy_dtoh_sync(&mut buf, *ptr) }?;
-            }
-            outs.push(from_bytes(ty.dtype, ty.shape.clone(), &buf)?);
+        if !outputs {
+            return Ok(vec![]);
         }
-        Ok(outs)
+        self.outputs
+            .iter()
+            .zip(&self.out_offsets)
+            .zip(&sizes)
+            .map(|(((ty, _), &at), &n)| {
+                from_bytes(ty.dtype, ty.shape.clone(), s.out_stage.slice(at, n))
+            })
+            .collect()
     }
 
-    /// Run once and return the outputs.
+    /// Wait for the stream, then check the kernels' error flag.
+    pub fn sync(&self) -> Result<(), CudaError> {
+        self.gpu.ctx.bind_to_thread()?;
+        let mut s = self.lock()?;
+        self.fetch(&mut s, false).map(|_| ())
+    }
+
+    /// Copy the outputs back (after [`CudaExecutable::launch_async`]; waits
+    /// for the stream and checks the error flag).
+    pub fn read_outputs(&self) -> Result<Vec<HostTensor>, CudaError> {
+        self.gpu.ctx.bind_to_thread()?;
+        let mut s = self.lock()?;
+        self.fetch(&mut s, true)
+    }
+
+    /// Run once and return the outputs: async uploads, the schedule, async
+    /// downloads, one wait — all under one lock, so concurrent callers
+    /// cannot interleave their runs.
     pub fn run_cuda(&self, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, CudaError> {
-        self.launch_async(inputs)?;
-        self.sync()?;
-        self.read_outputs()
+        self.check_inputs(inputs)?;
+        self.gpu.ctx.bind_to_thread()?;
+        let mut s = self.lock()?;
+        self.launch_locked(&mut s, inputs)?;
+        self.fetch(&mut s, true)
     }
 
     /// Time every launch of one eager run with CUDA events:

@@ -22,6 +22,7 @@ pub mod error;
 pub mod exec;
 pub mod host;
 pub mod plan;
+pub mod staging;
 
 pub use claims::claims;
 pub use error::CudaError;

@@ -217,3 +217,30 @@ fn minilm_plans_with_fused_epilogues_and_attention_layout() {
     assert_eq!(with_residual, 12);
     assert_eq!(count("add"), 0);
 }
+
+#[test]
+fn staging_layout_packs_aligned_and_disjoint() {
+    use rlx_cuda::staging::{pack, ALIGN};
+    // Odd sizes of mixed dtypes (a 37x129 f32, 5 i64, 21 f16, an empty tensor, the 4-byte error flag).
+    let sizes = [37 * 129 * 4, 5 * 8, 21 * 2, 0, 4];
+    let (offs, total) = pack(&sizes);
+    assert_eq!(offs.len(), sizes.len());
+    assert_eq!(offs[0], 0);
+    for k in 0..sizes.len() {
+        assert_eq!(offs[k] % ALIGN, 0, "offset {k} not aligned");
+        assert!(offs[k] + sizes[k] <= total);
+        if k + 1 < sizes.len() {
+            assert!(
+                offs[k] + sizes[k] <= offs[k + 1],
+                "ranges {k} and {} overlap",
+                k + 1
+            );
+            // No more padding than needed.
+            assert!(offs[k + 1] - (offs[k] + sizes[k]) < ALIGN);
+        }
+    }
+    // 19092 bytes end at 19092; the next starts at the next multiple of 256.
+    assert_eq!(offs[1], 19200);
+    assert_eq!(total, offs[4] + 4);
+    assert_eq!(pack(&[]), (vec![], 0));
+}
