@@ -42,8 +42,14 @@ impl Embedder {
         devices: Vec<String>,
     ) -> Result<Embedder, JsValue> {
         let file = SafetensorsFile::from_bytes_labeled(safetensors, label).map_err(format_err)?;
-        let mut e = SentenceEmbedder::from_parts(config, sentence_bert_config.as_deref(), tokenizer, &file, |_| {})
-            .map_err(embed_err)?;
+        let mut e = SentenceEmbedder::from_parts(
+            config,
+            sentence_bert_config.as_deref(),
+            tokenizer,
+            &file,
+            |_| {},
+        )
+        .map_err(embed_err)?;
         drop(file);
         let weights = e.take_weights().into_iter().map(Rc::new).collect();
         Ok(Embedder {
@@ -93,13 +99,15 @@ impl Embedder {
     /// The device of the most recently compiled shape (`webgpu`/`cpu`).
     #[wasm_bindgen(getter)]
     pub fn device(&self) -> String {
-        self.last(|m| m.device_name().to_string()).unwrap_or_default()
+        self.last(|m| m.device_name().to_string())
+            .unwrap_or_default()
     }
 
     /// The dispatch report of the most recently compiled shape (JSON).
     #[wasm_bindgen(js_name = dispatchReport)]
     pub fn dispatch_report(&self) -> String {
-        self.last(|m| m.report_json()).unwrap_or_else(|| "null".into())
+        self.last(|m| m.report_json())
+            .unwrap_or_else(|| "null".into())
     }
 
     pub fn dispose(&mut self) {
@@ -132,7 +140,12 @@ async fn model_for(s: &Rc<State>, b: usize, n: usize) -> Result<Rc<Inner>, JsVal
 /// `rlx.models.bert`): inputs `input_ids`, `attention_mask`,
 /// `token_type_ids`, then the parameters by checkpoint name.
 #[wasm_bindgen(js_name = bertGraph)]
-pub fn bert_graph(config: &str, batch: u32, seq: u32, pooling: bool) -> Result<crate::graph::Graph, JsValue> {
+pub fn bert_graph(
+    config: &str,
+    batch: u32,
+    seq: u32,
+    pooling: bool,
+) -> Result<crate::graph::Graph, JsValue> {
     let cfg = rlx_models::bert::BertConfig::from_json(config).map_err(crate::error::ir_err)?;
     let g = rlx_models::bert::Bert::new(cfg, pooling)
         .graph(batch as usize, seq as usize)

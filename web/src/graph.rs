@@ -14,7 +14,8 @@ use wasm_bindgen::prelude::*;
 /// Convert one JSON attribute to the kind the op's schema declares.
 fn attr_of(op: &str, name: &str, kind: AttrKind, v: &Value) -> Result<Attr, String> {
     let bad = || format!("op `{op}`: attribute `{name}` must be {kind:?}, got {v}");
-    let ints = |v: &Value| -> Option<Vec<i64>> { v.as_array()?.iter().map(Value::as_i64).collect() };
+    let ints =
+        |v: &Value| -> Option<Vec<i64>> { v.as_array()?.iter().map(Value::as_i64).collect() };
     Ok(match kind {
         AttrKind::Bool => Attr::Bool(v.as_bool().ok_or_else(bad)?),
         AttrKind::Int => Attr::Int(v.as_i64().ok_or_else(bad)?),
@@ -35,12 +36,16 @@ fn attr_of(op: &str, name: &str, kind: AttrKind, v: &Value) -> Result<Attr, Stri
 /// Attributes from a JSON object, checked against `op`'s schema.
 pub fn attrs_from_json(op: &str, json: &str) -> Result<Attrs, JsValue> {
     let def = rlx_ir::op::lookup(op).ok_or_else(|| {
-        err("graph", format!("unknown op `{op}` (rlx.ops() lists every op)"))
+        err(
+            "graph",
+            format!("unknown op `{op}` (rlx.ops() lists every op)"),
+        )
     })?;
     let v: Value = if json.trim().is_empty() {
         Value::Object(Default::default())
     } else {
-        serde_json::from_str(json).map_err(|e| err("graph", format!("op `{op}`: attributes are not JSON: {e}")))?
+        serde_json::from_str(json)
+            .map_err(|e| err("graph", format!("op `{op}`: attributes are not JSON: {e}")))?
     };
     let obj = v
         .as_object()
@@ -53,11 +58,18 @@ pub fn attrs_from_json(op: &str, json: &str) -> Result<Attrs, JsValue> {
                 "graph",
                 format!(
                     "op `{op}` has no attribute `{k}` (it has: {})",
-                    if names.is_empty() { "none".into() } else { names.join(", ") }
+                    if names.is_empty() {
+                        "none".into()
+                    } else {
+                        names.join(", ")
+                    }
                 ),
             )
         })?;
-        attrs.set(k, attr_of(op, k, spec.kind, val).map_err(|m| err("graph", m))?);
+        attrs.set(
+            k,
+            attr_of(op, k, spec.kind, val).map_err(|m| err("graph", m))?,
+        );
     }
     Ok(attrs)
 }
@@ -83,7 +95,10 @@ impl GraphBuilder {
         if (v as usize) < n {
             Ok(ValueId(v))
         } else {
-            Err(err("graph", format!("value %{v} does not belong to this builder")))
+            Err(err(
+                "graph",
+                format!("value %{v} does not belong to this builder"),
+            ))
         }
     }
 }
@@ -99,13 +114,21 @@ impl GraphBuilder {
 
     /// A graph input; returns its value id.
     pub fn input(&mut self, name: &str, dtype: &str, shape: Vec<u32>) -> Result<u32, JsValue> {
-        let ty = TensorType::new(parse_dtype(dtype)?, shape.iter().map(|&d| d as usize).collect::<Vec<_>>());
+        let ty = TensorType::new(
+            parse_dtype(dtype)?,
+            shape.iter().map(|&d| d as usize).collect::<Vec<_>>(),
+        );
         rlx_ir::graph::check_size(&ty).map_err(|m| err("graph", format!("input `{name}`: {m}")))?;
         Ok(self.b()?.input(name, ty).0)
     }
 
     /// A constant from a typed array.
-    pub fn constant(&mut self, dtype: &str, shape: Vec<u32>, data: JsValue) -> Result<u32, JsValue> {
+    pub fn constant(
+        &mut self,
+        dtype: &str,
+        shape: Vec<u32>,
+        data: JsValue,
+    ) -> Result<u32, JsValue> {
         let shape: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
         let t = from_js("constant", parse_dtype(dtype)?, &shape, &data)?;
         self.b()?.constant(t).map(|v| v.0).map_err(ir_err)
@@ -113,8 +136,17 @@ impl GraphBuilder {
 
     /// Apply a registered op; `origin` (e.g. the JS call site) is recorded
     /// on the node and shown by the playground. Returns the output ids.
-    pub fn op(&mut self, op: &str, inputs: Vec<u32>, attrs_json: &str, origin: Option<String>) -> Result<Vec<u32>, JsValue> {
-        let ids = inputs.iter().map(|&v| self.id(v)).collect::<Result<Vec<_>, _>>()?;
+    pub fn op(
+        &mut self,
+        op: &str,
+        inputs: Vec<u32>,
+        attrs_json: &str,
+        origin: Option<String>,
+    ) -> Result<Vec<u32>, JsValue> {
+        let ids = inputs
+            .iter()
+            .map(|&v| self.id(v))
+            .collect::<Result<Vec<_>, _>>()?;
         let attrs = attrs_from_json(op, attrs_json)?;
         let b = self.b()?;
         b.set_origin(origin);
@@ -132,9 +164,17 @@ impl GraphBuilder {
 
     /// Finish with these outputs; the builder cannot be used afterwards.
     pub fn finish(&mut self, outputs: Vec<u32>) -> Result<Graph, JsValue> {
-        let ids = outputs.iter().map(|&v| self.id(v)).collect::<Result<Vec<_>, _>>()?;
-        let b = self.b.take().ok_or_else(|| err("disposed", "already finished"))?;
-        Ok(Graph { g: b.finish(&ids).map_err(ir_err)? })
+        let ids = outputs
+            .iter()
+            .map(|&v| self.id(v))
+            .collect::<Result<Vec<_>, _>>()?;
+        let b = self
+            .b
+            .take()
+            .ok_or_else(|| err("disposed", "already finished"))?;
+        Ok(Graph {
+            g: b.finish(&ids).map_err(ir_err)?,
+        })
     }
 }
 
@@ -164,14 +204,19 @@ impl Graph {
     /// Parse the rlx text format.
     #[wasm_bindgen(js_name = fromText)]
     pub fn from_text(text: &str) -> Result<Graph, JsValue> {
-        Ok(Graph { g: rlx_ir::text::parse(text).map_err(ir_err)? })
+        Ok(Graph {
+            g: rlx_ir::text::parse(text).map_err(ir_err)?,
+        })
     }
 
     /// Read the JSON form (`json()`).
     #[wasm_bindgen(js_name = fromJson)]
     pub fn from_json(json: &str) -> Result<Graph, JsValue> {
-        let v: Value = serde_json::from_str(json).map_err(|e| err("parse", format!("graph JSON: {e}")))?;
-        Ok(Graph { g: IrGraph::from_json(&v).map_err(ir_err)? })
+        let v: Value =
+            serde_json::from_str(json).map_err(|e| err("parse", format!("graph JSON: {e}")))?;
+        Ok(Graph {
+            g: IrGraph::from_json(&v).map_err(ir_err)?,
+        })
     }
 
     pub fn text(&self) -> String {

@@ -20,7 +20,7 @@ use wasm_bindgen_futures::future_to_promise;
 enum Exec {
     Cpu(Box<dyn Executable>),
     #[cfg(feature = "webgpu")]
-    Gpu(rlx_wgpu::WgpuExecutable),
+    Gpu(Box<rlx_wgpu::WgpuExecutable>),
 }
 
 /// Everything a compiled model holds (shared with in-flight runs).
@@ -98,7 +98,10 @@ pub async fn compile_inner(
     bound: Vec<Option<Rc<HostTensor>>>,
 ) -> Result<Inner, JsValue> {
     if devices.is_empty() {
-        return Err(err("device", "no device given (use 'cpu', 'webgpu' or a list)"));
+        return Err(err(
+            "device",
+            "no device given (use 'cpu', 'webgpu' or a list)",
+        ));
     }
     let mut fallback: Vec<(String, String)> = Vec::new();
     let mut last_err = None;
@@ -134,7 +137,10 @@ pub async fn compile_inner(
                 });
             }
             Err(e) => {
-                let msg = js_sys::Error::from(e.clone()).message().as_string().unwrap_or_default();
+                let msg = js_sys::Error::from(e.clone())
+                    .message()
+                    .as_string()
+                    .unwrap_or_default();
                 fallback.push((name.clone(), msg));
                 last_err = Some(e);
             }
@@ -144,14 +150,27 @@ pub async fn compile_inner(
         return Err(last_err.unwrap_or_else(|| err("device", "no device")));
     }
     let why: Vec<String> = fallback.iter().map(|(d, m)| format!("{d}: {m}")).collect();
-    Err(err("device", format!("no device in {devices:?} can run this graph:\n{}", why.join("\n"))))
+    Err(err(
+        "device",
+        format!(
+            "no device in {devices:?} can run this graph:\n{}",
+            why.join("\n")
+        ),
+    ))
 }
 
-async fn build(graph: &IrGraph, device: Device, opts: &CompileOptions) -> Result<(Planned, Exec), JsValue> {
+async fn build(
+    graph: &IrGraph,
+    device: Device,
+    opts: &CompileOptions,
+) -> Result<(Planned, Exec), JsValue> {
     match device {
         Device::Cpu => {
             let planned = rlx::plan_with(graph, device, opts).map_err(rlx_err)?;
-            let exe = planned.backend.compile(planned.program.clone()).map_err(runtime_err)?;
+            let exe = planned
+                .backend
+                .compile(planned.program.clone())
+                .map_err(runtime_err)?;
             Ok((planned, Exec::Cpu(exe)))
         }
         #[cfg(feature = "webgpu")]
@@ -161,7 +180,7 @@ async fn build(graph: &IrGraph, device: Device, opts: &CompileOptions) -> Result
             let exe = rlx_wgpu::WgpuExecutable::build_async(ctx, &cache, &planned.program)
                 .await
                 .map_err(|e| err("device", e))?;
-            Ok((planned, Exec::Gpu(exe)))
+            Ok((planned, Exec::Gpu(Box::new(exe))))
         }
         d => Err(err(
             "device",
@@ -189,9 +208,8 @@ pub async fn run_inner(m: &Inner, given: Vec<HostTensor>) -> Result<Vec<HostTens
 
 /// Step index range in which each value is live (defined → last read).
 fn lifetimes(p: &Program) -> std::collections::HashMap<u32, (usize, usize)> {
-    let base = |v: rlx_ir::graph::ValueId| {
-        p.views.iter().find(|w| w.value == v).map_or(v, |w| w.base)
-    };
+    let base =
+        |v: rlx_ir::graph::ValueId| p.views.iter().find(|w| w.value == v).map_or(v, |w| w.base);
     let mut life: std::collections::HashMap<u32, (usize, usize)> = Default::default();
     for (s, step) in p.steps.iter().enumerate() {
         for &o in &step.outputs {
@@ -249,7 +267,12 @@ pub fn compile(
             Some(w) => g
                 .inputs
                 .iter()
-                .map(|&v| g.values[v.index()].name.as_deref().and_then(|n| w.shared(n)))
+                .map(|&v| {
+                    g.values[v.index()]
+                        .name
+                        .as_deref()
+                        .and_then(|n| w.shared(n))
+                })
                 .collect(),
             None => vec![None; g.inputs.len()],
         };
@@ -313,24 +336,39 @@ impl Model {
     pub fn run(&self, data: js_sys::Array) -> Result<js_sys::Promise, JsValue> {
         let m = self.get()?.clone();
         let g = &m.source;
-        let free: Vec<usize> = (0..g.inputs.len()).filter(|&i| m.bound[i].is_none()).collect();
+        let free: Vec<usize> = (0..g.inputs.len())
+            .filter(|&i| m.bound[i].is_none())
+            .collect();
         if data.length() as usize != free.len() {
             return Err(err(
                 "input",
-                format!("the model takes {} inputs (not bound to weights), got {}", free.len(), data.length()),
+                format!(
+                    "the model takes {} inputs (not bound to weights), got {}",
+                    free.len(),
+                    data.length()
+                ),
             ));
         }
         let mut given = Vec::with_capacity(free.len());
         for (k, &i) in free.iter().enumerate() {
             let val = &g.values[g.inputs[i].index()];
             let name = val.name.clone().unwrap_or_else(|| format!("input {i}"));
-            given.push(from_js(&format!("input `{name}`"), val.ty.dtype, val.ty.shape.dims(), &data.get(k as u32))?);
+            given.push(from_js(
+                &format!("input `{name}`"),
+                val.ty.dtype,
+                val.ty.shape.dims(),
+                &data.get(k as u32),
+            )?);
         }
         Ok(future_to_promise(async move {
             let outs = run_inner(&m, given).await?;
             let arr = js_sys::Array::new();
             for (k, t) in outs.iter().enumerate() {
-                let v = m.source.outputs.get(k).map(|&v| m.source.values[v.index()].name.clone());
+                let v = m
+                    .source
+                    .outputs
+                    .get(k)
+                    .map(|&v| m.source.values[v.index()].name.clone());
                 let name = v.flatten().unwrap_or_else(|| format!("output{k}"));
                 arr.push(&to_js(&name, t));
             }
@@ -352,7 +390,12 @@ impl Model {
                 "views": m.program.views,
                 "arena_bytes": m.program.arena_bytes,
             }),
-            o => return Err(err("input", format!("unknown IR level `{o}` (use hir, mir or lir)"))),
+            o => {
+                return Err(err(
+                    "input",
+                    format!("unknown IR level `{o}` (use hir, mir or lir)"),
+                ))
+            }
         };
         Ok(v.to_string())
     }
@@ -458,7 +501,12 @@ fn gpu_kernels(p: &Program, lang: &str) -> Result<Vec<Value>, JsValue> {
                     Translated::Text(t) => t,
                     Translated::Spirv(w) => w
                         .chunks(8)
-                        .map(|c| c.iter().map(|x| format!("{x:08x}")).collect::<Vec<_>>().join(" "))
+                        .map(|c| {
+                            c.iter()
+                                .map(|x| format!("{x:08x}"))
+                                .collect::<Vec<_>>()
+                                .join(" ")
+                        })
                         .collect::<Vec<_>>()
                         .join("\n"),
                 },
@@ -473,6 +521,8 @@ fn gpu_kernels(p: &Program, lang: &str) -> Result<Vec<Value>, JsValue> {
 pub fn devices_json() -> js_sys::Promise {
     future_to_promise(async move {
         let gpu = crate::gpu::info_json().await;
-        Ok(JsValue::from(json!([{"device": "cpu", "available": true}, gpu]).to_string()))
+        Ok(JsValue::from(
+            json!([{"device": "cpu", "available": true}, gpu]).to_string(),
+        ))
     })
 }

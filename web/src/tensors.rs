@@ -44,10 +44,17 @@ fn wrong(what: &str, dtype: DType, data: &JsValue) -> JsValue {
 }
 
 /// Build a host tensor from a typed array (copied into wasm memory).
-pub fn from_js(what: &str, dtype: DType, shape: &[usize], data: &JsValue) -> Result<HostTensor, JsValue> {
+pub fn from_js(
+    what: &str,
+    dtype: DType,
+    shape: &[usize],
+    data: &JsValue,
+) -> Result<HostTensor, JsValue> {
     macro_rules! arr {
         ($t:ty) => {
-            data.dyn_ref::<$t>().map(|a| a.to_vec()).ok_or_else(|| wrong(what, dtype, data))?
+            data.dyn_ref::<$t>()
+                .map(|a| a.to_vec())
+                .ok_or_else(|| wrong(what, dtype, data))?
         };
     }
     let d = match dtype {
@@ -61,13 +68,31 @@ pub fn from_js(what: &str, dtype: DType, shape: &[usize], data: &JsValue) -> Res
         DType::I16 => TensorData::I16(arr!(js_sys::Int16Array)),
         DType::I8 => TensorData::I8(arr!(js_sys::Int8Array)),
         DType::U8 => TensorData::U8(arr!(js_sys::Uint8Array)),
-        DType::Bool => TensorData::Bool(arr!(js_sys::Uint8Array).into_iter().map(|b| b != 0).collect()),
-        DType::F16 => TensorData::F16(arr!(js_sys::Uint16Array).into_iter().map(f16::from_bits).collect()),
-        DType::BF16 => TensorData::BF16(arr!(js_sys::Uint16Array).into_iter().map(bf16::from_bits).collect()),
+        DType::Bool => TensorData::Bool(
+            arr!(js_sys::Uint8Array)
+                .into_iter()
+                .map(|b| b != 0)
+                .collect(),
+        ),
+        DType::F16 => TensorData::F16(
+            arr!(js_sys::Uint16Array)
+                .into_iter()
+                .map(f16::from_bits)
+                .collect(),
+        ),
+        DType::BF16 => TensorData::BF16(
+            arr!(js_sys::Uint16Array)
+                .into_iter()
+                .map(bf16::from_bits)
+                .collect(),
+        ),
         DType::C64 => {
             let v = arr!(js_sys::Float32Array);
             if v.len() % 2 != 0 {
-                return Err(err("input", format!("{what}: c64 data needs re/im pairs, got {} floats", v.len())));
+                return Err(err(
+                    "input",
+                    format!("{what}: c64 data needs re/im pairs, got {} floats", v.len()),
+                ));
             }
             TensorData::C64(v.chunks(2).map(|c| [c[0], c[1]]).collect())
         }
@@ -108,7 +133,12 @@ pub fn data_to_js(t: &HostTensor) -> JsValue {
 /// `{name, dtype, shape, data}`.
 pub fn to_js(name: &str, t: &HostTensor) -> JsValue {
     let o = Object::new();
-    let shape: Array = t.shape().dims().iter().map(|&d| JsValue::from(d as f64)).collect();
+    let shape: Array = t
+        .shape()
+        .dims()
+        .iter()
+        .map(|&d| JsValue::from(d as f64))
+        .collect();
     let _ = Reflect::set(&o, &"name".into(), &name.into());
     let _ = Reflect::set(&o, &"dtype".into(), &t.dtype().name().into());
     let _ = Reflect::set(&o, &"shape".into(), &shape);

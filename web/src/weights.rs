@@ -90,7 +90,11 @@ impl Weights {
         self.tensors.get(name).map(|t| t.as_ref()).ok_or_else(|| {
             err(
                 "input",
-                format!("{}: no tensor named `{name}` ({} tensors)", self.label, self.tensors.len()),
+                format!(
+                    "{}: no tensor named `{name}` ({} tensors)",
+                    self.label,
+                    self.tensors.len()
+                ),
             )
         })
     }
