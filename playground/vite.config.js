@@ -12,9 +12,9 @@ if (!hasPackage && !fixtures) {
 
 export default defineConfig({
   base: './',
-  resolve: fixtures ? { alias: { rlx: new URL('./dev/mock-rlx.js', import.meta.url).pathname } } : {},
+  resolve: fixtures ? { alias: { 'rlx/full': new URL('./dev/mock-rlx.js', import.meta.url).pathname } } : {},
   server: { host: '127.0.0.1' },
   preview: { host: '127.0.0.1' },
   build: { target: 'es2022', chunkSizeWarningLimit: 4096 },
-  optimizeDeps: { exclude: ['rlx'] },
+  optimizeDeps: { exclude: ['rlx', 'rlx/full'] },
 });

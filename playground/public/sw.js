@@ -19,3 +19,8 @@ self.addEventListener('fetch', (e) => {
     }
   })());
 });
+self.addEventListener('message', (e) => {
+  const urls = e.data && e.data.cache;
+  if (!Array.isArray(urls)) return;
+  e.waitUntil(caches.open(CACHE).then((c) => Promise.all(urls.map((u) => c.match(u).then((hit) => hit || c.add(u).catch(() => {}))))));
+});

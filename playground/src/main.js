@@ -167,7 +167,7 @@ async function onFile(file) {
 async function main() {
   $('#version').textContent = '';
   try {
-    rlx = await import('rlx');
+    rlx = await import('rlx/full'); // the full entry: naga's MSL/HLSL/GLSL translators for the Kernels view
     await rlx.init();
   } catch (e) {
     $('#view').innerHTML = `<pre class="error pane">rlx.init() failed: ${esc(e.message)}</pre>`;
@@ -234,8 +234,19 @@ async function main() {
   await ctx.rerender();
 }
 
-if ('serviceWorker' in navigator && import.meta.env.PROD) {
-  // Works offline once loaded: the worker keeps every same-origin response.
-  navigator.serviceWorker.register('sw.js').catch((e) => console.warn('service worker:', e));
+function offline() {
+  // Works offline once loaded: the worker keeps every same-origin response,
+  // and is handed what this page loaded before it took control (the wasm,
+  // the chunks), so the first visit is enough.
+  if (!('serviceWorker' in navigator) || !import.meta.env.PROD) return;
+  navigator.serviceWorker.register('sw.js')
+    .then(() => navigator.serviceWorker.ready)
+    .then((reg) => {
+      const mine = (u) => u.startsWith(location.origin);
+      const urls = [location.href.split('#')[0], ...performance.getEntriesByType('resource').map((e) => e.name).filter(mine)];
+      reg.active?.postMessage({ cache: [...new Set(urls)] });
+    })
+    .catch((e) => console.warn('service worker:', e));
 }
-main();
+
+main().finally(offline);

@@ -42,8 +42,10 @@ context.setDefaultTimeout(120000);
 
 // ---- helpers ----------------------------------------------------------------
 const consoleErrors = [];
+let lastPage = null;
 async function open(hash) {
   const page = await context.newPage();
+  lastPage = page;
   page.on('pageerror', (e) => consoleErrors.push(String(e)));
   await page.goto(`${base}#${hash}`);
   await waitReady(page);
@@ -282,6 +284,27 @@ test('state lives in the URL; keys switch views', async () => {
   await page.close();
 });
 
+test('works offline once loaded (service worker)', async () => {
+  const page = await open('model=mlp&device=cpu&view=mir');
+  await page.evaluate(() => navigator.serviceWorker.ready);
+  // the page hands the worker what it loaded; wait until the wasm is cached
+  await page.waitForFunction(async () => {
+    const c = await caches.open('rlx-playground-v1');
+    return (await c.keys()).some((r) => r.url.endsWith('.wasm'));
+  }, null, { timeout: 30000 });
+  await context.setOffline(true);
+  try {
+    await page.reload();
+    await waitReady(page);
+    const drawn = await page.locator('#view .node[data-kind="op"]').count();
+    assert(drawn > 0, 'nothing drawn offline');
+    assert(!(await page.locator('#view-error').count()), 'error offline');
+  } finally {
+    await context.setOffline(false);
+  }
+  await page.close();
+});
+
 test('the editor builds a graph from JS builder code; bad code shows its error', async () => {
   const page = await open('model=mlp&device=cpu&view=mir');
   await page.locator('#editor-box summary').click();
@@ -308,6 +331,10 @@ for (const c of cases) {
     console.log(`ok    ${c.name} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
   } catch (e) {
     failed++;
+    if (lastPage && !lastPage.isClosed()) {
+      await shot(lastPage, `FAIL-${c.name.replace(/[^a-z0-9]+/gi, '-').slice(0, 60)}`).catch(() => {});
+      await lastPage.close().catch(() => {});
+    }
     console.log(`FAIL  ${c.name} (${((Date.now() - t0) / 1000).toFixed(1)} s)\n      ${String(e.message || e).split('\n').join('\n      ')}`);
   }
 }
