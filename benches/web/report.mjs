@@ -91,7 +91,8 @@ function settings() {
     const o = r.opts;
     const skipped = r.skipped?.length ? `; batches ${r.skipped.join(", ")} skipped (a run took longer than the cap)` : "";
     return `- **${LABEL[e]}**: batches ${o.batches.join(", ")}; ${o.warmup} warm-up + ${o.runs} timed runs ` +
-      `(p50 = sorted[n/2]); load after ${r.load_after.join(", ")}; ${r.wall_s.toFixed(0)} s${skipped}. ` +
+      `(p50 = sorted[n/2]); 1-min load after each batch ${r.rows.map((x) => x.load_after?.[0] ?? "?").join(", ")}; ` +
+      `${r.wall_s.toFixed(0)} s measuring${skipped}. ` +
       `\`${JSON.stringify(r.info)}\``;
   }).join("\n");
 }
@@ -141,8 +142,9 @@ const md = `# MiniLM in the browser: rlx vs onnxruntime-web vs transformers.js
 
 all-MiniLM-L6-v2 encoder forward (last_hidden_state), seq 128, ids from the
 fixed-seed LCG of \`rlx bench minilm\` (state 42), attention mask all ones,
-token types 0. All engines in **one page** of headless Chromium, one after
-another, on the same inputs. Timed: one forward from prepared input tensors
+token types 0. All engines in **one page** of headless Chromium, on the same
+inputs, interleaved: the wasm engines are set up together, then for each
+batch size each engine in turn; then the same for the WebGPU engines. Timed: one forward from prepared input tensors
 until last_hidden_state is in a JS typed array (WebGPU: includes the
 read-back); no tokenization. transformers.js: the raw \`AutoModel\` call
 (\`model({input_ids, attention_mask, token_type_ids})\`), not the pipeline.

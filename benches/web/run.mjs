@@ -139,9 +139,12 @@ async function main() {
   log("page:", JSON.stringify(env));
   if (!env.cross_origin_isolated) throw new Error("page is not cross-origin isolated: no threads for ORT-web");
 
-  const results = [];
-  for (const engine of a.engines) {
-    const gpu = GPU.has(engine);
+  // Two groups, wasm engines then WebGPU engines. Within a group every engine
+  // is set up first, then batch by batch each engine in turn (interleaved),
+  // so that load from other work on this shared machine lands on all alike.
+  const results = {};
+  for (const gpu of [false, true]) {
+    const group = a.engines.filter((e) => GPU.has(e) === gpu);
     const opts = {
       batches: gpu ? a.gpuBatches : a.batches,
       runs: gpu ? a.gpuRuns : a.runs,
@@ -150,21 +153,45 @@ async function main() {
       maxRunMs: a.maxRunMs,
       rlxEntry: rlx?.url ?? null,
     };
-    if (engine.startsWith("rlx") && !rlx) {
-      results.push({ engine, pending: "rlx npm package not installed (waiting for /work/signals/npm-ready)", rows: [] });
-      continue;
+    const up = [];
+    const extra = {};
+    for (const engine of group) {
+      if (engine.startsWith("rlx") && !rlx) {
+        results[engine] = { engine, pending: "rlx npm package not installed (waiting for /work/signals/npm-ready)", rows: [] };
+        continue;
+      }
+      try {
+        await page.evaluate(([e, o]) => window.bench.setup(e, o), [engine, opts]);
+        up.push(engine);
+        extra[engine] = { loads: {}, wall_s: 0 };
+      } catch (err) {
+        log(`${engine} setup failed: ${err.message}`);
+        results[engine] = { engine, error: err.message.split("\n")[0], rows: [] };
+      }
     }
-    log(`${engine}: batches ${opts.batches.join(",")}, ${opts.warmup} warm-up + ${opts.runs} runs, load ${load()}`);
-    const t0 = Date.now();
-    try {
-      const r = await page.evaluate(([e, o]) => window.bench.run(e, o), [engine, opts]);
+    log(`${gpu ? "webgpu" : "wasm"} group: ${up.join(", ")}; batches ${opts.batches.join(",")}, ` +
+      `${opts.warmup} warm-up + ${opts.runs} runs each, interleaved`);
+    for (const b of opts.batches) {
+      for (const engine of [...up]) {
+        const t0 = Date.now();
+        try {
+          await page.evaluate(([e, bb]) => window.bench.measure(e, bb), [engine, b]);
+          extra[engine].loads[b] = load();
+          extra[engine].wall_s += (Date.now() - t0) / 1000;
+        } catch (err) {
+          log(`${engine} B=${b} failed: ${err.message}`);
+          up.splice(up.indexOf(engine), 1);
+          const r = await page.evaluate((e) => window.bench.teardown(e), engine).catch(() => ({ engine, rows: [] }));
+          results[engine] = { ...r, error: `B=${b}: ${err.message.split("\n")[0]}` };
+        }
+      }
+    }
+    for (const engine of up) {
+      const r = await page.evaluate((e) => window.bench.teardown(e), engine);
+      for (const row of r.rows) row.load_after = extra[engine].loads[row.batch];
       r.opts = { batches: opts.batches, runs: opts.runs, warmup: opts.warmup, threads: opts.threads };
-      r.load_after = load();
-      r.wall_s = (Date.now() - t0) / 1000;
-      results.push(r);
-    } catch (err) {
-      log(`${engine} failed: ${err.message}`);
-      results.push({ engine, error: err.message.split("\n")[0], rows: [] });
+      r.wall_s = extra[engine].wall_s;
+      results[engine] = r;
     }
   }
   const browserVersion = context.browser()?.version() ?? null;
@@ -200,7 +227,7 @@ async function main() {
     load: { start: loadStart, end: load(), quiet_at_start: quiet, threshold: a.maxLoad },
     blocked_requests: blocked,
     reference: JSON.parse(fs.readFileSync(path.join(HERE, ".models/reference/reference.json"), "utf8")),
-    results,
+    results: a.engines.map((e) => results[e]).filter(Boolean),
   };
   delete out.reference.tokenizer_check;
   fs.mkdirSync(path.dirname(a.out), { recursive: true });

@@ -6,8 +6,8 @@
 // the engine's tensors, until last_hidden_state is back in a JS typed array
 // (for the WebGPU engines that includes the read-back). No tokenization.
 //
-// window.bench.run(engine, opts) -> {engine, rows, check, info}; run.mjs
-// calls it once per engine and writes the results.
+// window.bench: setup(engine, opts), measure(engine, batch), teardown(engine)
+// -> {engine, rows, check, info}; run(engine, opts) does all three.
 
 const SEQ = 128;
 const HIDDEN = 384;
@@ -245,59 +245,83 @@ async function reference() {
 // The B=1 output of the ORT wasm engine, kept for the other engines' check.
 let ortWasmB1 = null;
 
-async function run(name, opts = {}) {
-  const o = { batches: [1, 2, 4, 8], warmup: 2, runs: 10, threads: 2, maxRunMs: 60000, ...opts };
+// Engines set up and not yet torn down, by name. run.mjs interleaves them:
+// for each batch size, every engine in turn, so that load from other work on
+// the machine lands on all of them alike.
+const live = {};
+
+/** Load an engine (model, session, weights). Returns its info. */
+async function setup(name, opts = {}) {
+  const o = { warmup: 2, runs: 10, threads: 2, maxRunMs: 60000, ...opts };
   const ref = await reference();
   o.reference = ref.meta;
-  const result = { engine: name, rows: [], check: null, info: null, skipped: [] };
   const t0 = performance.now();
   const engine = await ENGINES[name](o);
-  result.info = engine.info;
+  const result = { engine: name, rows: [], check: null, info: engine.info, skipped: [] };
   result.setup_ms = performance.now() - t0;
+  live[name] = { engine, o, ref, result, stopped: false };
   log(`${name}: ready in ${result.setup_ms.toFixed(0)} ms ${JSON.stringify(engine.info)}`);
-  let stop = false;
-  for (const batch of o.batches) {
-    if (stop) {
-      result.skipped.push(batch);
-      continue;
-    }
-    const tp = performance.now();
-    const p = await engine.prepare(batch);
-    const prepareMs = performance.now() - tp;
-    const first = await p.run();
-    if (first.length !== batch * SEQ * HIDDEN) throw new Error(`${name}: output has ${first.length} values`);
-    if (batch === 1) {
-      const out = Float32Array.from(first);
-      if (name === "ort-wasm") ortWasmB1 = out;
-      result.check = { vs_pytorch: compare(out, ref.b1), vs_ort_wasm: compare(out, ortWasmB1) };
-      log(`${name}: B=1 check ${JSON.stringify(result.check)}`);
-    }
-    for (let i = 1; i < o.warmup; i++) await p.run();
-    const times = [];
-    for (let i = 0; i < o.runs; i++) {
-      const s = performance.now();
-      await p.run();
-      times.push(performance.now() - s);
-      // One run longer than the cap: keep what we have, skip bigger batches.
-      if (times[times.length - 1] > o.maxRunMs) break;
-    }
-    p.dispose();
-    times.sort((a, b) => a - b);
-    const row = {
-      batch,
-      p50_ms: times[times.length >> 1],
-      min_ms: times[0],
-      mean_ms: times.reduce((s, t) => s + t, 0) / times.length,
-      runs: times.length,
-      warmup: Math.max(o.warmup, 1),
-      prepare_ms: prepareMs,
-    };
-    result.rows.push(row);
-    log(`${name}: B=${batch} p50 ${row.p50_ms.toFixed(1)} ms (min ${row.min_ms.toFixed(1)}, ${row.runs} runs)`);
-    if (row.p50_ms > o.maxRunMs) stop = true;
+  return engine.info;
+}
+
+/** Time one batch size on a set-up engine: warm-up, then the timed runs. Returns the row (or null if skipped). */
+async function measure(name, batch) {
+  const L = live[name];
+  const { engine, o, ref, result } = L;
+  // A run slower than the cap ended this engine's sweep.
+  if (L.stopped) {
+    result.skipped.push(batch);
+    return null;
   }
-  await engine.dispose();
-  return result;
+  const tp = performance.now();
+  const p = await engine.prepare(batch);
+  const prepareMs = performance.now() - tp;
+  const first = await p.run();
+  if (first.length !== batch * SEQ * HIDDEN) throw new Error(`${name}: output has ${first.length} values`);
+  if (batch === 1) {
+    const out = Float32Array.from(first);
+    if (name === "ort-wasm") ortWasmB1 = out;
+    result.check = { vs_pytorch: compare(out, ref.b1), vs_ort_wasm: compare(out, ortWasmB1) };
+    log(`${name}: B=1 check ${JSON.stringify(result.check)}`);
+  }
+  for (let i = 1; i < o.warmup; i++) await p.run();
+  const times = [];
+  for (let i = 0; i < o.runs; i++) {
+    const s = performance.now();
+    await p.run();
+    times.push(performance.now() - s);
+    if (times[times.length - 1] > o.maxRunMs) break;
+  }
+  p.dispose();
+  times.sort((a, b) => a - b);
+  const row = {
+    batch,
+    p50_ms: times[times.length >> 1],
+    min_ms: times[0],
+    mean_ms: times.reduce((s, t) => s + t, 0) / times.length,
+    runs: times.length,
+    warmup: Math.max(o.warmup, 1),
+    prepare_ms: prepareMs,
+  };
+  result.rows.push(row);
+  log(`${name}: B=${batch} p50 ${row.p50_ms.toFixed(1)} ms (min ${row.min_ms.toFixed(1)}, ${row.runs} runs)`);
+  if (row.p50_ms > o.maxRunMs) L.stopped = true;
+  return row;
+}
+
+/** Free an engine; returns everything measured on it. */
+async function teardown(name) {
+  const L = live[name];
+  delete live[name];
+  await L.engine.dispose();
+  return L.result;
+}
+
+/** One engine over a list of batch sizes (for use by hand in the console). */
+async function run(name, opts = {}) {
+  await setup(name, opts);
+  for (const b of opts.batches ?? [1, 2, 4, 8]) await measure(name, b);
+  return teardown(name);
 }
 
 async function env() {
@@ -321,5 +345,5 @@ async function env() {
   return e;
 }
 
-window.bench = { run, env, engines: Object.keys(ENGINES) };
+window.bench = { setup, measure, teardown, run, env, engines: Object.keys(ENGINES) };
 window.benchReady = true;
