@@ -215,9 +215,10 @@ test('kernels: WGSL and its MSL / HLSL / GLSL translations', async () => {
 });
 
 // The MLP computed here in float64 from the same deterministic inputs.
-function mlpReference() {
-  const x = seededData('x', 'f32', [2, 4]), w1 = seededData('w1', 'f32', [4, 8]), b1 = seededData('b1', 'f32', [8]);
-  const w2 = seededData('w2', 'f32', [8, 3]), b2 = seededData('b2', 'f32', [3]);
+function mlpReference(given = {}) {
+  const get = (n, s) => given[n] || seededData(n, 'f32', s);
+  const x = get('x', [2, 4]), w1 = get('w1', [4, 8]), b1 = get('b1', [8]);
+  const w2 = get('w2', [8, 3]), b2 = get('b2', [3]);
   const out = [];
   for (let i = 0; i < 2; i++) {
     const h = Array.from({ length: 8 }, (_, j) => Math.max(0, b1[j] + [0, 1, 2, 3].reduce((s, k) => s + x[i * 4 + k] * w1[k * 8 + j], 0)));
@@ -242,6 +243,46 @@ test('run the MLP on webgpu and cpu: outputs equal the float64 reference, p50 sh
   assert(/\d+\.\d+ ms/.test(await page.locator('#timings').innerText()), 'no timings');
   assert((await page.locator('#adapter-name').innerText()).length > 3, 'no adapter name');
   await shot(page, 'run-mlp');
+  await page.close();
+});
+
+// A .safetensors file written here byte by byte (8-byte header length,
+// JSON header, little-endian f32 data).
+function safetensors(tensors) {
+  const header = {};
+  let off = 0;
+  for (const [name, { shape, data }] of Object.entries(tensors)) {
+    header[name] = { dtype: 'F32', shape, data_offsets: [off, off + data.length * 4] };
+    off += data.length * 4;
+  }
+  let h = Buffer.from(JSON.stringify(header));
+  h = Buffer.concat([h, Buffer.alloc((8 - (h.length % 8)) % 8, 0x20)]);
+  const len = Buffer.alloc(8);
+  len.writeBigUInt64LE(BigInt(h.length));
+  const body = Buffer.concat(Object.values(tensors).map((t) => Buffer.from(Float32Array.from(t.data).buffer)));
+  return Buffer.concat([len, h, body]);
+}
+
+test('a dropped .safetensors binds the graph inputs of the same names', async () => {
+  const w = {
+    w1: { shape: [4, 8], data: Array.from({ length: 32 }, (_, i) => ((i % 7) - 3) / 4) },
+    b1: { shape: [8], data: Array.from({ length: 8 }, (_, i) => i / 8) },
+    w2: { shape: [8, 3], data: Array.from({ length: 24 }, (_, i) => ((i % 5) - 2) / 3) },
+    b2: { shape: [3], data: [0.5, -0.5, 0.25] },
+  };
+  const file = path.join(out, 'mlp-weights.safetensors');
+  fs.writeFileSync(file, safetensors(w));
+  const page = await open('model=mlp&device=cpu&view=hir');
+  await page.setInputFiles('#file', file);
+  await page.waitForFunction(() => /4 tensors; 4 match/.test(document.querySelector('#drop-info').innerText));
+  await setHash(page, 'model=mlp&device=cpu&view=run&runs=3');
+  const last = await page.evaluate(() => window.__rlxPlayground.lastRun);
+  const ref = mlpReference(Object.fromEntries(Object.entries(w).map(([k, v]) => [k, Float32Array.from(v.data)])));
+  for (const r of last) {
+    assert(!r.error, `${r.device}: ${JSON.stringify(r.error)}`);
+    r.outputs[0].data.forEach((v, i) => assert(close(v, ref[i], 1e-5), `${r.device} [${i}] = ${v}, reference with the dropped weights ${ref[i]}`));
+  }
+  await shot(page, 'dropped-weights');
   await page.close();
 });
 

@@ -11,10 +11,10 @@ const preview = (data, n = 12) => Array.from(data.slice(0, n), (v) => (typeof v 
 export async function runOnce(ctx, device, runs) {
   const c = await ctx.compiled(device, ctx.state.policy, { optimize: true, weights: true });
   if (c.error) return { device, error: c.error };
-  const bound = new Set(ctx.boundWeights ? ctx.boundWeights.names() : []);
+  // Inputs bound to weights at compile time are not fed (model.inputs() marks them).
   const feeds = {};
-  for (const inp of ctx.built.graph.inputs()) {
-    if (bound.has(inp.name)) continue;
+  for (const inp of c.model.inputs()) {
+    if (inp.bound) continue;
     const data = ctx.built.inputs?.[inp.name] ?? seededData(inp.name, inp.dtype, inp.shape);
     feeds[inp.name] = { data, shape: inp.shape };
   }
