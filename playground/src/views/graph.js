@@ -6,6 +6,8 @@ import { flatten, lirAsGraph, bodies, stepOfNode } from '../ir.js';
 import { mapDispatch } from './dispatch-map.js';
 import { showDetails } from './details.js';
 
+const esc = (s) => String(s ?? '').replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
+
 export async function renderGraph(ctx, host, which) {
   const s = ctx.state;
   const unfuse = which === 'mir' && s.unfuse === '1';
@@ -35,12 +37,18 @@ export async function renderGraph(ctx, host, which) {
   flat = flatten(graph, { expand, hideInputs });
 
   const nOps = graph.nodes.length;
-  const kernelsNow = which === 'mir' ? lir.steps.length : null;
+  // What the passes did (null when the optimizer was off).
+  let pr = null;
+  try { pr = which === 'mir' ? model.passReport() : null; } catch { pr = null; }
+  const passLine = pr && pr.kernels_before != null
+    ? `fusion: ${pr.kernels_before} → ${pr.kernels_after} kernels (${Object.entries(pr.ops_after || {}).filter(([k]) => !(k in (pr.ops_before || {}))).map(([k, v]) => `${v}× ${k}`).join(', ') || 'no new fused ops'})`
+    : `${lir ? lir.steps.length : '?'} kernels`;
+  const passText = pr?.text || '';
   bar.innerHTML = `
     <input type="search" id="search" placeholder="search op / value / shape  ( / )" aria-label="search nodes" size="28">
     <span id="hits" class="muted"></span>
     <span class="mono" data-testid="ir-count">${which.toUpperCase()}: <b id="ir-nodes">${nOps}</b> ${which === 'lir' ? 'steps' : 'nodes'}</span>
-    ${which === 'mir' ? `<span>${kernelsNow} kernels</span>
+    ${which === 'mir' ? `<span title="${esc(passText)}">${passLine}</span>
       <label><input type="checkbox" id="unfuse" ${unfuse ? 'checked' : ''}> unfuse (optimizer off)</label>
       <label><input type="checkbox" id="expand" ${ctx.expandRegions ? 'checked' : ''}> expand fused regions</label>` : ''}
     ${graph.inputs.length > 24 ? `<label><input type="checkbox" id="inputs" ${hideInputs ? '' : 'checked'}> show ${graph.inputs.length} inputs</label>` : ''}
