@@ -37,7 +37,7 @@ $RUN/gpu parity tests/vectors/ops 2>&1 | tee "$OUTDIR/parity.log"; count "$OUTDI
 $RUN/gpu copies 2>&1 | tee "$OUTDIR/copies.log"; count "$OUTDIR/copies.log"
 BATCHES=${BATCHES:-1,2,4,8,16,32}
 $RUN/gpu minilm --weights $RUN/model.fp16.safetensors --config $RUN/config.json --batches "$BATCHES" \
-  --check 1,8,32 --runs ${RUNS:-50} --profile --json "$OUTDIR/rlx_cuda.json" 2>&1 | tee "$OUTDIR/minilm.log"
+  --check 1,8,32 --runs ${RUNS:-50} --modes ${MODES:-fp32,tf32,fp16} --profile --json "$OUTDIR/rlx_cuda.json" 2>&1 | tee "$OUTDIR/minilm.log"
 mp=$(grep -c '^PASS minilm' "$OUTDIR/minilm.log"); mf=$(grep -c '^FAIL minilm' "$OUTDIR/minilm.log")
 [ -s "$OUTDIR/rlx_cuda.json" ] || mf=$((mf + 1))
 passed=$((passed + mp)); failed=$((failed + mf))

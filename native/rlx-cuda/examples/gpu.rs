@@ -107,6 +107,12 @@ const EXTRA: &[(&str, &str)] = &[
     ("attention_64_heads_bias", "graph @g(%q: f32[64,24,32], %k: f32[64,40,32], %v: f32[64,40,16], %m: f32[64,24,40]) {\n  %o = attention(%q, %k, %v, %m) {mask_kind=\"bias\"}\n  return %o\n}"),
     ("attention_permute_reshape", "graph @g(%q: f32[2,4,16,8], %k: f32[2,4,16,8], %v: f32[2,4,16,8]) {\n  %o = attention(%q, %k, %v)\n  %p = permute(%o) {perm=[0,2,1,3]}\n  %r = reshape(%p) {shape=[2,16,32]}\n  return %r\n}"),
     ("attention_64_heads_permute_reshape", "graph @g(%q: f32[4,16,24,8], %k: f32[4,16,24,8], %v: f32[4,16,24,8]) {\n  %o = attention(%q, %k, %v)\n  %p = permute(%o) {perm=[0,2,1,3]}\n  %r = reshape(%p) {shape=[4,24,128]}\n  return %r\n}"),
+    // Tensor-core attention (f16/bf16 only; the f32 run takes the other
+    // kernels): partial 16-row tiles, a bias mask, 1- and 4-warp blocks, a
+    // causal mask, a keep mask broadcast over heads with the merged-heads layout.
+    ("attention_tc_bias_partial_rows", "graph @g(%q: f32[2,4,40,64], %k: f32[2,4,128,64], %v: f32[2,4,128,32], %m: f32[2,1,40,128]) {\n  %o = attention(%q, %k, %v, %m) {mask_kind=\"bias\"}\n  return %o\n}"),
+    ("attention_tc_causal_4_warps", "graph @g(%q: f32[144,100,32], %k: f32[144,112,32], %v: f32[144,112,16]) {\n  %o = attention(%q, %k, %v) {mask_kind=\"causal\"}\n  return %o\n}"),
+    ("attention_tc_keep_mask_merged_heads", "graph @g(%q: f32[2,12,128,32], %k: f32[2,12,128,32], %v: f32[2,12,128,32], %m: bool[2,1,1,128]) {\n  %o = attention(%q, %k, %v, %m) {mask_kind=\"custom\"}\n  %p = permute(%o) {perm=[0,2,1,3]}\n  %r = reshape(%p) {shape=[2,128,384]}\n  return %r\n}"),
     ("linear_bias_residual", "graph @g(%x: f32[3,8,16], %w: f32[16,16], %b: f32[16], %r: f32[3,8,16]) {\n  %y = matmul_bias_act(%x, %w, %b)\n  %z = add(%y, %r)\n  return %z\n}"),
     ("layer_norm_1000", "graph @g(%x: f32[6,1000], %g: f32[1000], %b: f32[1000]) {\n  %y = layer_norm(%x, %g, %b) {eps=1e-5}\n  return %y\n}"),
 ];

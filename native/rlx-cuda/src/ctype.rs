@@ -92,6 +92,7 @@ pub fn lit(d: DType, v: f64) -> String {
 pub const PREAMBLE: &str = r#"
 struct h16 { unsigned short b; };
 struct b16 { unsigned short b; };
+struct alignas(16) v16b { unsigned int x, y, z, w; };
 __device__ __forceinline__ float h2f(h16 x) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.b)); return f; }
 __device__ __forceinline__ h16 f2h(float f) { h16 x; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(x.b) : "f"(f)); return x; }
 __device__ __forceinline__ float b2f(b16 x) { return __uint_as_float(((unsigned int)x.b) << 16); }

@@ -82,6 +82,8 @@ pub struct Gpu {
     _workspace: DevBuf,
     pub name: String,
     pub arch: &'static str,
+    /// Compute capability (major, minor).
+    pub cc: (i32, i32),
     modules: Mutex<HashMap<String, Arc<CudaModule>>>,
 }
 
@@ -136,6 +138,7 @@ impl Gpu {
             _workspace: workspace,
             name,
             arch,
+            cc: (major, minor),
             modules: Mutex::new(HashMap::new()),
         }))
     }

@@ -33,16 +33,19 @@ pub fn bytes_of(t: &HostTensor) -> Result<&[u8], CudaError> {
 
 fn typed<T: Copy + Default>(b: &[u8]) -> Vec<T> {
     let n = b.len() / std::mem::size_of::<T>();
-    let mut v = vec![T::default(); n];
-    // SAFETY: `v` holds exactly n*size_of::<T>() bytes; the source bytes
-    // came from the device buffer of a tensor of this dtype.
+    // No zero fill first: outputs are megabytes at large batch.
+    let mut v = Vec::<T>::with_capacity(n);
+    // SAFETY: `v` has room for n values; the source bytes came from the
+    // device buffer of a tensor of this dtype (any bit pattern is a valid
+    // value of these plain types), and all n are written before set_len.
     unsafe {
         std::ptr::copy_nonoverlapping(
             b.as_ptr(),
             v.as_mut_ptr() as *mut u8,
             n * std::mem::size_of::<T>(),
-        )
-    };
+        );
+        v.set_len(n);
+    }
     v
 }
 
@@ -56,8 +59,8 @@ pub fn from_bytes(dtype: DType, shape: Shape, b: &[u8]) -> Result<HostTensor, Cu
         DType::I16 => TensorData::I16(typed(b)),
         DType::I32 => TensorData::I32(typed(b)),
         DType::I64 => TensorData::I64(typed(b)),
-        DType::F16 => TensorData::F16(typed::<u16>(b).into_iter().map(f16::from_bits).collect()),
-        DType::BF16 => TensorData::BF16(typed::<u16>(b).into_iter().map(bf16::from_bits).collect()),
+        DType::F16 => TensorData::F16(typed::<f16>(b)),
+        DType::BF16 => TensorData::BF16(typed::<bf16>(b)),
         DType::F32 => TensorData::F32(typed(b)),
         DType::F64 => TensorData::F64(typed(b)),
         d => {

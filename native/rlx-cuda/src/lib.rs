@@ -80,7 +80,7 @@ impl CudaBackend {
 
     /// Compile to the concrete executable (resident inputs, profiling, graph replay).
     pub fn compile_program(&self, program: &Program) -> Result<CudaExecutable, CudaError> {
-        let plan = plan::plan(program)?;
+        let plan = plan::plan_for(program, self.gpu.cc.0 >= 8)?;
         CudaExecutable::new(self.gpu.clone(), plan, self.opts)
     }
 }

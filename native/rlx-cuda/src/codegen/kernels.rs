@@ -474,7 +474,7 @@ pub fn attention(
   const {s}* q = in0 + {qb} + row * {qr}LL; const {s}* k = in1 + {kb}; const {s}* v = in2 + {vb};
   float* qv = smem + warp * ({dh} + {sk});
   float* p = qv + {dh};
-  for (int t = lane; t < {dh}; t += 32) qv[t] = {lq} * {scale}f;
+  for (int t = lane; t < {dh}; t += 32) qv[t] = {lq} * {scale};
   __syncwarp();
   float mx = -__int_as_float(0x7f800000);
   for (int j = lane; j < {sk}; j += 32) {{
@@ -509,7 +509,7 @@ pub fn attention(
         ob = boff(ostr),
         osr = ostr[r],
         ost = ostr[r + 1],
-        scale = scale as f32,
+        scale = lit(DType::F32, scale as f32 as f64),
     )
 }
 
@@ -560,7 +560,7 @@ pub fn attention_tiled(
     long long row = (long long)blockIdx.x * {rows} + rr;
     if (row >= {sq}LL) break;
     const {s}* q = in0 + {qb} + row * {qr}LL;
-    for (int t = lane; t < {dh}; t += 32) qv[t] = {lq} * {scale}f;
+    for (int t = lane; t < {dh}; t += 32) qv[t] = {lq} * {scale};
     __syncwarp();
     float mx = -__int_as_float(0x7f800000);
     for (int j = lane; j < {sk}; j += 32) {{
@@ -599,7 +599,7 @@ pub fn attention_tiled(
         ob = boff(ostr),
         osr = ostr[r],
         ost = ostr[r + 1],
-        scale = scale as f32,
+        scale = lit(DType::F32, scale as f32 as f64),
     )
 }
 
@@ -669,17 +669,174 @@ pub fn attention_softmax(
   {unr}
   const float* x0 = in0 + row * {sk}LL; {s}* o = out0 + row * {sk}LL;
   float mx = -__int_as_float(0x7f800000);
-  for (int j = lane; j < {sk}; j += 32) {{ float x = x0[j] * {scale}f; {mask_code} mx = fmaxf(mx, x); }}
+  for (int j = lane; j < {sk}; j += 32) {{ float x = x0[j] * {scale}; {mask_code} mx = fmaxf(mx, x); }}
   mx = warp_max(mx);
   float sum = 0.f;
-  for (int j = lane; j < {sk}; j += 32) {{ float x = x0[j] * {scale}f; {mask_code} sum += expf(x - mx); }}
+  for (int j = lane; j < {sk}; j += 32) {{ float x = x0[j] * {scale}; {mask_code} sum += expf(x - mx); }}
   float inv = 1.f / warp_sum(sum);
-  for (int j = lane; j < {sk}; j += 32) {{ float x = x0[j] * {scale}f; {mask_code} o[j] = {so}; }}
+  for (int j = lane; j < {sk}; j += 32) {{ float x = x0[j] * {scale}; {mask_code} o[j] = {so}; }}
 }}
 ",
         s = st(d),
         unr = unravel(batch, "b"),
         so = store(d, "expf(x - mx) * inv"),
-        scale = scale as f32,
+        scale = lit(DType::F32, scale as f32 as f64),
+    )
+}
+
+/// Attention on tensor cores for f16/bf16 (sm_80+): each warp owns 16 query
+/// rows and keeps their scores in registers from Q·Kᵀ to P·V — no score
+/// ever goes to global memory. `mma.sync.m16n8k16` (fp32 accumulation)
+/// computes S = Q·Kᵀ; the fp32 softmax runs on the accumulator fragments
+/// (a row's values sit in the 4 lanes of one lane group); the
+/// probabilities, rounded to the storage type, are already laid out as the
+/// A operand of P·V. K and V of the head are staged in shared memory as
+/// 16-bit values, rows padded by 8 elements so the fragment loads of the 8
+/// lane groups fall in different banks. Needs dh % 16 == 0, dv % 8 == 0,
+/// sk % 16 == 0 and sk ≤ 128 (a warp holds 16 × sk scores); out-of-range
+/// query rows compute on zeros and are not stored. Same arguments as
+/// [`attention`].
+#[allow(clippy::too_many_arguments)]
+pub fn attention_mma(
+    d: DType,
+    batch: &[usize],
+    sq: usize,
+    sk: usize,
+    dh: usize,
+    dv: usize,
+    strides: [&[i64]; 3],
+    ostr: &[i64],
+    mask: &Mask,
+    scale: f64,
+    warps: u32,
+) -> String {
+    let r = batch.len();
+    let boff = |s: &[i64]| offset(batch, &s[..r]);
+    let (qs, ks, vs) = (strides[0], strides[1], strides[2]);
+    let (qr, qc) = (qs[r], qs[r + 1]);
+    let (kr, kc) = (ks[r], ks[r + 1]);
+    let (vr, vc) = (vs[r], vs[r + 1]);
+    let (kp, vp) = (dh + 8, dv + 8);
+    let (mask_param, mask_code) = mask_source(mask, batch, 3, "row", "s");
+    let (ty, pack) = match d {
+        DType::BF16 => ("bf16", "f2b"),
+        _ => ("f16", "f2h"),
+    };
+    let rows = 16 * warps;
+    // Staging K/V: 16-byte loads when rows are contiguous and every row
+    // start is 16-byte aligned (checked on the head's base address at run
+    // time), else one element per load. A block's loads are latency-bound:
+    // fewer, wider ones matter more than coalescing here.
+    let stage = |dst: &str, src: &str, n: usize, pitch: usize, rs: i64, cs: i64| {
+        let scalar = format!(
+            "for (int e = threadIdx.x; e < {sk} * {n}; e += blockDim.x) {{ int j = e / {n}, t = e % {n}; {dst}[j * {pitch} + t] = {src}[j * {rs}LL + t * {cs}LL].b; }}"
+        );
+        if cs == 1 && rs % 8 == 0 && n.is_multiple_of(8) {
+            format!(
+                "if ((((unsigned long long){src}) & 15ull) == 0) {{ for (int e = threadIdx.x; e < {sk} * {n8}; e += blockDim.x) {{ int j = e / {n8}, t = (e % {n8}) * 8; *(v16b*)({dst} + j * {pitch} + t) = *(const v16b*)({src} + j * {rs}LL + t); }} }} else {{ {scalar} }}",
+                n8 = n / 8
+            )
+        } else {
+            scalar
+        }
+    };
+    let stage_k = stage("ks", "k", dh, kp, kr, kc);
+    let stage_v = stage("vs", "v", dv, vp, vr, vc);
+    format!(
+        "extern \"C\" __global__ void @NAME@(const {s}* __restrict__ in0, const {s}* __restrict__ in1, const {s}* __restrict__ in2{mask_param}, {s}* __restrict__ out0) {{
+  extern __shared__ float smem[];
+  unsigned short* ks = (unsigned short*)smem; unsigned short* vs = ks + {sk} * {kp};
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+  long long b = blockIdx.y;
+  {unr}
+  const {s}* k = in1 + {kb}; const {s}* v = in2 + {vb}; const {s}* q = in0 + {qb};
+  {stage_k}
+  {stage_v}
+  __syncthreads();
+  long long r0 = (long long)blockIdx.x * {rows} + warp * 16;
+  if (r0 >= {sq}LL) return;
+  long long ra = r0 + g, rb = r0 + g + 8;
+  auto mma = [](float* c, const unsigned* a, unsigned b0, unsigned b1) {{
+    asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};\"
+      : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])
+      : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b0), \"r\"(b1));
+  }};
+  auto ldq = [&](long long row, int t) -> unsigned {{
+    if (row >= {sq}LL) return 0u;
+    const {s}* p = q + row * {qr}LL;
+    return (unsigned)p[t * {qc}LL].b | ((unsigned)p[(t + 1) * {qc}LL].b << 16);
+  }};
+  auto pk = [](float lo, float hi) -> unsigned {{ return (unsigned){pack}(lo).b | ((unsigned){pack}(hi).b << 16); }};
+  unsigned qf[{dh} / 16][4];
+  #pragma unroll
+  for (int c = 0; c < {dh} / 16; ++c) {{
+    int t0 = c * 16 + 2 * t4;
+    qf[c][0] = ldq(ra, t0); qf[c][1] = ldq(rb, t0); qf[c][2] = ldq(ra, t0 + 8); qf[c][3] = ldq(rb, t0 + 8);
+  }}
+  float sc[{sk} / 8][4];
+  #pragma unroll
+  for (int n = 0; n < {sk} / 8; ++n) {{
+    sc[n][0] = 0.f; sc[n][1] = 0.f; sc[n][2] = 0.f; sc[n][3] = 0.f;
+    const unsigned short* kk = ks + (n * 8 + g) * {kp} + 2 * t4;
+    #pragma unroll
+    for (int c = 0; c < {dh} / 16; ++c)
+      mma(sc[n], qf[c], *(const unsigned*)(kk + c * 16), *(const unsigned*)(kk + c * 16 + 8));
+  }}
+  float mxa = -__int_as_float(0x7f800000), mxb = mxa;
+  #pragma unroll
+  for (int n = 0; n < {sk} / 8; ++n) {{
+    #pragma unroll
+    for (int e = 0; e < 4; ++e) {{
+      long long row = e < 2 ? ra : rb; if (row >= {sq}LL) row = {sq}LL - 1;
+      int j = n * 8 + 2 * t4 + (e & 1);
+      float s = sc[n][e] * {scale};
+      {mask_code}
+      sc[n][e] = s;
+    }}
+    mxa = fmaxf(mxa, fmaxf(sc[n][0], sc[n][1])); mxb = fmaxf(mxb, fmaxf(sc[n][2], sc[n][3]));
+  }}
+  mxa = fmaxf(mxa, __shfl_xor_sync(0xffffffffu, mxa, 1)); mxa = fmaxf(mxa, __shfl_xor_sync(0xffffffffu, mxa, 2));
+  mxb = fmaxf(mxb, __shfl_xor_sync(0xffffffffu, mxb, 1)); mxb = fmaxf(mxb, __shfl_xor_sync(0xffffffffu, mxb, 2));
+  float suma = 0.f, sumb = 0.f;
+  unsigned pf[{sk} / 16][4];
+  #pragma unroll
+  for (int n = 0; n < {sk} / 8; ++n) {{
+    float e0 = expf(sc[n][0] - mxa), e1 = expf(sc[n][1] - mxa), e2 = expf(sc[n][2] - mxb), e3 = expf(sc[n][3] - mxb);
+    suma += e0 + e1; sumb += e2 + e3;
+    pf[n / 2][(n & 1) * 2] = pk(e0, e1); pf[n / 2][(n & 1) * 2 + 1] = pk(e2, e3);
+  }}
+  suma += __shfl_xor_sync(0xffffffffu, suma, 1); suma += __shfl_xor_sync(0xffffffffu, suma, 2);
+  sumb += __shfl_xor_sync(0xffffffffu, sumb, 1); sumb += __shfl_xor_sync(0xffffffffu, sumb, 2);
+  float oc[{dv} / 8][4];
+  #pragma unroll
+  for (int n = 0; n < {dv} / 8; ++n) {{ oc[n][0] = 0.f; oc[n][1] = 0.f; oc[n][2] = 0.f; oc[n][3] = 0.f; }}
+  #pragma unroll
+  for (int c = 0; c < {sk} / 16; ++c) {{
+    const unsigned short* v0 = vs + (c * 16 + 2 * t4) * {vp} + g;
+    #pragma unroll
+    for (int n = 0; n < {dv} / 8; ++n) {{
+      const unsigned short* vv = v0 + n * 8;
+      mma(oc[n], pf[c], (unsigned)vv[0] | ((unsigned)vv[{vp}] << 16), (unsigned)vv[8 * {vp}] | ((unsigned)vv[9 * {vp}] << 16));
+    }}
+  }}
+  float ia = 1.f / suma, ib = 1.f / sumb;
+  {s}* o = out0 + {ob};
+  #pragma unroll
+  for (int n = 0; n < {dv} / 8; ++n) {{
+    long long col = n * 8 + 2 * t4;
+    if (ra < {sq}LL) {{ o[ra * {osr}LL + col * {ost}LL] = {pack}(oc[n][0] * ia); o[ra * {osr}LL + (col + 1) * {ost}LL] = {pack}(oc[n][1] * ia); }}
+    if (rb < {sq}LL) {{ o[rb * {osr}LL + col * {ost}LL] = {pack}(oc[n][2] * ib); o[rb * {osr}LL + (col + 1) * {ost}LL] = {pack}(oc[n][3] * ib); }}
+  }}
+}}
+",
+        s = st(d),
+        unr = unravel(batch, "b"),
+        qb = boff(qs),
+        kb = boff(ks),
+        vb = boff(vs),
+        ob = boff(ostr),
+        osr = ostr[r],
+        ost = ostr[r + 1],
+        scale = lit(DType::F32, scale as f32 as f64),
     )
 }

@@ -85,6 +85,42 @@ pub(super) fn attention(
     if sq == 0 || nb == 0 {
         return Ok(());
     }
+    // f16/bf16 on tensor cores, scores kept in registers (they never reach
+    // global memory): one launch whatever the head count.
+    let same = [&q, &k, &v].iter().all(|l| l.dtype == out.dtype);
+    if p.tensor_cores
+        && same
+        && matches!(out.dtype, DType::F16 | DType::BF16)
+        && dh % 16 == 0
+        && dh <= 128
+        && dv % 8 == 0
+        && dv <= 128
+        && sk % 16 == 0
+        && sk <= 128
+    {
+        // 16 query rows per warp, up to 8 warps: a block covers up to 128
+        // rows of one head, so K and V are staged once per head for
+        // sq <= 128 (the staging loads are the kernel's latency, not the
+        // MMAs; a few blocks per head at small batch were slower).
+        let warps = sq.div_ceil(16).clamp(1, 8) as u32;
+        let smem = (sk * (dh + 8) + sk * (dv + 8)) * 2;
+        let text = kernels::attention_mma(
+            out.dtype,
+            &batch,
+            sq,
+            sk,
+            dh,
+            dv,
+            [&qs, &ks, &vs],
+            &os,
+            &mask,
+            scale,
+            warps,
+        );
+        let grid = ((sq as u32).div_ceil(16 * warps), nb as u32, 1);
+        p.kernel(text, grid, warps * 32, smem as u32, args, false);
+        return Ok(());
+    }
     // Many heads: two batched cuBLAS GEMMs (tensor cores for f16/bf16/TF32)
     // around a masked softmax kernel. Few heads: one fused kernel launch.
     if nb >= 48 && os[r + 1] == 1 {

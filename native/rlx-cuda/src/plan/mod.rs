@@ -176,6 +176,8 @@ struct Planner<'a> {
     /// Nodes already lowered as part of an earlier node (fused epilogues).
     done: std::collections::HashSet<usize>,
     slots: HashMap<ValueId, usize>,
+    /// The GPU has `mma.sync` f16/bf16 tensor cores (sm_80+).
+    tensor_cores: bool,
 }
 
 fn unsupported(node: usize, n: &Node, msg: impl Into<String>) -> CudaError {
@@ -317,8 +319,14 @@ impl<'a> Planner<'a> {
     }
 }
 
-/// Plan `program`: every value placed, every node lowered.
+/// Plan `program` for an sm_80+ GPU: every value placed, every node lowered.
 pub fn plan(program: &Program) -> Result<Plan, CudaError> {
+    plan_for(program, true)
+}
+
+/// Plan `program`; `tensor_cores` says whether kernels may use `mma.sync`
+/// f16/bf16 tensor-core instructions (compute capability 8.0 or newer).
+pub fn plan_for(program: &Program, tensor_cores: bool) -> Result<Plan, CudaError> {
     let g = &program.graph;
     let slots: HashMap<ValueId, usize> =
         program.slots.iter().map(|s| (s.value, s.offset)).collect();
@@ -348,6 +356,7 @@ pub fn plan(program: &Program) -> Result<Plan, CudaError> {
         views: views.keys().copied().collect(),
         done: Default::default(),
         slots: slots.clone(),
+        tensor_cores,
     };
     for (i, &v) in g.inputs.iter().enumerate() {
         let ty = g.ty(v);
