@@ -69,7 +69,9 @@ const ctx = {
         try {
           const w = await this.weightsFor(withW);
           if (w) this.boundWeights = w;
-          const model = await rlx.compile(this.built.graph, { device, policy, optimize, ...(w ? { weights: w } : {}) });
+          // 'webgpu,cpu' is a fallback chain: the report's `fallback` says what was skipped and why.
+          const dev = device.includes(',') ? device.split(',') : device;
+          const model = await rlx.compile(this.built.graph, { device: dev, policy, optimize, ...(w ? { weights: w } : {}) });
           status(`compiled <b>${esc(this.built.graph.json().name)}</b> for ${esc(model.device)} in ${(performance.now() - t0).toFixed(0)} ms`);
           return { model };
         } catch (e) {

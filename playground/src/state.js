@@ -13,7 +13,7 @@ export function readState() {
   for (const k of Object.keys(DEFAULTS)) if (p.has(k)) s[k] = p.get(k);
   if (!VIEWS.some(([v]) => v === s.view)) s.view = DEFAULTS.view;
   if (!POLICIES.includes(s.policy)) s.policy = DEFAULTS.policy;
-  if (!['cpu', 'webgpu'].includes(s.device)) s.device = DEFAULTS.device;
+  if (!['cpu', 'webgpu', 'webgpu,cpu'].includes(s.device)) s.device = DEFAULTS.device;
   return s;
 }
 

@@ -190,6 +190,15 @@ test('an unsupported op on webgpu shows the reason and the fix', async () => {
   await page.close();
 });
 
+test('a fallback chain webgpu → cpu compiles the unsupported graph for the cpu and says why', async () => {
+  const page = await open('model=unsupported&device=webgpu,cpu&view=dispatch');
+  const chain = await page.locator('#chain').innerText();
+  assert(/compiled for cpu/.test(chain) && /skipped webgpu/.test(chain) && /argsort/.test(chain), `chain: ${chain}`);
+  assert(await page.locator('#dispatch-table tr').count() === 3, 'report table');
+  await shot(page, 'fallback-chain');
+  await page.close();
+});
+
 test('memory plan: one bar per slot, peak bytes, views', async () => {
   const page = await open('model=minilm-layer&device=webgpu&view=memory');
   const plan = await page.evaluate(async () => (await window.__rlxPlayground.ctx.compiled('webgpu', 'prefer_native', {})).model.memoryPlan());

@@ -40,13 +40,15 @@ export async function renderDispatch(ctx, host) {
   const s = ctx.state;
   const both = {};
   for (const d of DEVICES) both[d] = await ctx.compiled(d, s.policy, { optimize: true });
-  const c = both[s.device];
+  const c = both[s.device] || (await ctx.compiled(s.device, s.policy, { optimize: true }));
+  const chain = !DEVICES.includes(s.device);
   host.innerHTML = `<div class="toolbar">
-      <span>device</span>${DEVICES.map((d) => `<button data-dev="${d}" aria-pressed="${d === s.device}">${d}</button>`).join('')}
+      <span>device</span>${[...DEVICES, 'webgpu,cpu'].map((d) => `<button data-dev="${d}" aria-pressed="${d === s.device}">${d.replace(',', ' → ')}</button>`).join('')}
       <span>policy <b>${esc(s.policy)}</b> (change it in the header)</span>
       <span class="legend"><span class="native">native</span><span class="common_ir">common-IR</span><span class="rewritten">rewritten</span><span class="unsupported">unsupported</span><span class="transfer">transfer</span></span>
     </div>
-    <div class="pane"><div class="cards" id="dispatch-cards">${DEVICES.map((d) => summary(d, both[d], s.policy)).join('')}</div></div>`;
+    <div class="pane"><div class="cards" id="dispatch-cards">${DEVICES.map((d) => summary(d, both[d], s.policy)).join('')}</div>
+    ${chain && c.model ? `<p id="chain">Chain <b>${esc(s.device.replace(',', ' → '))}</b> compiled for <b>${esc(c.model.device)}</b>${(c.model.dispatchReport().fallback || []).map((f) => `; skipped <b>${esc(f.device)}</b>:<pre class="error">${esc(f.reason)}</pre>`).join('')}</p>` : ''}</div>`;
   host.querySelectorAll('[data-dev]').forEach((b) => (b.onclick = () => ctx.set({ device: b.dataset.dev })));
   const pane = document.createElement('div');
   pane.className = 'pane';
@@ -81,15 +83,14 @@ export async function renderDispatch(ctx, host) {
   });
 
   // Side by side: the same report node on each device (when both compiled).
-  const other = DEVICES.find((d) => d !== s.device);
+  const other = DEVICES.find((d) => d !== model.device);
   const oRep = both[other].model ? both[other].model.dispatchReport() : null;
   pane.innerHTML = `
-    ${report.fallback?.length ? `<p>Fallback: ${report.fallback.map((f) => `${esc(f.device)}: ${esc(f.reason)}`).join('; ')}</p>` : ''}
     ${report.routing ? `<p>Routing: chain ${esc(report.routing.chain.join(' → '))}, chose <b>${esc(report.routing.chosen)}</b> — ${esc(report.routing.reason)}</p>` : ''}
     <h3>Transfers (${(report.transfers || []).length})</h3>
     ${(report.transfers || []).length ? `<table id="transfers"><tr><th>value</th><th>from</th><th>to</th><th>bytes</th></tr>${report.transfers.map((t) => `<tr><td><code>${esc(t.value)}</code></td><td>${esc(t.from)}</td><td>${esc(t.to)}</td><td class="num">${t.bytes}</td></tr>`).join('')}</table>` : '<p class="muted">none: host memory</p>'}
     <h3>Report: ${esc(report.graph)} on ${esc(report.device)}</h3>
-    <table id="dispatch-table"><tr><th>node</th><th>op</th><th>dtype</th><th>shape</th><th>${esc(s.device)} path</th><th>kernels</th>${oRep ? `<th>${esc(other)} path</th>` : ''}</tr>
+    <table id="dispatch-table"><tr><th>node</th><th>op</th><th>dtype</th><th>shape</th><th>${esc(model.device)} path</th><th>kernels</th>${oRep ? `<th>${esc(other)} path</th>` : ''}</tr>
     ${report.nodes.map((n, i) => `<tr><td class="num">${n.node}</td><td><code>${esc(n.op)}</code></td><td>${esc(n.dtype)}</td><td><code>[${(n.shape || []).join(',')}]</code></td>
       <td class="path ${esc(n.path)}">${esc(n.path)}${n.rewrite ? ` (${esc(n.rewrite)})` : ''}</td><td class="mono">${(n.kernels || []).map(esc).join('<br>')}</td>
       ${oRep ? `<td class="path ${esc(oRep.nodes[i]?.path)}">${oRep.nodes[i] && oRep.nodes[i].op === n.op ? esc(oRep.nodes[i].path) : '<span class="muted">(graphs differ)</span>'}</td>` : ''}</tr>`).join('')}

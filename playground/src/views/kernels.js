@@ -9,8 +9,8 @@ export async function renderKernels(ctx, host) {
   if (c.error) { ctx.drawFallback(host, c); return; }
   const lang = LANGS.includes(s.lang) ? s.lang : 'wgsl';
   let ks, err = null;
-  try { ks = await c.model.kernels(s.device === 'cpu' ? 'wgsl' : lang); } catch (e) { err = e; ks = []; }
-  const gpu = s.device !== 'cpu';
+  const gpu = c.model.device !== 'cpu'; // a fallback chain may have landed on the cpu
+  try { ks = await c.model.kernels(gpu ? lang : 'wgsl'); } catch (e) { err = e; ks = []; }
   host.innerHTML = `<div class="toolbar">
       ${gpu ? LANGS.map((l) => `<button data-lang="${l}" aria-pressed="${l === lang}">${l.toUpperCase()}</button>`).join('') : '<span>cpu: kernels are Rust functions compiled into the wasm module (names below)</span>'}
       <span class="muted" id="kernel-count">${ks.length} kernels</span>

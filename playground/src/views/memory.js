@@ -38,7 +38,7 @@ export async function renderMemory(ctx, host) {
       <div class="card"><span class="muted">naive (no reuse)</span><b>${fmtBytes(plan.naive_bytes)}</b>${plan.naive_bytes ? `${(plan.naive_bytes / Math.max(1, plan.arena_bytes)).toFixed(1)}× the arena` : ''}</div>
       <div class="card"><span class="muted">buffers / in place / views</span><b>${plan.buffers} / ${plan.in_place} / ${plan.views}</b>views alias, no copy</div>
     </div>
-    <h3>Buffer lifetimes (x: LIR step, y: arena offset) on ${esc(s.device)}</h3>
+    <h3>Buffer lifetimes (x: LIR step, y: arena offset) on ${esc(c.model.device)}</h3>
     <svg class="timeline" viewBox="0 0 ${W} ${H}" width="100%" style="max-width:${W}px;border:1px solid var(--line);background:#fff" role="img" aria-label="buffer lifetimes">
       <line x1="${L}" y1="${H - 22}" x2="${W - 10}" y2="${H - 22}" stroke="#ccc"/>${ticks.join('')}${yt}${bars}</svg>
     <h3>Slots (${plan.slots.length})</h3>
