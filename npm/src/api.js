@@ -112,11 +112,14 @@ export async function devices() {
 
 // ---- graphs ----------------------------------------------------------------
 
-function callSite() {
-  // The user's line that built the node, for the playground's "source" link.
-  const lines = (new Error().stack || "").split("\n").slice(1);
-  const own = import.meta.url;
-  const line = lines.find((l) => !l.includes(own) && /:\d+:\d+/.test(l));
+// The user's line that built a node, for the playground's "source" link.
+// `depth` is how many package frames sit between `_op` and the user's
+// frame: counting frames (not matching file names) keeps working when a
+// bundler puts the package and the app into one file.
+function callSite(depth) {
+  const lines = (new Error().stack || "").split("\n").filter((l) => /:\d+:\d+\)?\s*$/.test(l));
+  // lines[0] is callSite itself, lines[1] is GraphBuilder._op.
+  const line = lines[2 + depth];
   return line ? line.trim().replace(/^at\s+/, "") : undefined;
 }
 
@@ -138,44 +141,44 @@ export class Tensor {
     return this._ty().shape;
   }
   /** Apply any registry op with this tensor as the first input. */
-  apply(op, others = [], attrs = {}) {
-    return this.builder.op(op, [this, ...others], attrs);
+  apply(op, others = [], attrs = {}, _depth = 0) {
+    return this.builder._op(op, [this, ...others], attrs, 1 + _depth);
   }
-  apply1(op, others = [], attrs = {}) {
-    const out = this.apply(op, others, attrs);
+  apply1(op, others = [], attrs = {}, _depth = 0) {
+    const out = this.apply(op, others, attrs, 1 + _depth);
     if (out.length !== 1) throw new RlxError("graph", `op \`${op}\` has ${out.length} outputs; use apply()`);
     return out[0];
   }
-  add(o) { return this.apply1("add", [o]); }
-  sub(o) { return this.apply1("sub", [o]); }
-  mul(o) { return this.apply1("mul", [o]); }
-  div(o) { return this.apply1("div", [o]); }
-  pow(o) { return this.apply1("pow", [o]); }
-  matmul(o) { return this.apply1("matmul", [o]); }
-  relu() { return this.apply1("relu"); }
-  gelu() { return this.apply1("gelu"); }
-  silu() { return this.apply1("silu"); }
-  tanh() { return this.apply1("tanh"); }
-  exp() { return this.apply1("exp"); }
-  log() { return this.apply1("log"); }
-  sqrt() { return this.apply1("sqrt"); }
-  sigmoid() { return this.apply1("sigmoid"); }
-  neg() { return this.apply1("neg"); }
-  abs() { return this.apply1("abs"); }
-  softmax(axis = -1) { return this.apply1("softmax", [], { axis }); }
-  layerNorm(gamma, beta, eps = 1e-5) { return this.apply1("layer_norm", [gamma, beta], { eps }); }
-  sum(axes, keepdim = false) { return this.apply1("reduce_sum", [], { axes, keepdim }); }
-  mean(axes, keepdim = false) { return this.apply1("reduce_mean", [], { axes, keepdim }); }
-  max(axes, keepdim = false) { return this.apply1("reduce_max", [], { axes, keepdim }); }
-  reshape(shape) { return this.apply1("reshape", [], { shape }); }
-  permute(perm) { return this.apply1("permute", [], { perm }); }
+  add(o) { return this.apply1("add", [o], {}, 1); }
+  sub(o) { return this.apply1("sub", [o], {}, 1); }
+  mul(o) { return this.apply1("mul", [o], {}, 1); }
+  div(o) { return this.apply1("div", [o], {}, 1); }
+  pow(o) { return this.apply1("pow", [o], {}, 1); }
+  matmul(o) { return this.apply1("matmul", [o], {}, 1); }
+  relu() { return this.apply1("relu", [], {}, 1); }
+  gelu() { return this.apply1("gelu", [], {}, 1); }
+  silu() { return this.apply1("silu", [], {}, 1); }
+  tanh() { return this.apply1("tanh", [], {}, 1); }
+  exp() { return this.apply1("exp", [], {}, 1); }
+  log() { return this.apply1("log", [], {}, 1); }
+  sqrt() { return this.apply1("sqrt", [], {}, 1); }
+  sigmoid() { return this.apply1("sigmoid", [], {}, 1); }
+  neg() { return this.apply1("neg", [], {}, 1); }
+  abs() { return this.apply1("abs", [], {}, 1); }
+  softmax(axis = -1) { return this.apply1("softmax", [], { axis }, 1); }
+  layerNorm(gamma, beta, eps = 1e-5) { return this.apply1("layer_norm", [gamma, beta], { eps }, 1); }
+  sum(axes, keepdim = false) { return this.apply1("reduce_sum", [], { axes, keepdim }, 1); }
+  mean(axes, keepdim = false) { return this.apply1("reduce_mean", [], { axes, keepdim }, 1); }
+  max(axes, keepdim = false) { return this.apply1("reduce_max", [], { axes, keepdim }, 1); }
+  reshape(shape) { return this.apply1("reshape", [], { shape }, 1); }
+  permute(perm) { return this.apply1("permute", [], { perm }, 1); }
   t() {
     const r = this.shape.length;
     const p = [...Array(r).keys()];
     if (r >= 2) [p[r - 2], p[r - 1]] = [p[r - 1], p[r - 2]];
-    return this.permute(p);
+    return this.apply1("permute", [], { perm: p }, 1);
   }
-  cast(dtype) { return this.apply1("cast", [], { dtype }); }
+  cast(dtype) { return this.apply1("cast", [], { dtype }, 1); }
 }
 
 const ARRAY_OF = {
@@ -207,6 +210,9 @@ export class GraphBuilder {
   }
   /** Apply a registry op to `inputs`; returns its outputs. */
   op(name, inputs, attrs = {}) {
+    return this._op(name, inputs, attrs, 1);
+  }
+  _op(name, inputs, attrs, depth) {
     for (const t of inputs) {
       if (!(t instanceof Tensor) || t.builder !== this) {
         throw new RlxError("graph", `op \`${name}\`: every input must be a Tensor of this builder`);
@@ -214,7 +220,8 @@ export class GraphBuilder {
     }
     const ids = Uint32Array.from(inputs.map((t) => t.id));
     const json = JSON.stringify(attrs, (_, v) => (typeof v === "bigint" ? Number(v) : v));
-    const out = call(() => this._b.op(name, ids, json, callSite()));
+    const site = callSite(depth);
+    const out = call(() => this._b.op(name, ids, json, site));
     return Array.from(out, (id) => new Tensor(this, id));
   }
   finish(outputs) {

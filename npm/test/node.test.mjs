@@ -211,3 +211,14 @@ test("models.bert runs the encoder on given token ids", { skip: !fs.existsSync(m
   m.dispose();
   weights.dispose();
 });
+
+test("node origins name the user's line for every way of building a node", () => {
+  const g = new rlx.GraphBuilder("origins");
+  const x = g.input("x", "f32", [2, 2]);
+  const here = (new Error().stack.split("\n")[1].match(/:(\d+):\d+\)?$/) || [])[1];
+  const a = x.exp(); const b = a.apply1("neg"); const [c] = g.op("relu", [b]); const d = c.t(); // one line
+  const graph = g.finish([d]);
+  const origins = graph.json().nodes.map((n) => n.origin);
+  assert.equal(origins.length, 4);
+  for (const o of origins) assert.match(o, new RegExp(`node\\.test\\.mjs:${Number(here) + 1}:`), o);
+});

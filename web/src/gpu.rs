@@ -66,13 +66,24 @@ pub async fn info_json() -> serde_json::Value {
         match context().await {
             Ok((c, _)) => {
                 let i = &c.info;
+                let browser = browser_adapter_info().await;
+                let pick = |ours: &str, key: &str| {
+                    if ours.trim().is_empty() {
+                        browser[key].as_str().unwrap_or("").to_string()
+                    } else {
+                        ours.to_string()
+                    }
+                };
                 serde_json::json!({
                     "device": "webgpu",
                     "available": true,
                     "adapter": {
-                        "name": i.name,
+                        "name": pick(&i.name, "description"),
+                        "vendor": browser["vendor"],
+                        "architecture": browser["architecture"],
+                        "features": browser["features"],
                         "backend": i.backend,
-                        "driver": i.driver,
+                        "driver": pick(&i.driver, "device"),
                         "shader_f16": i.shader_f16,
                         "subgroups": i.subgroups,
                         "limits": {
@@ -91,4 +102,42 @@ pub async fn info_json() -> serde_json::Value {
     {
         serde_json::json!({"device": "webgpu", "available": false, "reason": unavailable()})
     }
+}
+
+/// What the browser's own `GPUAdapter.info` and `features` say (wgpu's
+/// adapter info is empty on the web): `{vendor, architecture, device,
+/// description, features}`, or `null` outside a browser.
+async fn browser_adapter_info() -> serde_json::Value {
+    use js_sys::{Array, Function, Promise, Reflect};
+    use wasm_bindgen::{JsCast, JsValue};
+    let get = |o: &JsValue, k: &str| Reflect::get(o, &k.into()).unwrap_or(JsValue::UNDEFINED);
+    let gpu = get(&get(&js_sys::global(), "navigator"), "gpu");
+    let Some(req) = get(&gpu, "requestAdapter").dyn_into::<Function>().ok() else {
+        return serde_json::Value::Null;
+    };
+    let Some(p) = req
+        .call0(&gpu)
+        .ok()
+        .and_then(|p| p.dyn_into::<Promise>().ok())
+    else {
+        return serde_json::Value::Null;
+    };
+    let adapter = match wasm_bindgen_futures::JsFuture::from(p).await {
+        Ok(a) if !a.is_null() && !a.is_undefined() => a,
+        _ => return serde_json::Value::Null,
+    };
+    let info = get(&adapter, "info");
+    let text = |k: &str| get(&info, k).as_string().unwrap_or_default();
+    let mut features: Vec<String> = Array::from(&get(&adapter, "features"))
+        .iter()
+        .filter_map(|f| f.as_string())
+        .collect();
+    features.sort();
+    serde_json::json!({
+        "vendor": text("vendor"),
+        "architecture": text("architecture"),
+        "device": text("device"),
+        "description": text("description"),
+        "features": features,
+    })
 }
