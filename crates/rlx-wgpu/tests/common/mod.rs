@@ -1,8 +1,15 @@
-//! Shared by the wgpu tests: seeded random inputs, one-graph compile on the
-//! CPU reference and on Vulkan, and an elementwise comparison.
+//! Shared by the wgpu tests: seeded random inputs, the parity cases
+//! (`cases`), the comparison against the CPU reference, the coverage of
+//! the backend's claims, and the native (blocking, Vulkan) runner. The
+//! browser runner (async, WebGPU) is in `browser.rs`.
 #![allow(dead_code)]
 
+pub mod cases;
+pub use cases::{Case, ErrorCase, Stage};
+
 use rlx::{Attrs, DType, Device, Graph, HostTensor, Trace};
+use rlx_ir::Attr;
+use std::collections::BTreeSet;
 
 /// A small deterministic generator (no external RNG: stable across
 /// platforms and crate versions).
@@ -66,17 +73,67 @@ pub fn run_on(
 
 /// Elementwise agreement: floats within `atol + rtol·|ref|` (NaN matches
 /// NaN, infinities match exactly), everything else exactly.
-pub fn assert_close(what: &str, got: &HostTensor, want: &HostTensor, atol: f64, rtol: f64) {
-    assert_eq!(got.dtype(), want.dtype(), "{what}: dtype");
-    assert_eq!(got.shape(), want.shape(), "{what}: shape");
+pub fn compare(
+    what: &str,
+    got: &HostTensor,
+    want: &HostTensor,
+    atol: f64,
+    rtol: f64,
+) -> Result<(), String> {
+    if got.dtype() != want.dtype() || got.shape() != want.shape() {
+        return Err(format!(
+            "{what}: gpu gave {} {:?}, cpu {} {:?}",
+            got.dtype(),
+            got.shape(),
+            want.dtype(),
+            want.shape()
+        ));
+    }
     if want.dtype() == DType::F32 {
         let (g, w) = (got.to_f64_vec().unwrap(), want.to_f64_vec().unwrap());
         for (i, (a, b)) in g.iter().zip(&w).enumerate() {
             let ok = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= atol + rtol * b.abs();
-            assert!(ok, "{what}: element {i}: wgpu {a} vs cpu {b}");
+            if !ok {
+                return Err(format!("{what}: element {i}: gpu {a} vs cpu {b}"));
+            }
         }
-    } else {
-        assert_eq!(got, want, "{what}");
+    } else if got != want {
+        let (g, w) = (got.to_f64_vec().unwrap(), want.to_f64_vec().unwrap());
+        let i = g.iter().zip(&w).position(|(a, b)| a != b).unwrap_or(0);
+        return Err(format!(
+            "{what}: element {i}: gpu {:?} vs cpu {:?}",
+            g.get(i),
+            w.get(i)
+        ));
+    }
+    Ok(())
+}
+
+/// Every output of a case against the reference's.
+pub fn compare_all(case: &Case, got: &[HostTensor], want: &[HostTensor]) -> Result<(), String> {
+    if got.len() != want.len() {
+        return Err(format!(
+            "{}: {} outputs from the gpu, {} from the cpu",
+            case.name,
+            got.len(),
+            want.len()
+        ));
+    }
+    for (k, (a, b)) in got.iter().zip(want).enumerate() {
+        compare(
+            &format!("{} output {k}", case.name),
+            a,
+            b,
+            case.atol,
+            case.rtol,
+        )?;
+    }
+    Ok(())
+}
+
+pub fn assert_close(what: &str, got: &HostTensor, want: &HostTensor, atol: f64, rtol: f64) {
+    if let Err(e) = compare(what, got, want, atol, rtol) {
+        panic!("{e}")
     }
 }
 
@@ -94,16 +151,123 @@ pub fn one_op(op: &str, inputs: &[(DType, Vec<usize>)], attrs: Attrs) -> Graph {
     t.finish(&refs).unwrap()
 }
 
+/// The CPU reference's outputs for a case.
+pub fn reference(case: &Case) -> Result<Vec<HostTensor>, String> {
+    run_on(&case.graph, Device::Cpu, &case.inputs).map_err(|e| format!("{}: cpu: {e}", case.name))
+}
+
+/// The (op, dtype) pairs the compiled program of each case hands the
+/// backend for `device` — after optimization and legalization, inside
+/// fused regions too — keyed like the dispatch contract keys claims (the
+/// first input's dtype, else the first output's).
+pub fn exercised(cases: &[Case], device: Device) -> Result<BTreeSet<(String, DType)>, String> {
+    fn walk(g: &Graph, out: &mut BTreeSet<(String, DType)>) {
+        for n in &g.nodes {
+            let v = n.inputs.first().or(n.outputs.first());
+            if let Some(&v) = v {
+                out.insert((n.op.name().to_string(), g.ty(v).dtype));
+            }
+            for a in n.attrs.0.values() {
+                if let Attr::Graph(body) = a {
+                    walk(body, out);
+                }
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    for c in cases {
+        let p = rlx_wgpu::program_of(&c.graph, device).map_err(|e| format!("{}: {e}", c.name))?;
+        walk(&p.graph, &mut out);
+    }
+    Ok(out)
+}
+
+/// Ops every graph or model exercises without a case of their own, or that
+/// the optimizer removes before a backend sees them.
+pub const IMPLICIT: &[&str] = &[
+    "transfer",
+    "constant",
+    "arange",
+    "identity",
+    "stop_gradient",
+];
+
+/// The claimed (op, dtype) pairs no case exercises: the claims of this
+/// build minus `exercised`, minus `IMPLICIT`. An op claimed for every
+/// dtype (an empty list) needs a case in any one.
+pub fn uncovered(exercised: &BTreeSet<(String, DType)>) -> Vec<String> {
+    let mut missing = Vec::new();
+    for (op, dtypes) in rlx_wgpu::claims::claims().ops {
+        if IMPLICIT.contains(&op.as_str()) {
+            continue;
+        }
+        if dtypes.is_empty() {
+            if !exercised.iter().any(|(o, _)| *o == op) {
+                missing.push(format!("{op} (any dtype)"));
+            }
+            continue;
+        }
+        for d in dtypes {
+            if !exercised.contains(&(op.clone(), d)) {
+                missing.push(format!("{op} {d}"));
+            }
+        }
+    }
+    missing
+}
+
+/// Every case of every group.
+pub fn all_cases() -> Vec<Case> {
+    cases::groups().into_iter().flat_map(|(_, f)| f()).collect()
+}
+
 /// Run `g` on the CPU and on Vulkan with the same inputs and compare.
+#[cfg(not(target_arch = "wasm32"))]
 pub fn parity(what: &str, g: &Graph, inputs: &[HostTensor], atol: f64, rtol: f64) {
-    let want = run_on(g, Device::Cpu, inputs).unwrap_or_else(|e| panic!("{what}: cpu: {e}"));
-    let c = rlx::compile(g, Device::Vulkan)
-        .unwrap_or_else(|e| panic!("{what}: compile for vulkan: {e}"));
-    // Every node must have gone native (no silent common-IR path here).
+    let case = Case {
+        name: what.to_string(),
+        graph: g.clone(),
+        inputs: inputs.to_vec(),
+        atol,
+        rtol,
+    };
+    if let Err(e) = check_native(&case) {
+        panic!("{e}")
+    }
+}
+
+/// One case on Vulkan (blocking) against the CPU reference.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn check_native(case: &Case) -> Result<(), String> {
+    let want = reference(case)?;
+    let c = rlx::compile(&case.graph, Device::Vulkan)
+        .map_err(|e| format!("{}: compile for vulkan: {e}", case.name))?;
     let got = c
-        .run(inputs)
-        .unwrap_or_else(|e| panic!("{what}: vulkan: {e}"));
-    for (k, (a, b)) in got.iter().zip(&want).enumerate() {
-        assert_close(&format!("{what} output {k}"), a, b, atol, rtol);
+        .run(&case.inputs)
+        .map_err(|e| format!("{}: vulkan: {e}", case.name))?;
+    compare_all(case, &got, &want)
+}
+
+/// One typed-error case on Vulkan: the error comes at the promised stage
+/// and names the problem.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn check_error_native(case: &ErrorCase) -> Result<(), String> {
+    let err = match (rlx::compile(&case.graph, Device::Vulkan), case.stage) {
+        (Err(e), Stage::Compile) => e.to_string(),
+        (Ok(c), Stage::Run) => match c.run(&case.inputs) {
+            Err(e) => e.to_string(),
+            Ok(_) => return Err(format!("{}: ran without an error", case.name)),
+        },
+        (Ok(_), Stage::Compile) => return Err(format!("{}: compiled", case.name)),
+        (Err(e), Stage::Run) => return Err(format!("{}: compile failed: {e}", case.name)),
+    };
+    expect_message(case, &err)
+}
+
+/// The error message names what the case expects.
+pub fn expect_message(case: &ErrorCase, err: &str) -> Result<(), String> {
+    match case.expect.iter().find(|s| !err.contains(*s)) {
+        Some(s) => Err(format!("{}: error lacks `{s}`: {err}", case.name)),
+        None => Ok(()),
     }
 }

@@ -1,0 +1,893 @@
+//! The parity cases, as data: one list per group, each case a graph, its
+//! seeded random inputs and a tolerance. The native test (`parity.rs`,
+//! Vulkan / lavapipe, blocking) and the browser test (`browser.rs`, WebGPU
+//! in headless Chromium, async) both run exactly these lists, so the two
+//! suites cannot drift apart. Shapes are small: lavapipe and SwiftShader
+//! both run on the CPU.
+
+use super::{one_op, rand, Rng};
+use rlx::{Attrs, DType, Graph, HostTensor, Trace};
+
+const F: DType = DType::F32;
+
+/// One graph checked against the CPU reference.
+pub struct Case {
+    pub name: String,
+    pub graph: Graph,
+    pub inputs: Vec<HostTensor>,
+    /// Floats agree within `atol + rtol·|reference|`; other dtypes exactly.
+    pub atol: f64,
+    pub rtol: f64,
+}
+
+impl Case {
+    fn new(
+        name: impl Into<String>,
+        graph: Graph,
+        inputs: Vec<HostTensor>,
+        tol: (f64, f64),
+    ) -> Case {
+        Case {
+            name: name.into(),
+            graph,
+            inputs,
+            atol: tol.0,
+            rtol: tol.1,
+        }
+    }
+}
+
+/// Exact (integers, bools, data movement).
+const EXACT: (f64, f64) = (0.0, 0.0);
+/// One elementwise float op.
+const ELEMENTWISE: (f64, f64) = (2e-6, 2e-5);
+/// Reductions, norms, matmul, attention (accumulation order differs).
+const ACCUMULATED: (f64, f64) = (1e-5, 1e-4);
+
+/// A group's case list, built on demand (inputs are seeded, so every
+/// build gives the same cases).
+pub type Group = fn() -> Vec<Case>;
+
+/// Every group by name, in the order the suites run them.
+pub fn groups() -> Vec<(&'static str, Group)> {
+    vec![
+        ("unary_f32", unary_f32),
+        ("unary_int_and_bool", unary_int_and_bool),
+        ("binary_with_broadcasting", binary_with_broadcasting),
+        ("where_clamp_cast", where_clamp_cast),
+        ("reductions", reductions),
+        ("softmax_and_norms", softmax_and_norms),
+        ("matmul_shapes_and_epilogues", matmul_shapes_and_epilogues),
+        ("attention_masks", attention_masks),
+        ("gather_embedding", gather_embedding),
+        ("shape_ops_and_views", shape_ops_and_views),
+        ("fused_regions", fused_regions),
+        ("decomposed", decomposed),
+        ("mixed_graph", mixed_graph),
+    ]
+}
+
+/// Input range per unary op (the op's domain, away from poles).
+fn domain(op: &str) -> (f64, f64) {
+    match op {
+        "log" | "log2" | "sqrt" | "rsqrt" | "reciprocal" => (0.05, 4.0),
+        "asin" | "acos" | "atanh" => (-0.95, 0.95),
+        "acosh" => (1.05, 4.0),
+        "log1p" => (-0.9, 3.0),
+        "tan" => (-1.2, 1.2),
+        "round" | "floor" | "ceil" | "trunc" => (-4.0, 4.0),
+        _ => (-3.0, 3.0),
+    }
+}
+
+/// Values rounded to integers (as f32): ties and equal pairs.
+fn rounded(rng: &mut Rng, shape: &[usize], lo: f64, hi: f64) -> HostTensor {
+    let v = rand(rng, F, shape, lo, hi).to_f64_vec().unwrap();
+    HostTensor::from_f64(F, shape.to_vec(), v.iter().map(|x| x.round()).collect()).unwrap()
+}
+
+pub fn unary_f32() -> Vec<Case> {
+    let ops = [
+        "abs",
+        "neg",
+        "sign",
+        "square",
+        "relu",
+        "exp",
+        "exp2",
+        "expm1",
+        "log",
+        "log2",
+        "log1p",
+        "sqrt",
+        "rsqrt",
+        "reciprocal",
+        "sin",
+        "cos",
+        "tan",
+        "asin",
+        "acos",
+        "atan",
+        "sinh",
+        "cosh",
+        "tanh",
+        "asinh",
+        "acosh",
+        "atanh",
+        "erf",
+        "sigmoid",
+        "softplus",
+        "floor",
+        "ceil",
+        "round",
+        "trunc",
+        "isnan",
+        "isinf",
+        "isfinite",
+        "gelu",
+        "gelu_tanh",
+        "silu",
+    ];
+    let mut rng = Rng::new(1);
+    ops.iter()
+        .map(|&op| {
+            let (lo, hi) = domain(op);
+            let g = one_op(op, &[(F, vec![3, 37])], Attrs::new());
+            let x = rand(&mut rng, F, &[3, 37], lo, hi);
+            Case::new(op, g, vec![x], ELEMENTWISE)
+        })
+        .collect()
+}
+
+pub fn unary_int_and_bool() -> Vec<Case> {
+    let mut rng = Rng::new(2);
+    let mut v = Vec::new();
+    for op in ["abs", "neg", "sign", "square", "relu", "bitwise_not"] {
+        let g = one_op(op, &[(DType::I32, vec![50])], Attrs::new());
+        let x = rand(&mut rng, DType::I32, &[50], -100.0, 100.0);
+        v.push(Case::new(format!("{op} i32"), g, vec![x], EXACT));
+    }
+    for op in ["not", "bitwise_not"] {
+        let g = one_op(op, &[(DType::Bool, vec![17])], Attrs::new());
+        let x = rand(&mut rng, DType::Bool, &[17], 0.0, 1.0);
+        v.push(Case::new(format!("{op} bool"), g, vec![x], EXACT));
+    }
+    v
+}
+
+pub fn binary_with_broadcasting() -> Vec<Case> {
+    let mut rng = Rng::new(3);
+    let mut v = Vec::new();
+    let shapes = [(vec![2, 3, 5], vec![3, 1]), (vec![4], vec![2, 4])];
+    for op in [
+        "add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2", "eq", "ne", "lt", "le",
+        "gt", "ge",
+    ] {
+        for (sa, sb) in &shapes {
+            let g = one_op(op, &[(F, sa.clone()), (F, sb.clone())], Attrs::new());
+            let (a, b) = if matches!(op, "eq" | "ne" | "le" | "ge") {
+                // Some equal pairs, so equality is exercised.
+                (
+                    rounded(&mut rng, sa, -2.0, 2.0),
+                    rounded(&mut rng, sb, -2.0, 2.0),
+                )
+            } else if op == "pow" {
+                (
+                    rand(&mut rng, F, sa, 0.1, 2.0),
+                    rand(&mut rng, F, sb, -2.0, 2.0),
+                )
+            } else {
+                (
+                    rand(&mut rng, F, sa, -3.0, 3.0),
+                    rand(&mut rng, F, sb, -3.0, 3.0),
+                )
+            };
+            v.push(Case::new(
+                format!("{op} {sa:?} {sb:?}"),
+                g,
+                vec![a, b],
+                ELEMENTWISE,
+            ));
+        }
+    }
+    let g = one_op(
+        "swiglu",
+        &[(F, vec![3, 11]), (F, vec![3, 11])],
+        Attrs::new(),
+    );
+    let ins = vec![
+        rand(&mut rng, F, &[3, 11], -3.0, 3.0),
+        rand(&mut rng, F, &[3, 11], -3.0, 3.0),
+    ];
+    v.push(Case::new("swiglu", g, ins, ELEMENTWISE));
+    // pow of a negative base with integral exponents (sign by parity).
+    let g = one_op("pow", &[(F, vec![6]), (F, vec![6])], Attrs::new());
+    let a = HostTensor::from_slice(&[-2.0f32, -2.0, -1.5, 0.0, 0.0, -3.0], vec![6]).unwrap();
+    let b = HostTensor::from_slice(&[3.0f32, 2.0, 0.5, -1.0, 2.0, 0.0], vec![6]).unwrap();
+    v.push(Case::new("pow negative base", g, vec![a, b], (1e-6, 1e-6)));
+    for op in [
+        "add",
+        "sub",
+        "mul",
+        "max",
+        "min",
+        "bitwise_and",
+        "bitwise_or",
+        "bitwise_xor",
+        "shl",
+        "shr",
+        "eq",
+        "ne",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+    ] {
+        let g = one_op(
+            op,
+            &[(DType::I32, vec![3, 8]), (DType::I32, vec![8])],
+            Attrs::new(),
+        );
+        let (lo, hi) = if matches!(op, "shl" | "shr") {
+            (-2.0, 35.0)
+        } else {
+            (-1e9, 1e9)
+        };
+        let a = rand(&mut rng, DType::I32, &[3, 8], -1e9, 1e9);
+        let b = rand(&mut rng, DType::I32, &[8], lo, hi);
+        v.push(Case::new(format!("{op} i32"), g, vec![a, b], EXACT));
+    }
+    for op in [
+        "and",
+        "or",
+        "xor",
+        "bitwise_and",
+        "bitwise_or",
+        "bitwise_xor",
+        "eq",
+        "ne",
+    ] {
+        let g = one_op(
+            op,
+            &[(DType::Bool, vec![2, 9]), (DType::Bool, vec![9])],
+            Attrs::new(),
+        );
+        let a = rand(&mut rng, DType::Bool, &[2, 9], 0.0, 1.0);
+        let b = rand(&mut rng, DType::Bool, &[9], 0.0, 1.0);
+        v.push(Case::new(format!("{op} bool"), g, vec![a, b], EXACT));
+    }
+    // i64 equality is exact on both words: pairs that differ only in the
+    // high word, only in the low word, and only in sign.
+    let a = HostTensor::from_slice(&[0i64, 1, -1, 1 << 40, (1 << 40) + 1, 7], vec![6]).unwrap();
+    let b = HostTensor::from_slice(&[0i64, 1, 1, 1 << 40, 1 << 40, 8], vec![6]).unwrap();
+    for op in ["eq", "ne"] {
+        let g = one_op(
+            op,
+            &[(DType::I64, vec![6]), (DType::I64, vec![6])],
+            Attrs::new(),
+        );
+        v.push(Case::new(
+            format!("{op} i64"),
+            g,
+            vec![a.clone(), b.clone()],
+            EXACT,
+        ));
+    }
+    v
+}
+
+pub fn where_clamp_cast() -> Vec<Case> {
+    let mut rng = Rng::new(4);
+    let mut v = Vec::new();
+    let g = one_op(
+        "where",
+        &[(DType::Bool, vec![4, 1]), (F, vec![4, 6]), (F, vec![6])],
+        Attrs::new(),
+    );
+    let ins = vec![
+        rand(&mut rng, DType::Bool, &[4, 1], 0.0, 1.0),
+        rand(&mut rng, F, &[4, 6], -1.0, 1.0),
+        rand(&mut rng, F, &[6], -1.0, 1.0),
+    ];
+    v.push(Case::new("where", g, ins, EXACT));
+    for (d, lo, hi) in [(F, -5.0, 5.0), (DType::I32, -50.0, 50.0)] {
+        let g = one_op(
+            "clamp",
+            &[(d, vec![40])],
+            Attrs::new().with("min", -1.5).with("max", 2.5),
+        );
+        let x = rand(&mut rng, d, &[40], lo, hi);
+        v.push(Case::new(format!("clamp {d}"), g, vec![x], EXACT));
+    }
+    let casts = [
+        (F, DType::I32, -1e3, 1e3),
+        (F, DType::Bool, -1.0, 1.0),
+        (DType::I32, F, -1e6, 1e6),
+        (DType::Bool, F, 0.0, 1.0),
+        (DType::I64, F, -1e6, 1e6),
+        (DType::I64, DType::I32, -1e6, 1e6),
+        (DType::I32, DType::Bool, -2.0, 2.0),
+    ];
+    for (from, to, lo, hi) in casts {
+        let g = one_op("cast", &[(from, vec![33])], Attrs::new().with("dtype", to));
+        let x = rand(&mut rng, from, &[33], lo, hi);
+        v.push(Case::new(format!("cast {from}->{to}"), g, vec![x], EXACT));
+    }
+    v
+}
+
+pub fn reductions() -> Vec<Case> {
+    let mut rng = Rng::new(5);
+    let mut v = Vec::new();
+    let ops = [
+        "reduce_sum",
+        "reduce_mean",
+        "reduce_prod",
+        "reduce_max",
+        "reduce_min",
+        "reduce_logsumexp",
+        "reduce_variance",
+    ];
+    for op in ops {
+        for (axes, keep) in [(vec![1i64], false), (vec![0, 2], true), (vec![], false)] {
+            let mut a = Attrs::new()
+                .with("axes", axes.clone())
+                .with("keepdim", keep);
+            if op == "reduce_variance" {
+                a = a.with("correction", 1i64);
+            }
+            let g = one_op(op, &[(F, vec![3, 300, 4])], a);
+            let (lo, hi) = if op == "reduce_prod" {
+                (0.9, 1.1)
+            } else {
+                (-2.0, 2.0)
+            };
+            let x = rand(&mut rng, F, &[3, 300, 4], lo, hi);
+            v.push(Case::new(format!("{op} {axes:?}"), g, vec![x], ACCUMULATED));
+        }
+    }
+    for op in ["reduce_any", "reduce_all"] {
+        let g = one_op(
+            op,
+            &[(DType::Bool, vec![5, 3])],
+            Attrs::new().with("axes", vec![1i64]),
+        );
+        let x = rand(&mut rng, DType::Bool, &[5, 3], 0.0, 1.0);
+        v.push(Case::new(op, g, vec![x], EXACT));
+    }
+    for op in ["argmax", "argmin"] {
+        for ax in [0i64, -1] {
+            let g = one_op(op, &[(F, vec![7, 301])], Attrs::new().with("axis", ax));
+            // Rounded values: ties, where the first index must win.
+            let x = rounded(&mut rng, &[7, 301], -3.0, 3.0);
+            v.push(Case::new(format!("{op} axis {ax}"), g, vec![x], EXACT));
+        }
+    }
+    v
+}
+
+pub fn softmax_and_norms() -> Vec<Case> {
+    let mut rng = Rng::new(6);
+    let mut v = Vec::new();
+    for op in ["softmax", "log_softmax"] {
+        for ax in [1i64, -1] {
+            let g = one_op(op, &[(F, vec![3, 20, 7])], Attrs::new().with("axis", ax));
+            let x = rand(&mut rng, F, &[3, 20, 7], -4.0, 4.0);
+            v.push(Case::new(format!("{op} {ax}"), g, vec![x], (1e-6, 1e-5)));
+        }
+    }
+    let g = one_op(
+        "layer_norm",
+        &[(F, vec![4, 3, 10]), (F, vec![3, 10]), (F, vec![3, 10])],
+        Attrs::new().with("axis", 1i64).with("eps", 1e-5),
+    );
+    let ins = vec![
+        rand(&mut rng, F, &[4, 3, 10], -2.0, 2.0),
+        rand(&mut rng, F, &[3, 10], 0.5, 1.5),
+        rand(&mut rng, F, &[3, 10], -1.0, 1.0),
+    ];
+    v.push(Case::new("layer_norm", g, ins, ACCUMULATED));
+    let g = one_op(
+        "rms_norm",
+        &[(F, vec![6, 33]), (F, vec![33])],
+        Attrs::new().with("eps", 1e-6),
+    );
+    let ins = vec![
+        rand(&mut rng, F, &[6, 33], -2.0, 2.0),
+        rand(&mut rng, F, &[33], 0.5, 1.5),
+    ];
+    v.push(Case::new("rms_norm", g, ins, ACCUMULATED));
+    v
+}
+
+pub fn matmul_shapes_and_epilogues() -> Vec<Case> {
+    let mut rng = Rng::new(7);
+    let mut v = Vec::new();
+    let shapes: [(Vec<usize>, Vec<usize>); 5] = [
+        (vec![2, 5, 7], vec![7, 9]),
+        (vec![5, 7], vec![2, 7, 3]),
+        (vec![7], vec![7, 4]),
+        (vec![3, 7], vec![7]),
+        (vec![70, 130], vec![130, 67]),
+    ];
+    for (sa, sb) in shapes {
+        let g = one_op("matmul", &[(F, sa.clone()), (F, sb.clone())], Attrs::new());
+        let ins = vec![
+            rand(&mut rng, F, &sa, -1.0, 1.0),
+            rand(&mut rng, F, &sb, -1.0, 1.0),
+        ];
+        v.push(Case::new(
+            format!("matmul {sa:?} {sb:?}"),
+            g,
+            ins,
+            ACCUMULATED,
+        ));
+    }
+    for act in [
+        "none",
+        "relu",
+        "gelu",
+        "gelu_tanh",
+        "silu",
+        "sigmoid",
+        "tanh",
+    ] {
+        let g = one_op(
+            "matmul_bias_act",
+            &[(F, vec![2, 17, 40]), (F, vec![40, 33]), (F, vec![33])],
+            Attrs::new().with("activation", act),
+        );
+        let ins = vec![
+            rand(&mut rng, F, &[2, 17, 40], -1.0, 1.0),
+            rand(&mut rng, F, &[40, 33], -1.0, 1.0),
+            rand(&mut rng, F, &[33], -1.0, 1.0),
+        ];
+        v.push(Case::new(
+            format!("matmul_bias_act {act}"),
+            g,
+            ins,
+            ACCUMULATED,
+        ));
+    }
+    v
+}
+
+pub fn attention_masks() -> Vec<Case> {
+    let mut rng = Rng::new(8);
+    let mut v = Vec::new();
+    let (b, h, sq, sk, d) = (2, 3, 5, 7, 8);
+    let qkv = |rng: &mut Rng| {
+        vec![
+            rand(rng, F, &[b, h, sq, d], -1.0, 1.0),
+            rand(rng, F, &[b, h, sk, d], -1.0, 1.0),
+            rand(rng, F, &[b, h, sk, d], -1.0, 1.0),
+        ]
+    };
+    let shapes = vec![
+        (F, vec![b, h, sq, d]),
+        (F, vec![b, h, sk, d]),
+        (F, vec![b, h, sk, d]),
+    ];
+    for kind in ["none", "causal"] {
+        let g = one_op("attention", &shapes, Attrs::new().with("mask_kind", kind));
+        v.push(Case::new(
+            format!("attention {kind}"),
+            g,
+            qkv(&mut rng),
+            ACCUMULATED,
+        ));
+    }
+    let g = one_op(
+        "attention",
+        &shapes,
+        Attrs::new()
+            .with("mask_kind", "sliding_window")
+            .with("window", 3i64),
+    );
+    v.push(Case::new(
+        "attention sliding_window",
+        g,
+        qkv(&mut rng),
+        ACCUMULATED,
+    ));
+    let mut s = shapes.clone();
+    s.push((DType::Bool, vec![b, 1, 1, sk]));
+    let g = one_op("attention", &s, Attrs::new().with("mask_kind", "custom"));
+    let mut ins = qkv(&mut rng);
+    // Keep key 0 so no row is fully masked.
+    let keep: Vec<bool> = (0..b * sk)
+        .map(|i| i % sk == 0 || rng.next_f64() < 0.6)
+        .collect();
+    ins.push(HostTensor::from_slice(&keep, vec![b, 1, 1, sk]).unwrap());
+    v.push(Case::new("attention custom", g, ins, ACCUMULATED));
+    let mut s = shapes.clone();
+    s.push((F, vec![sq, sk]));
+    let g = one_op(
+        "attention",
+        &s,
+        Attrs::new().with("mask_kind", "bias").with("scale", 0.5),
+    );
+    let mut ins = qkv(&mut rng);
+    ins.push(rand(&mut rng, F, &[sq, sk], -2.0, 0.0));
+    v.push(Case::new("attention bias", g, ins, ACCUMULATED));
+    v
+}
+
+pub fn gather_embedding() -> Vec<Case> {
+    let mut rng = Rng::new(9);
+    let mut v = Vec::new();
+    let g = one_op(
+        "gather",
+        &[(F, vec![3, 10, 4]), (DType::I64, vec![2, 5])],
+        Attrs::new().with("axis", 1i64),
+    );
+    // Negative indices count from the end.
+    let idx = HostTensor::from_slice(&[0i64, 9, -1, 3, 3, -10, 5, 2, 1, 8], vec![2, 5]).unwrap();
+    let x = rand(&mut rng, F, &[3, 10, 4], -1.0, 1.0);
+    v.push(Case::new("gather", g, vec![x, idx], EXACT));
+    let g = one_op(
+        "embedding",
+        &[(F, vec![50, 6]), (DType::I64, vec![2, 7])],
+        Attrs::new(),
+    );
+    let ins = vec![
+        rand(&mut rng, F, &[50, 6], -1.0, 1.0),
+        rand(&mut rng, DType::I64, &[2, 7], 0.0, 50.0),
+    ];
+    v.push(Case::new("embedding", g, ins, EXACT));
+    let g = one_op(
+        "index_select",
+        &[(DType::I32, vec![6, 5]), (DType::I32, vec![4])],
+        Attrs::new().with("axis", 0i64),
+    );
+    let ins = vec![
+        rand(&mut rng, DType::I32, &[6, 5], -9.0, 9.0),
+        rand(&mut rng, DType::I32, &[4], 0.0, 6.0),
+    ];
+    v.push(Case::new("index_select i32", g, ins, EXACT));
+    // The table in each claimed dtype, with i64 and i32 indices.
+    for d in [F, DType::I32, DType::Bool] {
+        let (lo, hi) = movement_range(d);
+        let g = one_op(
+            "gather",
+            &[(d, vec![4, 6]), (DType::I32, vec![3, 2])],
+            Attrs::new().with("axis", -1i64),
+        );
+        let idx = HostTensor::from_slice(&[5i32, 0, -6, -1, 2, 2], vec![3, 2]).unwrap();
+        let ins = vec![rand(&mut rng, d, &[4, 6], lo, hi), idx];
+        v.push(Case::new(format!("gather {d}"), g, ins, EXACT));
+        let g = one_op(
+            "embedding",
+            &[(d, vec![9, 3]), (DType::I32, vec![5])],
+            Attrs::new(),
+        );
+        let ins = vec![
+            rand(&mut rng, d, &[9, 3], lo, hi),
+            rand(&mut rng, DType::I32, &[5], 0.0, 9.0),
+        ];
+        v.push(Case::new(format!("embedding {d}"), g, ins, EXACT));
+        let g = one_op(
+            "index_select",
+            &[(d, vec![3, 7]), (DType::I64, vec![5])],
+            Attrs::new().with("axis", 1i64),
+        );
+        let ins = vec![
+            rand(&mut rng, d, &[3, 7], lo, hi),
+            rand(&mut rng, DType::I64, &[5], 0.0, 7.0),
+        ];
+        v.push(Case::new(format!("index_select {d}"), g, ins, EXACT));
+    }
+    v
+}
+
+/// A value range per dtype for data movement: i64 values past 2^32, so
+/// both words of the two-word layout are moved.
+fn movement_range(d: DType) -> (f64, f64) {
+    match d {
+        DType::I64 => (-1e12, 1e12),
+        DType::I32 => (-1e9, 1e9),
+        _ => (-1.0, 1.0),
+    }
+}
+
+pub fn shape_ops_and_views() -> Vec<Case> {
+    let mut rng = Rng::new(10);
+    let mut v = Vec::new();
+    type Op = (&'static str, Vec<Vec<usize>>, Attrs);
+    let x = || vec![2, 3, 4];
+    let ops: Vec<Op> = vec![
+        (
+            "permute",
+            vec![x()],
+            Attrs::new().with("perm", vec![2i64, 0, 1]),
+        ),
+        (
+            "broadcast",
+            vec![vec![3, 1]],
+            Attrs::new().with("shape", vec![2i64, 3, 5]),
+        ),
+        (
+            "narrow",
+            vec![x()],
+            Attrs::new()
+                .with("axis", 2i64)
+                .with("start", 1i64)
+                .with("len", 2i64),
+        ),
+        (
+            "slice",
+            vec![x()],
+            Attrs::new()
+                .with("starts", vec![2i64, 0])
+                .with("ends", vec![-4i64, 3])
+                .with("axes", vec![2i64, 1])
+                .with("steps", vec![-1i64, 2]),
+        ),
+        ("flip", vec![x()], Attrs::new().with("axes", vec![0i64, 2])),
+        (
+            "concat",
+            vec![x(), vec![2, 1, 4]],
+            Attrs::new().with("axis", 1i64),
+        ),
+        (
+            "split",
+            vec![x()],
+            Attrs::new().with("axis", 2i64).with("sizes", vec![1i64, 3]),
+        ),
+        (
+            "squeeze",
+            vec![vec![2, 1, 3]],
+            Attrs::new().with("axes", vec![1i64]),
+        ),
+        (
+            "unsqueeze",
+            vec![x()],
+            Attrs::new().with("axes", vec![0i64]),
+        ),
+        (
+            "reshape",
+            vec![x()],
+            Attrs::new().with("shape", vec![4i64, 6]),
+        ),
+    ];
+    // Every op in every dtype the backend holds (the data-movement kernels
+    // are word-size generic; i64 moves two words per element).
+    for d in [F, DType::I32, DType::I64, DType::Bool] {
+        let (lo, hi) = movement_range(d);
+        for (op, shapes, attrs) in &ops {
+            let ins: Vec<_> = shapes.iter().map(|s| (d, s.clone())).collect();
+            let g = one_op(op, &ins, attrs.clone());
+            let vals: Vec<_> = shapes
+                .iter()
+                .map(|s| rand(&mut rng, d, s, lo, hi))
+                .collect();
+            v.push(Case::new(format!("{op} {d}"), g, vals, EXACT));
+        }
+    }
+    // reshape of a permuted (non-contiguous) value: a strided copy.
+    let t = Trace::new("reshape_of_permute");
+    let a = t.input("a", F, vec![2, 3, 4]);
+    let y = a
+        .permute(&[1, 0, 2])
+        .unwrap()
+        .reshape(&[3, 8])
+        .unwrap()
+        .apply1("exp", &[], Attrs::new())
+        .unwrap();
+    let g = t.finish(&[&y]).unwrap();
+    let x = rand(&mut rng, F, &[2, 3, 4], -1.0, 1.0);
+    v.push(Case::new("reshape of permute", g, vec![x], (1e-6, 1e-5)));
+    v
+}
+
+/// The chain `exp(tanh(a·b) + a)`: one `fused_elementwise` kernel (the
+/// native suite also checks that it is one node).
+pub fn fused_chain() -> Graph {
+    let t = Trace::new("region");
+    let a = t.input("a", F, vec![4, 9]);
+    let b = t.input("b", F, vec![9]);
+    let y = a
+        .apply1("mul", &[&b], Attrs::new())
+        .unwrap()
+        .apply1("tanh", &[], Attrs::new())
+        .unwrap()
+        .apply1("add", &[&a], Attrs::new())
+        .unwrap()
+        .apply1("exp", &[], Attrs::new())
+        .unwrap();
+    t.finish(&[&y]).unwrap()
+}
+
+pub fn fused_regions() -> Vec<Case> {
+    let mut rng = Rng::new(11);
+    let ins = vec![
+        rand(&mut rng, F, &[4, 9], -1.0, 1.0),
+        rand(&mut rng, F, &[9], -1.0, 1.0),
+    ];
+    let mut v = vec![Case::new("fused region", fused_chain(), ins, (1e-6, 1e-5))];
+    let i = DType::I32;
+    // i32: max((a + b) * a, b) wraps like the reference on overflow.
+    let t = Trace::new("region i32");
+    let a = t.input("a", i, vec![3, 8]);
+    let b = t.input("b", i, vec![8]);
+    let y = a
+        .apply1("add", &[&b], Attrs::new())
+        .unwrap()
+        .apply1("mul", &[&a], Attrs::new())
+        .unwrap()
+        .apply1("max", &[&b], Attrs::new())
+        .unwrap();
+    let g = t.finish(&[&y]).unwrap();
+    let ins = vec![
+        rand(&mut rng, i, &[3, 8], -3e4, 3e4),
+        rand(&mut rng, i, &[8], -3e4, 3e4),
+    ];
+    v.push(Case::new("fused region i32", g, ins, EXACT));
+    // bool: not(a xor b) or c.
+    let t = Trace::new("region bool");
+    let a = t.input("a", DType::Bool, vec![2, 9]);
+    let b = t.input("b", DType::Bool, vec![9]);
+    let c = t.input("c", DType::Bool, vec![2, 9]);
+    let y = a
+        .apply1("xor", &[&b], Attrs::new())
+        .unwrap()
+        .apply1("not", &[], Attrs::new())
+        .unwrap()
+        .apply1("or", &[&c], Attrs::new())
+        .unwrap();
+    let g = t.finish(&[&y]).unwrap();
+    let ins = vec![
+        rand(&mut rng, DType::Bool, &[2, 9], 0.0, 1.0),
+        rand(&mut rng, DType::Bool, &[9], 0.0, 1.0),
+        rand(&mut rng, DType::Bool, &[2, 9], 0.0, 1.0),
+    ];
+    v.push(Case::new("fused region bool", g, ins, EXACT));
+    // i64 in a region: equality on both words, then bool logic.
+    let t = Trace::new("region i64");
+    let a = t.input("a", DType::I64, vec![6]);
+    let b = t.input("b", DType::I64, vec![6]);
+    let c = t.input("c", DType::Bool, vec![6]);
+    let y = a
+        .apply1("ne", &[&b], Attrs::new())
+        .unwrap()
+        .apply1("not", &[], Attrs::new())
+        .unwrap()
+        .apply1("and", &[&c], Attrs::new())
+        .unwrap();
+    let g = t.finish(&[&y]).unwrap();
+    let ins = vec![
+        HostTensor::from_slice(&[0i64, 1, -1, 1 << 40, (1 << 40) + 1, 7], vec![6]).unwrap(),
+        HostTensor::from_slice(&[0i64, 1, 1, 1 << 40, 1 << 40, 7], vec![6]).unwrap(),
+        HostTensor::from_slice(&[true, true, true, true, true, false], vec![6]).unwrap(),
+    ];
+    v.push(Case::new("fused region i64", g, ins, EXACT));
+    v
+}
+
+/// group_norm has no WGSL kernel: it runs through its decomposition (the
+/// native suite also checks the dispatch report says so).
+pub fn group_norm() -> Graph {
+    one_op(
+        "group_norm",
+        &[(F, vec![2, 4, 3]), (F, vec![4]), (F, vec![4])],
+        Attrs::new().with("groups", 2i64),
+    )
+}
+
+pub fn decomposed() -> Vec<Case> {
+    let mut rng = Rng::new(12);
+    let ins = vec![
+        rand(&mut rng, F, &[2, 4, 3], -1.0, 1.0),
+        rand(&mut rng, F, &[4], 0.5, 1.5),
+        rand(&mut rng, F, &[4], -1.0, 1.0),
+    ];
+    vec![Case::new(
+        "group_norm via common IR",
+        group_norm(),
+        ins,
+        ACCUMULATED,
+    )]
+}
+
+/// An MLP-with-attention-shaped mix: matmul epilogue, softmax, layer norm,
+/// a fused elementwise region, a reduction, attention — kernels feeding
+/// each other through the arena.
+pub fn mixed_graph() -> Vec<Case> {
+    let mut rng = Rng::new(7);
+    let t = Trace::new("mixed");
+    let x = t.input("x", F, vec![2, 8, 16]);
+    let w = t.input("w", F, vec![16, 16]);
+    let b = t.input("b", F, vec![16]);
+    let h = x
+        .apply1(
+            "matmul_bias_act",
+            &[&w, &b],
+            Attrs::new().with("activation", "gelu"),
+        )
+        .unwrap();
+    let s = h.softmax(-1).unwrap();
+    let n = s.layer_norm(&b, &b, 1e-5).unwrap();
+    let e = n
+        .apply1("mul", &[&x], Attrs::new())
+        .unwrap()
+        .apply1("tanh", &[], Attrs::new())
+        .unwrap();
+    let r = e.sum(&[1], false).unwrap();
+    let a = x
+        .apply1(
+            "attention",
+            &[&h, &e],
+            Attrs::new().with("mask_kind", "causal"),
+        )
+        .unwrap();
+    let g = t.finish(&[&r, &a]).unwrap();
+    let ins = vec![
+        rand(&mut rng, F, &[2, 8, 16], -1.0, 1.0),
+        rand(&mut rng, F, &[16, 16], -0.5, 0.5),
+        rand(&mut rng, F, &[16], 0.5, 1.5),
+    ];
+    vec![Case::new("mixed graph", g, ins, ACCUMULATED)]
+}
+
+/// Where a typed error must surface.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Stage {
+    /// Compiling for the GPU device fails (the dispatch contract).
+    Compile,
+    /// Compiling succeeds; the run returns the error.
+    Run,
+}
+
+/// Bad input or an unsupported op: a typed error whose message names the
+/// problem, never a panic or a wrong number.
+pub struct ErrorCase {
+    pub name: &'static str,
+    pub graph: Graph,
+    pub inputs: Vec<HostTensor>,
+    pub stage: Stage,
+    /// Substrings the error message must contain.
+    pub expect: Vec<&'static str>,
+}
+
+pub fn error_cases() -> Vec<ErrorCase> {
+    let embedding = one_op(
+        "embedding",
+        &[(F, vec![5, 2]), (DType::I64, vec![3])],
+        Attrs::new(),
+    );
+    let gather = one_op(
+        "gather",
+        &[(F, vec![2, 3]), (DType::I32, vec![2])],
+        Attrs::new().with("axis", 1i64),
+    );
+    vec![
+        ErrorCase {
+            name: "embedding index past the table",
+            graph: embedding.clone(),
+            inputs: vec![
+                HostTensor::from_slice(&[0f32; 10], vec![5, 2]).unwrap(),
+                HostTensor::from_slice(&[1i64, 5, 0], vec![3]).unwrap(),
+            ],
+            stage: Stage::Run,
+            expect: vec!["out of range"],
+        },
+        ErrorCase {
+            name: "gather index below -len",
+            graph: gather,
+            inputs: vec![
+                HostTensor::from_slice(&[0f32; 6], vec![2, 3]).unwrap(),
+                HostTensor::from_slice(&[-4i32, 1], vec![2]).unwrap(),
+            ],
+            stage: Stage::Run,
+            expect: vec!["out of range"],
+        },
+        ErrorCase {
+            // cumsum has neither a WGSL kernel nor a decomposition.
+            name: "unclaimed op without a decomposition",
+            graph: one_op("cumsum", &[(F, vec![5])], Attrs::new().with("axis", 0i64)),
+            inputs: vec![HostTensor::from_slice(&[1f32; 5], vec![5]).unwrap()],
+            stage: Stage::Compile,
+            expect: vec!["cumsum", "no kernel"],
+        },
+    ]
+}
