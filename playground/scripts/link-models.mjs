@@ -18,4 +18,12 @@ for (const dir of process.argv.slice(2)) {
   fs.rmSync(link, { force: true, recursive: false });
   fs.symlinkSync(src, link);
   console.log(`link-models: ${path.relative(path.resolve(here, '..'), link)} -> ${src}`);
+  // sentence-transformers' embeddings of the test sentences (committed test
+  // vectors): the Run view compares the MiniLM example's output with them.
+  const ref = path.resolve(here, '../../tests/vectors/minilm/reference.json');
+  if (fs.existsSync(ref)) {
+    const r = path.join(d, 'minilm-reference.json');
+    fs.rmSync(r, { force: true });
+    fs.symlinkSync(ref, r);
+  }
 }

@@ -65,6 +65,8 @@ return { graph: g.finish([y]), inputs: { mask: new Float32Array(S) } };`,
   {
     id: 'minilm',
     title: 'all-MiniLM-L6-v2 (real weights, 90.9 MB)',
+    // Output 1 is the sentence embedding of reference item 0 (same text and ids).
+    reference: { url: 'models/minilm-reference.json', item: 0, output: 1 },
     code: `// The whole sentence encoder, 6 layers, with the checkpoint's parameter
 // names as graph inputs: compile binds them to the loaded weights.
 // Input: "This is an example sentence." as BERT token ids.

@@ -116,6 +116,10 @@ const ctx = {
 };
 window.__rlxPlayground.ctx = ctx;
 
+function currentExample() {
+  return ctx.state.model === 'custom' ? null : exampleById(ctx.state.model) || EXAMPLES[0];
+}
+
 function currentCode() {
   if (ctx.state.model === 'custom') {
     return sessionStorage.getItem('rlx-playground-code') || exampleById('mlp').code;
@@ -129,6 +133,7 @@ async function loadExample(code = currentCode()) {
   ctx.boundWeights = null;
   ctx.built = null;
   ctx.buildError = null;
+  ctx.example = code === currentCode() ? currentExample() : null;
   $('#code').value = code;
   $('#code-error').textContent = '';
   try {

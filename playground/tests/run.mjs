@@ -318,6 +318,7 @@ test('full MiniLM with the real weights: the sentence embedding matches sentence
     const dot = e.reduce((s, v, i) => s + v * ref.embedding[i], 0);
     assert(e.length === 384 && dot > 0.9999, `${r.device}: cosine with sentence-transformers ${dot}`);
   }
+  assert(/webgpu cosine (0\.9999|1\.0000)/.test(await page.locator('#reference-check').innerText()), 'no reference check shown');
   await shot(page, 'run-minilm');
   await page.close();
 });

@@ -48,7 +48,7 @@ export async function renderDispatch(ctx, host) {
       <span class="legend"><span class="native">native</span><span class="common_ir">common-IR</span><span class="rewritten">rewritten</span><span class="unsupported">unsupported</span><span class="transfer">transfer</span></span>
     </div>
     <div class="pane"><div class="cards" id="dispatch-cards">${DEVICES.map((d) => summary(d, both[d], s.policy)).join('')}</div>
-    ${chain && c.model ? `<p id="chain">Chain <b>${esc(s.device.replace(',', ' → '))}</b> compiled for <b>${esc(c.model.device)}</b>${(c.model.dispatchReport().fallback || []).map((f) => `; skipped <b>${esc(f.device)}</b>:<pre class="error">${esc(f.reason)}</pre>`).join('')}</p>` : ''}</div>`;
+    ${chain && c.model ? `<div id="chain">Chain <b>${esc(s.device.replace(',', ' → '))}</b> compiled for <b>${esc(c.model.device)}</b>${(c.model.dispatchReport().fallback || []).map((f) => `; skipped <b>${esc(f.device)}</b>:<pre class="error">${esc(f.reason)}</pre>`).join('')}</div>` : ''}</div>`;
   host.querySelectorAll('[data-dev]').forEach((b) => (b.onclick = () => ctx.set({ device: b.dataset.dev })));
   const pane = document.createElement('div');
   pane.className = 'pane';

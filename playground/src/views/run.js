@@ -89,6 +89,18 @@ export async function renderRun(ctx, host) {
     res.innerHTML = `<h3>Timings</h3><table id="timings"><tr><th>device</th><th>p50</th><th>min</th><th>runs</th></tr>${rows}</table>
       ${diffs.length ? `<p id="agreement">webgpu vs cpu, max |Δ| per output: ${diffs.map((d) => (d == null ? 'n/a' : d.toExponential(2))).join(', ')}</p>` : ''}
       <h3>Outputs</h3><div style="display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:12px"><div><h4>webgpu</h4>${outs(g)}</div><div><h4>cpu (wasm)</h4>${outs(c)}</div></div>`;
+    // The MiniLM example: its embedding against sentence-transformers'.
+    const ref = ctx.example?.reference;
+    if (ref) {
+      try {
+        const item = (await (await fetch(ref.url)).json()).items[ref.item];
+        const cos = (a) => { let d = 0, na = 0, nb = 0; a.forEach((v, i) => { d += v * item.embedding[i]; na += v * v; nb += item.embedding[i] ** 2; }); return d / Math.sqrt(na * nb); };
+        res.insertAdjacentHTML('afterbegin', `<p id="reference-check">Sentence embedding of “${esc(item.text)}” vs sentence-transformers: ${results.filter((r) => r.outs)
+          .map((r) => { const c = cos(Array.from(r.outs[ref.output].data)); return `${r.device} cosine <b class="${c > 0.9999 ? 'ok' : 'bad'}">${c.toFixed(9)}</b>`; }).join(' · ')}</p>`);
+      } catch (e) {
+        res.insertAdjacentHTML('afterbegin', `<p class="muted">reference not available (${esc(e.message)})</p>`);
+      }
+    }
     // For tests and the console: the full outputs of the last run.
     window.__rlxPlayground.lastRun = results.map((r) => ({ device: r.device, error: r.error ? { code: r.error.code, message: r.error.message } : null,
       p50: r.p50, outputs: r.outs?.map((o) => ({ name: o.name, dtype: o.dtype, shape: o.shape, data: Array.from(o.data, Number) })) }));
