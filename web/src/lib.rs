@@ -39,21 +39,7 @@ pub fn version() -> String {
 /// The op registry as JSON (the rows of `rlx ops --json`).
 #[wasm_bindgen(js_name = opsJson)]
 pub fn ops_json() -> String {
-    let rows: Vec<serde_json::Value> = rlx::ir::all_ops()
-        .iter()
-        .map(|d| {
-            serde_json::json!({
-                "name": d.name,
-                "category": d.category,
-                "arity": d.arity.to_string(),
-                "dtypes": d.dtypes.iter().map(|t| t.name()).collect::<Vec<_>>(),
-                "attributes": d.attrs.iter().map(|a| serde_json::json!({"name": a.name, "kind": a.kind})).collect::<Vec<_>>(),
-                "fused": d.is_fused(),
-                "differentiable": d.grad == rlx::ir::Grad::Differentiable,
-                "doc": d.doc,
-            })
-        })
-        .collect();
+    let rows: Vec<serde_json::Value> = rlx::ir::all_ops().iter().map(|d| d.to_json()).collect();
     serde_json::Value::Array(rows).to_string()
 }
 

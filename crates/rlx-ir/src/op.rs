@@ -112,6 +112,28 @@ impl OpDef {
     pub fn is_fused(&self) -> bool {
         self.decompose.is_some()
     }
+
+    /// The registry row shown by `rlx ops --json` and the npm package's
+    /// `rlx.ops()`: `name` (also as `kind`), category, arity, dtypes,
+    /// attributes, fused, differentiable (bool), doc.
+    pub fn to_json(&self) -> serde_json::Value {
+        let attrs: Vec<serde_json::Value> = self
+            .attrs
+            .iter()
+            .map(|a| serde_json::json!({"name": a.name, "kind": a.kind}))
+            .collect();
+        serde_json::json!({
+            "name": self.name,
+            "kind": self.name,
+            "category": self.category,
+            "arity": self.arity.to_string(),
+            "dtypes": self.dtypes.iter().map(|t| t.name()).collect::<Vec<_>>(),
+            "attributes": attrs,
+            "fused": self.is_fused(),
+            "differentiable": self.grad == Grad::Differentiable,
+            "doc": self.doc,
+        })
+    }
 }
 
 impl fmt::Debug for OpDef {

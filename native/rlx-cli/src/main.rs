@@ -93,18 +93,10 @@ fn ops(json: bool) -> Result<(), String> {
         let rows: Vec<serde_json::Value> = defs
             .iter()
             .map(|d| {
-                serde_json::json!({
-                    "kind": d.name,
-                    "category": d.category,
-                    "arity": d.arity.to_string(),
-                    "dtypes": d.dtypes.iter().map(|t| t.name()).collect::<Vec<_>>(),
-                    "attributes": d.attrs.iter().map(|a| serde_json::json!({"name": a.name, "kind": a.kind})).collect::<Vec<_>>(),
-                    "fused": d.is_fused(),
-                    "decomposition": d.is_fused().then_some("registered"),
-                    "differentiable": d.grad,
-                    "backends": backends(d),
-                    "doc": d.doc,
-                })
+                let mut row = d.to_json();
+                row["decomposition"] = serde_json::json!(d.is_fused().then_some("registered"));
+                row["backends"] = serde_json::json!(backends(d));
+                row
             })
             .collect();
         let out = serde_json::json!({"count": rows.len(), "ops": rows});
