@@ -124,7 +124,7 @@ export class GraphView {
     q = q.trim().toLowerCase();
     const hits = [];
     for (const it of this.items.values()) {
-      const hay = `${it.n.label} ${it.n.sub || ''} ${(it.n.node?.origin) || ''}`.toLowerCase();
+      const hay = `${it.n.label} ${it.n.sub || ''} ${it.n.hay || ''}`.toLowerCase();
       const hit = q && hay.includes(q);
       it.el.classList.toggle('hit', !!hit);
       if (hit) hits.push(it.n.id);

@@ -67,7 +67,9 @@ export function flatten(g, opts = {}) {
       return;
     }
     const id = `n${i}`;
-    nodes.push({ id, kind: 'op', label: n.op, sub: fmtType(g.values[n.outputs[0]]?.ty), index: i, node: n, fused: bodies(n).length > 0 });
+    // search text: the op, its input and output names (weights are found by name even when hidden)
+    const hay = [n.op, ...n.inputs.map((v) => valueLabel(g, v)), ...n.outputs.map((v) => valueLabel(g, v))].join(' ');
+    nodes.push({ id, kind: 'op', label: n.op, sub: fmtType(g.values[n.outputs[0]]?.ty), index: i, node: n, fused: bodies(n).length > 0, hay });
     n.inputs.forEach((v) => producer.has(v) && edges.push({ from: producer.get(v), to: id, value: v }));
     n.outputs.forEach((v) => producer.set(v, id));
   });
