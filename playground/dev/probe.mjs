@@ -4,7 +4,7 @@
 import { chromium } from 'playwright-core';
 import fs from 'node:fs';
 const dir = fs.mkdtempSync('/tmp/rlx-pg-probe-');
-const b = await chromium.launchPersistentContext(dir, { executablePath: '/usr/lib/chromium/chromium', headless: true, viewport: { width: 1440, height: 900 },
+const b = await chromium.launchPersistentContext(dir, { executablePath: '/usr/lib/chromium/chromium', headless: true, viewport: { width: Number(process.env.W || 1440), height: Number(process.env.H || 900) },
   args: ['--enable-unsafe-webgpu', '--no-sandbox', '--no-first-run', '--disable-quic', '--disable-background-networking', '--disable-component-update', '--disable-sync'] });
 const p = await b.newPage();
 p.on('pageerror', (e) => console.log('pageerror:', e));
