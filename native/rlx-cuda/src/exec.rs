@@ -40,9 +40,16 @@ struct LtGemm {
     desc: lt::cublasLtMatmulDesc_t,
     layouts: [lt::cublasLtMatrixLayout_t; 3],
     algo: lt::cublasLtMatmulAlgo_t,
+    /// The heuristic's other candidates, timed by [`LtGemm::tune`].
+    candidates: Vec<lt::cublasLtMatmulAlgo_t>,
     ptrs: [u64; 4],
     f64: bool,
+    residual: bool,
 }
+
+/// Candidate algorithms asked of the cuBLASLt heuristic per GEMM. Its first
+/// pick is often not the fastest for MiniLM's small, skinny GEMMs.
+const LT_CANDIDATES: usize = 8;
 // SAFETY: descriptors are immutable after creation and used under the
 // executable's stream ordering.
 unsafe impl Send for LtGemm {}
@@ -175,22 +182,94 @@ impl LtGemm {
                 8,
             )
             .map_err(lt_err)?;
-            let h = ltr::get_matmul_algo_heuristic(
-                gpu.lt.0, desc, layouts[0], layouts[1], layouts[2], layouts[2], pref,
-            );
+            let mut results =
+                vec![std::mem::zeroed::<lt::cublasLtMatmulHeuristicResult_t>(); LT_CANDIDATES];
+            let mut count = 0i32;
+            let h = lt::cublasLtMatmulAlgoGetHeuristic(
+                gpu.lt.0,
+                desc,
+                layouts[0],
+                layouts[1],
+                layouts[2],
+                layouts[2],
+                pref,
+                LT_CANDIDATES as i32,
+                results.as_mut_ptr(),
+                &mut count,
+            )
+            .result();
             let _ = ltr::destroy_matmul_pref(pref);
-            h.map_err(lt_err)?
+            h.map_err(lt_err)?;
+            results.truncate(count.max(0) as usize);
+            results.retain(|r| r.state == lt::cublasStatus_t::CUBLAS_STATUS_SUCCESS);
+            results
+        };
+        let Some(first) = heur.first() else {
+            return Err(CudaError::Cublas(
+                "cuBLASLt: no algorithm for this GEMM".into(),
+            ));
         };
         Ok(LtGemm {
             desc,
             layouts,
-            algo: heur.algo,
+            algo: first.algo,
+            candidates: heur.iter().map(|r| r.algo).collect(),
             ptrs: [a, b, residual.unwrap_or(c), c],
             f64: g.dtype == DType::F64,
+            residual: residual.is_some(),
         })
     }
 
-    fn launch(&self, gpu: &Gpu, has_residual: bool) -> Result<(), CudaError> {
+    /// Time every candidate algorithm on this GEMM's own buffers (their
+    /// contents become garbage: tuning runs before any real run) and keep
+    /// the fastest. Each is timed over a short CUDA graph of repeated
+    /// launches, so host launch overhead does not hide GPU time.
+    fn tune(&mut self, gpu: &Gpu) -> Result<(), CudaError> {
+        if self.candidates.len() < 2 {
+            return Ok(());
+        }
+        let stream = &gpu.stream;
+        let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let (e0, e1) = (gpu.ctx.new_event(flags)?, gpu.ctx.new_event(flags)?);
+        let mut best = (f32::INFINITY, self.algo);
+        for algo in self.candidates.clone() {
+            // An algorithm that fails here (e.g. not valid for these
+            // pointers' alignment) is skipped, not fatal.
+            if self.launch_with(gpu, &algo).is_err() {
+                continue;
+            }
+            stream.synchronize()?;
+            stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+            let r = (0..10).try_for_each(|_| self.launch_with(gpu, &algo));
+            let g = stream.end_capture(sys::CUgraphInstantiate_flags(0))?;
+            r?;
+            let Some(g) = g else { continue };
+            g.launch()?;
+            e0.record(stream)?;
+            g.launch()?;
+            e1.record(stream)?;
+            stream.synchronize()?;
+            let ms = e0.elapsed_ms(&e1)?;
+            if ms < best.0 {
+                best = (ms, algo);
+            }
+        }
+        self.algo = best.1;
+        Ok(())
+    }
+
+    /// Worth timing the candidates: big enough that the algorithm matters
+    /// (the parity tests' tiny GEMMs keep the heuristic's pick).
+    fn worth_tuning(g: &crate::plan::Gemm) -> bool {
+        g.m as i64 * g.n as i64 * g.k as i64 * g.batch as i64 >= 1 << 21
+    }
+
+    fn launch(&self, gpu: &Gpu) -> Result<(), CudaError> {
+        self.launch_with(gpu, &self.algo)
+    }
+
+    fn launch_with(&self, gpu: &Gpu, algo: &lt::cublasLtMatmulAlgo_t) -> Result<(), CudaError> {
+        let has_residual = self.residual;
         let (one32, zero32, one64, zero64) = (1f32, 0f32, 1f64, 0f64);
         let beta32 = if has_residual { one32 } else { zero32 };
         let beta64 = if has_residual { one64 } else { zero64 };
@@ -222,7 +301,7 @@ impl LtGemm {
                 self.layouts[2],
                 d as *mut _,
                 self.layouts[2],
-                &self.algo,
+                algo,
                 gpu.lt_workspace.ptr as *mut _,
                 gpu.lt_workspace.bytes,
                 gpu.stream.cu_stream() as _,
@@ -239,7 +318,7 @@ enum Resolved {
         args: Vec<u64>,
     },
     Gemm(crate::plan::Gemm, [u64; 3]),
-    Lt(Box<LtGemm>, bool),
+    Lt(Box<LtGemm>),
     /// Pointer arrays (A, B, C) on the device, one entry per batch.
     Batched(crate::plan::Gemm, [DevBuf; 3]),
 }
@@ -401,8 +480,11 @@ impl CudaExecutable {
                 }
                 Launch::Gemm { node, gemm } => {
                     let p = [addr(&gemm.a), addr(&gemm.b), addr(&gemm.c)];
-                    if gemm.bias.is_some() || gemm.residual.is_some() {
-                        let lt = LtGemm::new(
+                    // Every GEMM with one output dtype goes through cuBLASLt
+                    // (tuned below); mixed-dtype ones through cuBLAS.
+                    if gemm.c_dtype == gemm.dtype || gemm.bias.is_some() || gemm.residual.is_some()
+                    {
+                        let mut lt = LtGemm::new(
                             &gpu,
                             gemm,
                             p[0],
@@ -412,7 +494,10 @@ impl CudaExecutable {
                             gemm.residual.as_ref().map(addr),
                             opts.tf32,
                         )?;
-                        launches.push((*node, Resolved::Lt(Box::new(lt), gemm.residual.is_some())));
+                        if LtGemm::worth_tuning(gemm) {
+                            lt.tune(&gpu)?;
+                        }
+                        launches.push((*node, Resolved::Lt(Box::new(lt))));
                     } else {
                         launches.push((*node, Resolved::Gemm(gemm.clone(), p)));
                     }
@@ -570,7 +655,7 @@ impl CudaExecutable {
                 // executable owns, in the order the generated kernel declares.
                 unsafe { b.launch(*cfg) }?;
             }
-            Resolved::Lt(g, residual) => g.launch(&self.gpu, *residual)?,
+            Resolved::Lt(g) => g.launch(&self.gpu)?,
             Resolved::Batched(g, [pa, pb, pc]) => {
                 let op = |t: bool| {
                     if t {
@@ -885,28 +970,40 @@ impl CudaExecutable {
         self.fetch(&mut s, true)
     }
 
-    /// Time every launch of one eager run with CUDA events:
-    /// (node, op, kernel, milliseconds). Inputs must have been uploaded.
+    /// GPU time of every launch: (node, op, kernel, milliseconds). Each
+    /// launch is timed alone — a CUDA graph of `REPEATS` copies of it,
+    /// replayed between two events — so host launch gaps (which dominate
+    /// an eagerly launched run at small batch) are not counted. Inputs must
+    /// have been uploaded; intermediate buffers hold garbage afterwards
+    /// (in-place epilogues accumulate), so run again before reading outputs.
     pub fn profile(&self) -> Result<Vec<(usize, String, String, f32)>, CudaError> {
+        const REPEATS: usize = 5;
         self.gpu.ctx.bind_to_thread()?;
+        let _s = self.lock()?;
         let stream = &self.gpu.stream;
         let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
-        let mut events = vec![self.gpu.ctx.new_event(flags)?];
-        events[0].record(stream)?;
-        for (_, l) in &self.launches {
-            self.launch(l)?;
-            let e = self.gpu.ctx.new_event(flags)?;
-            e.record(stream)?;
-            events.push(e);
-        }
-        stream.synchronize()?;
+        let (e0, e1) = (
+            self.gpu.ctx.new_event(flags)?,
+            self.gpu.ctx.new_event(flags)?,
+        );
         let mut names = std::collections::HashMap::new();
         for (n, k) in &self.kernels {
             names.entry(*n).or_insert_with(|| k.clone());
         }
         let mut out = Vec::new();
-        for (i, (node, _)) in self.launches.iter().enumerate() {
-            let ms = events[i].elapsed_ms(&events[i + 1])?;
+        for (node, l) in &self.launches {
+            stream.synchronize()?;
+            stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+            let r = (0..REPEATS).try_for_each(|_| self.launch(l));
+            let g = stream.end_capture(sys::CUgraphInstantiate_flags(0))?;
+            r?;
+            let g = g.ok_or_else(|| CudaError::Driver("graph capture produced no graph".into()))?;
+            g.launch()?;
+            e0.record(stream)?;
+            g.launch()?;
+            e1.record(stream)?;
+            stream.synchronize()?;
+            let ms = e0.elapsed_ms(&e1)? / REPEATS as f32;
             out.push((
                 *node,
                 self.node_ops[*node].clone(),

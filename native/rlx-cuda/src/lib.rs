@@ -98,9 +98,9 @@ impl Backend for CudaBackend {
         // The kernel family; which variant a node gets depends on its
         // shapes and neighbours (CudaExecutable::kernels lists each launch).
         match op {
-            "matmul" => format!("cuda::cublas_gemm<{dtype}> (cublasLt with a fused residual add)"),
+            "matmul" => format!("cuda::cublasLt_matmul<{dtype}> (+ residual add; algorithm timed at compile)"),
             "matmul_bias_act" => format!(
-                "cuda::cublasLt_gemm_bias<{dtype}> (+ residual add; other activations: cublas + nvrtc epilogue)"
+                "cuda::cublasLt_gemm_bias<{dtype}> (+ residual add; other activations: cublasLt + nvrtc epilogue)"
             ),
             "attention" => format!(
                 "cuda::nvrtc_attention<{dtype}> (>= 48 heads: cublas_gemm_batched + nvrtc_softmax + cublas_gemm_batched)"

@@ -224,6 +224,15 @@ fn f16_attention_keeps_scores_on_chip_with_tensor_cores() {
         .filter(|(n, _)| p.node_ops[*n] == "attention")
         .count();
     assert_eq!(att, 6);
+    // It writes the merged-heads layout in place over q/k/v (one block per
+    // head reads before it writes): no reshape copies left.
+    let reshapes = p
+        .kernels
+        .iter()
+        .filter(|(n, _)| p.node_ops[*n] == "reshape")
+        .count();
+    assert_eq!(reshapes, 0, "{:?}", p.kernels);
+    assert_eq!(p.launches.len(), 78);
     // Pre-sm_80 GPUs (or f32) get no mma instruction.
     let old = minilm_plan_as(32, "f16", false);
     assert!(!old.source.contains("mma.sync"));
@@ -329,4 +338,23 @@ fn staging_layout_packs_aligned_and_disjoint() {
     assert_eq!(offs[1], 19200);
     assert_eq!(total, offs[4] + 4);
     assert_eq!(pack(&[]), (vec![], 0));
+}
+
+#[test]
+fn tensor_core_attention_writes_in_place_only_over_an_identical_layout() {
+    let src = "graph @g(%x: f16[2,128,384], %y: f16[2,128,384], %z: f16[2,128,384]) {\n  %a = neg(%x)\n  %b = neg(%y)\n  %c = neg(%z)\n  %ra = reshape(%a) {shape=[2,128,12,32]}\n  %rb = reshape(%b) {shape=[2,128,12,32]}\n  %rc = reshape(%c) {shape=[2,128,12,32]}\n  %q = permute(%ra) {perm=[0,2,1,3]}\n  %k = permute(%rb) {perm=[0,2,1,3]}\n  %v = permute(%rc) {perm=[0,2,1,3]}\n  %o = attention(%q, %k, %v)\n  %p = permute(%o) {perm=[0,2,1,3]}\n  %r = reshape(%p) {shape=[2,128,384]}\n  return %r\n}";
+    let p = planned_lir(src);
+    let reshapes = |p: &plan::Plan| {
+        p.kernels
+            .iter()
+            .filter(|(n, _)| p.node_ops[*n] == "reshape")
+            .count()
+    };
+    assert_eq!(reshapes(&p), 0, "{:?}", p.kernels);
+    // The same graph in f32 (no tensor-core kernel) keeps the copy whenever
+    // the merged output shares a buffer with q/k/v.
+    let p32 = planned_lir(&src.replace("f16", "f32"));
+    assert_eq!(reshapes(&p32), 1, "{:?}", p32.kernels);
+    assert!(p32.source.contains("warp_max"));
+    assert!(!p32.source.contains("mma.sync"));
 }

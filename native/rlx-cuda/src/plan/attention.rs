@@ -75,20 +75,10 @@ pub(super) fn attention(
     if let Some(&m) = node.inputs.get(3) {
         reads.push(p.loc(m)?);
     }
-    let out = &match fuse_permute_reshape(p, i, node, &reads)? {
-        Some(l) => l,
-        None => out.clone(),
-    };
-    let os = out.strides.clone();
-    args.push(out.ptr());
+    // The tensor-core kernel (below) for f16/bf16 on sm_80+.
     let nb: usize = batch.iter().product();
-    if sq == 0 || nb == 0 {
-        return Ok(());
-    }
-    // f16/bf16 on tensor cores, scores kept in registers (they never reach
-    // global memory): one launch whatever the head count.
     let same = [&q, &k, &v].iter().all(|l| l.dtype == out.dtype);
-    if p.tensor_cores
+    let mma = p.tensor_cores
         && same
         && matches!(out.dtype, DType::F16 | DType::BF16)
         && dh % 16 == 0
@@ -96,8 +86,24 @@ pub(super) fn attention(
         && dv % 8 == 0
         && dv <= 128
         && sk % 16 == 0
-        && sk <= 128
-    {
+        && sk <= 128;
+    // With sq <= 128 it runs one block per head that reads all of the
+    // head's K and V (before a barrier) and each warp its own Q rows before
+    // writing those rows: it may write over q/k/v laid out exactly like
+    // its output (MiniLM's merged-heads buffer is q's or k's or v's).
+    let in_place = mma && sq <= 128;
+    let out = &match fuse_permute_reshape(p, i, node, &reads, in_place)? {
+        Some(l) => l,
+        None => out.clone(),
+    };
+    let os = out.strides.clone();
+    args.push(out.ptr());
+    if sq == 0 || nb == 0 {
+        return Ok(());
+    }
+    // f16/bf16 on tensor cores, scores kept in registers (they never reach
+    // global memory): one launch whatever the head count.
+    if mma {
         // 16 query rows per warp, up to 8 warps: a block covers up to 128
         // rows of one head, so K and V are staged once per head for
         // sq <= 128 (the staging loads are the kernel's latency, not the

@@ -9,11 +9,17 @@ use super::*;
 /// (copying) `reshape` right after it, node `i` can write its result in the
 /// reshape's layout directly: returns the location to write (the reshape's
 /// buffer seen through the inverse permutation) and marks the reshape done.
+///
+/// An input overlapping that buffer refuses the fusion, unless `in_place`
+/// is set and the input is exactly the write location (same buffer, offset,
+/// dims and strides): a kernel whose every element is read by the thread
+/// block that writes it, before it writes it, may then run in place.
 pub(super) fn fuse_permute_reshape(
     p: &mut Planner,
     i: usize,
     node: &Node,
     reads: &[Loc],
+    in_place: bool,
 ) -> Result<Option<Loc>, CudaError> {
     let out = node.outputs[0];
     let users = &p.users[out.index()];
@@ -39,9 +45,6 @@ pub(super) fn fuse_permute_reshape(
         return Ok(None);
     }
     let dst = p.out_loc(rs.outputs[0])?;
-    if reads.iter().any(|l| overlap(l, &dst)) {
-        return Ok(None);
-    }
     let perm = perm_node
         .attrs
         .ints("perm")
@@ -54,16 +57,30 @@ pub(super) fn fuse_permute_reshape(
         let a = (if a < 0 { a + r } else { a }) as usize;
         strides[a] = cs[kk];
     }
-    p.done.insert(k);
-    p.locs[rs.outputs[0].index()] = Some(dst.clone());
     let ty = p.ty(out);
-    Ok(Some(Loc {
+    let write = Loc {
         root: dst.root,
         offset: dst.offset,
         strides,
         dtype: ty.dtype,
         dims: ty.dims().to_vec(),
-    }))
+    };
+    let same = |l: &Loc| {
+        l.root == write.root
+            && l.offset == write.offset
+            && l.dims == write.dims
+            && l.strides == write.strides
+            && l.dtype == write.dtype
+    };
+    if reads
+        .iter()
+        .any(|l| overlap(l, &dst) && !(in_place && same(l)))
+    {
+        return Ok(None);
+    }
+    p.done.insert(k);
+    p.locs[rs.outputs[0].index()] = Some(dst.clone());
+    Ok(Some(write))
 }
 
 /// If the only user of node `i`'s output is an `add` with a contiguous

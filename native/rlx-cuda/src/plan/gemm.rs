@@ -140,7 +140,10 @@ pub(super) fn matmul(
                 gemm.stride_c = 0;
             }
             p.launches.push(Launch::Gemm { node: i, gemm });
-            p.kernels.push((i, "cublas::gemm_strided_batched".into()));
+            p.kernels.push((
+                i,
+                "cublasLt::matmul (strided batched, algorithm timed at compile)".into(),
+            ));
         }
         _ => {
             for t in 0..nbatch {
@@ -161,7 +164,7 @@ pub(super) fn matmul(
                 let gemm = call(ap, bp, cp, (0, 0), 1);
                 p.launches.push(Launch::Gemm { node: i, gemm });
             }
-            p.kernels.push((i, "cublas::gemm (per batch)".into()));
+            p.kernels.push((i, "cublasLt::matmul (per batch)".into()));
         }
     }
     Ok(())
