@@ -482,7 +482,11 @@ impl CudaExecutable {
                     let p = [addr(&gemm.a), addr(&gemm.b), addr(&gemm.c)];
                     // Every GEMM with one output dtype goes through cuBLASLt
                     // (tuned below); mixed-dtype ones through cuBLAS.
-                    if gemm.c_dtype == gemm.dtype || gemm.bias.is_some() || gemm.residual.is_some()
+                    // (cuBLASLt rejects empty GEMMs: those stay cuBLAS no-ops.)
+                    let empty = gemm.m == 0 || gemm.n == 0 || gemm.k == 0 || gemm.batch == 0;
+                    if (gemm.c_dtype == gemm.dtype && !empty)
+                        || gemm.bias.is_some()
+                        || gemm.residual.is_some()
                     {
                         let mut lt = LtGemm::new(
                             &gpu,

@@ -205,6 +205,8 @@ fn f16_attention_keeps_scores_on_chip_with_tensor_cores() {
     // (scores through global memory).
     let p = minilm_plan_as(32, "f16", true);
     assert!(p.source.contains(MMA_F16));
+    // MiniLM's padding mask (broadcast over query rows) is staged in shared memory.
+    assert!(p.source.contains("ms[j] = "), "mask not staged");
     let batched = |p: &plan::Plan| {
         p.launches
             .iter()

@@ -717,7 +717,36 @@ pub fn attention_mma(
     let (kr, kc) = (ks[r], ks[r + 1]);
     let (vr, vc) = (vs[r], vs[r + 1]);
     let (kp, vp) = (dh + 8, dv + 8);
-    let (mask_param, mask_code) = mask_source(mask, batch, 3, "row", "s");
+    let (mask_param, mut mask_code) = mask_source(mask, batch, 3, "row", "s");
+    // A mask broadcast over query rows (a padding mask) is staged in shared
+    // memory once per block: 0/1 drop flags of a keep-mask, or the bias.
+    let mut stage_m = String::new();
+    if let Mask::Keep { dtype, strides } | Mask::Bias { dtype, strides } = mask {
+        if strides[r] == 0 {
+            let m = load(
+                *dtype,
+                &format!(
+                    "in3[{} + j * {}LL]",
+                    offset(batch, &strides[..r]),
+                    strides[r + 1]
+                ),
+            );
+            let keep = matches!(mask, Mask::Keep { .. });
+            let val = if keep {
+                format!("({m} != 0) ? 0.f : 1.f")
+            } else {
+                format!("(float)({m})")
+            };
+            stage_m = format!(
+                "float* ms = (float*)(vs + {sk} * {vp}); for (int j = threadIdx.x; j < {sk}; j += blockDim.x) ms[j] = {val};"
+            );
+            mask_code = if keep {
+                "if (ms[j] != 0.f) s = -__int_as_float(0x7f800000);".into()
+            } else {
+                "s += ms[j];".into()
+            };
+        }
+    }
     let (ty, pack) = match d {
         DType::BF16 => ("bf16", "f2b"),
         _ => ("f16", "f2h"),
@@ -750,11 +779,7 @@ pub fn attention_mma(
   long long b = blockIdx.y;
   {unr}
   const {s}* k = in1 + {kb}; const {s}* v = in2 + {vb}; const {s}* q = in0 + {qb};
-  {stage_k}
-  {stage_v}
-  __syncthreads();
   long long r0 = (long long)blockIdx.x * {rows} + warp * 16;
-  if (r0 >= {sq}LL) return;
   long long ra = r0 + g, rb = r0 + g + 8;
   auto mma = [](float* c, const unsigned* a, unsigned b0, unsigned b1) {{
     asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};\"
@@ -773,6 +798,12 @@ pub fn attention_mma(
     int t0 = c * 16 + 2 * t4;
     qf[c][0] = ldq(ra, t0); qf[c][1] = ldq(rb, t0); qf[c][2] = ldq(ra, t0 + 8); qf[c][3] = ldq(rb, t0 + 8);
   }}
+  // Q (above) is loaded before K/V are staged so the loads overlap.
+  {stage_k}
+  {stage_v}
+  {stage_m}
+  __syncthreads();
+  if (r0 >= {sq}LL) return;
   float sc[{sk} / 8][4];
   #pragma unroll
   for (int n = 0; n < {sk} / 8; ++n) {{
