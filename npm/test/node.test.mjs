@@ -222,3 +222,22 @@ test("node origins name the user's line for every way of building a node", () =>
   assert.equal(origins.length, 4);
   for (const o of origins) assert.match(o, new RegExp(`node\\.test\\.mjs:${Number(here) + 1}:`), o);
 });
+
+test("each dispatch-report node names the legalized MIR nodes it became", async () => {
+  const g = new rlx.GraphBuilder("map");
+  const x = g.input("x", "f32", [2, 8]);
+  const gamma = g.input("g", "f32", [8]);
+  const graph = g.finish([x.layerNorm(gamma, gamma).gelu().softmax(-1).sum([1])]);
+  const m = await rlx.compile(graph, { device: "cpu", policy: "common_ir_only" });
+  const mir = m.ir("mir");
+  const seen = new Set();
+  for (const row of m.dispatchReport().nodes) {
+    assert.ok(row.mir_nodes.length >= 1, JSON.stringify(row));
+    for (const i of row.mir_nodes) {
+      assert.ok(i < mir.nodes.length && !seen.has(i));
+      seen.add(i);
+    }
+    if (row.path === "native") assert.equal(mir.nodes[row.mir_nodes[0]].op, row.op);
+  }
+  assert.equal(seen.size, mir.nodes.length, "every MIR node is accounted for");
+});

@@ -324,10 +324,12 @@ impl Cx<'_> {
                 .unwrap_or_default();
             b.set_origin(node.origin.clone());
             let mut kernels = Vec::new();
+            let first = b.graph().nodes.len();
             let outs = match self.emit(&mut b, node.op, &ins, &node.attrs, 0, &mut kernels) {
                 Ok((path, rewrite, outs)) => {
                     rows.push(NodeDispatch {
                         node: i,
+                        mir_nodes: (first..b.graph().nodes.len()).collect(),
                         op: node.op.name().into(),
                         dtype,
                         shape,

@@ -34,6 +34,9 @@ impl DispatchPath {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct NodeDispatch {
     pub node: usize,
+    /// The nodes of the legalized graph (the MIR the backend compiles)
+    /// that this node became: one when native, its expansion otherwise.
+    pub mir_nodes: Vec<usize>,
     pub op: String,
     pub dtype: DType,
     pub shape: Shape,
