@@ -129,14 +129,28 @@ pub fn unary_f32() -> Vec<Case> {
         "silu",
     ];
     let mut rng = Rng::new(1);
-    ops.iter()
+    let mut v: Vec<Case> = ops
+        .iter()
         .map(|&op| {
             let (lo, hi) = domain(op);
             let g = one_op(op, &[(F, vec![3, 37])], Attrs::new());
             let x = rand(&mut rng, F, &[3, 37], lo, hi);
             Case::new(op, g, vec![x], ELEMENTWISE)
         })
-        .collect()
+        .collect();
+    // Rotary-embedding-sized angles: far outside [-pi, pi], where WGSL's
+    // builtins promise nothing.
+    for op in ["sin", "cos"] {
+        let g = one_op(op, &[(F, vec![64])], Attrs::new());
+        let x = rand(&mut rng, F, &[64], -300.0, 300.0);
+        v.push(Case::new(
+            format!("{op} of large angles"),
+            g,
+            vec![x],
+            ELEMENTWISE,
+        ));
+    }
+    v
 }
 
 pub fn unary_int_and_bool() -> Vec<Case> {
