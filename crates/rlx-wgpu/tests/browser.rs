@@ -1,91 +1,182 @@
-//! The same parity checks in the browser: compiled to wasm32 and run by
+//! The parity suite in the browser: every case of `common/cases.rs` (the
+//! same lists `parity.rs` runs on Vulkan) compiled to wasm32 and run by
 //! wasm-bindgen-test in headless Chromium's WebGPU (SwiftShader there), via
-//! the async path (`GpuContext::create(..).await`, `run_async`), against
-//! the CPU reference compiled into the same wasm module.
-//! Run: scripts/test-wgpu-browser.
+//! the async path (`GpuContext::create(..).await`, `build_async`,
+//! `run_async`), against the CPU reference compiled into the same module;
+//! plus the typed errors that can happen in a page (an out-of-range index,
+//! an op with no kernel). Mismatches are collected, not stopped at, so one
+//! run lists every failing case. Run: scripts/test-wgpu-browser.
 #![cfg(target_arch = "wasm32")]
 
-use rlx::{Attrs, DType, Device, Graph, HostTensor, Trace};
-use rlx_wgpu::{program_of, GpuContext, WgpuExecutable};
-use std::sync::Mutex;
+mod common;
+use common::*;
+use rlx::{Device, HostTensor};
+use rlx_wgpu::{program_of, GpuContext, PipelineCache, WgpuExecutable};
+use std::sync::Arc;
+use wasm_bindgen::prelude::*;
 use wasm_bindgen_test::*;
 
 wasm_bindgen_test_configure!(run_in_browser);
 
-fn rand(seed: &mut u64, shape: &[usize], lo: f64, hi: f64) -> HostTensor {
-    let n: usize = shape.iter().product();
-    let v = (0..n)
-        .map(|_| {
-            *seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            lo + (hi - lo) * ((*seed >> 11) as f64 / (1u64 << 53) as f64)
-        })
-        .collect();
-    HostTensor::from_f64(DType::F32, shape.to_vec(), v).unwrap()
+// wasm-bindgen-test keeps a passing test's console output to itself; the
+// summary goes into the page's `#output` element, which the runner
+// streams to the terminal (the harness writes its own lines there too).
+#[wasm_bindgen]
+extern "C" {
+    type Page;
+    #[wasm_bindgen(thread_local_v2, js_name = document)]
+    static DOCUMENT: Page;
+    #[wasm_bindgen(method, js_name = getElementById)]
+    fn element(this: &Page, id: &str) -> Option<Output>;
+    type Output;
+    #[wasm_bindgen(method, getter = textContent)]
+    fn text(this: &Output) -> String;
+    #[wasm_bindgen(method, setter = textContent)]
+    fn set_text(this: &Output, text: &str);
+    #[wasm_bindgen(js_namespace = performance, js_name = now)]
+    fn now_ms() -> f64;
 }
 
-async fn check(ctx: &std::sync::Arc<GpuContext>, what: &str, g: &Graph, inputs: &[HostTensor]) {
-    let want = rlx_cpu::run_graph(g, inputs).unwrap();
-    let cache = Mutex::new(Default::default());
-    let exe =
-        WgpuExecutable::build_async(ctx.clone(), &cache, &program_of(g, Device::WebGpu).unwrap())
-            .await
-            .unwrap();
-    let refs: Vec<&HostTensor> = inputs.iter().collect();
-    let got = exe.run_async(&refs).await.unwrap();
-    for (a, b) in got.iter().zip(&want) {
-        let (a, b) = (a.to_f64_vec().unwrap(), b.to_f64_vec().unwrap());
-        for (i, (x, y)) in a.iter().zip(&b).enumerate() {
-            assert!(
-                (x - y).abs() <= 1e-5 + 1e-4 * y.abs(),
-                "{what}: element {i}: webgpu {x} vs cpu {y}"
-            );
-        }
+/// One line on the runner's output (and so in the terminal / CI log).
+fn say(line: &str) {
+    if let Some(out) = DOCUMENT.with(|d| d.element("output")) {
+        out.set_text(&format!("{}{line}\n", out.text()));
     }
 }
 
+/// Compile a graph for WebGPU the way `rlx::compile_with` would, without
+/// blocking (the browser cannot).
+async fn build(
+    ctx: &Arc<GpuContext>,
+    cache: &PipelineCache,
+    g: &rlx::Graph,
+) -> Result<WgpuExecutable, String> {
+    let program = program_of(g, Device::WebGpu)?;
+    WgpuExecutable::build_async(ctx.clone(), cache, &program)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// One case on WebGPU against the CPU reference.
+async fn check(ctx: &Arc<GpuContext>, cache: &PipelineCache, case: &Case) -> Result<(), String> {
+    let want = reference(case)?;
+    let exe = build(ctx, cache, &case.graph)
+        .await
+        .map_err(|e| format!("{}: compile for webgpu: {e}", case.name))?;
+    let refs: Vec<&HostTensor> = case.inputs.iter().collect();
+    let got = exe
+        .run_async(&refs)
+        .await
+        .map_err(|e| format!("{}: webgpu: {e}", case.name))?;
+    compare_all(case, &got, &want)
+}
+
+/// One typed-error case on WebGPU: the error comes at the promised stage
+/// and names the problem.
+async fn check_error(
+    ctx: &Arc<GpuContext>,
+    cache: &PipelineCache,
+    case: &ErrorCase,
+) -> Result<(), String> {
+    let err = match (build(ctx, cache, &case.graph).await, case.stage) {
+        (Err(e), Stage::Compile) => e,
+        (Ok(exe), Stage::Run) => {
+            let refs: Vec<&HostTensor> = case.inputs.iter().collect();
+            match exe.run_async(&refs).await {
+                Err(e) => e.to_string(),
+                Ok(_) => return Err(format!("{}: ran without an error", case.name)),
+            }
+        }
+        (Ok(_), Stage::Compile) => return Err(format!("{}: compiled", case.name)),
+        (Err(e), Stage::Run) => return Err(format!("{}: compile failed: {e}", case.name)),
+    };
+    expect_message(case, &err)
+}
+
 #[wasm_bindgen_test]
-async fn webgpu_matches_the_cpu_reference() {
-    let ctx = std::sync::Arc::new(
+async fn every_parity_case_matches_on_webgpu() {
+    init();
+    let t0 = now_ms();
+    let ctx = Arc::new(
         GpuContext::create(Device::WebGpu)
             .await
             .expect("a WebGPU adapter (run Chromium with --enable-unsafe-webgpu)"),
     );
-    let mut seed = 7u64;
-    // An MLP-with-attention-shaped mix: matmul epilogue, softmax, layer norm,
-    // a fused elementwise region, a reduction, attention.
-    let t = Trace::new("browser");
-    let x = t.input("x", DType::F32, vec![2, 8, 16]);
-    let w = t.input("w", DType::F32, vec![16, 16]);
-    let b = t.input("b", DType::F32, vec![16]);
-    let h = x
-        .apply1(
-            "matmul_bias_act",
-            &[&w, &b],
-            Attrs::new().with("activation", "gelu"),
-        )
-        .unwrap();
-    let s = h.softmax(-1).unwrap();
-    let n = s.layer_norm(&b, &b, 1e-5).unwrap();
-    let e = n
-        .apply1("mul", &[&x], Attrs::new())
-        .unwrap()
-        .apply1("tanh", &[], Attrs::new())
-        .unwrap();
-    let r = e.sum(&[1], false).unwrap();
-    let a = x
-        .apply1(
-            "attention",
-            &[&h, &e],
-            Attrs::new().with("mask_kind", "causal"),
-        )
-        .unwrap();
-    let g = t.finish(&[&r, &a]).unwrap();
-    let ins = [
-        rand(&mut seed, &[2, 8, 16], -1.0, 1.0),
-        rand(&mut seed, &[16, 16], -0.5, 0.5),
-        rand(&mut seed, &[16], 0.5, 1.5),
-    ];
-    check(&ctx, "mixed graph", &g, &ins).await;
+    say(&format!(
+        "webgpu adapter: {:?} (context in {:.0} ms)",
+        ctx.info,
+        now_ms() - t0
+    ));
+    let cache = PipelineCache::default();
+    let mut failed = Vec::new();
+    let (mut total, mut passed) = (0, 0);
+    for (group, cases) in cases::groups() {
+        let t = now_ms();
+        let cases = cases();
+        let mut ok = 0;
+        for case in &cases {
+            match check(&ctx, &cache, case).await {
+                Ok(()) => ok += 1,
+                Err(e) => failed.push(e),
+            }
+        }
+        say(&format!(
+            "webgpu parity {group}: {ok}/{} cases match ({:.1} s)",
+            cases.len(),
+            (now_ms() - t) / 1e3
+        ));
+        total += cases.len();
+        passed += ok;
+    }
+
+    // The typed errors a page can meet.
+    let errors = cases::error_cases();
+    let mut errors_ok = 0;
+    for case in &errors {
+        match check_error(&ctx, &cache, case).await {
+            Ok(()) => errors_ok += 1,
+            Err(e) => failed.push(e),
+        }
+    }
+    say(&format!(
+        "webgpu typed errors: {errors_ok}/{} as expected",
+        errors.len()
+    ));
+
+    // The fused chain is one kernel here too.
+    match program_of(&cases::fused_chain(), Device::WebGpu) {
+        Ok(p) => {
+            let ops: Vec<_> = p
+                .graph
+                .nodes
+                .iter()
+                .map(|n| n.op.name())
+                .filter(|o| *o != "transfer")
+                .collect();
+            if ops != ["fused_elementwise"] {
+                failed.push(format!("fused chain compiled to {ops:?}"));
+            }
+        }
+        Err(e) => failed.push(format!("fused chain: {e}")),
+    }
+
+    // Every claimed (op, dtype) reaches the backend in some case.
+    match exercised(&all_cases(), Device::WebGpu) {
+        Ok(seen) => {
+            let missing = uncovered(&seen);
+            if !missing.is_empty() {
+                failed.push(format!("claimed but untested: {}", missing.join(", ")));
+            }
+        }
+        Err(e) => failed.push(format!("coverage: {e}")),
+    }
+
+    say(&format!(
+        "webgpu parity summary: {passed}/{total} cases match the CPU reference, \
+         {errors_ok}/{} typed errors, {} failures, {:.1} s",
+        errors.len(),
+        failed.len(),
+        (now_ms() - t0) / 1e3
+    ));
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
