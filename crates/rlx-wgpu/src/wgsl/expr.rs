@@ -1,8 +1,9 @@
 //! One table from elementwise op to a WGSL expression, shared by single-op
 //! kernels, fused regions and matmul epilogues. Where WGSL's builtin
 //! differs from the reference semantics (NaN in max/min/relu/sign, pow of a
-//! negative base, expm1/log1p near 0, erf which WGSL lacks) a prelude
-//! function does it the reference way.
+//! negative base, expm1/log1p near 0, erf which WGSL lacks, sin/cos/tan
+//! whose WGSL accuracy is loose) a prelude function does it the reference
+//! way.
 
 use rlx_ir::{Attrs, DType};
 
