@@ -1,30 +1,18 @@
-// Lining the dispatch report up with the legalized MIR.
-// The report (schema 1) numbers nodes of the optimized graph *before*
-// legalization; `model.ir('mir')` is after it: explicit `transfer` nodes are
-// added and a common-IR / rewritten node becomes the nodes of its
-// expansion (its `kernels` list, in execution order). So: walk the MIR,
-// transfers map to the report's `transfers`, and each report node claims
-// one MIR node (native) or as many as it lists kernels (otherwise).
+// Lining the dispatch report up with the legalized MIR (`model.ir('mir')`).
+// Each report node lists the MIR nodes it became (`mir_nodes`: one when
+// native, its expansion otherwise); the explicit `transfer` nodes that
+// legalization added are matched, in order, to the report's `transfers`.
 export function mapDispatch(mir, report) {
   const byNode = new Map(); // MIR node index -> report node (+ transfer info)
   if (!report || !mir) return byNode;
-  const rn = report.nodes || [];
+  for (const d of report.nodes || []) for (const i of d.mir_nodes || []) byNode.set(i, d);
   const transfers = report.transfers || [];
-  let r = 0, t = 0;
-  for (let i = 0; i < mir.nodes.length; i++) {
-    const n = mir.nodes[i];
-    if (n.op === 'transfer') {
-      const tr = transfers[t++];
-      byNode.set(i, { path: 'transfer', transfer: tr ? `${tr.value}: ${tr.from} → ${tr.to}, ${tr.bytes} B` : 'transfer', info: tr });
-      continue;
-    }
-    const d = rn[r];
-    if (!d) break;
-    const span = d.path === 'native' || n.op === d.op ? 1 : Math.max(1, (d.kernels || []).length);
-    for (let k = 0; k < span && i + k < mir.nodes.length; k++) byNode.set(i + k, d);
-    i += span - 1;
-    r++;
-  }
+  let t = 0;
+  mir.nodes.forEach((n, i) => {
+    if (n.op !== 'transfer' || byNode.has(i)) return;
+    const tr = transfers[t++];
+    byNode.set(i, { path: 'transfer', transfer: tr ? `${tr.value}: ${tr.from} → ${tr.to}, ${tr.bytes} B` : 'transfer', info: tr });
+  });
   return byNode;
 }
 
