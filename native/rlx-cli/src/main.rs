@@ -29,6 +29,8 @@ const USAGE: &str = "usage: rlx <command>
   bench minilm [--batches 1,2,4] [--seq 128] [--runs 30] [--warmup 3] [--json]
                                    MiniLM encoder forward latency on the CPU
   demo                             build, compile and run a small MLP on the CPU
+  playground [--port N]            build and serve the playground on 127.0.0.1 (needs this
+                                   source tree, node and npm: it runs scripts/playground)
 ";
 
 fn main() -> ExitCode {
@@ -52,6 +54,7 @@ fn main() -> ExitCode {
             print!("{}", coverage());
             Ok(())
         }
+        Some("playground") => playground(&args[1..]),
         Some("-h" | "--help" | "help") | None => {
             print!("{USAGE}");
             Ok(())
@@ -64,6 +67,27 @@ fn main() -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `rlx playground`: the web app is built from the npm package and served
+/// by the repository's script; the binary only knows where its source tree is.
+fn playground(args: &[String]) -> Result<(), String> {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/playground");
+    if !script.exists() {
+        return Err(format!(
+            "{} not found: `rlx playground` runs from the rlx source tree it was built in",
+            script.display()
+        ));
+    }
+    let status = std::process::Command::new(&script)
+        .args(args)
+        .status()
+        .map_err(|e| format!("{}: {e}", script.display()))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{} exited with {status}", script.display()))
     }
 }
 
