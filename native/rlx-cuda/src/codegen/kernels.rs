@@ -716,7 +716,9 @@ pub fn attention_mma(
     let (qr, qc) = (qs[r], qs[r + 1]);
     let (kr, kc) = (ks[r], ks[r + 1]);
     let (vr, vc) = (vs[r], vs[r + 1]);
-    let (kp, vp) = (dh + 8, dv + 8);
+    // K row-major [sk][dh + 8]; V transposed [dv][sk + 8], so both MMA B
+    // operands are 32-bit shared-memory loads of two adjacent elements.
+    let (kp, vp) = (dh + 8, sk + 8);
     let (mask_param, mut mask_code) = mask_source(mask, batch, 3, "row", "s");
     // A mask broadcast over query rows (a padding mask) is staged in shared
     // memory once per block: 0/1 drop flags of a keep-mask, or the bias.
@@ -738,7 +740,7 @@ pub fn attention_mma(
                 format!("(float)({m})")
             };
             stage_m = format!(
-                "float* ms = (float*)(vs + {sk} * {vp}); for (int j = threadIdx.x; j < {sk}; j += blockDim.x) ms[j] = {val};"
+                "float* ms = (float*)(vs + {dv} * {vp}); for (int j = threadIdx.x; j < {sk}; j += blockDim.x) ms[j] = {val};"
             );
             mask_code = if keep {
                 "if (ms[j] != 0.f) s = -__int_as_float(0x7f800000);".into()
@@ -751,26 +753,54 @@ pub fn attention_mma(
         DType::BF16 => ("bf16", "f2b"),
         _ => ("f16", "f2h"),
     };
+    let cvt2 = format!("cvt.rn.{ty}x2.f32");
     let rows = 16 * warps;
     // Staging K/V: 16-byte loads when rows are contiguous and every row
     // start is 16-byte aligned (checked on the head's base address at run
     // time), else one element per load. A block's loads are latency-bound:
     // fewer, wider ones matter more than coalescing here.
-    let stage = |dst: &str, src: &str, n: usize, pitch: usize, rs: i64, cs: i64| {
+    // Element (j, t) of the source goes to dst[j * pitch + t], or with
+    // `transpose` to dst[t * pitch + j].
+    let stage = |dst: &str,
+                 src: &str,
+                 n: usize,
+                 pitch: usize,
+                 rs: i64,
+                 cs: i64,
+                 transpose: bool| {
+        let at = |j: &str, t: &str| {
+            if transpose {
+                format!("{t} * {pitch} + {j}")
+            } else {
+                format!("{j} * {pitch} + {t}")
+            }
+        };
         let scalar = format!(
-            "for (int e = threadIdx.x; e < {sk} * {n}; e += blockDim.x) {{ int j = e / {n}, t = e % {n}; {dst}[j * {pitch} + t] = {src}[j * {rs}LL + t * {cs}LL].b; }}"
+            "for (int e = threadIdx.x; e < {sk} * {n}; e += blockDim.x) {{ int j = e / {n}, t = e % {n}; {dst}[{}] = {src}[j * {rs}LL + t * {cs}LL].b; }}",
+            at("j", "t")
         );
         if cs == 1 && rs % 8 == 0 && n.is_multiple_of(8) {
+            let put = if transpose {
+                format!(
+                    "v16b w = *(const v16b*)({src} + j * {rs}LL + t); unsigned u[4] = {{w.x, w.y, w.z, w.w}}; for (int h = 0; h < 8; ++h) {dst}[{}] = (unsigned short)(u[h >> 1] >> ((h & 1) * 16));",
+                    at("j", "(t + h)")
+                )
+            } else {
+                format!(
+                    "*(v16b*)({dst} + {}) = *(const v16b*)({src} + j * {rs}LL + t);",
+                    at("j", "t")
+                )
+            };
             format!(
-                "if ((((unsigned long long){src}) & 15ull) == 0) {{ for (int e = threadIdx.x; e < {sk} * {n8}; e += blockDim.x) {{ int j = e / {n8}, t = (e % {n8}) * 8; *(v16b*)({dst} + j * {pitch} + t) = *(const v16b*)({src} + j * {rs}LL + t); }} }} else {{ {scalar} }}",
+                "if ((((unsigned long long){src}) & 15ull) == 0) {{ for (int e = threadIdx.x; e < {sk} * {n8}; e += blockDim.x) {{ int j = e / {n8}, t = (e % {n8}) * 8; {put} }} }} else {{ {scalar} }}",
                 n8 = n / 8
             )
         } else {
             scalar
         }
     };
-    let stage_k = stage("ks", "k", dh, kp, kr, kc);
-    let stage_v = stage("vs", "v", dv, vp, vr, vc);
+    let stage_k = stage("ks", "k", dh, kp, kr, kc, false);
+    let stage_v = stage("vs", "v", dv, vp, vr, vc, true);
     format!(
         "extern \"C\" __global__ void @NAME@(const {s}* __restrict__ in0, const {s}* __restrict__ in1, const {s}* __restrict__ in2{mask_param}, {s}* __restrict__ out0) {{
   extern __shared__ float smem[];
@@ -791,7 +821,7 @@ pub fn attention_mma(
     const {s}* p = q + row * {qr}LL;
     return (unsigned)p[t * {qc}LL].b | ((unsigned)p[(t + 1) * {qc}LL].b << 16);
   }};
-  auto pk = [](float lo, float hi) -> unsigned {{ return (unsigned){pack}(lo).b | ((unsigned){pack}(hi).b << 16); }};
+  auto pk = [](float lo, float hi) -> unsigned {{ unsigned d; asm(\"{cvt2} %0, %1, %2;\" : \"=r\"(d) : \"f\"(hi), \"f\"(lo)); return d; }};
   unsigned qf[{dh} / 16][4];
   #pragma unroll
   for (int c = 0; c < {dh} / 16; ++c) {{
@@ -828,11 +858,13 @@ pub fn attention_mma(
   }}
   mxa = fmaxf(mxa, __shfl_xor_sync(0xffffffffu, mxa, 1)); mxa = fmaxf(mxa, __shfl_xor_sync(0xffffffffu, mxa, 2));
   mxb = fmaxf(mxb, __shfl_xor_sync(0xffffffffu, mxb, 1)); mxb = fmaxf(mxb, __shfl_xor_sync(0xffffffffu, mxb, 2));
+  // e^x as 2^(x·log2 e): one ex2 instruction (the kernel is instruction-bound).
+  const float L2E = 1.4426950408889634f;
   float suma = 0.f, sumb = 0.f;
   unsigned pf[{sk} / 16][4];
   #pragma unroll
   for (int n = 0; n < {sk} / 8; ++n) {{
-    float e0 = expf(sc[n][0] - mxa), e1 = expf(sc[n][1] - mxa), e2 = expf(sc[n][2] - mxb), e3 = expf(sc[n][3] - mxb);
+    float e0 = exp2f((sc[n][0] - mxa) * L2E), e1 = exp2f((sc[n][1] - mxa) * L2E), e2 = exp2f((sc[n][2] - mxb) * L2E), e3 = exp2f((sc[n][3] - mxb) * L2E);
     suma += e0 + e1; sumb += e2 + e3;
     pf[n / 2][(n & 1) * 2] = pk(e0, e1); pf[n / 2][(n & 1) * 2 + 1] = pk(e2, e3);
   }}
@@ -843,11 +875,10 @@ pub fn attention_mma(
   for (int n = 0; n < {dv} / 8; ++n) {{ oc[n][0] = 0.f; oc[n][1] = 0.f; oc[n][2] = 0.f; oc[n][3] = 0.f; }}
   #pragma unroll
   for (int c = 0; c < {sk} / 16; ++c) {{
-    const unsigned short* v0 = vs + (c * 16 + 2 * t4) * {vp} + g;
     #pragma unroll
     for (int n = 0; n < {dv} / 8; ++n) {{
-      const unsigned short* vv = v0 + n * 8;
-      mma(oc[n], pf[c], (unsigned)vv[0] | ((unsigned)vv[{vp}] << 16), (unsigned)vv[8 * {vp}] | ((unsigned)vv[9 * {vp}] << 16));
+      const unsigned short* vv = vs + (n * 8 + g) * {vp} + c * 16 + 2 * t4;
+      mma(oc[n], pf[c], *(const unsigned*)vv, *(const unsigned*)(vv + 8));
     }}
   }}
   float ia = 1.f / suma, ib = 1.f / sumb;

@@ -109,8 +109,9 @@ pub(super) fn attention(
         // sq <= 128 (the staging loads are the kernel's latency, not the
         // MMAs; a few blocks per head at small batch were slower).
         let warps = sq.div_ceil(16).clamp(1, 8) as u32;
-        // K and V as 16-bit values, then room for a row-broadcast mask (f32).
-        let smem = (sk * (dh + 8) + sk * (dv + 8)) * 2 + sk * 4;
+        // K and transposed V as 16-bit values, then room for a
+        // row-broadcast mask (f32).
+        let smem = (sk * (dh + 8) + dv * (sk + 8)) * 2 + sk * 4;
         let text = kernels::attention_mma(
             out.dtype,
             &batch,
