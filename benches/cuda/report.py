@@ -18,12 +18,17 @@ rows = {}
 for r in rlx:
     rows[(r["mode"], "rlx-cuda (CUDA graph)", r["batch"])] = r["p50_ms_graph"]
     rows[(r["mode"], "rlx-cuda (no graph)", r["batch"])] = r["p50_ms_eager"]
+    if "p50_ms_e2e_copies" in r:
+        rows[(r["mode"], "rlx-cuda (graph + pinned copies in/out)", r["batch"])] = r["p50_ms_e2e_copies"]
 for r in torch:
     rows[(r["mode"], "torch " + r["variant"], r["batch"])] = r["p50_ms"]
 out = ["# MiniLM-L6 (seq 128) on the H200: rlx-cuda vs PyTorch", "",
        "p50 latency in ms of one forward (encoder + mean pooling + L2 normalize), inputs and weights resident on the GPU, "
        "wall time of launch + synchronize; same weights (fp16 file, upcast for fp32), same inputs, one run on one machine.",
-       "fp32 = strict fp32 (no TF32) for both; tf32 = rlx-cuda with TF32 GEMMs (opt-in); fp16 = fp16 storage, fp32 accumulation.", "",
+       "fp32 = strict fp32 (no TF32) for both; tf32 = rlx-cuda with TF32 GEMMs (opt-in); fp16 = fp16 storage, fp32 accumulation.",
+       "rlx-cuda (graph + pinned copies in/out) = `run_cuda` per request: ids and mask copied in through the pinned staging buffer, "
+       "the CUDA graph, all outputs (hidden states + pooled) copied back and converted to host tensors (weights resident); "
+       "the other rows keep every input resident and copy nothing back, like the torch rows.", "",
        f"Command: `{cmd}`", ""]
 for mode in ["fp32", "tf32", "fp16"]:
     impls = sorted({k[1] for k in rows if k[0] == mode})
@@ -53,10 +58,9 @@ if os.path.exists(f"{d}/train_rlx.json") and os.path.exists(f"{d}/train_torch.js
         ti = t.get("img_per_s")
         out.append(f"| {r['batch']} | {r['img_per_s']:,.0f} | {ti:,.0f} | {r['img_per_s'] / ti:.2f} | {r['us_per_step']:.1f} | {r['launches']} | {r['max_rel_diff_vs_cpu']:.1e} |" if ti else f"| {r['batch']} | {r['img_per_s']:,.0f} | - | - | {r['us_per_step']:.1f} | {r['launches']} | {r['max_rel_diff_vs_cpu']:.1e} |")
     out.append("")
-    out.append("Speed columns: the benchmark run. The last column: GPU vs a float64 CPU run of the same step graph, from a re-check run "
-               "in the same session (the benchmark run compared against the CPU's f32 result, which itself differs from f64 by up to "
-               "2.7e-3 on two momentum tensors at B=1024 — ill-conditioned sums of nearly cancelling bias gradients; the GPU is within 3.3e-7). "
-               "See train-mlp-cuda.log.")
+    out.append("All columns from the benchmark run. The last column: GPU vs a float64 CPU run of the same step graph (the CPU's own f32 "
+               "result differs from f64 by up to 2.7e-3 on two momentum tensors at B=1024 — ill-conditioned sums of nearly cancelling "
+               "bias gradients). See train-mlp-cuda.log.")
     out.append("")
 cos = [(r["mode"], r["batch"], r["min_cosine_vs_cpu"]) for r in rlx if r.get("min_cosine_vs_cpu") is not None]
 out += ["## Accuracy (min cosine of the pooled embeddings vs the CPU fp32 reference)", "",
@@ -64,12 +68,12 @@ out += ["## Accuracy (min cosine of the pooled embeddings vs the CPU fp32 refere
 if os.path.exists(f"{d}/minilm.log"):
     import re
     log = open(f"{d}/minilm.log").read().split("\n")
-    out += ["## Where the time goes (CUDA events around each launch, eager replay of the same schedule)", "",
-            "Per op kind: launches and summed kernel time. Eager launches include launch gaps when kernels are shorter than "
-            "the launch overhead, so the sum exceeds the CUDA-graph p50 at small batches.", ""]
+    out += ["## Where the time goes (GPU time of each launch)", "",
+            "`CudaExecutable::profile`: every launch timed alone, as a CUDA graph of 5 copies of it replayed between two CUDA events "
+            "(no host launch gaps). Per op kind: summed milliseconds (launches); the sum is compared with the p50 of one whole-graph replay.", ""]
     i = 0
     while i < len(log):
-        m = re.match(r"\s+profile (\S+) B=(\d+) .*total ([\d.]+) ms", log[i])
+        m = re.match(r"\s+profile (\S+) B=(\d+) .*sum ([\d.]+) ms vs ([\d.]+) ms", log[i])
         if m:
             rows_ = []
             j = i + 1
@@ -77,12 +81,9 @@ if os.path.exists(f"{d}/minilm.log"):
                 x = log[j].split()
                 rows_.append(f"{x[0]} {x[3]} ms ({x[1]})")
                 j += 1
-            out += [f"**{m.group(1)} B={m.group(2)}** (total {m.group(3)} ms): " + ", ".join(rows_), ""]
+            out += [f"**{m.group(1)} B={m.group(2)}** (sum {m.group(3)} ms; graph replay {m.group(4)} ms): " + ", ".join(rows_), ""]
         i += 1
-    out += ["At B=1 the schedule is launch-bound (84 launches in one CUDA graph; fp16 p50 0.279 ms vs 0.218 for torch.compile). "
-            "At fp32 B=32 the strict-fp32 GEMMs are ~80% of the time (2.68 ms for ~87 GFLOP, ~32 TFLOP/s of the 51 TFLOP/s ceiling); at fp16 B=32 the GEMMs are ~50%, "
-            "attention (two batched cuBLAS GEMMs around a masked softmax, f32 scores materialized) is ~28% and layer norms ~7%; "
-            "PyTorch's fused flash attention avoids the score round trip.", ""]
+    out += [open(f"{os.path.dirname(os.path.abspath(__file__))}/minilm-cuda-analysis.md").read(), ""]
 open("benches/results/minilm-cuda.md", "w").write("\n".join(out))
 json.dump({"rlx_cuda": rlx, "torch": torch, "command": cmd,
            "train_rlx": json.load(open(f"{d}/train_rlx.json")) if os.path.exists(f"{d}/train_rlx.json") else None,
