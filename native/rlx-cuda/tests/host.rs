@@ -204,9 +204,6 @@ fn f16_attention_keeps_scores_on_chip_with_tensor_cores() {
     // B=32: 384 heads, which without tensor cores take the cuBLAS path
     // (scores through global memory).
     let p = minilm_plan_as(32, "f16", true);
-    if let Ok(f) = std::env::var("RLX_CUDA_DUMP") {
-        std::fs::write(f, &p.source).unwrap();
-    }
     assert!(p.source.contains(MMA_F16));
     // MiniLM's padding mask (broadcast over query rows) is staged in shared memory.
     assert!(p.source.contains("ms[j] = "), "mask not staged");
