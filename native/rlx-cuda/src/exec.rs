@@ -140,6 +140,13 @@ impl LtGemm {
                 &bias as *const u64 as *const _,
                 8,
             )?;
+            if g.batch > 1 && g.bias_stride != 0 {
+                set(
+                    lt::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE,
+                    &g.bias_stride as *const i64 as *const _,
+                    8,
+                )?;
+            }
         }
         // Column-major shapes: op(A) is m×k, op(B) k×n, C/D m×n.
         let (ar, ac) = if g.trans_a { (g.k, g.m) } else { (g.m, g.k) };
@@ -366,7 +373,8 @@ pub struct CudaExecutable {
     gpu: Arc<Gpu>,
     opts: CudaOptions,
     launches: Vec<(usize, Resolved)>,
-    inputs: Vec<(TensorType, DevBuf)>,
+    /// Each input's type and device address (in `_input_bufs`).
+    inputs: Vec<(TensorType, u64)>,
     outputs: Vec<(TensorType, u64)>,
     /// Offsets of the outputs in the output staging buffer, then of the error flag.
     out_offsets: Vec<usize>,
@@ -376,6 +384,7 @@ pub struct CudaExecutable {
     source: String,
     state: Mutex<State>,
     _arena: DevBuf,
+    _input_bufs: Vec<DevBuf>,
     _consts: Vec<DevBuf>,
     _scratch: Vec<DevBuf>,
 }
@@ -398,10 +407,39 @@ impl CudaExecutable {
         gpu.ctx.bind_to_thread()?;
         let module = gpu.module(&plan.source)?;
         let arena = DevBuf::new(&gpu.ctx, plan.arena_bytes)?;
+        // Input buffers: grouped inputs (weights of batched sibling GEMMs)
+        // back to back in one allocation, the others in their own.
+        let mut input_ptrs: Vec<Option<u64>> = vec![None; plan.inputs.len()];
+        let mut input_bufs = Vec::new();
+        for group in &plan.input_groups {
+            let Some(&first) = group.first() else {
+                continue;
+            };
+            let stride = crate::plan::group_stride(&plan.inputs[first]);
+            let buf = DevBuf::new(&gpu.ctx, stride * group.len())?;
+            for (t, &k) in group.iter().enumerate() {
+                if plan.inputs[k] != plan.inputs[first] || input_ptrs[k].is_some() {
+                    return Err(CudaError::Input(format!(
+                        "input group {group:?}: member {k} differs or is grouped twice"
+                    )));
+                }
+                input_ptrs[k] = Some(buf.ptr + (t * stride) as u64);
+            }
+            input_bufs.push(buf);
+        }
         let mut inputs = Vec::new();
-        for ty in &plan.inputs {
-            let bytes = ty.dtype.storage_bytes(ty.shape.numel()).unwrap_or(0);
-            inputs.push((ty.clone(), DevBuf::new(&gpu.ctx, bytes)?));
+        for (k, ty) in plan.inputs.iter().enumerate() {
+            let ptr = match input_ptrs[k] {
+                Some(p) => p,
+                None => {
+                    let bytes = ty.dtype.storage_bytes(ty.shape.numel()).unwrap_or(0);
+                    let b = DevBuf::new(&gpu.ctx, bytes)?;
+                    let p = b.ptr;
+                    input_bufs.push(b);
+                    p
+                }
+            };
+            inputs.push((ty.clone(), ptr));
         }
         let mut consts = Vec::new();
         for t in &plan.consts {
@@ -418,7 +456,7 @@ impl CudaExecutable {
         let addr = |p: &Ptr| -> u64 {
             let base = match p.root {
                 Root::Arena(off) => arena.ptr + off as u64,
-                Root::Input(i) => inputs[i].1.ptr,
+                Root::Input(i) => inputs[i].1,
                 Root::Const(i) => consts[i].ptr,
                 Root::Scratch(i) => scratch[i].ptr,
             };
@@ -549,6 +587,7 @@ impl CudaExecutable {
                 out_stage,
             }),
             _arena: arena,
+            _input_bufs: input_bufs,
             _consts: consts,
             _scratch: scratch,
         })
@@ -637,7 +676,7 @@ impl CudaExecutable {
         }
         for &(o, i) in feedback {
             let (ty, src) = &self.outputs[o];
-            let dst = self.inputs[i].1.ptr;
+            let dst = self.inputs[i].1;
             let n = ty.dtype.storage_bytes(ty.shape.numel()).unwrap_or(0);
             if n > 0 && *src != dst {
                 // SAFETY: both buffers hold n bytes (types checked in set_feedback).
@@ -814,7 +853,7 @@ impl CudaExecutable {
             // overwrite an input a previous run still reads.
             stream.synchronize()?;
             for i in once {
-                upload_once(self.inputs[i].1.ptr, inputs[i])?;
+                upload_once(self.inputs[i].1, inputs[i])?;
                 s.uploaded[i] = true;
             }
         }
@@ -847,7 +886,7 @@ impl CudaExecutable {
             // range stays untouched until `in_done` (recorded below) completes.
             unsafe {
                 result::memcpy_htod_async(
-                    self.inputs[i].1.ptr,
+                    self.inputs[i].1,
                     stage.slice(at, b.len()),
                     stream.cu_stream(),
                 )

@@ -214,8 +214,9 @@ fn f16_attention_keeps_scores_on_chip_with_tensor_cores() {
             .count()
     };
     assert_eq!(batched(&p), 0, "no batched score GEMMs");
+    // Scratch: only the 6 batched Q/K/V outputs, no score buffers.
     assert!(
-        p.scratch.is_empty(),
+        p.scratch.len() == 6 && p.scratch.iter().all(|&b| b == 3 * 32 * 128 * 384 * 2),
         "no score scratch buffers: {:?}",
         p.scratch
     );
@@ -234,7 +235,7 @@ fn f16_attention_keeps_scores_on_chip_with_tensor_cores() {
         .filter(|(n, _)| p.node_ops[*n] == "reshape")
         .count();
     assert_eq!(reshapes, 0, "{:?}", p.kernels);
-    assert_eq!(p.launches.len(), 78);
+    assert_eq!(p.launches.len(), 66);
     // Pre-sm_80 GPUs (or f32) get no mma instruction.
     let old = minilm_plan_as(32, "f16", false);
     assert!(!old.source.contains("mma.sync"));
@@ -297,12 +298,20 @@ fn minilm_plans_with_fused_epilogues_and_attention_layout() {
         .map(|(n, _)| p.node_ops[*n].as_str())
         .collect();
     let count = |op: &str| ops.iter().filter(|o| **o == op).count();
-    assert_eq!(p.launches.len(), 84);
-    // The merged-heads reshape stays a copy in MiniLM: the memory planner
-    // gives its output the buffers of q/k/v, which die at the attention, so
-    // the attention cannot write there while reading them (see
-    // `fuse_permute_reshape`; the fusion applies when they do not overlap).
-    assert_eq!(count("reshape"), 6);
+    assert_eq!(p.launches.len(), 66);
+    // Q, K and V of each layer are one GEMM batched over their weights
+    // (allocated back to back: a weight group and a bias group per layer),
+    // with a per-batch bias, into a scratch buffer.
+    let qkv: Vec<&plan::Gemm> = gemms(&p).into_iter().filter(|g| g.batch == 3).collect();
+    assert_eq!(qkv.len(), 6);
+    assert!(qkv
+        .iter()
+        .all(|g| g.bias.is_some() && g.bias_stride == 384 && g.stride_a == 384 * 384));
+    assert_eq!(p.input_groups.len(), 12);
+    assert!(p.input_groups.iter().all(|g| g.len() == 3));
+    // q/k/v then live in scratch, apart from the merged-heads buffer, so
+    // the attention writes that layout directly: no reshape copies.
+    assert_eq!(count("reshape"), 0);
     assert_eq!(count("attention"), 6);
     // Every linear without an activation has its bias (and the residual
     // add after the output projections) in the cuBLASLt epilogue.
@@ -359,4 +368,27 @@ fn tensor_core_attention_writes_in_place_only_over_an_identical_layout() {
     assert_eq!(reshapes(&p32), 1, "{:?}", p32.kernels);
     assert!(p32.source.contains("warp_max"));
     assert!(!p32.source.contains("mma.sync"));
+}
+
+#[test]
+fn sibling_gemms_become_one_batched_gemm_over_grouped_weights() {
+    let src = "graph @g(%x: f32[2,16,32], %wq: f32[24,32], %bq: f32[24], %wk: f32[24,32], %bk: f32[24], %wv: f32[24,32], %bv: f32[24]) {\n  %tq = permute(%wq) {perm=[1,0]}\n  %q = matmul_bias_act(%x, %tq, %bq)\n  %tk = permute(%wk) {perm=[1,0]}\n  %k = matmul_bias_act(%x, %tk, %bk)\n  %tv = permute(%wv) {perm=[1,0]}\n  %v = matmul_bias_act(%x, %tv, %bv)\n  %s = add(%q, %k)\n  return %s, %v\n}";
+    let p = planned_lir(src);
+    let g = gemms(&p);
+    assert_eq!(g.len(), 1, "{:?}", p.kernels);
+    assert_eq!(g[0].batch, 3);
+    // Group members 24*32*4 = 3072 bytes apart (a multiple of 256), biases 256.
+    assert_eq!(g[0].stride_a, 768);
+    assert_eq!(g[0].bias_stride, 64);
+    assert_eq!(p.input_groups, vec![vec![1, 3, 5], vec![2, 4, 6]]);
+    // Different weight views (k's weight not transposed) are not siblings:
+    // q and v are batched, k is its own GEMM.
+    let mixed = planned_lir(&src.replace("%wk: f32[24,32]", "%wk: f32[32,24]").replace(
+        "%tk = permute(%wk) {perm=[1,0]}\n  %k = matmul_bias_act(%x, %tk, %bk)",
+        "%k = matmul_bias_act(%x, %wk, %bk)",
+    ));
+    let mut batches: Vec<i32> = gemms(&mixed).iter().map(|g| g.batch).collect();
+    batches.sort();
+    assert_eq!(batches, vec![1, 2]);
+    assert_eq!(mixed.input_groups, vec![vec![1, 5], vec![2, 6]]);
 }

@@ -179,6 +179,7 @@ pub(super) fn attention(
                 c_dtype: DType::F32,
                 bias: None,
                 residual: None,
+                bias_stride: 0,
             };
             let ptrs1 = boffs
                 .iter()
@@ -231,6 +232,7 @@ pub(super) fn attention(
                 c_dtype: d,
                 bias: None,
                 residual: None,
+                bias_stride: 0,
             };
             let ptrs2 = boffs
                 .iter()

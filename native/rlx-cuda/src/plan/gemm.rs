@@ -127,6 +127,7 @@ pub(super) fn matmul(
         c_dtype: dtype,
         bias: None,
         residual: None,
+        bias_stride: 0,
     };
     match (linear(&sa), linear(&sb)) {
         (Some(x), Some(y)) => {

@@ -95,6 +95,9 @@ pub struct Gemm {
     /// Epilogue (cuBLASLt): add this tensor (same layout as C; beta = 1);
     /// C then names the output D.
     pub residual: Option<Ptr>,
+    /// Elements between the bias vectors of consecutive batches (0: one
+    /// bias for all).
+    pub bias_stride: i64,
 }
 
 /// One entry of the schedule.
@@ -137,6 +140,20 @@ pub struct Plan {
     pub node_ops: Vec<String>,
     /// Per node: the kernels it launched.
     pub kernels: Vec<(usize, String)>,
+    /// Graph inputs the executable must allocate back to back in one
+    /// buffer, [`group_stride`] bytes apart (the weights of sibling GEMMs
+    /// run as one batched GEMM).
+    pub input_groups: Vec<Vec<usize>>,
+}
+
+/// Bytes between consecutive members of an input group of type `ty`.
+pub fn group_stride(ty: &TensorType) -> usize {
+    ty.dtype
+        .storage_bytes(ty.shape.numel())
+        .unwrap_or(0)
+        .div_ceil(256)
+        .max(1)
+        * 256
 }
 
 pub fn esize(d: DType) -> usize {
@@ -178,6 +195,7 @@ struct Planner<'a> {
     slots: HashMap<ValueId, usize>,
     /// The GPU has `mma.sync` f16/bf16 tensor cores (sm_80+).
     tensor_cores: bool,
+    input_groups: Vec<Vec<usize>>,
 }
 
 fn unsupported(node: usize, n: &Node, msg: impl Into<String>) -> CudaError {
@@ -357,6 +375,7 @@ pub fn plan_for(program: &Program, tensor_cores: bool) -> Result<Plan, CudaError
         done: Default::default(),
         slots: slots.clone(),
         tensor_cores,
+        input_groups: vec![],
     };
     for (i, &v) in g.inputs.iter().enumerate() {
         let ty = g.ty(v);
@@ -430,6 +449,7 @@ pub fn plan_for(program: &Program, tensor_cores: bool) -> Result<Plan, CudaError
         outputs,
         node_ops: g.nodes.iter().map(|n| n.op.name().to_string()).collect(),
         kernels: p.kernels,
+        input_groups: p.input_groups,
     })
 }
 
@@ -695,6 +715,9 @@ fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaError> {
             }
         }
         "matmul" | "matmul_bias_act" => {
+            if fuse::sibling_gemms(p, i, node)? {
+                return Ok(());
+            }
             let a = p.loc(node.inputs[0])?;
             let b = p.loc(node.inputs[1])?;
             let before = p.launches.len();
