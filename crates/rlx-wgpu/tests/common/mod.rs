@@ -216,6 +216,16 @@ pub fn uncovered(exercised: &BTreeSet<(String, DType)>) -> Vec<String> {
     missing
 }
 
+/// The ops of a compiled program's graph, transfers left out (what the
+/// fused-chain check compares).
+pub fn kernel_ops(g: &Graph) -> Vec<String> {
+    g.nodes
+        .iter()
+        .map(|n| n.op.name().to_string())
+        .filter(|o| o != "transfer")
+        .collect()
+}
+
 /// Every case of every group.
 pub fn all_cases() -> Vec<Case> {
     cases::groups().into_iter().flat_map(|(_, f)| f()).collect()
