@@ -134,6 +134,17 @@ function svg() {
   return o.join("\n") + "\n";
 }
 
+/** A warning when the machine was busy: contention hurts the 2-thread peers more than 1-thread rlx. */
+function loadWarning() {
+  const loads = R.results.flatMap((r) => (r.rows ?? []).map((x) => x.load_after?.[0] ?? 0));
+  const worst = Math.max(R.load.start[0], ...loads);
+  if (worst < R.load.threshold) return "";
+  return `**Measured on a busy machine** (1-min load up to ${worst} on 2 cores, from other ` +
+    `engineers' builds and browser tests; threshold ${R.load.threshold}). Every engine is slowed, ` +
+    `and the 2-thread peers (ORT-web, transformers.js) lose more than 1-thread rlx wasm-cpu, ` +
+    `so the wasm ratios below flatter rlx. Compare with a quiet run before trusting them.\n\n`;
+}
+
 const ref = R.reference;
 const issue = Object.entries(ISSUE_BARS).filter(([e]) => byEngine[e]).map(([e, v]) =>
   `- ${LABEL[e]}: ${v.map((x, i) => `B=${[1, 2, 4, 8, 16, 32][i]} ${x}`).join(", ")} ms (issue #8) vs ` +
@@ -162,7 +173,7 @@ batch size (its graph ends at last_hidden_state, like the ONNX model).
 - Load average (1, 5, 15 min): ${R.load.start.join(", ")} at start, ${R.load.end.join(", ")} at end (threshold ${R.load.threshold}; quiet at start: ${R.load.quiet_at_start}). The machine is shared with other engineers' builds.
 - Requests to anything but the local server: ${R.blocked_requests.length} (blocked and counted; no model hub, no CDN)
 
-## p50 latency (ms)
+${loadWarning()}## p50 latency (ms)
 
 ${table()}
 
