@@ -23,7 +23,7 @@ const ROOT = path.resolve(HERE, "../..");
 const CHROMIUM = "/usr/lib/chromium/chromium";
 
 const ALL = ["ort-wasm", "tjs-wasm", "rlx-cpu", "ort-webgpu", "tjs-webgpu", "rlx-webgpu"];
-const OPTIONAL = ["ort-wasm-asyncify"]; // diagnostics, only when named in --engines
+const OPTIONAL = ["ort-wasm-asyncify", "ort-wasm-1t"]; // diagnostics, only when named in --engines
 const GPU = new Set(["ort-webgpu", "tjs-webgpu", "rlx-webgpu"]);
 
 function args() {

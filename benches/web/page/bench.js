@@ -61,10 +61,13 @@ async function inputs(batch) {
 // ---------------------------------------------------------------------------
 
 /** onnxruntime-web itself, with one execution provider, from one of its builds. */
-function ortEngine(ep, file) {
+function ortEngine(ep, file, threads) {
   return async (opts) => {
-    const ort = await import(`${NM}onnxruntime-web/dist/${file}`);
-    ort.env.wasm.numThreads = opts.threads;
+    // The thread count is fixed when a module instance first starts its wasm;
+    // a query string makes a separate instance for a different count.
+    const q = threads ? `?threads=${threads}` : "";
+    const ort = await import(`${NM}onnxruntime-web/dist/${file}${q}`);
+    ort.env.wasm.numThreads = threads ?? opts.threads;
     const session = await ort.InferenceSession.create(await onnxBytes(), {
       executionProviders: [ep],
       graphOptimizationLevel: "all",
@@ -208,6 +211,9 @@ const ENGINES = {
   // Diagnostic: the wasm EP inside the webgpu (asyncify) build, the build
   // transformers.js runs even for device 'wasm'.
   "ort-wasm-asyncify": ortEngine("wasm", "ort.webgpu.bundle.min.mjs"),
+  // Diagnostic: ORT-web wasm on 1 thread, like rlx's wasm build (per-thread
+  // comparison, and one that load from other work hurts alike).
+  "ort-wasm-1t": ortEngine("wasm", "ort.wasm.bundle.min.mjs", 1),
   "tjs-wasm": transformersEngine("wasm"),
   "tjs-webgpu": transformersEngine("webgpu"),
   "rlx-cpu": rlxEngine("cpu"),
