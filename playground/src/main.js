@@ -181,7 +181,6 @@ async function main() {
     return;
   }
   $('#version').textContent = `rlx ${rlx.version}`;
-  if (rlx['__fixtures']) { $('#mode').textContent = 'FIXTURE MODE: not the rlx package (dev only)'; $('#mode').className = 'mode fixture'; }
   ctx.opsInfo = rlx.ops().map((o) => ({ ...o, name: o.name || o.kind }));
   // Which formats this build reads: safetensors always; ONNX/GGUF once the package has importers.
   const has = (k) => typeof rlx[k] === 'function';

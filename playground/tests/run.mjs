@@ -18,7 +18,6 @@ const args = process.argv.slice(2);
 const opt = (k, d) => { const i = args.indexOf(k); return i >= 0 ? args[i + 1] : d; };
 const filter = opt('--filter', '');
 const exe = opt('--chromium', process.env.CHROMIUM || '/usr/lib/chromium/chromium');
-const allowFixtures = process.env.RLX_FIXTURES === '1';
 
 // ---- serve dist/ ----------------------------------------------------------
 const server = spawn(process.execPath, [path.join(app, 'scripts/serve.mjs'), '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -73,13 +72,6 @@ const cases = [];
 const test = (name, fn) => cases.push({ name, fn });
 
 // ---- cases --------------------------------------------------------------------
-test('the package is real, not the dev fixtures', async () => {
-  const page = await open('model=mlp&view=mir&device=cpu');
-  const fixture = await page.locator('#mode.fixture').count();
-  await page.close();
-  assert(allowFixtures || fixture === 0, 'the app was built with the dev-only fixtures (RLX_FIXTURES=1)');
-});
-
 const EX = [['mlp', 'cpu'], ['mlp', 'webgpu'], ['attention', 'webgpu'], ['minilm-layer', 'webgpu'], ['minilm', 'webgpu'], ['minilm', 'cpu'], ['unsupported', 'cpu']];
 for (const [model, device] of EX) {
   test(`${model} on ${device}: HIR, MIR and LIR graphs have one drawn node per IR node`, async () => {
@@ -372,7 +364,7 @@ test('the editor builds a graph from JS builder code; bad code shows its error',
   await page.click('#build');
   await waitReady(page);
   const want = await ir(page, 'cpu', 'prefer_native', 'mir');
-  assert(!want.error || allowFixtures, JSON.stringify(want.error));
+  assert(!want.error, JSON.stringify(want.error));
   await page.fill('#code', 'return { graph: nope };');
   await page.click('#build');
   await waitReady(page);
