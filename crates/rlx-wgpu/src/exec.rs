@@ -4,13 +4,13 @@
 //! compile time. A run is one command buffer with one compute pass, then
 //! copies into staging buffers and one `map_async` readback.
 
+use crate::backend::PipelineCache;
 use crate::context::GpuContext;
 use crate::error::WgpuError;
 use crate::lower::Lowered;
 use crate::oneshot;
 use crate::tref::{words_per_elem, BufId, TensorRef};
 use rlx_ir::{DType, HostTensor, TensorData, TensorType};
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// Host bytes of a tensor in the GPU layout (bool → one u32 per element).
@@ -113,14 +113,14 @@ fn storage(ctx: &GpuContext, label: &str, bytes: u64, extra: wgpu::BufferUsages)
 }
 
 impl GpuProgram {
-    /// Create every GPU object of a lowered program.
-    /// Create every GPU object; errors are checked natively (blocking).
+    /// Create every GPU object of a lowered program; errors are checked
+    /// natively (blocking).
     pub fn new(
         ctx: Arc<GpuContext>,
         low: Lowered,
         input_types: Vec<TensorType>,
         output_types: Vec<TensorType>,
-        pipelines: &Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>,
+        pipelines: &PipelineCache,
     ) -> Result<GpuProgram, WgpuError> {
         let (p, scopes) = Self::create(ctx, low, input_types, output_types, pipelines)?;
         pollster_free_pop(scopes)?;
@@ -135,7 +135,7 @@ impl GpuProgram {
         low: Lowered,
         input_types: Vec<TensorType>,
         output_types: Vec<TensorType>,
-        pipelines: &Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>,
+        pipelines: &PipelineCache,
     ) -> Result<GpuProgram, WgpuError> {
         let (p, scopes) = Self::create(ctx, low, input_types, output_types, pipelines)?;
         scopes.pop().await?;
@@ -148,7 +148,7 @@ impl GpuProgram {
         low: Lowered,
         input_types: Vec<TensorType>,
         output_types: Vec<TensorType>,
-        pipelines: &Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>,
+        pipelines: &PipelineCache,
     ) -> Result<(GpuProgram, crate::context::Scopes), WgpuError> {
         let dev = &ctx.device;
         let scopes = crate::context::Scopes::push(dev);
