@@ -438,32 +438,83 @@ fn mask_source(
     }
 }
 
+/// One attention problem, as the three attention kernels take it:
+/// softmax(q·kᵀ·scale + mask)·v over `batch` heads. Strides are in
+/// elements over (batch..., rows, cols) of q (sq × dh), k (sk × dh),
+/// v (sk × dv) and the output (sq × dv).
+#[derive(Clone, Copy, Debug)]
+pub struct AttentionSpec<'a> {
+    pub dtype: DType,
+    pub batch: &'a [usize],
+    pub sq: usize,
+    pub sk: usize,
+    pub dh: usize,
+    pub dv: usize,
+    pub q: &'a [i64],
+    pub k: &'a [i64],
+    pub v: &'a [i64],
+    pub out: &'a [i64],
+    pub mask: &'a Mask,
+    pub scale: f64,
+}
+
+/// The per-head base offsets and the row/column strides every attention
+/// kernel bakes into its text.
+struct AttentionStrides {
+    /// Head base offsets of q, k, v and out (C expressions over `c0..`).
+    qb: String,
+    kb: String,
+    vb: String,
+    ob: String,
+    /// (row, column) strides.
+    q: (i64, i64),
+    k: (i64, i64),
+    v: (i64, i64),
+    o: (i64, i64),
+    /// Code that sets `c0..` from the head index `b`.
+    unravel: String,
+    /// The scale as an f32 literal.
+    scale: String,
+}
+
+impl AttentionSpec<'_> {
+    fn strides(&self) -> AttentionStrides {
+        let r = self.batch.len();
+        let boff = |s: &[i64]| offset(self.batch, &s[..r]);
+        let rc = |s: &[i64]| (s[r], s[r + 1]);
+        AttentionStrides {
+            qb: boff(self.q),
+            kb: boff(self.k),
+            vb: boff(self.v),
+            ob: boff(self.out),
+            q: rc(self.q),
+            k: rc(self.k),
+            v: rc(self.v),
+            o: rc(self.out),
+            unravel: unravel(self.batch, "b"),
+            scale: lit(DType::F32, self.scale as f32 as f64),
+        }
+    }
+
+    fn heads(&self) -> usize {
+        self.batch.iter().product()
+    }
+}
+
 /// Fused attention: softmax(q·kᵀ·scale + mask)·v, one warp per query row.
-/// `q`, `k`, `v` strides are over (batch..., s, d); output contiguous.
-#[allow(clippy::too_many_arguments)]
-pub fn attention(
-    d: DType,
-    batch: &[usize],
-    sq: usize,
-    sk: usize,
-    dh: usize,
-    dv: usize,
-    strides: [&[i64]; 3],
-    ostr: &[i64],
-    mask: &Mask,
-    scale: f64,
-    warps: u32,
-) -> String {
-    let r = batch.len();
-    let mut full: Vec<usize> = batch.to_vec();
-    full.extend([sq, sk]);
-    let boff = |s: &[i64]| offset(batch, &s[..r]);
-    let (qs, ks, vs) = (strides[0], strides[1], strides[2]);
-    let (qr, qc) = (qs[r], qs[r + 1]);
-    let (kr, kc) = (ks[r], ks[r + 1]);
-    let (vr, vc) = (vs[r], vs[r + 1]);
-    let (mask_param, mask_code) = mask_source(mask, batch, 3, "row", "s");
-    let nb: usize = batch.iter().product();
+pub fn attention(a: &AttentionSpec, warps: u32) -> String {
+    let AttentionSpec {
+        dtype: d,
+        sq,
+        sk,
+        dh,
+        dv,
+        ..
+    } = *a;
+    let t = a.strides();
+    let ((qr, qc), (kr, kc), (vr, vc)) = (t.q, t.k, t.v);
+    let (mask_param, mask_code) = mask_source(a.mask, a.batch, 3, "row", "s");
+    let nb = a.heads();
     format!(
         "extern \"C\" __global__ void @NAME@(const {s}* __restrict__ in0, const {s}* __restrict__ in1, const {s}* __restrict__ in2{mask_param}, {s}* __restrict__ out0) {{
   extern __shared__ float smem[];
@@ -498,18 +549,18 @@ pub fn attention(
 }}
 ",
         s = st(d),
-        unr = unravel(batch, "b"),
-        qb = boff(qs),
-        kb = boff(ks),
-        vb = boff(vs),
+        unr = t.unravel,
+        qb = t.qb,
+        kb = t.kb,
+        vb = t.vb,
         lq = load(d, &format!("q[t * {qc}LL]")),
         lk = load(d, &format!("kj[t * {kc}LL]")),
         lv = load(d, &format!("v[j * {vr}LL + t * {vc}LL]")),
         so = store(d, "acc * inv"),
-        ob = boff(ostr),
-        osr = ostr[r],
-        ost = ostr[r + 1],
-        scale = lit(DType::F32, scale as f32 as f64),
+        ob = t.ob,
+        osr = t.o.0,
+        ost = t.o.1,
+        scale = t.scale,
     )
 }
 
@@ -517,31 +568,21 @@ pub fn attention(
 /// of `rows` query rows (`warps` warps, each owning rows/warps of them): K and
 /// V are read from global memory once per block instead of once per row.
 /// K rows are padded by one float so lanes reading different keys hit
-/// different banks. Same arguments as [`attention`].
-#[allow(clippy::too_many_arguments)]
-pub fn attention_tiled(
-    d: DType,
-    batch: &[usize],
-    sq: usize,
-    sk: usize,
-    dh: usize,
-    dv: usize,
-    strides: [&[i64]; 3],
-    ostr: &[i64],
-    mask: &Mask,
-    scale: f64,
-    warps: u32,
-    rows: u32,
-) -> String {
-    let r = batch.len();
-    let boff = |s: &[i64]| offset(batch, &s[..r]);
-    let (qs, ks, vs) = (strides[0], strides[1], strides[2]);
-    let (qr, qc) = (qs[r], qs[r + 1]);
-    let (kr, kc) = (ks[r], ks[r + 1]);
-    let (vr, vc) = (vs[r], vs[r + 1]);
+/// different banks.
+pub fn attention_tiled(a: &AttentionSpec, warps: u32, rows: u32) -> String {
+    let AttentionSpec {
+        dtype: d,
+        sq,
+        sk,
+        dh,
+        dv,
+        ..
+    } = *a;
+    let t = a.strides();
+    let ((qr, qc), (kr, kc), (vr, vc)) = (t.q, t.k, t.v);
     let kp = dh + 1;
-    let (mask_param, mask_code) = mask_source(mask, batch, 3, "row", "s");
-    let nb: usize = batch.iter().product();
+    let (mask_param, mask_code) = mask_source(a.mask, a.batch, 3, "row", "s");
+    let nb = a.heads();
     format!(
         "extern \"C\" __global__ void @NAME@(const {s}* __restrict__ in0, const {s}* __restrict__ in1, const {s}* __restrict__ in2{mask_param}, {s}* __restrict__ out0) {{
   extern __shared__ float smem[];
@@ -588,18 +629,18 @@ pub fn attention_tiled(
 }}
 ",
         s = st(d),
-        unr = unravel(batch, "b"),
-        qb = boff(qs),
-        kb = boff(ks),
-        vb = boff(vs),
+        unr = t.unravel,
+        qb = t.qb,
+        kb = t.kb,
+        vb = t.vb,
         lq = load(d, &format!("q[t * {qc}LL]")),
         lk = load(d, &format!("k[j * {kr}LL + t * {kc}LL]")),
         lv = load(d, &format!("v[j * {vr}LL + t * {vc}LL]")),
         so = store(d, "acc * inv"),
-        ob = boff(ostr),
-        osr = ostr[r],
-        ost = ostr[r + 1],
-        scale = lit(DType::F32, scale as f32 as f64),
+        ob = t.ob,
+        osr = t.o.0,
+        ost = t.o.1,
+        scale = t.scale,
     )
 }
 
@@ -694,28 +735,21 @@ pub fn attention_softmax(
 /// 16-bit values, rows padded by 8 elements so the fragment loads of the 8
 /// lane groups fall in different banks. Needs dh % 16 == 0, dv % 8 == 0,
 /// sk % 16 == 0 and sk ≤ 128 (a warp holds 16 × sk scores); out-of-range
-/// query rows compute on zeros and are not stored. Same arguments as
-/// [`attention`].
-#[allow(clippy::too_many_arguments)]
-pub fn attention_mma(
-    d: DType,
-    batch: &[usize],
-    sq: usize,
-    sk: usize,
-    dh: usize,
-    dv: usize,
-    strides: [&[i64]; 3],
-    ostr: &[i64],
-    mask: &Mask,
-    scale: f64,
-    warps: u32,
-) -> String {
+/// query rows compute on zeros and are not stored.
+pub fn attention_mma(a: &AttentionSpec, warps: u32) -> String {
+    let AttentionSpec {
+        dtype: d,
+        batch,
+        sq,
+        sk,
+        dh,
+        dv,
+        mask,
+        ..
+    } = *a;
     let r = batch.len();
-    let boff = |s: &[i64]| offset(batch, &s[..r]);
-    let (qs, ks, vs) = (strides[0], strides[1], strides[2]);
-    let (qr, qc) = (qs[r], qs[r + 1]);
-    let (kr, kc) = (ks[r], ks[r + 1]);
-    let (vr, vc) = (vs[r], vs[r + 1]);
+    let t = a.strides();
+    let ((qr, qc), (kr, kc), (vr, vc)) = (t.q, t.k, t.v);
     // K row-major [sk][dh + 8]; V transposed [dv][sk + 8], so both MMA B
     // operands are 32-bit shared-memory loads of two adjacent elements.
     let (kp, vp) = (dh + 8, sk + 8);
@@ -892,13 +926,13 @@ pub fn attention_mma(
 }}
 ",
         s = st(d),
-        unr = unravel(batch, "b"),
-        qb = boff(qs),
-        kb = boff(ks),
-        vb = boff(vs),
-        ob = boff(ostr),
-        osr = ostr[r],
-        ost = ostr[r + 1],
-        scale = lit(DType::F32, scale as f32 as f64),
+        unr = t.unravel,
+        qb = t.qb,
+        kb = t.kb,
+        vb = t.vb,
+        ob = t.ob,
+        osr = t.o.0,
+        ost = t.o.1,
+        scale = t.scale,
     )
 }

@@ -3,6 +3,7 @@
 use super::fuse::fuse_permute_reshape;
 use super::gemm::mat_layout;
 use super::*;
+use crate::codegen::kernels::AttentionSpec;
 
 pub(super) fn attention(
     p: &mut Planner,
@@ -101,6 +102,20 @@ pub(super) fn attention(
     if sq == 0 || nb == 0 {
         return Ok(());
     }
+    let spec = AttentionSpec {
+        dtype: out.dtype,
+        batch: &batch,
+        sq,
+        sk,
+        dh,
+        dv,
+        q: &qs,
+        k: &ks,
+        v: &vs,
+        out: &os,
+        mask: &mask,
+        scale,
+    };
     // f16/bf16 on tensor cores, scores kept in registers (they never reach
     // global memory): one launch whatever the head count.
     if mma {
@@ -112,19 +127,7 @@ pub(super) fn attention(
         // K and transposed V as 16-bit values, then room for a
         // row-broadcast mask (f32).
         let smem = (sk * (dh + 8) + dv * (sk + 8)) * 2 + sk * 4;
-        let text = kernels::attention_mma(
-            out.dtype,
-            &batch,
-            sq,
-            sk,
-            dh,
-            dv,
-            [&qs, &ks, &vs],
-            &os,
-            &mask,
-            scale,
-            warps,
-        );
+        let text = kernels::attention_mma(&spec, warps);
         let grid = ((sq as u32).div_ceil(16 * warps), nb as u32, 1);
         p.kernel(text, grid, warps * 32, smem as u32, args, false);
         return Ok(());
@@ -270,37 +273,12 @@ pub(super) fn attention(
     let warps = 8u32;
     let tiled = (sk * (dh + 1) + sk * dv + warps as usize * (dh + sk)) * 4;
     if tiled <= 160 * 1024 {
-        let text = kernels::attention_tiled(
-            out.dtype,
-            &batch,
-            sq,
-            sk,
-            dh,
-            dv,
-            [&qs, &ks, &vs],
-            &os,
-            &mask,
-            scale,
-            warps,
-            rows,
-        );
+        let text = kernels::attention_tiled(&spec, warps, rows);
         let grid = ((sq as u32).div_ceil(rows), nb as u32, 1);
         p.kernel(text, grid, warps * 32, tiled as u32, args, false);
     } else {
         let warps = 4u32;
-        let text = kernels::attention(
-            out.dtype,
-            &batch,
-            sq,
-            sk,
-            dh,
-            dv,
-            [&qs, &ks, &vs],
-            &os,
-            &mask,
-            scale,
-            warps,
-        );
+        let text = kernels::attention(&spec, warps);
         let smem = (warps as usize * (dh + sk) * 4) as u32;
         let grid = ((sq as u32).div_ceil(warps), nb as u32, 1);
         p.kernel(text, grid, warps * 32, smem, args, false);
