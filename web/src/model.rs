@@ -491,7 +491,9 @@ impl Model {
 fn gpu_kernels(p: &Program, lang: &str) -> Result<Vec<Value>, JsValue> {
     use rlx_wgpu::{translate, Lang, Translated};
     let lang = Lang::parse(lang).map_err(|e| err("input", e))?;
-    let low = rlx_wgpu::lower(p).map_err(|e| err("runtime", e))?;
+    // The kernels this page runs: f16 stored as f16 only where the adapter has it.
+    let f16 = rlx_wgpu::context::f16_path() != Some(false);
+    let low = rlx_wgpu::lower_with(p, f16).map_err(|e| err("runtime", e))?;
     low.kernels
         .iter()
         .map(|k| {

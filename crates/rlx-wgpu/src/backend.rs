@@ -6,7 +6,7 @@
 use crate::context::GpuContext;
 use crate::error::WgpuError;
 use crate::exec::{to_words, GpuProgram};
-use crate::lower::lower;
+use crate::lower::lower_with;
 use rlx_ir::lir::Program;
 use rlx_ir::{HostTensor, TensorType};
 use rlx_runtime::{Backend, Claims, Device, DeviceTensor, Executable, RuntimeError};
@@ -67,6 +67,21 @@ impl WgpuBackend {
         Ok((c, p))
     }
 
+    /// How this backend's context holds f16 (`Some(true)`: as f16). The
+    /// dispatch report is made before compiling, so natively the context
+    /// is created here if need be; in the browser the page creates it
+    /// (asynchronously) before it compiles.
+    fn f16_path(&self) -> Option<bool> {
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            self.context().ok().map(|c| c.f16_native())
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            crate::context::f16_path()
+        }
+    }
+
     /// Compile into the wgpu executable type (with `run_async`).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn compile_program(&self, program: &Program) -> Result<WgpuExecutable, WgpuError> {
@@ -87,7 +102,7 @@ impl WgpuExecutable {
         cache: &PipelineCache,
         program: &Program,
     ) -> Result<WgpuExecutable, WgpuError> {
-        let low = lower(program)?;
+        let low = lower_with(program, ctx.f16_native())?;
         let g = &program.graph;
         let device = Device::Gpu;
         let p = GpuProgram::new(ctx, low, g.input_types(), g.output_types(), cache)?;
@@ -101,7 +116,7 @@ impl WgpuExecutable {
         cache: &PipelineCache,
         program: &Program,
     ) -> Result<WgpuExecutable, WgpuError> {
-        let low = lower(program)?;
+        let low = lower_with(program, ctx.f16_native())?;
         let g = &program.graph;
         let p = GpuProgram::new_async(ctx, low, g.input_types(), g.output_types(), cache).await?;
         Ok(WgpuExecutable {
@@ -150,7 +165,18 @@ impl Backend for WgpuBackend {
     }
 
     fn kernel_name(&self, op: &str, dtype: rlx_ir::DType) -> String {
-        format!("wgsl::{op}<{dtype}>")
+        // f16 without `shader-f16` is a different path: say so.
+        let path = if dtype == rlx_ir::DType::F16 {
+            self.f16_path()
+        } else {
+            None
+        };
+        match (dtype, path) {
+            (rlx_ir::DType::F16, Some(false)) => {
+                format!("wgsl::{op}<f16 held as f32: adapter lacks shader-f16>")
+            }
+            _ => format!("wgsl::{op}<{dtype}>"),
+        }
     }
 
     fn throughput_gflops(&self) -> f64 {
@@ -181,7 +207,7 @@ impl Backend for WgpuBackend {
         #[cfg(not(target_arch = "wasm32"))]
         {
             let ctx = self.context().map_err(|e| rt(self.device, e))?;
-            let w = to_words(t).map_err(|e| rt(self.device, e))?;
+            let w = to_words(t, !ctx.f16_native()).map_err(|e| rt(self.device, e))?;
             let buf = ctx.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("rlx tensor"),
                 size: (w.len() as u64).max(4).div_ceil(4) * 4,
@@ -220,7 +246,8 @@ impl Backend for WgpuBackend {
                     )),
                 )
             })?;
-            crate::exec::read_buffer(&ctx, buf, &t.ty).map_err(|e| rt(self.device, e))
+            crate::exec::read_buffer(&ctx, buf, &t.ty, !ctx.f16_native())
+                .map_err(|e| rt(self.device, e))
         }
         #[cfg(target_arch = "wasm32")]
         {

@@ -11,7 +11,7 @@ pub fn table() -> Vec<(&'static str, Vec<DType>)> {
     v.extend(crate::lower::structural_claims());
     v.push((
         "fused_elementwise",
-        vec![DType::F32, DType::I32, DType::Bool, DType::I64],
+        vec![DType::F32, DType::F16, DType::I32, DType::Bool, DType::I64],
     ));
     v
 }

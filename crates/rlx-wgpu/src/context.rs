@@ -26,6 +26,20 @@ pub struct AdapterInfo {
     pub max_invocations: u32,
 }
 
+/// How the last context created holds f16: 0 no context yet, 1 as f16,
+/// 2 as f32 words. The dispatch report names the path from it.
+static F16_PATH: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// `Some(true)`: f16 stored as f16; `Some(false)`: held as f32 words (no
+/// `shader-f16`); `None`: no GPU context created yet.
+pub fn f16_path() -> Option<bool> {
+    match F16_PATH.load(std::sync::atomic::Ordering::Relaxed) {
+        1 => Some(true),
+        2 => Some(false),
+        _ => None,
+    }
+}
+
 /// A device and queue for one rlx device kind.
 pub struct GpuContext {
     pub device: wgpu::Device,
@@ -116,13 +130,26 @@ impl GpuContext {
             max_workgroup_storage: limits.max_compute_workgroup_storage_size,
             max_invocations: limits.max_compute_invocations_per_workgroup,
         };
-        Ok(GpuContext {
+        let ctx = GpuContext {
             device: device_,
             queue,
             info,
             lost,
             errors,
-        })
+        };
+        F16_PATH.store(
+            if ctx.f16_native() { 1 } else { 2 },
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        Ok(ctx)
+    }
+
+    /// Whether f16 tensors are stored as f16 here: the adapter has
+    /// `shader-f16`, and `RLX_WGPU_F16=f32` does not force the other path
+    /// (for testing it on adapters that have the feature). Otherwise they
+    /// are held as f32 words, rounded to f16 on every store.
+    pub fn f16_native(&self) -> bool {
+        self.info.shader_f16 && std::env::var("RLX_WGPU_F16").as_deref() != Ok("f32")
     }
 
     /// Whether the device was lost (the backend then makes a new one).

@@ -9,14 +9,21 @@ use crate::context::GpuContext;
 use crate::error::WgpuError;
 use crate::lower::Lowered;
 use crate::oneshot;
-use crate::tref::{words_per_elem, BufId, TensorRef};
+use crate::tref::{elem_bytes, BufId, TensorRef};
 use rlx_ir::{DType, HostTensor, TensorData, TensorType};
 use std::sync::{Arc, Mutex};
 
-/// Host bytes of a tensor in the GPU layout (bool → one u32 per element).
-pub fn to_words(t: &HostTensor) -> Result<Vec<u8>, WgpuError> {
+/// Host bytes of a tensor in the GPU layout (bool → one u32 per element;
+/// f16 → 2 bytes, or an f32 word when held `wide`), padded to whole words.
+pub fn to_words(t: &HostTensor, wide: bool) -> Result<Vec<u8>, WgpuError> {
     Ok(match t.data() {
         TensorData::F32(v) => bytemuck::cast_slice(v).to_vec(),
+        TensorData::F16(v) if wide => v.iter().flat_map(|x| x.to_f32().to_le_bytes()).collect(),
+        TensorData::F16(v) => {
+            let mut b: Vec<u8> = v.iter().flat_map(|x| x.to_bits().to_le_bytes()).collect();
+            b.resize(b.len().div_ceil(4) * 4, 0);
+            b
+        }
         TensorData::I32(v) => bytemuck::cast_slice(v).to_vec(),
         TensorData::I64(v) => bytemuck::cast_slice(v).to_vec(),
         TensorData::Bool(v) => v.iter().flat_map(|&b| (b as u32).to_le_bytes()).collect(),
@@ -29,9 +36,19 @@ pub fn to_words(t: &HostTensor) -> Result<Vec<u8>, WgpuError> {
     })
 }
 
-fn from_words(ty: &TensorType, bytes: &[u8]) -> Result<HostTensor, WgpuError> {
+fn from_words(ty: &TensorType, bytes: &[u8], wide: bool) -> Result<HostTensor, WgpuError> {
     let data: TensorData = match ty.dtype {
         DType::F32 => bytemuck::pod_collect_to_vec::<u8, f32>(bytes).into(),
+        DType::F16 if wide => bytemuck::pod_collect_to_vec::<u8, f32>(bytes)
+            .into_iter()
+            .map(half::f16::from_f32)
+            .collect::<Vec<_>>()
+            .into(),
+        DType::F16 => bytemuck::pod_collect_to_vec::<u8, u16>(bytes)
+            .into_iter()
+            .map(half::f16::from_bits)
+            .collect::<Vec<_>>()
+            .into(),
         DType::I32 => bytemuck::pod_collect_to_vec::<u8, i32>(bytes).into(),
         DType::I64 => bytemuck::pod_collect_to_vec::<u8, i64>(bytes).into(),
         DType::Bool => bytemuck::pod_collect_to_vec::<u8, u32>(bytes)
@@ -75,6 +92,10 @@ pub struct GpuProgram {
     ctx: Arc<GpuContext>,
     arena: wgpu::Buffer,
     arena_words: usize,
+    /// The f16 arena (`BufId::Half`).
+    half: wgpu::Buffer,
+    /// f16 held as f32 words (no `shader-f16`).
+    wide: bool,
     inputs: Vec<wgpu::Buffer>,
     input_types: Vec<TensorType>,
     steps: Vec<(Arc<wgpu::ComputePipeline>, wgpu::BindGroup, [u32; 3])>,
@@ -155,9 +176,17 @@ impl GpuProgram {
         let arena_bytes = low.arena_words as u64 * 4;
         check_size(&ctx, "the arena", arena_bytes)?;
         let arena = storage(&ctx, "rlx arena", arena_bytes, wgpu::BufferUsages::COPY_SRC);
+        check_size(&ctx, "the f16 arena", low.half_bytes as u64)?;
+        let half = storage(
+            &ctx,
+            "rlx f16 arena",
+            low.half_bytes as u64,
+            wgpu::BufferUsages::COPY_SRC,
+        );
+        let wide = low.f16_wide;
         let mut inputs = Vec::new();
         for (i, t) in input_types.iter().enumerate() {
-            let bytes = (t.shape.numel() * 4 * words_per_elem(t.dtype)) as u64;
+            let bytes = (t.shape.numel() * elem_bytes(t.dtype, wide)) as u64;
             check_size(&ctx, &format!("input {i} ({t})"), bytes)?;
             inputs.push(storage(
                 &ctx,
@@ -168,7 +197,7 @@ impl GpuProgram {
         }
         let mut consts = Vec::new();
         for (i, c) in low.consts.iter().enumerate() {
-            let w = to_words(c)?;
+            let w = to_words(c, wide)?;
             check_size(&ctx, &format!("constant {i}"), w.len() as u64)?;
             let b = storage(
                 &ctx,
@@ -224,6 +253,7 @@ impl GpuProgram {
                     binding: i as u32,
                     resource: match b {
                         BufId::Arena => arena.as_entire_binding(),
+                        BufId::Half => half.as_entire_binding(),
                         BufId::Input(j) => inputs[*j].as_entire_binding(),
                         BufId::Const(j) => consts[*j].as_entire_binding(),
                     },
@@ -241,7 +271,7 @@ impl GpuProgram {
         for r in &low.outputs {
             staging.push(dev.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("rlx readback"),
-                size: ((r.numel() * 4 * words_per_elem(r.dtype)) as u64).max(4),
+                size: ((r.numel() * r.elem_bytes()).div_ceil(4) * 4).max(4) as u64,
                 usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
                 mapped_at_creation: false,
             }));
@@ -257,6 +287,8 @@ impl GpuProgram {
             ctx,
             arena,
             arena_words: low.arena_words,
+            half,
+            wide,
             inputs,
             input_types,
             steps,
@@ -318,7 +350,7 @@ impl GpuProgram {
                 TensorData::I32(v) => bytemuck::cast_slice(v),
                 TensorData::I64(v) => bytemuck::cast_slice(v),
                 _ => {
-                    owned = to_words(t)?;
+                    owned = to_words(t, self.wide)?;
                     &owned
                 }
             };
@@ -378,13 +410,15 @@ impl GpuProgram {
             }
         }
         for ((r, _), st) in self.outputs.iter().zip(&self.staging) {
-            let w = words_per_elem(r.dtype) as u64;
-            let bytes = r.numel() as u64 * 4 * w;
+            let eb = r.elem_bytes() as u64;
+            // Whole words (an odd f16 count reads the padding after it).
+            let bytes = (r.numel() as u64 * eb).div_ceil(4) * 4;
             if bytes == 0 {
                 continue;
             }
             let src = match r.buf {
                 BufId::Arena => &self.arena,
+                BufId::Half => &self.half,
                 BufId::Input(j) => &self.inputs[j],
                 BufId::Const(_) => {
                     return Err(WgpuError::Input(
@@ -392,7 +426,7 @@ impl GpuProgram {
                     ))
                 }
             };
-            enc.copy_buffer_to_buffer(src, r.offset as u64 * 4 * w, st, 0, bytes);
+            enc.copy_buffer_to_buffer(src, r.offset as u64 * eb, st, 0, bytes);
         }
         enc.copy_buffer_to_buffer(&self.arena, flag_off, &self.flag_staging, 0, 4);
         self.ctx.queue.submit([enc.finish()]);
@@ -434,13 +468,13 @@ impl GpuProgram {
         };
         let mut out = Vec::new();
         for ((r, ty), st) in self.outputs.iter().zip(&self.staging) {
-            let bytes = r.numel() * 4 * words_per_elem(r.dtype);
+            let bytes = r.numel() * r.elem_bytes();
             let t = {
                 let v = st
                     .slice(..)
                     .get_mapped_range()
                     .map_err(|e| WgpuError::Gpu(e.to_string()))?;
-                from_words(ty, &v[..bytes])?
+                from_words(ty, &v[..bytes], self.wide)?
             };
             st.unmap();
             out.push(t);
@@ -552,8 +586,10 @@ pub fn read_buffer(
     ctx: &GpuContext,
     buf: &wgpu::Buffer,
     ty: &TensorType,
+    wide: bool,
 ) -> Result<HostTensor, WgpuError> {
-    let bytes = (ty.shape.numel() * 4 * words_per_elem(ty.dtype)) as u64;
+    let exact = ty.shape.numel() * elem_bytes(ty.dtype, wide);
+    let bytes = exact.div_ceil(4) as u64 * 4;
     let st = ctx.device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("rlx download"),
         size: bytes.max(4),
@@ -583,5 +619,5 @@ pub fn read_buffer(
         .slice(..)
         .get_mapped_range()
         .map_err(|e| WgpuError::Gpu(e.to_string()))?;
-    from_words(ty, &v[..bytes as usize])
+    from_words(ty, &v[..exact], wide)
 }

@@ -23,6 +23,10 @@ pub struct Lowered {
     pub consts: Vec<HostTensor>,
     /// Names of the kernels that can raise the error flag.
     pub flagging: Vec<String>,
+    /// Size of the f16 arena (`BufId::Half`) in bytes, a multiple of 4.
+    pub half_bytes: usize,
+    /// f16 tensors are held as f32 words (the adapter lacks `shader-f16`).
+    pub f16_wide: bool,
 }
 
 fn unsupported(op: &str, why: impl Into<String>) -> WgpuError {
@@ -41,10 +45,10 @@ fn plan_bytes(d: DType) -> Result<usize, WgpuError> {
 
 fn check_dtype(d: DType) -> Result<(), WgpuError> {
     match d {
-        DType::F32 | DType::I32 | DType::I64 | DType::Bool => Ok(()),
+        DType::F32 | DType::F16 | DType::I32 | DType::I64 | DType::Bool => Ok(()),
         d => Err(unsupported(
             "tensor",
-            format!("dtype {d} is not held on the GPU (f32, i32, i64, bool are)"),
+            format!("dtype {d} is not held on the GPU (f32, f16, i32, i64, bool are)"),
         )),
     }
 }
@@ -64,8 +68,17 @@ fn axis(n: &Node, k: &str, rank: usize) -> Result<usize, WgpuError> {
     normalize_axis(int(n, k)?, rank).map_err(|e| unsupported(n.op.name(), e.to_string()))
 }
 
-/// Lower `p` to kernels.
+/// Lower `p` to kernels for an adapter with `shader-f16`.
 pub fn lower(p: &Program) -> Result<Lowered, WgpuError> {
+    lower_with(p, true)
+}
+
+/// Lower `p` to kernels. `f16_native`: the adapter has `shader-f16`, so f16
+/// tensors are stored as 2-byte elements (the f16 arena, f16 input and
+/// constant buffers); without it they are held as f32 words and every
+/// store rounds to f16.
+pub fn lower_with(p: &Program, f16_native: bool) -> Result<Lowered, WgpuError> {
+    let wide = !f16_native;
     let g = &p.graph;
     let used: Vec<&rlx_ir::lir::BufferSlot> = p
         .slots
@@ -78,15 +91,19 @@ pub fn lower(p: &Program) -> Result<Lowered, WgpuError> {
     for s in &used {
         check_dtype(s.ty.dtype)?;
     }
-    let remap = ArenaMap::new(&used)?;
+    let in_half = |s: &rlx_ir::lir::BufferSlot| f16_native && s.ty.dtype == DType::F16;
+    let (used16, used32): (Vec<_>, Vec<_>) = used.into_iter().partition(|s| in_half(s));
+    let remap = ArenaMap::new(&used32)?;
+    let remap16 = ArenaMap::new(&used16)?;
     let mut arena_words = remap.total_bytes.div_ceil(4);
+    let mut half_elems = remap16.total_bytes / 2;
     let mut loc: HashMap<ValueId, TensorRef> = HashMap::new();
     for (i, &v) in g.inputs.iter().enumerate() {
         let ty = g.ty(v);
         check_dtype(ty.dtype)?;
         loc.insert(
             v,
-            TensorRef::contiguous(BufId::Input(i), ty.dtype, ty.dims(), 0),
+            TensorRef::contiguous(BufId::Input(i), ty.dtype, ty.dims(), 0).widened(wide),
         );
     }
     let slot: HashMap<ValueId, &rlx_ir::lir::BufferSlot> =
@@ -104,6 +121,7 @@ pub fn lower(p: &Program) -> Result<Lowered, WgpuError> {
                     let t = const_value(node, ty)?;
                     consts.push(t);
                     TensorRef::contiguous(BufId::Const(consts.len() - 1), ty.dtype, ty.dims(), 0)
+                        .widened(wide)
                 }
                 _ => {
                     if let Some(w) = view.get(&o) {
@@ -114,7 +132,15 @@ pub fn lower(p: &Program) -> Result<Lowered, WgpuError> {
                             dims: ty.dims().to_vec(),
                             strides: w.strides.iter().map(|&s| s as i64).collect(),
                             offset: base.offset + w.offset as i64,
+                            wide: base.wide,
                         }
+                    } else if let Some(s) = slot.get(&o).filter(|s| in_half(s)) {
+                        TensorRef::contiguous(
+                            BufId::Half,
+                            ty.dtype,
+                            ty.dims(),
+                            (remap16.map(s.offset) / 2) as i64,
+                        )
                     } else if let Some(s) = slot.get(&o) {
                         let words = remap.map(s.offset) / 4;
                         TensorRef::contiguous(
@@ -123,6 +149,7 @@ pub fn lower(p: &Program) -> Result<Lowered, WgpuError> {
                             ty.dims(),
                             (words / words_per_elem(ty.dtype)) as i64,
                         )
+                        .widened(wide)
                     } else {
                         return Err(unsupported(
                             node.op.name(),
@@ -161,11 +188,19 @@ pub fn lower(p: &Program) -> Result<Lowered, WgpuError> {
         let r = loc[&o].clone();
         if r.is_contiguous() {
             outputs.push(r);
+        } else if r.is_half() {
+            // Even offsets: readback copies move whole 4-byte words.
+            let off = half_elems.div_ceil(2) * 2;
+            half_elems = off + r.numel();
+            let dst = TensorRef::contiguous(BufId::Half, r.dtype, &r.dims, off as i64);
+            kernels.push(copy(&format!("out{k}_copy"), &r, &dst)?);
+            outputs.push(dst);
         } else {
             let w = words_per_elem(r.dtype);
             let off = arena_words.div_ceil(w);
             arena_words = (off + r.numel()) * w;
-            let dst = TensorRef::contiguous(BufId::Arena, r.dtype, &r.dims, off as i64);
+            let dst =
+                TensorRef::contiguous(BufId::Arena, r.dtype, &r.dims, off as i64).widened(wide);
             kernels.push(copy(&format!("out{k}_copy"), &r, &dst)?);
             outputs.push(dst);
         }
@@ -185,6 +220,9 @@ pub fn lower(p: &Program) -> Result<Lowered, WgpuError> {
         arena_words,
         consts,
         flagging,
+        // Padded so a readback may round its last copy up to a whole word.
+        half_bytes: (half_elems * 2).div_ceil(4) * 4 + 4,
+        f16_wide: wide,
     })
 }
 
@@ -504,8 +542,8 @@ fn node_kernels(
 
 /// Ops with a kernel here (besides the elementwise table), per dtype.
 pub fn structural_claims() -> Vec<(&'static str, Vec<DType>)> {
-    let held = || vec![DType::F32, DType::I32, DType::I64, DType::Bool];
-    let f = || vec![DType::F32];
+    let held = || vec![DType::F32, DType::F16, DType::I32, DType::I64, DType::Bool];
+    let f = || vec![DType::F32, DType::F16];
     let mut v: Vec<(&'static str, Vec<DType>)> = [
         "reshape",
         "squeeze",
@@ -536,7 +574,7 @@ pub fn structural_claims() -> Vec<(&'static str, Vec<DType>)> {
         v.push((o, f()));
     }
     for o in ["gather", "index_select", "embedding"] {
-        v.push((o, vec![DType::F32, DType::I32, DType::Bool]));
+        v.push((o, vec![DType::F32, DType::F16, DType::I32, DType::Bool]));
     }
     v
 }

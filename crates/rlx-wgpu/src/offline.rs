@@ -4,16 +4,31 @@
 //! `rlx kernels` prints and what the translation tests check.
 
 use crate::backend::WgpuBackend;
-use crate::lower::lower;
+use crate::lower::lower_with;
 use crate::wgsl::Kernel;
 use rlx_ir::lir::Program;
 use rlx_ir::Graph;
 use rlx_runtime::{legalize, Device, DispatchOptions};
 
 /// The WGSL kernels `graph` compiles to for `device` (a wgpu device kind).
+/// f16 is stored as f16 (an adapter with `shader-f16`).
 pub fn kernels_of(graph: &Graph, device: Device) -> Result<Vec<Kernel>, String> {
+    kernels_of_with(graph, device, true)
+}
+
+/// [`kernels_of`], choosing how f16 is held: `f16_native = false` gives the
+/// kernels of adapters without `shader-f16` (f16 in f32 words) — the form
+/// GLSL needs, since naga's GLSL writer has no 16-bit floats (and wgpu's GL
+/// adapters do not offer `shader-f16`).
+pub fn kernels_of_with(
+    graph: &Graph,
+    device: Device,
+    f16_native: bool,
+) -> Result<Vec<Kernel>, String> {
     let program = program_of(graph, device)?;
-    Ok(lower(&program).map_err(|e| e.to_string())?.kernels)
+    Ok(lower_with(&program, f16_native)
+        .map_err(|e| e.to_string())?
+        .kernels)
 }
 
 /// The LIR program `rlx::compile_with` would hand this backend.

@@ -8,8 +8,12 @@ use rlx_ir::DType;
 /// A device buffer of a compiled program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum BufId {
-    /// The program's arena (every planned slot).
+    /// The program's arena (every planned slot of 32-bit words).
     Arena,
+    /// The arena of f16 slots on adapters with `shader-f16` (2-byte
+    /// elements, bound as `array<f16>`; a separate buffer because WebGPU
+    /// forbids binding one writable buffer twice with different types).
+    Half,
     /// Graph input `i` (weights stay resident here).
     Input(usize),
     /// A constant baked at compile time (`constant`, `arange`).
@@ -24,6 +28,9 @@ pub struct TensorRef {
     pub dims: Vec<usize>,
     pub strides: Vec<i64>,
     pub offset: i64,
+    /// An f16 tensor held as f32 words (adapters without `shader-f16`):
+    /// read as f32, rounded to f16 on every store. Ignored for other dtypes.
+    pub wide: bool,
 }
 
 /// 32-bit words per stored element (i64 is two words; bool one).
@@ -31,6 +38,15 @@ pub fn words_per_elem(d: DType) -> usize {
     match d {
         DType::I64 => 2,
         _ => 1,
+    }
+}
+
+/// Bytes per stored element: f16 is 2 unless held `wide`; bool is a whole
+/// word, i64 two words.
+pub fn elem_bytes(d: DType, wide: bool) -> usize {
+    match d {
+        DType::F16 if !wide => 2,
+        d => 4 * words_per_elem(d),
     }
 }
 
@@ -54,7 +70,23 @@ impl TensorRef {
             dims: dims.to_vec(),
             strides: row_major(dims),
             offset,
+            wide: false,
         }
+    }
+
+    /// This tensor with f16 held as f32 words (or not).
+    pub fn widened(mut self, wide: bool) -> TensorRef {
+        self.wide = wide && self.dtype == DType::F16;
+        self
+    }
+
+    /// Whether elements are 2-byte f16 (bound as `array<f16>`).
+    pub fn is_half(&self) -> bool {
+        self.dtype == DType::F16 && !self.wide
+    }
+
+    pub fn elem_bytes(&self) -> usize {
+        elem_bytes(self.dtype, self.wide)
     }
 
     pub fn numel(&self) -> usize {

@@ -93,3 +93,91 @@ fn minilm_on_wgpu_matches_cpu() {
     assert!(worst >= 0.9999, "worst token cosine {worst}");
     eprintln!("MiniLM on wgpu: worst token cosine 1 - {:.2e}", 1.0 - worst);
 }
+
+/// MiniLM in f16 on wgpu (the f32 graph's types and weights turned f16)
+/// against the CPU's f32 run of the same tokens: cosine ≥ 0.999 for every
+/// pooled embedding and token state. On an adapter with `shader-f16` the
+/// tensors are stored as f16; without it (or under `RLX_WGPU_F16=f32`,
+/// which `f16_wide.rs` sets) as f32 words rounded to f16 on every store —
+/// and the dispatch report names that path.
+pub fn minilm_f16_matches_cpu_f32() {
+    common::init();
+    let dir = model_dir();
+    let model = SentenceEmbedder::load(&dir, |_| {}).unwrap();
+    let (b, seq) = (2, 16);
+    let mut ids = Vec::new();
+    let mut mask = Vec::new();
+    for t in ["Half precision on the GPU.", "Short"] {
+        let mut v = model.token_ids(t).unwrap();
+        let n = v.len();
+        v.resize(seq, 0);
+        ids.extend(v);
+        mask.extend((0..seq).map(|i| (i < n) as i64));
+    }
+    let g32 = model.bert().graph(b, seq).unwrap();
+    let text = rlx::ir::text::print(&g32).replace("f32", "f16");
+    let g16 = rlx::ir::text::parse(&text).unwrap();
+    let ids = HostTensor::from_slice(&ids, [b, seq]).unwrap();
+    let mask = HostTensor::from_slice(&mask, [b, seq]).unwrap();
+    let types = HostTensor::from_slice(&vec![0i64; b * seq], [b, seq]).unwrap();
+    let w16: Vec<HostTensor> = model
+        .weights()
+        .iter()
+        .map(|t| {
+            HostTensor::from_f64(rlx::DType::F16, t.shape().clone(), t.to_f64_vec().unwrap())
+                .unwrap()
+        })
+        .collect();
+    let mut inputs: Vec<&HostTensor> = vec![&ids, &mask, &types];
+    inputs.extend(model.weights().iter());
+    let cpu = rlx::compile(&g32, Device::Cpu)
+        .unwrap()
+        .run_refs(&inputs)
+        .unwrap();
+    let gpu_c = rlx::compile(&g16, Device::Vulkan).unwrap();
+    let report = gpu_c.dispatch_report();
+    assert!(
+        report
+            .nodes
+            .iter()
+            .all(|n| n.path == rlx::DispatchPath::Native),
+        "{report}"
+    );
+    let wide = rlx_wgpu::context::f16_path() == Some(false);
+    let text = report.to_string();
+    let named = if wide {
+        "<f16 held as f32: adapter lacks shader-f16>"
+    } else {
+        "<f16>"
+    };
+    assert!(
+        text.contains(named),
+        "report does not name {named}:\n{text}"
+    );
+    let mut inputs16: Vec<&HostTensor> = vec![&ids, &mask, &types];
+    inputs16.extend(w16.iter());
+    let gpu = gpu_c.run_refs(&inputs16).unwrap();
+    assert_eq!(gpu[1].dtype(), rlx::DType::F16);
+    let h = 384;
+    for k in 0..2 {
+        let want = cpu[k].to_f64_vec().unwrap();
+        let got = gpu[k].to_f64_vec().unwrap();
+        let mut worst = 1.0f64;
+        for (a, bb) in want.chunks(h).zip(got.chunks(h)) {
+            let a: Vec<f32> = a.iter().map(|&x| x as f32).collect();
+            let bb: Vec<f32> = bb.iter().map(|&x| x as f32).collect();
+            worst = worst.min(cosine(&a, &bb));
+        }
+        assert!(worst >= 0.999, "output {k}: worst cosine {worst}");
+        eprintln!(
+            "MiniLM f16 on wgpu ({}): output {k} worst cosine 1 - {:.2e}",
+            if wide { "held as f32" } else { "stored as f16" },
+            1.0 - worst
+        );
+    }
+}
+
+#[test]
+fn minilm_f16_on_wgpu_matches_cpu_f32() {
+    minilm_f16_matches_cpu_f32();
+}

@@ -25,6 +25,11 @@ fn run_group(cases: Vec<Case>) {
 }
 
 #[test]
+fn f16_twins() {
+    run_group(cases::f16_twins());
+}
+
+#[test]
 fn unary_f32() {
     run_group(cases::unary_f32());
 }

@@ -2,7 +2,7 @@
 //! LIR step, rlx-wgpu's generator), optionally translated by naga to MSL,
 //! HLSL, GLSL or SPIR-V. Needs no GPU.
 
-use rlx_wgpu::{kernels_of, translate, Lang, Translated};
+use rlx_wgpu::{kernels_of_with, translate, Lang, Translated};
 use std::path::PathBuf;
 
 pub fn kernels(args: &[String]) -> Result<(), String> {
@@ -33,7 +33,9 @@ pub fn kernels(args: &[String]) -> Result<(), String> {
     }
     let file = file.ok_or("rlx kernels: give a MIR file, @encoder-block or @minilm")?;
     let (g, _) = crate::graph_arg(&file)?;
-    let ks = kernels_of(&g, device)?;
+    // naga's GLSL writer has no f16: GLSL gets the f16-held-as-f32 kernels
+    // (what an OpenGL adapter, which lacks `shader-f16`, runs).
+    let ks = kernels_of_with(&g, device, lang != Lang::Glsl)?;
     if let Some(dir) = &out {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }

@@ -101,6 +101,40 @@ fn f2i_(x: f32) -> i32 {
   let m = t - floor(t / 4294967296.0) * 4294967296.0;
   return bitcast<i32>(u32(m));
 }
+// f32 -> IEEE f16 bits, round to nearest even, in integer arithmetic so
+// every adapter rounds alike (subnormals, overflow to inf, NaN kept).
+fn f16bits_(x: f32) -> u32 {
+  let b = bitcast<u32>(x);
+  let s = (b >> 16u) & 0x8000u;
+  let a = b & 0x7fffffffu;
+  if (a > 0x7f800000u) { return s | 0x7e00u; }
+  if (a >= 0x477ff000u) { return s | 0x7c00u; }
+  if (a >= 0x38800000u) { return s | ((a + 0xfffu + ((a >> 13u) & 1u) - 0x38000000u) >> 13u); }
+  if (a < 0x33000000u) { return s; }
+  let sh = 126u - (a >> 23u);
+  let m = (a & 0x7fffffu) | 0x800000u;
+  let q = m >> sh;
+  let r = m & ((1u << sh) - 1u);
+  let h = 1u << (sh - 1u);
+  return s | (q + select(0u, 1u, r > h || (r == h && (q & 1u) == 1u)));
+}
+// IEEE f16 bits -> f32 (exact).
+fn f16val_(h: u32) -> f32 {
+  let s = (h & 0x8000u) << 16u;
+  let e = (h >> 10u) & 0x1fu;
+  let m = h & 0x3ffu;
+  if (e == 0u) { return bitcast<f32>(s | bitcast<u32>(f32(m) * 5.9604644775390625e-8)); }
+  if (e == 31u) { return bitcast<f32>(s | 0x7f800000u | (m << 13u)); }
+  return bitcast<f32>(s | ((e + 112u) << 23u) | (m << 13u));
+}
+// x rounded to the nearest f16 (the value an f16 store keeps).
+fn rf16_(x: f32) -> f32 { return f16val_(f16bits_(x)); }
+"#;
+
+/// Helpers of kernels that bind `array<f16>` buffers (need `enable f16`).
+pub const F16_PRELUDE: &str = r#"
+// The exact f16 of x: rf16_ already rounded, so the conversion is exact.
+fn to_f16_(x: f32) -> f16 { return f16(rf16_(x)); }
 "#;
 
 /// A float literal with the exact f32 bits. inf and NaN (which WGSL cannot
@@ -197,6 +231,7 @@ pub fn claims() -> Vec<(&'static str, Vec<DType>)> {
     };
     for &o in FLOAT_UNARY.iter().chain(FLOAT_BINARY).chain(CMP) {
         add(o, DType::F32);
+        add(o, DType::F16);
     }
     for &o in INT_UNARY.iter().chain(INT_BINARY).chain(CMP) {
         add(o, DType::I32);
@@ -208,12 +243,13 @@ pub fn claims() -> Vec<(&'static str, Vec<DType>)> {
     for o in ["eq", "ne", "cast"] {
         add(o, DType::I64);
     }
-    for d in [DType::F32, DType::I32, DType::Bool] {
+    for d in [DType::F32, DType::F16, DType::I32, DType::Bool] {
         add("cast", d);
         add("identity", d);
         add("stop_gradient", d);
     }
     add("clamp", DType::F32);
+    add("clamp", DType::F16);
     add("clamp", DType::I32);
     out.push(("where", vec![]));
     out
@@ -225,14 +261,16 @@ pub fn claims() -> Vec<(&'static str, Vec<DType>)> {
 pub fn apply(op: &str, a: &[String], dt: &[DType], out: DType, attrs: &Attrs) -> Option<String> {
     let x = a.first()?;
     let d0 = *dt.first()?;
+    if op == "cast" {
+        return cast(x, d0, out);
+    }
+    // f16 computes in f32 (its stores round).
+    let d0 = if d0 == DType::F16 { DType::F32 } else { d0 };
     if op == "where" {
         return Some(format!("select({}, {}, {})", a[2], a[1], a[0]));
     }
     if op == "identity" || op == "stop_gradient" {
         return Some(x.clone());
-    }
-    if op == "cast" {
-        return cast(x, d0, out);
     }
     if op == "clamp" {
         let (lo, hi) = (attrs.opt_float("min"), attrs.opt_float("max"));
@@ -382,6 +420,11 @@ fn cast(x: &str, from: DType, to: DType) -> Option<String> {
     use DType::*;
     Some(match (from, to) {
         (a, b) if a == b => x.to_string(),
+        // f16 values are f32 in registers: casts to it round, from it widen.
+        (F16, F32) => x.to_string(),
+        (F16, t) => return cast(x, F32, t),
+        (F32, F16) => format!("rf16_({x})"),
+        (f, F16) => format!("rf16_({})", cast(x, f, F32)?),
         (F32, I32) => format!("f2i_({x})"),
         (F32, Bool) => format!("({x} != 0.0)"),
         (I32, F32) => format!("f32({x})"),

@@ -40,7 +40,7 @@ pub fn kernel(
     let lx = b.load(x, &a);
     let flag = flag_store(&mut b);
     let zero = match x.dtype {
-        rlx_ir::DType::F32 => "0.0",
+        rlx_ir::DType::F32 | rlx_ir::DType::F16 => "0.0",
         rlx_ir::DType::Bool => "false",
         _ => "0",
     };

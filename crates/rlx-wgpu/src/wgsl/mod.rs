@@ -2,9 +2,13 @@
 //! and offsets are baked in as constants, so a kernel needs no uniforms;
 //! every tensor is read through its [`TensorRef`] (views cost nothing).
 //!
-//! Memory model: every buffer is `array<u32>`; f32/i32 are bitcast, bool is
+//! Memory model: buffers are `array<u32>`; f32/i32 are bitcast, bool is
 //! one word (0/1), i64 is two words (low word first; kernels that read it
-//! use the low word as an index after a range check).
+//! use the low word as an index after a range check). f16 computes in f32:
+//! on adapters with `shader-f16` it is stored as 2-byte elements in buffers
+//! bound as `array<f16>` (the f16 arena, f16 inputs and constants); without
+//! it, f16 tensors are held as f32 words and rounded to f16 on every store,
+//! so both paths give the same numbers up to accumulation order.
 
 pub mod attention;
 pub mod elementwise;
@@ -41,14 +45,16 @@ pub struct Kernel {
 /// The WGSL type a dtype computes in, or why the GPU cannot hold it.
 pub fn compute_ty(d: DType) -> Result<&'static str, WgpuError> {
     Ok(match d {
-        DType::F32 => "f32",
+        DType::F32 | DType::F16 => "f32",
         DType::I32 => "i32",
         DType::I64 => "vec2<u32>",
         DType::Bool => "bool",
         d => {
             return Err(WgpuError::Unsupported {
                 op: "tensor".into(),
-                why: format!("dtype {d} has no WGSL kernel (f32, i32, i64 indices and bool do)"),
+                why: format!(
+                    "dtype {d} has no WGSL kernel (f32, f16, i32, i64 indices and bool do)"
+                ),
             })
         }
     })
@@ -68,16 +74,28 @@ pub fn grid(threads: usize, per_group: u32) -> [u32; 3] {
 #[derive(Default)]
 pub struct Builder {
     pub bufs: Vec<BufId>,
+    /// Per binding: bound as `array<f16>` (else `array<u32>`).
+    half: Vec<bool>,
     pub flags: bool,
 }
 
 impl Builder {
-    /// The WGSL name of a buffer, binding it on first use.
+    /// The WGSL name of a buffer of 32-bit words, binding it on first use.
     pub fn buf(&mut self, b: BufId) -> String {
+        self.bind(b, false)
+    }
+
+    /// The WGSL name of the buffer holding `r`.
+    fn buf_of(&mut self, r: &TensorRef) -> String {
+        self.bind(r.buf, r.is_half())
+    }
+
+    fn bind(&mut self, b: BufId, half: bool) -> String {
         let k = match self.bufs.iter().position(|&x| x == b) {
             Some(k) => k,
             None => {
                 self.bufs.push(b);
+                self.half.push(half);
                 self.bufs.len() - 1
             }
         };
@@ -98,10 +116,11 @@ impl Builder {
 
     /// Load element `addr` (i32 expression) of `r` as its compute type.
     pub fn load(&mut self, r: &TensorRef, addr: &str) -> String {
-        let b = self.buf(r.buf);
+        let b = self.buf_of(r);
         let w = words_per_elem(r.dtype);
         match r.dtype {
-            DType::F32 => format!("bitcast<f32>({b}[u32({addr})])"),
+            DType::F16 if !r.wide => format!("f32({b}[u32({addr})])"),
+            DType::F32 | DType::F16 => format!("bitcast<f32>({b}[u32({addr})])"),
             DType::I32 => format!("bitcast<i32>({b}[u32({addr})])"),
             DType::I64 => {
                 format!("vec2<u32>({b}[u32({addr}) * {w}u], {b}[u32({addr}) * {w}u + 1u])")
@@ -113,7 +132,7 @@ impl Builder {
     /// Load an integer index (i32 or i64) as i32, and an expression that is
     /// true when the stored value does not fit in i32 (then out of range).
     pub fn load_index(&mut self, r: &TensorRef, addr: &str) -> (String, String) {
-        let b = self.buf(r.buf);
+        let b = self.buf_of(r);
         match r.dtype {
             DType::I64 => (
                 format!("bitcast<i32>({b}[u32({addr}) * 2u])"),
@@ -125,8 +144,10 @@ impl Builder {
 
     /// A statement storing `val` (compute type) at element `addr` of `r`.
     pub fn store(&mut self, r: &TensorRef, addr: &str, val: &str) -> String {
-        let b = self.buf(r.buf);
+        let b = self.buf_of(r);
         match r.dtype {
+            DType::F16 if !r.wide => format!("{b}[u32({addr})] = to_f16_({val});"),
+            DType::F16 => format!("{b}[u32({addr})] = bitcast<u32>(rf16_({val}));"),
             DType::F32 | DType::I32 => format!("{b}[u32({addr})] = bitcast<u32>({val});"),
             DType::I64 => format!(
                 "{{ let v_: vec2<u32> = {val}; {b}[u32({addr}) * 2u] = v_.x; {b}[u32({addr}) * 2u + 1u] = v_.y; }}"
@@ -137,27 +158,32 @@ impl Builder {
 
     /// The binding declarations (arena read-write, the rest read-only) and
     /// the error-flag word (last word of the arena) when used.
-    pub fn header(&self, f16: bool) -> String {
+    pub fn header(&self) -> String {
         let mut s = String::new();
+        let f16 = self.half.contains(&true);
         if f16 {
             s.push_str("enable f16;\n");
         }
         for (k, b) in self.bufs.iter().enumerate() {
-            let access = if *b == BufId::Arena {
+            let access = if matches!(*b, BufId::Arena | BufId::Half) {
                 "read_write"
             } else {
                 "read"
             };
             let _ = writeln!(
                 s,
-                "@group(0) @binding({k}) var<storage, {access}> b{k}: array<u32>;"
+                "@group(0) @binding({k}) var<storage, {access}> b{k}: array<{}>;",
+                if self.half[k] { "f16" } else { "u32" }
             );
+        }
+        if f16 {
+            s.push_str(expr::F16_PRELUDE);
         }
         s
     }
 
     pub fn finish(self, name: String, body: String, groups: [u32; 3]) -> Kernel {
-        let wgsl = format!("{}\n{}\n{body}", self.header(false), expr::PRELUDE);
+        let wgsl = format!("{}\n{}\n{body}", self.header(), expr::PRELUDE);
         Kernel {
             name,
             wgsl,

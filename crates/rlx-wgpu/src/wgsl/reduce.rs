@@ -11,7 +11,7 @@ use std::fmt::Write;
 
 /// The reductions with a kernel, and their input dtypes.
 pub fn claims() -> Vec<(&'static str, Vec<DType>)> {
-    let f = || vec![DType::F32];
+    let f = || vec![DType::F32, DType::F16];
     vec![
         ("reduce_sum", f()),
         ("reduce_mean", f()),

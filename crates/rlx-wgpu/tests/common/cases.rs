@@ -64,7 +64,62 @@ pub fn groups() -> Vec<(&'static str, Group)> {
         ("fused_regions", fused_regions),
         ("decomposed", decomposed),
         ("mixed_graph", mixed_graph),
+        ("f16_twins", f16_twins),
     ]
+}
+
+/// f16 against the reference, which rounds every op's output to f16 while
+/// the GPU rounds once per kernel (at its store): one f16 step (2^-10
+/// relative) for an op, a few along a fused chain.
+const F16_ONE: (f64, f64) = (1e-3, 2e-3);
+const F16_CHAIN: (f64, f64) = (4e-3, 8e-3);
+
+/// The f16 twin of every f32 case of the float groups: the graph's f32
+/// types (cast targets too) become f16 through the text form, f32 inputs
+/// are rounded to f16. Exact cases stay exact (movement, selection, casts).
+pub fn f16_twins() -> Vec<Case> {
+    let groups: [Group; 10] = [
+        unary_f32,
+        binary_with_broadcasting,
+        where_clamp_cast,
+        reductions,
+        softmax_and_norms,
+        matmul_shapes_and_epilogues,
+        attention_masks,
+        gather_embedding,
+        shape_ops_and_views,
+        fused_regions,
+    ];
+    let text = rlx::ir::text::print;
+    groups
+        .iter()
+        .flat_map(|g| g())
+        .filter(|c| text(&c.graph).contains("f32"))
+        .map(|c| {
+            let src = text(&c.graph).replace("f32", "f16");
+            let graph = rlx::ir::text::parse(&src)
+                .unwrap_or_else(|e| panic!("{}: f16 twin does not parse: {e}", c.name));
+            let inputs = c
+                .inputs
+                .iter()
+                .map(|t| match t.dtype() {
+                    DType::F32 => {
+                        HostTensor::from_f64(DType::F16, t.shape().clone(), t.to_f64_vec().unwrap())
+                            .unwrap()
+                    }
+                    _ => t.clone(),
+                })
+                .collect();
+            let tol = if (c.atol, c.rtol) == EXACT {
+                EXACT
+            } else if graph.nodes.len() > 1 {
+                F16_CHAIN
+            } else {
+                F16_ONE
+            };
+            Case::new(format!("{} f16", c.name), graph, inputs, tol)
+        })
+        .collect()
 }
 
 /// Input range per unary op (the op's domain, away from poles).

@@ -89,7 +89,7 @@ pub fn compare(
             want.shape()
         ));
     }
-    if want.dtype() == DType::F32 {
+    if matches!(want.dtype(), DType::F32 | DType::F16) {
         let (g, w) = (got.to_f64_vec().unwrap(), want.to_f64_vec().unwrap());
         for (i, (a, b)) in g.iter().zip(&w).enumerate() {
             let ok = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= atol + rtol * b.abs();

@@ -1,0 +1,35 @@
+//! The f16 path of adapters without `shader-f16`, forced on this one with
+//! `RLX_WGPU_F16=f32` (its own test binary, so no other test sees the
+//! variable): f16 tensors held as f32 words, rounded to f16 on every store.
+//! Every f16 parity case must still match the CPU reference, and the
+//! dispatch report must name the path.
+#![cfg(not(target_arch = "wasm32"))]
+
+mod common;
+use common::*;
+use rlx::{Attrs, DType, Device};
+
+#[test]
+fn f16_held_as_f32_matches_reference_and_is_reported() {
+    std::env::set_var("RLX_WGPU_F16", "f32");
+    init();
+    let cases = cases::f16_twins();
+    let n = cases.len();
+    let failed: Vec<String> = cases.iter().filter_map(|c| check_native(c).err()).collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {n} cases differ:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
+    assert_eq!(rlx_wgpu::context::f16_path(), Some(false));
+    let g = one_op("exp", &[(DType::F16, vec![8])], Attrs::new());
+    let report = rlx::compile(&g, Device::Vulkan)
+        .unwrap()
+        .dispatch_report()
+        .to_string();
+    assert!(
+        report.contains("wgsl::exp<f16 held as f32: adapter lacks shader-f16>"),
+        "{report}"
+    );
+}
