@@ -20,7 +20,7 @@ impl CpuBackend {
 }
 
 enum CpuExecutable {
-    Fast(FastProgram),
+    Fast(Box<FastProgram>),
     /// `RLX_CPU_ENGINE=reference`: every node on the reference kernels
     /// (for A/B comparisons and for bisecting a suspected fast-kernel bug).
     Reference(Program),
@@ -103,9 +103,9 @@ impl Backend for CpuBackend {
         if reference_engine() {
             return Ok(Box::new(CpuExecutable::Reference(program)));
         }
-        Ok(Box::new(CpuExecutable::Fast(
+        Ok(Box::new(CpuExecutable::Fast(Box::new(
             FastProgram::compile(program).map_err(to_runtime)?,
-        )))
+        ))))
     }
 
     fn upload(&self, t: &HostTensor) -> Result<DeviceTensor, RuntimeError> {

@@ -223,31 +223,53 @@ fn fast_kernels_on_strided_views_match_reference() {
 
 /// A weight read as wᵀ is transposed into a prepared buffer: at every run,
 /// or once when the caller keeps the weight resident. Both match the
-/// reference, on the first run and after.
+/// reference, on the first run and after — for f32 weights, and for f16 /
+/// bf16 ones (widened while transposed; the output rounds to the 16-bit
+/// type, within one unit in the last place of the reference's, 2u·|y|,
+/// plus one more rounding of the product before the bias add, ≤ u·8).
 #[test]
 fn prepared_transposed_weights_match_reference_resident_or_not() {
-    let src = "graph @lin(%x: f32[2,5,8], %w: f32[6,8], %b: f32[6]) {
+    for (name, u) in [
+        ("f32", 0.0),
+        ("f16", 2f32.powi(-11)),
+        ("bf16", 2f32.powi(-8)),
+    ] {
+        let src = "graph @lin(%x: f32[2,5,8], %w: f32[6,8], %b: f32[6]) {
   %wt = permute(%w) {perm=[1, 0]}
   %y = matmul_bias_act(%x, %wt, %b) {activation=\"silu\"}
   return %y
-}";
-    let g = rlx::ir::text::parse(src).unwrap();
-    let ins = any_inputs(&g);
-    let want = rlx_cpu::run_graph(&g, &ins).unwrap()[0]
-        .to_vec::<f32>()
-        .unwrap();
-    for resident in [false, true] {
-        let c = rlx::compile(&g, Device::Cpu).unwrap();
-        if resident {
-            assert!(c.keep_resident(&[1, 2]));
-        }
-        for _ in 0..3 {
-            let got = c.run(&ins).unwrap()[0].to_vec::<f32>().unwrap();
-            for (x, y) in got.iter().zip(&want) {
-                assert!(
-                    (x - y).abs() <= 1e-5 * (1.0 + y.abs()),
-                    "resident={resident}: {x} vs {y}"
-                );
+}"
+        .replace("f32", name);
+        let g = rlx::ir::text::parse(&src).unwrap();
+        let dtype = g.ty(g.inputs[0]).dtype;
+        let ins: Vec<HostTensor> =
+            any_inputs(&rlx::ir::text::parse(&src.replace(name, "f32")).unwrap())
+                .iter()
+                .map(|t| to_dtype(t, dtype))
+                .collect();
+        let want = rlx_cpu::run_graph(&g, &ins).unwrap()[0]
+            .to_f64_vec()
+            .unwrap();
+        for resident in [false, true] {
+            let c = rlx::compile(&g, Device::Cpu).unwrap();
+            assert!(c
+                .dispatch_report()
+                .nodes
+                .iter()
+                .flat_map(|n| &n.kernels)
+                .any(|k| k == &format!("cpu::fast::matmul_bias_act<{name}>")));
+            if resident {
+                assert!(c.keep_resident(&[1, 2]));
+            }
+            for _ in 0..3 {
+                let got = c.run(&ins).unwrap()[0].to_f64_vec().unwrap();
+                for (x, y) in got.iter().zip(&want) {
+                    let tol = 1e-5 * (1.0 + y.abs()) + (2.0 * y.abs() + 8.0) * u as f64;
+                    assert!(
+                        (x - y).abs() <= tol,
+                        "{name} resident={resident}: {x} vs {y}"
+                    );
+                }
             }
         }
     }
@@ -281,5 +303,105 @@ fn cancelling_sums_keep_their_digits() {
                 "fast {x}, reference {y}"
             );
         }
+    }
+}
+
+/// `t` (f32) rounded to `dtype` (f16 / bf16; other dtypes unchanged).
+fn to_dtype(t: &HostTensor, dtype: rlx::DType) -> HostTensor {
+    if t.dtype() != rlx::DType::F32 {
+        return t.clone();
+    }
+    let v = t.to_vec::<f32>().unwrap();
+    let data: rlx::ir::TensorData = match dtype {
+        rlx::DType::F16 => v
+            .iter()
+            .map(|&x| half::f16::from_f32(x))
+            .collect::<Vec<_>>()
+            .into(),
+        rlx::DType::BF16 => v
+            .iter()
+            .map(|&x| half::bf16::from_f32(x))
+            .collect::<Vec<_>>()
+            .into(),
+        _ => v.into(),
+    };
+    HostTensor::new(dtype, t.shape().clone(), data).unwrap()
+}
+
+/// The encoder block cast to f16 and to bf16 end to end (weights, inputs,
+/// constants, every activation stored as 16 bits; kernels compute in f32)
+/// against the f32 block on the reference interpreter (f64 widening), from
+/// the same f32 inputs. Every kernel is a fast one; weights are kept
+/// resident (widened / transposed to f32 once).
+///
+/// Bounds: each stored activation carries a relative rounding error of u
+/// (f16 2^-11, bf16 2^-8) and the block stores ~10 of them in a chain, so
+/// the output's relative error is at most ~10u: f16 ~0.5%, bf16 ~4% (the
+/// layer norms keep errors from growing). Measured here: cosine 0.9999999
+/// and worst |Δ|/(1+|y|) 0.00072 (f16), 0.9999935 and 0.0054 (bf16). The
+/// bounds (cosine ≥ 0.9999 / 0.999, worst ≤ 0.005 / 0.04) leave room for
+/// other shapes and seeds without admitting a wrong kernel.
+#[test]
+fn encoder_block_in_f16_and_bf16_matches_f32_reference() {
+    let shape = BlockShape {
+        batch: 2,
+        seq: 24,
+        hidden: 48,
+        heads: 4,
+        ffn: 96,
+    };
+    let g32 = encoder_block(shape).unwrap();
+    let ins = inputs(&g32, 7);
+    let want = rlx_cpu::run_graph(&g32, &ins).unwrap()[0]
+        .to_vec::<f32>()
+        .unwrap();
+    for (dtype, name, min_cos, max_rel) in [
+        (rlx::DType::F16, "f16", 0.9999, 0.005),
+        (rlx::DType::BF16, "bf16", 0.999, 0.04),
+    ] {
+        let src = rlx::ir::text::print(&g32).replace("f32", name);
+        let g = rlx::ir::text::parse(&src).unwrap();
+        let c = rlx::compile(&g, Device::Cpu).unwrap();
+        let kernels: Vec<&String> = c
+            .dispatch_report()
+            .nodes
+            .iter()
+            .flat_map(|n| &n.kernels)
+            .collect();
+        let slow: Vec<_> = kernels
+            .iter()
+            .filter(|k| k.starts_with("cpu::ref::"))
+            .collect();
+        assert!(slow.is_empty(), "{name}: reference kernels: {slow:?}");
+        assert!(kernels
+            .iter()
+            .any(|k| k.starts_with(&format!("cpu::fast::attention<{name}>"))));
+        assert!(c.keep_resident(&(2..g.inputs.len()).collect::<Vec<_>>()));
+        let hins: Vec<HostTensor> = ins.iter().map(|t| to_dtype(t, dtype)).collect();
+        let first = c.run(&hins).unwrap();
+        assert_eq!(first[0].dtype(), dtype);
+        let got: Vec<f32> = first[0]
+            .to_f64_vec()
+            .unwrap()
+            .iter()
+            .map(|&x| x as f32)
+            .collect();
+        let (mut dot, mut na, mut nb, mut worst) = (0f64, 0f64, 0f64, 0f32);
+        for (&a, &b) in got.iter().zip(&want) {
+            dot += a as f64 * b as f64;
+            na += (a as f64).powi(2);
+            nb += (b as f64).powi(2);
+            worst = worst.max((a - b).abs() / (1.0 + b.abs()));
+        }
+        let cos = dot / (na.sqrt() * nb.sqrt());
+        eprintln!("{name}: cosine {cos:.7}, worst relative difference {worst:.5}");
+        assert!(cos >= min_cos, "{name}: cosine {cos} < {min_cos}");
+        assert!(
+            worst <= max_rel,
+            "{name}: worst relative difference {worst}"
+        );
+        // Later runs use the prepared weights and give the same numbers.
+        let again = c.run(&hins).unwrap();
+        assert_eq!(again[0], first[0]);
     }
 }

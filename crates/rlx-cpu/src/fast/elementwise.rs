@@ -3,6 +3,7 @@
 //! tiles of the output. Every intermediate lives in a tile-sized register
 //! in per-thread scratch (L1-resident), never in a full-size buffer.
 
+use super::convert::{self, Fmt};
 use super::layout::{Loc, View};
 use super::par::{chunk_len, for_chunks, Scratch};
 use super::simd::{self, simd_fn};
@@ -30,6 +31,9 @@ pub enum Un {
     Silu,
     Sign,
     Copy,
+    /// Round to f16 / bf16 and back: a cast to a 16-bit type inside a
+    /// region (registers stay f32).
+    Round(Fmt),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -143,9 +147,19 @@ pub struct Program {
 }
 
 impl Program {
-    /// One op (unary or binary), when the fast path has it for these types.
+    /// A plain copy (a cast between f32, f16 and bf16: the store rounds).
+    pub fn copy() -> Program {
+        Program {
+            instrs: vec![Instr::Load(0), Instr::Un(Un::Copy, 0)],
+            out: 1,
+            inputs: 1,
+        }
+    }
+
+    /// One op (unary or binary), when the fast path has it for these types
+    /// (f32, f16 or bf16, computed in f32).
     pub fn for_node(op: &str, inputs: &[TensorType], out: &TensorType) -> Option<Program> {
-        if out.dtype != DType::F32 || inputs.iter().any(|t| t.dtype != DType::F32) {
+        if !convert::is_float(out.dtype) || inputs.iter().any(|t| !convert::is_float(t.dtype)) {
             return None;
         }
         if let Some(u) = unary(op) {
@@ -166,15 +180,18 @@ impl Program {
         })
     }
 
-    /// A `fused_elementwise` body, when every node of it is f32 and the
-    /// fast path has its op (scalar constants only), with one output.
+    /// A `fused_elementwise` body, when every node of it is f32, f16, bf16
+    /// or bool and the fast path has its op (scalar constants only), with
+    /// one float output. 16-bit intermediates stay f32 in registers (only
+    /// explicit casts round), so a region is at least as accurate as the
+    /// reference's per-op rounding.
     pub fn for_region(body: &Graph) -> Option<Program> {
         if body.outputs.len() != 1 {
             return None;
         }
         let mut reg = vec![usize::MAX; body.values.len()];
         let mut instrs = Vec::new();
-        let ok = |d: DType| d == DType::F32 || d == DType::Bool;
+        let ok = |d: DType| convert::is_float(d) || d == DType::Bool;
         for (k, &v) in body.inputs.iter().enumerate() {
             if !ok(body.ty(v).dtype) {
                 return None;
@@ -201,10 +218,21 @@ impl Program {
                 }
                 // Casts between f32 and bool (registers hold bools as 1/0).
                 "cast" => match (in_ty(0)?, body.ty(out).dtype) {
-                    (DType::Bool, DType::F32)
-                    | (DType::F32, DType::F32)
-                    | (DType::Bool, DType::Bool) => Instr::Un(Un::Copy, arg(0)?),
-                    (DType::F32, DType::Bool) => Instr::ToBool(arg(0)?),
+                    (DType::Bool, DType::Bool) => Instr::Un(Un::Copy, arg(0)?),
+                    (DType::Bool | DType::F32 | DType::F16 | DType::BF16, DType::F32) => {
+                        Instr::Un(Un::Copy, arg(0)?)
+                    }
+                    (from, to @ (DType::F16 | DType::BF16)) if ok(from) => {
+                        // Narrowing rounds; a bool or a narrower value is exact.
+                        let exact = from == DType::Bool || from == to;
+                        let u = if exact {
+                            Un::Copy
+                        } else {
+                            Un::Round(Fmt::of(to)?)
+                        };
+                        Instr::Un(u, arg(0)?)
+                    }
+                    (from, DType::Bool) if convert::is_float(from) => Instr::ToBool(arg(0)?),
                     _ => return None,
                 },
                 op if n.inputs.len() == 1 && unary(op).is_some() && !reorders(op) => {
@@ -218,7 +246,7 @@ impl Program {
             reg[out.index()] = instrs.len();
             instrs.push(ins);
         }
-        if body.ty(body.outputs[0]).dtype != DType::F32 {
+        if !convert::is_float(body.ty(body.outputs[0]).dtype) {
             return None;
         }
         let out = reg[body.outputs[0].index()];
@@ -237,7 +265,8 @@ impl Program {
 
 fn scalar_constant(n: &Node) -> Option<f32> {
     let t = n.attrs.tensor("value").ok()?;
-    (t.numel() == 1 && t.dtype() == DType::F32).then(|| t.to_vec::<f32>().ok()?.first().copied())?
+    (t.numel() == 1 && convert::is_float(t.dtype()))
+        .then(|| Some(*t.to_f64_vec().ok()?.first()? as f32))?
 }
 
 #[inline(always)]
@@ -274,6 +303,7 @@ fn apply_un(u: Un, x: &mut [f32], src: &[f32]) {
             s * 0.0
         }),
         Un::Copy => x.copy_from_slice(src),
+        Un::Round(f) => map!(|s: f32| convert::round_through(s, f)),
     }
 }
 

@@ -19,9 +19,15 @@ pub enum Root {
     Input(usize),
     /// The program's constants, materialized once at compile time.
     Const,
-    /// Transposed copies of 2-D graph inputs (weights read as `wᵀ`): made
-    /// once when the caller keeps them resident, else at each run.
+    /// f32 copies of graph inputs: transposed 2-D inputs (weights read as
+    /// `wᵀ`) and widened f16/bf16 inputs; made once when the caller keeps
+    /// them resident, else at each run.
     Prepared,
+    /// The 16-bit arena: f16/bf16 values of the memory plan, as bits. No
+    /// kernel reads it directly; operands are widened into [`Root::Stage`].
+    Half,
+    /// f32 staging of a node's 16-bit operands, widened just before it runs.
+    Stage,
 }
 
 /// A strided f32 view: `dims`/`strides` in elements from `offset`.
@@ -107,6 +113,7 @@ pub struct Reader<'a> {
     pub inputs: &'a [&'a HostTensor],
     pub consts: &'a [f32],
     pub prepared: &'a [f32],
+    pub stage: &'a [f32],
     before: &'a [f32],
     after: &'a [f32],
     out: Range<usize>,
@@ -125,6 +132,7 @@ impl<'a> Reader<'a> {
         inputs: &'a [&'a HostTensor],
         consts: &'a [f32],
         prepared: &'a [f32],
+        stage: &'a [f32],
     ) -> (&'a mut [f32], Reader<'a>) {
         let (before, rest) = arena.split_at_mut(out.start);
         let (o, after) = rest.split_at_mut(out.end - out.start);
@@ -134,6 +142,7 @@ impl<'a> Reader<'a> {
                 inputs,
                 consts,
                 prepared,
+                stage,
                 before,
                 after,
                 out,
@@ -148,6 +157,9 @@ impl<'a> Reader<'a> {
             Root::Input(k) => Ok((input_f32(self.inputs[k]), 0)),
             Root::Const => Ok((self.consts, 0)),
             Root::Prepared => Ok((self.prepared, 0)),
+            Root::Stage => Ok((self.stage, 0)),
+            // Staged before every read (an engine bug if it gets here).
+            Root::Half => Err(Overlap),
             Root::Arena => {
                 let span = loc.span();
                 if span.is_empty() {
@@ -204,34 +216,5 @@ impl View<'_, '_> {
 
     pub fn get(&self, i: usize) -> f32 {
         self.data[self.loc.index_of(i) - self.shift]
-    }
-
-    /// Copy into `dst` (row-major).
-    pub fn gather(&self, dst: &mut [f32]) {
-        if let Some(c) = self.contiguous() {
-            dst.copy_from_slice(c);
-            return;
-        }
-        // Walk the last axis as the inner loop.
-        let r = self.loc.dims.len();
-        let inner = self
-            .loc
-            .dims
-            .get(r.wrapping_sub(1))
-            .copied()
-            .unwrap_or(1)
-            .max(1);
-        let is = self
-            .loc
-            .strides
-            .get(r.wrapping_sub(1))
-            .copied()
-            .unwrap_or(1);
-        for (row, d) in dst.chunks_mut(inner).enumerate() {
-            let base = self.loc.index_of(row * inner) - self.shift;
-            for (j, x) in d.iter_mut().enumerate() {
-                *x = self.data[base + j * is];
-            }
-        }
     }
 }

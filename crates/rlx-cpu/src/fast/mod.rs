@@ -19,6 +19,7 @@
 //! on fast kernels only allocates the tensors it returns.
 
 mod attention;
+mod convert;
 mod elementwise;
 mod layout;
 mod matmul;
@@ -29,6 +30,7 @@ pub mod simd;
 
 use crate::error::CpuError;
 use crate::kernels::{kernel, KernelCx};
+use convert::{Fmt, Raw};
 use elementwise::Src;
 use layout::{row_major, Loc, Reader, Root, View};
 use par::Scratch;
@@ -67,8 +69,9 @@ pub enum Kind {
     },
 }
 
+/// All f32, f16 or bf16 (16-bit values are stored as such and computed in f32).
 fn f32s(ts: &[&TensorType]) -> bool {
-    ts.iter().all(|t| t.dtype == DType::F32)
+    ts.iter().all(|t| convert::is_float(t.dtype))
 }
 
 /// The fast kernel for an op with these input types and attributes, if
@@ -94,7 +97,7 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
             let mask_ok = match (kind, inputs.get(3)) {
                 ("none" | "causal" | "sliding_window", None) => true,
                 ("custom", Some(m)) => m.dtype == DType::Bool,
-                ("bias", Some(m)) => m.dtype == DType::F32,
+                ("bias", Some(m)) => convert::is_float(m.dtype),
                 _ => false,
             };
             (qkv_ok && mask_ok).then_some(Kind::Attention)
@@ -113,7 +116,7 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
         }),
         "embedding" => {
             let (t, ids) = (inputs.first()?, inputs.get(1)?);
-            (t.dtype == DType::F32
+            (convert::is_float(t.dtype)
                 && t.shape.rank() >= 1
                 && matches!(ids.dtype, DType::I64 | DType::I32))
             .then_some(Kind::Embedding)
@@ -123,12 +126,19 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
             // bool inputs are read as 1.0 / 0.0 (masks, conditions).
             (inputs
                 .iter()
-                .all(|t| matches!(t.dtype, DType::F32 | DType::Bool)))
+                .all(|t| convert::is_float(t.dtype) || t.dtype == DType::Bool))
             .then(|| elementwise::Program::for_region(body))?
             .map(Kind::Elementwise)
         }
-        // A same-dtype cast is a copy; other casts change the element type.
-        "cast" => None,
+        // Between f32, f16 and bf16 a cast is a copy that the 16-bit
+        // store rounds; other casts change the element kind.
+        "cast" => {
+            let to = attrs.dtype("dtype").ok()?;
+            let from = inputs.first()?;
+            (convert::is_float(to) && convert::is_float(from.dtype) && inputs.len() == 1)
+                .then(elementwise::Program::copy)
+                .map(Kind::Elementwise)
+        }
         "reduce_sum" | "reduce_mean" | "reduce_max" | "reduce_min" => {
             let x = inputs.first()?;
             let (_, axes) =
@@ -148,7 +158,7 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
             .then_some(Kind::Where),
         "constant" => attrs
             .tensor("value")
-            .is_ok_and(|t| t.dtype() == DType::F32)
+            .is_ok_and(|t| convert::is_float(t.dtype()))
             .then_some(Kind::Constant),
         _ => {
             let out = inputs.first().map(|t| (*t).clone())?;
@@ -173,10 +183,20 @@ pub fn kernel_name(op: &str, inputs: &[&TensorType], attrs: &Attrs, dtype: DType
 /// Where a value lives during a run.
 #[derive(Clone, Debug)]
 enum Home {
-    /// f32 elements in the arena or a graph input, possibly strided.
-    F32(Loc),
+    /// Float elements (stored as `Fmt`) in the arena, the 16-bit arena, a
+    /// graph input, the constants or the prepared buffer; possibly strided.
+    Mem(Loc, Fmt),
     /// A host tensor: graph input `Some(k)`, else the host-side table.
     Host(Option<usize>),
+}
+
+/// Widen a node's 16-bit operand (its whole span in the 16-bit arena) into
+/// the staging buffer at `to`, before the node runs.
+#[derive(Clone, Debug)]
+struct StageIn {
+    from: std::ops::Range<usize>,
+    fmt: Fmt,
+    to: usize,
 }
 
 #[derive(Debug)]
@@ -192,47 +212,93 @@ enum Step {
         mask_strides: Vec<usize>,
         /// Broadcast strides of bool (host) inputs of elementwise regions.
         host_strides: Vec<Vec<usize>>,
+        /// 16-bit operands widened into the staging buffer first.
+        stage_in: Vec<StageIn>,
+        /// A 16-bit output: the kernel writes f32 into the staging output,
+        /// which is then rounded into the 16-bit arena at this offset.
+        out_half: Option<(usize, Fmt)>,
     },
     Ref,
 }
 
 struct State {
     arena: Vec<f32>,
+    /// f16/bf16 values of the memory plan, as bits.
+    half: Vec<u16>,
+    /// f32 staging of 16-bit operands and of a 16-bit output.
+    stage: Vec<f32>,
+    stage_out: Vec<f32>,
     host: Vec<Option<HostTensor>>,
     pool: Scratch,
-    /// Transposed weights ([`Root::Prepared`]).
+    /// Transposed and widened graph inputs ([`Root::Prepared`]).
     prepared: Vec<f32>,
     /// Graph inputs the caller promised not to change ([`FastProgram::keep_resident`]).
     resident: Vec<bool>,
-    /// Whether each [`Prep`] already holds its resident input's transpose.
+    /// Whether each [`Prep`] already holds its resident input's copy.
     ready: Vec<bool>,
 }
 
-/// A transposed copy of graph input `input` (a `c × r` matrix read as its
-/// `r × c` transpose) at `offset` in the prepared buffer. GEMM packs a
-/// row-major operand with vector loads; through the transposing strides
-/// it would gather element by element, once per row block.
+impl State {
+    fn empty() -> State {
+        State {
+            arena: Vec::new(),
+            half: Vec::new(),
+            stage: Vec::new(),
+            stage_out: Vec::new(),
+            host: Vec::new(),
+            pool: Scratch::new(0),
+            prepared: Vec::new(),
+            resident: Vec::new(),
+            ready: Vec::new(),
+        }
+    }
+}
+
+/// An f32 copy of graph input `input` at `offset` in the prepared buffer:
+/// either its transpose (a `c × r` matrix read as its `r × c` transpose —
+/// GEMM packs a row-major operand with vector loads; through the
+/// transposing strides it would gather element by element, once per row
+/// block), or, for an f16/bf16 input the fast kernels read, its elements
+/// widened to f32.
 #[derive(Clone, Debug)]
 struct Prep {
     input: usize,
     rows: usize,
     cols: usize,
     offset: usize,
+    transpose: bool,
 }
 
-/// dst (r × c, row-major) = srcᵀ, src being c × r row-major; in panels of
-/// 16 dst rows (16 contiguous elements of each src row), across threads.
-fn transpose_into(dst: &mut [f32], src: &[f32], r: usize, c: usize) {
+/// dst (r × c, row-major) = srcᵀ, src being c × r row-major (any storage);
+/// in panels of 16 dst rows (16 contiguous elements of each src row),
+/// across threads.
+fn transpose_into(dst: &mut [f32], src: Raw, r: usize, c: usize) {
     const P: usize = 16;
     par::for_chunks(dst, P * c, |pi, panel| {
         let k0 = pi * P;
         let rows = panel.len() / c.max(1);
+        let mut buf = [0f32; P];
         for j in 0..c {
-            let s = &src[j * r + k0..j * r + k0 + rows];
+            let s = &mut buf[..rows];
+            src.load(j * r + k0, s);
             for (t, &x) in s.iter().enumerate() {
                 panel[t * c + j] = x;
             }
         }
+    });
+}
+
+/// dst = src widened to f32, across threads.
+fn widen_into(dst: &mut [f32], src: Raw) {
+    let chunk = par::chunk_len(dst.len(), 1024, 64 * 1024);
+    par::for_chunks(dst, chunk, |ci, d| src.load(ci * chunk, d));
+}
+
+/// dst = src rounded to `fmt` (f16/bf16 bits), across threads.
+fn narrow_into(dst: &mut [u16], src: &[f32], fmt: Fmt) {
+    let chunk = par::chunk_len(dst.len(), 1024, 64 * 1024);
+    par::for_chunks(dst, chunk, |ci, d| {
+        convert::narrow(&src[ci * chunk..ci * chunk + d.len()], fmt, d)
     });
 }
 
@@ -245,6 +311,9 @@ pub struct FastProgram {
     preps: Vec<Prep>,
     prepared_len: usize,
     arena_len: usize,
+    half_len: usize,
+    stage_len: usize,
+    stage_out_len: usize,
     scratch: usize,
     state: Mutex<State>,
 }
@@ -262,28 +331,46 @@ impl FastProgram {
         let mut homes: Vec<Home> = vec![Home::Host(None); g.values.len()];
         for (k, &v) in g.inputs.iter().enumerate() {
             let t = g.ty(v);
-            homes[v.index()] = if t.dtype == DType::F32 {
-                Home::F32(Loc {
-                    root: Root::Input(k),
-                    offset: 0,
-                    dims: t.dims().to_vec(),
-                    strides: row_major(t.dims()),
-                })
-            } else {
-                Home::Host(Some(k))
+            homes[v.index()] = match Fmt::of(t.dtype) {
+                Some(fmt) => Home::Mem(
+                    Loc {
+                        root: Root::Input(k),
+                        offset: 0,
+                        dims: t.dims().to_vec(),
+                        strides: row_major(t.dims()),
+                    },
+                    fmt,
+                ),
+                None => Home::Host(Some(k)),
             };
         }
+        // f32 slots in the f32 arena, f16/bf16 slots (as bits) in the
+        // 16-bit arena, both at the plan's offsets; each arena is only as
+        // long as its last slot.
+        let (mut arena_len, mut half_len) = (0usize, 0usize);
         for s in &program.slots {
-            if s.ty.dtype == DType::F32 {
-                homes[s.value.index()] = Home::F32(Loc {
-                    root: Root::Arena,
-                    offset: s.offset / 4,
+            let Some(fmt) = Fmt::of(s.ty.dtype) else {
+                continue;
+            };
+            let (root, offset) = if fmt == Fmt::F32 {
+                arena_len = arena_len.max((s.offset + s.bytes).div_ceil(4));
+                (Root::Arena, s.offset / 4)
+            } else {
+                half_len = half_len.max((s.offset + s.bytes).div_ceil(2));
+                (Root::Half, s.offset / 2)
+            };
+            homes[s.value.index()] = Home::Mem(
+                Loc {
+                    root,
+                    offset,
                     dims: s.ty.dims().to_vec(),
                     strides: row_major(s.ty.dims()),
-                });
-            }
+                },
+                fmt,
+            );
         }
-        // f32 constants live in their own buffer, filled here once.
+        // Float constants live in their own f32 buffer, filled here once
+        // (16-bit ones widened: exact).
         let mut consts = Vec::new();
         let mut is_const = vec![false; g.values.len()];
         for node in &g.nodes {
@@ -293,41 +380,50 @@ impl FastProgram {
             let Ok(t) = node.attrs.tensor("value") else {
                 continue;
             };
-            let Some(data) = f32::unwrap(t.data()) else {
+            if !convert::is_float(t.dtype()) {
+                continue;
+            }
+            let Ok(data) = t.to_f64_vec() else {
                 continue;
             };
             let v = node.outputs[0];
-            homes[v.index()] = Home::F32(Loc {
-                root: Root::Const,
-                offset: consts.len(),
-                dims: t.shape().dims().to_vec(),
-                strides: row_major(t.shape().dims()),
-            });
-            consts.extend_from_slice(data);
+            homes[v.index()] = Home::Mem(
+                Loc {
+                    root: Root::Const,
+                    offset: consts.len(),
+                    dims: t.shape().dims().to_vec(),
+                    strides: row_major(t.shape().dims()),
+                },
+                Fmt::F32,
+            );
+            consts.extend(data.iter().map(|&x| x as f32));
             is_const[v.index()] = true;
         }
         let mut is_view = vec![false; g.values.len()];
         for v in &program.views {
-            if g.ty(v.value).dtype != DType::F32 {
+            if !convert::is_float(g.ty(v.value).dtype) {
                 continue;
             }
-            let base = match &homes[v.base.index()] {
-                Home::F32(l) => l.clone(),
+            let (base, fmt) = match &homes[v.base.index()] {
+                Home::Mem(l, f) => (l.clone(), *f),
                 Home::Host(_) => continue,
             };
-            homes[v.value.index()] = Home::F32(Loc {
-                root: base.root,
-                offset: base.offset + v.offset,
-                dims: g.ty(v.value).dims().to_vec(),
-                strides: v.strides.clone(),
-            });
+            homes[v.value.index()] = Home::Mem(
+                Loc {
+                    root: base.root,
+                    offset: base.offset + v.offset,
+                    dims: g.ty(v.value).dims().to_vec(),
+                    strides: v.strides.clone(),
+                },
+                fmt,
+            );
             is_view[v.value.index()] = true;
         }
-        // Views that transpose a 2-D f32 graph input get a prepared copy.
+        // Views that transpose a 2-D graph input get a prepared f32 copy.
         let mut preps = Vec::new();
         let mut prepared_len = 0;
         for v in &program.views {
-            let Home::F32(l) = &homes[v.value.index()] else {
+            let Home::Mem(l, _) = &homes[v.value.index()] else {
                 continue;
             };
             let Root::Input(k) = l.root else { continue };
@@ -344,41 +440,102 @@ impl FastProgram {
                 rows: r,
                 cols: c,
                 offset: prepared_len,
+                transpose: true,
             });
-            homes[v.value.index()] = Home::F32(Loc {
-                root: Root::Prepared,
-                offset: prepared_len,
-                dims: vec![r, c],
-                strides: vec![c, 1],
-            });
+            homes[v.value.index()] = Home::Mem(
+                Loc {
+                    root: Root::Prepared,
+                    offset: prepared_len,
+                    dims: vec![r, c],
+                    strides: vec![c, 1],
+                },
+                Fmt::F32,
+            );
             prepared_len += r * c;
         }
+        // 16-bit graph inputs a fast kernel reads: widened copy in `prepared`.
+        let mut widened: Vec<Option<usize>> = vec![None; g.inputs.len()];
         let mut steps = Vec::with_capacity(g.nodes.len());
-        let mut scratch = 0usize;
+        let (mut scratch, mut stage_len, mut stage_out_len) = (0usize, 0usize, 0usize);
         for node in &g.nodes {
-            let out_f32 = node.outputs.len() == 1 && g.ty(node.outputs[0]).dtype == DType::F32;
-            if out_f32 && (is_view[node.outputs[0].index()] || is_const[node.outputs[0].index()]) {
+            let out_float =
+                node.outputs.len() == 1 && convert::is_float(g.ty(node.outputs[0]).dtype);
+            if out_float && (is_view[node.outputs[0].index()] || is_const[node.outputs[0].index()])
+            {
                 steps.push(Step::View);
                 continue;
             }
             let types: Vec<&TensorType> = node.inputs.iter().map(|&v| g.ty(v)).collect();
-            let out_in_arena = out_f32
-                && matches!(&homes[node.outputs[0].index()], Home::F32(l) if l.root == Root::Arena);
-            let kind = if out_in_arena {
+            // Fast kernels write f32 arena slots directly, 16-bit slots
+            // through the staging output.
+            let out_home = match &homes[node.outputs[0].index()] {
+                Home::Mem(l, f) if out_float && matches!(l.root, Root::Arena | Root::Half) => {
+                    Some((l.clone(), *f))
+                }
+                _ => None,
+            };
+            let kind = if out_home.is_some() {
                 select(node.op.name(), &types, &node.attrs)
             } else {
                 None
             };
-            let Some(kind) = kind else {
+            let (Some(kind), Some((out_loc, out_fmt))) = (kind, out_home) else {
                 steps.push(Step::Ref);
                 continue;
             };
             let out_ty = g.ty(node.outputs[0]);
-            let loc = |k: usize| match &homes[node.inputs[k].index()] {
-                Home::F32(l) => Some(l.clone()),
-                Home::Host(_) => None,
-            };
-            let mut args: Vec<Option<Loc>> = (0..node.inputs.len()).map(loc).collect();
+            let out_half = (out_fmt != Fmt::F32).then(|| {
+                stage_out_len = stage_out_len.max(out_loc.numel());
+                (out_loc.offset, out_fmt)
+            });
+            let mut stage_in = Vec::new();
+            let mut cursor = 0usize;
+            let mut args: Vec<Option<Loc>> = Vec::with_capacity(node.inputs.len());
+            for &v in &node.inputs {
+                let Home::Mem(l, fmt) = &homes[v.index()] else {
+                    args.push(None);
+                    continue;
+                };
+                let l = match (l.root, *fmt) {
+                    (_, Fmt::F32) => l.clone(),
+                    (Root::Input(k), _) => {
+                        let off = *widened[k].get_or_insert_with(|| {
+                            let n = g.ty(g.inputs[k]).shape.numel();
+                            preps.push(Prep {
+                                input: k,
+                                rows: n,
+                                cols: 1,
+                                offset: prepared_len,
+                                transpose: false,
+                            });
+                            prepared_len += n;
+                            prepared_len - n
+                        });
+                        Loc {
+                            root: Root::Prepared,
+                            offset: off + l.offset,
+                            ..l.clone()
+                        }
+                    }
+                    (_, fmt) => {
+                        let span = l.span();
+                        stage_in.push(StageIn {
+                            from: span.clone(),
+                            fmt,
+                            to: cursor,
+                        });
+                        let loc = Loc {
+                            root: Root::Stage,
+                            offset: cursor + (l.offset - span.start),
+                            ..l.clone()
+                        };
+                        cursor += span.len();
+                        loc
+                    }
+                };
+                args.push(Some(l));
+            }
+            stage_len = stage_len.max(cursor);
             let (mut mask, mut mask_strides) = (Vec::new(), Vec::new());
             let mut host_strides = vec![Vec::new(); node.inputs.len()];
             match &kind {
@@ -479,19 +636,11 @@ impl FastProgram {
                 mask,
                 mask_strides,
                 host_strides,
+                stage_in,
+                out_half,
             });
         }
-        let arena_len = program.arena_bytes.div_ceil(4);
-        let state = State {
-            arena: vec![0.0; arena_len],
-            host: vec![None; g.values.len()],
-            pool: Scratch::new(scratch),
-            prepared: vec![0.0; prepared_len],
-            resident: vec![false; g.inputs.len()],
-            ready: vec![false; preps.len()],
-        };
-        // `ready` is only ever set for resident inputs, which stay resident.
-        Ok(FastProgram {
+        let mut p = FastProgram {
             graph: program.graph,
             homes,
             steps,
@@ -499,9 +648,30 @@ impl FastProgram {
             preps,
             prepared_len,
             arena_len,
+            half_len,
+            stage_len,
+            stage_out_len,
             scratch,
-            state: Mutex::new(state),
-        })
+            state: Mutex::new(State::empty()),
+        };
+        // `ready` is only ever set for resident inputs, which stay resident.
+        p.state = Mutex::new(p.new_state());
+        Ok(p)
+    }
+
+    /// Buffers for one run at a time, allocated once.
+    fn new_state(&self) -> State {
+        State {
+            arena: vec![0.0; self.arena_len],
+            half: vec![0; self.half_len],
+            stage: vec![0.0; self.stage_len],
+            stage_out: vec![0.0; self.stage_out_len],
+            host: vec![None; self.graph.values.len()],
+            pool: Scratch::new(self.scratch),
+            prepared: vec![0.0; self.prepared_len],
+            resident: vec![false; self.graph.inputs.len()],
+            ready: vec![false; self.preps.len()],
+        }
     }
 
     /// (fast kernels, reference kernels, views) in this program.
@@ -525,14 +695,7 @@ impl FastProgram {
             Ok(mut st) => self.run_in(&mut st, inputs),
             Err(std::sync::TryLockError::Poisoned(p)) => self.run_in(&mut p.into_inner(), inputs),
             Err(std::sync::TryLockError::WouldBlock) => {
-                let mut st = State {
-                    arena: vec![0.0; self.arena_len],
-                    host: vec![None; self.graph.values.len()],
-                    pool: Scratch::new(self.scratch),
-                    prepared: vec![0.0; self.prepared_len],
-                    resident: vec![false; self.graph.inputs.len()],
-                    ready: vec![false; self.preps.len()],
-                };
+                let mut st = self.new_state();
                 self.run_in(&mut st, inputs)
             }
         }
@@ -559,8 +722,13 @@ impl FastProgram {
                 continue;
             }
             let dst = &mut st.prepared[p.offset..p.offset + p.rows * p.cols];
+            let src = Raw::of_input(inputs[p.input]);
             crate::profile::time("prepare_weight", || {
-                transpose_into(dst, layout::input_f32(inputs[p.input]), p.rows, p.cols)
+                if p.transpose {
+                    transpose_into(dst, src, p.rows, p.cols)
+                } else {
+                    widen_into(dst, src)
+                }
             });
             st.ready[i] = st.resident[p.input];
         }
@@ -576,7 +744,14 @@ impl FastProgram {
                     mask,
                     mask_strides,
                     host_strides,
+                    stage_in,
+                    out_half,
                 } => crate::profile::time(node.op.name(), || {
+                    for s in stage_in {
+                        let dst = &mut st.stage[s.to..s.to + s.from.len()];
+                        let src = Raw::Half(&st.half[s.from.clone()], s.fmt);
+                        widen_into(dst, src);
+                    }
                     self.run_fast(
                         st,
                         node,
@@ -585,8 +760,14 @@ impl FastProgram {
                         mask,
                         mask_strides,
                         host_strides,
+                        out_half.is_some(),
                         inputs,
-                    )
+                    )?;
+                    if let Some((off, fmt)) = *out_half {
+                        let n = g.ty(node.outputs[0]).shape.numel();
+                        narrow_into(&mut st.half[off..off + n], &st.stage_out[..n], fmt);
+                    }
+                    Ok::<(), CpuError>(())
                 })?,
             }
         }
@@ -596,7 +777,7 @@ impl FastProgram {
             .collect()
     }
 
-    /// Value `v` as a host tensor (copied out of the arena if it lives there).
+    /// Value `v` as a host tensor (copied out of the arenas if it lives there).
     fn fetch<'a>(
         &self,
         st: &'a State,
@@ -605,24 +786,27 @@ impl FastProgram {
     ) -> Result<Cow<'a, HostTensor>, CpuError> {
         let ty = self.graph.ty(v);
         match &self.homes[v.index()] {
-            Home::F32(loc) => {
-                let data: &[f32] = match loc.root {
-                    Root::Arena => &st.arena,
-                    Root::Input(k) => layout::input_f32(inputs[k]),
-                    Root::Const => &self.consts,
-                    Root::Prepared => &st.prepared,
-                };
-                let view = View {
-                    data,
-                    loc,
-                    shift: 0,
+            Home::Mem(loc, fmt) => {
+                let data = match loc.root {
+                    Root::Arena => Raw::F32(&st.arena),
+                    Root::Half => Raw::Half(&st.half, *fmt),
+                    Root::Input(k) => Raw::of_input(inputs[k]),
+                    Root::Const => Raw::F32(&self.consts),
+                    Root::Prepared => Raw::F32(&st.prepared),
+                    Root::Stage => Raw::F32(&st.stage),
                 };
                 let mut out = vec![0.0f32; loc.numel()];
-                view.gather(&mut out);
-                Ok(Cow::Owned(HostTensor::new(
-                    DType::F32,
+                if loc.is_contiguous() {
+                    data.load(loc.offset, &mut out);
+                } else {
+                    for (i, x) in out.iter_mut().enumerate() {
+                        *x = data.get(loc.index_of(i));
+                    }
+                }
+                Ok(Cow::Owned(convert::host_from_f32(
+                    ty.dtype,
                     ty.shape.clone(),
-                    out.into(),
+                    out,
                 )?))
             }
             Home::Host(Some(k)) => Ok(Cow::Borrowed(inputs[*k])),
@@ -675,9 +859,13 @@ impl FastProgram {
                 ));
             }
             match &self.homes[v.index()] {
-                Home::F32(loc) if loc.root == Root::Arena => {
+                Home::Mem(loc, Fmt::F32) if loc.root == Root::Arena => {
                     let src = f32::unwrap(t.data()).unwrap_or(&[]);
                     st.arena[loc.offset..loc.offset + src.len()].copy_from_slice(src);
+                }
+                Home::Mem(loc, _) if loc.root == Root::Half => {
+                    let src = convert::half_bits(&t).unwrap_or(&[]);
+                    st.half[loc.offset..loc.offset + src.len()].copy_from_slice(src);
                 }
                 _ => st.host[v.index()] = Some(t),
             }
@@ -695,12 +883,13 @@ impl FastProgram {
         mask: &[bool],
         mask_strides: &[usize],
         host_strides: &[Vec<usize>],
+        staged_out: bool,
         inputs: &[&HostTensor],
     ) -> Result<(), CpuError> {
         let g = &self.graph;
         let op = node.op.name();
         let out_v = node.outputs[0];
-        let Home::F32(out_loc) = &self.homes[out_v.index()] else {
+        let Home::Mem(out_loc, _) = &self.homes[out_v.index()] else {
             return Err(fail(
                 op,
                 "fast kernel without an arena output (an engine bug)",
@@ -714,16 +903,30 @@ impl FastProgram {
                 Home::Host(None) => host[node.inputs[k].index()]
                     .as_ref()
                     .ok_or_else(|| fail(op, format!("input {k} was never computed"))),
-                Home::F32(_) => Err(fail(op, format!("input {k} is not a host tensor"))),
+                Home::Mem(..) => Err(fail(op, format!("input {k} is not a host tensor"))),
             }
+        };
+        // A 16-bit output is computed into the f32 staging output; the f32
+        // arena is then read-only.
+        let n = out_loc.numel();
+        let range = if staged_out {
+            0..0
+        } else {
+            out_loc.offset..out_loc.offset + n
         };
         let (out, rd) = Reader::split(
             &mut st.arena,
-            out_loc.offset..out_loc.offset + out_loc.numel(),
+            range,
             inputs,
             &self.consts,
             &st.prepared,
+            &st.stage,
         );
+        let out = if staged_out {
+            &mut st.stage_out[..n]
+        } else {
+            out
+        };
         let overlap = || {
             fail(
                 op,

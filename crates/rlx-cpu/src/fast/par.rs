@@ -31,9 +31,9 @@ pub fn threads() -> usize {
 }
 
 /// `f(index, chunk)` over `data.chunks_mut(chunk)`, in parallel natively.
-pub fn for_chunks<F>(data: &mut [f32], chunk: usize, f: F)
+pub fn for_chunks<T: Send, F>(data: &mut [T], chunk: usize, f: F)
 where
-    F: Fn(usize, &mut [f32]) + Send + Sync,
+    F: Fn(usize, &mut [T]) + Send + Sync,
 {
     let chunk = chunk.max(1);
     #[cfg(not(target_arch = "wasm32"))]
