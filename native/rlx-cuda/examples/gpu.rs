@@ -124,6 +124,18 @@ const EXTRA: &[(&str, &str)] = &[
     ("qkv_siblings", "graph @g(%x: f32[2,16,32], %wq: f32[32,24], %bq: f32[24], %wk: f32[32,24], %bk: f32[24], %wv: f32[32,24], %bv: f32[24]) {\n  %q = matmul_bias_act(%x, %wq, %bq)\n  %k = matmul_bias_act(%x, %wk, %bk)\n  %v = matmul_bias_act(%x, %wv, %bv)\n  return %q, %k, %v\n}"),
     ("qkv_siblings_transposed_weights", "graph @g(%x: f32[2,16,32], %wq: f32[24,32], %bq: f32[24], %wk: f32[24,32], %bk: f32[24], %wv: f32[24,32], %bv: f32[24]) {\n  %tq = permute(%wq) {perm=[1,0]}\n  %q = matmul_bias_act(%x, %tq, %bq)\n  %tk = permute(%wk) {perm=[1,0]}\n  %k = matmul_bias_act(%x, %tk, %bk)\n  %tv = permute(%wv) {perm=[1,0]}\n  %v = matmul_bias_act(%x, %tv, %bv)\n  return %q, %k, %v\n}"),
     ("linear_bias_residual", "graph @g(%x: f32[3,8,16], %w: f32[16,16], %b: f32[16], %r: f32[3,8,16]) {\n  %y = matmul_bias_act(%x, %w, %b)\n  %z = add(%y, %r)\n  return %z\n}"),
+    // Reductions with fused neighbours: an elementwise producer computed
+    // in the reduction's loop, an elementwise epilogue on the reduced
+    // value, and a consumer over the input's shape reading the value per
+    // row (MiniLM's mean pooling + L2 normalize; a row max subtracted over
+    // a middle axis; an epilogue with an operand of its own).
+    ("reduce_fusions_pooling", "graph @g(%x: f32[3,7,40], %m: f32[3,7,1]) {\n  %me = exp(%m)\n  %a = mul(%x, %me)\n  %s = reduce_sum(%a) {axes=[1]}\n  %c = reduce_sum(%me) {axes=[1]}\n  %cc = clamp(%c) {min=1e-9}\n  %mean = div(%s, %cc)\n  %sq = mul(%mean, %mean)\n  %n = reduce_sum(%sq) {axes=[1], keepdim=true}\n  %r = sqrt(%n)\n  %y = div(%mean, %r)\n  return %y\n}"),
+    ("reduce_fusions_middle_axis_consumer", "graph @g(%x: f32[4,9,6]) {\n  %mx = reduce_max(%x) {axes=[1], keepdim=true}\n  %y = sub(%x, %mx)\n  return %y\n}"),
+    ("reduce_fusions_column_consumer", "graph @g(%x: f32[6,10]) {\n  %s = reduce_sum(%x) {axes=[0]}\n  %y = mul(%x, %s)\n  return %y\n}"),
+    ("reduce_fusions_epilogue_operand", "graph @g(%x: f32[5,300], %b: f32[5]) {\n  %s = reduce_mean(%x) {axes=[1]}\n  %y = add(%s, %b)\n  return %y\n}"),
+    // Rows of a multiple of 128: the 4-elements-per-lane norm kernel.
+    ("layer_norm_384", "graph @g(%x: f32[10,384], %g: f32[384], %b: f32[384]) {\n  %y = layer_norm(%x, %g, %b) {eps=1e-5}\n  return %y\n}"),
+    ("rms_norm_256", "graph @g(%x: f32[5,256], %g: f32[256]) {\n  %y = rms_norm(%x, %g) {eps=1e-6}\n  return %y\n}"),
     ("layer_norm_1000", "graph @g(%x: f32[6,1000], %g: f32[1000], %b: f32[1000]) {\n  %y = layer_norm(%x, %g, %b) {eps=1e-5}\n  return %y\n}"),
 ];
 

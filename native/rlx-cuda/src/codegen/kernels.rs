@@ -153,49 +153,214 @@ impl Reduce {
     }
 }
 
-/// One block per output element. `kept`/`red` are (dim, input stride)
-/// of the kept and reduced axes; the output is contiguous over `kept`.
+/// A reduction's operand: dtype, strides over the kept axes, strides over
+/// the reduced axes.
+pub type SplitOperand = (DType, Vec<i64>, Vec<i64>);
+
+/// What a reduction reads: one plain input, or the elementwise node that
+/// produced its input (fused: computed at each reduced element, never
+/// stored).
+pub struct ReduceSrc {
+    /// Per operand: dtype, strides over the kept axes, strides over the
+    /// reduced axes. A plain input is the one operand of dtype `din`.
+    pub ins: Vec<SplitOperand>,
+    /// A fused producer: statements over the operands loaded as `x0..`,
+    /// and its result expression (rounded to `din`, as storing it would).
+    pub body: Option<(String, String)>,
+}
+
+/// An elementwise node fused after a reduction: it runs on each reduced
+/// value (rounded to the reduction's dtype, as storing it would) and
+/// writes its own output instead of the reduction's.
+pub struct ReduceEpilogue {
+    /// The node's output dims (as many elements as the reduction's output).
+    pub dims: Vec<usize>,
+    /// Its operands `x0..` in order: `None` is the reduced value, `Some`
+    /// an input loaded at the output element (strides over `dims`).
+    pub ins: Vec<Option<Operand>>,
+    pub stmts: String,
+    pub result: String,
+    pub dtype: DType,
+    pub out_strides: Vec<i64>,
+}
+
+/// An elementwise node over the reduction's input dims fused after it,
+/// reading the reduced value broadcast along the reduced axes (a row
+/// normalized by its own norm, `x / max(sqrt(sum(x * x)), eps)`): each
+/// block, once it has its row's value, computes the node over its row.
+pub struct ReduceConsumer {
+    /// Its operands `x0..`: `None` is the row's value (after the
+    /// epilogue, if any), `Some` (dtype, kept strides, reduced strides).
+    pub ins: Vec<Option<SplitOperand>>,
+    pub stmts: String,
+    pub result: String,
+    pub dtype: DType,
+    /// Its output's strides over the kept and reduced axes.
+    pub out_kept: Vec<i64>,
+    pub out_red: Vec<i64>,
+}
+
+/// One block per output element over `kd` (kept) dims, reducing `rd` dims
+/// (input strides in `src`), from dtype `din` to `dout`; the output is contiguous over `kept`, or
+/// written by `epi`, or by `bcast` (then `epi`'s output is not stored).
 pub fn reduce(
     kind: Reduce,
-    din: DType,
-    dout: DType,
-    kept: &[(usize, i64)],
-    red: &[(usize, i64)],
+    (din, dout): (DType, DType),
+    (kd, rd): (&[usize], &[usize]),
+    src: &ReduceSrc,
+    epi: Option<&ReduceEpilogue>,
+    bcast: Option<&ReduceConsumer>,
 ) -> String {
-    let kd: Vec<usize> = kept.iter().map(|k| k.0).collect();
-    let ks: Vec<i64> = kept.iter().map(|k| k.1).collect();
-    let rd: Vec<usize> = red.iter().map(|k| k.0).collect();
-    let rs: Vec<i64> = red.iter().map(|k| k.1).collect();
     let count: usize = rd.iter().product();
     let c = compute(din);
     let acc = if din.is_float() { c } else { "long long" };
-    let x = load(din, "in0[base + roff]");
     let fmax = if c == "double" { "fmax" } else { "fmaxf" };
     let fexp = if c == "double" { "exp" } else { "expf" };
     let flog = if c == "double" { "log" } else { "logf" };
+    let qoff = |rs: &[i64]| offset(rd, rs).replace('c', "q");
+    // The code that sets `x`, the element reduced, in the loop over `j`.
+    let fetch = match &src.body {
+        None => format!(
+            "long long roff = {};\n    {c} x = {};",
+            qoff(&src.ins[0].2),
+            load(din, "in0[base + roff]")
+        ),
+        Some((stmts, result)) => {
+            let mut f = String::new();
+            for (k, (d, _, rs)) in src.ins.iter().enumerate() {
+                f += &format!(
+                    "{}{} x{k} = {};\n",
+                    if k == 0 { "" } else { "    " },
+                    compute(*d),
+                    load(*d, &format!("in{k}[base{k} + {}]", qoff(rs)))
+                );
+            }
+            f + stmts + &format!("    {c} x = {};", load(din, &store(din, result)))
+        }
+    };
     let red_loop = |init: &str, step: &str| {
         format!(
-            "  {acc} v = {init};\n  for (long long j = threadIdx.x; j < {count}LL; j += blockDim.x) {{\n    {} long long roff = {};\n    {c} x = {x};\n    {step}\n  }}\n",
-            unravel(&rd, "j").replace("long long c", "long long q").replace("r_", "rr_"),
-            offset(&rd, &rs).replace('c', "q"),
+            "  {acc} v = {init};\n  for (long long j = threadIdx.x; j < {count}LL; j += blockDim.x) {{\n    {}\n    {fetch}\n    {step}\n  }}\n",
+            unravel(rd, "j").replace("long long c", "long long q").replace("r_", "rr_"),
         )
     };
     let nan_max = |a: &str, b: &str, cmp: &str| {
         format!("({a} != {a} ? {a} : ({b} != {b} ? {b} : ({a} {cmp} {b} ? {a} : {b})))")
     };
+    let mut params: Vec<String> = src
+        .ins
+        .iter()
+        .enumerate()
+        .map(|(k, (d, _, _))| format!("const {}* __restrict__ in{k}", st(*d)))
+        .collect();
+    let bases = if src.body.is_none() {
+        format!("long long base = {};", offset(kd, &src.ins[0].1))
+    } else {
+        let b: Vec<String> = src
+            .ins
+            .iter()
+            .enumerate()
+            .map(|(k, (_, ks, _))| format!("base{k} = {}", offset(kd, ks)))
+            .collect();
+        format!("long long {};", b.join(", "))
+    };
+    // The epilogue's own inputs follow the reduction's.
+    let n_src = src.ins.len();
+    let mut m = n_src;
+    let mut epi_loads = String::new();
+    if let Some(e) = epi {
+        for (k, o) in e.ins.iter().enumerate() {
+            let x = match o {
+                None => "y_".to_string(),
+                Some(o) => {
+                    params.push(format!("const {}* __restrict__ in{m}", st(o.dtype)));
+                    m += 1;
+                    load(
+                        o.dtype,
+                        &format!("in{}[{}]", m - 1, offset(&e.dims, &o.strides)),
+                    )
+                }
+            };
+            let d = o.as_ref().map_or(dout, |o| o.dtype);
+            epi_loads += &format!("      {} x{k} = {x};\n", compute(d));
+        }
+    }
+    // The broadcast consumer: operands over the input dims, loaded at
+    // (kept index of this block, reduced index j); `z_` is the row's value.
+    let mut bc_loads = String::new();
+    if let Some(b) = bcast {
+        for (k, o) in b.ins.iter().enumerate() {
+            let (d, x) = match o {
+                None => (epi.map_or(dout, |e| e.dtype), "z_".to_string()),
+                Some((d, ks, rs)) => {
+                    params.push(format!("const {}* __restrict__ in{m}", st(*d)));
+                    m += 1;
+                    let at = format!("in{}[{} + {}]", m - 1, offset(kd, ks), qoff(rs));
+                    (*d, load(*d, &at))
+                }
+            };
+            bc_loads += &format!("    {} x{k} = {x};\n", compute(d));
+        }
+    }
+    let out_dtype = match (epi, bcast) {
+        (_, Some(b)) => b.dtype,
+        (Some(e), None) => e.dtype,
+        (None, None) => dout,
+    };
+    params.push(format!("{}* __restrict__ out0", st(out_dtype)));
     let head = format!(
-        "extern \"C\" __global__ void @NAME@(const {}* __restrict__ in0, {}* __restrict__ out0) {{\n  long long o = blockIdx.x; {}\n  long long base = {};\n",
-        st(din),
-        st(dout),
-        unravel(&kd, "o"),
-        offset(&kd, &ks)
+        "extern \"C\" __global__ void @NAME@({}) {{\n  long long o = blockIdx.x; {}\n  {bases}\n",
+        params.join(", "),
+        unravel(kd, "o"),
     );
     let mut s = head;
     let fin = |s: &mut String, e: &str| {
-        *s += &format!(
-            "  if (threadIdx.x == 0) out0[o] = {};\n}}\n",
-            store(dout, e)
-        );
+        *s += &match (epi, bcast) {
+            (None, None) => format!(
+                "  if (threadIdx.x == 0) out0[o] = {};\n}}\n",
+                store(dout, e)
+            ),
+            (Some(ep), None) => format!(
+                "  if (threadIdx.x == 0) {{\n    {} y_ = {};\n    {{ {}\n{epi_loads}{}      out0[{}] = {};\n    }}\n  }}\n}}\n",
+                compute(dout),
+                load(dout, &store(dout, e)),
+                unravel(&ep.dims, "o"),
+                ep.stmts,
+                offset(&ep.dims, &ep.out_strides),
+                store(ep.dtype, &ep.result)
+            ),
+            (ep, Some(b)) => {
+                // Every thread holds the reduced value: each computes the
+                // row's value `z_` (rounded as storing it would), then
+                // the consumer over its share of the row.
+                let mut t = format!(
+                    "  {} y_ = {};\n",
+                    compute(dout),
+                    load(dout, &store(dout, e))
+                );
+                match ep {
+                    Some(ep) => {
+                        t += &format!(
+                            "  {c2} z_;\n  {{ {}\n{epi_loads}{}      z_ = {};\n  }}\n",
+                            unravel(&ep.dims, "o"),
+                            ep.stmts,
+                            load(ep.dtype, &store(ep.dtype, &ep.result)),
+                            c2 = compute(ep.dtype),
+                        );
+                    }
+                    None => t += &format!("  {} z_ = y_;\n", compute(dout)),
+                }
+                t += &format!(
+                    "  for (long long j = threadIdx.x; j < {count}LL; j += blockDim.x) {{\n    {}\n{bc_loads}{}    out0[{} + {}] = {};\n  }}\n}}\n",
+                    unravel(rd, "j").replace("long long c", "long long q").replace("r_", "rr_"),
+                    b.stmts,
+                    offset(kd, &b.out_kept),
+                    qoff(&b.out_red),
+                    store(b.dtype, &b.result)
+                );
+                t
+            }
+        };
     };
     match kind {
         Reduce::Sum | Reduce::Mean => {
@@ -273,9 +438,8 @@ pub fn reduce(
             let cmp = if kind == Reduce::ArgMax { ">" } else { "<" };
             let better = format!("(bi < 0 || (ai >= 0 && ((a != a && !(b != b)) || (!(b != b) && a {cmp} b) || ((a == b || (a != a && b != b)) && ai < bi))))");
             s += &format!(
-                "  {c} v = 0; long long vi = -1;\n  for (long long j = threadIdx.x; j < {count}LL; j += blockDim.x) {{\n    {} long long roff = {};\n    {c} a = {x}; long long ai = j; {c} b = v; long long bi = vi;\n    if ({better}) {{ v = a; vi = ai; }}\n  }}\n",
-                unravel(&rd, "j").replace("long long c", "long long q").replace("r_", "rr_"),
-                offset(&rd, &rs).replace('c', "q"),
+                "  {c} v = 0; long long vi = -1;\n  for (long long j = threadIdx.x; j < {count}LL; j += blockDim.x) {{\n    {}\n    {fetch}\n    {c} a = x; long long ai = j; {c} b = v; long long bi = vi;\n    if ({better}) {{ v = a; vi = ai; }}\n  }}\n",
+                unravel(rd, "j").replace("long long c", "long long q").replace("r_", "rr_"),
             );
             s += &format!(
                 "  {{ __shared__ {c} sv[{t}]; __shared__ long long si[{t}]; sv[threadIdx.x] = v; si[threadIdx.x] = vi; __syncthreads();\n    for (int w = {h}; w > 0; w >>= 1) {{ if (threadIdx.x < w) {{ {c} a = sv[threadIdx.x + w], b = sv[threadIdx.x]; long long ai = si[threadIdx.x + w], bi = si[threadIdx.x]; if ({better}) {{ sv[threadIdx.x] = a; si[threadIdx.x] = ai; }} }} __syncthreads(); }}\n    vi = si[0]; }}\n",
@@ -646,10 +810,12 @@ pub fn attention_tiled(a: &AttentionSpec, warps: u32, rows: u32) -> String {
 
 /// Layer/RMS norm with one warp per row for rows of at most 1024 elements:
 /// the row stays in registers (one global read), reductions are warp
-/// shuffles, no block barriers. 8 rows per 256-thread block.
+/// shuffles, no block barriers. 8 rows per 256-thread block. Rows of a
+/// multiple of 128 elements are read and written 4 elements per lane at a
+/// time (8- or 16-byte accesses when every pointer is aligned for it, which
+/// is checked at run time): a quarter of the memory instructions.
 pub fn norm_warp(d: DType, n: usize, rows: usize, eps: f64, rms: bool) -> String {
     let per = n.div_ceil(32);
-    let x = load(d, "in0[base + j]");
     let beta_param = if rms {
         String::new()
     } else {
@@ -660,6 +826,60 @@ pub fn norm_warp(d: DType, n: usize, rows: usize, eps: f64, rms: bool) -> String
     } else {
         "  float s = 0.f;\n  for (int k = 0; k < PER; ++k) s += v[k];\n  float m = warp_sum(s) / (float)N;\n".to_string()
     };
+    if n.is_multiple_of(128) {
+        // Lane l holds elements 4(l + 32k) .. 4(l + 32k) + 3 in v[4k..4k+3].
+        let (vec, mask) = if d == DType::F32 {
+            ("float4", 15)
+        } else {
+            ("uint2", 7)
+        };
+        let beta_ptr = if rms {
+            ""
+        } else {
+            " | (unsigned long long)in2"
+        };
+        let ld = |arr: &str, dst: &str| {
+            format!(
+                "if (al) {{ U w; w.u = *(const {vec}*)({arr} + j); for (int e = 0; e < 4; ++e) {dst}[e] = {}; }} else {{ for (int e = 0; e < 4; ++e) {dst}[e] = {}; }}",
+                load(d, "w.h[e]"),
+                load(d, &format!("{arr}[j + e]"))
+            )
+        };
+        let shift = if rms { "" } else { " + b[e]" };
+        let ldb = if rms { String::new() } else { ld("in2", "b") };
+        return format!(
+            "extern \"C\" __global__ void @NAME@(const {s}* __restrict__ in0, const {s}* __restrict__ in1{beta_param}, {s}* __restrict__ out0) {{
+  const int N = {n}, PER = {per};
+  union U {{ {vec} u; {s} h[4]; }};
+  long long row = blockIdx.x * 8LL + (threadIdx.x >> 5); int lane = threadIdx.x & 31;
+  if (row >= {rows}LL) return;
+  const {s}* x = in0 + row * {n}LL; {s}* y = out0 + row * {n}LL;
+  const bool al = (((unsigned long long)x | (unsigned long long)y | (unsigned long long)in1{beta_ptr}) & {mask}ull) == 0;
+  float v[PER];
+  #pragma unroll
+  for (int k = 0; k < PER / 4; ++k) {{ int j = 4 * (lane + 32 * k); float* t = v + 4 * k; {ldx} }}
+{mean}  float q = 0.f;
+  #pragma unroll
+  for (int k = 0; k < PER; ++k) {{ float c = v[k] - m; q += c * c; }}
+  float inv = 1.f / sqrtf(warp_sum(q) / (float)N + {eps});
+  #pragma unroll
+  for (int k = 0; k < PER / 4; ++k) {{
+    int j = 4 * (lane + 32 * k); float g[4], b[4]; (void)b;
+    {ldg}
+    {ldb}
+    U o; for (int e = 0; e < 4; ++e) o.h[e] = {o};
+    if (al) *({vec}*)(y + j) = o.u; else for (int e = 0; e < 4; ++e) y[j + e] = o.h[e];
+  }}
+}}
+",
+            s = st(d),
+            eps = lit(DType::F32, eps),
+            ldx = ld("x", "t"),
+            ldg = ld("in1", "g"),
+            o = store(d, &format!("(v[4 * k + e] - m) * inv * g[e]{shift}")),
+        );
+    }
+    let x = load(d, "in0[base + j]");
     let shift = if rms {
         String::new()
     } else {

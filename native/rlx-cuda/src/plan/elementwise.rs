@@ -62,3 +62,71 @@ pub(super) fn region_body(body: &Graph, _dims: &[usize]) -> Result<(String, Vec<
     let results = body.outputs.iter().map(|v| name[v].clone()).collect();
     Ok((s, results))
 }
+
+/// Whether `node` lowers to one elementwise kernel (an op with a CUDA
+/// expression, a cast, or a `fused_elementwise` region).
+pub(super) fn is_elementwise(node: &Node, in_dtype: DType) -> bool {
+    let op = node.op.name();
+    op == "fused_elementwise"
+        || op == "cast"
+        || (expr::knows(op, in_dtype) && node.outputs.len() == 1)
+}
+
+/// An elementwise node over some dims: its operands (strides broadcast to
+/// those dims) and their addresses, then statements over the operands
+/// loaded as `x0..` and one result expression per output.
+pub(super) struct ElementwiseParts {
+    pub ins: Vec<Operand>,
+    pub args: Vec<Ptr>,
+    pub stmts: String,
+    pub results: Vec<String>,
+}
+
+/// The [`ElementwiseParts`] of `node` over `dims`.
+pub(super) fn elementwise_parts(
+    p: &Planner,
+    i: usize,
+    node: &Node,
+    dims: &[usize],
+) -> Result<ElementwiseParts, CudaError> {
+    let mut ins = Vec::new();
+    let mut args = Vec::new();
+    for &v in &node.inputs {
+        let l = p.loc(v)?;
+        ins.push(Operand {
+            dtype: l.dtype,
+            strides: broadcast_strides(&l, dims),
+        });
+        args.push(l.ptr());
+    }
+    let op = node.op.name();
+    if op == "fused_elementwise" {
+        let body = node
+            .attrs
+            .graph("body")
+            .map_err(|e| unsupported(i, node, e.to_string()))?;
+        let (stmts, results) = region_body(body, dims).map_err(|m| unsupported(i, node, m))?;
+        return Ok(ElementwiseParts {
+            ins,
+            args,
+            stmts,
+            results,
+        });
+    }
+    let out = p.ty(node.outputs[0]).dtype;
+    let names: Vec<String> = (0..ins.len()).map(|k| format!("x{k}")).collect();
+    let dtypes: Vec<DType> = ins.iter().map(|o| o.dtype).collect();
+    let e = elementwise_expr(op, &dtypes, out, &names, &node.attrs).ok_or_else(|| {
+        unsupported(
+            i,
+            node,
+            format!("no CUDA expression for {}", dtypes.first().unwrap_or(&out)),
+        )
+    })?;
+    Ok(ElementwiseParts {
+        ins,
+        args,
+        stmts: String::new(),
+        results: vec![e],
+    })
+}

@@ -9,9 +9,10 @@ mod elementwise;
 mod fuse;
 mod gemm;
 mod movement;
+mod reduce;
 
 use attention::attention;
-use elementwise::{elementwise_expr, region_body};
+use elementwise::{elementwise_parts, is_elementwise, ElementwiseParts};
 use fuse::fuse_residual;
 use gemm::matmul;
 use movement::table_copy;
@@ -196,6 +197,9 @@ struct Planner<'a> {
     /// The GPU has `mma.sync` f16/bf16 tensor cores (sm_80+).
     tensor_cores: bool,
     input_groups: Vec<Vec<usize>>,
+    /// Elementwise results not computed where their node stands: the
+    /// reduction that reads them computes them (see `reduce.rs`).
+    deferred: HashMap<ValueId, reduce::Deferred>,
 }
 
 fn unsupported(node: usize, n: &Node, msg: impl Into<String>) -> CudaError {
@@ -376,6 +380,7 @@ pub fn plan_for(program: &Program, tensor_cores: bool) -> Result<Plan, CudaError
         slots: slots.clone(),
         tensor_cores,
         input_groups: vec![],
+        deferred: HashMap::new(),
     };
     for (i, &v) in g.inputs.iter().enumerate() {
         let ty = g.ty(v);
@@ -393,6 +398,12 @@ pub fn plan_for(program: &Program, tensor_cores: bool) -> Result<Plan, CudaError
             dims: ty.dims().to_vec(),
         });
     }
+    // The trailing run of transfers (and views): no kernel runs after it.
+    let tail = g
+        .nodes
+        .iter()
+        .rposition(|n| n.op.name() != "transfer" && !views.contains_key(&n.outputs[0]))
+        .map_or(0, |k| k + 1);
     for (i, node) in g.nodes.iter().enumerate() {
         p.node = i;
         if p.done.contains(&i) {
@@ -414,9 +425,12 @@ pub fn plan_for(program: &Program, tensor_cores: bool) -> Result<Plan, CudaError
         }
         // Uploads of graph inputs alias the input buffer (inputs are copied
         // to the device by the executable itself).
+        // So do the final transfers of results to the host: nothing writes
+        // memory after them, so their sources stay intact until the
+        // download (a strided source still gets its contiguous copy below).
         if node.op.name() == "transfer" {
             if let Ok(l) = p.loc(node.inputs[0]) {
-                if matches!(l.root, Root::Input(_)) {
+                if matches!(l.root, Root::Input(_)) || i >= tail {
                     p.locs[out0.index()] = Some(l);
                     continue;
                 }
@@ -483,22 +497,18 @@ fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaError> {
             let l = p.const_loc(t);
             p.locs[node.outputs[0].index()] = Some(l);
         }
-        "fused_elementwise" => {
-            let body = attrs
-                .graph("body")
-                .map_err(|e| unsupported(i, node, e.to_string()))?;
-            let mut ins = Vec::new();
-            let mut args = Vec::new();
-            for &v in &node.inputs {
-                let l = p.loc(v)?;
-                ins.push(Operand {
-                    dtype: l.dtype,
-                    strides: broadcast_strides(&l, &out.dims),
-                });
-                args.push(l.ptr());
+        _ if is_elementwise(node, in_dtype) => {
+            let ElementwiseParts {
+                ins,
+                mut args,
+                stmts,
+                results,
+            } = elementwise_parts(p, i, node, &out.dims)?;
+            // Computed inside the reduction that reads it, if one does.
+            if n_out > 0 && reduce::defer_into_reduction(p, i, node, &ins, &args, &stmts, &results)?
+            {
+                return Ok(());
             }
-            let (stmts, results) =
-                region_body(body, &out.dims).map_err(|m| unsupported(i, node, m))?;
             let mut outs = Vec::new();
             for &o in &node.outputs {
                 let l = p.loc(o)?;
@@ -506,41 +516,6 @@ fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaError> {
                 args.push(l.ptr());
             }
             let text = kernels::elementwise(&out.dims, &ins, &outs, &stmts, &results);
-            if n_out > 0 {
-                p.kernel(text, grid_for(n_out), 256, 0, args, false);
-            }
-        }
-        _ if expr::knows(op, in_dtype) && node.outputs.len() == 1 && !matches!(op, "cast")
-            || op == "cast" =>
-        {
-            let mut ins = Vec::new();
-            let mut args = Vec::new();
-            let mut names = Vec::new();
-            for (k, &v) in node.inputs.iter().enumerate() {
-                let l = p.loc(v)?;
-                ins.push(Operand {
-                    dtype: l.dtype,
-                    strides: broadcast_strides(&l, &out.dims),
-                });
-                args.push(l.ptr());
-                names.push(format!("x{k}"));
-            }
-            args.push(out.ptr());
-            let e = elementwise_expr(
-                op,
-                &ins.iter().map(|o| o.dtype).collect::<Vec<_>>(),
-                out.dtype,
-                &names,
-                attrs,
-            )
-            .ok_or_else(|| unsupported(i, node, format!("no CUDA expression for {in_dtype}")))?;
-            let text = kernels::elementwise(
-                &out.dims,
-                &ins,
-                &[(out.dtype, out.strides.clone())],
-                "",
-                &[e],
-            );
             if n_out > 0 {
                 p.kernel(text, grid_for(n_out), 256, 0, args, false);
             }
@@ -583,44 +558,7 @@ fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaError> {
             p.copy(&src, &out);
         }
         _ if TABLE_OPS.contains(&op) => table_copy(p, i, node)?,
-        _ if Reduce::parse(op, 0).is_some() => {
-            let src = p.loc(node.inputs[0])?;
-            let r = src.dims.len();
-            let axes: Vec<usize> = if op == "argmax" || op == "argmin" {
-                let a = attrs.int("axis").unwrap_or(-1);
-                vec![(if a < 0 { a + r as i64 } else { a }) as usize]
-            } else {
-                let a = attrs.ints("axes").map(|a| a.to_vec()).unwrap_or_default();
-                if a.is_empty() {
-                    (0..r).collect()
-                } else {
-                    a.iter()
-                        .map(|&a| (if a < 0 { a + r as i64 } else { a }) as usize)
-                        .collect()
-                }
-            };
-            let kind =
-                Reduce::parse(op, attrs.int("correction").unwrap_or(0)).expect("checked above");
-            let kept: Vec<(usize, i64)> = (0..r)
-                .filter(|k| !axes.contains(k))
-                .map(|k| (src.dims[k], src.strides[k]))
-                .collect();
-            let red: Vec<(usize, i64)> = axes
-                .iter()
-                .map(|&k| (src.dims[k], src.strides[k]))
-                .collect();
-            let text = kernels::reduce(kind, src.dtype, out.dtype, &kept, &red);
-            if n_out > 0 {
-                p.kernel(
-                    text,
-                    ((n_out as u32).max(1), 1, 1),
-                    ROW_THREADS,
-                    0,
-                    vec![src.ptr(), out.ptr()],
-                    false,
-                );
-            }
-        }
+        _ if Reduce::parse(op, 0).is_some() => reduce::reduction(p, i, node, &out)?,
         "softmax" | "log_softmax" => {
             let src = p.contiguous(node.inputs[0])?;
             let r = src.dims.len();

@@ -1,0 +1,393 @@
+//! Reductions, with the elementwise nodes around them fused in: the node
+//! that produces a reduction's input (computed at each reduced element,
+//! never stored: `reduce_sum(x * mask)`, `reduce_sum(x * x)`), and the one
+//! that consumes its output (run on each reduced value before it is
+//! stored: `max(sqrt(s), eps)`, `max(count, 1e-9)`), and one over the
+//! input's shape that reads that value broadcast per row (`x / norm`).
+//! Each fused node
+//! saves a launch and a round trip through memory. Values are rounded to
+//! the fused node's dtype where the unfused kernel would have stored them,
+//! so the results are the same as unfused.
+
+use super::*;
+use crate::codegen::kernels::{ReduceConsumer, ReduceEpilogue, ReduceSrc};
+
+/// An elementwise node left for the reduction that reads its output.
+pub(super) struct Deferred {
+    /// Its operands (strides over its output dims), their addresses and
+    /// memory.
+    ins: Vec<Operand>,
+    args: Vec<Ptr>,
+    locs: Vec<Loc>,
+    stmts: String,
+    result: String,
+}
+
+/// The node after `i` that is not a view, if every node between is one.
+fn next_kernel_node(p: &Planner, i: usize) -> Option<usize> {
+    (i + 1..p.g.nodes.len()).find(|&k| !p.views.contains(&p.g.nodes[k].outputs[0]))
+}
+
+/// The one node reading `v`, if it is the next non-view node after `i`
+/// and `v` is not a graph output.
+fn sole_next_user(p: &Planner, i: usize, v: ValueId) -> Option<usize> {
+    let users = &p.users[v.index()];
+    if users.len() != 1 || p.g.outputs.contains(&v) {
+        return None;
+    }
+    (next_kernel_node(p, i) == Some(users[0])).then_some(users[0])
+}
+
+/// Elementwise node `i` (one output; operands `ins` at `args`, body
+/// `stmts`/`results`): if the next kernel node is a reduction whose only
+/// input is this output, and the output has no other reader, skip the
+/// kernel and let the reduction compute it. Nothing writes memory in
+/// between (only views), so the operands are intact when it runs;
+/// refused when the reduction's output would overwrite an operand.
+pub(super) fn defer_into_reduction(
+    p: &mut Planner,
+    i: usize,
+    node: &Node,
+    ins: &[Operand],
+    args: &[Ptr],
+    stmts: &str,
+    results: &[String],
+) -> Result<bool, CudaError> {
+    if node.outputs.len() != 1 || results.len() != 1 {
+        return Ok(false);
+    }
+    let v = node.outputs[0];
+    let Some(j) = sole_next_user(p, i, v) else {
+        return Ok(false);
+    };
+    let r = &p.g.nodes[j];
+    if Reduce::parse(r.op.name(), 0).is_none() || r.inputs.as_slice() != [v] {
+        return Ok(false);
+    }
+    let locs = node
+        .inputs
+        .iter()
+        .map(|&u| p.loc(u))
+        .collect::<Result<Vec<_>, _>>()?;
+    let rout = p.out_loc(r.outputs[0])?;
+    if locs.iter().any(|l| overlap(l, &rout)) {
+        return Ok(false);
+    }
+    p.deferred.insert(
+        v,
+        Deferred {
+            ins: ins.to_vec(),
+            args: args.to_vec(),
+            locs,
+            stmts: stmts.to_string(),
+            result: results[0].clone(),
+        },
+    );
+    Ok(true)
+}
+
+/// A reduction node: one block per output element.
+pub(super) fn reduction(
+    p: &mut Planner,
+    i: usize,
+    node: &Node,
+    out: &Loc,
+) -> Result<(), CudaError> {
+    let op = node.op.name();
+    let attrs = &node.attrs;
+    let x = node.inputs[0];
+    let ty = p.ty(x).clone();
+    let (din, dims) = (ty.dtype, ty.dims().to_vec());
+    let r = dims.len();
+    let axes: Vec<usize> = if op == "argmax" || op == "argmin" {
+        let a = attrs.int("axis").unwrap_or(-1);
+        vec![(if a < 0 { a + r as i64 } else { a }) as usize]
+    } else {
+        let a = attrs.ints("axes").map(|a| a.to_vec()).unwrap_or_default();
+        if a.is_empty() {
+            (0..r).collect()
+        } else {
+            a.iter()
+                .map(|&a| (if a < 0 { a + r as i64 } else { a }) as usize)
+                .collect()
+        }
+    };
+    let kind = Reduce::parse(op, attrs.int("correction").unwrap_or(0))
+        .ok_or_else(|| unsupported(i, node, "not a reduction"))?;
+    let kd: Vec<usize> = (0..r)
+        .filter(|k| !axes.contains(k))
+        .map(|k| dims[k])
+        .collect();
+    let rd: Vec<usize> = axes.iter().map(|&k| dims[k]).collect();
+    // Strides over the input dims → (kept, reduced) strides.
+    let split = |s: &[i64]| -> (Vec<i64>, Vec<i64>) {
+        (
+            (0..r).filter(|k| !axes.contains(k)).map(|k| s[k]).collect(),
+            axes.iter().map(|&k| s[k]).collect(),
+        )
+    };
+    let (src, mut args, reads) = match p.deferred.remove(&x) {
+        Some(d) => {
+            let ins = d
+                .ins
+                .iter()
+                .map(|o| {
+                    let (ks, rs) = split(&o.strides);
+                    (o.dtype, ks, rs)
+                })
+                .collect();
+            let body = Some((d.stmts, d.result));
+            (ReduceSrc { ins, body }, d.args, d.locs)
+        }
+        None => {
+            let l = p.loc(x)?;
+            let (ks, rs) = split(&l.strides);
+            let src = ReduceSrc {
+                ins: vec![(l.dtype, ks, rs)],
+                body: None,
+            };
+            (src, vec![l.ptr()], vec![l])
+        }
+    };
+    let n_out: usize = out.dims.iter().product();
+    if n_out == 0 {
+        return Ok(());
+    }
+    let epi = epilogue(p, i, node, &reads)?;
+    // The row's value: the reduction's output, or its epilogue's.
+    let (last, value) = match &epi {
+        Some(e) => (e.node, p.g.nodes[e.node].outputs[0]),
+        None => (i, node.outputs[0]),
+    };
+    let mut reads = reads;
+    if let Some(e) = &epi {
+        reads.extend(e.others.iter().cloned());
+    }
+    let bcast = consumer(p, last, value, &dims, &axes, &kd, &reads)?;
+    let text = kernels::reduce(
+        kind,
+        (din, out.dtype),
+        (&kd, &rd),
+        &src,
+        epi.as_ref().map(|e| &e.epi),
+        bcast.as_ref().map(|b| &b.0),
+    );
+    let mut dst = out.ptr();
+    if let Some(e) = epi {
+        args.extend(e.extra);
+        dst = e.dst;
+    }
+    if let Some((_, extra, d)) = bcast {
+        args.extend(extra);
+        dst = d;
+    }
+    args.push(dst);
+    p.kernel(
+        text,
+        ((n_out as u32).max(1), 1, 1),
+        ROW_THREADS,
+        0,
+        args,
+        false,
+    );
+    Ok(())
+}
+
+/// If the next kernel node after `last` is elementwise over the
+/// reduction's input `dims`, reads the row value `value` (only it does)
+/// broadcast along the reduced `axes`, and its other operands exist: that
+/// node as the reduction's broadcast consumer (its extra operand
+/// addresses and output address), marked done. `value` is then never
+/// stored. Refused when its output overlaps memory the kernel reads,
+/// unless in place over an operand of the same layout.
+#[allow(clippy::type_complexity)]
+fn consumer(
+    p: &mut Planner,
+    last: usize,
+    value: ValueId,
+    dims: &[usize],
+    axes: &[usize],
+    kd: &[usize],
+    reads: &[Loc],
+) -> Result<Option<(ReduceConsumer, Vec<Ptr>, Ptr)>, CudaError> {
+    let Some(c) = sole_next_user(p, last, value) else {
+        return Ok(None);
+    };
+    let cn = &p.g.nodes[c];
+    let in_dtype = p.ty(cn.inputs[0]).dtype;
+    if !is_elementwise(cn, in_dtype) || cn.outputs.len() != 1 {
+        return Ok(None);
+    }
+    let co = cn.outputs[0];
+    if p.ty(co).dims() != dims {
+        return Ok(None);
+    }
+    // The value must broadcast to (kept index, any reduced index) → its
+    // row: stride 0 along reduced axes, its own contiguous strides along
+    // the kept ones.
+    let vl = p.loc(value)?;
+    let vs = broadcast_strides(&vl, dims);
+    let ks = contiguous(kd);
+    let mut kept = 0;
+    for (k, &d) in dims.iter().enumerate() {
+        if axes.contains(&k) {
+            if vs[k] != 0 && d != 1 {
+                return Ok(None);
+            }
+        } else {
+            if vs[k] != ks[kept] && d != 1 {
+                return Ok(None);
+            }
+            kept += 1;
+        }
+    }
+    let mut others = Vec::new();
+    for &u in &cn.inputs {
+        if u == value {
+            continue;
+        }
+        match &p.locs[u.index()] {
+            Some(l) if !p.deferred.contains_key(&u) => others.push(l.clone()),
+            _ => return Ok(None),
+        }
+    }
+    let dst = p.out_loc(co)?;
+    // Block b reads and writes only row b: an operand laid out exactly
+    // like the output (written in place over it) is safe.
+    let same = |l: &Loc| {
+        l.root == dst.root
+            && l.offset == dst.offset
+            && esize(l.dtype) == esize(dst.dtype)
+            && broadcast_strides(l, dims) == dst.strides
+    };
+    if reads
+        .iter()
+        .chain(&others)
+        .any(|l| overlap(l, &dst) && !same(l))
+    {
+        return Ok(None);
+    }
+    let split = |s: &[i64]| -> (Vec<i64>, Vec<i64>) {
+        (
+            (0..dims.len())
+                .filter(|k| !axes.contains(k))
+                .map(|k| s[k])
+                .collect(),
+            axes.iter().map(|&k| s[k]).collect(),
+        )
+    };
+    let ElementwiseParts {
+        ins,
+        args,
+        stmts,
+        results,
+    } = elementwise_parts(p, c, cn, dims)?;
+    let mut c_ins = Vec::new();
+    let mut extra = Vec::new();
+    for ((&u, o), a) in cn.inputs.iter().zip(ins).zip(args) {
+        if u == value {
+            c_ins.push(None);
+        } else {
+            let (k, r) = split(&o.strides);
+            c_ins.push(Some((o.dtype, k, r)));
+            extra.push(a);
+        }
+    }
+    let (out_kept, out_red) = split(&dst.strides);
+    let b = ReduceConsumer {
+        ins: c_ins,
+        stmts,
+        result: results[0].clone(),
+        dtype: dst.dtype,
+        out_kept,
+        out_red,
+    };
+    p.done.insert(c);
+    p.locs[co.index()] = Some(dst.clone());
+    Ok(Some((b, extra, dst.ptr())))
+}
+
+/// An epilogue node (see [`epilogue`]).
+struct Epilogue {
+    node: usize,
+    epi: ReduceEpilogue,
+    /// Its operands other than the reduced value, their addresses, and
+    /// its output address.
+    others: Vec<Loc>,
+    extra: Vec<Ptr>,
+    dst: Ptr,
+}
+
+/// If the next kernel node after reduction `i` is elementwise, reads the
+/// reduction's output (only it does) at the same shape, and its other
+/// operands exist already: that node as the reduction's epilogue (its
+/// extra operand addresses, its output address), marked done. Refused
+/// when its output overlaps memory the reduction or it reads.
+fn epilogue(
+    p: &mut Planner,
+    i: usize,
+    node: &Node,
+    reads: &[Loc],
+) -> Result<Option<Epilogue>, CudaError> {
+    let v = node.outputs[0];
+    let Some(c) = sole_next_user(p, i, v) else {
+        return Ok(None);
+    };
+    let cn = &p.g.nodes[c];
+    let in_dtype = p.ty(cn.inputs[0]).dtype;
+    if !is_elementwise(cn, in_dtype) || cn.outputs.len() != 1 {
+        return Ok(None);
+    }
+    let co = cn.outputs[0];
+    let dims = p.ty(co).dims().to_vec();
+    if dims != p.ty(v).dims() {
+        return Ok(None);
+    }
+    let mut others = Vec::new();
+    for &u in &cn.inputs {
+        if u == v {
+            continue;
+        }
+        match &p.locs[u.index()] {
+            Some(l) if !p.deferred.contains_key(&u) => others.push(l.clone()),
+            _ => return Ok(None),
+        }
+    }
+    let dst = p.out_loc(co)?;
+    if reads.iter().chain(&others).any(|l| overlap(l, &dst)) {
+        return Ok(None);
+    }
+    let ElementwiseParts {
+        ins,
+        args,
+        stmts,
+        results,
+    } = elementwise_parts(p, c, cn, &dims)?;
+    let mut epi_ins = Vec::new();
+    let mut extra = Vec::new();
+    for ((&u, o), a) in cn.inputs.iter().zip(ins).zip(args) {
+        if u == v {
+            epi_ins.push(None);
+        } else {
+            epi_ins.push(Some(o));
+            extra.push(a);
+        }
+    }
+    let epi = ReduceEpilogue {
+        dims,
+        ins: epi_ins,
+        stmts,
+        result: results[0].clone(),
+        dtype: dst.dtype,
+        out_strides: dst.strides.clone(),
+    };
+    p.done.insert(c);
+    p.locs[co.index()] = Some(dst.clone());
+    Ok(Some(Epilogue {
+        node: c,
+        epi,
+        others,
+        extra,
+        dst: dst.ptr(),
+    }))
+}
