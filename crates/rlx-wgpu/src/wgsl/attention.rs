@@ -1,8 +1,17 @@
-//! Attention, fused: softmax(q·kᵀ·scale + mask)·v with one workgroup per
-//! query row. Scores for the row live in shared memory (so Sk is bounded by
-//! the workgroup storage), masks are applied in place (custom bool keep,
-//! additive bias, causal, sliding window), and fully masked rows give NaN
-//! as the op's definition says.
+//! Attention, fused: softmax(q·kᵀ·scale + mask)·v. Two kernels:
+//!
+//! * **tiled** (head dims multiples of 4, d + dv ≤ 128): one thread per
+//!   query row, a workgroup per tile of rows; K and V stream through shared
+//!   memory in blocks of keys read once per tile, the q row and the output
+//!   accumulator stay in registers as vec4s, and softmax is online (running
+//!   max and sum, the accumulator rescaled when the max grows) — no score
+//!   row is ever stored;
+//! * **row** (any shape): one workgroup per query row, the row's scores in
+//!   shared memory (so Sk is bounded by the workgroup storage).
+//!
+//! Masks are applied in place (custom bool keep, additive bias, causal,
+//! sliding window), and fully masked rows give NaN as the op's definition
+//! says.
 
 use super::expr::f32_lit;
 use super::{grid, unravel, Builder, Kernel};
@@ -13,8 +22,240 @@ use std::fmt::Write;
 /// Largest key length one workgroup holds (f32 scores in shared memory).
 pub const MAX_SK: usize = 4096;
 
+/// Floats of K and V one tiled workgroup stages per key block (8 KiB: a
+/// fraction of WebGPU's guaranteed 16 KiB, so several tiles share a unit).
+const TILE_FLOATS: usize = 2048;
+
+/// The tiled kernel's shape limit: q and the accumulator live in registers.
+fn tiled_fits(d: usize, dv: usize) -> bool {
+    d % 4 == 0 && dv % 4 == 0 && d > 0 && dv > 0 && d + dv <= 128
+}
+
+/// The mask statements for score `s` of query row `qi`, key `j` (u32s).
+fn mask_code(
+    b: &mut Builder,
+    kind: &str,
+    mask: Option<&TensorRef>,
+    window: i64,
+    off: i64,
+    full: &dyn Fn(&TensorRef) -> TensorRef,
+    base: &dyn Fn(&TensorRef) -> String,
+) -> Result<String, WgpuError> {
+    let ninf = "bits_(0xff800000u)";
+    let mut code = String::new();
+    match (kind, mask) {
+        ("custom" | "bias", Some(m)) => {
+            let mf = full(m);
+            let r = mf.dims.len();
+            let mb = base(&mf);
+            let a = format!(
+                "({mb}) + i32(qi) * {} + i32(j) * {}",
+                mf.strides[r - 2],
+                mf.strides[r - 1]
+            );
+            let l = b.load(&mf, &a);
+            if kind == "custom" {
+                let _ = writeln!(code, "if (!{l}) {{ s = {ninf}; }}");
+            } else {
+                let _ = writeln!(code, "s = s + {l};");
+            }
+        }
+        ("causal", None) => {
+            let _ = writeln!(code, "if (i32(j) > i32(qi) + {off}) {{ s = {ninf}; }}");
+        }
+        ("sliding_window", None) => {
+            let _ = writeln!(
+                code,
+                "let qp = i32(qi) + {off}; if (i32(j) > qp || qp - i32(j) >= {window}) {{ s = {ninf}; }}"
+            );
+        }
+        ("none", None) => {}
+        _ => {
+            return Err(WgpuError::Unsupported {
+                op: "attention".into(),
+                why: format!("mask kind {kind:?}"),
+            })
+        }
+    }
+    Ok(code)
+}
+
 #[allow(clippy::too_many_arguments)]
 pub fn kernel(
+    name: &str,
+    q: &TensorRef,
+    k: &TensorRef,
+    v: &TensorRef,
+    mask: Option<&TensorRef>,
+    kind: &str,
+    window: i64,
+    scale: Option<f64>,
+    out: &TensorRef,
+) -> Result<Kernel, WgpuError> {
+    let r = q.dims.len();
+    let (d, dv) = (q.dims[r - 1], v.dims[r - 1]);
+    if tiled_fits(d, dv) && std::env::var("RLX_WGPU_ATTENTION").as_deref() != Ok("row") {
+        tiled(name, q, k, v, mask, kind, window, scale, out)
+    } else {
+        row(name, q, k, v, mask, kind, window, scale, out)
+    }
+}
+
+/// The tiled kernel (see the module docs).
+#[allow(clippy::too_many_arguments)]
+fn tiled(
+    name: &str,
+    q: &TensorRef,
+    k: &TensorRef,
+    v: &TensorRef,
+    mask: Option<&TensorRef>,
+    kind: &str,
+    window: i64,
+    scale: Option<f64>,
+    out: &TensorRef,
+) -> Result<Kernel, WgpuError> {
+    let r = q.dims.len();
+    let (sq, d, sk, dv) = (q.dims[r - 2], q.dims[r - 1], k.dims[r - 2], v.dims[r - 1]);
+    let batch: Vec<usize> = out.dims[..r - 2].to_vec();
+    let nb: usize = batch.iter().product::<usize>().max(1);
+    // Rows per tile: 64 when there are rows enough to fill the GPU twice
+    // over, else 32 (more tiles at small batch).
+    let tq = if nb * sq.div_ceil(64) >= 264 { 64 } else { 32 };
+    let per_head = sq.div_ceil(tq);
+    let tiles = nb * per_head;
+    let groups = grid(tiles, 1);
+    let kb = (TILE_FLOATS / (d + dv)).clamp(1, 64);
+    let full = |t: &TensorRef, x: usize, y: usize| {
+        let mut dd = batch.clone();
+        dd.extend([x, y]);
+        t.broadcast_to(&dd)
+    };
+    let (q, k, v) = (full(q, sq, d), full(k, sk, d), full(v, sk, dv));
+    let mut b = Builder::default();
+    let (bu, bi) = unravel("bz", &batch, "z");
+    let base = |t: &TensorRef| {
+        let mut bt = t.clone();
+        bt.dims.truncate(r - 2);
+        bt.strides.truncate(r - 2);
+        Builder::addr(&bt, &bi)
+    };
+    let (d4, dv4) = (d / 4, dv / 4);
+    let quad = |b: &mut Builder, t: &TensorRef, row: &str, col: &str, scale: &str| {
+        let l: Vec<String> = (0..4)
+            .map(|c| {
+                b.load(
+                    t,
+                    &format!(
+                        "{row} + i32({col} + {c}u) * {}",
+                        t.strides[t.dims.len() - 1]
+                    ),
+                )
+            })
+            .collect();
+        format!("vec4<f32>({}){scale}", l.join(", "))
+    };
+    let sc = f32_lit(scale.unwrap_or(1.0 / (d as f64).sqrt()));
+    let mut qload = String::new();
+    let mut oinit = String::new();
+    let mut score = String::from("var s: f32 = 0.0");
+    let mut rescale = String::new();
+    let mut accum = String::new();
+    let mut stores = String::new();
+    for c in 0..d4 {
+        let l = quad(&mut b, &q, "qb", &format!("{}u", 4 * c), &format!(" * {sc}"));
+        let _ = writeln!(qload, "let q{c}: vec4<f32> = {l};");
+        let _ = write!(score, " + dot(q{c}, Ks[kr + {c}u])");
+    }
+    score.push(';');
+    for c in 0..dv4 {
+        let _ = writeln!(oinit, "var o{c}: vec4<f32> = vec4<f32>(0.0);");
+        let _ = writeln!(rescale, "    o{c} = o{c} * cf;");
+        let _ = writeln!(accum, "    o{c} = fma(vec4<f32>(p), Vs[vr + {c}u], o{c});");
+        for e in 0..4 {
+            let st = b.store(
+                out,
+                &format!("{} + i32(row) * {dv} + {}", out.offset, 4 * c + e),
+                &format!("o{c}[{e}] / lsum"),
+            );
+            let _ = writeln!(stores, "  {st}");
+        }
+    }
+    let kload = quad(&mut b, &k, &format!("kb + i32(j) * {}", k.strides[r - 2]), "cc", "");
+    let vload = quad(&mut b, &v, &format!("vb + i32(j) * {}", v.strides[r - 2]), "cc", "");
+    let fq = |t: &TensorRef| full(t, sq, sk);
+    let mask = mask_code(&mut b, kind, mask, window, sk as i64 - sq as i64, &fq, &base)?;
+    let ninf = "bits_(0xff800000u)";
+    let s = format!(
+        r#"var<workgroup> Ks: array<vec4<f32>, {ks}>;
+var<workgroup> Vs: array<vec4<f32>, {vs}>;
+@compute @workgroup_size({tq})
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
+let tile: u32 = wg.x + wg.y * {gx}u;
+if (tile >= {tiles}u) {{ return; }}
+let bz: u32 = tile / {per_head}u;
+let qrow: u32 = (tile % {per_head}u) * {tq}u + lid;
+let live: bool = qrow < {sq}u;
+let qi: u32 = min(qrow, {sqm}u);
+let row: u32 = bz * {sq}u + qi;
+{bu}let qb: i32 = {qbase} + i32(qi) * {qs};
+let kb: i32 = {kbase};
+let vb: i32 = {vbase};
+{qload}{oinit}var m: f32 = {ninf};
+var lsum: f32 = 0.0;
+for (var j0: u32 = 0u; j0 < {sk}u; j0 = j0 + {kb}u) {{
+  workgroupBarrier();
+  for (var e: u32 = lid; e < {kbd4}u; e = e + {tq}u) {{
+    let j = j0 + e / {d4}u;
+    let cc = (e % {d4}u) * 4u;
+    var x = vec4<f32>(0.0);
+    if (j < {sk}u) {{ x = {kload}; }}
+    Ks[e] = x;
+  }}
+  for (var e: u32 = lid; e < {kbdv4}u; e = e + {tq}u) {{
+    let j = j0 + e / {dv4}u;
+    let cc = (e % {dv4}u) * 4u;
+    var x = vec4<f32>(0.0);
+    if (j < {sk}u) {{ x = {vload}; }}
+    Vs[e] = x;
+  }}
+  workgroupBarrier();
+  let nj = min({kb}u, {sk}u - j0);
+  for (var jj: u32 = 0u; jj < nj; jj = jj + 1u) {{
+    let j = j0 + jj;
+    let kr = jj * {d4}u;
+    let vr = jj * {dv4}u;
+    {score}
+{mask}    if (s > m) {{
+      // The running max grew: rescale what was summed under the old one.
+      let cf = exp(m - s);
+      lsum = lsum * cf;
+{rescale}      m = s;
+    }}
+    let p = select(exp(s - m), 0.0, s == {ninf});
+    lsum = lsum + p;
+{accum}  }}
+}}
+if (live) {{
+{stores}}}
+}}
+"#,
+        ks = kb * d4,
+        vs = kb * dv4,
+        kbd4 = kb * d4,
+        kbdv4 = kb * dv4,
+        gx = groups[0],
+        sqm = sq.max(1) - 1,
+        qbase = base(&q),
+        qs = q.strides[r - 2],
+        kbase = base(&k),
+        vbase = base(&v),
+    );
+    Ok(b.finish(name.to_string(), s, groups))
+}
+
+/// The row kernel (see the module docs).
+#[allow(clippy::too_many_arguments)]
+fn row(
     name: &str,
     q: &TensorRef,
     k: &TensorRef,
@@ -73,41 +314,8 @@ pub fn kernel(
     let wg_: u32 = (sk.max(dv) as u32).next_power_of_two().clamp(32, 256);
     let sc = f32_lit(scale.unwrap_or(1.0 / (d as f64).sqrt()));
     let ninf = "bits_(0xff800000u)";
-    let mut mask_code = String::new();
-    let off = sk as i64 - sq as i64;
-    match (kind, mask) {
-        ("custom" | "bias", Some(m)) => {
-            let mf = full(m, sq, sk);
-            let mb = base(&mf);
-            let a = format!(
-                "({mb}) + i32(qi) * {} + i32(j) * {}",
-                mf.strides[r - 2],
-                mf.strides[r - 1]
-            );
-            let l = b.load(&mf, &a);
-            if kind == "custom" {
-                let _ = writeln!(mask_code, "if (!{l}) {{ s = {ninf}; }}");
-            } else {
-                let _ = writeln!(mask_code, "s = s + {l};");
-            }
-        }
-        ("causal", None) => {
-            let _ = writeln!(mask_code, "if (i32(j) > i32(qi) + {off}) {{ s = {ninf}; }}");
-        }
-        ("sliding_window", None) => {
-            let _ = writeln!(
-                mask_code,
-                "let qp = i32(qi) + {off}; if (i32(j) > qp || qp - i32(j) >= {window}) {{ s = {ninf}; }}"
-            );
-        }
-        ("none", None) => {}
-        _ => {
-            return Err(WgpuError::Unsupported {
-                op: "attention".into(),
-                why: format!("mask kind {kind:?}"),
-            })
-        }
-    }
+    let fq = |t: &TensorRef| full(t, sq, sk);
+    let mask_code = mask_code(&mut b, kind, mask, window, sk as i64 - sq as i64, &fq, &base)?;
     let st = b.store(
         out,
         &format!("{} + i32(row) * {dv} + i32(c)", out.offset),

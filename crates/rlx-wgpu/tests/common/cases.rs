@@ -579,6 +579,30 @@ pub fn attention_masks() -> Vec<Case> {
     let mut ins = qkv(&mut rng);
     ins.push(rand(&mut rng, F, &[sq, sk], -2.0, 0.0));
     v.push(Case::new("attention bias", g, ins, ACCUMULATED));
+    // Head dims that are not multiples of 4 take the row kernel; a long
+    // key axis spans several key blocks of the tiled one (and 70 query
+    // rows, more than one tile).
+    for (d, dv, sq, sk) in [(6, 5, 5, 7), (8, 12, 70, 300)] {
+        let shapes = vec![
+            (F, vec![b, sq, d]),
+            (F, vec![b, sk, d]),
+            (F, vec![b, sk, dv]),
+        ];
+        for kind in ["none", "causal"] {
+            let g = one_op("attention", &shapes, Attrs::new().with("mask_kind", kind));
+            let ins = vec![
+                rand(&mut rng, F, &[b, sq, d], -1.0, 1.0),
+                rand(&mut rng, F, &[b, sk, d], -1.0, 1.0),
+                rand(&mut rng, F, &[b, sk, dv], -1.0, 1.0),
+            ];
+            v.push(Case::new(
+                format!("attention {kind} d={d} dv={dv} sq={sq} sk={sk}"),
+                g,
+                ins,
+                ACCUMULATED,
+            ));
+        }
+    }
     v
 }
 
