@@ -11,7 +11,8 @@ rows = [json.loads(l) for l in open(os.path.join(d, "wgpu.jsonl")) if l.startswi
 torch = json.load(open(os.path.join(d, "torch.json")))
 prof = [json.loads(l) for l in open(os.path.join(d, "wgpu-profile.jsonl")) if l.startswith("{")] if os.path.exists(os.path.join(d, "wgpu-profile.jsonl")) else []
 adapter = next(r for r in rows if "adapter" in r)
-mini = {r["batch"]: r for r in rows if r.get("bench") == "minilm"}
+mini = {r["batch"]: r for r in rows if r.get("bench") == "minilm" and r.get("dtype", "f32") == "f32"}
+mini16 = {r["batch"]: r for r in rows if r.get("bench") == "minilm" and r.get("dtype") == "f16"}
 mm = [r for r in rows if r.get("bench") == "matmul"]
 t = {(r["variant"], r["batch"]): r["p50_ms"] for r in torch if "variant" in r}
 tmm = {r["n"]: r for r in torch if r.get("bench") == "matmul"}
@@ -35,6 +36,18 @@ for b in sorted(mini):
     ratio = f"{e / r['e2e_ms_median']:.2f}x {'faster' if e > r['e2e_ms_median'] else 'slower'}" if e else "-"
     ratio2 = f"{r['gpu_ms'] / c:.2f}x the time" if c else "-"
     out.append(f"| {b} | {r['e2e_ms_median']:.3f} | {r['gpu_ms']:.3f} | {f(e)} | {f(c)} | {ratio} | {ratio2} |")
+if mini16:
+    out.append("")
+    out.append("MiniLM in f16 (rlx-wgpu: f16 types and weights, stored as f16 — the adapter has shader-f16 — with f32 "
+               "compute and accumulation; PyTorch: the model in fp16, eager). Same inputs and timing as above.\n")
+    out.append("| batch | rlx-wgpu f16 e2e ms | rlx-wgpu f16 GPU ms | torch eager fp16 ms | torch eager fp32 ms | f16 e2e vs eager fp16 | f16 e2e vs eager fp32 |")
+    out.append("|---|---|---|---|---|---|---|")
+    for b in sorted(mini16):
+        r = mini16[b]
+        e16, e32 = t.get(("eager-fp16", b)), t.get(("eager", b))
+        f = lambda x: f"{x:.3f}" if x is not None else "-"
+        rat = lambda e: (f"{e / r['e2e_ms_median']:.2f}x {'faster' if e > r['e2e_ms_median'] else 'slower'}" if e else "-")
+        out.append(f"| {b} | {r['e2e_ms_median']:.3f} | {r['gpu_ms']:.3f} | {f(e16)} | {f(e32)} | {rat(e16)} | {rat(e32)} |")
 out.append("")
 out.append("f32 matmul n×n×n (rlx-wgpu: the kernel alone; PyTorch: cuBLAS strict fp32); the H200's fp32 ceiling is 51 TFLOP/s "
            "(shared/TOOLCHAIN.md: 50.8 measured).\n")
@@ -44,12 +57,26 @@ for r in mm:
     c = tmm.get(r["n"])
     out.append(f"| {r['n']} | {r['ms']:.3f} | {r['gflops']:.0f} | {100 * r['gflops'] / 51000:.1f}% | {c['gflops']:.0f} |" if c else
                f"| {r['n']} | {r['ms']:.3f} | {r['gflops']:.0f} | {100 * r['gflops'] / 51000:.1f}% | - |")
+base_mini = {r["batch"]: r for r in rows if r.get("bench") == "base_minilm"}
+base_mm = {r["n"]: r for r in rows if r.get("bench") == "base_matmul"}
+if base_mini or base_mm:
+    out.append("\nA/B in the same run: the previous matmul kernel (no register prefetch of the next k-tile; "
+               "binary `.bench/wgpu_bench_base`) against this one, f32.\n")
+    out.append("| what | previous ms | this ms | previous / this |")
+    out.append("|---|---|---|---|")
+    for b, r in sorted(base_mini.items()):
+        if b in mini:
+            out.append(f"| MiniLM B={b} GPU | {r['gpu_ms']:.3f} | {mini[b]['gpu_ms']:.3f} | {r['gpu_ms'] / mini[b]['gpu_ms']:.2f} |")
+    for r in mm:
+        o = base_mm.get(r["n"])
+        if o:
+            out.append(f"| matmul {r['n']}³ | {o['ms']:.3f} | {r['ms']:.3f} | {o['ms'] / r['ms']:.2f} |")
 if prof:
-    out.append("\nSlowest kernels at batch 32 (each alone, ms):\n")
-    out.append("| kernel | ms |")
-    out.append("|---|---|")
+    out.append("\nSlowest kernels (each alone: one submit of 3 repeats, host-timed, so a small kernel shows the submit cost), ms:\n")
+    out.append("| dtype | batch | kernel | ms |")
+    out.append("|---|---|---|---|")
     for p in prof:
-        out.append(f"| {p['profile']} | {p['ms']:.3f} |")
+        out.append(f"| {p.get('dtype', 'f32')} | {p['batch']} | {p['profile']} | {p['ms']:.3f} |")
 open("benches/results/minilm-wgpu.md", "w").write("\n".join(out) + "\n")
 json.dump({"adapter": adapter, "rlx_wgpu": rows, "profile": prof, "torch": torch}, open("benches/results/minilm-wgpu.json", "w"), indent=1)
 print("\n".join(out))

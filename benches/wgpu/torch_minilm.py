@@ -22,6 +22,7 @@ ap.add_argument("--batches", default="1,2,4,8,16,32")
 ap.add_argument("--seq", type=int, default=128)
 ap.add_argument("--runs", type=int, default=30)
 ap.add_argument("--variants", default="eager,compile+graph")
+ap.add_argument("--fp16-variants", default="eager", help="run after fp32 with the model in fp16")
 ap.add_argument("--json", default=None)
 a = ap.parse_args()
 batches = [int(x) for x in a.batches.split(",")]
@@ -93,6 +94,17 @@ for variant in a.variants.split(","):
             ms = p50_ms(run, a.runs)
         print(f"torch fp32 {variant:<14} B={b:<3} p50 {ms:.3f} ms", flush=True)
         results.append({"impl": "torch", "variant": variant, "batch": b, "seq": a.seq, "p50_ms": ms})
+# fp16 (the peer of rlx-wgpu's f16 run): the same model halved.
+if a.fp16_variants:
+    model = model.half()
+    for variant in a.fp16_variants.split(","):
+        assert variant == "eager", "fp16: eager only"
+        for b in batches:
+            args = inputs(b, a.seq)
+            with torch.inference_mode():
+                ms = p50_ms(lambda: embed(*args), a.runs)
+            print(f"torch fp16 {variant:<14} B={b:<3} p50 {ms:.3f} ms", flush=True)
+            results.append({"impl": "torch", "variant": variant + "-fp16", "batch": b, "seq": a.seq, "p50_ms": ms})
 # The fp32 matmul ceiling as cuBLAS reaches it (strict fp32), for the
 # GFLOP/s comparison.
 for n in [1024, 2048, 4096]:

@@ -7,7 +7,10 @@
 //! to the GPU machine). Weights are pinned (uploaded once); each timed run
 //! uploads the ids/mask/type inputs and reads both outputs back.
 //!
-//! cargo run --release -p rlx-wgpu --example wgpu_bench -- [--batches 1,2,4,8,16,32] [--seq 128] [--runs 20] [--matmul 1024,2048,4096]
+//! `--dtype f16` runs MiniLM with f16 types and weights (stored as f16 on
+//! adapters with `shader-f16`, f32 compute).
+//!
+//! cargo run --release -p rlx-wgpu --example wgpu_bench -- [--batches 1,2,4,8,16,32] [--seq 128] [--runs 20] [--matmul 1024,2048,4096] [--dtype f32|f16]
 
 use rlx::{Device, HostTensor};
 use rlx_wgpu::{program_of, WgpuBackend};
@@ -50,6 +53,8 @@ fn main() {
     let seq: usize = arg(&args, "--seq", "128").parse().unwrap();
     let runs: usize = arg(&args, "--runs", "20").parse().unwrap();
     let sizes = list(&arg(&args, "--matmul", "1024,2048,4096"));
+    let dtype = arg(&args, "--dtype", "f32");
+    assert!(dtype == "f32" || dtype == "f16", "--dtype f32 or f16");
     rlx::init();
     rlx_wgpu::register();
     let device = Device::Vulkan;
@@ -77,11 +82,21 @@ fn main() {
             } else {
                 (0..n).map(|_| 0.02 * rng.next()).collect()
             };
-            HostTensor::from_slice(&v, p.ty.shape.clone()).unwrap()
+            let t = HostTensor::from_slice(&v, p.ty.shape.clone()).unwrap();
+            if dtype == "f16" {
+                HostTensor::from_f64(rlx::DType::F16, t.shape().clone(), t.to_f64_vec().unwrap())
+                    .unwrap()
+            } else {
+                t
+            }
         })
         .collect();
     for &b in &batches {
-        let g = bert.graph(b, seq).unwrap();
+        let mut g = bert.graph(b, seq).unwrap();
+        if dtype == "f16" {
+            let text = rlx::ir::text::print(&g).replace("f32", "f16");
+            g = rlx::ir::text::parse(&text).unwrap();
+        }
         let t0 = Instant::now();
         let program = program_of(&g, device).unwrap();
         let exe = backend.compile_program(&program).unwrap();
@@ -110,11 +125,11 @@ fn main() {
             let mut p = exe.program.profile_kernels(3).unwrap();
             p.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap());
             for (k, ms) in p.iter().take(12) {
-                println!("{{\"profile\": \"{k}\", \"batch\": {b}, \"ms\": {ms:.3}}}");
+                println!("{{\"profile\": \"{k}\", \"dtype\": \"{dtype}\", \"batch\": {b}, \"ms\": {ms:.3}}}");
             }
         }
         println!(
-            "{{\"bench\": \"minilm\", \"batch\": {b}, \"seq\": {seq}, \"kernels\": {}, \"compile_s\": {compile_s:.3}, \"e2e_ms_median\": {:.3}, \"gpu_ms\": {gpu_ms:.3}}}",
+            "{{\"bench\": \"minilm\", \"dtype\": \"{dtype}\", \"batch\": {b}, \"seq\": {seq}, \"kernels\": {}, \"compile_s\": {compile_s:.3}, \"e2e_ms_median\": {:.3}, \"gpu_ms\": {gpu_ms:.3}}}",
             exe.program.kernel_count(),
             median(e2e)
         );

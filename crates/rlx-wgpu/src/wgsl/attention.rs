@@ -162,7 +162,13 @@ fn tiled(
     let mut accum = String::new();
     let mut stores = String::new();
     for c in 0..d4 {
-        let l = quad(&mut b, &q, "qb", &format!("{}u", 4 * c), &format!(" * {sc}"));
+        let l = quad(
+            &mut b,
+            &q,
+            "qb",
+            &format!("{}u", 4 * c),
+            &format!(" * {sc}"),
+        );
         let _ = writeln!(qload, "let q{c}: vec4<f32> = {l};");
         let _ = write!(score, " + dot(q{c}, Ks[kr + {c}u])");
     }
@@ -180,10 +186,30 @@ fn tiled(
             let _ = writeln!(stores, "  {st}");
         }
     }
-    let kload = quad(&mut b, &k, &format!("kb + i32(j) * {}", k.strides[r - 2]), "cc", "");
-    let vload = quad(&mut b, &v, &format!("vb + i32(j) * {}", v.strides[r - 2]), "cc", "");
+    let kload = quad(
+        &mut b,
+        &k,
+        &format!("kb + i32(j) * {}", k.strides[r - 2]),
+        "cc",
+        "",
+    );
+    let vload = quad(
+        &mut b,
+        &v,
+        &format!("vb + i32(j) * {}", v.strides[r - 2]),
+        "cc",
+        "",
+    );
     let fq = |t: &TensorRef| full(t, sq, sk);
-    let mask = mask_code(&mut b, kind, mask, window, sk as i64 - sq as i64, &fq, &base)?;
+    let mask = mask_code(
+        &mut b,
+        kind,
+        mask,
+        window,
+        sk as i64 - sq as i64,
+        &fq,
+        &base,
+    )?;
     let ninf = "bits_(0xff800000u)";
     let s = format!(
         r#"var<workgroup> Ks: array<vec4<f32>, {ks}>;
@@ -315,7 +341,15 @@ fn row(
     let sc = f32_lit(scale.unwrap_or(1.0 / (d as f64).sqrt()));
     let ninf = "bits_(0xff800000u)";
     let fq = |t: &TensorRef| full(t, sq, sk);
-    let mask_code = mask_code(&mut b, kind, mask, window, sk as i64 - sq as i64, &fq, &base)?;
+    let mask_code = mask_code(
+        &mut b,
+        kind,
+        mask,
+        window,
+        sk as i64 - sq as i64,
+        &fq,
+        &base,
+    )?;
     let st = b.store(
         out,
         &format!("{} + i32(row) * {dv} + i32(c)", out.offset),

@@ -201,35 +201,52 @@ pub fn kernel(
             );
         }
     }
+    // The next k-tile is fetched from global memory into registers while
+    // this one is multiplied out of shared memory (the loads' latency
+    // hides behind the FMAs); `per` elements of each operand per thread.
+    let mut prologue = String::new();
+    let mut to_shared = String::new();
+    let mut prefetch = String::new();
+    for t in 0..per {
+        let e = format!("lid + {}u", t * 256);
+        let _ = writeln!(prologue, "var pa{t}: f32 = lda_({e}, 0u, m0, abase);");
+        let _ = writeln!(prologue, "var pb{t}: f32 = ldb_({e}, 0u, n0, bbase);");
+        let _ = writeln!(
+            to_shared,
+            "  {{ let ia = ia_({e}); As[ia / {w}u][ia % {w}u] = pa{t}; let ib = ib_({e}); Bs[ib / {w}u][ib % {w}u] = pb{t}; }}"
+        );
+        let _ = writeln!(prefetch, "  pa{t} = lda_({e}, kn, m0, abase);");
+        let _ = writeln!(prefetch, "  pb{t} = ldb_({e}, kn, n0, bbase);");
+    }
     let s = format!(
         r#"var<workgroup> As: array<{vt}, {asz}>;
 var<workgroup> Bs: array<{vt}, {bsz}>;
+// A tile: {bm} rows x {bk} cols, stored k-major; element e of the tile.
+fn lda_(e: u32, k0: u32, m0: u32, abase: i32) -> f32 {{
+  {amap}
+  let gm = m0 + am; let gk = k0 + ak;
+  if (gm < {m}u && gk < {k}u) {{ return {la}; }}
+  return 0.0;
+}}
+fn ia_(e: u32) -> u32 {{ {amap} return ak * {bm}u + am; }}
+// B tile: {bk} rows x {bn} cols.
+fn ldb_(e: u32, k0: u32, n0: u32, bbase: i32) -> f32 {{
+  {bmap}
+  let gk = k0 + bk_; let gn = n0 + bn_;
+  if (gk < {k}u && gn < {n}u) {{ return {lb}; }}
+  return 0.0;
+}}
+fn ib_(e: u32) -> u32 {{ {bmap} return bk_ * {bn}u + bn_; }}
 @compute @workgroup_size(16, 16)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32, @builtin(local_invocation_id) li: vec3<u32>) {{
 {bu}let abase: i32 = {abase};
 let bbase: i32 = {bbase};
 let m0: u32 = wg.y * {bm}u;
 let n0: u32 = wg.x * {bn}u;
-{init}for (var k0: u32 = 0u; k0 < {k}u; k0 = k0 + {bk}u) {{
-  for (var t: u32 = 0u; t < {per}u; t = t + 1u) {{
-    let e = lid + t * 256u;
-    // A tile: {bm} rows x {bk} cols, stored k-major.
-    {amap}
-    let gm = m0 + am; let gk = k0 + ak;
-    var av: f32 = 0.0;
-    if (gm < {m}u && gk < {k}u) {{ av = {la}; }}
-    let ia = ak * {bm}u + am;
-    As[ia / {w}u][ia % {w}u] = av;
-    // B tile: {bk} rows x {bn} cols.
-    {bmap}
-    let gk2 = k0 + bk_; let gn2 = n0 + bn_;
-    var bv: f32 = 0.0;
-    if (gk2 < {k}u && gn2 < {n}u) {{ let gk = gk2; let gn = gn2; bv = {lb}; }}
-    let ib = bk_ * {bn}u + bn_;
-    Bs[ib / {w}u][ib % {w}u] = bv;
-  }}
-  workgroupBarrier();
-  for (var kk: u32 = 0u; kk < {bk}u; kk = kk + 1u) {{
+{init}{prologue}for (var k0: u32 = 0u; k0 < {k}u; k0 = k0 + {bk}u) {{
+{to_shared}  workgroupBarrier();
+  let kn = k0 + {bk}u;
+{prefetch}  for (var kk: u32 = 0u; kk < {bk}u; kk = kk + 1u) {{
     let ai = (kk * {bm}u + li.y * {r}u) / {w}u;
     let bi = (kk * {bn}u + li.x * {r}u) / {w}u;
 {inner}  }}
