@@ -74,13 +74,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 rlx::ir::text::parse(&rlx::ir::text::print(&g32).replace("f32", name))?
             };
             let c = rlx::compile(&g, rlx::Device::Cpu)?;
-            let slow = c
+            let mut slow: Vec<String> = c
                 .dispatch_report()
                 .nodes
                 .iter()
                 .flat_map(|n| &n.kernels)
                 .filter(|k| k.starts_with("cpu::ref::"))
-                .count();
+                .map(|k| format!("{k:?}"))
+                .collect();
+            slow.sort();
+            slow.dedup();
+            let slow = slow.join(", ");
             let w: Vec<HostTensor> = weights.iter().map(|t| to_dtype(t, d)).collect();
             c.keep_resident(&(3..3 + w.len()).collect::<Vec<_>>());
             let mut inputs: Vec<&HostTensor> = vec![&ids, &mask, &types];
@@ -89,6 +93,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             for _ in 1..warmup {
                 c.run_refs(&inputs)?;
             }
+            rlx_cpu::profile::reset();
             let mut times = Vec::with_capacity(runs);
             for _ in 0..runs {
                 let t = Instant::now();
@@ -96,6 +101,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 times.push(t.elapsed().as_secs_f64() * 1e3);
             }
             times.sort_by(f64::total_cmp);
+            if rlx_cpu::profile::enabled() {
+                eprintln!(
+                    "{name} B={b} per-op profile:\n{}",
+                    rlx_cpu::profile::report()
+                );
+            }
             // The last output is the pooled, normalized embedding (B, H).
             let p = out.last().ok_or("no output")?.to_f64_vec()?;
             if d == DType::F32 {
@@ -112,7 +123,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 })
                 .fold(f64::INFINITY, f64::min);
             println!(
-                "{{\"system\": \"rlx-{name}\", \"batch\": {b}, \"seq\": {seq}, \"p50_ms\": {:.3}, \"min_ms\": {:.3}, \"ref_kernels\": {slow}, \"min_cos_vs_f32\": {min_cos:.7}}}",
+                "{{\"system\": \"rlx-{name}\", \"batch\": {b}, \"seq\": {seq}, \"p50_ms\": {:.3}, \"min_ms\": {:.3}, \"ref_kernels\": [{slow}], \"min_cos_vs_f32\": {min_cos:.7}}}",
                 times[times.len() / 2],
                 times[0]
             );
