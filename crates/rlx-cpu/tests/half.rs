@@ -304,3 +304,29 @@ fn half_reference_vectors_pass_on_the_fast_engine() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(runs >= 80, "only {runs} f16/bf16 cases reach a fast kernel");
 }
+
+/// A 16-bit input that is not kept resident is widened again on every run:
+/// new values give new results, each matching the reference.
+#[test]
+fn non_resident_half_inputs_are_read_every_run() {
+    let src = "graph @lin(%x: f16[3,16], %w: f16[6,16]) {
+  %wt = permute(%w) {perm=[1, 0]}
+  %y = matmul(%x, %wt)
+  return %y
+}";
+    let g = text::parse(src).unwrap();
+    let p = FastProgram::compile(Program::from_graph(g.clone())).unwrap();
+    for seed in [1, 2, 3] {
+        let ins = inputs(&g, seed);
+        let want = rlx_cpu::run_graph(&g, &ins).unwrap()[0]
+            .to_f64_vec()
+            .unwrap();
+        let got = p.run(&ins.iter().collect::<Vec<_>>()).unwrap()[0]
+            .to_f64_vec()
+            .unwrap();
+        for (x, y) in got.iter().zip(&want) {
+            let tol = 2.0 * unit(DType::F16) * y.abs() + 16.0 * 2f64.powi(-24) * 16.0;
+            assert!((x - y).abs() <= tol, "seed {seed}: {x} vs {y}");
+        }
+    }
+}

@@ -479,8 +479,8 @@ impl FastProgram {
             let types: Vec<&TensorType> = node.inputs.iter().map(|&v| g.ty(v)).collect();
             // Fast kernels write f32 arena slots directly, 16-bit slots
             // through the staging output.
-            let out_home = match &homes[node.outputs[0].index()] {
-                Home::Mem(l, f) if out_float && matches!(l.root, Root::Arena | Root::Half) => {
+            let out_home = match out_float.then(|| &homes[node.outputs[0].index()]) {
+                Some(Home::Mem(l, f)) if matches!(l.root, Root::Arena | Root::Half) => {
                     Some((l.clone(), *f))
                 }
                 _ => None,
