@@ -499,8 +499,39 @@ impl FastProgram {
                 stage_out_len = stage_out_len.max(out_loc.numel());
                 (out_loc.offset, out_fmt)
             });
-            let mut stage_in = Vec::new();
+            // 16-bit arena operands: their spans, overlapping ones merged
+            // (q, k, v read through views of one packed buffer are staged
+            // once), each region widened into the staging buffer.
+            let mut spans: Vec<(std::ops::Range<usize>, Fmt)> = node
+                .inputs
+                .iter()
+                .filter_map(|&v| match &homes[v.index()] {
+                    Home::Mem(l, f) if l.root == Root::Half && *f != Fmt::F32 => {
+                        Some((l.span(), *f))
+                    }
+                    _ => None,
+                })
+                .collect();
+            spans.sort_by_key(|(r, _)| r.start);
+            let mut stage_in: Vec<StageIn> = Vec::new();
             let mut cursor = 0usize;
+            for (r, fmt) in spans {
+                match stage_in.last_mut() {
+                    Some(last) if last.fmt == fmt && r.start < last.from.end => {
+                        let end = last.from.end.max(r.end);
+                        cursor += end - last.from.end;
+                        last.from.end = end;
+                    }
+                    _ => {
+                        stage_in.push(StageIn {
+                            from: r.clone(),
+                            fmt,
+                            to: cursor,
+                        });
+                        cursor += r.len();
+                    }
+                }
+            }
             let mut args: Vec<Option<Loc>> = Vec::with_capacity(node.inputs.len());
             for &v in &node.inputs {
                 let Home::Mem(l, fmt) = &homes[v.index()] else {
@@ -530,18 +561,19 @@ impl FastProgram {
                     }
                     (_, fmt) => {
                         let span = l.span();
-                        stage_in.push(StageIn {
-                            from: span.clone(),
-                            fmt,
-                            to: cursor,
-                        });
-                        let loc = Loc {
+                        let s = stage_in
+                            .iter()
+                            .find(|s| {
+                                s.fmt == fmt && s.from.start <= span.start && span.end <= s.from.end
+                            })
+                            .ok_or_else(|| {
+                                fail(node.op.name(), "unstaged operand (an engine bug)")
+                            })?;
+                        Loc {
                             root: Root::Stage,
-                            offset: cursor + (l.offset - span.start),
+                            offset: s.to + (l.offset - s.from.start),
                             ..l.clone()
-                        };
-                        cursor += span.len();
-                        loc
+                        }
                     }
                 };
                 args.push(Some(l));
