@@ -132,6 +132,10 @@ const EXTRA: &[(&str, &str)] = &[
     ("reduce_fusions_pooling", "graph @g(%x: f32[3,7,40], %m: f32[3,7,1]) {\n  %me = exp(%m)\n  %a = mul(%x, %me)\n  %s = reduce_sum(%a) {axes=[1]}\n  %c = reduce_sum(%me) {axes=[1]}\n  %cc = clamp(%c) {min=1e-9}\n  %mean = div(%s, %cc)\n  %sq = mul(%mean, %mean)\n  %n = reduce_sum(%sq) {axes=[1], keepdim=true}\n  %r = sqrt(%n)\n  %y = div(%mean, %r)\n  return %y\n}"),
     ("reduce_fusions_middle_axis_consumer", "graph @g(%x: f32[4,9,6]) {\n  %mx = reduce_max(%x) {axes=[1], keepdim=true}\n  %y = sub(%x, %mx)\n  return %y\n}"),
     ("reduce_fusions_column_consumer", "graph @g(%x: f32[6,10]) {\n  %s = reduce_sum(%x) {axes=[0]}\n  %y = mul(%x, %s)\n  return %y\n}"),
+    // Reductions over a middle axis with many outputs: 32 neighbouring
+    // outputs per block (a partial last block), 8 threads per output.
+    ("reduce_columns_producer_epilogue", "graph @g(%x: f32[3,50,700], %m: f32[3,50,1]) {\n  %a = mul(%x, %m)\n  %s = reduce_sum(%a) {axes=[1]}\n  %y = neg(%s)\n  return %y\n}"),
+    ("reduce_columns_max_mean", "graph @g(%x: f32[40,1100]) {\n  %mx = reduce_max(%x) {axes=[0]}\n  %mn = reduce_mean(%x) {axes=[0]}\n  return %mx, %mn\n}"),
     ("reduce_fusions_epilogue_operand", "graph @g(%x: f32[5,300], %b: f32[5]) {\n  %s = reduce_mean(%x) {axes=[1]}\n  %y = add(%s, %b)\n  return %y\n}"),
     // Rows of a multiple of 128: the 4-elements-per-lane norm kernel.
     ("layer_norm_384", "graph @g(%x: f32[10,384], %g: f32[384], %b: f32[384]) {\n  %y = layer_norm(%x, %g, %b) {eps=1e-5}\n  return %y\n}"),

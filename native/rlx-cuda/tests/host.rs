@@ -275,6 +275,7 @@ fn generated_sources_compile_with_nvrtc_where_available() {
         for src in [
             "graph @g(%x: f32[3,7,40], %m: f32[3,7,1]) {\n  %me = exp(%m)\n  %a = mul(%x, %me)\n  %s = reduce_sum(%a) {axes=[1]}\n  %c = reduce_sum(%me) {axes=[1]}\n  %cc = clamp(%c) {min=1e-9}\n  %mean = div(%s, %cc)\n  %sq = mul(%mean, %mean)\n  %n = reduce_sum(%sq) {axes=[1], keepdim=true}\n  %r = sqrt(%n)\n  %y = div(%mean, %r)\n  return %y\n}",
             "graph @g(%x: f32[4,9,6]) {\n  %a = neg(%x)\n  %mx = argmax(%a) {axis=1}\n  %mn = reduce_max(%x) {axes=[1], keepdim=true}\n  %y = sub(%x, %mn)\n  return %y, %mx\n}",
+            "graph @g(%x: f32[40,1100]) {\n  %mx = reduce_max(%x) {axes=[0]}\n  %mn = reduce_mean(%x) {axes=[0]}\n  %p = reduce_prod(%x) {axes=[0]}\n  %q = reduce_min(%x) {axes=[0]}\n  return %mx, %mn, %p, %q\n}",
         ] {
             sources.push(planned(&src.replace("f32", dt)).source);
         }
@@ -454,4 +455,30 @@ fn reductions_fuse_their_elementwise_producer_epilogue_and_row_consumer() {
     // column i) are not per row: left alone.
     let r = planned(&col.replace("axes=[0]", "axes=[1]"));
     assert_eq!(r.launches.len(), 2, "{:?}", r.kernels);
+}
+
+#[test]
+fn middle_axis_reductions_with_many_outputs_take_32_outputs_per_block() {
+    let p = planned(
+        "graph @g(%x: f32[3,50,700], %m: f32[3,50,1]) {\n  %a = mul(%x, %m)\n  %s = reduce_sum(%a) {axes=[1]}\n  %y = neg(%s)\n  return %y\n}",
+    );
+    // 2100 outputs: 66 blocks (the last one partial), the producer and
+    // the epilogue fused as before.
+    assert_eq!(p.launches.len(), 1, "{:?}", p.kernels);
+    let plan::Launch::Kernel { grid, block, .. } = &p.launches[0] else {
+        panic!("not a kernel: {:?}", p.launches[0]);
+    };
+    assert_eq!((*grid, *block), ((66, 1, 1), 256));
+    assert!(p.source.contains("sh[8][32]"), "{}", p.source);
+    assert!(p.source.contains("o < 2100LL"), "{}", p.source);
+    // Reductions over the last axis, few outputs, or two-pass kinds keep
+    // one block per output.
+    for src in [
+        "graph @g(%x: f32[2100,50]) {\n  %s = reduce_sum(%x) {axes=[1]}\n  return %s\n}",
+        "graph @g(%x: f32[3,50,300]) {\n  %s = reduce_sum(%x) {axes=[1]}\n  return %s\n}",
+        "graph @g(%x: f32[3,50,700]) {\n  %s = reduce_variance(%x) {axes=[1]}\n  return %s\n}",
+    ] {
+        let q = planned(src);
+        assert!(!q.source.contains("sh[8][32]"), "{src}");
+    }
 }

@@ -200,18 +200,55 @@ pub struct ReduceConsumer {
     pub out_red: Vec<i64>,
 }
 
-/// One block per output element over `kd` (kept) dims, reducing `rd` dims
-/// (input strides in `src`), from dtype `din` to `dout`; the output is contiguous over `kept`, or
-/// written by `epi`, or by `bcast` (then `epi`'s output is not stored).
+/// How a reduction's threads cover it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceLayout {
+    /// One block ([`ROW_THREADS`]) per output element, threads over the
+    /// reduced elements: for rows that are contiguous or few outputs.
+    Block,
+    /// 32 consecutive output elements per 256-thread block, 8 threads per
+    /// output splitting its reduced elements: when the outputs' innermost
+    /// axis is contiguous in the input (a sum over the middle axis), a
+    /// warp's loads are 32 neighbours. Single-pass kinds only (sum, mean,
+    /// prod, max, min), no row consumer.
+    Columns,
+}
+
+/// Output elements per block of [`ReduceLayout::Columns`].
+pub const REDUCE_COLUMNS: usize = 32;
+
+/// A reduction over `kd` (kept) dims of `rd` (reduced) dims (input strides
+/// in `src`), from dtype `din` to `dout`; the output is contiguous over
+/// `kd`, or written by `epi`, or by `bcast` (then `epi`'s output is not
+/// stored). `layout` says how the threads cover it.
 pub fn reduce(
     kind: Reduce,
     (din, dout): (DType, DType),
     (kd, rd): (&[usize], &[usize]),
     src: &ReduceSrc,
-    epi: Option<&ReduceEpilogue>,
-    bcast: Option<&ReduceConsumer>,
+    (epi, bcast): (Option<&ReduceEpilogue>, Option<&ReduceConsumer>),
+    layout: ReduceLayout,
 ) -> String {
+    let cols = layout == ReduceLayout::Columns;
+    let n_out: usize = kd.iter().product();
     let count: usize = rd.iter().product();
+    // Where each thread starts and how far it steps over the reduced
+    // elements; which thread writes the result.
+    let (j0, jstep, writer) = if cols {
+        ("ty", "8", "ty == 0 && live")
+    } else {
+        ("threadIdx.x", "blockDim.x", "threadIdx.x == 0")
+    };
+    // The combine of the per-thread partials into the writer's `v`.
+    let combine = |t: &str, op: &str| {
+        if cols {
+            format!(
+                "  {{ __shared__ {t} sh[8][{REDUCE_COLUMNS}]; sh[ty][tx] = v; __syncthreads();\n    if (ty == 0) {{ for (int w = 1; w < 8; ++w) {{ {t} a = v, b = sh[w][tx]; v = {op}; }} }} }}\n"
+            )
+        } else {
+            block_reduce(t, op)
+        }
+    };
     let c = compute(din);
     let acc = if din.is_float() { c } else { "long long" };
     let fmax = if c == "double" { "fmax" } else { "fmaxf" };
@@ -240,7 +277,7 @@ pub fn reduce(
     };
     let red_loop = |init: &str, step: &str| {
         format!(
-            "  {acc} v = {init};\n  for (long long j = threadIdx.x; j < {count}LL; j += blockDim.x) {{\n    {}\n    {fetch}\n    {step}\n  }}\n",
+            "  {acc} v = {init};\n  for (long long j = {j0}; j < {count}LL; j += {jstep}) {{\n    {}\n    {fetch}\n    {step}\n  }}\n",
             unravel(rd, "j").replace("long long c", "long long q").replace("r_", "rr_"),
         )
     };
@@ -308,20 +345,23 @@ pub fn reduce(
         (None, None) => dout,
     };
     params.push(format!("{}* __restrict__ out0", st(out_dtype)));
+    let first = if cols {
+        // Threads past the last output compute on output 0 and write nothing.
+        format!("int tx = threadIdx.x & 31, ty = threadIdx.x >> 5; long long o = blockIdx.x * {REDUCE_COLUMNS}LL + tx; const bool live = o < {n_out}LL; if (!live) o = 0;")
+    } else {
+        "long long o = blockIdx.x;".to_string()
+    };
     let head = format!(
-        "extern \"C\" __global__ void @NAME@({}) {{\n  long long o = blockIdx.x; {}\n  {bases}\n",
+        "extern \"C\" __global__ void @NAME@({}) {{\n  {first} {}\n  {bases}\n",
         params.join(", "),
         unravel(kd, "o"),
     );
     let mut s = head;
     let fin = |s: &mut String, e: &str| {
         *s += &match (epi, bcast) {
-            (None, None) => format!(
-                "  if (threadIdx.x == 0) out0[o] = {};\n}}\n",
-                store(dout, e)
-            ),
+            (None, None) => format!("  if ({writer}) out0[o] = {};\n}}\n", store(dout, e)),
             (Some(ep), None) => format!(
-                "  if (threadIdx.x == 0) {{\n    {} y_ = {};\n    {{ {}\n{epi_loads}{}      out0[{}] = {};\n    }}\n  }}\n}}\n",
+                "  if ({writer}) {{\n    {} y_ = {};\n    {{ {}\n{epi_loads}{}      out0[{}] = {};\n    }}\n  }}\n}}\n",
                 compute(dout),
                 load(dout, &store(dout, e)),
                 unravel(&ep.dims, "o"),
@@ -365,7 +405,7 @@ pub fn reduce(
     match kind {
         Reduce::Sum | Reduce::Mean => {
             s += &red_loop(&lit(din, 0.0), "v += x;");
-            s += &block_reduce(acc, "a + b");
+            s += &combine(acc, "a + b");
             let e = if kind == Reduce::Mean {
                 format!("v / ({acc}){count}")
             } else {
@@ -375,7 +415,7 @@ pub fn reduce(
         }
         Reduce::Prod => {
             s += &red_loop(&lit(din, 1.0), "v *= x;");
-            s += &block_reduce(acc, "a * b");
+            s += &combine(acc, "a * b");
             fin(&mut s, "v");
         }
         Reduce::Max | Reduce::Min => {
@@ -397,7 +437,7 @@ pub fn reduce(
                 format!("(a {cmp} b ? a : b)")
             };
             s += &red_loop(&init, &format!("{{ {acc} a = v, b = x; v = {pick}; }}"));
-            s += &block_reduce(acc, &pick);
+            s += &combine(acc, &pick);
             fin(&mut s, "v");
         }
         Reduce::LogSumExp => {
@@ -407,20 +447,20 @@ pub fn reduce(
                 &lit(din, f64::NEG_INFINITY),
                 &format!("{{ {acc} a = v, b = x; v = {pick}; }}"),
             );
-            s += &block_reduce(acc, &pick);
+            s += &combine(acc, &pick);
             s += &format!("  {acc} m = v; {acc} mm = ({fmax}(m, m) == m && m > -1e308 && m < 1e308) ? m : {z};\n", z = lit(din, 0.0));
             s += &red_loop(&lit(din, 0.0), &format!("v += {fexp}(x - mm);"))
                 .replace(&format!("  {acc} v = "), "  v = ");
-            s += &block_reduce(acc, "a + b");
+            s += &combine(acc, "a + b");
             fin(&mut s, &format!("mm + {flog}(v)"));
         }
         Reduce::Variance(corr) => {
             s += &red_loop(&lit(din, 0.0), "v += x;");
-            s += &block_reduce(acc, "a + b");
+            s += &combine(acc, "a + b");
             s += &format!("  {acc} mean = v / ({acc}){count};\n");
             s += &red_loop(&lit(din, 0.0), "v += (x - mean) * (x - mean);")
                 .replace(&format!("  {acc} v = "), "  v = ");
-            s += &block_reduce(acc, "a + b");
+            s += &combine(acc, "a + b");
             fin(&mut s, &format!("v / ({acc})({count} - {corr})"));
         }
         Reduce::Any | Reduce::All => {
@@ -430,7 +470,7 @@ pub fn reduce(
                 ("true", "v = v && (x != 0);", "a && b")
             };
             s += &red_loop(init, step).replacen(&format!("  {acc} v"), "  bool v", 1);
-            s += &block_reduce("bool", op);
+            s += &combine("bool", op);
             fin(&mut s, "v");
         }
         Reduce::ArgMax | Reduce::ArgMin => {
@@ -810,12 +850,10 @@ pub fn attention_tiled(a: &AttentionSpec, warps: u32, rows: u32) -> String {
 
 /// Layer/RMS norm with one warp per row for rows of at most 1024 elements:
 /// the row stays in registers (one global read), reductions are warp
-/// shuffles, no block barriers. 8 rows per 256-thread block. Rows of a
-/// multiple of 128 elements are read and written 4 elements per lane at a
-/// time (8- or 16-byte accesses when every pointer is aligned for it, which
-/// is checked at run time): a quarter of the memory instructions.
+/// shuffles, no block barriers. 8 rows per 256-thread block.
 pub fn norm_warp(d: DType, n: usize, rows: usize, eps: f64, rms: bool) -> String {
     let per = n.div_ceil(32);
+    let x = load(d, "in0[base + j]");
     let beta_param = if rms {
         String::new()
     } else {
@@ -826,60 +864,6 @@ pub fn norm_warp(d: DType, n: usize, rows: usize, eps: f64, rms: bool) -> String
     } else {
         "  float s = 0.f;\n  for (int k = 0; k < PER; ++k) s += v[k];\n  float m = warp_sum(s) / (float)N;\n".to_string()
     };
-    if n.is_multiple_of(128) {
-        // Lane l holds elements 4(l + 32k) .. 4(l + 32k) + 3 in v[4k..4k+3].
-        let (vec, mask) = if d == DType::F32 {
-            ("float4", 15)
-        } else {
-            ("uint2", 7)
-        };
-        let beta_ptr = if rms {
-            ""
-        } else {
-            " | (unsigned long long)in2"
-        };
-        let ld = |arr: &str, dst: &str| {
-            format!(
-                "if (al) {{ U w; w.u = *(const {vec}*)({arr} + j); for (int e = 0; e < 4; ++e) {dst}[e] = {}; }} else {{ for (int e = 0; e < 4; ++e) {dst}[e] = {}; }}",
-                load(d, "w.h[e]"),
-                load(d, &format!("{arr}[j + e]"))
-            )
-        };
-        let shift = if rms { "" } else { " + b[e]" };
-        let ldb = if rms { String::new() } else { ld("in2", "b") };
-        return format!(
-            "extern \"C\" __global__ void @NAME@(const {s}* __restrict__ in0, const {s}* __restrict__ in1{beta_param}, {s}* __restrict__ out0) {{
-  const int N = {n}, PER = {per};
-  union U {{ {vec} u; {s} h[4]; }};
-  long long row = blockIdx.x * 8LL + (threadIdx.x >> 5); int lane = threadIdx.x & 31;
-  if (row >= {rows}LL) return;
-  const {s}* x = in0 + row * {n}LL; {s}* y = out0 + row * {n}LL;
-  const bool al = (((unsigned long long)x | (unsigned long long)y | (unsigned long long)in1{beta_ptr}) & {mask}ull) == 0;
-  float v[PER];
-  #pragma unroll
-  for (int k = 0; k < PER / 4; ++k) {{ int j = 4 * (lane + 32 * k); float* t = v + 4 * k; {ldx} }}
-{mean}  float q = 0.f;
-  #pragma unroll
-  for (int k = 0; k < PER; ++k) {{ float c = v[k] - m; q += c * c; }}
-  float inv = 1.f / sqrtf(warp_sum(q) / (float)N + {eps});
-  #pragma unroll
-  for (int k = 0; k < PER / 4; ++k) {{
-    int j = 4 * (lane + 32 * k); float g[4], b[4]; (void)b;
-    {ldg}
-    {ldb}
-    U o; for (int e = 0; e < 4; ++e) o.h[e] = {o};
-    if (al) *({vec}*)(y + j) = o.u; else for (int e = 0; e < 4; ++e) y[j + e] = o.h[e];
-  }}
-}}
-",
-            s = st(d),
-            eps = lit(DType::F32, eps),
-            ldx = ld("x", "t"),
-            ldg = ld("in1", "g"),
-            o = store(d, &format!("(v[4 * k + e] - m) * inv * g[e]{shift}")),
-        );
-    }
-    let x = load(d, "in0[base + j]");
     let shift = if rms {
         String::new()
     } else {

@@ -10,7 +10,9 @@
 //! so the results are the same as unfused.
 
 use super::*;
-use crate::codegen::kernels::{ReduceConsumer, ReduceEpilogue, ReduceSrc};
+use crate::codegen::kernels::{
+    Reduce, ReduceConsumer, ReduceEpilogue, ReduceLayout, ReduceSrc, REDUCE_COLUMNS,
+};
 
 /// An elementwise node left for the reduction that reads its output.
 pub(super) struct Deferred {
@@ -164,13 +166,34 @@ pub(super) fn reduction(
         reads.extend(e.others.iter().cloned());
     }
     let bcast = consumer(p, last, value, &dims, &axes, &kd, &reads)?;
+    // Outputs whose innermost axis is contiguous in the input (a sum over
+    // a middle axis): 32 neighbouring outputs per block, so a warp's loads
+    // are neighbours, when there are enough outputs to fill the GPU.
+    let inner_contiguous = kd.last().is_some_and(|&d| d > 1)
+        && src
+            .ins
+            .iter()
+            .all(|(_, ks, _)| matches!(ks.last(), Some(0 | 1)))
+        && src.ins.iter().any(|(_, ks, _)| ks.last() == Some(&1));
+    let layout = if bcast.is_none()
+        && matches!(
+            kind,
+            Reduce::Sum | Reduce::Mean | Reduce::Prod | Reduce::Max | Reduce::Min
+        )
+        && inner_contiguous
+        && n_out >= 1024
+    {
+        ReduceLayout::Columns
+    } else {
+        ReduceLayout::Block
+    };
     let text = kernels::reduce(
         kind,
         (din, out.dtype),
         (&kd, &rd),
         &src,
-        epi.as_ref().map(|e| &e.epi),
-        bcast.as_ref().map(|b| &b.0),
+        (epi.as_ref().map(|e| &e.epi), bcast.as_ref().map(|b| &b.0)),
+        layout,
     );
     let mut dst = out.ptr();
     if let Some(e) = epi {
@@ -182,9 +205,13 @@ pub(super) fn reduction(
         dst = d;
     }
     args.push(dst);
+    let blocks = match layout {
+        ReduceLayout::Block => n_out,
+        ReduceLayout::Columns => n_out.div_ceil(REDUCE_COLUMNS),
+    };
     p.kernel(
         text,
-        ((n_out as u32).max(1), 1, 1),
+        ((blocks as u32).max(1), 1, 1),
         ROW_THREADS,
         0,
         args,
