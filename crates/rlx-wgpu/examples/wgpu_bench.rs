@@ -122,7 +122,23 @@ fn main() {
         }
         let gpu_ms = exe.program.time_compute(runs).unwrap() * 1e3;
         if std::env::var("RLX_WGPU_PROFILE").is_ok() {
-            let mut p = exe.program.profile_kernels(3).unwrap();
+            let mut p = exe.program.profile_kernels(5).unwrap();
+            let total: f64 = p.iter().map(|x| x.1).sum();
+            // Per op kind (the name after `sNNN_`), summed: where the pass goes.
+            let mut kinds: std::collections::BTreeMap<String, (usize, f64)> = Default::default();
+            for (k, ms) in &p {
+                let kind = k.split_once('_').map_or(k.as_str(), |x| x.1).to_string();
+                let e = kinds.entry(kind).or_default();
+                e.0 += 1;
+                e.1 += ms;
+            }
+            for (kind, (n, ms)) in &kinds {
+                println!("{{\"profile_kind\": \"{kind}\", \"dtype\": \"{dtype}\", \"batch\": {b}, \"count\": {n}, \"ms\": {ms:.4}}}");
+            }
+            println!(
+                "{{\"profile_total\": {total:.4}, \"dtype\": \"{dtype}\", \"batch\": {b}, \"stamped\": {}}}",
+                ctx.info.timestamps
+            );
             p.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap());
             for (k, ms) in p.iter().take(12) {
                 println!("{{\"profile\": \"{k}\", \"dtype\": \"{dtype}\", \"batch\": {b}, \"ms\": {ms:.3}}}");

@@ -20,6 +20,8 @@ pub struct AdapterInfo {
     pub shader_f16: bool,
     /// Subgroup operations are available.
     pub subgroups: bool,
+    /// GPU timestamps between dispatches (native profiling) were granted.
+    pub timestamps: bool,
     pub max_storage_binding: u64,
     pub max_storage_buffers_per_stage: u32,
     pub max_workgroup_storage: u32,
@@ -88,7 +90,13 @@ impl GpuContext {
                 why: e.to_string(),
             })?;
         let features = adapter.features();
-        let want = wgpu::Features::SHADER_F16 & features;
+        // Timestamps inside passes exist natively only (kernel profiles).
+        let stamps = if cfg!(target_arch = "wasm32") {
+            wgpu::Features::empty()
+        } else {
+            wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES
+        };
+        let want = (wgpu::Features::SHADER_F16 | stamps) & features;
         let limits = adapter.limits();
         let ai = adapter.get_info();
         let (device_, queue) = adapter
@@ -124,6 +132,7 @@ impl GpuContext {
             backend: format!("{:?}", ai.backend),
             driver: format!("{} {}", ai.driver, ai.driver_info),
             shader_f16: want.contains(wgpu::Features::SHADER_F16),
+            timestamps: !stamps.is_empty() && want.contains(stamps),
             subgroups: features.contains(wgpu::Features::SUBGROUP),
             max_storage_binding: limits.max_storage_buffer_binding_size as u64,
             max_storage_buffers_per_stage: limits.max_storage_buffers_per_shader_stage,

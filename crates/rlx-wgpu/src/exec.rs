@@ -527,10 +527,98 @@ impl GpuProgram {
         Ok(t0.elapsed().as_secs_f64() / repeats.max(1) as f64)
     }
 
-    /// Milliseconds of each kernel alone (one submit per kernel; for
-    /// finding the slow ones, not for totals).
+    /// Milliseconds per kernel. With GPU timestamps (`AdapterInfo::timestamps`):
+    /// stamps between the dispatches of whole passes, each kernel's time
+    /// being the median over `repeats` passes of the interval from its
+    /// start stamp to the next (so it includes the barrier after it) — these
+    /// add up to the pass. Without them: each kernel alone in its own
+    /// submit, host-timed (for finding the slow ones, not for totals).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn profile_kernels(&self, repeats: usize) -> Result<Vec<(String, f64)>, WgpuError> {
+        if self.ctx.info.timestamps {
+            return self.profile_stamped(repeats.max(1));
+        }
+        self.profile_alone(repeats)
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    fn profile_stamped(&self, repeats: usize) -> Result<Vec<(String, f64)>, WgpuError> {
+        let dev = &self.ctx.device;
+        let n = self.steps.len() as u32 + 1;
+        let qs = dev.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("rlx profile"),
+            ty: wgpu::QueryType::Timestamp,
+            count: n,
+        });
+        let bytes = n as u64 * 8;
+        let resolve = dev.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("rlx stamps"),
+            size: bytes,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let read = dev.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("rlx stamps read"),
+            size: bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let tick_ns = self.ctx.queue.get_timestamp_period() as f64;
+        let mut per: Vec<Vec<f64>> = vec![Vec::new(); self.steps.len()];
+        for _ in 0..repeats {
+            let mut enc =
+                dev.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+            {
+                let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: None,
+                    timestamp_writes: None,
+                });
+                for (i, (pipe, bg, g)) in self.steps.iter().enumerate() {
+                    pass.write_timestamp(&qs, i as u32);
+                    pass.set_pipeline(pipe);
+                    pass.set_bind_group(0, bg, &[]);
+                    pass.dispatch_workgroups(g[0], g[1], g[2]);
+                }
+                pass.write_timestamp(&qs, n - 1);
+            }
+            enc.resolve_query_set(&qs, 0..n, &resolve, 0);
+            enc.copy_buffer_to_buffer(&resolve, 0, &read, 0, bytes);
+            self.ctx.queue.submit([enc.finish()]);
+            let (tx, rx) = oneshot::channel();
+            read.slice(..)
+                .map_async(wgpu::MapMode::Read, move |r| tx.send(r));
+            dev.poll(wgpu::PollType::wait_indefinitely())
+                .map_err(|e| WgpuError::Gpu(e.to_string()))?;
+            pollster::block_on(rx)
+                .ok_or_else(|| WgpuError::DeviceLost {
+                    why: "readback callback dropped".into(),
+                })?
+                .map_err(|e| WgpuError::Gpu(format!("timestamps: {e}")))?;
+            let t: Vec<u64> = {
+                let v = read
+                    .slice(..)
+                    .get_mapped_range()
+                    .map_err(|e| WgpuError::Gpu(e.to_string()))?;
+                bytemuck::pod_collect_to_vec::<u8, u64>(&v)
+            };
+            read.unmap();
+            for (i, w) in t.windows(2).enumerate() {
+                per[i].push(w[1].saturating_sub(w[0]) as f64 * tick_ns * 1e-6);
+            }
+        }
+        self.ctx.check()?;
+        Ok(per
+            .into_iter()
+            .zip(&self.kernel_names)
+            .map(|(mut v, name)| {
+                v.sort_by(|a, b| a.total_cmp(b));
+                (name.clone(), v[v.len() / 2])
+            })
+            .collect())
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    fn profile_alone(&self, repeats: usize) -> Result<Vec<(String, f64)>, WgpuError> {
         let mut out = Vec::new();
         for ((pipe, bg, g), name) in self.steps.iter().zip(&self.kernel_names) {
             let mut enc = self

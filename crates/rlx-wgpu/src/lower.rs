@@ -162,6 +162,12 @@ pub fn lower_with(p: &Program, f16_native: bool) -> Result<Lowered, WgpuError> {
         }
     }
     let mut kernels = Vec::new();
+    let has_kernel = |ni: usize| {
+        let node = &g.nodes[ni];
+        !(matches!(node.op.name(), "transfer" | "constant" | "arange")
+            || node.outputs.iter().all(|o| view.contains_key(o)))
+    };
+    let fusions = crate::fuse::find(p, &loc, &|v| view.contains_key(&v), &has_kernel);
     for (si, step) in p.steps.iter().enumerate() {
         let [ni] = step.nodes[..] else {
             return Err(unsupported(
@@ -170,16 +176,24 @@ pub fn lower_with(p: &Program, f16_native: bool) -> Result<Lowered, WgpuError> {
             ));
         };
         let node = &g.nodes[ni];
-        if matches!(node.op.name(), "transfer" | "constant" | "arange")
-            || node.outputs.iter().all(|o| view.contains_key(o))
-        {
+        if !has_kernel(ni) || fusions.skip.contains(&ni) {
             continue;
         }
         let ins: Vec<TensorRef> = node.inputs.iter().map(|v| loc[v].clone()).collect();
-        let outs: Vec<TensorRef> = node.outputs.iter().map(|v| loc[v].clone()).collect();
+        let mut outs: Vec<TensorRef> = node.outputs.iter().map(|v| loc[v].clone()).collect();
         let dt = ins.first().map(|t| t.dtype).unwrap_or(outs[0].dtype);
-        let name = format!("s{si}_{}_{}", node.op.name(), dt.name());
-        kernels.extend(node_kernels(&name, node, &ins, &outs)?);
+        let mut name = format!("s{si}_{}_{}", node.op.name(), dt.name());
+        let mut residual = None;
+        if let Some(&(add, other)) = fusions.residual.get(&ni) {
+            outs = vec![loc[&g.nodes[add].outputs[0]].clone()];
+            residual = Some(loc[&other].clone());
+            name.push_str("_add");
+        }
+        if let Some(dst) = fusions.heads.get(&ni) {
+            outs = vec![dst.clone()];
+            name.push_str("_merge_heads");
+        }
+        kernels.extend(node_kernels(&name, node, &ins, &outs, residual.as_ref())?);
     }
     // Graph outputs must be contiguous for readback; copy the rest into
     // scratch words at the end of the arena.
@@ -331,6 +345,7 @@ fn node_kernels(
     node: &Node,
     ins: &[TensorRef],
     outs: &[TensorRef],
+    residual: Option<&TensorRef>,
 ) -> Result<Vec<Kernel>, WgpuError> {
     let op = node.op.name();
     let out = &outs[0];
@@ -485,7 +500,7 @@ fn node_kernels(
             )?)
         }
         "matmul" => one(wgsl::matmul::kernel(
-            name, &ins[0], &ins[1], None, "none", out,
+            name, &ins[0], &ins[1], None, "none", residual, out,
         )?),
         "matmul_bias_act" => {
             let act = node
@@ -498,6 +513,7 @@ fn node_kernels(
                 &ins[1],
                 ins.get(2),
                 act,
+                residual,
                 out,
             )?)
         }

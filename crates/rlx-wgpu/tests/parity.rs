@@ -94,6 +94,24 @@ fn fused_region_is_one_kernel() {
 }
 
 #[test]
+fn residual_add_and_head_merge_fold_into_kernels() {
+    init();
+    for (g, want) in [
+        (cases::residual_matmul(), "_add"),
+        (cases::merged_heads(), "_merge_heads"),
+    ] {
+        let names: Vec<String> = rlx_wgpu::kernels_of(&g, rlx::Device::Vulkan)
+            .unwrap()
+            .into_iter()
+            .map(|k| k.name)
+            .collect();
+        assert_eq!(names.len(), 1, "one kernel: {names:?}");
+        assert!(names[0].ends_with(want), "{names:?}");
+    }
+    run_group(cases::kernel_fusions());
+}
+
+#[test]
 fn unclaimed_ops_decompose_or_fail_with_the_dispatch_error() {
     init();
     let c = rlx::compile(&cases::group_norm(), rlx::Device::Vulkan).unwrap();

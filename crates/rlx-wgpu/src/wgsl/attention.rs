@@ -28,7 +28,7 @@ const TILE_FLOATS: usize = 2048;
 
 /// The tiled kernel's shape limit: q and the accumulator live in registers.
 fn tiled_fits(d: usize, dv: usize) -> bool {
-    d % 4 == 0 && dv % 4 == 0 && d > 0 && dv > 0 && d + dv <= 128
+    d.is_multiple_of(4) && dv.is_multiple_of(4) && d > 0 && dv > 0 && d + dv <= 128
 }
 
 /// The mask statements for score `s` of query row `qi`, key `j` (u32s).
@@ -178,11 +178,10 @@ fn tiled(
         let _ = writeln!(rescale, "    o{c} = o{c} * cf;");
         let _ = writeln!(accum, "    o{c} = fma(vec4<f32>(p), Vs[vr + {c}u], o{c});");
         for e in 0..4 {
-            let st = b.store(
-                out,
-                &format!("{} + i32(row) * {dv} + {}", out.offset, 4 * c + e),
-                &format!("o{c}[{e}] / lsum"),
-            );
+            // Through the output's strides: it may be the merged-heads view.
+            let mut idx = bi.clone();
+            idx.extend(["qi".to_string(), format!("{}u", 4 * c + e)]);
+            let st = b.store(out, &Builder::addr(out, &idx), &format!("o{c}[{e}] / lsum"));
             let _ = writeln!(stores, "  {st}");
         }
     }
@@ -222,7 +221,6 @@ let bz: u32 = tile / {per_head}u;
 let qrow: u32 = (tile % {per_head}u) * {tq}u + lid;
 let live: bool = qrow < {sq}u;
 let qi: u32 = min(qrow, {sqm}u);
-let row: u32 = bz * {sq}u + qi;
 {bu}let qb: i32 = {qbase} + i32(qi) * {qs};
 let kb: i32 = {kbase};
 let vb: i32 = {vbase};
@@ -350,11 +348,9 @@ fn row(
         &fq,
         &base,
     )?;
-    let st = b.store(
-        out,
-        &format!("{} + i32(row) * {dv} + i32(c)", out.offset),
-        "o / t",
-    );
+    let mut idx = bi.clone();
+    idx.extend(["qi".to_string(), "c".to_string()]);
+    let st = b.store(out, &Builder::addr(out, &idx), "o / t");
     // P·V: with threads to spare (dv ≤ wg/2), `g` sets of dv threads each
     // sum a strided share of the keys, then one set adds the partials
     // (fewer serial steps per row than one thread per column).

@@ -79,13 +79,16 @@ pub fn operands(
     (full(&a, m, k), full(&b, k, n), batch, m, k, n)
 }
 
-/// act(a @ b + bias) into contiguous `out`.
+/// act(a @ b + bias) (+ residual, broadcast to the output) into
+/// contiguous `out`.
+#[allow(clippy::too_many_arguments)]
 pub fn kernel(
     name: &str,
     a: &TensorRef,
     b: &TensorRef,
     bias: Option<&TensorRef>,
     act: &str,
+    residual: Option<&TensorRef>,
     out: &TensorRef,
 ) -> Result<Kernel, WgpuError> {
     let (a, b_, batch, m, k, n) = operands(a, b);
@@ -155,6 +158,15 @@ pub fn kernel(
             why: format!("activation `{act}`"),
         })?;
         let _ = writeln!(epi, "    v = {e};");
+    }
+    if let Some(res) = residual {
+        let mut d = batch.clone();
+        d.extend([m, n]);
+        let rf = res.broadcast_to(&d);
+        let rbase = bidx(&rf);
+        let (s0, s1) = (rf.strides[rb], rf.strides[rb + 1]);
+        let lres = bl.load(&rf, &format!("({rbase}) + i32(gm) * {s0} + i32(gn) * {s1}"));
+        let _ = writeln!(epi, "    v = v + {lres};");
     }
     let st = bl.store(
         out,

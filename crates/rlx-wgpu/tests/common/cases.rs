@@ -64,6 +64,7 @@ pub fn groups() -> Vec<(&'static str, Group)> {
         ("fused_regions", fused_regions),
         ("decomposed", decomposed),
         ("mixed_graph", mixed_graph),
+        ("kernel_fusions", kernel_fusions),
         ("f16_twins", f16_twins),
     ]
 }
@@ -74,11 +75,75 @@ pub fn groups() -> Vec<(&'static str, Group)> {
 const F16_ONE: (f64, f64) = (1e-3, 2e-3);
 const F16_CHAIN: (f64, f64) = (4e-3, 8e-3);
 
+/// `x·w + b + r` (the residual add folds into the matmul's epilogue) and
+/// attention whose heads are merged by permute + reshape (the attention
+/// kernel stores through the merged layout's strides): graphs the lowering
+/// fuses (the native suite checks the kernel names).
+pub fn residual_matmul() -> Graph {
+    let t = Trace::new("residual_matmul");
+    let x = t.input("x", F, vec![2, 9, 24]);
+    let w = t.input("w", F, vec![24, 20]);
+    let b = t.input("b", F, vec![20]);
+    let r = t.input("r", F, vec![2, 9, 20]);
+    let y = x
+        .matmul(&w)
+        .unwrap()
+        .apply1("add", &[&b], Attrs::new())
+        .unwrap()
+        .apply1("add", &[&r], Attrs::new())
+        .unwrap();
+    t.finish(&[&y]).unwrap()
+}
+
+pub fn merged_heads() -> Graph {
+    let t = Trace::new("merged_heads");
+    let (b, h, s, d) = (2, 3, 10, 8);
+    let q = t.input("q", F, vec![b, h, s, d]);
+    let k = t.input("k", F, vec![b, h, s, d]);
+    let v = t.input("v", F, vec![b, h, s, d]);
+    let y = q
+        .apply1(
+            "attention",
+            &[&k, &v],
+            Attrs::new().with("mask_kind", "none"),
+        )
+        .unwrap()
+        .permute(&[0, 2, 1, 3])
+        .unwrap()
+        .reshape(&[b as i64, s as i64, (h * d) as i64])
+        .unwrap();
+    t.finish(&[&y]).unwrap()
+}
+
+pub fn kernel_fusions() -> Vec<Case> {
+    let mut rng = Rng::new(12);
+    let ins = [vec![2, 9, 24], vec![24, 20], vec![20], vec![2, 9, 20]]
+        .iter()
+        .map(|sh| rand(&mut rng, F, sh, -1.0, 1.0))
+        .collect();
+    let mut v = vec![Case::new(
+        "matmul + bias + residual add",
+        residual_matmul(),
+        ins,
+        ACCUMULATED,
+    )];
+    let ins = (0..3)
+        .map(|_| rand(&mut rng, F, &[2, 3, 10, 8], -1.0, 1.0))
+        .collect();
+    v.push(Case::new(
+        "attention + merged heads",
+        merged_heads(),
+        ins,
+        ACCUMULATED,
+    ));
+    v
+}
+
 /// The f16 twin of every f32 case of the float groups: the graph's f32
 /// types (cast targets too) become f16 through the text form, f32 inputs
 /// are rounded to f16. Exact cases stay exact (movement, selection, casts).
 pub fn f16_twins() -> Vec<Case> {
-    let groups: [Group; 10] = [
+    let groups: [Group; 11] = [
         unary_f32,
         binary_with_broadcasting,
         where_clamp_cast,
@@ -89,6 +154,7 @@ pub fn f16_twins() -> Vec<Case> {
         gather_embedding,
         shape_ops_and_views,
         fused_regions,
+        kernel_fusions,
     ];
     let text = rlx::ir::text::print;
     groups
