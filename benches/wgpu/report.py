@@ -2,7 +2,7 @@
 """Turn one run of benches/wgpu/run.sh (wgpu.jsonl, torch.json, log) into
 benches/results/minilm-wgpu.{md,json}.
 
-usage: report.py RUN_DIR
+usage: report.py RUN_DIR ["what the base binary of the A/B lacks"]
 """
 import json, sys, os
 
@@ -60,8 +60,8 @@ for r in mm:
 base_mini = {r["batch"]: r for r in rows if r.get("bench") == "base_minilm"}
 base_mm = {r["n"]: r for r in rows if r.get("bench") == "base_matmul"}
 if base_mini or base_mm:
-    out.append("\nA/B in the same run: the previous matmul kernel (no register prefetch of the next k-tile; "
-               "binary `.bench/wgpu_bench_base`) against this one, f32.\n")
+    base_note = sys.argv[2] if len(sys.argv) > 2 else "the previous build"
+    out.append(f"\nA/B in the same run: {base_note} (binary `.bench/wgpu_bench_base`) against this build, f32.\n")
     out.append("| what | previous ms | this ms | previous / this |")
     out.append("|---|---|---|---|")
     for b, r in sorted(base_mini.items()):
