@@ -89,17 +89,28 @@ def main():
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--worker")
+    ap.add_argument("--max-load", type=float, default=1.5,
+                    help="wait (up to --wait s) until the 1-min load is below this")
+    ap.add_argument("--wait", type=int, default=600)
     a = ap.parse_args()
     batches = [int(x) for x in a.batches.split(",")]
     if a.worker:
         torch_worker(TORCH_MODES[a.worker], batches, 128, a.runs, a.warmup)
         return
+    # A quiet machine first: 2 cores, and other work would skew one system.
+    waited = 0
+    while os.getloadavg()[0] >= a.max_load and waited < a.wait:
+        time.sleep(10)
+        waited += 10
     load_start = base.loadavg()
+    per_system = {}
     env = dict(os.environ, RLX_NUM_THREADS=str(base.THREADS))
+    per_system["rlx"] = base.loadavg()
     out = subprocess.run([str(BENCH), str(base.MODEL), a.batches, str(a.runs), str(a.warmup)],
                          env=env, check=True, capture_output=True, text=True).stdout
     rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     for name in TORCH_MODES:
+        per_system[name] = base.loadavg()
         out = subprocess.run([sys.executable, __file__, "--worker", name, "--batches", a.batches,
                               "--runs", str(a.runs), "--warmup", str(a.warmup)],
                              check=True, capture_output=True, text=True).stdout
@@ -111,13 +122,15 @@ def main():
     res = {"generated": time.strftime("%Y-%m-%d %H:%M %Z"),
            "command": "python3 benches/minilm/half.py" + (" " + " ".join(sys.argv[1:]) if sys.argv[1:] else ""),
            "commit": commit, "threads": base.THREADS, "runs": a.runs, "warmup": a.warmup,
-           "torch": torch.__version__, "load": {"start": load_start, "end": load_end}, "rows": rows}
+           "torch": torch.__version__, "load": {"start": load_start, "per_system_start": per_system, "end": load_end},
+           "rows": rows}
     (RESULTS / "minilm-cpu-half.json").write_text(json.dumps(res, indent=1) + "\n")
     systems = list(LABELS)
     by = {(r["system"], r["batch"]): r for r in rows}
     md = [f"# MiniLM CPU latency with 16-bit weights and activations\n",
           f"Generated {res['generated']} by `{res['command']}` (rlx commit {commit}, "
-          f"torch {res['torch']}). Load average at start {load_start}, at end {load_end}.\n",
+          f"torch {res['torch']}). Load average (1/5/15 min) at start {load_start}, at each "
+          f"system's start {per_system}, at end {load_end}.\n",
           "What is timed: all-MiniLM-L6-v2 encoder + masked mean pool + L2 normalize, seq 128, "
           "the LCG ids of `benches/minilm/run.py`; **2 threads for every system**; p50 = "
           f"sorted[n//2] of {a.runs} runs after {a.warmup} warm-up runs; each system in its own "
