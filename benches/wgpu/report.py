@@ -9,7 +9,10 @@ import json, sys, os
 d = sys.argv[1]
 rows = [json.loads(l) for l in open(os.path.join(d, "wgpu.jsonl")) if l.startswith("{")]
 torch = json.load(open(os.path.join(d, "torch.json")))
-prof = [json.loads(l) for l in open(os.path.join(d, "wgpu-profile.jsonl")) if l.startswith("{")] if os.path.exists(os.path.join(d, "wgpu-profile.jsonl")) else []
+allprof = [json.loads(l) for l in open(os.path.join(d, "wgpu-profile.jsonl")) if l.startswith("{")] if os.path.exists(os.path.join(d, "wgpu-profile.jsonl")) else []
+prof = [p for p in allprof if "profile" in p]
+kinds = [p for p in allprof if "profile_kind" in p]
+totals = {(p["dtype"], p["batch"]): p for p in allprof if "profile_total" in p}
 adapter = next(r for r in rows if "adapter" in r)
 mini = {r["batch"]: r for r in rows if r.get("bench") == "minilm" and r.get("dtype", "f32") == "f32"}
 mini16 = {r["batch"]: r for r in rows if r.get("bench") == "minilm" and r.get("dtype") == "f16"}
@@ -71,12 +74,24 @@ if base_mini or base_mm:
         o = base_mm.get(r["n"])
         if o:
             out.append(f"| matmul {r['n']}³ | {o['ms']:.3f} | {r['ms']:.3f} | {o['ms'] / r['ms']:.2f} |")
+if kinds:
+    stamped = all(t.get("stamped") for t in totals.values())
+    out.append("\nGPU time by kernel kind, " + ("from GPU timestamps between the dispatches of whole passes (median of 5; "
+               "each interval includes the barrier after the kernel, so they add up to the pass)" if stamped else
+               "each kernel alone (host-timed submits)") + ", ms:\n")
+    out.append("| dtype | batch | kind | kernels | ms | share |")
+    out.append("|---|---|---|---|---|---|")
+    for (dt, b), tot in sorted(totals.items()):
+        ks = sorted((k for k in kinds if k["dtype"] == dt and k["batch"] == b), key=lambda k: -k["ms"])
+        for k in ks:
+            out.append(f"| {dt} | {b} | {k['profile_kind']} | {k['count']} | {k['ms']:.3f} | {100 * k['ms'] / tot['profile_total']:.0f}% |")
+        out.append(f"| {dt} | {b} | **all** | {sum(k['count'] for k in ks)} | {tot['profile_total']:.3f} | 100% |")
 if prof:
-    out.append("\nSlowest kernels (each alone: one submit of 3 repeats, host-timed, so a small kernel shows the submit cost), ms:\n")
+    out.append("\nSlowest kernels (same timing), ms:\n")
     out.append("| dtype | batch | kernel | ms |")
     out.append("|---|---|---|---|")
     for p in prof:
         out.append(f"| {p.get('dtype', 'f32')} | {p['batch']} | {p['profile']} | {p['ms']:.3f} |")
 open("benches/results/minilm-wgpu.md", "w").write("\n".join(out) + "\n")
-json.dump({"adapter": adapter, "rlx_wgpu": rows, "profile": prof, "torch": torch}, open("benches/results/minilm-wgpu.json", "w"), indent=1)
+json.dump({"adapter": adapter, "rlx_wgpu": rows, "profile": allprof, "torch": torch}, open("benches/results/minilm-wgpu.json", "w"), indent=1)
 print("\n".join(out))
