@@ -147,6 +147,14 @@ def main():
     for b in batches:
         md.append(f"| {b} | " + " | ".join(
             f"{by[(s, b)]['p50_ms']:.2f}" if (s, b) in by else "–" for s in systems) + " |")
+    md += ["", "## min latency (ms)\n",
+           "| batch | " + " | ".join(LABELS[s] for s in systems) + " |",
+           "|---:|" + "---:|" * len(systems)]
+    for b in batches:
+        md.append(f"| {b} | " + " | ".join(
+            f"{by[(s, b)]['min_ms']:.2f}" if (s, b) in by else "–" for s in systems) + " |")
+    md += ["", "1-minute load average when each rlx configuration finished: " + ", ".join(
+        f"{r['system']} B={r['batch']}: {r.get('load_after')}" for r in rows if "load_after" in r) + "."]
     md += ["", "## 16-bit / fp32 latency of the same system\n",
            "| batch | rlx f16 / f32 | rlx bf16 / f32 | PyTorch bf16 autocast / fp32 | PyTorch fp16 / fp32 |",
            "|---:|---:|---:|---:|---:|"]

@@ -122,8 +122,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     dot / (nx * ny)
                 })
                 .fold(f64::INFINITY, f64::min);
+            // The 1-minute load average when this configuration finished
+            // (Linux), to spot a run another process disturbed.
+            let load = std::fs::read_to_string("/proc/loadavg")
+                .ok()
+                .and_then(|l| l.split_whitespace().next().map(String::from))
+                .unwrap_or_else(|| "null".into());
             println!(
-                "{{\"system\": \"rlx-{name}\", \"batch\": {b}, \"seq\": {seq}, \"p50_ms\": {:.3}, \"min_ms\": {:.3}, \"ref_kernels\": [{slow}], \"min_cos_vs_f32\": {min_cos:.7}}}",
+                "{{\"system\": \"rlx-{name}\", \"batch\": {b}, \"seq\": {seq}, \"p50_ms\": {:.3}, \"min_ms\": {:.3}, \"load_after\": {load}, \"ref_kernels\": [{slow}], \"min_cos_vs_f32\": {min_cos:.7}}}",
                 times[times.len() / 2],
                 times[0]
             );
