@@ -31,8 +31,16 @@ pub use translate::{translate, validate, Lang, Translated};
 use rlx_runtime::Device;
 
 /// The rlx device kinds this build registers.
-#[cfg(not(target_arch = "wasm32"))]
-pub const DEVICES: &[Device] = &[Device::Vulkan, Device::Gpu];
+#[cfg(all(not(target_arch = "wasm32"), target_os = "macos"))]
+pub const DEVICES: &[Device] = &[Device::Vulkan, Device::OpenGl, Device::Metal, Device::Gpu];
+#[cfg(all(not(target_arch = "wasm32"), target_os = "windows"))]
+pub const DEVICES: &[Device] = &[Device::Vulkan, Device::OpenGl, Device::DirectX, Device::Gpu];
+#[cfg(all(
+    not(target_arch = "wasm32"),
+    not(target_os = "macos"),
+    not(target_os = "windows")
+))]
+pub const DEVICES: &[Device] = &[Device::Vulkan, Device::OpenGl, Device::Gpu];
 #[cfg(target_arch = "wasm32")]
 pub const DEVICES: &[Device] = &[Device::WebGpu, Device::Gpu];
 

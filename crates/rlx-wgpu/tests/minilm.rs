@@ -24,6 +24,16 @@ fn cosine(a: &[f32], b: &[f32]) -> f64 {
 
 #[test]
 fn minilm_on_wgpu_matches_cpu() {
+    minilm_matches_cpu(Device::Vulkan);
+}
+
+/// The same through wgpu's OpenGL back end (Mesa llvmpipe here).
+#[test]
+fn minilm_on_opengl_matches_cpu() {
+    minilm_matches_cpu(Device::OpenGl);
+}
+
+fn minilm_matches_cpu(device: Device) {
     common::init();
     let dir = model_dir();
     assert!(
@@ -55,7 +65,7 @@ fn minilm_on_wgpu_matches_cpu() {
         .unwrap()
         .run_refs(&inputs)
         .unwrap();
-    let gpu_c = rlx::compile(&g, Device::Vulkan).unwrap();
+    let gpu_c = rlx::compile(&g, device).unwrap();
     // Every node ran natively on the GPU (no common-IR or host fallback).
     let report = gpu_c.dispatch_report();
     assert!(
@@ -91,7 +101,10 @@ fn minilm_on_wgpu_matches_cpu() {
         worst = worst.min(cosine(a, bb));
     }
     assert!(worst >= 0.9999, "worst token cosine {worst}");
-    eprintln!("MiniLM on wgpu: worst token cosine 1 - {:.2e}", 1.0 - worst);
+    eprintln!(
+        "MiniLM on {device}: worst token cosine 1 - {:.2e}",
+        1.0 - worst
+    );
 }
 
 /// MiniLM in f16 on wgpu (the f32 graph's types and weights turned f16)
