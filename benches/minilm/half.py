@@ -133,8 +133,9 @@ def main():
           f"system's start {per_system}, at end {load_end}.\n",
           "What is timed: all-MiniLM-L6-v2 encoder + masked mean pool + L2 normalize, seq 128, "
           "the LCG ids of `benches/minilm/run.py`; **2 threads for every system**; p50 = "
-          f"sorted[n//2] of {a.runs} runs after {a.warmup} warm-up runs; each system in its own "
-          "process, one after another.\n",
+          f"sorted[n//2] of {a.runs} runs after {a.warmup} warm-up runs. rlx's f32 / f16 / bf16 "
+          "run in one process, timed interleaved run by run (so a disturbance hits all three "
+          "alike); each PyTorch mode in its own process, one after another.\n",
           "rlx f16 / bf16: the f32 graph with every f32 type turned into the 16-bit type, weights "
           "rounded once and kept resident (`keep_resident`): the engine widens them to f32 once, "
           "on the first run (so they also hold f32 memory); activations are stored as 16 bits and "
@@ -153,7 +154,7 @@ def main():
     for b in batches:
         md.append(f"| {b} | " + " | ".join(
             f"{by[(s, b)]['min_ms']:.2f}" if (s, b) in by else "–" for s in systems) + " |")
-    md += ["", "1-minute load average when each rlx configuration finished: " + ", ".join(
+    md += ["", "1-minute load average when each rlx batch size finished: " + ", ".join(
         f"{r['system']} B={r['batch']}: {r.get('load_after')}" for r in rows if "load_after" in r) + "."]
     md += ["", "## 16-bit / fp32 latency of the same system\n",
            "| batch | rlx f16 / f32 | rlx bf16 / f32 | PyTorch bf16 autocast / fp32 | PyTorch fp16 / fp32 |",

@@ -4,7 +4,8 @@
 //! 16-bit embeddings are from the f32 ones (cosine, per sequence). The f16
 //! / bf16 graph is the f32 graph with every f32 type (and constant) turned
 //! into the 16-bit type; the weights are rounded once, kept resident (the
-//! engine widens them to f32 once, on the first run). Prints JSON lines;
+//! engine widens them to f32 once, on the first run). The three are timed
+//! interleaved, run by run. Prints JSON lines;
 //! `benches/minilm/half.py` runs it next to PyTorch and writes the table.
 //!
 //!     RLX_NUM_THREADS=2 cargo run --release -p rlx-models --example half_bench -- \
@@ -62,7 +63,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let ids = HostTensor::from_slice(&ids, [b, seq])?;
         let mask = HostTensor::from_slice(&vec![1i64; b * seq], [b, seq])?;
         let types = HostTensor::from_slice(&vec![0i64; b * seq], [b, seq])?;
-        let mut pooled32: Vec<f64> = Vec::new();
+        // Compile and warm up all three, then time them interleaved (f32,
+        // f16, bf16, f32, ...): a disturbance from another process then
+        // hits all three alike and the ratios stay fair.
+        let mut setups = Vec::new();
         for (d, name) in [
             (DType::F32, "f32"),
             (DType::F16, "f16"),
@@ -84,55 +88,61 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .collect();
             slow.sort();
             slow.dedup();
-            let slow = slow.join(", ");
             let w: Vec<HostTensor> = weights.iter().map(|t| to_dtype(t, d)).collect();
             c.keep_resident(&(3..3 + w.len()).collect::<Vec<_>>());
+            setups.push((name, c, w, slow.join(", ")));
+        }
+        let mut pooled: Vec<Vec<f64>> = Vec::new();
+        for (_, c, w, _) in &setups {
             let mut inputs: Vec<&HostTensor> = vec![&ids, &mask, &types];
             inputs.extend(w.iter());
             let out = c.run_refs(&inputs)?;
             for _ in 1..warmup {
                 c.run_refs(&inputs)?;
             }
-            rlx_cpu::profile::reset();
-            let mut times = Vec::with_capacity(runs);
-            for _ in 0..runs {
-                let t = Instant::now();
-                c.run_refs(&inputs)?;
-                times.push(t.elapsed().as_secs_f64() * 1e3);
-            }
-            times.sort_by(f64::total_cmp);
-            if rlx_cpu::profile::enabled() {
-                eprintln!(
-                    "{name} B={b} per-op profile:\n{}",
-                    rlx_cpu::profile::report()
-                );
-            }
             // The last output is the pooled, normalized embedding (B, H).
-            let p = out.last().ok_or("no output")?.to_f64_vec()?;
-            if d == DType::F32 {
-                pooled32 = p.clone();
+            pooled.push(out.last().ok_or("no output")?.to_f64_vec()?);
+        }
+        let mut times = vec![Vec::with_capacity(runs); setups.len()];
+        for _ in 0..runs {
+            for ((_, c, w, _), t) in setups.iter().zip(&mut times) {
+                let mut inputs: Vec<&HostTensor> = vec![&ids, &mask, &types];
+                inputs.extend(w.iter());
+                let s = Instant::now();
+                c.run_refs(&inputs)?;
+                t.push(s.elapsed().as_secs_f64() * 1e3);
             }
+        }
+        // The 1-minute load average when this batch size finished (Linux),
+        // to spot a run another process disturbed.
+        let load = std::fs::read_to_string("/proc/loadavg")
+            .ok()
+            .and_then(|l| l.split_whitespace().next().map(String::from))
+            .unwrap_or_else(|| "null".into());
+        for (((name, _, _, slow), t), p) in setups.iter().zip(&mut times).zip(&pooled) {
+            t.sort_by(f64::total_cmp);
             let h = p.len() / b;
             let min_cos = (0..b)
                 .map(|i| {
-                    let (x, y) = (&p[i * h..(i + 1) * h], &pooled32[i * h..(i + 1) * h]);
+                    let (x, y) = (&p[i * h..(i + 1) * h], &pooled[0][i * h..(i + 1) * h]);
                     let dot: f64 = x.iter().zip(y).map(|(a, b)| a * b).sum();
                     let nx: f64 = x.iter().map(|a| a * a).sum::<f64>().sqrt();
                     let ny: f64 = y.iter().map(|a| a * a).sum::<f64>().sqrt();
                     dot / (nx * ny)
                 })
                 .fold(f64::INFINITY, f64::min);
-            // The 1-minute load average when this configuration finished
-            // (Linux), to spot a run another process disturbed.
-            let load = std::fs::read_to_string("/proc/loadavg")
-                .ok()
-                .and_then(|l| l.split_whitespace().next().map(String::from))
-                .unwrap_or_else(|| "null".into());
             println!(
                 "{{\"system\": \"rlx-{name}\", \"batch\": {b}, \"seq\": {seq}, \"p50_ms\": {:.3}, \"min_ms\": {:.3}, \"load_after\": {load}, \"ref_kernels\": [{slow}], \"min_cos_vs_f32\": {min_cos:.7}}}",
-                times[times.len() / 2],
-                times[0]
+                t[t.len() / 2],
+                t[0]
             );
+        }
+        if rlx_cpu::profile::enabled() {
+            eprintln!(
+                "B={b} per-op profile (all three):\n{}",
+                rlx_cpu::profile::report()
+            );
+            rlx_cpu::profile::reset();
         }
     }
     Ok(())
