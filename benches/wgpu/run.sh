@@ -15,8 +15,9 @@ timeout 150 ./.bench/wgpu_bench --batches 1,2,4,8,16,32 --seq 128 --runs 30 --ma
 timeout 100 ./.bench/wgpu_bench --dtype f16 --batches 1,2,4,8,16,32 --seq 128 --runs 30 --matmul "" 2>&1 | grep -v XDG_RUNTIME | tee -a "$OUT/wgpu.jsonl"
 RLX_WGPU_PROFILE=1 timeout 60 ./.bench/wgpu_bench --batches 1,32 --seq 128 --runs 5 --matmul "" 2>&1 | grep profile | tee "$OUT/wgpu-profile.jsonl"
 RLX_WGPU_PROFILE=1 timeout 45 ./.bench/wgpu_bench --dtype f16 --batches 32 --seq 128 --runs 5 --matmul "" 2>&1 | grep profile | tee -a "$OUT/wgpu-profile.jsonl"
-# A/B: a second binary built from another commit (here: the matmul without
-# the register prefetch), when one is carried as .bench/wgpu_bench_base.
-[ -x .bench/wgpu_bench_base ] && timeout 90 ./.bench/wgpu_bench_base --batches 1,8,32 --seq 128 --runs 30 --matmul 1024,2048,4096 2>&1 \
+# A/B: a second binary (another commit), when one is carried as
+# .bench/wgpu_bench_base, run with BASE_ENV (e.g. RLX_WGPU_SPLITK=0 on a copy
+# of the same binary).
+[ -x .bench/wgpu_bench_base ] && env ${BASE_ENV:-} timeout 90 ./.bench/wgpu_bench_base --batches 1,8,32 --seq 128 --runs 30 --matmul 1024,2048,4096 2>&1 \
   | grep '"bench"' | sed 's/"bench": "/"bench": "base_/' | tee -a "$OUT/wgpu.jsonl"
 timeout 200 python3 benches/wgpu/torch_minilm.py --batches 1,2,4,8,16,32 --seq 128 --runs 30 --json "$OUT/torch.json" 2>&1 | grep -v Warning | tee -a "$OUT/log"

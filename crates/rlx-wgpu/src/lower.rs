@@ -219,6 +219,15 @@ pub fn lower_with(p: &Program, f16_native: bool) -> Result<Lowered, WgpuError> {
             outputs.push(dst);
         }
     }
+    // Scratch shared by the kernels that need it (they run one at a time).
+    let scratch = kernels.iter().map(|k| k.scratch_words).max().unwrap_or(0);
+    let scratch_base = arena_words;
+    arena_words += scratch;
+    for k in &mut kernels {
+        if k.scratch_words > 0 {
+            k.wgsl = k.wgsl.replace("SCRATCH_BASE", &format!("{scratch_base}u"));
+        }
+    }
     arena_words += 1; // the error flag
     let flag = arena_words - 1;
     let mut flagging = Vec::new();
@@ -499,23 +508,13 @@ fn node_kernels(
                 out,
             )?)
         }
-        "matmul" => one(wgsl::matmul::kernel(
-            name, &ins[0], &ins[1], None, "none", residual, out,
-        )?),
+        "matmul" => wgsl::matmul::kernel(name, &ins[0], &ins[1], None, "none", residual, out),
         "matmul_bias_act" => {
             let act = node
                 .attrs
                 .str("activation")
                 .map_err(|e| unsupported(op, e.to_string()))?;
-            one(wgsl::matmul::kernel(
-                name,
-                &ins[0],
-                &ins[1],
-                ins.get(2),
-                act,
-                residual,
-                out,
-            )?)
+            wgsl::matmul::kernel(name, &ins[0], &ins[1], ins.get(2), act, residual, out)
         }
         "attention" => {
             let kind = node

@@ -94,7 +94,7 @@ fn fused_region_is_one_kernel() {
 }
 
 #[test]
-fn residual_add_and_head_merge_fold_into_kernels() {
+fn residual_add_head_merge_and_split_k_kernels() {
     init();
     for (g, want) in [
         (cases::residual_matmul(), "_add"),
@@ -109,6 +109,21 @@ fn residual_add_and_head_merge_fold_into_kernels() {
         assert!(names[0].ends_with(want), "{names:?}");
     }
     run_group(cases::kernel_fusions());
+    // A long K over few output tiles is split: partials, then a reducer.
+    let g = one_op(
+        "matmul",
+        &[(F, vec![33, 520]), (F, vec![520, 7])],
+        Attrs::new(),
+    );
+    let names: Vec<String> = rlx_wgpu::kernels_of(&g, rlx::Device::Vulkan)
+        .unwrap()
+        .into_iter()
+        .map(|k| k.name)
+        .collect();
+    assert!(
+        names.len() == 2 && names[1].ends_with("_splitk"),
+        "{names:?}"
+    );
 }
 
 #[test]

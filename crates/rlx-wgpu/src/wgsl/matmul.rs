@@ -90,18 +90,20 @@ pub fn kernel(
     act: &str,
     residual: Option<&TensorRef>,
     out: &TensorRef,
-) -> Result<Kernel, WgpuError> {
+) -> Result<Vec<Kernel>, WgpuError> {
     let (a, b_, batch, m, k, n) = operands(a, b);
-    let nb: usize = batch.iter().product();
-    let r = block_for(nb.max(1), m, n);
+    let nb: usize = batch.iter().product::<usize>().max(1);
+    let r = block_for(nb, m, n);
     let (bm, bn) = (16 * r, 16 * r);
     let bk = if r == 8 { 8 } else { 16 };
     // Tile elements each of the 256 threads loads per operand.
     let per = bm * bk / 256;
+    let tiles = nb * m.div_ceil(bm) * n.div_ceil(bn);
+    let (split, kc) = split_k(tiles, k, bk);
     let groups = [
         n.div_ceil(bn) as u32,
         m.div_ceil(bm) as u32,
-        nb.max(1) as u32,
+        (nb * split) as u32,
     ];
     if groups[2] > super::MAX_GROUPS || groups[1] > super::MAX_GROUPS {
         return Err(WgpuError::Unsupported {
@@ -111,13 +113,8 @@ pub fn kernel(
     }
     let mut bl = Builder::default();
     let rb = batch.len();
-    let (bu, bi) = unravel("wg.z", &batch, "z");
-    let bidx = |t: &TensorRef| {
-        let mut bt = t.clone();
-        bt.dims.truncate(rb);
-        bt.strides.truncate(rb);
-        Builder::addr(&bt, &bi)
-    };
+    let (bu, bi) = unravel("zb", &batch, "z");
+    let bidx = |t: &TensorRef| batch_addr(t, rb, &bi);
     let la = bl.load(
         &a,
         &format!(
@@ -134,49 +131,23 @@ pub fn kernel(
             b_.strides[rb + 1]
         ),
     );
-    // Epilogue: bias through its broadcast strides, then the activation.
-    let mut epi = String::new();
-    if let Some(bias) = bias {
-        let mut d = batch.clone();
-        d.extend([m, n]);
-        let bf = bias.broadcast_to(&d);
-        let bb = bidx(&bf);
-        let (s0, s1) = (bf.strides[rb], bf.strides[rb + 1]);
-        let lbias = bl.load(&bf, &format!("({bb}) + i32(gm) * {s0} + i32(gn) * {s1}"));
-        let _ = writeln!(epi, "    v = v + {lbias};");
-    }
-    if act != "none" {
-        let e = apply(
-            act,
-            &["v".to_string()],
-            &[rlx_ir::DType::F32],
-            rlx_ir::DType::F32,
-            &Attrs::new(),
-        )
-        .ok_or_else(|| WgpuError::Unsupported {
-            op: "matmul_bias_act".into(),
-            why: format!("activation `{act}`"),
-        })?;
-        let _ = writeln!(epi, "    v = {e};");
-    }
-    if let Some(res) = residual {
-        let mut d = batch.clone();
-        d.extend([m, n]);
-        let rf = res.broadcast_to(&d);
-        let rbase = bidx(&rf);
-        let (s0, s1) = (rf.strides[rb], rf.strides[rb + 1]);
-        let lres = bl.load(&rf, &format!("({rbase}) + i32(gm) * {s0} + i32(gn) * {s1}"));
-        let _ = writeln!(epi, "    v = v + {lres};");
-    }
-    let st = bl.store(
-        out,
-        &format!(
-            "{} + i32(wg.z) * {} + i32(gm) * {n} + i32(gn)",
-            out.offset,
-            m * n
-        ),
-        "v",
-    );
+    // The epilogue runs here unless K is split (then the reducer runs it;
+    // bindings this kernel would not use must not be declared).
+    let (epi, st) = if split == 1 {
+        let epi = epilogue(&mut bl, bias, act, residual, &batch, &bi, m, n)?;
+        let st = bl.store(
+            out,
+            &format!(
+                "{} + i32(zb) * {} + i32(gm) * {n} + i32(gn)",
+                out.offset,
+                m * n
+            ),
+            "v",
+        );
+        (epi, st)
+    } else {
+        (String::new(), String::new())
+    };
     // Shared tiles are read as vectors (one wide load per w operands).
     let w = r.min(4);
     let vt = format!("vec{w}<f32>");
@@ -191,6 +162,12 @@ pub fn kernel(
         format!("let bk_ = e % {bk}u; let bn_ = e / {bk}u;")
     } else {
         format!("let bk_ = e / {bn}u; let bn_ = e % {bn}u;")
+    };
+    // Bound only when used: auto layouts drop unused bindings.
+    let arena = if split > 1 {
+        bl.buf(crate::tref::BufId::Arena)
+    } else {
+        String::new()
     };
     // Unrolled register block: c{i}_{j} accumulators, a{i}/b{j} operands.
     let mut init = String::new();
@@ -207,9 +184,15 @@ pub fn kernel(
     for i in 0..r {
         for j in 0..r {
             let _ = writeln!(inner, "    c{i}_{j} = fma(a{i}, b{j}, c{i}_{j});");
+            // Split K: the raw partial sum goes to scratch for the reducer.
+            let put = if split > 1 {
+                format!("{arena}[SCRATCH_BASE + wg.z * {mn}u + gm * {n}u + gn] = bitcast<u32>(c{i}_{j});", mn = m * n)
+            } else {
+                format!("var v: f32 = c{i}_{j};\n{epi}    {st}")
+            };
             let _ = write!(
                 stores,
-                "{{\n  let gm = m0 + li.y * {r}u + {i}u;\n  let gn = n0 + li.x * {r}u + {j}u;\n  if (gm < {m}u && gn < {n}u) {{\n    var v: f32 = c{i}_{j};\n{epi}    {st}\n  }}\n}}\n"
+                "{{\n  let gm = m0 + li.y * {r}u + {i}u;\n  let gn = n0 + li.x * {r}u + {j}u;\n  if (gm < {m}u && gn < {n}u) {{\n    {put}\n  }}\n}}\n"
             );
         }
     }
@@ -221,8 +204,8 @@ pub fn kernel(
     let mut prefetch = String::new();
     for t in 0..per {
         let e = format!("lid + {}u", t * 256);
-        let _ = writeln!(prologue, "var pa{t}: f32 = lda_({e}, 0u, m0, abase);");
-        let _ = writeln!(prologue, "var pb{t}: f32 = ldb_({e}, 0u, n0, bbase);");
+        let _ = writeln!(prologue, "var pa{t}: f32 = lda_({e}, kbeg, m0, abase);");
+        let _ = writeln!(prologue, "var pb{t}: f32 = ldb_({e}, kbeg, n0, bbase);");
         let _ = writeln!(
             to_shared,
             "  {{ let ia = ia_({e}); As[ia / {w}u][ia % {w}u] = pa{t}; let ib = ib_({e}); Bs[ib / {w}u][ib % {w}u] = pb{t}; }}"
@@ -251,11 +234,15 @@ fn ldb_(e: u32, k0: u32, n0: u32, bbase: i32) -> f32 {{
 fn ib_(e: u32) -> u32 {{ {bmap} return bk_ * {bn}u + bn_; }}
 @compute @workgroup_size(16, 16)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32, @builtin(local_invocation_id) li: vec3<u32>) {{
+let zb: u32 = wg.z / {split}u;
+// This workgroup's share of K (all of it unless K is split).
+let kbeg: u32 = (wg.z % {split}u) * {kc}u;
+let kend: u32 = min({k}u, kbeg + {kc}u);
 {bu}let abase: i32 = {abase};
 let bbase: i32 = {bbase};
 let m0: u32 = wg.y * {bm}u;
 let n0: u32 = wg.x * {bn}u;
-{init}{prologue}for (var k0: u32 = 0u; k0 < {k}u; k0 = k0 + {bk}u) {{
+{init}{prologue}for (var k0: u32 = kbeg; k0 < kend; k0 = k0 + {bk}u) {{
 {to_shared}  workgroupBarrier();
   let kn = k0 + {bk}u;
 {prefetch}  for (var kk: u32 = 0u; kk < {bk}u; kk = kk + 1u) {{
@@ -272,6 +259,125 @@ let n0: u32 = wg.x * {bn}u;
         bsz = bk * bn / w,
         abase = bidx(&a),
         bbase = bidx(&b_),
+    );
+    let mut main = bl.finish(name.to_string(), s, groups);
+    if split == 1 {
+        return Ok(vec![main]);
+    }
+    main.scratch_words = split * nb * m * n;
+    let mut reduce = reducer(
+        &format!("{name}_splitk"),
+        bias,
+        act,
+        residual,
+        out,
+        &batch,
+        (m, n, split),
+    )?;
+    reduce.scratch_words = main.scratch_words;
+    Ok(vec![main, reduce])
+}
+
+/// K split into `split` chunks of `kc` (a multiple of `bk`) when the output
+/// has too few tiles to fill the GPU and K is long: small-batch products
+/// are latency-bound on their serial k-loop otherwise.
+/// `RLX_WGPU_SPLITK=0` turns it off (A/B runs).
+fn split_k(tiles: usize, k: usize, bk: usize) -> (usize, usize) {
+    let off = std::env::var("RLX_WGPU_SPLITK").as_deref() == Ok("0");
+    if off || tiles >= WANT_GROUPS || k < 256 {
+        return (1, k.max(1));
+    }
+    let want = WANT_GROUPS.div_ceil(tiles).min(k / 128).clamp(1, 16);
+    let kc = k.div_ceil(want).div_ceil(bk) * bk;
+    (k.div_ceil(kc), kc)
+}
+
+/// The address of `t`'s batch origin at the batch index variables `bi`.
+fn batch_addr(t: &TensorRef, rb: usize, bi: &[String]) -> String {
+    let mut bt = t.clone();
+    bt.dims.truncate(rb);
+    bt.strides.truncate(rb);
+    Builder::addr(&bt, bi)
+}
+
+/// The epilogue on `v` at (batch `bi`, `gm`, `gn`): bias through its
+/// broadcast strides, the activation, then the residual.
+#[allow(clippy::too_many_arguments)]
+fn epilogue(
+    bl: &mut Builder,
+    bias: Option<&TensorRef>,
+    act: &str,
+    residual: Option<&TensorRef>,
+    batch: &[usize],
+    bi: &[String],
+    m: usize,
+    n: usize,
+) -> Result<String, WgpuError> {
+    let rb = batch.len();
+    let mut d = batch.to_vec();
+    d.extend([m, n]);
+    let mut epi = String::new();
+    let add = |bl: &mut Builder, t: &TensorRef, epi: &mut String| {
+        let tf = t.broadcast_to(&d);
+        let base = batch_addr(&tf, rb, bi);
+        let (s0, s1) = (tf.strides[rb], tf.strides[rb + 1]);
+        let l = bl.load(&tf, &format!("({base}) + i32(gm) * {s0} + i32(gn) * {s1}"));
+        let _ = writeln!(epi, "    v = v + {l};");
+    };
+    if let Some(bias) = bias {
+        add(bl, bias, &mut epi);
+    }
+    if act != "none" {
+        let e = apply(
+            act,
+            &["v".to_string()],
+            &[rlx_ir::DType::F32],
+            rlx_ir::DType::F32,
+            &Attrs::new(),
+        )
+        .ok_or_else(|| WgpuError::Unsupported {
+            op: "matmul_bias_act".into(),
+            why: format!("activation `{act}`"),
+        })?;
+        let _ = writeln!(epi, "    v = {e};");
+    }
+    if let Some(res) = residual {
+        add(bl, res, &mut epi);
+    }
+    Ok(epi)
+}
+
+/// The second kernel of a split-K matmul: one thread per output element
+/// sums the chunks' partials from scratch, then the epilogue and store.
+fn reducer(
+    name: &str,
+    bias: Option<&TensorRef>,
+    act: &str,
+    residual: Option<&TensorRef>,
+    out: &TensorRef,
+    batch: &[usize],
+    (m, n, split): (usize, usize, usize),
+) -> Result<Kernel, WgpuError> {
+    let nb: usize = batch.iter().product::<usize>().max(1);
+    let total = nb * m * n;
+    let groups = super::grid(total, super::WG);
+    let mut bl = Builder::default();
+    let (bu, bi) = unravel("zb", batch, "z");
+    let epi = epilogue(&mut bl, bias, act, residual, batch, &bi, m, n)?;
+    let arena = bl.buf(crate::tref::BufId::Arena);
+    let st = bl.store(
+        out,
+        &format!(
+            "{} + i32(zb) * {} + i32(gm) * {n} + i32(gn)",
+            out.offset,
+            m * n
+        ),
+        "v",
+    );
+    let s = format!(
+        "{entry}let gn: u32 = idx % {n}u;\nlet gm: u32 = (idx / {n}u) % {m}u;\nlet zb: u32 = idx / {mn}u;\n{bu}var v: f32 = 0.0;\nfor (var s: u32 = 0u; s < {split}u; s = s + 1u) {{\n  v = v + bitcast<f32>({arena}[SCRATCH_BASE + (zb * {split}u + s) * {mn}u + gm * {n}u + gn]);\n}}\n{epi}{st}\n}}\n",
+        entry = super::flat_entry(total, groups),
+        mn = m * n,
     );
     Ok(bl.finish(name.to_string(), s, groups))
 }

@@ -40,6 +40,9 @@ pub struct Kernel {
     pub groups: [u32; 3],
     /// Whether the kernel may raise the run's error flag.
     pub flags: bool,
+    /// Arena words of scratch it needs (a split-K matmul's partial sums),
+    /// at `SCRATCH_BASE`, which the lowering places after every slot.
+    pub scratch_words: usize,
 }
 
 /// The WGSL type a dtype computes in, or why the GPU cannot hold it.
@@ -190,6 +193,7 @@ impl Builder {
             bufs: self.bufs,
             groups,
             flags: self.flags,
+            scratch_words: 0,
         }
     }
 }

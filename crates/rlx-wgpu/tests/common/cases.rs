@@ -558,6 +558,29 @@ pub fn matmul_shapes_and_epilogues() -> Vec<Case> {
             ACCUMULATED,
         ));
     }
+    // Long K over few output tiles: split-K (partials + a reducer kernel
+    // that runs the epilogue).
+    for (sa, sb, act) in [
+        (vec![2, 40, 600], vec![600, 50], "gelu"),
+        (vec![33, 520], vec![520, 7], "none"),
+    ] {
+        let g = one_op(
+            "matmul_bias_act",
+            &[(F, sa.clone()), (F, sb.clone()), (F, vec![sb[1]])],
+            Attrs::new().with("activation", act),
+        );
+        let ins = vec![
+            rand(&mut rng, F, &sa, -1.0, 1.0),
+            rand(&mut rng, F, &sb, -1.0, 1.0),
+            rand(&mut rng, F, &[sb[1]], -1.0, 1.0),
+        ];
+        v.push(Case::new(
+            format!("matmul_bias_act {act} split-K {sa:?} {sb:?}"),
+            g,
+            ins,
+            ACCUMULATED,
+        ));
+    }
     for act in [
         "none",
         "relu",
