@@ -154,6 +154,20 @@ fn gemm_with_epilogues() {
             mag: 25.0,
         },
     );
+    // Over 1024 rows: the GEMM splits rows across threads, each block
+    // rounded to 16 bits by its own epilogue.
+    check(
+        "graph @tall(%a: T[1100,8], %w: T[8,5], %b: T[5]) {
+  %y = matmul_bias_act(%a, %w, %b) {activation=\"silu\"}
+  return %y
+}",
+        Tol {
+            ulps: 3.0,
+            floor: 8.0,
+            len: 9,
+            mag: 9.0,
+        },
+    );
     check(
         "graph @bmm(%a: T[3,4,16], %b: T[3,16,5]) {
   %y = matmul(%a, %b)

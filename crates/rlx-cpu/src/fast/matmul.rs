@@ -3,9 +3,10 @@
 //! rows split across threads, and the bias + activation epilogue applied
 //! to each block of rows right after its product, while it is in cache.
 
+use super::convert::{self, Fmt};
 use super::elementwise::{Un, TILE};
 use super::layout::View;
-use super::par::{chunk_len, for_chunks};
+use super::par::{chunk_len, for_chunks_with};
 use super::simd::{self, simd_fn};
 use crate::kernels::gemm::{gemm_into, Mat};
 
@@ -67,8 +68,18 @@ fn act_row(a: Act, row: &mut [f32]) {
 }
 
 /// out (batch..., m, n) = a (…, m, k) · b (…, k, n) [+ bias] then `act`.
-/// Both operands have rank ≥ 2 (checked when the kernel was chosen).
-pub fn run(out: &mut [f32], out_dims: &[usize], a: &View, b: &View, bias: Option<&View>, act: Act) {
+/// Both operands have rank ≥ 2 (checked when the kernel was chosen). With
+/// `half`, each finished block of `out` is also rounded into it (a 16-bit
+/// output), while the block is in cache.
+pub fn run(
+    out: &mut [f32],
+    out_dims: &[usize],
+    a: &View,
+    b: &View,
+    bias: Option<&View>,
+    act: Act,
+    half: Option<(&mut [u16], Fmt)>,
+) {
     let r = out_dims.len();
     let (m, n) = (out_dims[r - 2], out_dims[r - 1]);
     let ra = a.loc.dims.len();
@@ -111,6 +122,14 @@ pub fn run(out: &mut [f32], out_dims: &[usize], a: &View, b: &View, bias: Option
         }
         epilogue_rows(rows, n, bias_row, act);
     };
+    let fmt = half.as_ref().map_or(Fmt::F32, |h| h.1);
+    let half = half.map(|h| h.0);
+    let finish = |rows: &mut [f32], first_row: usize, h: Option<&mut [u16]>| {
+        epilogue(rows, first_row);
+        if let Some(h) = h {
+            convert::narrow(rows, fmt, h);
+        }
+    };
     if a_rows_merge {
         let rows = nb * m;
         let bm = b.mat(b.loc.offset, k, n);
@@ -127,11 +146,11 @@ pub fn run(out: &mut [f32], out_dims: &[usize], a: &View, b: &View, bias: Option
             };
             gemm_into(am, bm, out, n, false, true);
             let chunk = chunk_len(rows * n, n, 16 * n.max(TILE));
-            for_chunks(out, chunk, |ci, oc| epilogue(oc, ci * chunk / n));
+            for_chunks_with(out, half, chunk, |ci, oc, h| finish(oc, ci * chunk / n, h));
             return;
         }
         let chunk = chunk_len(rows * n, n, 32 * n.max(TILE));
-        for_chunks(out, chunk, |ci, oc| {
+        for_chunks_with(out, half, chunk, |ci, oc, h| {
             let r0 = ci * chunk / n;
             let mr = oc.len() / n;
             let am = Mat {
@@ -142,15 +161,15 @@ pub fn run(out: &mut [f32], out_dims: &[usize], a: &View, b: &View, bias: Option
                 col_stride: a.loc.strides[ra - 1],
             };
             gemm_into(am, bm, oc, n, false, false);
-            epilogue(oc, r0);
+            finish(oc, r0, h);
         });
         return;
     }
     // Batched: one product per batch entry, batches across threads.
-    for_chunks(out, m * n, |bi, oc| {
+    for_chunks_with(out, half, m * n, |bi, oc, h| {
         let am = a.mat(a.loc.batch_offset(batch, bi), m, k);
         let bm = b.mat(b.loc.batch_offset(batch, bi), k, n);
         gemm_into(am, bm, oc, n, false, false);
-        epilogue(oc, bi * m);
+        finish(oc, bi * m, h);
     });
 }

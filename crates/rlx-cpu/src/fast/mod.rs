@@ -795,7 +795,7 @@ impl FastProgram {
                         let src = Raw::Half(&st.half[s.from.clone()], s.fmt);
                         widen_into(dst, src);
                     }
-                    self.run_fast(
+                    let stored = self.run_fast(
                         st,
                         node,
                         kind,
@@ -803,10 +803,10 @@ impl FastProgram {
                         mask,
                         mask_strides,
                         host_strides,
-                        out_half.is_some(),
+                        *out_half,
                         inputs,
                     )?;
-                    if let Some((off, fmt)) = *out_half {
+                    if let (Some((off, fmt)), false) = (*out_half, stored) {
                         let n = g.ty(node.outputs[0]).shape.numel();
                         narrow_into(&mut st.half[off..off + n], &st.stage_out[..n], fmt);
                     }
@@ -926,9 +926,10 @@ impl FastProgram {
         mask: &[bool],
         mask_strides: &[usize],
         host_strides: &[Vec<usize>],
-        staged_out: bool,
+        out_half: Option<(usize, Fmt)>,
         inputs: &[&HostTensor],
-    ) -> Result<(), CpuError> {
+    ) -> Result<bool, CpuError> {
+        let staged_out = out_half.is_some();
         let g = &self.graph;
         let op = node.op.name();
         let out_v = node.outputs[0];
@@ -1014,7 +1015,11 @@ impl FastProgram {
             Kind::Matmul { act, bias } => {
                 let (a, b) = (view(0)?, view(1)?);
                 let bias = if *bias { Some(view(2)?) } else { None };
-                matmul::run(out, out_dims, &a, &b, bias.as_ref(), *act);
+                // A 16-bit output is rounded by the GEMM's epilogue, block
+                // by block while it is in cache.
+                let half = out_half.map(|(off, fmt)| (&mut st.half[off..off + out.len()], fmt));
+                matmul::run(out, out_dims, &a, &b, bias.as_ref(), *act, half);
+                return Ok(true);
             }
             Kind::Attention => {
                 let (q, k, v) = (view(0)?, view(1)?, view(2)?);
@@ -1130,6 +1135,6 @@ impl FastProgram {
                 }
             }
         }
-        Ok(())
+        Ok(false)
     }
 }

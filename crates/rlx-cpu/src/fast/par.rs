@@ -51,6 +51,36 @@ where
     }
 }
 
+/// [`for_chunks`] over `data`, and over `other` (the same length) in
+/// the same chunks when there is one: `f(index, chunk, other's chunk)`.
+pub fn for_chunks_with<F>(data: &mut [f32], other: Option<&mut [u16]>, chunk: usize, f: F)
+where
+    F: Fn(usize, &mut [f32], Option<&mut [u16]>) + Send + Sync,
+{
+    let Some(other) = other else {
+        return for_chunks(data, chunk, |i, c| f(i, c, None));
+    };
+    let chunk = chunk.max(1);
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use rayon::prelude::*;
+        if threads() > 1 && data.len() > chunk {
+            data.par_chunks_mut(chunk)
+                .zip(other.par_chunks_mut(chunk))
+                .enumerate()
+                .for_each(|(i, (c, o))| f(i, c, Some(o)));
+            return;
+        }
+    }
+    for (i, (c, o)) in data
+        .chunks_mut(chunk)
+        .zip(other.chunks_mut(chunk))
+        .enumerate()
+    {
+        f(i, c, Some(o));
+    }
+}
+
 /// A chunk size (a multiple of `unit`, at least `min` elements where the
 /// total allows) that splits `total` into a number of chunks that is a
 /// multiple of the thread count when it can be — 3 equal chunks on 2
