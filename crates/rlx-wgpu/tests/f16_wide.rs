@@ -12,16 +12,7 @@ use rlx::{Attrs, DType, Device};
 #[test]
 fn f16_held_as_f32_matches_reference_and_is_reported() {
     std::env::set_var("RLX_WGPU_F16", "f32");
-    init();
-    let cases = cases::f16_twins();
-    let n = cases.len();
-    let failed: Vec<String> = cases.iter().filter_map(|c| check_native(c).err()).collect();
-    assert!(
-        failed.is_empty(),
-        "{} of {n} cases differ:\n{}",
-        failed.len(),
-        failed.join("\n")
-    );
+    run_group(cases::f16_twins());
     assert_eq!(rlx_wgpu::context::f16_path(), Some(false));
     let g = one_op("exp", &[(DType::F16, vec![8])], Attrs::new());
     let report = rlx::compile(&g, Device::Vulkan)

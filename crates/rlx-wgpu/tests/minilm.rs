@@ -22,6 +22,33 @@ fn cosine(a: &[f32], b: &[f32]) -> f64 {
     SentenceEmbedder::cosine(a, b)
 }
 
+/// The model, and ids / attention mask / token types for `texts` padded to
+/// `seq` tokens.
+fn model_and_inputs(texts: &[&str], seq: usize) -> (SentenceEmbedder, [HostTensor; 3]) {
+    let dir = model_dir();
+    assert!(
+        dir.join("model.safetensors").exists(),
+        "MiniLM weights not found in {} — run ./scripts/fetch-models",
+        dir.display()
+    );
+    let model = SentenceEmbedder::load(&dir, |_| {}).unwrap();
+    let mut ids = Vec::new();
+    let mut mask = Vec::new();
+    for t in texts {
+        let mut v = model.token_ids(t).unwrap();
+        assert!(v.len() <= seq);
+        let n = v.len();
+        v.resize(seq, 0);
+        ids.extend(v);
+        mask.extend((0..seq).map(|i| (i < n) as i64));
+    }
+    let b = texts.len();
+    let ids = HostTensor::from_slice(&ids, [b, seq]).unwrap();
+    let mask = HostTensor::from_slice(&mask, [b, seq]).unwrap();
+    let types = HostTensor::from_slice(&vec![0i64; b * seq], [b, seq]).unwrap();
+    (model, [ids, mask, types])
+}
+
 #[test]
 fn minilm_on_wgpu_matches_cpu() {
     minilm_matches_cpu(Device::Vulkan);
@@ -35,30 +62,10 @@ fn minilm_on_opengl_matches_cpu() {
 
 fn minilm_matches_cpu(device: Device) {
     common::init();
-    let dir = model_dir();
-    assert!(
-        dir.join("model.safetensors").exists(),
-        "MiniLM weights not found in {} — run ./scripts/fetch-models",
-        dir.display()
-    );
-    let model = SentenceEmbedder::load(&dir, |_| {}).unwrap();
     let texts = ["The GPU runs the whole encoder.", "A short one"];
-    let seq = 16;
-    let mut ids = Vec::new();
-    let mut mask = Vec::new();
-    for t in texts {
-        let mut v = model.token_ids(t).unwrap();
-        assert!(v.len() <= seq);
-        let n = v.len();
-        v.resize(seq, 0);
-        ids.extend(v);
-        mask.extend((0..seq).map(|i| (i < n) as i64));
-    }
-    let b = texts.len();
+    let (b, seq) = (texts.len(), 16);
+    let (model, [ids, mask, types]) = model_and_inputs(&texts, seq);
     let g = model.bert().graph(b, seq).unwrap();
-    let ids = HostTensor::from_slice(&ids, [b, seq]).unwrap();
-    let mask = HostTensor::from_slice(&mask, [b, seq]).unwrap();
-    let types = HostTensor::from_slice(&vec![0i64; b * seq], [b, seq]).unwrap();
     let mut inputs: Vec<&HostTensor> = vec![&ids, &mask, &types];
     inputs.extend(model.weights().iter());
     let cpu = rlx::compile(&g, Device::Cpu)
@@ -115,24 +122,12 @@ fn minilm_matches_cpu(device: Device) {
 /// and the dispatch report names that path.
 pub fn minilm_f16_matches_cpu_f32() {
     common::init();
-    let dir = model_dir();
-    let model = SentenceEmbedder::load(&dir, |_| {}).unwrap();
     let (b, seq) = (2, 16);
-    let mut ids = Vec::new();
-    let mut mask = Vec::new();
-    for t in ["Half precision on the GPU.", "Short"] {
-        let mut v = model.token_ids(t).unwrap();
-        let n = v.len();
-        v.resize(seq, 0);
-        ids.extend(v);
-        mask.extend((0..seq).map(|i| (i < n) as i64));
-    }
+    let (model, [ids, mask, types]) =
+        model_and_inputs(&["Half precision on the GPU.", "Short"], seq);
     let g32 = model.bert().graph(b, seq).unwrap();
     let text = rlx::ir::text::print(&g32).replace("f32", "f16");
     let g16 = rlx::ir::text::parse(&text).unwrap();
-    let ids = HostTensor::from_slice(&ids, [b, seq]).unwrap();
-    let mask = HostTensor::from_slice(&mask, [b, seq]).unwrap();
-    let types = HostTensor::from_slice(&vec![0i64; b * seq], [b, seq]).unwrap();
     let w16: Vec<HostTensor> = model
         .weights()
         .iter()

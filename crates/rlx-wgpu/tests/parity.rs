@@ -11,19 +11,6 @@ use rlx::{Attrs, DType};
 
 const F: DType = DType::F32;
 
-/// Run every case of a group; report every mismatch, not just the first.
-fn run_group(cases: Vec<Case>) {
-    init();
-    let n = cases.len();
-    let failed: Vec<String> = cases.iter().filter_map(|c| check_native(c).err()).collect();
-    assert!(
-        failed.is_empty(),
-        "{} of {n} cases differ:\n{}",
-        failed.len(),
-        failed.join("\n")
-    );
-}
-
 #[test]
 fn f16_twins() {
     run_group(cases::f16_twins());

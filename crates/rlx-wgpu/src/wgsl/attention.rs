@@ -14,7 +14,7 @@
 //! says.
 
 use super::expr::f32_lit;
-use super::{grid, unravel, Builder, Kernel};
+use super::{batch_addr, grid, unravel, with_batch, Builder, Kernel};
 use crate::error::WgpuError;
 use crate::tref::TensorRef;
 use std::fmt::Write;
@@ -125,20 +125,11 @@ fn tiled(
     let tiles = nb * per_head;
     let groups = grid(tiles, 1);
     let kb = (TILE_FLOATS / (d + dv)).clamp(1, 64);
-    let full = |t: &TensorRef, x: usize, y: usize| {
-        let mut dd = batch.clone();
-        dd.extend([x, y]);
-        t.broadcast_to(&dd)
-    };
+    let full = |t: &TensorRef, x: usize, y: usize| with_batch(t, &batch, x, y);
     let (q, k, v) = (full(q, sq, d), full(k, sk, d), full(v, sk, dv));
     let mut b = Builder::default();
     let (bu, bi) = unravel("bz", &batch, "z");
-    let base = |t: &TensorRef| {
-        let mut bt = t.clone();
-        bt.dims.truncate(r - 2);
-        bt.strides.truncate(r - 2);
-        Builder::addr(&bt, &bi)
-    };
+    let base = |t: &TensorRef| batch_addr(t, &bi);
     let (d4, dv4) = (d / 4, dv / 4);
     let quad = |b: &mut Builder, t: &TensorRef, row: &str, col: &str, scale: &str| {
         let l: Vec<String> = (0..4)
@@ -302,20 +293,11 @@ fn row(
     let nb: usize = batch.iter().product();
     let rows = nb * sq;
     let groups = grid(rows, 1);
-    let full = |t: &TensorRef, x: usize, y: usize| {
-        let mut dd = batch.clone();
-        dd.extend([x, y]);
-        t.broadcast_to(&dd)
-    };
+    let full = |t: &TensorRef, x: usize, y: usize| with_batch(t, &batch, x, y);
     let (q, k, v) = (full(q, sq, d), full(k, sk, d), full(v, sk, dv));
     let mut b = Builder::default();
     let (bu, bi) = unravel("bz", &batch, "z");
-    let base = |t: &TensorRef| {
-        let mut bt = t.clone();
-        bt.dims.truncate(r - 2);
-        bt.strides.truncate(r - 2);
-        Builder::addr(&bt, &bi)
-    };
+    let base = |t: &TensorRef| batch_addr(t, &bi);
     let lq = b.load(&q, &format!("qb + i32(dd) * {}", q.strides[r - 1]));
     let lk = b.load(
         &k,

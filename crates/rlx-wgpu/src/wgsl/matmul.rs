@@ -6,7 +6,7 @@
 //! weights (a `permute` view) cost no copy.
 
 use super::expr::apply;
-use super::{unravel, Builder, Kernel};
+use super::{batch_addr, unravel, with_batch, Builder, Kernel};
 use crate::error::WgpuError;
 use crate::tref::TensorRef;
 use rlx_ir::Attrs;
@@ -114,7 +114,7 @@ pub fn kernel(
     let mut bl = Builder::default();
     let rb = batch.len();
     let (bu, bi) = unravel("zb", &batch, "z");
-    let bidx = |t: &TensorRef| batch_addr(t, rb, &bi);
+    let bidx = |t: &TensorRef| batch_addr(t, &bi);
     let la = bl.load(
         &a,
         &format!(
@@ -135,15 +135,7 @@ pub fn kernel(
     // bindings this kernel would not use must not be declared).
     let (epi, st) = if split == 1 {
         let epi = epilogue(&mut bl, bias, act, residual, &batch, &bi, m, n)?;
-        let st = bl.store(
-            out,
-            &format!(
-                "{} + i32(zb) * {} + i32(gm) * {n} + i32(gn)",
-                out.offset,
-                m * n
-            ),
-            "v",
-        );
+        let st = store_v(&mut bl, out, m, n);
         (epi, st)
     } else {
         (String::new(), String::new())
@@ -295,14 +287,6 @@ fn split_k(tiles: usize, k: usize, bk: usize) -> (usize, usize) {
     (k.div_ceil(kc), kc)
 }
 
-/// The address of `t`'s batch origin at the batch index variables `bi`.
-fn batch_addr(t: &TensorRef, rb: usize, bi: &[String]) -> String {
-    let mut bt = t.clone();
-    bt.dims.truncate(rb);
-    bt.strides.truncate(rb);
-    Builder::addr(&bt, bi)
-}
-
 /// The epilogue on `v` at (batch `bi`, `gm`, `gn`): bias through its
 /// broadcast strides, the activation, then the residual.
 #[allow(clippy::too_many_arguments)]
@@ -317,12 +301,10 @@ fn epilogue(
     n: usize,
 ) -> Result<String, WgpuError> {
     let rb = batch.len();
-    let mut d = batch.to_vec();
-    d.extend([m, n]);
     let mut epi = String::new();
     let add = |bl: &mut Builder, t: &TensorRef, epi: &mut String| {
-        let tf = t.broadcast_to(&d);
-        let base = batch_addr(&tf, rb, bi);
+        let tf = with_batch(t, batch, m, n);
+        let base = batch_addr(&tf, bi);
         let (s0, s1) = (tf.strides[rb], tf.strides[rb + 1]);
         let l = bl.load(&tf, &format!("({base}) + i32(gm) * {s0} + i32(gn) * {s1}"));
         let _ = writeln!(epi, "    v = v + {l};");
@@ -348,6 +330,16 @@ fn epilogue(
         add(bl, res, &mut epi);
     }
     Ok(epi)
+}
+
+/// The statement storing `v` at (batch `zb`, `gm`, `gn`) of contiguous `out`.
+fn store_v(bl: &mut Builder, out: &TensorRef, m: usize, n: usize) -> String {
+    let a = format!(
+        "{} + i32(zb) * {} + i32(gm) * {n} + i32(gn)",
+        out.offset,
+        m * n
+    );
+    bl.store(out, &a, "v")
 }
 
 /// The second kernel of a split-K matmul: one thread per output element

@@ -198,6 +198,22 @@ impl Builder {
     }
 }
 
+/// Address (i32 expression) of `t`'s origin at the batch index variables
+/// `bi`, which index its leading `bi.len()` axes.
+pub fn batch_addr(t: &TensorRef, bi: &[String]) -> String {
+    let mut bt = t.clone();
+    bt.dims.truncate(bi.len());
+    bt.strides.truncate(bi.len());
+    Builder::addr(&bt, bi)
+}
+
+/// `t` broadcast to `batch` followed by `[x, y]`.
+pub fn with_batch(t: &TensorRef, batch: &[usize], x: usize, y: usize) -> TensorRef {
+    let mut d = batch.to_vec();
+    d.extend([x, y]);
+    t.broadcast_to(&d)
+}
+
 /// `let iK = ...;` lines unravelling flat index `flat` (u32) over `dims`
 /// into variables `{prefix}0..`.
 pub fn unravel(flat: &str, dims: &[usize], prefix: &str) -> (String, Vec<String>) {

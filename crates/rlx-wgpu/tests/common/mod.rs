@@ -246,6 +246,21 @@ pub fn parity(what: &str, g: &Graph, inputs: &[HostTensor], atol: f64, rtol: f64
     }
 }
 
+/// Run every case of a group on Vulkan; report every mismatch, not just
+/// the first.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn run_group(cases: Vec<Case>) {
+    init();
+    let n = cases.len();
+    let failed: Vec<String> = cases.iter().filter_map(|c| check_native(c).err()).collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {n} cases differ:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
+}
+
 /// One case on Vulkan (blocking) against the CPU reference.
 #[cfg(not(target_arch = "wasm32"))]
 pub fn check_native(case: &Case) -> Result<(), String> {
