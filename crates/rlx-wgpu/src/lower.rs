@@ -525,14 +525,16 @@ fn node_kernels(
             let scale = node.attrs.opt_float("scale");
             one(wgsl::attention::kernel(
                 name,
-                &ins[0],
-                &ins[1],
-                &ins[2],
-                ins.get(3),
-                kind,
-                window,
-                scale,
-                out,
+                &wgsl::attention::Attention {
+                    q: &ins[0],
+                    k: &ins[1],
+                    v: &ins[2],
+                    mask: ins.get(3),
+                    kind,
+                    window,
+                    scale,
+                    out,
+                },
             )?)
         }
         "gather" | "index_select" => {

@@ -22,6 +22,21 @@ fn cosine(a: &[f32], b: &[f32]) -> f64 {
     SentenceEmbedder::cosine(a, b)
 }
 
+/// `g` compiled for `device`, every node native (no common-IR or host
+/// fallback).
+fn compile_native(g: &rlx::Graph, device: Device) -> rlx::Compiled {
+    let c = rlx::compile(g, device).unwrap();
+    let report = c.dispatch_report();
+    assert!(
+        report
+            .nodes
+            .iter()
+            .all(|n| n.path == rlx::DispatchPath::Native),
+        "{report}"
+    );
+    c
+}
+
 /// The model, and ids / attention mask / token types for `texts` padded to
 /// `seq` tokens.
 fn model_and_inputs(texts: &[&str], seq: usize) -> (SentenceEmbedder, [HostTensor; 3]) {
@@ -72,16 +87,7 @@ fn minilm_matches_cpu(device: Device) {
         .unwrap()
         .run_refs(&inputs)
         .unwrap();
-    let gpu_c = rlx::compile(&g, device).unwrap();
-    // Every node ran natively on the GPU (no common-IR or host fallback).
-    let report = gpu_c.dispatch_report();
-    assert!(
-        report
-            .nodes
-            .iter()
-            .all(|n| n.path == rlx::DispatchPath::Native),
-        "{report}"
-    );
+    let gpu_c = compile_native(&g, device);
     let gpu = gpu_c.run_refs(&inputs).unwrap();
     // Second run: weights are resident (not re-uploaded), same answer; then
     // pinned through the runtime's keep_resident promise, same again.
@@ -142,15 +148,8 @@ pub fn minilm_f16_matches_cpu_f32() {
         .unwrap()
         .run_refs(&inputs)
         .unwrap();
-    let gpu_c = rlx::compile(&g16, Device::Vulkan).unwrap();
+    let gpu_c = compile_native(&g16, Device::Vulkan);
     let report = gpu_c.dispatch_report();
-    assert!(
-        report
-            .nodes
-            .iter()
-            .all(|n| n.path == rlx::DispatchPath::Native),
-        "{report}"
-    );
     let wide = rlx_wgpu::context::f16_path() == Some(false);
     let text = report.to_string();
     let named = if wide {

@@ -80,40 +80,42 @@ fn mask_code(
     Ok(code)
 }
 
-#[allow(clippy::too_many_arguments)]
-pub fn kernel(
-    name: &str,
-    q: &TensorRef,
-    k: &TensorRef,
-    v: &TensorRef,
-    mask: Option<&TensorRef>,
-    kind: &str,
-    window: i64,
-    scale: Option<f64>,
-    out: &TensorRef,
-) -> Result<Kernel, WgpuError> {
-    let r = q.dims.len();
-    let (d, dv) = (q.dims[r - 1], v.dims[r - 1]);
+/// One attention node: its operands, mask and where it writes.
+pub struct Attention<'a> {
+    pub q: &'a TensorRef,
+    pub k: &'a TensorRef,
+    pub v: &'a TensorRef,
+    pub mask: Option<&'a TensorRef>,
+    /// `none`, `causal`, `sliding_window`, `custom` (bool keep) or `bias`.
+    pub kind: &'a str,
+    pub window: i64,
+    /// Default 1/sqrt(d).
+    pub scale: Option<f64>,
+    pub out: &'a TensorRef,
+}
+
+pub fn kernel(name: &str, a: &Attention) -> Result<Kernel, WgpuError> {
+    let r = a.q.dims.len();
+    let (d, dv) = (a.q.dims[r - 1], a.v.dims[r - 1]);
     if tiled_fits(d, dv) && std::env::var("RLX_WGPU_ATTENTION").as_deref() != Ok("row") {
-        tiled(name, q, k, v, mask, kind, window, scale, out)
+        tiled(name, a)
     } else {
-        row(name, q, k, v, mask, kind, window, scale, out)
+        row(name, a)
     }
 }
 
 /// The tiled kernel (see the module docs).
-#[allow(clippy::too_many_arguments)]
-fn tiled(
-    name: &str,
-    q: &TensorRef,
-    k: &TensorRef,
-    v: &TensorRef,
-    mask: Option<&TensorRef>,
-    kind: &str,
-    window: i64,
-    scale: Option<f64>,
-    out: &TensorRef,
-) -> Result<Kernel, WgpuError> {
+fn tiled(name: &str, a: &Attention) -> Result<Kernel, WgpuError> {
+    let Attention {
+        q,
+        k,
+        v,
+        mask,
+        kind,
+        window,
+        scale,
+        out,
+    } = *a;
     let r = q.dims.len();
     let (sq, d, sk, dv) = (q.dims[r - 2], q.dims[r - 1], k.dims[r - 2], v.dims[r - 1]);
     let batch: Vec<usize> = out.dims[..r - 2].to_vec();
@@ -269,18 +271,17 @@ if (live) {{
 }
 
 /// The row kernel (see the module docs).
-#[allow(clippy::too_many_arguments)]
-fn row(
-    name: &str,
-    q: &TensorRef,
-    k: &TensorRef,
-    v: &TensorRef,
-    mask: Option<&TensorRef>,
-    kind: &str,
-    window: i64,
-    scale: Option<f64>,
-    out: &TensorRef,
-) -> Result<Kernel, WgpuError> {
+fn row(name: &str, a: &Attention) -> Result<Kernel, WgpuError> {
+    let Attention {
+        q,
+        k,
+        v,
+        mask,
+        kind,
+        window,
+        scale,
+        out,
+    } = *a;
     let r = q.dims.len();
     let (sq, d, sk, dv) = (q.dims[r - 2], q.dims[r - 1], k.dims[r - 2], v.dims[r - 1]);
     if sk > MAX_SK {
