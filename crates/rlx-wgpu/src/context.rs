@@ -29,7 +29,8 @@ pub struct AdapterInfo {
 }
 
 /// How the last context created holds f16: 0 no context yet, 1 as f16,
-/// 2 as f32 words. The dispatch report names the path from it.
+/// 2 as f32 words. The browser, which has one context, names the report's
+/// f16 path from it; natively each backend asks its own context.
 static F16_PATH: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
 
 /// `Some(true)`: f16 stored as f16; `Some(false)`: held as f32 words (no

@@ -13,7 +13,13 @@ use rlx::{Attrs, DType, Device};
 fn f16_held_as_f32_matches_reference_and_is_reported() {
     std::env::set_var("RLX_WGPU_F16", "f32");
     run_group(cases::f16_twins());
-    assert_eq!(rlx_wgpu::context::f16_path(), Some(false));
+    let ctx = rlx_wgpu::WgpuBackend::new(Device::Vulkan)
+        .context()
+        .unwrap();
+    assert!(
+        !ctx.f16_native(),
+        "RLX_WGPU_F16=f32 forces the f32-held path"
+    );
     let g = one_op("exp", &[(DType::F16, vec![8])], Attrs::new());
     let report = rlx::compile(&g, Device::Vulkan)
         .unwrap()

@@ -150,7 +150,12 @@ pub fn minilm_f16_matches_cpu_f32() {
         .unwrap();
     let gpu_c = compile_native(&g16, Device::Vulkan);
     let report = gpu_c.dispatch_report();
-    let wide = rlx_wgpu::context::f16_path() == Some(false);
+    // This backend's own context (other tests create GL contexts, which
+    // hold f16 as f32, in the same process).
+    let wide = !rlx_wgpu::WgpuBackend::new(Device::Vulkan)
+        .context()
+        .unwrap()
+        .f16_native();
     let text = report.to_string();
     let named = if wide {
         "<f16 held as f32: adapter lacks shader-f16>"
