@@ -563,6 +563,8 @@ pub fn matmul_shapes_and_epilogues() -> Vec<Case> {
     for (sa, sb, act) in [
         (vec![2, 40, 600], vec![600, 50], "gelu"),
         (vec![33, 520], vec![520, 7], "none"),
+        // 64² tiles (both sides ≥ 64), split too.
+        (vec![70, 640], vec![640, 66], "relu"),
     ] {
         let g = one_op(
             "matmul_bias_act",
