@@ -8,6 +8,23 @@ use rlx::{Device, HostTensor};
 use rlx_models::dsl_block::{encoder_block, BlockShape};
 
 /// Deterministic inputs in [-0.5, 0.5) (an LCG), with a padding mask.
+/// The kernels of the compiled block, asserting every one is the fast
+/// engine's (none on the reference kernels). `what` names the case.
+fn fast_kernels_only(c: &rlx::Compiled, what: &str) -> Vec<String> {
+    let kernels: Vec<String> = c
+        .dispatch_report()
+        .nodes
+        .iter()
+        .flat_map(|n| n.kernels.clone())
+        .collect();
+    let slow: Vec<_> = kernels
+        .iter()
+        .filter(|k| k.starts_with("cpu::ref::"))
+        .collect();
+    assert!(slow.is_empty(), "{what}: reference kernels: {slow:?}");
+    kernels
+}
+
 fn inputs(g: &rlx::Graph, seed: u64) -> Vec<HostTensor> {
     let mut state = seed;
     g.inputs
@@ -52,18 +69,7 @@ fn encoder_block_fast_engine_matches_reference() {
     let ins = inputs(&g, 7);
     let want = rlx_cpu::run_graph(&g, &ins).unwrap();
     let compiled = rlx::compile(&g, Device::Cpu).unwrap();
-    // Every kernel of the optimized block is one of the fast engine's.
-    let kernels: Vec<&String> = compiled
-        .dispatch_report()
-        .nodes
-        .iter()
-        .flat_map(|n| &n.kernels)
-        .collect();
-    let slow: Vec<_> = kernels
-        .iter()
-        .filter(|k| k.starts_with("cpu::ref::"))
-        .collect();
-    assert!(slow.is_empty(), "reference kernels in the block: {slow:?}");
+    let kernels = fast_kernels_only(&compiled, "f32");
     assert!(kernels
         .iter()
         .any(|k| k.starts_with("cpu::fast::attention")));
@@ -381,17 +387,7 @@ fn encoder_block_in_f16_and_bf16_matches_f32_reference() {
         let src = rlx::ir::text::print(&g32).replace("f32", name);
         let g = rlx::ir::text::parse(&src).unwrap();
         let c = rlx::compile(&g, Device::Cpu).unwrap();
-        let kernels: Vec<&String> = c
-            .dispatch_report()
-            .nodes
-            .iter()
-            .flat_map(|n| &n.kernels)
-            .collect();
-        let slow: Vec<_> = kernels
-            .iter()
-            .filter(|k| k.starts_with("cpu::ref::"))
-            .collect();
-        assert!(slow.is_empty(), "{name}: reference kernels: {slow:?}");
+        let kernels = fast_kernels_only(&c, name);
         assert!(kernels
             .iter()
             .any(|k| k.starts_with(&format!("cpu::fast::attention<{name}>"))));

@@ -94,9 +94,30 @@ pub struct Attention<'a> {
     pub out: &'a TensorRef,
 }
 
+/// Rank, query/key lengths and head dims.
+struct Dims {
+    r: usize,
+    sq: usize,
+    d: usize,
+    sk: usize,
+    dv: usize,
+}
+
+impl Attention<'_> {
+    fn dims(&self) -> Dims {
+        let r = self.q.dims.len();
+        Dims {
+            r,
+            sq: self.q.dims[r - 2],
+            d: self.q.dims[r - 1],
+            sk: self.k.dims[r - 2],
+            dv: self.v.dims[r - 1],
+        }
+    }
+}
+
 pub fn kernel(name: &str, a: &Attention) -> Result<Kernel, WgpuError> {
-    let r = a.q.dims.len();
-    let (d, dv) = (a.q.dims[r - 1], a.v.dims[r - 1]);
+    let Dims { d, dv, .. } = a.dims();
     if tiled_fits(d, dv) && std::env::var("RLX_WGPU_ATTENTION").as_deref() != Ok("row") {
         tiled(name, a)
     } else {
@@ -106,18 +127,8 @@ pub fn kernel(name: &str, a: &Attention) -> Result<Kernel, WgpuError> {
 
 /// The tiled kernel (see the module docs).
 fn tiled(name: &str, a: &Attention) -> Result<Kernel, WgpuError> {
-    let Attention {
-        q,
-        k,
-        v,
-        mask,
-        kind,
-        window,
-        scale,
-        out,
-    } = *a;
-    let r = q.dims.len();
-    let (sq, d, sk, dv) = (q.dims[r - 2], q.dims[r - 1], k.dims[r - 2], v.dims[r - 1]);
+    let (mask, kind, window, scale, out) = (a.mask, a.kind, a.window, a.scale, a.out);
+    let Dims { r, sq, d, sk, dv } = a.dims();
     let batch: Vec<usize> = out.dims[..r - 2].to_vec();
     let nb: usize = batch.iter().product::<usize>().max(1);
     // Rows per tile: 64 when there are rows enough to fill the GPU twice
@@ -128,7 +139,7 @@ fn tiled(name: &str, a: &Attention) -> Result<Kernel, WgpuError> {
     let groups = grid(tiles, 1);
     let kb = (TILE_FLOATS / (d + dv)).clamp(1, 64);
     let full = |t: &TensorRef, x: usize, y: usize| with_batch(t, &batch, x, y);
-    let (q, k, v) = (full(q, sq, d), full(k, sk, d), full(v, sk, dv));
+    let (q, k, v) = (full(a.q, sq, d), full(a.k, sk, d), full(a.v, sk, dv));
     let mut b = Builder::default();
     let (bu, bi) = unravel("bz", &batch, "z");
     let base = |t: &TensorRef| batch_addr(t, &bi);
@@ -272,18 +283,8 @@ if (live) {{
 
 /// The row kernel (see the module docs).
 fn row(name: &str, a: &Attention) -> Result<Kernel, WgpuError> {
-    let Attention {
-        q,
-        k,
-        v,
-        mask,
-        kind,
-        window,
-        scale,
-        out,
-    } = *a;
-    let r = q.dims.len();
-    let (sq, d, sk, dv) = (q.dims[r - 2], q.dims[r - 1], k.dims[r - 2], v.dims[r - 1]);
+    let (mask, kind, window, scale, out) = (a.mask, a.kind, a.window, a.scale, a.out);
+    let Dims { r, sq, d, sk, dv } = a.dims();
     if sk > MAX_SK {
         return Err(WgpuError::Unsupported {
             op: "attention".into(),
@@ -295,7 +296,7 @@ fn row(name: &str, a: &Attention) -> Result<Kernel, WgpuError> {
     let rows = nb * sq;
     let groups = grid(rows, 1);
     let full = |t: &TensorRef, x: usize, y: usize| with_batch(t, &batch, x, y);
-    let (q, k, v) = (full(q, sq, d), full(k, sk, d), full(v, sk, dv));
+    let (q, k, v) = (full(a.q, sq, d), full(a.k, sk, d), full(a.v, sk, dv));
     let mut b = Builder::default();
     let (bu, bi) = unravel("bz", &batch, "z");
     let base = |t: &TensorRef| batch_addr(t, &bi);
