@@ -31,19 +31,19 @@ fn tiled_fits(d: usize, dv: usize) -> bool {
     d.is_multiple_of(4) && dv.is_multiple_of(4) && d > 0 && dv > 0 && d + dv <= 128
 }
 
-/// The mask statements for score `s` of query row `qi`, key `j` (u32s).
+/// The mask statements for score `s` of query row `qi`, key `j` (u32s);
+/// `full` lifts the mask to (batch, sq, sk), `base` addresses a batch.
 fn mask_code(
     b: &mut Builder,
-    kind: &str,
-    mask: Option<&TensorRef>,
-    window: i64,
-    off: i64,
+    a: &Attention,
     full: &dyn Fn(&TensorRef) -> TensorRef,
     base: &dyn Fn(&TensorRef) -> String,
 ) -> Result<String, WgpuError> {
+    let Dims { sq, sk, .. } = a.dims();
+    let (kind, window, off) = (a.kind, a.window, sk as i64 - sq as i64);
     let ninf = "bits_(0xff800000u)";
     let mut code = String::new();
-    match (kind, mask) {
+    match (kind, a.mask) {
         ("custom" | "bias", Some(m)) => {
             let mf = full(m);
             let r = mf.dims.len();
@@ -127,7 +127,7 @@ pub fn kernel(name: &str, a: &Attention) -> Result<Kernel, WgpuError> {
 
 /// The tiled kernel (see the module docs).
 fn tiled(name: &str, a: &Attention) -> Result<Kernel, WgpuError> {
-    let (mask, kind, window, scale, out) = (a.mask, a.kind, a.window, a.scale, a.out);
+    let (scale, out) = (a.scale, a.out);
     let Dims { r, sq, d, sk, dv } = a.dims();
     let batch: Vec<usize> = out.dims[..r - 2].to_vec();
     let nb: usize = batch.iter().product::<usize>().max(1);
@@ -203,16 +203,7 @@ fn tiled(name: &str, a: &Attention) -> Result<Kernel, WgpuError> {
         "cc",
         "",
     );
-    let fq = |t: &TensorRef| full(t, sq, sk);
-    let mask = mask_code(
-        &mut b,
-        kind,
-        mask,
-        window,
-        sk as i64 - sq as i64,
-        &fq,
-        &base,
-    )?;
+    let mask = mask_code(&mut b, a, &|t| full(t, sq, sk), &base)?;
     let ninf = "bits_(0xff800000u)";
     let s = format!(
         r#"var<workgroup> Ks: array<vec4<f32>, {ks}>;
@@ -283,7 +274,7 @@ if (live) {{
 
 /// The row kernel (see the module docs).
 fn row(name: &str, a: &Attention) -> Result<Kernel, WgpuError> {
-    let (mask, kind, window, scale, out) = (a.mask, a.kind, a.window, a.scale, a.out);
+    let (scale, out) = (a.scale, a.out);
     let Dims { r, sq, d, sk, dv } = a.dims();
     if sk > MAX_SK {
         return Err(WgpuError::Unsupported {
@@ -322,16 +313,7 @@ fn row(name: &str, a: &Attention) -> Result<Kernel, WgpuError> {
     let wg_: u32 = (sk.max(dv) as u32).next_power_of_two().clamp(32, 256);
     let sc = f32_lit(scale.unwrap_or(1.0 / (d as f64).sqrt()));
     let ninf = "bits_(0xff800000u)";
-    let fq = |t: &TensorRef| full(t, sq, sk);
-    let mask_code = mask_code(
-        &mut b,
-        kind,
-        mask,
-        window,
-        sk as i64 - sq as i64,
-        &fq,
-        &base,
-    )?;
+    let mask_code = mask_code(&mut b, a, &|t| full(t, sq, sk), &base)?;
     let mut idx = bi.clone();
     idx.extend(["qi".to_string(), "c".to_string()]);
     let st = b.store(out, &Builder::addr(out, &idx), "o / t");
