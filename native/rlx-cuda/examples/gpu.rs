@@ -685,6 +685,15 @@ fn minilm(args: &[String]) -> usize {
                 "minilm {mode} B={b} seq={seq}: p50 {graph_ms:.3} ms (CUDA graph), {eager_ms:.3} ms (eager launches), {e2e_ms:.3} ms (CUDA graph + pinned async copies of ids/mask in, outputs out); {} launches, compile {compile_ms:.0} ms",
                 exe.launch_count()
             );
+            // Which cuBLASLt algorithm each GEMM shape runs (tuned at
+            // compile unless RLX_CUDA_AUTOTUNE=0), once per shape.
+            let mut algos = std::collections::BTreeSet::new();
+            for (_, d) in exe.gemm_algos() {
+                algos.insert(d.replace(", cached", ""));
+            }
+            for d in &algos {
+                println!("  {mode} B={b} {d}");
+            }
             let mut profile = serde_json::Map::new();
             if args.iter().any(|a| a == "--profile") {
                 let prof = eager.profile().unwrap();
@@ -703,7 +712,7 @@ fn minilm(args: &[String]) -> usize {
             }
             json.push(serde_json::json!({"impl": "rlx-cuda", "mode": mode, "batch": b, "seq": seq,
                 "p50_ms_graph": graph_ms, "p50_ms_eager": eager_ms, "p50_ms_e2e_copies": e2e_ms, "launches": exe.launch_count(), "min_cosine_vs_cpu": cos,
-                "profile_ms_by_op": profile}));
+                "profile_ms_by_op": profile, "gemm_algos": algos}));
         }
     }
     if let Some(p) = arg(args, "--json") {

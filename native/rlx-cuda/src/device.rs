@@ -85,6 +85,16 @@ pub struct Gpu {
     /// Compute capability (major, minor).
     pub cc: (i32, i32),
     modules: Mutex<HashMap<String, Arc<CudaModule>>>,
+    /// cuBLASLt algorithms chosen by timing, per GEMM configuration (see
+    /// `tune.rs`), with the candidate count and times they were chosen by.
+    pub(crate) tuned: Mutex<HashMap<crate::tune::TuneKey, TunedAlgo>>,
+}
+
+/// A tuned cuBLASLt algorithm and how it was chosen.
+#[derive(Clone)]
+pub(crate) struct TunedAlgo {
+    pub algo: cudarc::cublaslt::sys::cublasLtMatmulAlgo_t,
+    pub choice: crate::tune::Choice,
 }
 
 impl Gpu {
@@ -140,6 +150,7 @@ impl Gpu {
             arch,
             cc: (major, minor),
             modules: Mutex::new(HashMap::new()),
+            tuned: Mutex::new(HashMap::new()),
         }))
     }
 

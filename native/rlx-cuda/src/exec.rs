@@ -2,11 +2,13 @@
 //! constants and scratch; the resolved launch list; optional CUDA graph
 //! capture of the whole schedule.
 
+use crate::device::TunedAlgo;
 use crate::device::{DevBuf, Gpu};
 use crate::error::CudaError;
 use crate::host::{bytes_of, from_bytes};
 use crate::plan::{Launch, Plan, Ptr, Root};
 use crate::staging::{pack, Pinned};
+use crate::tune::{self, Choice, TuneKey};
 use cudarc::cublas::sys as blas;
 use cudarc::cublaslt::result as ltr;
 use cudarc::cublaslt::sys as lt;
@@ -45,11 +47,16 @@ struct LtGemm {
     ptrs: [u64; 4],
     f64: bool,
     residual: bool,
+    /// What the tuning cache knows this GEMM by.
+    key: TuneKey,
+    /// How `algo` was chosen (shown by the profile).
+    choice: Choice,
 }
 
 /// Candidate algorithms asked of the cuBLASLt heuristic per GEMM. Its first
-/// pick is often not the fastest for MiniLM's small, skinny GEMMs.
-const LT_CANDIDATES: usize = 8;
+/// pick is often not the fastest for MiniLM's small, skinny GEMMs; the
+/// later ones include split-K variants that can fill the GPU at B = 1.
+const LT_CANDIDATES: usize = 16;
 // SAFETY: descriptors are immutable after creation and used under the
 // executable's stream ordering.
 unsafe impl Send for LtGemm {}
@@ -216,53 +223,115 @@ impl LtGemm {
                 "cuBLASLt: no algorithm for this GEMM".into(),
             ));
         };
+        let ptrs = [a, b, residual.unwrap_or(c), c];
         Ok(LtGemm {
             desc,
             layouts,
             algo: first.algo,
             candidates: heur.iter().map(|r| r.algo).collect(),
-            ptrs: [a, b, residual.unwrap_or(c), c],
+            ptrs,
             f64: g.dtype == DType::F64,
             residual: residual.is_some(),
+            key: TuneKey::new(g, ptrs, bias, tf32),
+            choice: Choice::Heuristic {
+                candidates: heur.len(),
+            },
         })
     }
 
-    /// Time every candidate algorithm on this GEMM's own buffers (their
-    /// contents become garbage: tuning runs before any real run) and keep
-    /// the fastest. Each is timed over a short CUDA graph of repeated
-    /// launches, so host launch overhead does not hide GPU time.
+    /// Run the fastest of the heuristic's candidates (see `tune.rs`):
+    /// reused from the GPU's cache when a GEMM with the same [`TuneKey`]
+    /// was tuned before, else each candidate timed on this GEMM's own
+    /// buffers (their contents become garbage: tuning runs before any real
+    /// run) and the choice cached.
     fn tune(&mut self, gpu: &Gpu) -> Result<(), CudaError> {
+        let cache = || {
+            gpu.tuned
+                .lock()
+                .map_err(|_| CudaError::Driver("tuning cache lock poisoned".into()))
+        };
+        if let Some(t) = cache()?.get(&self.key) {
+            self.algo = t.algo;
+            self.choice = match t.choice.clone() {
+                Choice::Tuned {
+                    index,
+                    candidates,
+                    us,
+                    heuristic_us,
+                    ..
+                } => Choice::Tuned {
+                    index,
+                    candidates,
+                    us,
+                    heuristic_us,
+                    cached: true,
+                },
+                other => other,
+            };
+            return Ok(());
+        }
         if self.candidates.len() < 2 {
             return Ok(());
+        }
+        let mut times = Vec::new();
+        for algo in self.candidates.clone() {
+            times.push(self.time_us(gpu, &algo)?);
+        }
+        let Some(index) = tune::pick(&times) else {
+            // No candidate launched outside a graph: keep the first pick
+            // (a real run reports the error).
+            return Ok(());
+        };
+        self.algo = self.candidates[index];
+        self.choice = Choice::Tuned {
+            index,
+            candidates: self.candidates.len(),
+            us: times[index].unwrap_or(f32::NAN),
+            heuristic_us: times[0],
+            cached: false,
+        };
+        cache()?.insert(
+            self.key.clone(),
+            TunedAlgo {
+                algo: self.algo,
+                choice: self.choice.clone(),
+            },
+        );
+        Ok(())
+    }
+
+    /// GPU time of one launch with `algo` in microseconds: a CUDA graph of
+    /// 10 launches (no host launch gaps), replayed once to warm up, then
+    /// the best of 3 timed replays. `None` if the algorithm does not
+    /// launch here (e.g. not valid for these pointers' alignment).
+    fn time_us(
+        &self,
+        gpu: &Gpu,
+        algo: &lt::cublasLtMatmulAlgo_t,
+    ) -> Result<Option<f32>, CudaError> {
+        const LAUNCHES: usize = 10;
+        if self.launch_with(gpu, algo).is_err() {
+            return Ok(None);
         }
         let stream = &gpu.stream;
         let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
         let (e0, e1) = (gpu.ctx.new_event(flags)?, gpu.ctx.new_event(flags)?);
-        let mut best = (f32::INFINITY, self.algo);
-        for algo in self.candidates.clone() {
-            // An algorithm that fails here (e.g. not valid for these
-            // pointers' alignment) is skipped, not fatal.
-            if self.launch_with(gpu, &algo).is_err() {
-                continue;
-            }
-            stream.synchronize()?;
-            stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-            let r = (0..10).try_for_each(|_| self.launch_with(gpu, &algo));
-            let g = stream.end_capture(sys::CUgraphInstantiate_flags(0))?;
-            r?;
-            let Some(g) = g else { continue };
-            g.launch()?;
+        stream.synchronize()?;
+        stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+        let r = (0..LAUNCHES).try_for_each(|_| self.launch_with(gpu, algo));
+        let g = stream.end_capture(sys::CUgraphInstantiate_flags(0))?;
+        r?;
+        let Some(g) = g else { return Ok(None) };
+        g.launch()?;
+        let mut best = f32::INFINITY;
+        for _ in 0..3 {
             e0.record(stream)?;
             g.launch()?;
             e1.record(stream)?;
             stream.synchronize()?;
-            let ms = e0.elapsed_ms(&e1)?;
-            if ms < best.0 {
-                best = (ms, algo);
-            }
+            best = best.min(e0.elapsed_ms(&e1)?);
         }
-        self.algo = best.1;
-        Ok(())
+        Ok(Some(best * 1e3 / LAUNCHES as f32))
     }
 
     /// Worth timing the candidates: big enough that the algorithm matters
@@ -381,6 +450,9 @@ pub struct CudaExecutable {
     err: DevBuf,
     node_ops: Vec<String>,
     kernels: Vec<(usize, String)>,
+    /// (launch index, description) of every cuBLASLt GEMM: its shape and
+    /// which algorithm runs (tuned or the heuristic's pick).
+    gemm_algos: Vec<(usize, String)>,
     source: String,
     state: Mutex<State>,
     _arena: DevBuf,
@@ -464,6 +536,9 @@ impl CudaExecutable {
         };
         let mut funcs = std::collections::HashMap::new();
         let mut launches = Vec::new();
+        let autotune = tune::autotune_enabled()?;
+        // (launch index, GEMM shape and its algorithm choice).
+        let mut gemm_algos = Vec::new();
         for l in &plan.launches {
             match l {
                 Launch::Kernel {
@@ -536,9 +611,24 @@ impl CudaExecutable {
                             gemm.residual.as_ref().map(addr),
                             opts.tf32,
                         )?;
-                        if LtGemm::worth_tuning(gemm) {
+                        if autotune && LtGemm::worth_tuning(gemm) {
                             lt.tune(&gpu)?;
                         }
+                        gemm_algos.push((
+                            launches.len(),
+                            format!(
+                                "cublasLt::matmul m{} n{} k{}{}: {}",
+                                gemm.m,
+                                gemm.n,
+                                gemm.k,
+                                if gemm.batch > 1 {
+                                    format!(" batch {}", gemm.batch)
+                                } else {
+                                    String::new()
+                                },
+                                lt.choice
+                            ),
+                        ));
                         launches.push((*node, Resolved::Lt(Box::new(lt))));
                     } else {
                         launches.push((*node, Resolved::Gemm(gemm.clone(), p)));
@@ -576,6 +666,7 @@ impl CudaExecutable {
             err,
             node_ops: plan.node_ops,
             kernels: plan.kernels,
+            gemm_algos,
             source: plan.source,
             state: Mutex::new(State {
                 graph: None,
@@ -601,6 +692,16 @@ impl CudaExecutable {
     /// (node, kernel) for every launch: the dispatch report's kernel names.
     pub fn kernels(&self) -> &[(usize, String)] {
         &self.kernels
+    }
+
+    /// (node, description) of every cuBLASLt GEMM launch: its shape and
+    /// which algorithm runs, tuned (index among the heuristic's
+    /// candidates, timed microseconds) or the heuristic's first pick.
+    pub fn gemm_algos(&self) -> Vec<(usize, String)> {
+        self.gemm_algos
+            .iter()
+            .map(|(l, d)| (self.launches[*l].0, d.clone()))
+            .collect()
     }
 
     /// Launches per run (kernels and GEMMs).
@@ -1033,8 +1134,10 @@ impl CudaExecutable {
         for (n, k) in &self.kernels {
             names.entry(*n).or_insert_with(|| k.clone());
         }
+        let algos: std::collections::HashMap<usize, &String> =
+            self.gemm_algos.iter().map(|(l, d)| (*l, d)).collect();
         let mut out = Vec::new();
-        for (node, l) in &self.launches {
+        for (at, (node, l)) in self.launches.iter().enumerate() {
             stream.synchronize()?;
             stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
             let r = (0..REPEATS).try_for_each(|_| self.launch(l));
@@ -1047,12 +1150,12 @@ impl CudaExecutable {
             e1.record(stream)?;
             stream.synchronize()?;
             let ms = e0.elapsed_ms(&e1)? / REPEATS as f32;
-            out.push((
-                *node,
-                self.node_ops[*node].clone(),
-                names.get(node).cloned().unwrap_or_default(),
-                ms,
-            ));
+            // A GEMM is named with its algorithm choice.
+            let name = match algos.get(&at) {
+                Some(d) => (*d).clone(),
+                None => names.get(node).cloned().unwrap_or_default(),
+            };
+            out.push((*node, self.node_ops[*node].clone(), name, ms));
         }
         Ok(out)
     }

@@ -23,6 +23,7 @@ pub mod exec;
 pub mod host;
 pub mod plan;
 pub mod staging;
+pub mod tune;
 
 pub use claims::claims;
 pub use error::CudaError;

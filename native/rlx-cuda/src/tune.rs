@@ -1,0 +1,191 @@
+//! cuBLASLt algorithm autotuning: which of the heuristic's candidates a
+//! GEMM runs, decided once per GEMM configuration by timing them.
+//!
+//! The heuristic's first pick is often not the fastest for small, skinny
+//! GEMMs (MiniLM's M = B·128 rows against 384/1152/1536 columns), so the
+//! executable times each candidate on the GEMM's own buffers when it is
+//! compiled. The choice is cached per [`TuneKey`] on the GPU: the six
+//! layers of a model (and its eager, graph and profiled executables)
+//! run one tuned algorithm per shape instead of six noisy picks.
+
+use crate::error::CudaError;
+use crate::plan::Gemm;
+use rlx_ir::DType;
+
+/// The environment variable that turns tuning off (`0`) for A/B runs.
+pub const AUTOTUNE_ENV: &str = "RLX_CUDA_AUTOTUNE";
+
+/// Whether tuning is on, from the value of [`AUTOTUNE_ENV`] (unset: on).
+pub fn parse_autotune(v: Option<&str>) -> Result<bool, CudaError> {
+    match v.map(str::trim) {
+        None | Some("") | Some("1") => Ok(true),
+        Some("0") => Ok(false),
+        Some(other) => Err(CudaError::Input(format!(
+            "{AUTOTUNE_ENV} must be 0 or 1, got {other:?}"
+        ))),
+    }
+}
+
+/// Whether tuning is on in this process.
+pub fn autotune_enabled() -> Result<bool, CudaError> {
+    parse_autotune(std::env::var(AUTOTUNE_ENV).ok().as_deref())
+}
+
+/// Everything the candidates and their speed depend on: the GEMM's
+/// shape, layouts, types, epilogue and the alignment of its pointers (an
+/// algorithm may need 16-byte aligned operands).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TuneKey {
+    dtype: DType,
+    tf32: bool,
+    trans: (bool, bool),
+    mnk: (i32, i32, i32),
+    ld: (i32, i32, i32),
+    strides: (i64, i64, i64),
+    batch: i32,
+    bias: bool,
+    bias_stride: i64,
+    residual: bool,
+    /// log2 of each pointer's alignment (A, B, C, D, bias), capped at 256 bytes.
+    align: [u32; 5],
+}
+
+impl TuneKey {
+    /// The key of `g` at these device addresses (`c` is the residual when
+    /// there is one, else D).
+    pub fn new(g: &Gemm, ptrs: [u64; 4], bias: Option<u64>, tf32: bool) -> TuneKey {
+        let al = |p: u64| p.trailing_zeros().min(8);
+        TuneKey {
+            dtype: g.dtype,
+            tf32: tf32 && g.dtype == DType::F32,
+            trans: (g.trans_a, g.trans_b),
+            mnk: (g.m, g.n, g.k),
+            ld: (g.lda, g.ldb, g.ldc),
+            strides: (g.stride_a, g.stride_b, g.stride_c),
+            batch: g.batch,
+            bias: bias.is_some(),
+            bias_stride: g.bias_stride,
+            residual: g.residual.is_some(),
+            align: [
+                al(ptrs[0]),
+                al(ptrs[1]),
+                al(ptrs[2]),
+                al(ptrs[3]),
+                bias.map_or(8, al),
+            ],
+        }
+    }
+}
+
+/// A candidate must beat the heuristic's first pick by this factor to
+/// replace it: timing noise alone then rarely changes the choice between
+/// runs.
+pub const MARGIN: f32 = 0.97;
+
+/// Index of the candidate to run, from each one's time (`None`: it failed
+/// to launch). The heuristic's first pick (index 0) unless another is
+/// faster than [`MARGIN`] × its time; the fastest valid one if the first
+/// failed; `None` if all failed.
+pub fn pick(times: &[Option<f32>]) -> Option<usize> {
+    let best = times
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| t.map(|t| (i, t)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))?;
+    match times.first().copied().flatten() {
+        Some(t0) if best.1 >= MARGIN * t0 => Some(0),
+        _ => Some(best.0),
+    }
+}
+
+/// How a GEMM's algorithm was chosen, for the dispatch report and the profile.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Choice {
+    /// The heuristic's first pick, untimed (small GEMM, one candidate, or
+    /// tuning turned off).
+    Heuristic { candidates: usize },
+    /// Candidate `index` of `candidates` after timing: its time and the
+    /// first pick's, in microseconds per launch.
+    Tuned {
+        index: usize,
+        candidates: usize,
+        us: f32,
+        heuristic_us: Option<f32>,
+        /// Reused from an earlier GEMM with the same [`TuneKey`].
+        cached: bool,
+    },
+}
+
+impl std::fmt::Display for Choice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Choice::Heuristic { candidates } => {
+                write!(f, "algo #0 of {candidates} (heuristic, untimed)")
+            }
+            Choice::Tuned {
+                index,
+                candidates,
+                us,
+                heuristic_us,
+                cached,
+            } => {
+                write!(f, "algo #{index} of {candidates} (timed {us:.1} us")?;
+                if let Some(h) = heuristic_us {
+                    if *index != 0 {
+                        write!(f, ", heuristic #0 {h:.1} us")?;
+                    }
+                }
+                write!(f, "{})", if *cached { ", cached" } else { "" })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_values() {
+        assert!(parse_autotune(None).unwrap());
+        assert!(parse_autotune(Some("1")).unwrap());
+        assert!(!parse_autotune(Some("0")).unwrap());
+        assert!(!parse_autotune(Some(" 0 ")).unwrap());
+        assert!(matches!(
+            parse_autotune(Some("off")),
+            Err(CudaError::Input(m)) if m.contains("RLX_CUDA_AUTOTUNE")
+        ));
+    }
+
+    #[test]
+    fn pick_keeps_the_first_unless_clearly_faster() {
+        // 2% faster: within the margin, the heuristic's pick stays.
+        assert_eq!(pick(&[Some(10.0), Some(9.8), Some(10.5)]), Some(0));
+        // 10% faster: taken.
+        assert_eq!(pick(&[Some(10.0), Some(9.8), Some(9.0)]), Some(2));
+        // The first failed: the fastest valid one.
+        assert_eq!(pick(&[None, Some(12.0), Some(11.0)]), Some(2));
+        assert_eq!(pick(&[None, None]), None);
+        assert_eq!(pick(&[]), None);
+        assert_eq!(pick(&[Some(5.0)]), Some(0));
+    }
+
+    #[test]
+    fn choice_names_the_index_and_times() {
+        let c = Choice::Tuned {
+            index: 3,
+            candidates: 16,
+            us: 4.31,
+            heuristic_us: Some(6.0),
+            cached: true,
+        };
+        assert_eq!(
+            c.to_string(),
+            "algo #3 of 16 (timed 4.3 us, heuristic #0 6.0 us, cached)"
+        );
+        assert_eq!(
+            Choice::Heuristic { candidates: 8 }.to_string(),
+            "algo #0 of 8 (heuristic, untimed)"
+        );
+    }
+}
