@@ -141,7 +141,34 @@ const EXTRA: &[(&str, &str)] = &[
     ("layer_norm_384", "graph @g(%x: f32[10,384], %g: f32[384], %b: f32[384]) {\n  %y = layer_norm(%x, %g, %b) {eps=1e-5}\n  return %y\n}"),
     ("rms_norm_256", "graph @g(%x: f32[5,256], %g: f32[256]) {\n  %y = rms_norm(%x, %g) {eps=1e-6}\n  return %y\n}"),
     ("layer_norm_1000", "graph @g(%x: f32[6,1000], %g: f32[1000], %b: f32[1000]) {\n  %y = layer_norm(%x, %g, %b) {eps=1e-5}\n  return %y\n}"),
+    // Gathers read by their elementwise reader (never stored): along a
+    // middle axis with an outer one; BERT's three embedding lookups summed
+    // (positions from a constant arange) inside the layer norm after them.
+    // Integer inputs are indices 0..2 (see `extra_inputs`).
+    ("gather_read_by_elementwise_outer_axis", "graph @g(%t: f32[4,5,6], %i: i64[7], %b: f32[6]) {\n  %x = gather(%t, %i) {axis=1}\n  %y = add(%x, %b)\n  return %y\n}"),
+    ("embeddings_sum_in_layer_norm", EMBEDDINGS_LN),
 ];
+
+/// BERT's embedding block (as the optimizer leaves it): three lookups, one
+/// fused sum, a layer norm.
+const EMBEDDINGS_LN: &str = "graph @g(%ids: i64[2,16], %tt: i64[2,16], %w: f32[10,64], %p: f32[16,64], %ty: f32[3,64], %g: f32[64], %be: f32[64]) {\n  %pi = arange() {dtype=i64, len=16, start=0.0, step=1.0}\n  %a = embedding(%w, %ids)\n  %b = embedding(%p, %pi)\n  %c = embedding(%ty, %tt)\n  %s = fused_elementwise(%a, %c, %b) {body=graph @region(%in0: f32[2,16,64], %in1: f32[2,16,64], %in2: f32[16,64]) {\n    %3 = add(%in0, %in1) : f32[2,16,64]\n    %4 = add(%in2, %3) : f32[2,16,64]\n    return %4\n  }}\n  %n = layer_norm(%s, %g, %be) {axis=2, eps=1e-5}\n  return %n\n}";
+
+/// Random inputs of `g` for the extra cases: floats normal, integers
+/// (indices) cycling through 0, 1, 2.
+fn extra_inputs(g: &Graph, rng: &mut Rng) -> Vec<HostTensor> {
+    g.input_types()
+        .iter()
+        .map(|ty| {
+            let z = HostTensor::zeros(ty.dtype, ty.shape.clone()).unwrap();
+            if matches!(ty.dtype, DType::I32 | DType::I64) {
+                let v = (0..z.numel()).map(|k| ((k * 5 + 1) % 3) as f64).collect();
+                HostTensor::from_f64(ty.dtype, ty.shape.clone(), v).unwrap()
+            } else {
+                random_like(&z, rng)
+            }
+        })
+        .collect()
+}
 
 fn compile_cuda(g: &Graph, native_only: bool) -> Result<rlx::Compiled, String> {
     let mut o = CompileOptions {
@@ -328,16 +355,7 @@ fn parity(dir: &str) -> usize {
                     continue;
                 }
             };
-            let ins: Vec<HostTensor> = g
-                .input_types()
-                .iter()
-                .map(|ty| {
-                    random_like(
-                        &HostTensor::zeros(ty.dtype, ty.shape.clone()).unwrap(),
-                        &mut rng,
-                    )
-                })
-                .collect();
+            let ins = extra_inputs(&g, &mut rng);
             let want = rlx_cpu::run_graph(&g, &ins).unwrap();
             let r = c
                 .run_refs(&ins.iter().collect::<Vec<_>>())
@@ -360,6 +378,32 @@ fn parity(dir: &str) -> usize {
                     fail += 1;
                     println!("FAIL extra/{name}<{dt}>: {e}");
                 }
+            }
+        }
+    }
+    // An index out of range inside the fused embedding block is the same
+    // typed error the gather kernel reports, naming the embedding node.
+    {
+        let g = text::parse(EMBEDDINGS_LN).unwrap();
+        let mut ins = extra_inputs(&g, &mut rng);
+        let mut ids = vec![1f64; 32];
+        ids[17] = 10.0;
+        ins[0] = HostTensor::from_f64(DType::I64, ins[0].shape().clone(), ids).unwrap();
+        let r = compile_cuda(&g, true)
+            .map_err(|e| e.to_string())
+            .and_then(|c| match c.run_refs(&ins.iter().collect::<Vec<_>>()) {
+                Err(e) if e.to_string().contains("embedding") => Ok(()),
+                Err(e) => Err(format!("error does not name the embedding: {e}")),
+                Ok(_) => Err("no error for index 10 of 10 rows".into()),
+            });
+        match r {
+            Ok(()) => {
+                pass += 1;
+                println!("ok   extra/embeddings_index_out_of_range");
+            }
+            Err(e) => {
+                fail += 1;
+                println!("FAIL extra/embeddings_index_out_of_range: {e}");
             }
         }
     }

@@ -236,7 +236,7 @@ fn f16_attention_keeps_scores_on_chip_with_tensor_cores() {
         .filter(|(n, _)| p.node_ops[*n] == "reshape")
         .count();
     assert_eq!(reshapes, 0, "{:?}", p.kernels);
-    assert_eq!(p.launches.len(), 59);
+    assert_eq!(p.launches.len(), 55);
     // Pre-sm_80 GPUs (or f32) get no mma instruction.
     let old = minilm_plan_as(32, "f16", false);
     assert!(!old.source.contains("mma.sync"));
@@ -268,6 +268,12 @@ fn generated_sources_compile_with_nvrtc_where_available() {
             let p = planned_lir(&src.replace("f32", dt));
             assert!(p.source.contains("mma.sync"), "{dt}: {}", p.source);
             sources.push(p.source);
+        }
+    }
+    // Gathers read by their elementwise reader or inside a layer norm.
+    for dt in ["f32", "f16", "bf16"] {
+        for src in [GATHER_OUTER_AXIS, EMBEDDINGS_LN] {
+            sources.push(planned_lir(&src.replace("f32", dt)).source);
         }
     }
     // Reductions with fused producers, epilogues and row consumers.
@@ -309,10 +315,19 @@ fn minilm_plans_with_fused_epilogues_and_attention_layout() {
         .map(|(n, _)| p.node_ops[*n].as_str())
         .collect();
     let count = |op: &str| ops.iter().filter(|o| **o == op).count();
-    // 6 layers of 8 launches, 6 for the embeddings and the mask, 5 for the
+    // 6 layers of 8 launches, 2 for the embeddings and the mask (the three
+    // lookups and their sum computed inside the layer norm), 5 for the
     // pooling (mean over the mask + L2 normalize; reductions fuse their
     // elementwise neighbours), and the outputs need no copy.
-    assert_eq!(p.launches.len(), 59);
+    assert_eq!(p.launches.len(), 55);
+    assert_eq!(count("embedding"), 0);
+    assert_eq!(count("fused_elementwise"), 0);
+    // The embedding layer norm checks the three lookups' indices.
+    let first = &p.launches[0];
+    assert!(
+        matches!(first, plan::Launch::Kernel { node, err: true, .. } if p.node_ops[*node] == "layer_norm"),
+        "{first:?}"
+    );
     // Q, K and V of each layer are one GEMM batched over their weights
     // (allocated back to back: a weight group and a bias group per layer),
     // with a per-batch bias, into a scratch buffer.
@@ -480,5 +495,75 @@ fn middle_axis_reductions_with_many_outputs_take_32_outputs_per_block() {
     ] {
         let q = planned(src);
         assert!(!q.source.contains("sh[8][32]"), "{src}");
+    }
+}
+
+const GATHER_OUTER_AXIS: &str = "graph @g(%t: f32[4,5,6], %i: i64[7], %b: f32[6]) {\n  %x = gather(%t, %i) {axis=1}\n  %y = add(%x, %b)\n  return %y\n}";
+/// BERT's embedding block as the optimizer leaves it (also a GPU parity case).
+const EMBEDDINGS_LN: &str = "graph @g(%ids: i64[2,16], %tt: i64[2,16], %w: f32[10,64], %p: f32[16,64], %ty: f32[3,64], %g: f32[64], %be: f32[64]) {\n  %pi = arange() {dtype=i64, len=16, start=0.0, step=1.0}\n  %a = embedding(%w, %ids)\n  %b = embedding(%p, %pi)\n  %c = embedding(%ty, %tt)\n  %s = fused_elementwise(%a, %c, %b) {body=graph @region(%in0: f32[2,16,64], %in1: f32[2,16,64], %in2: f32[16,64]) {\n    %3 = add(%in0, %in1) : f32[2,16,64]\n    %4 = add(%in2, %3) : f32[2,16,64]\n    return %4\n  }}\n  %n = layer_norm(%s, %g, %be) {axis=2, eps=1e-5}\n  return %n\n}";
+
+fn kernel_ops(p: &plan::Plan) -> Vec<&str> {
+    p.kernels
+        .iter()
+        .map(|(n, _)| p.node_ops[*n].as_str())
+        .collect()
+}
+
+#[test]
+fn gathers_are_read_by_their_one_elementwise_reader() {
+    let p = planned_lir(GATHER_OUTER_AXIS);
+    // One kernel: the add, loading through the indices (an outer axis of
+    // 4, 7 indices into 5 rows of 6), with the error flag.
+    assert_eq!(kernel_ops(&p), ["add"], "{:?}", p.kernels);
+    assert!(matches!(
+        p.launches.as_slice(),
+        [plan::Launch::Kernel { err: true, args, .. }] if args.len() == 4
+    ));
+    assert!(
+        p.source.contains("const long long* __restrict__ ix0"),
+        "{}",
+        p.source
+    );
+    assert!(p.source.contains("(gf0 / 6u) % 7u"), "{}", p.source);
+    assert!(
+        p.source.contains("(long long)(gf0 / 42u) * 5LL + gj0"),
+        "{}",
+        p.source
+    );
+    // Stored as before when the gather is also a graph output, or when its
+    // reader also reads a value no gather produced (a fusion starting from
+    // that value's producer could take the reader).
+    let kept = planned_lir(
+        "graph @g(%t: f32[5,6], %i: i64[7], %b: f32[6]) {\n  %x = gather(%t, %i)\n  %y = add(%x, %b)\n  return %y, %x\n}",
+    );
+    assert_eq!(kernel_ops(&kept), ["gather", "add"], "{:?}", kept.kernels);
+    let mixed = planned_lir(
+        "graph @g(%t: f32[5,6], %i: i64[7], %b: f32[6]) {\n  %e = exp(%b)\n  %x = gather(%t, %i)\n  %y = add(%x, %e)\n  return %y\n}",
+    );
+    assert!(
+        kernel_ops(&mixed).contains(&"gather"),
+        "{:?}",
+        mixed.kernels
+    );
+}
+
+#[test]
+fn embedding_lookups_and_their_sum_run_inside_the_layer_norm() {
+    for dt in ["f32", "f16"] {
+        let p = planned_lir(&EMBEDDINGS_LN.replace("f32", dt));
+        assert_eq!(kernel_ops(&p), ["layer_norm"], "{dt}: {:?}", p.kernels);
+        // Operands: 3 tables; gamma, beta, out; 3 index arrays (the error
+        // flag is appended by the executable).
+        assert!(
+            matches!(p.launches.as_slice(), [plan::Launch::Kernel { err: true, args, .. }] if args.len() == 9),
+            "{:?}",
+            p.launches
+        );
+        // The positions are a constant; the sum is rounded to the stored
+        // dtype before the norm reads it, as the unfused kernels did.
+        assert_eq!(p.consts.len(), 1);
+        if dt == "f16" {
+            assert!(p.source.contains("h2f(f2h((float)(v4)))"), "{}", p.source);
+        }
     }
 }

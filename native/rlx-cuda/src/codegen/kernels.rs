@@ -13,6 +13,102 @@ pub const ROW_THREADS: u32 = 256;
 pub struct Operand {
     pub dtype: DType,
     pub strides: Vec<i64>,
+    /// Read through a gather instead of stored: the strides then address
+    /// the gather's (never stored, contiguous) output, and the element
+    /// comes from the gather's table.
+    pub gather: Option<GatherLoad>,
+}
+
+impl Operand {
+    /// An operand read from memory at `strides`.
+    pub fn plain(dtype: DType, strides: Vec<i64>) -> Operand {
+        Operand {
+            dtype,
+            strides,
+            gather: None,
+        }
+    }
+}
+
+/// A gather (`embedding`, `gather`, `index_select`) computed where its
+/// output is read: output element `f` (flat) is table element
+/// `(o·len + idx[p])·inner + e` for `f = (o·n_idx + p)·inner + e`, as the
+/// [`gather`] kernel stores it. The operand's buffer is the table; the
+/// index array is the kernel parameter `ix{k}`. An index out of range
+/// reports `code` on the error flag (as the gather kernel would) and
+/// reads row 0 instead.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GatherLoad {
+    pub idx_dtype: DType,
+    pub outer: usize,
+    pub len: usize,
+    pub inner: usize,
+    pub n_idx: usize,
+    pub code: i32,
+}
+
+/// Statements that set `x{k}` (compute type) to operand `k` at the element
+/// with coordinates `c0..` over `dims`: a strided load of `{buf}{k}`, or
+/// for a gathered operand an index read from `ix{k}` and the table element
+/// it picks (range-checked; `err` is the error flag).
+pub fn operand_load(buf: &str, k: usize, dims: &[usize], o: &Operand) -> String {
+    let at = offset(dims, &o.strides);
+    let c = compute(o.dtype);
+    match &o.gather {
+        None => format!(
+            "    {c} x{k} = {};\n",
+            load(o.dtype, &format!("{buf}{k}[{at}]"))
+        ),
+        Some(g) => {
+            // Index arithmetic in 32 bits when every offset fits (division
+            // by a constant is a multiply-high then), else 64.
+            let span = g.inner * g.n_idx;
+            let small = g.outer * span < 1 << 31 && g.outer * g.len * g.inner < 1 << 31;
+            let (it, sf) = if small {
+                ("unsigned", "u")
+            } else {
+                ("long long", "LL")
+            };
+            let inner = g.inner;
+            // The index position and, with an outer axis, the outer index.
+            let (pos, row) = if g.outer == 1 {
+                (format!("gf{k} / {inner}{sf}"), String::new())
+            } else {
+                (
+                    format!("(gf{k} / {inner}{sf}) % {}{sf}", g.n_idx),
+                    format!("(long long)(gf{k} / {span}{sf}) * {}LL + ", g.len),
+                )
+            };
+            format!(
+                "    {it} gf{k} = ({it})({at});
+    long long gj{k} = (long long)ix{k}[{pos}]; if (gj{k} < 0) gj{k} += {len}LL;
+    if (gj{k} < 0 || gj{k} >= {len}LL) {{ report(err, {code}); gj{k} = 0; }}
+    {c} x{k} = {};\n",
+                load(
+                    o.dtype,
+                    &format!("{buf}{k}[({row}gj{k}) * {inner}LL + gf{k} % {inner}{sf}]")
+                ),
+                len = g.len,
+                code = g.code,
+            )
+        }
+    }
+}
+
+/// The index-array parameters of the gathered operands among `ins`, then
+/// the error flag (empty when no operand is gathered): they follow every
+/// other parameter, as the planner passes them.
+fn gather_params(ins: &[Operand]) -> String {
+    let mut s = String::new();
+    for (k, o) in ins.iter().enumerate() {
+        if let Some(g) = &o.gather {
+            s += &format!(", const {}* __restrict__ ix{k}", st(g.idx_dtype));
+        }
+    }
+    if !s.is_empty() {
+        s += ", int* err";
+    }
+    s
 }
 
 fn st(d: DType) -> &'static str {
@@ -27,6 +123,21 @@ fn unravel(dims: &[usize], i: &str) -> String {
             s += " long long c0 = r_;";
         } else {
             s += &format!(" long long c{k} = r_ % {d}; r_ /= {d};", d = dims[k]);
+        }
+    }
+    s
+}
+
+/// Code that sets `c{first}..` from index `i` over `dims` (`var` holds
+/// the remainder).
+fn unravel_from(dims: &[usize], first: usize, i: &str, var: &str) -> String {
+    let mut s = format!("long long {var} = {i};");
+    for k in (0..dims.len()).rev() {
+        let c = first + k;
+        if k == 0 {
+            s += &format!(" long long c{c} = {var};");
+        } else {
+            s += &format!(" long long c{c} = {var} % {d}; {var} /= {d};", d = dims[k]);
         }
     }
     s
@@ -64,7 +175,8 @@ pub fn contiguous(dims: &[usize]) -> Vec<i64> {
 
 /// An elementwise loop over `dims`. Inputs load into `x0..`; `body` is
 /// statements over them that define the compute-type values named in
-/// `results`; output k (dtype, strides) stores `results[k]`.
+/// `results`; output k (dtype, strides) stores `results[k]`. Gathered
+/// operands take their index arrays after the outputs, then the error flag.
 pub fn elementwise(
     dims: &[usize],
     ins: &[Operand],
@@ -84,16 +196,13 @@ pub fn elementwise(
             .map(|(k, (d, _))| format!("{}* __restrict__ out{k}", st(*d))),
     );
     let mut s = format!(
-        "extern \"C\" __global__ void @NAME@({}) {{\n  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < {n}LL; i += (long long)gridDim.x * blockDim.x) {{\n    {}\n",
+        "extern \"C\" __global__ void @NAME@({}{}) {{\n  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < {n}LL; i += (long long)gridDim.x * blockDim.x) {{\n    {}\n",
         params.join(", "),
+        gather_params(ins),
         unravel(dims, "i")
     );
     for (k, o) in ins.iter().enumerate() {
-        s += &format!(
-            "    {} x{k} = {};\n",
-            compute(o.dtype),
-            load(o.dtype, &format!("in{k}[{}]", offset(dims, &o.strides)))
-        );
+        s += &operand_load("in", k, dims, o);
     }
     s += body;
     for (k, ((d, strides), r)) in outs.iter().zip(results).enumerate() {
@@ -851,13 +960,58 @@ pub fn attention_tiled(a: &AttentionSpec, warps: u32, rows: u32) -> String {
 /// Layer/RMS norm with one warp per row for rows of at most 1024 elements:
 /// the row stays in registers (one global read), reductions are warp
 /// shuffles, no block barriers. 8 rows per 256-thread block.
-pub fn norm_warp(d: DType, n: usize, rows: usize, eps: f64, rms: bool) -> String {
+pub fn norm_warp(
+    d: DType,
+    n: usize,
+    rows: usize,
+    eps: f64,
+    rms: bool,
+    src: Option<&NormSrc>,
+) -> String {
     let per = n.div_ceil(32);
-    let x = load(d, "in0[base + j]");
     let beta_param = if rms {
         String::new()
     } else {
         format!(", const {}* __restrict__ in2", st(d))
+    };
+    // The row's elements: loaded, or computed by the fused producer (its
+    // operands `p0..`, rounded to `d` as storing it would).
+    let (x_params, fetch, tail_params) = match src {
+        None => (
+            format!("const {}* __restrict__ in0", st(d)),
+            format!(
+                "v[k] = j < N ? (float)({}) : 0.f;",
+                load(d, "in0[base + j]")
+            ),
+            String::new(),
+        ),
+        Some(f) => {
+            let params: Vec<String> = f
+                .ins
+                .iter()
+                .enumerate()
+                .map(|(k, o)| format!("const {}* __restrict__ p{k}", st(o.dtype)))
+                .collect();
+            let loads: String = f
+                .ins
+                .iter()
+                .enumerate()
+                .map(|(k, o)| operand_load("p", k, f.dims, o))
+                .collect();
+            (
+                params.join(", "),
+                // Coordinates from the row (leading axes) and `j`
+                // (normalized axes): no division for a last-axis norm.
+                format!(
+                    "float val_ = 0.f;\n    if (j < N) {{\n    {} {}\n{loads}{}    val_ = (float)({});\n    }}\n    v[k] = val_;",
+                    unravel_from(&f.dims[..f.axis], 0, "row", "rl_"),
+                    unravel_from(&f.dims[f.axis..], f.axis, "j", "rt_"),
+                    f.stmts,
+                    load(d, &store(d, f.result))
+                ),
+                gather_params(f.ins),
+            )
+        }
     };
     let mean = if rms {
         "  float m = 0.f;\n".to_string()
@@ -870,14 +1024,14 @@ pub fn norm_warp(d: DType, n: usize, rows: usize, eps: f64, rms: bool) -> String
         format!(" + {}", load(d, "in2[j]"))
     };
     format!(
-        "extern \"C\" __global__ void @NAME@(const {s}* __restrict__ in0, const {s}* __restrict__ in1{beta_param}, {s}* __restrict__ out0) {{
+        "extern \"C\" __global__ void @NAME@({x_params}, const {s}* __restrict__ in1{beta_param}, {s}* __restrict__ out0{tail_params}) {{
   const int N = {n}, PER = {per};
   long long row = blockIdx.x * 8LL + (threadIdx.x >> 5); int lane = threadIdx.x & 31;
   if (row >= {rows}LL) return;
   long long base = row * {n}LL;
   float v[PER];
   #pragma unroll
-  for (int k = 0; k < PER; ++k) {{ int j = lane + 32 * k; v[k] = j < N ? (float)({x}) : 0.f; }}
+  for (int k = 0; k < PER; ++k) {{ int j = lane + 32 * k; {fetch} }}
 {mean}  float q = 0.f;
   #pragma unroll
   for (int k = 0; k < PER; ++k) {{ int j = lane + 32 * k; float c = j < N ? v[k] - m : 0.f; q += c * c; }}
@@ -891,6 +1045,18 @@ pub fn norm_warp(d: DType, n: usize, rows: usize, eps: f64, rms: bool) -> String
         g = load(d, "in1[j]"),
         o = store(d, "y"),
     )
+}
+
+/// The elementwise node a warp-per-row norm computes its input with
+/// (fused: the input is never stored): operands over the norm input's
+/// `dims`, statements over them loaded as `x0..`, and the result.
+pub struct NormSrc<'a> {
+    pub dims: &'a [usize],
+    /// The first normalized axis of `dims`.
+    pub axis: usize,
+    pub ins: &'a [Operand],
+    pub stmts: &'a str,
+    pub result: &'a str,
 }
 
 /// Softmax of f32 attention scores (nb, sq, sk) contiguous, times `scale`,

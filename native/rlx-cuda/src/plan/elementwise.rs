@@ -73,11 +73,13 @@ pub(super) fn is_elementwise(node: &Node, in_dtype: DType) -> bool {
 }
 
 /// An elementwise node over some dims: its operands (strides broadcast to
-/// those dims) and their addresses, then statements over the operands
-/// loaded as `x0..` and one result expression per output.
+/// those dims) and their addresses, the index arrays of its gathered
+/// operands (see `gather.rs`; passed after the outputs), then statements
+/// over the operands loaded as `x0..` and one result expression per output.
 pub(super) struct ElementwiseParts {
     pub ins: Vec<Operand>,
     pub args: Vec<Ptr>,
+    pub idx: Vec<Ptr>,
     pub stmts: String,
     pub results: Vec<String>,
 }
@@ -91,12 +93,20 @@ pub(super) fn elementwise_parts(
 ) -> Result<ElementwiseParts, CudaError> {
     let mut ins = Vec::new();
     let mut args = Vec::new();
+    let mut idx = Vec::new();
     for &v in &node.inputs {
+        if let Some(g) = p.gathers.get(&v) {
+            ins.push(Operand {
+                dtype: g.table.dtype,
+                strides: broadcast_strides(&g.out, dims),
+                gather: Some(g.load.clone()),
+            });
+            args.push(g.table.ptr());
+            idx.push(g.idx.ptr());
+            continue;
+        }
         let l = p.loc(v)?;
-        ins.push(Operand {
-            dtype: l.dtype,
-            strides: broadcast_strides(&l, dims),
-        });
+        ins.push(Operand::plain(l.dtype, broadcast_strides(&l, dims)));
         args.push(l.ptr());
     }
     let op = node.op.name();
@@ -109,6 +119,7 @@ pub(super) fn elementwise_parts(
         return Ok(ElementwiseParts {
             ins,
             args,
+            idx,
             stmts,
             results,
         });
@@ -126,6 +137,7 @@ pub(super) fn elementwise_parts(
     Ok(ElementwiseParts {
         ins,
         args,
+        idx,
         stmts: String::new(),
         results: vec![e],
     })

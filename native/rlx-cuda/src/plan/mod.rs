@@ -7,6 +7,7 @@
 mod attention;
 mod elementwise;
 mod fuse;
+mod gather;
 mod gemm;
 mod movement;
 mod reduce;
@@ -200,6 +201,9 @@ struct Planner<'a> {
     /// Elementwise results not computed where their node stands: the
     /// reduction that reads them computes them (see `reduce.rs`).
     deferred: HashMap<ValueId, reduce::Deferred>,
+    /// Gathers not computed where their node stands: the elementwise node
+    /// that reads them loads through their indices (see `gather.rs`).
+    gathers: HashMap<ValueId, gather::GatherSrc>,
 }
 
 fn unsupported(node: usize, n: &Node, msg: impl Into<String>) -> CudaError {
@@ -299,10 +303,7 @@ impl<'a> Planner<'a> {
         }
         let text = kernels::elementwise(
             &src.dims,
-            &[Operand {
-                dtype: src.dtype,
-                strides: src.strides.clone(),
-            }],
+            &[Operand::plain(src.dtype, src.strides.clone())],
             &[(dst.dtype, dst.strides.clone())],
             "",
             &["x0".into()],
@@ -381,6 +382,7 @@ pub fn plan_for(program: &Program, tensor_cores: bool) -> Result<Plan, CudaError
         tensor_cores,
         input_groups: vec![],
         deferred: HashMap::new(),
+        gathers: HashMap::new(),
     };
     for (i, &v) in g.inputs.iter().enumerate() {
         let ty = g.ty(v);
@@ -498,17 +500,18 @@ fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaError> {
             p.locs[node.outputs[0].index()] = Some(l);
         }
         _ if is_elementwise(node, in_dtype) => {
+            let parts = elementwise_parts(p, i, node, &out.dims)?;
+            // Computed inside the reduction or norm that reads it, if one does.
+            if n_out > 0 && reduce::defer_into_reduction(p, i, node, &parts)? {
+                return Ok(());
+            }
             let ElementwiseParts {
                 ins,
                 mut args,
+                idx,
                 stmts,
                 results,
-            } = elementwise_parts(p, i, node, &out.dims)?;
-            // Computed inside the reduction that reads it, if one does.
-            if n_out > 0 && reduce::defer_into_reduction(p, i, node, &ins, &args, &stmts, &results)?
-            {
-                return Ok(());
-            }
+            } = parts;
             let mut outs = Vec::new();
             for &o in &node.outputs {
                 let l = p.loc(o)?;
@@ -516,8 +519,11 @@ fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaError> {
                 args.push(l.ptr());
             }
             let text = kernels::elementwise(&out.dims, &ins, &outs, &stmts, &results);
+            // Gathered operands' index arrays, then the error flag.
+            let err = !idx.is_empty();
+            args.extend(idx);
             if n_out > 0 {
-                p.kernel(text, grid_for(n_out), 256, 0, args, false);
+                p.kernel(text, grid_for(n_out), 256, 0, args, err);
             }
         }
         _ if COPY_OPS.contains(&op) => {
@@ -580,19 +586,23 @@ fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaError> {
             }
         }
         "layer_norm" | "rms_norm" => {
-            let src = p.contiguous(node.inputs[0])?;
-            let r = src.dims.len();
-            let a = attrs.int("axis").unwrap_or(-1);
-            let ax = (if a < 0 { a + r as i64 } else { a }) as usize;
-            let nn: usize = src.dims[ax..].iter().product();
-            let eps = attrs.float("eps").unwrap_or(1e-5);
-            let mut args = vec![src.ptr()];
+            let (ax, nn) = norm_axis(p, node);
+            let ty = p.ty(node.inputs[0]).clone();
+            let (dtype, dims) = (ty.dtype, ty.dims().to_vec());
+            let rms = op == "rms_norm";
+            // The input computed in the kernel by the elementwise node
+            // left for it (`reduce::defer_into_reduction`), or loaded.
+            let fused = p.deferred.remove(&node.inputs[0]);
+            let mut args = match &fused {
+                Some(d) => d.args.clone(),
+                None => vec![p.contiguous(node.inputs[0])?.ptr()],
+            };
             for &v in &node.inputs[1..] {
                 // gamma/beta broadcast to the normalized shape, contiguous.
                 let l = p.loc(v)?;
                 let full = Loc {
-                    strides: broadcast_strides(&l, &src.dims[ax..]),
-                    dims: src.dims[ax..].to_vec(),
+                    strides: broadcast_strides(&l, &dims[ax..]),
+                    dims: dims[ax..].to_vec(),
                     ..l
                 };
                 let c = if full.is_contiguous() {
@@ -606,12 +616,30 @@ fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaError> {
             }
             args.push(out.ptr());
             let rows = n_out / nn.max(1);
-            // Single precision rows of up to 1024: one warp per row.
-            if rows > 0 && nn <= 1024 && ctype::is_single(src.dtype) {
-                let text = kernels::norm_warp(src.dtype, nn, rows, eps, op == "rms_norm");
-                p.kernel(text, (rows.div_ceil(8) as u32, 1, 1), 256, 0, args, false);
+            let grid = (rows.div_ceil(8) as u32, 1, 1);
+            if let Some(d) = &fused {
+                if !norm_takes_producer(dtype, nn, rows) {
+                    return Err(CudaError::Input(format!(
+                        "node {i}: a fused norm input the warp kernel cannot take (planner bug)"
+                    )));
+                }
+                let f = kernels::NormSrc {
+                    dims: &dims,
+                    axis: ax,
+                    ins: &d.ins,
+                    stmts: &d.stmts,
+                    result: &d.result,
+                };
+                let text = kernels::norm_warp(dtype, nn, rows, eps_of(node), rms, Some(&f));
+                // Gathered operands' index arrays, then the error flag.
+                args.extend(d.idx.iter().copied());
+                p.kernel(text, grid, 256, 0, args, !d.idx.is_empty());
+            } else if norm_takes_producer(dtype, nn, rows) {
+                // Single precision rows of up to 1024: one warp per row.
+                let text = kernels::norm_warp(dtype, nn, rows, eps_of(node), rms, None);
+                p.kernel(text, grid, 256, 0, args, false);
             } else if rows > 0 {
-                let text = kernels::norm(src.dtype, nn, eps, op == "rms_norm");
+                let text = kernels::norm(dtype, nn, eps_of(node), rms);
                 p.kernel(text, (rows as u32, 1, 1), ROW_THREADS, 0, args, false);
             }
         }
@@ -627,6 +655,11 @@ fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaError> {
                     (if a < 0 { a + r } else { a }) as usize,
                 )
             };
+            // Read where it is used, if its one reader can (see `gather.rs`).
+            let (xl, il) = (p.loc(xv)?, p.loc(iv)?);
+            if n_out > 0 && gather::defer_gather(p, i, node, &xl, &il, axis)? {
+                return Ok(());
+            }
             let x = p.contiguous(xv)?;
             let idx = p.contiguous(iv)?;
             if !matches!(idx.dtype, DType::I32 | DType::I64) {
@@ -694,18 +727,12 @@ fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaError> {
                 }
             }
             if op == "matmul_bias_act" {
-                let mut ins = vec![Operand {
-                    dtype: out.dtype,
-                    strides: out.strides.clone(),
-                }];
+                let mut ins = vec![Operand::plain(out.dtype, out.strides.clone())];
                 let mut args = vec![out.ptr()];
                 let mut e = "x0".to_string();
                 if let Some(&bv) = node.inputs.get(2) {
                     let bl = p.loc(bv)?;
-                    ins.push(Operand {
-                        dtype: bl.dtype,
-                        strides: broadcast_strides(&bl, &out.dims),
-                    });
+                    ins.push(Operand::plain(bl.dtype, broadcast_strides(&bl, &out.dims)));
                     args.push(bl.ptr());
                     e = "(x0 + x1)".into();
                 }
@@ -739,6 +766,26 @@ fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaError> {
         _ => return Err(unsupported(i, node, "no CUDA lowering")),
     }
     Ok(())
+}
+
+/// A norm node's first normalized axis and the elements per row.
+fn norm_axis(p: &Planner, node: &Node) -> (usize, usize) {
+    let dims = p.ty(node.inputs[0]).dims();
+    let r = dims.len();
+    let a = node.attrs.int("axis").unwrap_or(-1);
+    let ax = (if a < 0 { a + r as i64 } else { a }) as usize;
+    (ax, dims[ax.min(r)..].iter().product())
+}
+
+fn eps_of(node: &Node) -> f64 {
+    node.attrs.float("eps").unwrap_or(1e-5)
+}
+
+/// Whether the norm over `rows` rows of `nn` elements of `dtype` runs the
+/// warp-per-row kernel (single precision, rows of up to 1024), the one
+/// that can compute its input itself.
+fn norm_takes_producer(dtype: DType, nn: usize, rows: usize) -> bool {
+    rows > 0 && nn <= 1024 && ctype::is_single(dtype)
 }
 
 /// Byte range [lo, hi) a location can touch.

@@ -14,15 +14,17 @@ use crate::codegen::kernels::{
     Reduce, ReduceConsumer, ReduceEpilogue, ReduceLayout, ReduceSrc, REDUCE_COLUMNS,
 };
 
-/// An elementwise node left for the reduction that reads its output.
+/// An elementwise node left for the reduction (or norm) that reads its
+/// output.
 pub(super) struct Deferred {
     /// Its operands (strides over its output dims), their addresses and
-    /// memory.
-    ins: Vec<Operand>,
-    args: Vec<Ptr>,
+    /// memory, and the index arrays of gathered operands (norms only).
+    pub ins: Vec<Operand>,
+    pub args: Vec<Ptr>,
     locs: Vec<Loc>,
-    stmts: String,
-    result: String,
+    pub idx: Vec<Ptr>,
+    pub stmts: String,
+    pub result: String,
 }
 
 /// The node after `i` that is not a view, if every node between is one.
@@ -40,22 +42,21 @@ fn sole_next_user(p: &Planner, i: usize, v: ValueId) -> Option<usize> {
     (next_kernel_node(p, i) == Some(users[0])).then_some(users[0])
 }
 
-/// Elementwise node `i` (one output; operands `ins` at `args`, body
-/// `stmts`/`results`): if the next kernel node is a reduction whose only
-/// input is this output, and the output has no other reader, skip the
-/// kernel and let the reduction compute it. Nothing writes memory in
-/// between (only views), so the operands are intact when it runs;
-/// refused when the reduction's output would overwrite an operand.
+/// Elementwise node `i` (its operands, addresses and body in `parts`):
+/// if the next kernel node is a reduction whose only input is this
+/// output, or a norm whose row input it is (run by the warp-per-row
+/// kernel), and the output has no other reader, skip the kernel and let
+/// that node compute it. Nothing writes memory in between (only views),
+/// so the operands are intact when it runs; refused when that node's
+/// output would overwrite an operand. Gathered operands (`gather.rs`)
+/// only go into norms.
 pub(super) fn defer_into_reduction(
     p: &mut Planner,
     i: usize,
     node: &Node,
-    ins: &[Operand],
-    args: &[Ptr],
-    stmts: &str,
-    results: &[String],
+    parts: &ElementwiseParts,
 ) -> Result<bool, CudaError> {
-    if node.outputs.len() != 1 || results.len() != 1 {
+    if node.outputs.len() != 1 || parts.results.len() != 1 {
         return Ok(false);
     }
     let v = node.outputs[0];
@@ -63,14 +64,27 @@ pub(super) fn defer_into_reduction(
         return Ok(false);
     };
     let r = &p.g.nodes[j];
-    if Reduce::parse(r.op.name(), 0).is_none() || r.inputs.as_slice() != [v] {
+    let reduction = Reduce::parse(r.op.name(), 0).is_some() && r.inputs.as_slice() == [v];
+    let norm = matches!(r.op.name(), "layer_norm" | "rms_norm")
+        && r.inputs[0] == v
+        && !r.inputs[1..].contains(&v)
+        && {
+            let (_, nn) = norm_axis(p, r);
+            let ty = p.ty(v);
+            let rows = ty.shape.numel() / nn.max(1);
+            norm_takes_producer(ty.dtype, nn, rows)
+        };
+    if !(norm || (reduction && parts.idx.is_empty())) {
         return Ok(false);
     }
-    let locs = node
-        .inputs
-        .iter()
-        .map(|&u| p.loc(u))
-        .collect::<Result<Vec<_>, _>>()?;
+    // Operand memory (a gathered operand reads its table and indices).
+    let mut locs = Vec::new();
+    for &u in &node.inputs {
+        match p.gathers.get(&u) {
+            Some(g) => locs.extend([g.table.clone(), g.idx.clone()]),
+            None => locs.push(p.loc(u)?),
+        }
+    }
     let rout = p.out_loc(r.outputs[0])?;
     if locs.iter().any(|l| overlap(l, &rout)) {
         return Ok(false);
@@ -78,11 +92,12 @@ pub(super) fn defer_into_reduction(
     p.deferred.insert(
         v,
         Deferred {
-            ins: ins.to_vec(),
-            args: args.to_vec(),
+            ins: parts.ins.clone(),
+            args: parts.args.clone(),
             locs,
-            stmts: stmts.to_string(),
-            result: results[0].clone(),
+            idx: parts.idx.clone(),
+            stmts: parts.stmts.clone(),
+            result: parts.results[0].clone(),
         },
     );
     Ok(true)
@@ -308,6 +323,7 @@ fn consumer(
         args,
         stmts,
         results,
+        ..
     } = elementwise_parts(p, c, cn, dims)?;
     let mut c_ins = Vec::new();
     let mut extra = Vec::new();
@@ -389,6 +405,7 @@ fn epilogue(
         args,
         stmts,
         results,
+        ..
     } = elementwise_parts(p, c, cn, &dims)?;
     let mut epi_ins = Vec::new();
     let mut extra = Vec::new();
