@@ -107,10 +107,12 @@ if a.fp16_variants:
             results.append({"impl": "torch", "variant": variant + "-fp16", "batch": b, "seq": a.seq, "p50_ms": ms})
 # The fp32 matmul ceiling as cuBLAS reaches it (strict fp32), for the
 # GFLOP/s comparison.
-for n in [1024, 2048, 4096]:
-    x = torch.randn(n, n, device=dev)
-    ms = p50_ms(lambda: x @ x, 10)
-    print(f"torch matmul n={n} {ms:.3f} ms {2 * n**3 / ms / 1e6:.0f} GFLOP/s", flush=True)
-    results.append({"impl": "torch", "bench": "matmul", "n": n, "ms": ms, "gflops": 2 * n**3 / ms / 1e6})
+# fp16 (tensor cores, fp32 accumulation) for rlx-wgpu's f16 matmuls.
+for dt, name in [(torch.float32, "f32"), (torch.float16, "f16")]:
+    for n in [1024, 2048, 4096]:
+        x = torch.randn(n, n, device=dev, dtype=dt)
+        ms = p50_ms(lambda: x @ x, 10)
+        print(f"torch matmul {name} n={n} {ms:.3f} ms {2 * n**3 / ms / 1e6:.0f} GFLOP/s", flush=True)
+        results.append({"impl": "torch", "bench": "matmul", "dtype": name, "n": n, "ms": ms, "gflops": 2 * n**3 / ms / 1e6})
 if a.json:
     json.dump(results, open(a.json, "w"), indent=1)

@@ -1,16 +1,18 @@
 //! Speed of rlx-wgpu on the machine's GPU (for the H200 run: Vulkan):
 //! MiniLM (all-MiniLM-L6-v2 architecture, seq 128) forward latency per
-//! batch size, and f32 matmul GFLOP/s. Prints one JSON object per line.
+//! batch size, and matmul GFLOP/s. Prints one JSON object per line.
 //!
 //! Weights are seeded random tensors of the checkpoint's shapes (speed does
 //! not depend on their values; the real 90 MB checkpoint is too big to take
 //! to the GPU machine). Weights are pinned (uploaded once); each timed run
 //! uploads the ids/mask/type inputs and reads both outputs back.
 //!
-//! `--dtype f16` runs MiniLM with f16 types and weights (stored as f16 on
-//! adapters with `shader-f16`, f32 compute).
+//! `--dtype f16` runs MiniLM and the matmuls with f16 types and weights
+//! (stored as f16 on adapters with `shader-f16`, f32 compute; matmuls on
+//! cooperative matrices where the adapter has them). `--check` also prints
+//! the worst token and sentence cosine against the CPU backend in f32.
 //!
-//! cargo run --release -p rlx-wgpu --example wgpu_bench -- [--batches 1,2,4,8,16,32] [--seq 128] [--runs 20] [--matmul 1024,2048,4096] [--dtype f32|f16]
+//! cargo run --release -p rlx-wgpu --example wgpu_bench -- [--batches 1,2,4,8,16,32] [--seq 128] [--runs 20] [--matmul 1024,2048,4096] [--dtype f32|f16] [--check]
 
 use rlx::{Device, HostTensor};
 use rlx_wgpu::{program_of, WgpuBackend};
@@ -62,9 +64,10 @@ fn main() {
     let ctx = backend.context().expect("a Vulkan adapter");
     let i = &ctx.info;
     println!(
-        "{{\"adapter\": \"{}\", \"backend\": \"{}\", \"driver\": \"{}\", \"shader_f16\": {}, \"subgroups\": {}, \"max_storage_binding\": {}}}",
-        i.name, i.backend, i.driver.trim(), i.shader_f16, i.subgroups, i.max_storage_binding
+        "{{\"adapter\": \"{}\", \"backend\": \"{}\", \"driver\": \"{}\", \"shader_f16\": {}, \"subgroups\": {}, \"coop_f16\": {}, \"max_storage_binding\": {}}}",
+        i.name, i.backend, i.driver.trim(), i.shader_f16, i.subgroups, ctx.caps().coop_f16, i.max_storage_binding
     );
+    let check = args.iter().any(|a| a == "--check");
     let cfg = rlx_models::bert::BertConfig::from_json(
         r#"{"vocab_size": 30522, "hidden_size": 384, "num_hidden_layers": 6, "num_attention_heads": 12,
             "intermediate_size": 1536, "max_position_embeddings": 512, "layer_norm_eps": 1e-12}"#,
@@ -72,7 +75,7 @@ fn main() {
     .unwrap();
     let bert = rlx_models::bert::Bert::new(cfg, true);
     let mut rng = Lcg(42);
-    let weights: Vec<HostTensor> = bert
+    let weights32: Vec<HostTensor> = bert
         .parameters()
         .iter()
         .map(|p| {
@@ -82,17 +85,23 @@ fn main() {
             } else {
                 (0..n).map(|_| 0.02 * rng.next()).collect()
             };
-            let t = HostTensor::from_slice(&v, p.ty.shape.clone()).unwrap();
+            HostTensor::from_slice(&v, p.ty.shape.clone()).unwrap()
+        })
+        .collect();
+    let weights: Vec<HostTensor> = weights32
+        .iter()
+        .map(|t| {
             if dtype == "f16" {
                 HostTensor::from_f64(rlx::DType::F16, t.shape().clone(), t.to_f64_vec().unwrap())
                     .unwrap()
             } else {
-                t
+                t.clone()
             }
         })
         .collect();
     for &b in &batches {
-        let mut g = bert.graph(b, seq).unwrap();
+        let g32 = bert.graph(b, seq).unwrap();
+        let mut g = g32.clone();
         if dtype == "f16" {
             let text = rlx::ir::text::print(&g).replace("f32", "f16");
             g = rlx::ir::text::parse(&text).unwrap();
@@ -113,6 +122,34 @@ fn main() {
         inputs.extend(weights.iter());
         for _ in 0..3 {
             pollster::block_on(exe.run_async(&inputs)).unwrap();
+        }
+        if check {
+            // Accuracy on this machine: the worst token / sentence cosine
+            // against the CPU backend in f32 on the same (f32) weights.
+            let got = pollster::block_on(exe.run_async(&inputs)).unwrap();
+            let mut in32: Vec<&HostTensor> = vec![&ids, &mask, &types];
+            in32.extend(weights32.iter());
+            let want = rlx::compile(&g32, Device::Cpu)
+                .unwrap()
+                .run_refs(&in32)
+                .unwrap();
+            let worst = |k: usize, w: usize| {
+                let (a, b) = (want[k].to_f64_vec().unwrap(), got[k].to_f64_vec().unwrap());
+                a.chunks(w)
+                    .zip(b.chunks(w))
+                    .map(|(x, y)| {
+                        let d: f64 = x.iter().zip(y).map(|(p, q)| p * q).sum();
+                        let n = |v: &[f64]| v.iter().map(|p| p * p).sum::<f64>().sqrt();
+                        d / (n(x) * n(y))
+                    })
+                    .fold(1.0f64, f64::min)
+            };
+            println!(
+                "{{\"check\": \"minilm\", \"dtype\": \"{dtype}\", \"batch\": {b}, \"coop_f16\": {}, \"token_cosine_min\": {:.8}, \"pooled_cosine_min\": {:.8}}}",
+                ctx.caps().coop_f16,
+                worst(0, 384),
+                worst(1, 384)
+            );
         }
         let mut e2e = Vec::new();
         for _ in 0..runs {
@@ -152,8 +189,13 @@ fn main() {
     }
     for &n in &sizes {
         let t = rlx::Trace::new("mm");
-        let a = t.input("a", rlx::DType::F32, vec![n, n]);
-        let bb = t.input("b", rlx::DType::F32, vec![n, n]);
+        let mdt = if dtype == "f16" {
+            rlx::DType::F16
+        } else {
+            rlx::DType::F32
+        };
+        let a = t.input("a", mdt, vec![n, n]);
+        let bb = t.input("b", mdt, vec![n, n]);
         let y = a.matmul(&bb).unwrap();
         let g = t.finish(&[&y]).unwrap();
         let exe = backend
@@ -161,7 +203,10 @@ fn main() {
             .unwrap();
         exe.program.pin_inputs(&[0, 1]);
         let x: Vec<f32> = (0..n * n).map(|_| rng.next()).collect();
-        let ta = HostTensor::from_slice(&x, vec![n, n]).unwrap();
+        let mut ta = HostTensor::from_slice(&x, vec![n, n]).unwrap();
+        if dtype == "f16" {
+            ta = HostTensor::from_f64(mdt, ta.shape().clone(), ta.to_f64_vec().unwrap()).unwrap();
+        }
         pollster::block_on(exe.run_async(&[&ta, &ta])).unwrap();
         let reps = if n <= 1024 {
             50
@@ -174,7 +219,7 @@ fn main() {
         let s = exe.program.time_compute(reps).unwrap();
         let gflops = 2.0 * (n as f64).powi(3) / s / 1e9;
         println!(
-            "{{\"bench\": \"matmul\", \"n\": {n}, \"ms\": {:.3}, \"gflops\": {gflops:.1}}}",
+            "{{\"bench\": \"matmul\", \"dtype\": \"{dtype}\", \"n\": {n}, \"ms\": {:.3}, \"gflops\": {gflops:.1}}}",
             s * 1e3
         );
     }

@@ -6,7 +6,7 @@
 use crate::context::GpuContext;
 use crate::error::WgpuError;
 use crate::exec::{to_words, GpuProgram};
-use crate::lower::lower_with;
+use crate::lower::lower_for;
 use rlx_ir::lir::Program;
 use rlx_ir::{HostTensor, TensorType};
 use rlx_runtime::{Backend, Claims, Device, DeviceTensor, Executable, RuntimeError};
@@ -82,6 +82,18 @@ impl WgpuBackend {
         }
     }
 
+    /// Whether f16 matmuls run on cooperative matrices here (native only).
+    fn coop(&self) -> bool {
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            self.context().map(|c| c.caps().coop_f16).unwrap_or(false)
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            false
+        }
+    }
+
     /// Compile into the wgpu executable type (with `run_async`).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn compile_program(&self, program: &Program) -> Result<WgpuExecutable, WgpuError> {
@@ -102,7 +114,7 @@ impl WgpuExecutable {
         cache: &PipelineCache,
         program: &Program,
     ) -> Result<WgpuExecutable, WgpuError> {
-        let low = lower_with(program, ctx.f16_native())?;
+        let low = lower_for(program, ctx.caps())?;
         let g = &program.graph;
         let device = Device::Gpu;
         let p = GpuProgram::new(ctx, low, g.input_types(), g.output_types(), cache)?;
@@ -116,7 +128,7 @@ impl WgpuExecutable {
         cache: &PipelineCache,
         program: &Program,
     ) -> Result<WgpuExecutable, WgpuError> {
-        let low = lower_with(program, ctx.f16_native())?;
+        let low = lower_for(program, ctx.caps())?;
         let g = &program.graph;
         let p = GpuProgram::new_async(ctx, low, g.input_types(), g.output_types(), cache).await?;
         Ok(WgpuExecutable {
@@ -174,6 +186,11 @@ impl Backend for WgpuBackend {
         match (dtype, path) {
             (rlx_ir::DType::F16, Some(false)) => {
                 format!("wgsl::{op}<f16 held as f32: adapter lacks shader-f16>")
+            }
+            (rlx_ir::DType::F16, Some(true))
+                if matches!(op, "matmul" | "matmul_bias_act") && self.coop() =>
+            {
+                format!("wgsl::{op}<f16 on cooperative matrices (tensor cores), f32 accumulation>")
             }
             _ => format!("wgsl::{op}<{dtype}>"),
         }

@@ -22,6 +22,10 @@ pub struct AdapterInfo {
     pub subgroups: bool,
     /// GPU timestamps between dispatches (native profiling) were granted.
     pub timestamps: bool,
+    /// 16×16×16 cooperative matrices with f16 operands and f32 accumulators
+    /// (tensor cores; Vulkan's `VK_KHR_cooperative_matrix`) were granted, on
+    /// 32-wide subgroups. Native only; `RLX_WGPU_COOP=0` declines them.
+    pub coop_f16: bool,
     pub max_storage_binding: u64,
     pub max_storage_buffers_per_stage: u32,
     pub max_workgroup_storage: u32,
@@ -97,15 +101,31 @@ impl GpuContext {
         } else {
             wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES
         };
-        let want = (wgpu::Features::SHADER_F16 | stamps) & features;
-        let limits = adapter.limits();
         let ai = adapter.get_info();
+        let coop = if coop_f16_offered(&adapter, &ai) {
+            wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX
+        } else {
+            wgpu::Features::empty()
+        };
+        let want = (wgpu::Features::SHADER_F16 | stamps | coop) & features;
+        let limits = adapter.limits();
         let (device_, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("rlx"),
                 required_features: want,
                 required_limits: limits.clone(),
-                experimental_features: wgpu::ExperimentalFeatures::disabled(),
+                // Cooperative matrices are an experimental wgpu feature:
+                // asked for only when the adapter offers the exact shape and
+                // types the kernels use (see `coop_f16_offered`).
+                experimental_features: if coop.is_empty() {
+                    wgpu::ExperimentalFeatures::disabled()
+                } else {
+                    // SAFETY: wgpu's experimental features are unsafe because
+                    // their validation is incomplete; the one used here is
+                    // cooperative matrix load/store/multiply-add from WGSL,
+                    // whose operands our kernels keep in bounds themselves.
+                    unsafe { wgpu::ExperimentalFeatures::enabled() }
+                },
                 memory_hints: wgpu::MemoryHints::Performance,
                 trace: wgpu::Trace::Off,
             })
@@ -134,6 +154,7 @@ impl GpuContext {
             driver: format!("{} {}", ai.driver, ai.driver_info),
             shader_f16: want.contains(wgpu::Features::SHADER_F16),
             timestamps: !stamps.is_empty() && want.contains(stamps),
+            coop_f16: !coop.is_empty() && want.contains(coop | wgpu::Features::SHADER_F16),
             subgroups: features.contains(wgpu::Features::SUBGROUP),
             max_storage_binding: limits.max_storage_buffer_binding_size as u64,
             max_storage_buffers_per_stage: limits.max_storage_buffers_per_shader_stage,
@@ -162,6 +183,16 @@ impl GpuContext {
         self.info.shader_f16 && std::env::var("RLX_WGPU_F16").as_deref() != Ok("f32")
     }
 
+    /// What code generation may use on this device.
+    pub fn caps(&self) -> crate::lower::Caps {
+        crate::lower::Caps {
+            f16_native: self.f16_native(),
+            coop_f16: self.f16_native()
+                && self.info.coop_f16
+                && std::env::var("RLX_WGPU_COOP").as_deref() != Ok("0"),
+        }
+    }
+
     /// Whether the device was lost (the backend then makes a new one).
     pub fn is_lost(&self) -> bool {
         self.lost.lock().map(|g| g.is_some()).unwrap_or(true)
@@ -183,6 +214,26 @@ impl GpuContext {
         }
         Ok(())
     }
+}
+
+/// Whether the adapter offers what the cooperative-matrix matmul uses:
+/// 16×16×16 f16 × f16 + f32 on 32-wide subgroups (the kernel treats each
+/// 32 consecutive invocations as one subgroup). Never in the browser:
+/// WebGPU has no cooperative matrices.
+fn coop_f16_offered(adapter: &wgpu::Adapter, ai: &wgpu::AdapterInfo) -> bool {
+    if cfg!(target_arch = "wasm32")
+        || !adapter
+            .features()
+            .contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
+        || ai.subgroup_min_size != 32
+        || ai.subgroup_max_size != 32
+    {
+        return false;
+    }
+    use wgpu::CooperativeScalarType as T;
+    adapter.cooperative_matrix_properties().iter().any(|p| {
+        (p.m_size, p.n_size, p.k_size) == (16, 16, 16) && p.ab_type == T::F16 && p.cr_type == T::F32
+    })
 }
 
 /// Map a wgpu error to ours (out-of-memory is its own variant).

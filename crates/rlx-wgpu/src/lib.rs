@@ -24,8 +24,8 @@ pub mod wgsl;
 pub use backend::{PipelineCache, WgpuBackend, WgpuExecutable};
 pub use context::{AdapterInfo, GpuContext};
 pub use error::WgpuError;
-pub use lower::{lower, lower_with, Lowered};
-pub use offline::{kernels_of, kernels_of_with, program_of};
+pub use lower::{lower, lower_for, lower_with, Caps, Lowered};
+pub use offline::{kernels_of, kernels_of_for, kernels_of_with, program_of};
 pub use translate::{translate, validate, Lang, Translated};
 
 use rlx_runtime::Device;

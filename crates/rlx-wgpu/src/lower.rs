@@ -68,16 +68,37 @@ fn axis(n: &Node, k: &str, rank: usize) -> Result<usize, WgpuError> {
     normalize_axis(int(n, k)?, rank).map_err(|e| unsupported(n.op.name(), e.to_string()))
 }
 
+/// What the adapter offers that changes the generated code.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Caps {
+    /// `shader-f16`: f16 tensors are stored as 2-byte elements (the f16
+    /// arena, f16 input and constant buffers); without it they are held as
+    /// f32 words and every store rounds to f16.
+    pub f16_native: bool,
+    /// f16 matmuls run on 16×16×16 cooperative matrices (tensor cores)
+    /// with f32 accumulation; needs `f16_native`.
+    pub coop_f16: bool,
+}
+
 /// Lower `p` to kernels for an adapter with `shader-f16`.
 pub fn lower(p: &Program) -> Result<Lowered, WgpuError> {
     lower_with(p, true)
 }
 
-/// Lower `p` to kernels. `f16_native`: the adapter has `shader-f16`, so f16
-/// tensors are stored as 2-byte elements (the f16 arena, f16 input and
-/// constant buffers); without it they are held as f32 words and every
-/// store rounds to f16.
+/// Lower `p` to kernels; `f16_native` as in [`Caps`], no cooperative matrices.
 pub fn lower_with(p: &Program, f16_native: bool) -> Result<Lowered, WgpuError> {
+    lower_for(
+        p,
+        Caps {
+            f16_native,
+            coop_f16: false,
+        },
+    )
+}
+
+/// Lower `p` to kernels for an adapter with `caps`.
+pub fn lower_for(p: &Program, caps: Caps) -> Result<Lowered, WgpuError> {
+    let f16_native = caps.f16_native;
     let wide = !f16_native;
     let g = &p.graph;
     let used: Vec<&rlx_ir::lir::BufferSlot> = p
@@ -193,7 +214,14 @@ pub fn lower_with(p: &Program, f16_native: bool) -> Result<Lowered, WgpuError> {
             outs = vec![dst.clone()];
             name.push_str("_merge_heads");
         }
-        kernels.extend(node_kernels(&name, node, &ins, &outs, residual.as_ref())?);
+        kernels.extend(node_kernels(
+            &name,
+            node,
+            &ins,
+            &outs,
+            residual.as_ref(),
+            caps,
+        )?);
     }
     // Graph outputs must be contiguous for readback; copy the rest into
     // scratch words at the end of the arena.
@@ -355,6 +383,7 @@ fn node_kernels(
     ins: &[TensorRef],
     outs: &[TensorRef],
     residual: Option<&TensorRef>,
+    caps: Caps,
 ) -> Result<Vec<Kernel>, WgpuError> {
     let op = node.op.name();
     let out = &outs[0];
@@ -508,13 +537,29 @@ fn node_kernels(
                 out,
             )?)
         }
-        "matmul" => wgsl::matmul::kernel(name, &ins[0], &ins[1], None, "none", residual, out),
-        "matmul_bias_act" => {
-            let act = node
-                .attrs
-                .str("activation")
-                .map_err(|e| unsupported(op, e.to_string()))?;
-            wgsl::matmul::kernel(name, &ins[0], &ins[1], ins.get(2), act, residual, out)
+        "matmul" | "matmul_bias_act" => {
+            let act = match op {
+                "matmul" => "none",
+                _ => node
+                    .attrs
+                    .str("activation")
+                    .map_err(|e| unsupported(op, e.to_string()))?,
+            };
+            let mm = wgsl::matmul::Matmul {
+                a: &ins[0],
+                b: &ins[1],
+                bias: if op == "matmul" { None } else { ins.get(2) },
+                act,
+                residual,
+                out,
+            };
+            // Tensor cores for f16 operands stored as f16 (f32 accumulation,
+            // as in the scalar kernel); everything else the scalar kernel.
+            if caps.coop_f16 && wgsl::coop::applies(&mm) {
+                wgsl::coop::kernel(&format!("{name}_coop"), &mm)
+            } else {
+                wgsl::matmul::kernel(name, &mm)
+            }
         }
         "attention" => {
             let kind = node

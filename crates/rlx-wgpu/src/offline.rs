@@ -4,7 +4,7 @@
 //! `rlx kernels` prints and what the translation tests check.
 
 use crate::backend::WgpuBackend;
-use crate::lower::lower_with;
+use crate::lower::{lower_for, Caps};
 use crate::wgsl::Kernel;
 use rlx_ir::lir::Program;
 use rlx_ir::Graph;
@@ -25,8 +25,21 @@ pub fn kernels_of_with(
     device: Device,
     f16_native: bool,
 ) -> Result<Vec<Kernel>, String> {
+    kernels_of_for(
+        graph,
+        device,
+        Caps {
+            f16_native,
+            coop_f16: false,
+        },
+    )
+}
+
+/// [`kernels_of`] for an adapter with `caps` (e.g. the cooperative-matrix
+/// matmuls, which no browser has).
+pub fn kernels_of_for(graph: &Graph, device: Device, caps: Caps) -> Result<Vec<Kernel>, String> {
     let program = program_of(graph, device)?;
-    Ok(lower_with(&program, f16_native)
+    Ok(lower_for(&program, caps)
         .map_err(|e| e.to_string())?
         .kernels)
 }

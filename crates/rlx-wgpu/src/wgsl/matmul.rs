@@ -14,7 +14,7 @@ use std::fmt::Write;
 
 /// Workgroups wanted before a larger register block is chosen (two waves
 /// on a 132-SM GPU; small GPUs are not hurt by it).
-const WANT_GROUPS: usize = 264;
+pub(super) const WANT_GROUPS: usize = 264;
 
 /// The register block side for an (batch, m, n) product;
 /// `RLX_WGPU_MATMUL_BLOCK` = 2, 4 or 8 forces one (tests, tuning).
@@ -85,19 +85,23 @@ pub fn operands(
     (full(&a, m, k), full(&b, k, n), batch, m, k, n)
 }
 
-/// act(a @ b + bias) (+ residual, broadcast to the output) into
-/// contiguous `out`.
-#[allow(clippy::too_many_arguments)]
-pub fn kernel(
-    name: &str,
-    a: &TensorRef,
-    b: &TensorRef,
-    bias: Option<&TensorRef>,
-    act: &str,
-    residual: Option<&TensorRef>,
-    out: &TensorRef,
-) -> Result<Vec<Kernel>, WgpuError> {
-    let (a, b_, batch, m, k, n) = operands(a, b);
+/// One matmul step: act(a @ b + bias) (+ residual, broadcast to the
+/// output) into contiguous `out`.
+#[derive(Clone, Copy)]
+pub struct Matmul<'a> {
+    pub a: &'a TensorRef,
+    pub b: &'a TensorRef,
+    pub bias: Option<&'a TensorRef>,
+    /// An activation of the expression table, or "none".
+    pub act: &'a str,
+    pub residual: Option<&'a TensorRef>,
+    pub out: &'a TensorRef,
+}
+
+/// The register-blocked kernel (plus a split-K reducer when K is split).
+pub fn kernel(name: &str, mm: &Matmul) -> Result<Vec<Kernel>, WgpuError> {
+    let out = mm.out;
+    let (a, b_, batch, m, k, n) = operands(mm.a, mm.b);
     let nb: usize = batch.iter().product::<usize>().max(1);
     let r = block_for(nb, m, n);
     let (bm, bn) = (16 * r, 16 * r);
@@ -140,7 +144,7 @@ pub fn kernel(
     // The epilogue runs here unless K is split (then the reducer runs it;
     // bindings this kernel would not use must not be declared).
     let (epi, st) = if split == 1 {
-        let epi = epilogue(&mut bl, bias, act, residual, &batch, &bi, m, n)?;
+        let epi = epilogue(&mut bl, mm, &batch, &bi, m, n)?;
         let st = store_v(&mut bl, out, m, n);
         (epi, st)
     } else {
@@ -263,15 +267,7 @@ let n0: u32 = wg.x * {bn}u;
         return Ok(vec![main]);
     }
     main.scratch_words = split * nb * m * n;
-    let mut reduce = reducer(
-        &format!("{name}_splitk"),
-        bias,
-        act,
-        residual,
-        out,
-        &batch,
-        (m, n, split),
-    )?;
+    let mut reduce = reducer(&format!("{name}_splitk"), mm, &batch, (m, n, split))?;
     reduce.scratch_words = main.scratch_words;
     Ok(vec![main, reduce])
 }
@@ -280,7 +276,7 @@ let n0: u32 = wg.x * {bn}u;
 /// has too few tiles to fill the GPU and K is long: small-batch products
 /// are latency-bound on their serial k-loop otherwise.
 /// `RLX_WGPU_SPLITK=0` turns it off (A/B runs).
-fn split_k(tiles: usize, k: usize, bk: usize) -> (usize, usize) {
+pub(super) fn split_k(tiles: usize, k: usize, bk: usize) -> (usize, usize) {
     let off = std::env::var("RLX_WGPU_SPLITK").as_deref() == Ok("0");
     // Under one wave of a 132-unit GPU only: a two-way split of a wave and
     // a half cost more (the reducer, the scratch traffic) than it saved
@@ -295,12 +291,9 @@ fn split_k(tiles: usize, k: usize, bk: usize) -> (usize, usize) {
 
 /// The epilogue on `v` at (batch `bi`, `gm`, `gn`): bias through its
 /// broadcast strides, the activation, then the residual.
-#[allow(clippy::too_many_arguments)]
-fn epilogue(
+pub(super) fn epilogue(
     bl: &mut Builder,
-    bias: Option<&TensorRef>,
-    act: &str,
-    residual: Option<&TensorRef>,
+    mm: &Matmul,
     batch: &[usize],
     bi: &[String],
     m: usize,
@@ -315,12 +308,12 @@ fn epilogue(
         let l = bl.load(&tf, &format!("({base}) + i32(gm) * {s0} + i32(gn) * {s1}"));
         let _ = writeln!(epi, "    v = v + {l};");
     };
-    if let Some(bias) = bias {
+    if let Some(bias) = mm.bias {
         add(bl, bias, &mut epi);
     }
-    if act != "none" {
+    if mm.act != "none" {
         let e = apply(
-            act,
+            mm.act,
             &["v".to_string()],
             &[rlx_ir::DType::F32],
             rlx_ir::DType::F32,
@@ -328,18 +321,18 @@ fn epilogue(
         )
         .ok_or_else(|| WgpuError::Unsupported {
             op: "matmul_bias_act".into(),
-            why: format!("activation `{act}`"),
+            why: format!("activation `{}`", mm.act),
         })?;
         let _ = writeln!(epi, "    v = {e};");
     }
-    if let Some(res) = residual {
+    if let Some(res) = mm.residual {
         add(bl, res, &mut epi);
     }
     Ok(epi)
 }
 
 /// The statement storing `v` at (batch `zb`, `gm`, `gn`) of contiguous `out`.
-fn store_v(bl: &mut Builder, out: &TensorRef, m: usize, n: usize) -> String {
+pub(super) fn store_v(bl: &mut Builder, out: &TensorRef, m: usize, n: usize) -> String {
     let a = format!(
         "{} + i32(zb) * {} + i32(gm) * {n} + i32(gn)",
         out.offset,
@@ -350,21 +343,19 @@ fn store_v(bl: &mut Builder, out: &TensorRef, m: usize, n: usize) -> String {
 
 /// The second kernel of a split-K matmul: one thread per output element
 /// sums the chunks' partials from scratch, then the epilogue and store.
-fn reducer(
+pub(super) fn reducer(
     name: &str,
-    bias: Option<&TensorRef>,
-    act: &str,
-    residual: Option<&TensorRef>,
-    out: &TensorRef,
+    mm: &Matmul,
     batch: &[usize],
     (m, n, split): (usize, usize, usize),
 ) -> Result<Kernel, WgpuError> {
+    let out = mm.out;
     let nb: usize = batch.iter().product::<usize>().max(1);
     let total = nb * m * n;
     let groups = super::grid(total, super::WG);
     let mut bl = Builder::default();
     let (bu, bi) = unravel("zb", batch, "z");
-    let epi = epilogue(&mut bl, bias, act, residual, batch, &bi, m, n)?;
+    let epi = epilogue(&mut bl, mm, batch, &bi, m, n)?;
     let arena = bl.buf(crate::tref::BufId::Arena);
     let st = bl.store(
         out,

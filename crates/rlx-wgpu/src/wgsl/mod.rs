@@ -11,6 +11,7 @@
 //! so both paths give the same numbers up to accumulation order.
 
 pub mod attention;
+pub mod coop;
 pub mod elementwise;
 pub mod expr;
 pub mod index;
@@ -80,6 +81,8 @@ pub struct Builder {
     /// Per binding: bound as `array<f16>` (else `array<u32>`).
     half: Vec<bool>,
     pub flags: bool,
+    /// Uses cooperative matrices (`enable wgpu_cooperative_matrix;`).
+    pub coop: bool,
 }
 
 impl Builder {
@@ -166,6 +169,9 @@ impl Builder {
         let f16 = self.half.contains(&true);
         if f16 {
             s.push_str("enable f16;\n");
+        }
+        if self.coop {
+            s.push_str("enable wgpu_cooperative_matrix;\n");
         }
         for (k, b) in self.bufs.iter().enumerate() {
             let access = if matches!(*b, BufId::Arena | BufId::Half) {
