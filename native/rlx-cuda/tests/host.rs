@@ -206,6 +206,9 @@ fn f16_attention_keeps_scores_on_chip_with_tensor_cores() {
     // (scores through global memory).
     let p = minilm_plan_as(32, "f16", true);
     assert!(p.source.contains(MMA_F16));
+    // Heads of 32: registers capped so 3 blocks of 8 warps share an SM
+    // (384 heads in one wave on an H200).
+    assert!(p.source.contains("__launch_bounds__(256, 3)"));
     // MiniLM's padding mask (broadcast over query rows) is staged in shared memory.
     assert!(p.source.contains("ms[j] = "), "mask not staged");
     let batched = |p: &plan::Plan| {

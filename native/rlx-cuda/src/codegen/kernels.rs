@@ -117,27 +117,27 @@ fn st(d: DType) -> &'static str {
 
 /// Code that sets `c0..c{r-1}` from the flat index `i` over `dims`.
 fn unravel(dims: &[usize], i: &str) -> String {
-    let mut s = format!("long long r_ = {i};");
-    for k in (0..dims.len()).rev() {
-        if k == 0 {
-            s += " long long c0 = r_;";
-        } else {
-            s += &format!(" long long c{k} = r_ % {d}; r_ /= {d};", d = dims[k]);
-        }
-    }
-    s
+    unravel_as(dims, 0, i, "r_", "long long")
 }
 
 /// Code that sets `c{first}..` from index `i` over `dims` (`var` holds
 /// the remainder).
 fn unravel_from(dims: &[usize], first: usize, i: &str, var: &str) -> String {
-    let mut s = format!("long long {var} = {i};");
+    unravel_as(dims, first, i, var, "long long")
+}
+
+/// [`unravel_from`] in integer type `ty`: `unsigned` when the index fits
+/// in 32 bits, where a division by a constant is a multiply-high and a
+/// shift (64-bit division is a long emulated sequence, and elementwise
+/// kernels over large tensors are instruction-bound on it).
+fn unravel_as(dims: &[usize], first: usize, i: &str, var: &str, ty: &str) -> String {
+    let mut s = format!("{ty} {var} = {i};");
     for k in (0..dims.len()).rev() {
         let c = first + k;
         if k == 0 {
-            s += &format!(" long long c{c} = {var};");
+            s += &format!(" {ty} c{c} = {var};");
         } else {
-            s += &format!(" long long c{c} = {var} % {d}; {var} /= {d};", d = dims[k]);
+            s += &format!(" {ty} c{c} = {var} % {d}; {var} /= {d};", d = dims[k]);
         }
     }
     s
@@ -199,7 +199,11 @@ pub fn elementwise(
         "extern \"C\" __global__ void @NAME@({}{}) {{\n  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < {n}LL; i += (long long)gridDim.x * blockDim.x) {{\n    {}\n",
         params.join(", "),
         gather_params(ins),
-        unravel(dims, "i")
+        if n < 1 << 31 {
+            unravel_as(dims, 0, "(unsigned)i", "r_", "unsigned")
+        } else {
+            unravel(dims, "i")
+        }
     );
     for (k, o) in ins.iter().enumerate() {
         s += &operand_load("in", k, dims, o);
@@ -1205,8 +1209,18 @@ pub fn attention_mma(a: &AttentionSpec, warps: u32) -> String {
     };
     let stage_k = stage("ks", "k", dh, kp, kr, kc, false);
     let stage_v = stage("vs", "v", dv, vp, vr, vc, true);
+    // Heads of up to 32 need ~88 registers per thread (ptxas, sm_90, for
+    // sk = 128): 2 blocks of 8 warps per SM, so 384 heads (MiniLM at B=32)
+    // take two waves on 132 SMs. Capped at 80 (768 threads per SM: 3 such
+    // blocks, one wave) ptxas spills 12 bytes. Larger heads need 100+ and
+    // would spill far more: no cap.
+    let bounds = if dh <= 32 && dv <= 32 {
+        format!("__launch_bounds__({}, {}) ", warps * 32, 24 / warps)
+    } else {
+        String::new()
+    };
     format!(
-        "extern \"C\" __global__ void @NAME@(const {s}* __restrict__ in0, const {s}* __restrict__ in1, const {s}* __restrict__ in2{mask_param}, {s}* __restrict__ out0) {{
+        "extern \"C\" __global__ void {bounds}@NAME@(const {s}* __restrict__ in0, const {s}* __restrict__ in1, const {s}* __restrict__ in2{mask_param}, {s}* __restrict__ out0) {{
   extern __shared__ float smem[];
   unsigned short* ks = (unsigned short*)smem; unsigned short* vs = ks + {sk} * {kp};
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
