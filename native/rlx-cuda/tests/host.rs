@@ -275,7 +275,7 @@ fn generated_sources_compile_with_nvrtc_where_available() {
     }
     // Gathers read by their elementwise reader or inside a layer norm.
     for dt in ["f32", "f16", "bf16"] {
-        for src in [GATHER_OUTER_AXIS, EMBEDDINGS_LN] {
+        for src in [GATHER_OUTER_AXIS, EMBEDDINGS_LN, BIAS_GELU] {
             sources.push(planned_lir(&src.replace("f32", dt)).source);
         }
     }
@@ -501,6 +501,8 @@ fn middle_axis_reductions_with_many_outputs_take_32_outputs_per_block() {
     }
 }
 
+/// Bias + GELU after a GEMM over a 16-byte multiple (vectorized).
+const BIAS_GELU: &str = "graph @g(%x: f32[4,64], %w: f32[64,48], %b: f32[48]) {\n  %y = matmul_bias_act(%x, %w, %b) {activation=\"gelu\"}\n  return %y\n}";
 const GATHER_OUTER_AXIS: &str = "graph @g(%t: f32[4,5,6], %i: i64[7], %b: f32[6]) {\n  %x = gather(%t, %i) {axis=1}\n  %y = add(%x, %b)\n  return %y\n}";
 /// BERT's embedding block as the optimizer leaves it (also a GPU parity case).
 const EMBEDDINGS_LN: &str = "graph @g(%ids: i64[2,16], %tt: i64[2,16], %w: f32[10,64], %p: f32[16,64], %ty: f32[3,64], %g: f32[64], %be: f32[64]) {\n  %pi = arange() {dtype=i64, len=16, start=0.0, step=1.0}\n  %a = embedding(%w, %ids)\n  %b = embedding(%p, %pi)\n  %c = embedding(%ty, %tt)\n  %s = fused_elementwise(%a, %c, %b) {body=graph @region(%in0: f32[2,16,64], %in1: f32[2,16,64], %in2: f32[16,64]) {\n    %3 = add(%in0, %in1) : f32[2,16,64]\n    %4 = add(%in2, %3) : f32[2,16,64]\n    return %4\n  }}\n  %n = layer_norm(%s, %g, %be) {axis=2, eps=1e-5}\n  return %n\n}";
@@ -569,4 +571,27 @@ fn embedding_lookups_and_their_sum_run_inside_the_layer_norm() {
             assert!(p.source.contains("h2f(f2h((float)(v4)))"), "{}", p.source);
         }
     }
+}
+
+#[test]
+fn elementwise_kernels_move_16_bytes_per_operand_when_aligned() {
+    // MiniLM's bias + GELU after the FFN up-projection: 8 f16 per thread.
+    let p = minilm_plan_as(2, "f16", true);
+    assert!(p.source.contains("c2 *= 8;"), "{}", p.source);
+    assert!(p.source.contains("*(const v16b*)(in0 + "));
+    // f32: 4 per thread; a row broadcast (stride 0 along the last axis)
+    // is loaded per element, the contiguous operand 16 bytes at a time.
+    let p = planned_lir(
+        "graph @g(%x: f32[8,16], %y: f32[8,1]) {\n  %z = mul(%x, %y)\n  %e = exp(%z)\n  return %e\n}",
+    );
+    assert!(p.source.contains("c1 *= 4;"), "{}", p.source);
+    assert!(p.source.contains("x1 = ((float)(in1[c0]))"), "{}", p.source);
+    // A last axis that is not a multiple of the width, or an operand
+    // strided along it (a transposed view): one element per thread.
+    let p = planned_lir("graph @g(%x: f32[8,6]) {\n  %e = exp(%x)\n  return %e\n}");
+    assert!(!p.source.contains("v16b t0"), "{}", p.source);
+    let p = planned_lir(
+        "graph @g(%x: f32[16,8], %y: f32[8,16]) {\n  %t = permute(%x) {perm=[1,0]}\n  %e = add(%t, %y)\n  return %e\n}",
+    );
+    assert!(!p.source.contains("v16b t0"), "{}", p.source);
 }

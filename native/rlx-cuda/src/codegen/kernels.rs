@@ -220,6 +220,94 @@ pub fn elementwise(
     s
 }
 
+/// [`elementwise`] with `vec` neighbouring elements along the last axis
+/// per thread (16 bytes of each operand and output whose last stride is
+/// 1: one load or store instead of `vec`, and the index arithmetic once).
+/// The planner checks what this needs (see `vector_width` in the plan):
+/// `dims.last() % vec == 0`; every operand with last stride 1 and every
+/// output of a 16/`vec`-byte float type, 16-byte aligned at every group
+/// start; other operands broadcast along the last axis (stride 0); no
+/// gathered operand.
+pub fn elementwise_vec(
+    dims: &[usize],
+    ins: &[Operand],
+    outs: &[(DType, Vec<i64>)],
+    body: &str,
+    results: &[String],
+    vec: usize,
+) -> String {
+    let r = dims.len();
+    if vec <= 1 || r == 0 {
+        return elementwise(dims, ins, outs, body, results);
+    }
+    let last = r - 1;
+    let groups: usize = dims.iter().product::<usize>() / vec;
+    let mut gdims = dims.to_vec();
+    gdims[last] /= vec;
+    let mut params: Vec<String> = ins
+        .iter()
+        .enumerate()
+        .map(|(k, o)| format!("const {}* __restrict__ in{k}", st(o.dtype)))
+        .collect();
+    params.extend(
+        outs.iter()
+            .enumerate()
+            .map(|(k, (d, _))| format!("{}* __restrict__ out{k}", st(*d))),
+    );
+    let half = 16 / vec == 2;
+    // Element e_ of the 16 bytes held in words w[0..4], as a stored value.
+    let lane = |w: &str, d: DType| match d {
+        DType::F16 => format!("h16{{(unsigned short)({w}[e_ >> 1] >> ((e_ & 1) * 16))}}"),
+        DType::BF16 => format!("b16{{(unsigned short)({w}[e_ >> 1] >> ((e_ & 1) * 16))}}"),
+        _ => format!("__uint_as_float({w}[e_])"),
+    };
+    let mut s = format!(
+        "extern \"C\" __global__ void @NAME@({}) {{\n  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < {groups}LL; i += (long long)gridDim.x * blockDim.x) {{\n    {} c{last} *= {vec};\n",
+        params.join(", "),
+        unravel_as(&gdims, 0, "(unsigned)i", "r_", "unsigned"),
+    );
+    for (k, o) in ins.iter().enumerate() {
+        if o.strides[last] == 1 {
+            s += &format!(
+                "    v16b t{k} = *(const v16b*)(in{k} + {}); unsigned w{k}[4] = {{t{k}.x, t{k}.y, t{k}.z, t{k}.w}};\n",
+                offset(dims, &o.strides)
+            );
+        }
+    }
+    for k in 0..outs.len() {
+        s += &format!("    unsigned ow{k}[4] = {{0u, 0u, 0u, 0u}};\n");
+    }
+    s += &format!("    #pragma unroll\n    for (int e_ = 0; e_ < {vec}; ++e_) {{\n");
+    for (k, o) in ins.iter().enumerate() {
+        let x = if o.strides[last] == 1 {
+            load(o.dtype, &lane(&format!("w{k}"), o.dtype))
+        } else {
+            load(o.dtype, &format!("in{k}[{}]", offset(dims, &o.strides)))
+        };
+        s += &format!("    {} x{k} = {x};\n", compute(o.dtype));
+    }
+    s += body;
+    for (k, ((d, _), res)) in outs.iter().zip(results).enumerate() {
+        s += &if half {
+            format!(
+                "    ow{k}[e_ >> 1] |= (unsigned){}.b << ((e_ & 1) * 16);\n",
+                store(*d, res)
+            )
+        } else {
+            format!("    ow{k}[e_] = __float_as_uint({});\n", store(*d, res))
+        };
+    }
+    s += "    }\n";
+    for (k, (_, strides)) in outs.iter().enumerate() {
+        s += &format!(
+            "    *(v16b*)(out{k} + {}) = v16b{{ow{k}[0], ow{k}[1], ow{k}[2], ow{k}[3]}};\n",
+            offset(dims, strides)
+        );
+    }
+    s += "  }\n}\n";
+    s
+}
+
 /// Block-wide combine of `v` (per-thread partials) into thread 0's `v`, then
 /// broadcast through `sh[0]`. `op` combines two values `a`, `b`.
 fn block_reduce(ty: &str, op: &str) -> String {

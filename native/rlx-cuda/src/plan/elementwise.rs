@@ -142,3 +142,69 @@ pub(super) fn elementwise_parts(
         results: vec![e],
     })
 }
+
+/// Elements per thread of an elementwise kernel over `dims` (see
+/// `kernels::elementwise_vec`): 16 bytes' worth when every operand is
+/// contiguous along the last axis (or broadcast along it) and every
+/// output contiguous along it, all of one 2- or 4-byte float type, each
+/// 16-byte aligned at every group start (the last dim a multiple of the
+/// width, the other strides too, the address 16-byte aligned); else 1.
+pub(super) fn vector_width(
+    dims: &[usize],
+    ins: &[Operand],
+    in_ptrs: &[Ptr],
+    outs: &[(DType, Vec<i64>)],
+    out_ptrs: &[Ptr],
+) -> usize {
+    let Some(&n_last) = dims.last() else {
+        return 1;
+    };
+    let last = dims.len() - 1;
+    if ins.iter().any(|o| o.gather.is_some()) {
+        return 1;
+    }
+    // (dtype, strides, address) of everything moved 16 bytes at a time.
+    let mut wide: Vec<(DType, &[i64], &Ptr)> = Vec::new();
+    for (o, ptr) in ins.iter().zip(in_ptrs) {
+        match o.strides[last] {
+            1 => wide.push((o.dtype, &o.strides, ptr)),
+            0 => {}
+            _ => return 1,
+        }
+    }
+    for ((d, strides), ptr) in outs.iter().zip(out_ptrs) {
+        if strides[last] != 1 {
+            return 1;
+        }
+        wide.push((*d, strides, ptr));
+    }
+    let Some(&(d0, _, _)) = wide.first() else {
+        return 1;
+    };
+    if !matches!(d0, DType::F16 | DType::BF16 | DType::F32) {
+        return 1;
+    }
+    let vec = 16 / esize(d0);
+    let aligned = |strides: &[i64], ptr: &Ptr| {
+        let root = match ptr.root {
+            // Arena, inputs, constants and scratch buffers all start
+            // 256-byte aligned (cudaMalloc; grouped inputs 256 apart).
+            Root::Arena(off) => off as i64,
+            _ => 0,
+        };
+        (root + ptr.byte) % 16 == 0
+            && strides[..last]
+                .iter()
+                .zip(dims)
+                .all(|(&s, &d)| d == 1 || s % vec as i64 == 0)
+    };
+    let ok = n_last % vec == 0
+        && wide.iter().all(|&(d, strides, ptr)| {
+            esize(d) == esize(d0) && d.is_float() && aligned(strides, ptr)
+        });
+    if ok {
+        vec
+    } else {
+        1
+    }
+}

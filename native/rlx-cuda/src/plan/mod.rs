@@ -13,7 +13,7 @@ mod movement;
 mod reduce;
 
 use attention::attention;
-use elementwise::{elementwise_parts, is_elementwise, ElementwiseParts};
+use elementwise::{elementwise_parts, is_elementwise, vector_width, ElementwiseParts};
 use fuse::fuse_residual;
 use gemm::matmul;
 use movement::table_copy;
@@ -513,17 +513,20 @@ fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaError> {
                 results,
             } = parts;
             let mut outs = Vec::new();
+            let mut out_ptrs = Vec::new();
             for &o in &node.outputs {
                 let l = p.loc(o)?;
                 outs.push((l.dtype, l.strides.clone()));
-                args.push(l.ptr());
+                out_ptrs.push(l.ptr());
             }
-            let text = kernels::elementwise(&out.dims, &ins, &outs, &stmts, &results);
+            let vec = vector_width(&out.dims, &ins, &args, &outs, &out_ptrs);
+            args.extend(out_ptrs);
+            let text = kernels::elementwise_vec(&out.dims, &ins, &outs, &stmts, &results, vec);
             // Gathered operands' index arrays, then the error flag.
             let err = !idx.is_empty();
             args.extend(idx);
             if n_out > 0 {
-                p.kernel(text, grid_for(n_out), 256, 0, args, err);
+                p.kernel(text, grid_for(n_out / vec), 256, 0, args, err);
             }
         }
         _ if COPY_OPS.contains(&op) => {
@@ -751,14 +754,11 @@ fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaError> {
                         .ok_or_else(|| unsupported(i, node, format!("activation {act}")))?
                 };
                 if node.inputs.len() > 2 || act != "none" {
-                    let text = kernels::elementwise(
-                        &out.dims,
-                        &ins,
-                        &[(out.dtype, out.strides.clone())],
-                        "",
-                        &[e],
-                    );
-                    p.kernel(text, grid_for(n_out), 256, 0, args, false);
+                    let outs = [(out.dtype, out.strides.clone())];
+                    let n_in = args.len() - 1;
+                    let vec = vector_width(&out.dims, &ins, &args[..n_in], &outs, &args[n_in..]);
+                    let text = kernels::elementwise_vec(&out.dims, &ins, &outs, "", &[e], vec);
+                    p.kernel(text, grid_for(n_out / vec), 256, 0, args, false);
                 }
             }
         }
