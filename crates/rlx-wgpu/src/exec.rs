@@ -127,7 +127,8 @@ fn check_size(ctx: &GpuContext, what: &str, bytes: u64) -> Result<(), WgpuError>
 fn storage(ctx: &GpuContext, label: &str, bytes: u64, extra: wgpu::BufferUsages) -> wgpu::Buffer {
     ctx.device.create_buffer(&wgpu::BufferDescriptor {
         label: Some(label),
-        size: bytes.max(4).div_ceil(4) * 4,
+        // Whole 8-byte units: kernels may bind f16 buffers as vec4<f16>.
+        size: bytes.max(8).div_ceil(8) * 8,
         usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | extra,
         mapped_at_creation: false,
     })

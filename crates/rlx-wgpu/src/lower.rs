@@ -23,7 +23,7 @@ pub struct Lowered {
     pub consts: Vec<HostTensor>,
     /// Names of the kernels that can raise the error flag.
     pub flagging: Vec<String>,
-    /// Size of the f16 arena (`BufId::Half`) in bytes, a multiple of 4.
+    /// Size of the f16 arena (`BufId::Half`) in bytes, a multiple of 8.
     pub half_bytes: usize,
     /// f16 tensors are held as f32 words (the adapter lacks `shader-f16`).
     pub f16_wide: bool,
@@ -272,7 +272,7 @@ pub fn lower_for(p: &Program, caps: Caps) -> Result<Lowered, WgpuError> {
         consts,
         flagging,
         // Padded so a readback may round its last copy up to a whole word.
-        half_bytes: (half_elems * 2).div_ceil(4) * 4 + 4,
+        half_bytes: (half_elems * 2).div_ceil(8) * 8 + 8,
         f16_wide: wide,
     })
 }

@@ -69,6 +69,19 @@ fn cases() -> Vec<(String, Graph, Vec<HostTensor>)> {
     let g = t.finish(&[&y]).unwrap();
     let ins = vec![half(&mut rng, &[70, 45]), half(&mut rng, &[33, 70])];
     v.push(("transposed operands".into(), g, ins));
+    // The same with every extent a multiple of 4 (4-wide staging of both
+    // column-major tiles: MiniLM's weights arrive k-contiguous like this).
+    let t = rlx::Trace::new("mm_t4");
+    let x = t.input("x", H, vec![64, 48]);
+    let w = t.input("w", H, vec![40, 64]);
+    let y = x
+        .permute(&[1, 0])
+        .unwrap()
+        .matmul(&w.permute(&[1, 0]).unwrap())
+        .unwrap();
+    let g = t.finish(&[&y]).unwrap();
+    let ins = vec![half(&mut rng, &[64, 48]), half(&mut rng, &[40, 64])];
+    v.push(("transposed operands, 4-wide staging".into(), g, ins));
     // A residual add fused into the epilogue (as after MiniLM's projections).
     let t = rlx::Trace::new("mm_res");
     let x = t.input("x", H, vec![128, 384]);
@@ -119,7 +132,7 @@ fn coop_kernels_validate() {
         .unwrap();
         assert!(plain.iter().all(|k| !k.name.contains("_coop")), "{name}");
     }
-    assert!(n >= 7);
+    assert!(n >= 8);
 }
 
 #[test]

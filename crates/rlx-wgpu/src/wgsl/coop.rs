@@ -79,8 +79,10 @@ impl Shape {
         nb * m.div_ceil(self.bm) * n.div_ceil(self.bn)
     }
 
-    /// The largest tile that still fills one wave of a 132-unit GPU (more
-    /// reuse per staged element), else 64×64 with split K;
+    /// 64×64, or 128×128 when those still make four waves of a 132-unit
+    /// GPU (large products: twice the reuse per staged element). Measured
+    /// on the H200: MiniLM at B=32 4.9 ms with 64×64 everywhere, 5.6 with
+    /// 128×128, 7.5 with 128×64; 4096³ 67 / 81 / 76 TFLOP/s.
     /// `RLX_WGPU_COOP_TILE` = 64x64, 128x64 or 128x128 forces one.
     fn pick(nb: usize, m: usize, n: usize) -> Shape {
         let forced = std::env::var("RLX_WGPU_COOP_TILE").ok();
@@ -90,12 +92,12 @@ impl Shape {
         {
             return s;
         }
-        Shape::ALL
-            .iter()
-            .rev()
-            .map(|&(_, s)| s)
-            .find(|s| 2 * s.tiles(nb, m, n) >= super::matmul::WANT_GROUPS)
-            .unwrap_or(Shape::ALL[0].1)
+        let big = Shape::ALL[2].1;
+        if big.tiles(nb, m, n) >= 4 * 132 {
+            big
+        } else {
+            Shape::ALL[0].1
+        }
     }
 }
 
@@ -111,6 +113,121 @@ pub fn applies(mm: &Matmul) -> bool {
 struct Tile {
     row: bool,
     stride: usize,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Operand {
+    A,
+    B,
+}
+
+/// The WGSL that stages one operand tile: load functions, the prefetch
+/// registers, their refill for the next K step, their store to shared memory.
+struct Staged {
+    fns: String,
+    regs: String,
+    fetch: String,
+    to_shared: String,
+}
+
+/// Stage operand `t` (logical `rows` × `cols` tile of a matrix with
+/// `extent` = (rows, cols) overall) with `threads` invocations. Four f16 at
+/// a time when the tile's unit-stride axis is unit-stride in memory and
+/// every address and extent along it is a multiple of 4 (then a vector is
+/// wholly inside or outside the matrix); one at a time otherwise.
+#[allow(clippy::too_many_arguments)]
+fn stage(
+    bl: &mut Builder,
+    op: Operand,
+    t: &TensorRef,
+    tile: &Tile,
+    (rows, cols): (usize, usize),
+    extent: (usize, usize),
+    rb: usize,
+    threads: usize,
+) -> Staged {
+    let (x, arr, base, o0) = match op {
+        Operand::A => ("a", "As", "abase", "m0"),
+        Operand::B => ("b", "Bs", "bbase", "n0"),
+    };
+    // Global (row, column) of tile element (r_, c_): A's rows are m and
+    // its columns the K step; B's rows are the K step.
+    let (gr, gc, rok, cok) = match op {
+        Operand::A => (
+            format!("{o0} + r_"),
+            "k0 + c_".to_string(),
+            format!("{o0} + r_ < {}u", extent.0),
+            "k0 + c_ < kend".to_string(),
+        ),
+        Operand::B => (
+            "k0 + r_".to_string(),
+            format!("{o0} + c_"),
+            "k0 + r_ < kend".to_string(),
+            format!("{o0} + c_ < {}u", extent.1),
+        ),
+    };
+    let (s_r, s_c) = (t.strides[rb], t.strides[rb + 1]);
+    let addr = format!("{base} + i32({gr}) * {s_r} + i32({gc}) * {s_c}");
+    let (unit_stride, other_stride, unit_extent) = if tile.row {
+        (s_c, s_r, extent.1)
+    } else {
+        (s_r, s_c, extent.0)
+    };
+    let vec = t.is_half()
+        && unit_stride == 1
+        && other_stride % 4 == 0
+        && t.offset % 4 == 0
+        && t.strides[..rb].iter().all(|s| s % 4 == 0)
+        && unit_extent % 4 == 0;
+    let w = if vec { 4 } else { 1 };
+    // (r_, c_) of staging item e, walking the unit-stride axis first.
+    let walk = match (tile.row, w) {
+        (true, 1) => format!("let r_ = e / {cols}u; let c_ = e % {cols}u;"),
+        (false, 1) => format!("let r_ = e % {rows}u; let c_ = e / {rows}u;"),
+        (true, _) => format!("let r_ = e / {q}u; let c_ = (e % {q}u) * 4u;", q = cols / 4),
+        (false, _) => format!("let r_ = (e % {q}u) * 4u; let c_ = e / {q}u;", q = rows / 4),
+    };
+    let (ty, load, zero) = if vec {
+        ("vec4<f16>", bl.load_half4(t, &addr), "vec4<f16>()")
+    } else {
+        ("f16", format!("f16({})", bl.load(t, &addr)), "f16(0.0)")
+    };
+    let at = tile.at("r_", "c_");
+    let fns = format!(
+        "// Staging item e of the {x} tile ({rows} x {cols}, {w} element(s)), zero outside.
+fn ld{x}_(e: u32, k0: u32, kend: u32, {o0}: u32, {base}: i32) -> {ty} {{
+  {walk}
+  if ({rok} && {cok}) {{ return {load}; }}
+  return {zero};
+}}
+fn i{x}_(e: u32) -> u32 {{ {walk} return {at}; }}
+"
+    );
+    let mut st = Staged {
+        fns,
+        regs: String::new(),
+        fetch: String::new(),
+        to_shared: String::new(),
+    };
+    for q in 0..rows * cols / w / threads {
+        let e = format!("lid + {}u", q * threads);
+        let _ = writeln!(
+            st.regs,
+            "var p{x}{q}: {ty} = ld{x}_({e}, kbeg, kend, {o0}, {base});"
+        );
+        let _ = writeln!(st.fetch, "  p{x}{q} = ld{x}_({e}, kn, kend, {o0}, {base});");
+        if vec {
+            // The four are consecutive in shared memory too (both layouts
+            // keep the unit-stride axis contiguous).
+            let _ = writeln!(
+                st.to_shared,
+                "  {{ let i = i{x}_({e}); {arr}[i] = p{x}{q}.x; {arr}[i + 1u] = p{x}{q}.y; {arr}[i + 2u] = p{x}{q}.z; {arr}[i + 3u] = p{x}{q}.w; }}"
+            );
+        } else {
+            let _ = writeln!(st.to_shared, "  {arr}[i{x}_({e})] = p{x}{q};");
+        }
+    }
+    st
 }
 
 impl Tile {
@@ -137,15 +254,6 @@ impl Tile {
             format!("({r}) * {}u + ({c})", self.stride)
         } else {
             format!("({c}) * {}u + ({r})", self.stride)
-        }
-    }
-
-    /// `(r, c)` of staging element `e`, walking the unit-stride axis first.
-    fn walk(&self, rows: usize, cols: usize) -> String {
-        if self.row {
-            format!("let r_ = e / {cols}u; let c_ = e % {cols}u;")
-        } else {
-            format!("let r_ = e % {rows}u; let c_ = e / {rows}u;")
         }
     }
 
@@ -190,25 +298,10 @@ pub fn kernel(name: &str, mm: &Matmul) -> Result<Vec<Kernel>, WgpuError> {
     let rb = batch.len();
     let mut bl = Builder {
         coop: true,
+        half4: true,
         ..Builder::default()
     };
     let (bu, bi) = unravel("zb", &batch, "z");
-    let la = bl.load(
-        &a,
-        &format!(
-            "abase + i32(gm) * {} + i32(gk) * {}",
-            a.strides[rb],
-            a.strides[rb + 1]
-        ),
-    );
-    let lb = bl.load(
-        &b,
-        &format!(
-            "bbase + i32(gk) * {} + i32(gn) * {}",
-            b.strides[rb],
-            b.strides[rb + 1]
-        ),
-    );
     let (at, bt) = (
         Tile::for_operand(&a, rb, bm, BK),
         Tile::for_operand(&b, rb, BK, bn),
@@ -270,60 +363,18 @@ workgroupBarrier();
     }
     // Staging: the next K step's share of each tile is fetched into
     // registers while this one is multiplied out of shared memory.
-    let (per_a, per_b) = (bm * BK / threads, BK * bn / threads);
-    let mut regs = String::new();
-    let mut fetch = String::new();
-    let mut to_shared = String::new();
-    for t in 0..per_a {
-        let _ = writeln!(
-            regs,
-            "var pa{t}: f16 = lda_(lid + {}u, kbeg, kend, m0, abase);",
-            t * threads
-        );
-        let _ = writeln!(
-            fetch,
-            "  pa{t} = lda_(lid + {}u, kn, kend, m0, abase);",
-            t * threads
-        );
-        let _ = writeln!(to_shared, "  As[ia_(lid + {}u)] = pa{t};", t * threads);
-    }
-    for t in 0..per_b {
-        let _ = writeln!(
-            regs,
-            "var pb{t}: f16 = ldb_(lid + {}u, kbeg, kend, n0, bbase);",
-            t * threads
-        );
-        let _ = writeln!(
-            fetch,
-            "  pb{t} = ldb_(lid + {}u, kn, kend, n0, bbase);",
-            t * threads
-        );
-        let _ = writeln!(to_shared, "  Bs[ib_(lid + {}u)] = pb{t};", t * threads);
-    }
-    let (awalk, bwalk) = (at.walk(bm, BK), bt.walk(BK, bn));
-    let (aat, bat) = (at.at("r_", "c_"), bt.at("r_", "c_"));
+    let sa = stage(&mut bl, Operand::A, &a, &at, (bm, BK), (m, k), rb, threads);
+    let sb = stage(&mut bl, Operand::B, &b, &bt, (BK, bn), (k, n), rb, threads);
+    let regs = sa.regs + &sb.regs;
+    let fetch = sa.fetch + &sb.fetch;
+    let to_shared = sa.to_shared + &sb.to_shared;
+    let fns = sa.fns + &sb.fns;
     let (wm_, wn_) = (bm / sh.wm, bn / sh.wn);
     let s = format!(
         r#"var<workgroup> As: array<f16, {asz}>;
 var<workgroup> Bs: array<f16, {bsz}>;
 var<workgroup> Cs: array<f32, {csz}>;
-// Element e of the A tile ({bm} x {BK}) from global memory, zero outside.
-fn lda_(e: u32, k0: u32, kend: u32, m0: u32, abase: i32) -> f16 {{
-  {awalk}
-  let gm = m0 + r_; let gk = k0 + c_;
-  if (gm < {m}u && gk < kend) {{ return f16({la}); }}
-  return f16(0.0);
-}}
-fn ia_(e: u32) -> u32 {{ {awalk} return {aat}; }}
-// Element e of the B tile ({BK} x {bn}).
-fn ldb_(e: u32, k0: u32, kend: u32, n0: u32, bbase: i32) -> f16 {{
-  {bwalk}
-  let gk = k0 + r_; let gn = n0 + c_;
-  if (gk < kend && gn < {n}u) {{ return f16({lb}); }}
-  return f16(0.0);
-}}
-fn ib_(e: u32) -> u32 {{ {bwalk} return {bat}; }}
-@compute @workgroup_size({threads})
+{fns}@compute @workgroup_size({threads})
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
 let zb: u32 = wg.z / {split}u;
 let kbeg: u32 = (wg.z % {split}u) * {kc}u;
@@ -376,10 +427,10 @@ mod tests {
             assert_eq!(s.bm % (16 * s.wm), 0);
             assert_eq!(s.bn % (16 * s.wn), 0);
         }
-        // MiniLM at B=32 (m 4096): the N=384 projections fill a wave with
-        // 128x64 tiles, the N=1536 one with 128x128; B=1 falls back to 64x64.
-        assert_eq!(Shape::pick(1, 4096, 384), Shape::ALL[1].1);
-        assert_eq!(Shape::pick(1, 4096, 1536), Shape::ALL[2].1);
+        // MiniLM's products take 64x64 tiles at every batch; 4096² 128x128.
+        assert_eq!(Shape::pick(1, 4096, 384), Shape::ALL[0].1);
+        assert_eq!(Shape::pick(1, 4096, 1536), Shape::ALL[0].1);
         assert_eq!(Shape::pick(1, 128, 384), Shape::ALL[0].1);
+        assert_eq!(Shape::pick(1, 4096, 4096), Shape::ALL[2].1);
     }
 }

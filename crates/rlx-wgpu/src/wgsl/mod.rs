@@ -83,12 +83,23 @@ pub struct Builder {
     pub flags: bool,
     /// Uses cooperative matrices (`enable wgpu_cooperative_matrix;`).
     pub coop: bool,
+    /// f16 buffers are bound as `array<vec4<f16>>` (8-byte loads); scalar
+    /// accesses then address one component.
+    pub half4: bool,
 }
 
 impl Builder {
     /// The WGSL name of a buffer of 32-bit words, binding it on first use.
     pub fn buf(&mut self, b: BufId) -> String {
         self.bind(b, false)
+    }
+
+    /// Four f16 elements of `r` from element `addr` (i32 expression, a
+    /// multiple of 4) as a `vec4<f16>`; needs `half4`.
+    pub fn load_half4(&mut self, r: &TensorRef, addr: &str) -> String {
+        debug_assert!(self.half4 && r.is_half());
+        let b = self.buf_of(r);
+        format!("{b}[u32({addr}) / 4u]")
     }
 
     /// The WGSL name of the buffer holding `r`.
@@ -125,6 +136,9 @@ impl Builder {
         let b = self.buf_of(r);
         let w = words_per_elem(r.dtype);
         match r.dtype {
+            DType::F16 if !r.wide && self.half4 => {
+                format!("f32({b}[u32({addr}) / 4u][u32({addr}) % 4u])")
+            }
             DType::F16 if !r.wide => format!("f32({b}[u32({addr})])"),
             DType::F32 | DType::F16 => format!("bitcast<f32>({b}[u32({addr})])"),
             DType::I32 => format!("bitcast<i32>({b}[u32({addr})])"),
@@ -152,6 +166,9 @@ impl Builder {
     pub fn store(&mut self, r: &TensorRef, addr: &str, val: &str) -> String {
         let b = self.buf_of(r);
         match r.dtype {
+            DType::F16 if !r.wide && self.half4 => {
+                format!("{b}[u32({addr}) / 4u][u32({addr}) % 4u] = to_f16_({val});")
+            }
             DType::F16 if !r.wide => format!("{b}[u32({addr})] = to_f16_({val});"),
             DType::F16 => format!("{b}[u32({addr})] = bitcast<u32>(rf16_({val}));"),
             DType::F32 | DType::I32 => format!("{b}[u32({addr})] = bitcast<u32>({val});"),
@@ -182,7 +199,11 @@ impl Builder {
             let _ = writeln!(
                 s,
                 "@group(0) @binding({k}) var<storage, {access}> b{k}: array<{}>;",
-                if self.half[k] { "f16" } else { "u32" }
+                match (self.half[k], self.half4) {
+                    (true, true) => "vec4<f16>",
+                    (true, false) => "f16",
+                    _ => "u32",
+                }
             );
         }
         if f16 {
