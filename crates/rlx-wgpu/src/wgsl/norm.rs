@@ -1,6 +1,10 @@
-//! Row-wise fused ops: softmax, log_softmax, layer_norm, rms_norm. One
-//! workgroup per row; workgroup trees for the max/sum/mean; the row is read
-//! again for the write (rows are short and cached).
+//! Row-wise fused ops: softmax, log_softmax, layer_norm, rms_norm.
+//!
+//! Rows of up to 1024 elements: 32 invocations per row and 8 rows per
+//! workgroup; each invocation keeps its ≤ 32 elements in registers (the row
+//! is read once) and the sums are 5-level trees in the row's slice of
+//! shared memory. Longer rows: one workgroup per row, workgroup trees for
+//! the max/sum/mean, the row read again for the write (cached).
 
 use super::expr::f32_lit;
 use super::reduce::{row_prologue, split, tree};
@@ -23,6 +27,9 @@ pub fn kernel(
     let so = split(out, axes);
     let rows = sp.kept.numel().max(1);
     let len = sp.red.numel();
+    if len <= PACKED_MAX {
+        return packed(name, op, x, params, eps, out, axes);
+    }
     let groups = grid(rows, 1);
     let mut b = Builder::default();
     let mut s = row_prologue(
@@ -87,6 +94,132 @@ pub fn kernel(
             s.push_str(&tree("acc", "q", "a + b"));
             let _ = writeln!(s, "let inv = 1.0 / sqrt(q / {n} + {e});");
             s.push_str(&pass(&mut b, "let y: f32 = x * inv * g0;\nSTORE"));
+        }
+        _ => {
+            return Err(WgpuError::Unsupported {
+                op: op.into(),
+                why: "not a row op".into(),
+            })
+        }
+    }
+    s.push_str("}\n");
+    Ok(b.finish(name.to_string(), s, groups))
+}
+
+/// Longest row the packed kernel takes (32 values per invocation).
+const PACKED_MAX: usize = 1024;
+/// Invocations per row and rows per workgroup of the packed kernel.
+const LANES: usize = 32;
+const ROWS: usize = WG as usize / LANES;
+
+/// The packed form of [`kernel`] (rows of at most [`PACKED_MAX`]).
+fn packed(
+    name: &str,
+    op: &str,
+    x: &TensorRef,
+    params: &[TensorRef],
+    eps: f64,
+    out: &TensorRef,
+    axes: &[usize],
+) -> Result<Kernel, WgpuError> {
+    let sp = split(x, axes);
+    let so = split(out, axes);
+    let rows = sp.kept.numel().max(1);
+    let len = sp.red.numel();
+    let per = len.div_ceil(LANES).max(1);
+    let groups = grid(rows.div_ceil(ROWS), 1);
+    let mut b = Builder::default();
+    let (ku, kq) = unravel("rowc", &sp.kept.dims, "k");
+    let (ou, oq) = unravel("rowc", &so.kept.dims, "q");
+    // Element i of this invocation: reduced index r = t + 32 i.
+    let (ru, rj) = unravel("r", &sp.red.dims, "j");
+    let ld = b.load(x, &format!("base + ({})", Builder::addr(&sp.red, &rj)));
+    let mut gs = String::new();
+    for (p, t) in params.iter().enumerate() {
+        let v = b.load(t, &Builder::addr(t, &rj));
+        let _ = writeln!(gs, "  let g{p}: f32 = {v};");
+    }
+    let st = b.store(
+        out,
+        &format!("obase + ({})", Builder::addr(&so.red, &rj)),
+        "y",
+    );
+    // A sum (or max) over the row: this invocation's values, then a tree
+    // in the row's 32 words of shared memory.
+    let tree = |acc: &str, out: &str, combine: &str| {
+        format!(
+            "sh[lid] = {acc};\nworkgroupBarrier();\nfor (var s: u32 = {h}u; s > 0u; s = s >> 1u) {{\nif (t < s) {{ let a = sh[lid]; let b = sh[lid + s]; sh[lid] = {combine}; }}\nworkgroupBarrier();\n}}\nlet {out} = sh[seg];\nworkgroupBarrier();\n",
+            h = LANES / 2
+        )
+    };
+    let each = |body: &str| {
+        format!("for (var i: u32 = 0u; i < {per}u; i = i + 1u) {{\n  if (t + i * {LANES}u < {len}u) {{\n  let x: f32 = xs[i];\n  {body}\n  }}\n}}\n")
+    };
+    let n = format!("{len}.0");
+    let e = f32_lit(eps);
+    let mut s = format!(
+        "var<workgroup> sh: array<f32, {WG}>;
+@compute @workgroup_size({WG})
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
+let t: u32 = lid % {LANES}u;
+let seg: u32 = lid - t;
+let row: u32 = (wg.x + wg.y * {g0}u) * {ROWS}u + lid / {LANES}u;
+// Rows past the end compute on the last row (every invocation reaches
+// every barrier) and store nothing.
+let live: bool = row < {rows}u;
+let rowc: u32 = min(row, {last}u);
+{ku}let base: i32 = {kb};
+{ou}let obase: i32 = {ob};
+var xs: array<f32, {per}>;
+for (var i: u32 = 0u; i < {per}u; i = i + 1u) {{
+  let r: u32 = t + i * {LANES}u;
+  if (r < {len}u) {{
+{ru}  xs[i] = {ld};
+  }}
+}}
+",
+        g0 = groups[0],
+        last = rows - 1,
+        kb = Builder::addr(&sp.kept, &kq),
+        ob = Builder::addr(&so.kept, &oq),
+    );
+    let write = |y: &str| {
+        format!(
+            "for (var i: u32 = 0u; i < {per}u; i = i + 1u) {{\n  let r: u32 = t + i * {LANES}u;\n  if (live && r < {len}u) {{\n{ru}  let x: f32 = xs[i];\n{gs}  let y: f32 = {y};\n  {st}\n  }}\n}}\n"
+        )
+    };
+    match op {
+        "softmax" | "log_softmax" => {
+            s.push_str("var acc: f32 = bits_(0xff800000u);\n");
+            s.push_str(&each("acc = fmax_(acc, x);"));
+            s.push_str(&tree("acc", "m", "fmax_(a, b)"));
+            s.push_str("var acc2: f32 = 0.0;\n");
+            s.push_str(&each("acc2 = acc2 + exp(x - m);"));
+            s.push_str(&tree("acc2", "tt", "a + b"));
+            if op == "softmax" {
+                s.push_str("let inv = 1.0 / tt;\n");
+                s.push_str(&write("exp(x - m) * inv"));
+            } else {
+                s.push_str("let lt = log(tt);\n");
+                s.push_str(&write("x - m - lt"));
+            }
+        }
+        "layer_norm" => {
+            s.push_str("var acc: f32 = 0.0;\n");
+            s.push_str(&each("acc = acc + x;"));
+            s.push_str(&tree("acc", "tt", "a + b"));
+            let _ = writeln!(s, "let mean = tt / {n};\nvar acc2: f32 = 0.0;");
+            s.push_str(&each("let d = x - mean; acc2 = acc2 + d * d;"));
+            s.push_str(&tree("acc2", "q", "a + b"));
+            let _ = writeln!(s, "let inv = 1.0 / sqrt(q / {n} + {e});");
+            s.push_str(&write("(x - mean) * inv * g0 + g1"));
+        }
+        "rms_norm" => {
+            s.push_str("var acc: f32 = 0.0;\n");
+            s.push_str(&each("acc = acc + x * x;"));
+            s.push_str(&tree("acc", "q", "a + b"));
+            let _ = writeln!(s, "let inv = 1.0 / sqrt(q / {n} + {e});");
+            s.push_str(&write("x * inv * g0"));
         }
         _ => {
             return Err(WgpuError::Unsupported {

@@ -532,6 +532,31 @@ pub fn softmax_and_norms() -> Vec<Case> {
         rand(&mut rng, F, &[33], 0.5, 1.5),
     ];
     v.push(Case::new("rms_norm", g, ins, ACCUMULATED));
+    // Rows past the packed kernel's 1024 (one workgroup per row), and
+    // MiniLM's width with a last workgroup of one live row.
+    let g = one_op(
+        "softmax",
+        &[(F, vec![2, 1500])],
+        Attrs::new().with("axis", -1i64),
+    );
+    let x = rand(&mut rng, F, &[2, 1500], -4.0, 4.0);
+    v.push(Case::new(
+        "softmax, 1500-long rows",
+        g,
+        vec![x],
+        (1e-6, 1e-5),
+    ));
+    let g = one_op(
+        "layer_norm",
+        &[(F, vec![9, 384]), (F, vec![384]), (F, vec![384])],
+        Attrs::new().with("axis", -1i64).with("eps", 1e-12),
+    );
+    let ins = vec![
+        rand(&mut rng, F, &[9, 384], -2.0, 2.0),
+        rand(&mut rng, F, &[384], 0.5, 1.5),
+        rand(&mut rng, F, &[384], -1.0, 1.0),
+    ];
+    v.push(Case::new("layer_norm, 9 rows of 384", g, ins, ACCUMULATED));
     v
 }
 
