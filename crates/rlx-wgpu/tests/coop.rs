@@ -57,31 +57,25 @@ fn cases() -> Vec<(String, Graph, Vec<HostTensor>)> {
     );
     let ins = vec![half(&mut rng, &[3, 64, 48]), half(&mut rng, &[3, 48, 80])];
     v.push(("batched [3,64,48] @ [3,48,80]".into(), g, ins));
-    // Transposed operands (m-contiguous lhs, k-contiguous weight).
-    let t = rlx::Trace::new("mm_t");
-    let x = t.input("x", H, vec![70, 45]);
-    let w = t.input("w", H, vec![33, 70]);
-    let y = x
-        .permute(&[1, 0])
-        .unwrap()
-        .matmul(&w.permute(&[1, 0]).unwrap())
-        .unwrap();
-    let g = t.finish(&[&y]).unwrap();
-    let ins = vec![half(&mut rng, &[70, 45]), half(&mut rng, &[33, 70])];
-    v.push(("transposed operands".into(), g, ins));
-    // The same with every extent a multiple of 4 (4-wide staging of both
-    // column-major tiles: MiniLM's weights arrive k-contiguous like this).
-    let t = rlx::Trace::new("mm_t4");
-    let x = t.input("x", H, vec![64, 48]);
-    let w = t.input("w", H, vec![40, 64]);
-    let y = x
-        .permute(&[1, 0])
-        .unwrap()
-        .matmul(&w.permute(&[1, 0]).unwrap())
-        .unwrap();
-    let g = t.finish(&[&y]).unwrap();
-    let ins = vec![half(&mut rng, &[64, 48]), half(&mut rng, &[40, 64])];
-    v.push(("transposed operands, 4-wide staging".into(), g, ins));
+    // Transposed operands (m-contiguous lhs, k-contiguous weight): odd
+    // extents stage one element at a time; multiples of 4 four at a time
+    // (MiniLM's weights arrive k-contiguous like this).
+    for (what, xs, ws) in [
+        ("transposed operands", [70, 45], [33, 70]),
+        ("transposed operands, 4-wide staging", [64, 48], [40, 64]),
+    ] {
+        let t = rlx::Trace::new("mm_t");
+        let x = t.input("x", H, xs.to_vec());
+        let w = t.input("w", H, ws.to_vec());
+        let y = x
+            .permute(&[1, 0])
+            .unwrap()
+            .matmul(&w.permute(&[1, 0]).unwrap())
+            .unwrap();
+        let g = t.finish(&[&y]).unwrap();
+        let ins = vec![half(&mut rng, &xs), half(&mut rng, &ws)];
+        v.push((what.into(), g, ins));
+    }
     // A residual add fused into the epilogue (as after MiniLM's projections).
     let t = rlx::Trace::new("mm_res");
     let x = t.input("x", H, vec![128, 384]);

@@ -14,7 +14,7 @@
 //! Precision is the scalar kernel's: f16 operands, products exact in f32,
 //! f32 sums; only the order of the sums differs.
 
-use super::matmul::{epilogue, operands, reducer, split_k, store_v, Matmul};
+use super::matmul::{epilogue, operands, split_k, store_v, with_reducer, Matmul};
 use super::{batch_addr, unravel, Builder, Kernel};
 use crate::error::WgpuError;
 use crate::tref::{BufId, TensorRef};
@@ -405,14 +405,12 @@ let wn: u32 = (w % {wn_count}u) * {wn_}u;
         abase = batch_addr(&a, &bi),
         bbase = batch_addr(&b, &bi),
     );
-    let mut main = bl.finish(name.to_string(), s, groups);
-    if split == 1 {
-        return Ok(vec![main]);
-    }
-    main.scratch_words = split * nb * m * n;
-    let mut reduce = reducer(&format!("{name}_splitk"), mm, &batch, (m, n, split))?;
-    reduce.scratch_words = main.scratch_words;
-    Ok(vec![main, reduce])
+    with_reducer(
+        bl.finish(name.to_string(), s, groups),
+        mm,
+        &batch,
+        (m, n, split),
+    )
 }
 
 #[cfg(test)]

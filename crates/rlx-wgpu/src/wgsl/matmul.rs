@@ -262,12 +262,28 @@ let n0: u32 = wg.x * {bn}u;
         abase = bidx(&a),
         bbase = bidx(&b_),
     );
-    let mut main = bl.finish(name.to_string(), s, groups);
+    with_reducer(
+        bl.finish(name.to_string(), s, groups),
+        mm,
+        &batch,
+        (m, n, split),
+    )
+}
+
+/// `main` alone, or, when K is split, with the reducer that sums its
+/// partials from scratch and runs the epilogue.
+pub(super) fn with_reducer(
+    mut main: Kernel,
+    mm: &Matmul,
+    batch: &[usize],
+    (m, n, split): (usize, usize, usize),
+) -> Result<Vec<Kernel>, WgpuError> {
     if split == 1 {
         return Ok(vec![main]);
     }
+    let nb: usize = batch.iter().product::<usize>().max(1);
     main.scratch_words = split * nb * m * n;
-    let mut reduce = reducer(&format!("{name}_splitk"), mm, &batch, (m, n, split))?;
+    let mut reduce = reducer(&format!("{}_splitk", main.name), mm, batch, (m, n, split))?;
     reduce.scratch_words = main.scratch_words;
     Ok(vec![main, reduce])
 }
@@ -343,7 +359,7 @@ pub(super) fn store_v(bl: &mut Builder, out: &TensorRef, m: usize, n: usize) -> 
 
 /// The second kernel of a split-K matmul: one thread per output element
 /// sums the chunks' partials from scratch, then the epilogue and store.
-pub(super) fn reducer(
+fn reducer(
     name: &str,
     mm: &Matmul,
     batch: &[usize],

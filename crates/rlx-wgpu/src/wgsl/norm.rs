@@ -57,51 +57,15 @@ pub fn kernel(
         let body = body.replace("STORE", &st);
         format!("for (var r: u32 = lid; r < {len}u; r = r + {WG}u) {{\n{u}let x: f32 = {ld};\n{extra}{body}\n}}\n")
     };
-    let n = format!("{len}.0");
-    let e = f32_lit(eps);
-    match op {
-        "softmax" | "log_softmax" => {
-            s.push_str("var acc: f32 = bits_(0xff800000u);\n");
-            s.push_str(&pass(&mut b, "acc = fmax_(acc, x);"));
-            s.push_str(&tree("acc", "m", "fmax_(a, b)"));
-            s.push_str("var acc2: f32 = 0.0;\n");
-            s.push_str(&pass(&mut b, "acc2 = acc2 + exp(x - m);"));
-            s.push_str(&tree("acc2", "t", "a + b"));
-            if op == "softmax" {
-                s.push_str("let inv = 1.0 / t;\n");
-                s.push_str(&pass(&mut b, "let y: f32 = exp(x - m) * inv;\nSTORE"));
-            } else {
-                s.push_str("let lt = log(t);\n");
-                s.push_str(&pass(&mut b, "let y: f32 = x - m - lt;\nSTORE"));
-            }
-        }
-        "layer_norm" => {
-            s.push_str("var acc: f32 = 0.0;\n");
-            s.push_str(&pass(&mut b, "acc = acc + x;"));
-            s.push_str(&tree("acc", "t", "a + b"));
-            let _ = writeln!(s, "let mean = t / {n};\nvar acc2: f32 = 0.0;");
-            s.push_str(&pass(&mut b, "let d = x - mean; acc2 = acc2 + d * d;"));
-            s.push_str(&tree("acc2", "q", "a + b"));
-            let _ = writeln!(s, "let inv = 1.0 / sqrt(q / {n} + {e});");
-            s.push_str(&pass(
-                &mut b,
-                "let y: f32 = (x - mean) * inv * g0 + g1;\nSTORE",
-            ));
-        }
-        "rms_norm" => {
-            s.push_str("var acc: f32 = 0.0;\n");
-            s.push_str(&pass(&mut b, "acc = acc + x * x;"));
-            s.push_str(&tree("acc", "q", "a + b"));
-            let _ = writeln!(s, "let inv = 1.0 / sqrt(q / {n} + {e});");
-            s.push_str(&pass(&mut b, "let y: f32 = x * inv * g0;\nSTORE"));
-        }
-        _ => {
-            return Err(WgpuError::Unsupported {
-                op: op.into(),
-                why: "not a row op".into(),
-            })
-        }
-    }
+    let mut pass = |body: &str, write: bool| {
+        let body = if write {
+            format!("let y: f32 = {body};\nSTORE")
+        } else {
+            body.to_string()
+        };
+        pass(&mut b, &body)
+    };
+    s.push_str(&row_op(op, len, eps, &mut pass, &tree)?);
     s.push_str("}\n");
     Ok(b.finish(name.to_string(), s, groups))
 }
@@ -155,8 +119,6 @@ fn packed(
     let each = |body: &str| {
         format!("for (var i: u32 = 0u; i < {per}u; i = i + 1u) {{\n  if (t + i * {LANES}u < {len}u) {{\n  let x: f32 = xs[i];\n  {body}\n  }}\n}}\n")
     };
-    let n = format!("{len}.0");
-    let e = f32_lit(eps);
     let mut s = format!(
         "var<workgroup> sh: array<f32, {WG}>;
 @compute @workgroup_size({WG})
@@ -188,38 +150,63 @@ for (var i: u32 = 0u; i < {per}u; i = i + 1u) {{
             "for (var i: u32 = 0u; i < {per}u; i = i + 1u) {{\n  let r: u32 = t + i * {LANES}u;\n  if (live && r < {len}u) {{\n{ru}  let x: f32 = xs[i];\n{gs}  let y: f32 = {y};\n  {st}\n  }}\n}}\n"
         )
     };
+    let mut pass = |body: &str, write_: bool| {
+        if write_ {
+            write(body)
+        } else {
+            each(body)
+        }
+    };
+    s.push_str(&row_op(op, len, eps, &mut pass, &tree)?);
+    s.push_str("}\n");
+    Ok(b.finish(name.to_string(), s, groups))
+}
+
+/// The body of row op `op` over rows of `len`: `pass(body, false)` loops
+/// over the row with `x` bound, `pass(y, true)` stores `y` per element,
+/// `tree(acc, out, combine)` reduces `acc` over the row into `out`.
+fn row_op(
+    op: &str,
+    len: usize,
+    eps: f64,
+    pass: &mut dyn FnMut(&str, bool) -> String,
+    tree: &dyn Fn(&str, &str, &str) -> String,
+) -> Result<String, WgpuError> {
+    let n = format!("{len}.0");
+    let e = f32_lit(eps);
+    let mut s = String::new();
     match op {
         "softmax" | "log_softmax" => {
             s.push_str("var acc: f32 = bits_(0xff800000u);\n");
-            s.push_str(&each("acc = fmax_(acc, x);"));
+            s.push_str(&pass("acc = fmax_(acc, x);", false));
             s.push_str(&tree("acc", "m", "fmax_(a, b)"));
             s.push_str("var acc2: f32 = 0.0;\n");
-            s.push_str(&each("acc2 = acc2 + exp(x - m);"));
+            s.push_str(&pass("acc2 = acc2 + exp(x - m);", false));
             s.push_str(&tree("acc2", "tt", "a + b"));
             if op == "softmax" {
                 s.push_str("let inv = 1.0 / tt;\n");
-                s.push_str(&write("exp(x - m) * inv"));
+                s.push_str(&pass("exp(x - m) * inv", true));
             } else {
                 s.push_str("let lt = log(tt);\n");
-                s.push_str(&write("x - m - lt"));
+                s.push_str(&pass("x - m - lt", true));
             }
         }
         "layer_norm" => {
             s.push_str("var acc: f32 = 0.0;\n");
-            s.push_str(&each("acc = acc + x;"));
+            s.push_str(&pass("acc = acc + x;", false));
             s.push_str(&tree("acc", "tt", "a + b"));
             let _ = writeln!(s, "let mean = tt / {n};\nvar acc2: f32 = 0.0;");
-            s.push_str(&each("let d = x - mean; acc2 = acc2 + d * d;"));
+            s.push_str(&pass("let d = x - mean; acc2 = acc2 + d * d;", false));
             s.push_str(&tree("acc2", "q", "a + b"));
             let _ = writeln!(s, "let inv = 1.0 / sqrt(q / {n} + {e});");
-            s.push_str(&write("(x - mean) * inv * g0 + g1"));
+            s.push_str(&pass("(x - mean) * inv * g0 + g1", true));
         }
         "rms_norm" => {
             s.push_str("var acc: f32 = 0.0;\n");
-            s.push_str(&each("acc = acc + x * x;"));
+            s.push_str(&pass("acc = acc + x * x;", false));
             s.push_str(&tree("acc", "q", "a + b"));
             let _ = writeln!(s, "let inv = 1.0 / sqrt(q / {n} + {e});");
-            s.push_str(&write("x * inv * g0"));
+            s.push_str(&pass("x * inv * g0", true));
         }
         _ => {
             return Err(WgpuError::Unsupported {
@@ -228,6 +215,5 @@ for (var i: u32 = 0u; i < {per}u; i = i + 1u) {{
             })
         }
     }
-    s.push_str("}\n");
-    Ok(b.finish(name.to_string(), s, groups))
+    Ok(s)
 }
