@@ -18,7 +18,7 @@ pub struct AdapterInfo {
     pub driver: String,
     /// `shader-f16` is available (and was requested).
     pub shader_f16: bool,
-    /// Subgroup operations are available.
+    /// Subgroup operations were granted (natively, subgroups ≤ 32 wide).
     pub subgroups: bool,
     /// GPU timestamps between dispatches (native profiling) were granted.
     pub timestamps: bool,
@@ -107,7 +107,14 @@ impl GpuContext {
         } else {
             wgpu::Features::empty()
         };
-        let want = (wgpu::Features::SHADER_F16 | stamps | coop) & features;
+        // Subgroup sums (natively; subgroups of at most 32 so a workgroup's
+        // partials fit the trees' shared memory).
+        let sg = if !cfg!(target_arch = "wasm32") && ai.subgroup_max_size <= 32 {
+            wgpu::Features::SUBGROUP
+        } else {
+            wgpu::Features::empty()
+        };
+        let want = (wgpu::Features::SHADER_F16 | stamps | coop | sg) & features;
         let limits = adapter.limits();
         let (device_, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
@@ -155,7 +162,7 @@ impl GpuContext {
             shader_f16: want.contains(wgpu::Features::SHADER_F16),
             timestamps: !stamps.is_empty() && want.contains(stamps),
             coop_f16: !coop.is_empty() && want.contains(coop | wgpu::Features::SHADER_F16),
-            subgroups: features.contains(wgpu::Features::SUBGROUP),
+            subgroups: !sg.is_empty() && want.contains(sg),
             max_storage_binding: limits.max_storage_buffer_binding_size as u64,
             max_storage_buffers_per_stage: limits.max_storage_buffers_per_shader_stage,
             max_workgroup_storage: limits.max_compute_workgroup_storage_size,
@@ -190,6 +197,8 @@ impl GpuContext {
             coop_f16: self.f16_native()
                 && self.info.coop_f16
                 && std::env::var("RLX_WGPU_COOP").as_deref() != Ok("0"),
+            subgroups: self.info.subgroups
+                && std::env::var("RLX_WGPU_SUBGROUPS").as_deref() != Ok("0"),
         }
     }
 

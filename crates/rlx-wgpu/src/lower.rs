@@ -78,6 +78,9 @@ pub struct Caps {
     /// f16 matmuls run on 16×16×16 cooperative matrices (tensor cores)
     /// with f32 accumulation; needs `f16_native`.
     pub coop_f16: bool,
+    /// Subgroup operations (subgroups of at most 32): workgroup sums in
+    /// reductions and row ops start with `subgroupAdd`.
+    pub subgroups: bool,
 }
 
 /// Lower `p` to kernels for an adapter with `shader-f16`.
@@ -91,7 +94,7 @@ pub fn lower_with(p: &Program, f16_native: bool) -> Result<Lowered, WgpuError> {
         p,
         Caps {
             f16_native,
-            coop_f16: false,
+            ..Caps::default()
         },
     )
 }
@@ -510,15 +513,40 @@ fn node_kernels(
             } else {
                 0
             };
-            one(wgsl::reduce::kernel(name, op, &ins[0], &ax, corr, out)?)
+            one(wgsl::reduce::kernel(
+                name,
+                op,
+                &ins[0],
+                &ax,
+                corr,
+                out,
+                caps.subgroups,
+            )?)
         }
         "argmax" | "argmin" => {
             let ax = axis(node, "axis", rank)?;
-            one(wgsl::reduce::kernel(name, op, &ins[0], &[ax], 0, out)?)
+            one(wgsl::reduce::kernel(
+                name,
+                op,
+                &ins[0],
+                &[ax],
+                0,
+                out,
+                caps.subgroups,
+            )?)
         }
         "softmax" | "log_softmax" => {
             let ax = axis(node, "axis", rank)?;
-            one(wgsl::norm::kernel(name, op, &ins[0], &[ax], &[], 0.0, out)?)
+            one(wgsl::norm::kernel(
+                name,
+                op,
+                &ins[0],
+                &[ax],
+                &[],
+                0.0,
+                out,
+                caps.subgroups,
+            )?)
         }
         "layer_norm" | "rms_norm" => {
             let ax = axis(node, "axis", rank)?;
@@ -535,6 +563,7 @@ fn node_kernels(
                 &ins[1..],
                 eps,
                 out,
+                caps.subgroups,
             )?)
         }
         "matmul" | "matmul_bias_act" => {

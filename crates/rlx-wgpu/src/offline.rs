@@ -30,7 +30,7 @@ pub fn kernels_of_with(
         device,
         Caps {
             f16_native,
-            coop_f16: false,
+            ..Caps::default()
         },
     )
 }

@@ -95,6 +95,7 @@ fn cases() -> Vec<(String, Graph, Vec<HostTensor>)> {
 const COOP: Caps = Caps {
     f16_native: true,
     coop_f16: true,
+    subgroups: false,
 };
 
 #[test]
@@ -120,7 +121,7 @@ fn coop_kernels_validate() {
             Device::Vulkan,
             Caps {
                 f16_native: true,
-                coop_f16: false,
+                ..Caps::default()
             },
         )
         .unwrap();

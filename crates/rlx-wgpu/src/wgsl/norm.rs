@@ -7,13 +7,15 @@
 //! the max/sum/mean, the row read again for the write (cached).
 
 use super::expr::f32_lit;
-use super::reduce::{row_prologue, split, tree};
+use super::reduce::{row_prologue, split, tree, tree_sum};
 use super::{grid, unravel, Builder, Kernel, WG};
 use crate::error::WgpuError;
 use crate::tref::TensorRef;
 use std::fmt::Write;
 
-/// `op` over `axes` of `x` (with `params` = gamma[, beta]) into `out`.
+/// `op` over `axes` of `x` (with `params` = gamma[, beta]) into `out`;
+/// `sg`: long rows' sums start with subgroup sums.
+#[allow(clippy::too_many_arguments)]
 pub fn kernel(
     name: &str,
     op: &str,
@@ -22,6 +24,7 @@ pub fn kernel(
     params: &[TensorRef],
     eps: f64,
     out: &TensorRef,
+    sg: bool,
 ) -> Result<Kernel, WgpuError> {
     let sp = split(x, axes);
     let so = split(out, axes);
@@ -37,6 +40,7 @@ pub fn kernel(
         rows,
         groups,
         &format!("var<workgroup> sh: array<f32, {WG}>;"),
+        sg,
     );
     let (ku, k) = unravel("row", &so.kept.dims, "q");
     let _ = writeln!(s, "{ku}let obase: i32 = {};", Builder::addr(&so.kept, &k));
@@ -64,6 +68,13 @@ pub fn kernel(
             body.to_string()
         };
         pass(&mut b, &body)
+    };
+    let tree = |acc: &str, out: &str, combine: &str| {
+        if combine == "a + b" {
+            tree_sum(acc, out, sg)
+        } else {
+            tree(acc, out, combine)
+        }
     };
     s.push_str(&row_op(op, len, eps, &mut pass, &tree)?);
     s.push_str("}\n");

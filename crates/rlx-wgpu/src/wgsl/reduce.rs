@@ -56,12 +56,37 @@ pub fn split(x: &TensorRef, axes: &[usize]) -> Split {
 
 /// Code computing `base` (the row's start address, i32) for workgroup row
 /// `row`, plus the opening of the kernel. Returns (code, base expression).
-pub fn row_prologue(kept: &TensorRef, rows: usize, groups: [u32; 3], shared: &str) -> String {
+/// `sg`: the entry point also takes the subgroup builtins [`tree_sum`] uses.
+pub fn row_prologue(
+    kept: &TensorRef,
+    rows: usize,
+    groups: [u32; 3],
+    shared: &str,
+    sg: bool,
+) -> String {
     let (u, k) = unravel("row", &kept.dims, "k");
     format!(
-        "{shared}\n@compute @workgroup_size({WG})\nfn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\nlet row: u32 = wg.x + wg.y * {}u;\nif (row >= {rows}u) {{ return; }}\n{u}let base: i32 = {};\n",
+        "{shared}\n@compute @workgroup_size({WG})\nfn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32{}) {{\nlet row: u32 = wg.x + wg.y * {}u;\nif (row >= {rows}u) {{ return; }}\n{u}let base: i32 = {};\n",
+        if sg { SG_ARGS } else { "" },
         groups[0],
         Builder::addr(kept, &k)
+    )
+}
+
+/// Entry-point parameters for [`tree_sum`] with subgroups.
+const SG_ARGS: &str = ", @builtin(subgroup_id) sgid: u32, @builtin(subgroup_invocation_id) sgl: u32, @builtin(subgroup_size) sgs: u32";
+
+/// A workgroup sum of `acc` into `out` (all `WG` invocations, uniform
+/// control flow): with `sg`, one `subgroupAdd` per subgroup and a loop
+/// over the subgroups' partials — two barriers instead of a tree's nine;
+/// else the shared-memory tree. Subgroups of at most 32 (`Caps`) keep the
+/// partials within `sh`.
+pub fn tree_sum(acc: &str, out: &str, sg: bool) -> String {
+    if !sg {
+        return tree(acc, out, "a + b");
+    }
+    format!(
+        "{{ let v_ = subgroupAdd({acc}); if (sgl == 0u) {{ sh[sgid] = v_; }} }}\nworkgroupBarrier();\nvar {out}_: f32 = sh[0];\nfor (var i_: u32 = 1u; i_ < {WG}u / sgs; i_ = i_ + 1u) {{ {out}_ = {out}_ + sh[i_]; }}\nlet {out} = {out}_;\nworkgroupBarrier();\n"
     )
 }
 
@@ -103,6 +128,7 @@ pub fn kernel(
     axes: &[usize],
     correction: i64,
     out: &TensorRef,
+    sg: bool,
 ) -> Result<Kernel, WgpuError> {
     let sp = split(x, axes);
     let rows = sp.kept.numel().max(1);
@@ -115,11 +141,15 @@ pub fn kernel(
     } else {
         format!("var<workgroup> sh: array<f32, {WG}>;")
     };
-    let mut s = row_prologue(&sp.kept, rows, groups, &shared);
+    let mut s = row_prologue(&sp.kept, rows, groups, &shared, sg);
     let fold = |b: &mut Builder, init: &str, step: &str, comb: &str, out_: &str| {
         let mut s = format!("var acc: f32 = {init};\n");
         s.push_str(&row_loop(b, x, &sp.red, len, step));
-        s.push_str(&tree("acc", out_, comb));
+        if comb == "a + b" {
+            s.push_str(&tree_sum("acc", out_, sg));
+        } else {
+            s.push_str(&tree("acc", out_, comb));
+        }
         s
     };
     let ninf = "bits_(0xff800000u)";
@@ -177,7 +207,7 @@ pub fn kernel(
             s.push_str("var acc2: f32 = 0.0;\n");
             let lp = row_loop(&mut b, x, &sp.red, len, &body.replace("acc", "acc2"));
             s.push_str(&lp);
-            s.push_str(&tree("acc2", "t", "a + b"));
+            s.push_str(&tree_sum("acc2", "t", sg));
             "select(m + log(t), m, inf_(m) || nan_(m))".into()
         }
         "reduce_variance" => {
@@ -191,7 +221,7 @@ pub fn kernel(
                 "let d = x - mean; acc2 = acc2 + d * d;",
             );
             s.push_str(&lp);
-            s.push_str(&tree("acc2", "q", "a + b"));
+            s.push_str(&tree_sum("acc2", "q", sg));
             format!("q / f32({})", len as i64 - correction)
         }
         "argmax" | "argmin" => {
