@@ -114,33 +114,43 @@ impl GpuContext {
         } else {
             wgpu::Features::empty()
         };
-        let want = (wgpu::Features::SHADER_F16 | stamps | coop | sg) & features;
+        let mut want = (wgpu::Features::SHADER_F16 | stamps | coop | sg) & features;
         let limits = adapter.limits();
-        let (device_, queue) = adapter
-            .request_device(&wgpu::DeviceDescriptor {
-                label: Some("rlx"),
-                required_features: want,
-                required_limits: limits.clone(),
-                // Cooperative matrices are an experimental wgpu feature:
-                // asked for only when the adapter offers the exact shape and
-                // types the kernels use (see `coop_f16_offered`).
-                experimental_features: if coop.is_empty() {
-                    wgpu::ExperimentalFeatures::disabled()
-                } else {
-                    // SAFETY: wgpu's experimental features are unsafe because
-                    // their validation is incomplete; the one used here is
-                    // cooperative matrix load/store/multiply-add from WGSL,
-                    // whose operands our kernels keep in bounds themselves.
-                    unsafe { wgpu::ExperimentalFeatures::enabled() }
-                },
-                memory_hints: wgpu::MemoryHints::Performance,
-                trace: wgpu::Trace::Off,
-            })
-            .await
-            .map_err(|e| WgpuError::RequestDevice {
-                device: device.name().into(),
-                why: e.to_string(),
-            })?;
+        let desc = |want: wgpu::Features| wgpu::DeviceDescriptor {
+            label: Some("rlx"),
+            required_features: want,
+            required_limits: limits.clone(),
+            // Cooperative matrices are an experimental wgpu feature: asked
+            // for only when the adapter offers the exact shape and types the
+            // kernels use (see `coop_f16_offered`).
+            experimental_features: if want.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
+            {
+                // SAFETY: wgpu's experimental features are unsafe because
+                // their validation is incomplete; the one used here is
+                // cooperative matrix load/store/multiply-add from WGSL,
+                // whose operands our kernels keep in bounds themselves.
+                unsafe { wgpu::ExperimentalFeatures::enabled() }
+            } else {
+                wgpu::ExperimentalFeatures::disabled()
+            },
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        };
+        let refused = |e: wgpu::RequestDeviceError| WgpuError::RequestDevice {
+            device: device.name().into(),
+            why: e.to_string(),
+        };
+        let (device_, queue) = match adapter.request_device(&desc(want)).await {
+            Ok(d) => d,
+            // The optional speed features must not cost the device: ask
+            // again without them (the adapter info then says they are off,
+            // and so does the dispatch report).
+            Err(_) if want.intersects(coop | sg) => {
+                want.remove(coop | sg);
+                adapter.request_device(&desc(want)).await.map_err(refused)?
+            }
+            Err(e) => return Err(refused(e)),
+        };
         let lost = Arc::new(Mutex::new(None));
         let l2 = lost.clone();
         device_.set_device_lost_callback(move |reason, msg| {
