@@ -1,8 +1,10 @@
 //! `rlx kernels`: the GPU kernels a graph compiles to (one WGSL kernel per
 //! LIR step, rlx-wgpu's generator), optionally translated by naga to MSL,
-//! HLSL, GLSL or SPIR-V. Needs no GPU.
+//! HLSL, GLSL or SPIR-V. Needs no GPU. `--dtype f16` turns the graph's f32
+//! into f16; `--coop` / `--subgroups` show the kernels of an adapter with
+//! f16 cooperative matrices (tensor cores) / subgroups.
 
-use rlx_wgpu::{kernels_of_with, translate, Lang, Translated};
+use rlx_wgpu::{kernels_of_for, translate, Caps, Lang, Translated};
 use std::path::PathBuf;
 
 pub fn kernels(args: &[String]) -> Result<(), String> {
@@ -10,6 +12,7 @@ pub fn kernels(args: &[String]) -> Result<(), String> {
     let mut device = rlx::Device::WebGpu;
     let mut lang = Lang::Wgsl;
     let mut out: Option<PathBuf> = None;
+    let (mut f16, mut coop, mut subgroups) = (false, false, false);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -27,15 +30,37 @@ pub fn kernels(args: &[String]) -> Result<(), String> {
             }
             "--lang" => lang = Lang::parse(it.next().ok_or("--lang needs a value")?)?,
             "--out" => out = Some(PathBuf::from(it.next().ok_or("--out needs a directory")?)),
+            "--dtype" => match it.next().map(|s| s.as_str()) {
+                Some("f16") => f16 = true,
+                Some("f32") => f16 = false,
+                o => return Err(format!("rlx kernels: --dtype takes f32 or f16, not {o:?}")),
+            },
+            "--coop" => coop = true,
+            "--subgroups" => subgroups = true,
             f if file.is_none() && !f.starts_with("--") => file = Some(f.to_string()),
             o => return Err(format!("rlx kernels: unexpected argument `{o}`")),
         }
     }
     let file = file.ok_or("rlx kernels: give a MIR file, @encoder-block or @minilm")?;
-    let (g, _) = crate::graph_arg(&file)?;
+    let (mut g, _) = crate::graph_arg(&file)?;
+    if f16 {
+        let text = rlx::ir::text::print(&g).replace("f32", "f16");
+        g = rlx::ir::text::parse(&text).map_err(|e| format!("rlx kernels: --dtype f16: {e}"))?;
+    }
+    if (coop || subgroups) && !matches!(lang, Lang::Wgsl | Lang::Spirv) {
+        return Err(format!(
+            "rlx kernels: --coop / --subgroups kernels exist for native Vulkan only; use --lang wgsl or spirv, not {}",
+            lang.name()
+        ));
+    }
     // naga's GLSL writer has no f16: GLSL gets the f16-held-as-f32 kernels
     // (what an OpenGL adapter, which lacks `shader-f16`, runs).
-    let ks = kernels_of_with(&g, device, lang != Lang::Glsl)?;
+    let caps = Caps {
+        f16_native: lang != Lang::Glsl,
+        coop_f16: coop,
+        subgroups,
+    };
+    let ks = kernels_of_for(&g, device, caps)?;
     if let Some(dir) = &out {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }

@@ -21,7 +21,7 @@ const USAGE: &str = "usage: rlx <command>
                                    how each node would run (or every reason it cannot)
   compile FILE|@encoder-block|@minilm [--device D] [--print hir|mir|fusion|lir|plan|all] [--no-opt]
                                    the graph after each stage, the fusion, the memory plan
-  kernels FILE|@encoder-block|@minilm [--device webgpu] [--lang wgsl|msl|hlsl|glsl|spirv] [--out DIR]
+  kernels FILE|@encoder-block|@minilm [--device webgpu] [--lang wgsl|msl|hlsl|glsl|spirv] [--out DIR] [--dtype f16] [--coop] [--subgroups]
                                    every generated GPU kernel, translated with naga
   coverage                         the op-coverage table (markdown) from the backends' claims
   embed [--json] [--model DIR] TEXT...

@@ -151,3 +151,36 @@ fn compile_shows_fusion_and_the_memory_plan_of_the_dsl_encoder_block() {
         "{err}"
     );
 }
+
+#[test]
+fn kernels_shows_the_tensor_core_and_subgroup_variants() {
+    let (ok, out, err) = rlx(&[
+        "kernels",
+        "@encoder-block",
+        "--device",
+        "vulkan",
+        "--dtype",
+        "f16",
+        "--coop",
+        "--subgroups",
+    ]);
+    assert!(ok, "{err}");
+    // Every projection of the block is a cooperative-matrix kernel.
+    assert!(out.matches("coopMultiplyAdd").count() >= 4, "{out}");
+    assert!(
+        out.contains("matmul_bias_act_f16") && out.contains("_coop"),
+        "{out}"
+    );
+    let (ok, plain, _) = rlx(&[
+        "kernels",
+        "@encoder-block",
+        "--device",
+        "vulkan",
+        "--dtype",
+        "f16",
+    ]);
+    assert!(ok && !plain.contains("coopMultiplyAdd") && !plain.contains("subgroupAdd"));
+    // Native Vulkan only: the other languages are refused, not mistranslated.
+    let (ok, _, err) = rlx(&["kernels", "@encoder-block", "--coop", "--lang", "msl"]);
+    assert!(!ok && err.contains("native Vulkan only"), "{err}");
+}
