@@ -147,6 +147,10 @@ const EXTRA: &[(&str, &str)] = &[
     // Integer inputs are indices 0..2 (see `extra_inputs`).
     ("gather_read_by_elementwise_outer_axis", "graph @g(%t: f32[4,5,6], %i: i64[7], %b: f32[6]) {\n  %x = gather(%t, %i) {axis=1}\n  %y = add(%x, %b)\n  return %y\n}"),
     ("embeddings_sum_in_layer_norm", EMBEDDINGS_LN),
+    // A padding mask `ids != 0` read only by attention (which then reads
+    // the ids): the tensor-core kernel at f16/bf16 (heads of 32), the
+    // tiled one at f32.
+    ("attention_tc_nonzero_ids_mask", "graph @g(%q: f32[2,12,128,32], %k: f32[2,12,128,32], %v: f32[2,12,128,32], %ids: i64[2,128]) {\n  %z = constant() {value=tensor<i64[]> [0]}\n  %m = ne(%ids, %z)\n  %r = reshape(%m) {shape=[2,1,1,128]}\n  %o = attention(%q, %k, %v, %r) {mask_kind=\"custom\"}\n  return %o\n}"),
 ];
 
 /// BERT's embedding block (as the optimizer leaves it): three lookups, one

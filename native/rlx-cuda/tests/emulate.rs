@@ -539,6 +539,14 @@ fn embeddings_summed_inside_the_layer_norm() {
 }
 
 #[test]
+fn attention_reads_the_ids_of_a_nonzero_mask() {
+    check(
+        "nonzero_mask",
+        "graph @g(%q: f32[2,4,16,8], %k: f32[2,4,16,8], %v: f32[2,4,16,8], %ids: i64[2,16]) {\n  %z = constant() {value=tensor<i64[]> [0]}\n  %m = ne(%ids, %z)\n  %r = reshape(%m) {shape=[2,1,1,16]}\n  %o = attention(%q, %k, %v, %r) {mask_kind=\"custom\"}\n  return %o\n}",
+    );
+}
+
+#[test]
 fn gather_read_by_its_elementwise_reader() {
     check(
         "gather_outer",

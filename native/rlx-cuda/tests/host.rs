@@ -239,7 +239,7 @@ fn f16_attention_keeps_scores_on_chip_with_tensor_cores() {
         .filter(|(n, _)| p.node_ops[*n] == "reshape")
         .count();
     assert_eq!(reshapes, 0, "{:?}", p.kernels);
-    assert_eq!(p.launches.len(), 55);
+    assert_eq!(p.launches.len(), 54);
     // Pre-sm_80 GPUs (or f32) get no mma instruction.
     let old = minilm_plan_as(32, "f16", false);
     assert!(!old.source.contains("mma.sync"));
@@ -275,7 +275,7 @@ fn generated_sources_compile_with_nvrtc_where_available() {
     }
     // Gathers read by their elementwise reader or inside a layer norm.
     for dt in ["f32", "f16", "bf16"] {
-        for src in [GATHER_OUTER_AXIS, EMBEDDINGS_LN, BIAS_GELU] {
+        for src in [GATHER_OUTER_AXIS, EMBEDDINGS_LN, BIAS_GELU, NONZERO_MASK_TC] {
             sources.push(planned_lir(&src.replace("f32", dt)).source);
         }
     }
@@ -318,11 +318,17 @@ fn minilm_plans_with_fused_epilogues_and_attention_layout() {
         .map(|(n, _)| p.node_ops[*n].as_str())
         .collect();
     let count = |op: &str| ops.iter().filter(|o| **o == op).count();
-    // 6 layers of 8 launches, 2 for the embeddings and the mask (the three
-    // lookups and their sum computed inside the layer norm), 5 for the
-    // pooling (mean over the mask + L2 normalize; reductions fuse their
-    // elementwise neighbours), and the outputs need no copy.
-    assert_eq!(p.launches.len(), 55);
+    // 6 layers of 8 launches, 1 for the embeddings (the three lookups and
+    // their sum computed inside the layer norm; the attention reads the
+    // mask ids itself, no `ids != 0` kernel), 5 for the pooling (mean over
+    // the mask + L2 normalize; reductions fuse their elementwise
+    // neighbours), and the outputs need no copy.
+    assert_eq!(p.launches.len(), 54);
+    assert_eq!(count("ne"), 0);
+    assert!(
+        p.source.contains("const long long* __restrict__ in3"),
+        "attention reads the i64 mask"
+    );
     assert_eq!(count("embedding"), 0);
     assert_eq!(count("fused_elementwise"), 0);
     // The embedding layer norm checks the three lookups' indices.
@@ -503,6 +509,9 @@ fn middle_axis_reductions_with_many_outputs_take_32_outputs_per_block() {
 
 /// Bias + GELU after a GEMM over a 16-byte multiple (vectorized).
 const BIAS_GELU: &str = "graph @g(%x: f32[4,64], %w: f32[64,48], %b: f32[48]) {\n  %y = matmul_bias_act(%x, %w, %b) {activation=\"gelu\"}\n  return %y\n}";
+/// A padding mask `ids != 0` read only by attention (heads of 32: the
+/// tensor-core kernel at f16/bf16).
+const NONZERO_MASK_TC: &str = "graph @g(%q: f32[2,12,128,32], %k: f32[2,12,128,32], %v: f32[2,12,128,32], %ids: i64[2,128]) {\n  %z = constant() {value=tensor<i64[]> [0]}\n  %m = ne(%ids, %z)\n  %r = reshape(%m) {shape=[2,1,1,128]}\n  %o = attention(%q, %k, %v, %r) {mask_kind=\"custom\"}\n  return %o\n}";
 const GATHER_OUTER_AXIS: &str = "graph @g(%t: f32[4,5,6], %i: i64[7], %b: f32[6]) {\n  %x = gather(%t, %i) {axis=1}\n  %y = add(%x, %b)\n  return %y\n}";
 /// BERT's embedding block as the optimizer leaves it (also a GPU parity case).
 const EMBEDDINGS_LN: &str = "graph @g(%ids: i64[2,16], %tt: i64[2,16], %w: f32[10,64], %p: f32[16,64], %ty: f32[3,64], %g: f32[64], %be: f32[64]) {\n  %pi = arange() {dtype=i64, len=16, start=0.0, step=1.0}\n  %a = embedding(%w, %ids)\n  %b = embedding(%p, %pi)\n  %c = embedding(%ty, %tt)\n  %s = fused_elementwise(%a, %c, %b) {body=graph @region(%in0: f32[2,16,64], %in1: f32[2,16,64], %in2: f32[16,64]) {\n    %3 = add(%in0, %in1) : f32[2,16,64]\n    %4 = add(%in2, %3) : f32[2,16,64]\n    return %4\n  }}\n  %n = layer_norm(%s, %g, %be) {axis=2, eps=1e-5}\n  return %n\n}";
@@ -594,4 +603,19 @@ fn elementwise_kernels_move_16_bytes_per_operand_when_aligned() {
         "graph @g(%x: f32[16,8], %y: f32[8,16]) {\n  %t = permute(%x) {perm=[1,0]}\n  %e = add(%t, %y)\n  return %e\n}",
     );
     assert!(!p.source.contains("v16b t0"), "{}", p.source);
+}
+
+#[test]
+fn a_nonzero_mask_read_only_by_attention_is_not_stored() {
+    let src = "graph @g(%q: f32[2,4,16,8], %k: f32[2,4,16,8], %v: f32[2,4,16,8], %ids: i64[2,16]) {\n  %z = constant() {value=tensor<i64[]> [0]}\n  %m = ne(%ids, %z)\n  %r = reshape(%m) {shape=[2,1,1,16]}\n  %o = attention(%q, %k, %v, %r) {mask_kind=\"custom\"}\n  return %o\n}";
+    let p = planned_lir(src);
+    assert_eq!(kernel_ops(&p), ["attention"], "{:?}", p.kernels);
+    assert!(
+        p.source.contains("const long long* __restrict__ in3"),
+        "{}",
+        p.source
+    );
+    // Also read by another node: stored as before.
+    let p = planned_lir(&src.replace("return %o", "%c = cast(%m) {dtype=f32}\n  return %o, %c"));
+    assert!(kernel_ops(&p).contains(&"ne"), "{:?}", p.kernels);
 }

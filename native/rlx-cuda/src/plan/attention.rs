@@ -2,6 +2,7 @@
 
 use super::fuse::fuse_permute_reshape;
 use super::gemm::mat_layout;
+use super::mask;
 use super::*;
 use crate::codegen::kernels::AttentionSpec;
 
@@ -33,7 +34,7 @@ pub(super) fn attention(
     let mut args = vec![q.ptr(), k.ptr(), v.ptr()];
     let mask = match (kind.as_str(), node.inputs.get(3)) {
         ("custom", Some(&m)) | ("bias", Some(&m)) => {
-            let l = p.loc(m)?;
+            let l = mask::mask_loc(p, m)?;
             let strides = full(&l, [sq, sk]);
             args.push(l.ptr());
             if kind == "custom" {
@@ -74,7 +75,7 @@ pub(super) fn attention(
     // Write straight into a following permute + reshape's buffer if possible.
     let mut reads = vec![q.clone(), k.clone(), v.clone()];
     if let Some(&m) = node.inputs.get(3) {
-        reads.push(p.loc(m)?);
+        reads.push(mask::mask_loc(p, m)?);
     }
     // The tensor-core kernel (below) for f16/bf16 on sm_80+.
     let nb: usize = batch.iter().product();

@@ -9,6 +9,7 @@ mod elementwise;
 mod fuse;
 mod gather;
 mod gemm;
+mod mask;
 mod movement;
 mod reduce;
 
@@ -204,6 +205,11 @@ struct Planner<'a> {
     /// Gathers not computed where their node stands: the elementwise node
     /// that reads them loads through their indices (see `gather.rs`).
     gathers: HashMap<ValueId, gather::GatherSrc>,
+    /// Each view's base value.
+    view_base: HashMap<ValueId, ValueId>,
+    /// `x != 0` masks read by attention as `x` (see `mask.rs`): the
+    /// value's (x, own) locations.
+    nonzero_masks: HashMap<ValueId, (Loc, Loc)>,
 }
 
 fn unsupported(node: usize, n: &Node, msg: impl Into<String>) -> CudaError {
@@ -383,6 +389,8 @@ pub fn plan_for(program: &Program, tensor_cores: bool) -> Result<Plan, CudaError
         input_groups: vec![],
         deferred: HashMap::new(),
         gathers: HashMap::new(),
+        view_base: views.iter().map(|(&v, w)| (v, w.base)).collect(),
+        nonzero_masks: HashMap::new(),
     };
     for (i, &v) in g.inputs.iter().enumerate() {
         let ty = g.ty(v);
@@ -500,6 +508,10 @@ fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaError> {
             p.locs[node.outputs[0].index()] = Some(l);
         }
         _ if is_elementwise(node, in_dtype) => {
+            // A padding mask read only by attention, which reads its source.
+            if mask::fold_nonzero_mask(p, i, node)? {
+                return Ok(());
+            }
             let parts = elementwise_parts(p, i, node, &out.dims)?;
             // Computed inside the reduction or norm that reads it, if one does.
             if n_out > 0 && reduce::defer_into_reduction(p, i, node, &parts)? {
