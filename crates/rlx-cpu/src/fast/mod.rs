@@ -30,6 +30,7 @@
 //! program; a run on fast kernels only allocates the tensors it returns.
 
 mod attention;
+pub mod bf16dot;
 mod convert;
 mod elementwise;
 mod layout;
