@@ -66,6 +66,8 @@ const PRELUDE: &str = r#"
 #define __restrict__
 #define __shared__ static
 #define __launch_bounds__(a, b)
+using std::min;
+using std::max;
 struct dim3 { unsigned x = 1, y = 1, z = 1; };
 thread_local dim3 threadIdx, blockIdx;
 dim3 blockDim, gridDim;
@@ -543,6 +545,21 @@ fn attention_reads_the_ids_of_a_nonzero_mask() {
     check(
         "nonzero_mask",
         "graph @g(%q: f32[2,4,16,8], %k: f32[2,4,16,8], %v: f32[2,4,16,8], %ids: i64[2,16]) {\n  %z = constant() {value=tensor<i64[]> [0]}\n  %m = ne(%ids, %z)\n  %r = reshape(%m) {shape=[2,1,1,16]}\n  %o = attention(%q, %k, %v, %r) {mask_kind=\"custom\"}\n  return %o\n}",
+    );
+}
+
+#[test]
+fn tiled_attention_over_keys_past_one_warp() {
+    // 100 and 40 keys: 4 and 2 keys per lane, the last ones partial (the
+    // lanes past the end read the last key and drop it); a bias and a
+    // causal mask; query rows past one block.
+    check(
+        "attention_keys_100_bias",
+        "graph @g(%q: f32[3,37,32], %k: f32[3,100,32], %v: f32[3,100,48], %m: f32[3,37,100]) {\n  %o = attention(%q, %k, %v, %m) {mask_kind=\"bias\"}\n  return %o\n}",
+    );
+    check(
+        "attention_keys_40_causal",
+        "graph @g(%q: f32[2,2,40,16], %k: f32[2,2,40,16], %v: f32[2,2,40,8]) {\n  %o = attention(%q, %k, %v) {mask_kind=\"causal\"}\n  return %o\n}",
     );
 }
 

@@ -1008,13 +1008,24 @@ pub fn attention_tiled(a: &AttentionSpec, warps: u32, rows: u32) -> String {
     const {s}* q = in0 + {qb} + row * {qr}LL;
     for (int t = lane; t < {dh}; t += 32) qv[t] = {lq} * {scale};
     __syncwarp();
+    // Each lane's keys j = lane + 32c side by side: {nj} independent
+    // dot products per q element loaded (the key order within each sum
+    // is unchanged). Past the last key a lane reads key sk - 1 and
+    // drops the result.
+    float sc[{nj}]; const float* kc[{nj}];
+    #pragma unroll
+    for (int c = 0; c < {nj}; ++c) {{ sc[c] = 0.f; kc[c] = ks + min(lane + 32 * c, {sk} - 1) * {kp}; }}
+    #pragma unroll 8
+    for (int t = 0; t < {dh}; ++t) {{
+      float qt = qv[t];
+      #pragma unroll
+      for (int c = 0; c < {nj}; ++c) sc[c] += qt * kc[c][t];
+    }}
     float mx = -__int_as_float(0x7f800000);
-    for (int j = lane; j < {sk}; j += 32) {{
-      const float* kj = ks + j * {kp}; float s = 0.f;
-      #pragma unroll 8
-      for (int t = 0; t < {dh}; ++t) s += qv[t] * kj[t];
-      {mask_code}
-      p[j] = s; mx = fmaxf(mx, s);
+    #pragma unroll
+    for (int c = 0; c < {nj}; ++c) {{
+      int j = lane + 32 * c;
+      if (j < {sk}) {{ float s = sc[c]; {mask_code} p[j] = s; mx = fmaxf(mx, s); }}
     }}
     mx = warp_max(mx);
     float sum = 0.f;
@@ -1023,10 +1034,18 @@ pub fn attention_tiled(a: &AttentionSpec, warps: u32, rows: u32) -> String {
     float inv = 1.f / sum;
     __syncwarp();
     {s}* o = out0 + {ob} + row * {osr}LL;
+    // Four partial sums over the keys (j mod 4) break the dependency
+    // chain of one long sum.
     for (int t = lane; t < {dv}; t += 32) {{
-      float acc = 0.f;
-      #pragma unroll 8
-      for (int j = 0; j < {sk}; ++j) acc += p[j] * vs[j * {dv} + t];
+      float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;
+      int j = 0;
+      #pragma unroll 2
+      for (; j + 4 <= {sk}; j += 4) {{
+        const float* vj = vs + j * {dv} + t;
+        a0 += p[j] * vj[0]; a1 += p[j + 1] * vj[{dv}]; a2 += p[j + 2] * vj[2 * {dv}]; a3 += p[j + 3] * vj[3 * {dv}];
+      }}
+      for (; j < {sk}; ++j) a0 += p[j] * vs[j * {dv} + t];
+      float acc = (a0 + a1) + (a2 + a3);
       o[t * {ost}LL] = {so};
     }}
     __syncwarp();
@@ -1046,6 +1065,7 @@ pub fn attention_tiled(a: &AttentionSpec, warps: u32, rows: u32) -> String {
         osr = t.o.0,
         ost = t.o.1,
         scale = t.scale,
+        nj = sk.div_ceil(32).max(1),
     )
 }
 
