@@ -344,3 +344,36 @@ fn non_resident_half_inputs_are_read_every_run() {
         }
     }
 }
+
+/// A bf16 matmul whose left operand is computed (it lives in the 16-bit
+/// arena) and whose weight is a graph input runs on AVX512-BF16 dot
+/// products where the CPU has them: same tolerance as the f32 GEMM of the
+/// same bf16 values (products exact, f32 sums). (Without the planner's
+/// views the permuted weight here is a copy, so the second matmul takes the
+/// f32 GEMM; transposed weights on dot products are checked end to end in
+/// rlx-models' `encoder_block_in_f16_and_bf16_matches_f32_reference`.)
+#[test]
+fn bf16_dot_product_matmuls() {
+    let before = rlx_cpu::fast::bf16dot::calls();
+    check(
+        "graph @dot(%x: T[2,40,24], %w: T[24,33], %v: T[17,24], %b: T[33]) {
+  %a = mul(%x, %x)
+  %y = matmul_bias_act(%a, %w, %b) {activation=\"gelu\"}
+  %vt = permute(%v) {perm=[1, 0]}
+  %z = matmul(%a, %vt)
+  return %y, %z
+}",
+        Tol {
+            ulps: 3.0,
+            floor: 25.0,
+            len: 25,
+            mag: 25.0,
+        },
+    );
+    if rlx_cpu::fast::bf16dot::available() {
+        // One dot-product matmul, two runs.
+        assert!(rlx_cpu::fast::bf16dot::calls() >= before + 2);
+    } else {
+        eprintln!("no AVX512-BF16 here: the bf16 matmuls ran on the f32 GEMM");
+    }
+}

@@ -282,7 +282,7 @@ fn prepared_transposed_weights_match_reference_resident_or_not() {
                 .nodes
                 .iter()
                 .flat_map(|n| &n.kernels)
-                .any(|k| k == &format!("cpu::fast::matmul_bias_act<{name}>")));
+                .any(|k| k.starts_with(&format!("cpu::fast::matmul_bias_act<{name}"))));
             if resident {
                 assert!(c.keep_resident(&[1, 2]));
             }
@@ -393,7 +393,12 @@ fn encoder_block_in_f16_and_bf16_matches_f32_reference() {
             .any(|k| k.starts_with(&format!("cpu::fast::attention<{name}>"))));
         assert!(c.keep_resident(&(2..g.inputs.len()).collect::<Vec<_>>()));
         let hins: Vec<HostTensor> = ins.iter().map(|t| to_dtype(t, dtype)).collect();
+        let dots = rlx_cpu::fast::bf16dot::calls();
         let first = c.run(&hins).unwrap();
+        // All six bf16 projections on dot products, where the CPU has them.
+        if dtype == rlx::DType::BF16 && rlx_cpu::fast::bf16dot::available() {
+            assert!(rlx_cpu::fast::bf16dot::calls() >= dots + 6, "{kernels:?}");
+        }
         assert_eq!(first[0].dtype(), dtype);
         let got: Vec<f32> = first[0]
             .to_f64_vec()

@@ -12,9 +12,10 @@
 //! rounds to nearest even — that, and the order of the sums, is all that
 //! differs from an f32 GEMM of the same (bf16) values.
 //!
-//! Not wired into the fast engine yet: this module is the kernel, its
-//! packing, tests against an f64 reference and a benchmark
-//! (`examples/gemm_bf16.rs`).
+//! The fast engine uses it for bf16 `matmul` / `matmul_bias_act` whose
+//! left operand is a bf16 activation with unit-stride rows and whose
+//! weight is a 2-D bf16 graph input (plain or transposed); benchmark:
+//! `examples/gemm_bf16.rs`.
 // Intrinsics and raw pointers: the loads and stores stay inside the slices
 // (bounds checked before the kernel is entered).
 #![allow(unsafe_code)]
@@ -68,8 +69,20 @@ impl PackedB {
     }
 }
 
-/// Whether this CPU has the instructions (AVX-512 F and BF16).
+static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// How many [`gemm`] calls this process made (tests check that a graph
+/// took this path).
+pub fn calls() -> usize {
+    CALLS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Whether this CPU has the instructions (AVX-512 F and BF16), and
+/// `RLX_CPU_BF16DOT=0` does not decline them.
 pub fn available() -> bool {
+    if std::env::var("RLX_CPU_BF16DOT").as_deref() == Ok("0") {
+        return false;
+    }
     #[cfg(target_arch = "x86_64")]
     {
         std::arch::is_x86_feature_detected!("avx512f")
@@ -93,6 +106,7 @@ pub fn gemm(a: &[u16], lda: usize, m: usize, b: &PackedB, c: &mut [f32], ldc: us
     if m == 0 || n == 0 {
         return;
     }
+    CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     assert!(a.len() >= (m - 1) * lda + k && c.len() >= (m - 1) * ldc + n);
     let rows_per = (m.div_ceil(super::par::threads()).div_ceil(MR) * MR).max(MR);
     let c = &mut c[..(m - 1) * ldc + n];

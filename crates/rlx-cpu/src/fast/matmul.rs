@@ -173,3 +173,34 @@ pub fn run(
         finish(oc, bi * m, h);
     });
 }
+
+/// `out` (rows × n, contiguous) = a (rows × k bf16 bits, row stride
+/// `lda`) · `b` (packed) [+ bias] then `act`: bf16 dot products
+/// ([`super::bf16dot`]), then the same epilogue and 16-bit rounding as
+/// [`run`], over row blocks while they are in cache.
+#[allow(clippy::too_many_arguments)]
+pub fn run_bf16(
+    out: &mut [f32],
+    n: usize,
+    a: &[u16],
+    lda: usize,
+    b: &super::bf16dot::PackedB,
+    bias: Option<&View>,
+    act: Act,
+    half: Option<(&mut [u16], Fmt)>,
+) {
+    let rows = out.len() / n.max(1);
+    if rows == 0 || n == 0 {
+        return;
+    }
+    super::bf16dot::gemm(a, lda, rows, b, out, n);
+    let bias_row = bias.and_then(|v| v.contiguous());
+    let fmt = half.as_ref().map_or(Fmt::F32, |h| h.1);
+    let chunk = chunk_len(rows * n, n, 32 * n.max(TILE));
+    for_chunks_with(out, half.map(|h| h.0), chunk, |_, oc, h| {
+        epilogue_rows(oc, n, bias_row, act);
+        if let Some(h) = h {
+            convert::narrow(oc, fmt, h);
+        }
+    });
+}

@@ -187,6 +187,11 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
 /// The kernel name the dispatch report shows for a node.
 pub fn kernel_name(op: &str, inputs: &[&TensorType], attrs: &Attrs, dtype: DType) -> String {
     match select(op, inputs, attrs) {
+        Some(Kind::Matmul { .. }) if dtype == DType::BF16 && bf16dot::available() => {
+            format!(
+                "cpu::fast::{op}<bf16: AVX512-BF16 dot products where the layout allows, else f32 GEMM>"
+            )
+        }
         Some(_) => format!("cpu::fast::{op}<{dtype}>"),
         None => format!("cpu::ref::{op}<{dtype}>"),
     }
@@ -229,6 +234,8 @@ enum Step {
         /// A 16-bit output: the kernel writes f32 into the staging output,
         /// which is then rounded into the 16-bit arena at this offset.
         out_half: Option<(usize, Fmt)>,
+        /// A bf16 matmul on dot products.
+        dot: Option<DotPlan>,
     },
     Ref,
 }
@@ -248,6 +255,9 @@ struct State {
     resident: Vec<bool>,
     /// Whether each [`Prep`] already holds its resident input's copy.
     ready: Vec<bool>,
+    /// The [`Pack`]s, and whether each holds its resident input already.
+    packed: Vec<Option<bf16dot::PackedB>>,
+    packed_ready: Vec<bool>,
 }
 
 impl State {
@@ -262,6 +272,8 @@ impl State {
             prepared: Vec::new(),
             resident: Vec::new(),
             ready: Vec::new(),
+            packed: Vec::new(),
+            packed_ready: Vec::new(),
         }
     }
 }
@@ -279,6 +291,103 @@ struct Prep {
     cols: usize,
     offset: usize,
     transpose: bool,
+}
+
+/// A bf16 graph input packed for [`bf16dot`]: read as `k × n` through
+/// strides (`rs`, `cs`) — row-major, or a transposed weight.
+#[derive(Clone, Debug, PartialEq)]
+struct Pack {
+    input: usize,
+    k: usize,
+    n: usize,
+    rs: usize,
+    cs: usize,
+}
+
+/// A bf16 matmul on dot products: the left operand's rows straight from
+/// the 16-bit arena or graph input `a_input` (no staging), the weight from
+/// `packs[pack]`.
+#[derive(Clone, Copy, Debug)]
+struct DotPlan {
+    a_input: Option<usize>,
+    a_offset: usize,
+    lda: usize,
+    pack: usize,
+}
+
+/// The dot-product plan of a bf16 matmul node, when its operands allow:
+/// `a` a bf16 arena value or graph input whose rows (batch axes merged) are
+/// unit-stride,
+/// the weight a 2-D bf16 graph input read plain or transposed, a bias (if
+/// any) of `n` elements.
+fn dot_plan(
+    g: &Graph,
+    node: &rlx_ir::Node,
+    homes: &[Home],
+    preps: &[Prep],
+    packs: &mut Vec<Pack>,
+    bias: bool,
+) -> Option<DotPlan> {
+    let Home::Mem(a, Fmt::BF16) = &homes[node.inputs[0].index()] else {
+        return None;
+    };
+    let r = a.dims.len();
+    let a_input = match a.root {
+        Root::Half => None,
+        Root::Input(k) => Some(k),
+        _ => return None,
+    };
+    if r < 2 || a.strides[r - 1] != 1 {
+        return None;
+    }
+    let (k, lda) = (a.dims[r - 1], a.strides[r - 2]);
+    let mut want = lda * a.dims[r - 2];
+    for ax in (0..r - 2).rev() {
+        if a.dims[ax] != 1 && a.strides[ax] != want {
+            return None;
+        }
+        want *= a.dims[ax];
+    }
+    let (input, rs, cs, n) = match &homes[node.inputs[1].index()] {
+        Home::Mem(l, Fmt::BF16) if l.dims.len() == 2 && l.dims[0] == k => match l.root {
+            Root::Input(i) if l.offset == 0 => (i, l.strides[0], l.strides[1], l.dims[1]),
+            _ => return None,
+        },
+        // A transposed weight: the prepared copy is the transpose of a
+        // (n × k) input, whose bf16 bits are read directly instead.
+        Home::Mem(l, Fmt::F32) if l.root == Root::Prepared && l.dims.len() == 2 => {
+            let p = preps.iter().find(|p| p.transpose && p.offset == l.offset)?;
+            let bf = Fmt::of(g.ty(g.inputs[p.input]).dtype) == Some(Fmt::BF16);
+            if !bf || p.rows != k {
+                return None;
+            }
+            (p.input, 1, p.rows, p.cols)
+        }
+        _ => return None,
+    };
+    if bias && g.ty(node.inputs[2]).dims() != [n] {
+        return None;
+    }
+    let want = Pack {
+        input,
+        k,
+        n,
+        rs,
+        cs,
+    };
+    let pack = match packs.iter().position(|p| *p == want) {
+        Some(i) => i,
+        None => {
+            packs.push(want);
+            packs.len() - 1
+        }
+    };
+    Some(DotPlan {
+        a_input,
+        a_offset: a.offset,
+        lda,
+        pack,
+    })
 }
 
 /// dst (r × c, row-major) = srcᵀ, src being c × r row-major (any storage);
@@ -321,6 +430,7 @@ pub struct FastProgram {
     steps: Vec<Step>,
     consts: Vec<f32>,
     preps: Vec<Prep>,
+    packs: Vec<Pack>,
     prepared_len: usize,
     arena_len: usize,
     half_len: usize,
@@ -433,6 +543,7 @@ impl FastProgram {
         }
         // Views that transpose a 2-D graph input get a prepared f32 copy.
         let mut preps = Vec::new();
+        let mut packs = Vec::new();
         let mut prepared_len = 0;
         for v in &program.views {
             let Home::Mem(l, _) = &homes[v.value.index()] else {
@@ -500,13 +611,22 @@ impl FastProgram {
                 stage_out_len = stage_out_len.max(out_loc.numel());
                 (out_loc.offset, out_fmt)
             });
+            let dot = match &kind {
+                Kind::Matmul { bias, .. } if bf16dot::available() => {
+                    dot_plan(g, node, &homes, &preps, &mut packs, *bias)
+                }
+                _ => None,
+            };
             // 16-bit arena operands: their spans, overlapping ones merged
             // (q, k, v read through views of one packed buffer are staged
-            // once), each region widened into the staging buffer.
+            // once), each region widened into the staging buffer. A dot
+            // product matmul reads its left operand as it is.
             let mut spans: Vec<(std::ops::Range<usize>, Fmt)> = node
                 .inputs
                 .iter()
-                .filter_map(|&v| match &homes[v.index()] {
+                .enumerate()
+                .filter(|&(i, _)| !(dot.is_some() && i == 0))
+                .filter_map(|(_, &v)| match &homes[v.index()] {
                     Home::Mem(l, f) if l.root == Root::Half && *f != Fmt::F32 => {
                         Some((l.span(), *f))
                     }
@@ -534,11 +654,15 @@ impl FastProgram {
                 }
             }
             let mut args: Vec<Option<Loc>> = Vec::with_capacity(node.inputs.len());
-            for &v in &node.inputs {
+            for (i, &v) in node.inputs.iter().enumerate() {
                 let Home::Mem(l, fmt) = &homes[v.index()] else {
                     args.push(None);
                     continue;
                 };
+                if dot.is_some() && i == 0 {
+                    args.push(None);
+                    continue;
+                }
                 let l = match (l.root, *fmt) {
                     (_, Fmt::F32) => l.clone(),
                     (Root::Input(k), _) => {
@@ -682,6 +806,7 @@ impl FastProgram {
                 host_strides,
                 stage_in,
                 out_half,
+                dot,
             });
         }
         let mut p = FastProgram {
@@ -690,6 +815,7 @@ impl FastProgram {
             steps,
             consts,
             preps,
+            packs,
             prepared_len,
             arena_len,
             half_len,
@@ -715,6 +841,8 @@ impl FastProgram {
             prepared: vec![0.0; self.prepared_len],
             resident: vec![false; self.graph.inputs.len()],
             ready: vec![false; self.preps.len()],
+            packed: (0..self.packs.len()).map(|_| None).collect(),
+            packed_ready: vec![false; self.packs.len()],
         }
     }
 
@@ -776,6 +904,17 @@ impl FastProgram {
             });
             st.ready[i] = st.resident[p.input];
         }
+        for (i, p) in self.packs.iter().enumerate() {
+            if st.resident[p.input] && st.packed_ready[i] {
+                continue;
+            }
+            let bits = convert::half_bits(inputs[p.input])
+                .ok_or_else(|| fail("matmul", "a packed weight is not bf16 (an engine bug)"))?;
+            st.packed[i] = Some(crate::profile::time("prepare_weight", || {
+                bf16dot::PackedB::pack(bits, p.k, p.n, p.rs, p.cs)
+            }));
+            st.packed_ready[i] = st.resident[p.input];
+        }
         for (node, step) in g.nodes.iter().zip(&self.steps) {
             match step {
                 Step::View => {}
@@ -790,6 +929,7 @@ impl FastProgram {
                     host_strides,
                     stage_in,
                     out_half,
+                    dot,
                 } => crate::profile::time(node.op.name(), || {
                     for s in stage_in {
                         let dst = &mut st.stage[s.to..s.to + s.from.len()];
@@ -805,6 +945,7 @@ impl FastProgram {
                         mask_strides,
                         host_strides,
                         *out_half,
+                        *dot,
                         inputs,
                     )?;
                     if let (Some((off, fmt)), false) = (*out_half, stored) {
@@ -928,6 +1069,7 @@ impl FastProgram {
         mask_strides: &[usize],
         host_strides: &[Vec<usize>],
         out_half: Option<(usize, Fmt)>,
+        dot: Option<DotPlan>,
         inputs: &[&HostTensor],
     ) -> Result<bool, CpuError> {
         let staged_out = out_half.is_some();
@@ -1012,6 +1154,39 @@ impl FastProgram {
                     let srcs = (0..n).map(src).collect::<Result<Vec<_>, _>>()?;
                     elementwise::run(p, out, &srcs, &st.pool);
                 }
+            }
+            Kind::Matmul { act, bias } if dot.is_some() => {
+                let Some(p) = dot else { unreachable!() };
+                let bias = if *bias { Some(view(2)?) } else { None };
+                let packed = st.packed[p.pack]
+                    .as_ref()
+                    .ok_or_else(|| fail(op, "weight not packed (an engine bug)"))?;
+                let n = *out_dims.last().unwrap_or(&1);
+                let rows = out.len() / n.max(1);
+                let a_len = (rows.max(1) - 1) * p.lda + packed.k();
+                // The left operand and a 16-bit output are disjoint slots
+                // of the 16-bit arena.
+                let (a, half) = match (p.a_input, out_half) {
+                    (Some(k), out_half) => {
+                        let bits = convert::half_bits(inputs[k])
+                            .ok_or_else(|| fail(op, "a bf16 input is not bf16"))?;
+                        let half =
+                            out_half.map(|(off, fmt)| (&mut st.half[off..off + out.len()], fmt));
+                        (&bits[p.a_offset..p.a_offset + a_len], half)
+                    }
+                    (None, Some((off, fmt))) if off >= p.a_offset + a_len => {
+                        let (lo, hi) = st.half.split_at_mut(off);
+                        (&lo[p.a_offset..], Some((&mut hi[..out.len()], fmt)))
+                    }
+                    (None, Some((off, fmt))) if off + out.len() <= p.a_offset => {
+                        let (lo, hi) = st.half.split_at_mut(p.a_offset);
+                        (&hi[..a_len], Some((&mut lo[off..off + out.len()], fmt)))
+                    }
+                    (None, Some(_)) => return Err(overlap()),
+                    (None, None) => (&st.half[p.a_offset..p.a_offset + a_len], None),
+                };
+                matmul::run_bf16(out, n, a, p.lda, packed, bias.as_ref(), *act, half);
+                return Ok(true);
             }
             Kind::Matmul { act, bias } => {
                 let (a, b) = (view(0)?, view(1)?);
