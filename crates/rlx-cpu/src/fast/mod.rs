@@ -216,6 +216,8 @@ struct StageIn {
     to: usize,
 }
 
+// One step per node, made once per compiled program: size is no concern.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 enum Step {
     /// A view made by the memory plan, or a constant: nothing runs.
