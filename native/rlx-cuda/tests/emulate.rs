@@ -463,11 +463,26 @@ fn small_bert(dtype: &str) -> (plan::Plan, rlx_ir::Graph, Vec<HostTensor>) {
     (p, g, ins)
 }
 
+/// Whether `g++` compiles what the emulation needs (C++20 `<barrier>`,
+/// `_Float16`); probed once.
 fn gxx_ok() -> bool {
-    Command::new("g++")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
+    static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OK.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("gxx_probe");
+        let _ = std::fs::create_dir_all(&dir);
+        let src = dir.join("p.cpp");
+        let probe = "#include <barrier>\nint main() { std::barrier<> b(1); b.arrive_and_wait(); _Float16 h = (_Float16)1.5f; return (float)h == 1.5f ? 0 : 1; }\n";
+        std::fs::write(&src, probe).is_ok()
+            && Command::new("g++")
+                .args(["-std=c++20", "-pthread", "-o"])
+                .arg(dir.join("p"))
+                .arg(&src)
+                .output()
+                .is_ok_and(|o| o.status.success())
+            && Command::new(dir.join("p"))
+                .status()
+                .is_ok_and(|s| s.success())
+    })
 }
 
 /// Plan `text`, run it through the emulation on `inputs`: the outputs
