@@ -9,7 +9,8 @@
 #   (cosine vs CPU, latency), and with --bench the PyTorch side too.
 #   Prints `N passed, M failed`; results (JSON, logs) go to $OUT or .cuda-run/out.
 #   Env: BATCHES, MODES, RUNS trim the MiniLM run; AUTOTUNE_AB=1 repeats its
-#   timings with RLX_CUDA_AUTOTUNE=0 (the cuBLASLt heuristic's first pick).
+#   timings with RLX_CUDA_AUTOTUNE=0 (the cuBLASLt heuristic's first pick) at
+#   AB_BATCHES (default 1,8,32).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 RUN=.cuda-run
@@ -40,10 +41,11 @@ $RUN/gpu copies 2>&1 | tee "$OUTDIR/copies.log"; count "$OUTDIR/copies.log"
 BATCHES=${BATCHES:-1,2,4,8,16,32}
 $RUN/gpu minilm --weights $RUN/model.fp16.safetensors --config $RUN/config.json --batches "$BATCHES" \
   --check 1,8,32 --runs ${RUNS:-50} --modes ${MODES:-fp32,tf32,fp16} --profile --json "$OUTDIR/rlx_cuda.json" 2>&1 | tee "$OUTDIR/minilm.log"
-# AUTOTUNE_AB=1: the same MiniLM timings again with the heuristic's first
-# cuBLASLt pick (RLX_CUDA_AUTOTUNE=0), for the A/B of the GEMM tuning.
+# AUTOTUNE_AB=1: the MiniLM timings again (at AB_BATCHES) with the
+# heuristic's first cuBLASLt pick (RLX_CUDA_AUTOTUNE=0), for the A/B of the
+# GEMM tuning.
 if [ -n "${AUTOTUNE_AB:-}" ]; then
-  RLX_CUDA_AUTOTUNE=0 $RUN/gpu minilm --weights $RUN/model.fp16.safetensors --config $RUN/config.json --batches "$BATCHES" \
+  RLX_CUDA_AUTOTUNE=0 $RUN/gpu minilm --weights $RUN/model.fp16.safetensors --config $RUN/config.json --batches "${AB_BATCHES:-1,8,32}" \
     --check 1 --runs ${RUNS:-50} --modes ${MODES:-fp32,tf32,fp16} 2>&1 | tee "$OUTDIR/minilm-notune.log"
 fi
 mp=$(grep -c '^PASS minilm' "$OUTDIR/minilm.log"); mf=$(grep -c '^FAIL minilm' "$OUTDIR/minilm.log")
