@@ -139,7 +139,9 @@ def main():
           "rlx f16 / bf16: the f32 graph with every f32 type turned into the 16-bit type, weights "
           "rounded once and kept resident (`keep_resident`): the engine widens them to f32 once, "
           "on the first run (so they also hold f32 memory); activations are stored as 16 bits and "
-          "widened per kernel into staging buffers; compute is f32. PyTorch: fp32; bf16 under "
+          "widened per kernel into staging buffers; compute is f32, except that bf16 matmuls run on "
+          "AVX512-BF16 dot products where the CPU has them (bf16 products, f32 sums; weights packed "
+          "once). PyTorch: fp32; bf16 under "
           "`torch.autocast('cpu', dtype=torch.bfloat16)` (weights fp32, matmuls in bf16); fp16 "
           "with `model.half()` (weights and activations fp16).\n",
           "## p50 latency (ms)\n",
