@@ -173,6 +173,22 @@ pub fn contiguous(dims: &[usize]) -> Vec<i64> {
     s
 }
 
+/// The parameter list of an elementwise kernel: `in{k}` pointers to the
+/// operands' stored types, then `out{k}` pointers.
+fn params(ins: &[Operand], outs: &[(DType, Vec<i64>)]) -> Vec<String> {
+    let mut params: Vec<String> = ins
+        .iter()
+        .enumerate()
+        .map(|(k, o)| format!("const {}* __restrict__ in{k}", st(o.dtype)))
+        .collect();
+    params.extend(
+        outs.iter()
+            .enumerate()
+            .map(|(k, (d, _))| format!("{}* __restrict__ out{k}", st(*d))),
+    );
+    params
+}
+
 /// An elementwise loop over `dims`. Inputs load into `x0..`; `body` is
 /// statements over them that define the compute-type values named in
 /// `results`; output k (dtype, strides) stores `results[k]`. Gathered
@@ -185,16 +201,7 @@ pub fn elementwise(
     results: &[String],
 ) -> String {
     let n: usize = dims.iter().product();
-    let mut params: Vec<String> = ins
-        .iter()
-        .enumerate()
-        .map(|(k, o)| format!("const {}* __restrict__ in{k}", st(o.dtype)))
-        .collect();
-    params.extend(
-        outs.iter()
-            .enumerate()
-            .map(|(k, (d, _))| format!("{}* __restrict__ out{k}", st(*d))),
-    );
+    let params = params(ins, outs);
     let mut s = format!(
         "extern \"C\" __global__ void @NAME@({}{}) {{\n  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < {n}LL; i += (long long)gridDim.x * blockDim.x) {{\n    {}\n",
         params.join(", "),
@@ -244,16 +251,7 @@ pub fn elementwise_vec(
     let groups: usize = dims.iter().product::<usize>() / vec;
     let mut gdims = dims.to_vec();
     gdims[last] /= vec;
-    let mut params: Vec<String> = ins
-        .iter()
-        .enumerate()
-        .map(|(k, o)| format!("const {}* __restrict__ in{k}", st(o.dtype)))
-        .collect();
-    params.extend(
-        outs.iter()
-            .enumerate()
-            .map(|(k, (d, _))| format!("{}* __restrict__ out{k}", st(*d))),
-    );
+    let params = params(ins, outs);
     let half = 16 / vec == 2;
     // Element e_ of the 16 bytes held in words w[0..4], as a stored value.
     let lane = |w: &str, d: DType| match d {
