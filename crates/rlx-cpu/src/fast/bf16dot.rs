@@ -31,6 +31,8 @@ pub const MR: usize = 8;
 pub struct PackedB {
     k: usize,
     n: usize,
+    // Read by the x86-64 kernel only (elsewhere `available()` is false).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     data: Vec<u32>,
 }
 
