@@ -12,41 +12,15 @@
 //! model; the GPU parity run (`tests/gpu/run.sh`) does. Skipped, saying
 //! so, where no `g++` with C++20 exists.
 
+mod common;
+use common::ClaimsOnly;
 use rlx_cuda::plan::{self, Launch, Ptr, Root};
 use rlx_ir::text::parse;
 use rlx_ir::{DType, HostTensor};
-use rlx_runtime::{legalize, Backend, DispatchOptions};
+use rlx_runtime::{legalize, DispatchOptions};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::Command;
-
-struct ClaimsOnly;
-impl Backend for ClaimsOnly {
-    fn device(&self) -> rlx_runtime::Device {
-        rlx_runtime::Device::Cuda
-    }
-    fn claims(&self) -> rlx_runtime::Claims {
-        rlx_cuda::claims()
-    }
-    fn compile(
-        &self,
-        _: rlx_ir::lir::Program,
-    ) -> Result<Box<dyn rlx_runtime::Executable>, rlx_runtime::RuntimeError> {
-        unreachable!("planning only")
-    }
-    fn upload(
-        &self,
-        _: &HostTensor,
-    ) -> Result<rlx_runtime::DeviceTensor, rlx_runtime::RuntimeError> {
-        unreachable!()
-    }
-    fn download(
-        &self,
-        _: &rlx_runtime::DeviceTensor,
-    ) -> Result<HostTensor, rlx_runtime::RuntimeError> {
-        unreachable!()
-    }
-}
 
 /// CUDA built-ins for kernels run by host threads (one block at a time).
 const PRELUDE: &str = r#"

@@ -1,9 +1,11 @@
 //! Host-side tests: they need no GPU and run in CI. The GPU tests are
 //! `examples/gpu.rs`, run on the H200 by `tests/gpu/run.sh`.
 
+mod common;
+use common::ClaimsOnly;
 use rlx_cuda::{claims, plan, CudaBackend, CudaError};
 use rlx_ir::text::parse;
-use rlx_runtime::{legalize, Backend, DispatchOptions};
+use rlx_runtime::{legalize, DispatchOptions};
 
 #[test]
 fn claims_cover_at_least_80_op_kinds_that_exist() {
@@ -26,36 +28,6 @@ fn no_driver_is_a_typed_error_not_a_panic() {
     match CudaBackend::new() {
         Err(CudaError::LibraryMissing { lib }) => assert_eq!(lib, "libcuda"),
         other => panic!("expected LibraryMissing, got {other:?}"),
-    }
-}
-
-/// A backend stand-in with the CUDA claims, so legalization and planning
-/// run without a GPU.
-struct ClaimsOnly;
-impl Backend for ClaimsOnly {
-    fn device(&self) -> rlx_runtime::Device {
-        rlx_runtime::Device::Cuda
-    }
-    fn claims(&self) -> rlx_runtime::Claims {
-        claims()
-    }
-    fn compile(
-        &self,
-        _: rlx_ir::lir::Program,
-    ) -> Result<Box<dyn rlx_runtime::Executable>, rlx_runtime::RuntimeError> {
-        unreachable!("planning only")
-    }
-    fn upload(
-        &self,
-        _: &rlx_ir::HostTensor,
-    ) -> Result<rlx_runtime::DeviceTensor, rlx_runtime::RuntimeError> {
-        unreachable!()
-    }
-    fn download(
-        &self,
-        _: &rlx_runtime::DeviceTensor,
-    ) -> Result<rlx_ir::HostTensor, rlx_runtime::RuntimeError> {
-        unreachable!()
     }
 }
 

@@ -1,0 +1,35 @@
+//! Shared by the host-side tests (`host.rs`, `emulate.rs`).
+
+use rlx_ir::HostTensor;
+use rlx_runtime::Backend;
+
+/// A backend stand-in with the CUDA claims, so legalization and planning
+/// run without a GPU.
+pub struct ClaimsOnly;
+
+impl Backend for ClaimsOnly {
+    fn device(&self) -> rlx_runtime::Device {
+        rlx_runtime::Device::Cuda
+    }
+    fn claims(&self) -> rlx_runtime::Claims {
+        rlx_cuda::claims()
+    }
+    fn compile(
+        &self,
+        _: rlx_ir::lir::Program,
+    ) -> Result<Box<dyn rlx_runtime::Executable>, rlx_runtime::RuntimeError> {
+        unreachable!("planning only")
+    }
+    fn upload(
+        &self,
+        _: &HostTensor,
+    ) -> Result<rlx_runtime::DeviceTensor, rlx_runtime::RuntimeError> {
+        unreachable!()
+    }
+    fn download(
+        &self,
+        _: &rlx_runtime::DeviceTensor,
+    ) -> Result<HostTensor, rlx_runtime::RuntimeError> {
+        unreachable!()
+    }
+}
