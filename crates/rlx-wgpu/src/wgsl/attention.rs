@@ -1,11 +1,15 @@
 //! Attention, fused: softmax(q·kᵀ·scale + mask)·v. Two kernels:
 //!
-//! * **tiled** (head dims multiples of 4, d + dv ≤ 128): one thread per
-//!   query row, a workgroup per tile of rows; K and V stream through shared
-//!   memory in blocks of keys read once per tile, the q row and the output
-//!   accumulator stay in registers as vec4s, and softmax is online (running
-//!   max and sum, the accumulator rescaled when the max grows) — no score
-//!   row is ever stored;
+//! * **tiled** (head dims multiples of 4, d + dv ≤ 128): a workgroup per
+//!   tile of query rows and `slices` threads per row, each taking every
+//!   slices-th key; K and V stream through shared memory in blocks of keys
+//!   read once per tile, the q row and the output accumulator stay in
+//!   registers as vec4s, and softmax is online (running max and sum, the
+//!   accumulator rescaled when the max grows) — no score row is ever
+//!   stored. The slices' (max, sum, accumulator) are merged at the end
+//!   through shared memory. Splitting the keys matters at small batch,
+//!   where one thread per row left most of the GPU idle and each thread
+//!   walked every key in one dependent chain;
 //! * **row** (any shape): one workgroup per query row, the row's scores in
 //!   shared memory (so Sk is bounded by the workgroup storage).
 //!
@@ -25,6 +29,9 @@ pub const MAX_SK: usize = 4096;
 /// Floats of K and V one tiled workgroup stages per key block (8 KiB: a
 /// fraction of WebGPU's guaranteed 16 KiB, so several tiles share a unit).
 const TILE_FLOATS: usize = 2048;
+
+/// Invocations of a tiled workgroup: rows × key slices.
+const WG: usize = 256;
 
 /// The tiled kernel's shape limit: q and the accumulator live in registers.
 fn tiled_fits(d: usize, dv: usize) -> bool {
@@ -134,6 +141,9 @@ fn tiled(name: &str, a: &Attention) -> Result<Kernel, WgpuError> {
     // Rows per tile: 64 when there are rows enough to fill the GPU twice
     // over, else 32 (more tiles at small batch).
     let tq = if nb * sq.div_ceil(64) >= 264 { 64 } else { 32 };
+    // Threads per row (key slices): the workgroup is 256 invocations, the
+    // portable maximum, whatever the tile.
+    let slices = WG / tq;
     let per_head = sq.div_ceil(tq);
     let tiles = nb * per_head;
     let groups = grid(tiles, 1);
@@ -161,10 +171,10 @@ fn tiled(name: &str, a: &Attention) -> Result<Kernel, WgpuError> {
     let sc = f32_lit(scale.unwrap_or(1.0 / (d as f64).sqrt()));
     let mut qload = String::new();
     let mut oinit = String::new();
-    let mut score = String::from("var s: f32 = 0.0");
+    let mut dots = Vec::new();
     let mut rescale = String::new();
     let mut accum = String::new();
-    let mut stores = String::new();
+    let mut merge = String::new();
     for c in 0..d4 {
         let l = quad(
             &mut b,
@@ -174,20 +184,42 @@ fn tiled(name: &str, a: &Attention) -> Result<Kernel, WgpuError> {
             &format!(" * {sc}"),
         );
         let _ = writeln!(qload, "let q{c}: vec4<f32> = {l};");
-        let _ = write!(score, " + dot(q{c}, Ks[kr + {c}u])");
+        dots.push(format!("dot(q{c}, Ks[kr + {c}u])"));
     }
-    score.push(';');
+    // Pairwise sums: a dependency chain of log2(d/4) adds, not d/4.
+    while dots.len() > 1 {
+        dots = dots
+            .chunks(2)
+            .map(|p| match p {
+                [a, b] => format!("({a} + {b})"),
+                [a] => a.clone(),
+                _ => unreachable!(),
+            })
+            .collect();
+    }
+    let score = format!("var s: f32 = {};", dots[0]);
     for c in 0..dv4 {
         let _ = writeln!(oinit, "var o{c}: vec4<f32> = vec4<f32>(0.0);");
         let _ = writeln!(rescale, "    o{c} = o{c} * cf;");
         let _ = writeln!(accum, "    o{c} = fma(vec4<f32>(p), Vs[vr + {c}u], o{c});");
+        // Column block c: every slice leaves its rescaled partial in Cs,
+        // slice c % slices adds them up and stores.
+        let _ = writeln!(
+            merge,
+            "workgroupBarrier();\nCs[lid] = o{c} * f;\nworkgroupBarrier();\nif (live && sl == {}u) {{\n  var o = Cs[row];\n  for (var u: u32 = 1u; u < {slices}u; u = u + 1u) {{ o = o + Cs[row + u * {tq}u]; }}",
+            c % slices
+        );
         for e in 0..4 {
             // Through the output's strides: it may be the merged-heads view.
             let mut idx = bi.clone();
             idx.extend(["qi".to_string(), format!("{}u", 4 * c + e)]);
-            let st = b.store(out, &Builder::addr(out, &idx), &format!("o{c}[{e}] / lsum"));
-            let _ = writeln!(stores, "  {st}");
+            let st = b.store(out, &Builder::addr(out, &idx), &format!("o[{e}] / lt"));
+            let _ = writeln!(merge, "  {st}");
         }
+        merge.push_str(
+            "}
+",
+        );
     }
     let kload = quad(
         &mut b,
@@ -208,12 +240,17 @@ fn tiled(name: &str, a: &Attention) -> Result<Kernel, WgpuError> {
     let s = format!(
         r#"var<workgroup> Ks: array<vec4<f32>, {ks}>;
 var<workgroup> Vs: array<vec4<f32>, {vs}>;
-@compute @workgroup_size({tq})
+var<workgroup> Cs: array<vec4<f32>, {WG}>;
+@compute @workgroup_size({WG})
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
 let tile: u32 = wg.x + wg.y * {gx}u;
 if (tile >= {tiles}u) {{ return; }}
 let bz: u32 = tile / {per_head}u;
-let qrow: u32 = (tile % {per_head}u) * {tq}u + lid;
+// Row of the tile, and key slice: a subgroup shares one slice, so its
+// reads of the staged keys are broadcasts.
+let row: u32 = lid % {tq}u;
+let sl: u32 = lid / {tq}u;
+let qrow: u32 = (tile % {per_head}u) * {tq}u + row;
 let live: bool = qrow < {sq}u;
 let qi: u32 = min(qrow, {sqm}u);
 {bu}let qb: i32 = {qbase} + i32(qi) * {qs};
@@ -223,14 +260,14 @@ let vb: i32 = {vbase};
 var lsum: f32 = 0.0;
 for (var j0: u32 = 0u; j0 < {sk}u; j0 = j0 + {kb}u) {{
   workgroupBarrier();
-  for (var e: u32 = lid; e < {kbd4}u; e = e + {tq}u) {{
+  for (var e: u32 = lid; e < {kbd4}u; e = e + {WG}u) {{
     let j = j0 + e / {d4}u;
     let cc = (e % {d4}u) * 4u;
     var x = vec4<f32>(0.0);
     if (j < {sk}u) {{ x = {kload}; }}
     Ks[e] = x;
   }}
-  for (var e: u32 = lid; e < {kbdv4}u; e = e + {tq}u) {{
+  for (var e: u32 = lid; e < {kbdv4}u; e = e + {WG}u) {{
     let j = j0 + e / {dv4}u;
     let cc = (e % {dv4}u) * 4u;
     var x = vec4<f32>(0.0);
@@ -239,7 +276,7 @@ for (var j0: u32 = 0u; j0 < {sk}u; j0 = j0 + {kb}u) {{
   }}
   workgroupBarrier();
   let nj = min({kb}u, {sk}u - j0);
-  for (var jj: u32 = 0u; jj < nj; jj = jj + 1u) {{
+  for (var jj: u32 = sl; jj < nj; jj = jj + {slices}u) {{
     let j = j0 + jj;
     let kr = jj * {d4}u;
     let vr = jj * {dv4}u;
@@ -254,9 +291,20 @@ for (var j0: u32 = 0u; j0 < {sk}u; j0 = j0 + {kb}u) {{
     lsum = lsum + p;
 {accum}  }}
 }}
-if (live) {{
-{stores}}}
+// Merge the slices: the row's max over them, each slice's partials
+// rescaled to it (a slice that saw only masked keys adds nothing).
+workgroupBarrier();
+Cs[lid] = vec4<f32>(m, lsum, 0.0, 0.0);
+workgroupBarrier();
+var mt: f32 = {ninf};
+for (var u: u32 = 0u; u < {slices}u; u = u + 1u) {{ mt = max(mt, Cs[row + u * {tq}u].x); }}
+var lt: f32 = 0.0;
+for (var u: u32 = 0u; u < {slices}u; u = u + 1u) {{
+  let e = Cs[row + u * {tq}u];
+  lt = lt + select(e.y * exp(e.x - mt), 0.0, e.x == {ninf});
 }}
+let f = select(exp(m - mt), 0.0, m == {ninf});
+{merge}}}
 "#,
         ks = kb * d4,
         vs = kb * dv4,
