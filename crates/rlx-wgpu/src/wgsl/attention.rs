@@ -30,8 +30,8 @@ pub const MAX_SK: usize = 4096;
 /// fraction of WebGPU's guaranteed 16 KiB, so several tiles share a unit).
 const TILE_FLOATS: usize = 2048;
 
-/// Invocations of a tiled workgroup: rows × key slices.
-const WG: usize = 256;
+/// Most invocations of a tiled workgroup: rows × key slices.
+const MAX_WG: usize = 256;
 
 /// The tiled kernel's shape limit: q and the accumulator live in registers.
 fn tiled_fits(d: usize, dv: usize) -> bool {
@@ -142,8 +142,16 @@ fn tiled(name: &str, a: &Attention) -> Result<Kernel, WgpuError> {
     // over, else 32 (more tiles at small batch).
     let tq = if nb * sq.div_ceil(64) >= 264 { 64 } else { 32 };
     // Threads per row (key slices): the workgroup is 256 invocations, the
-    // portable maximum, whatever the tile.
-    let slices = WG / tq;
+    // portable maximum, whatever the tile. `RLX_WGPU_ATTN_SLICES` = 1, 2,
+    // 4 or 8 forces a count (A/B runs; 1 is one thread per row).
+    let slices = match std::env::var("RLX_WGPU_ATTN_SLICES").as_deref() {
+        Ok("1") => 1,
+        Ok("2") => 2,
+        Ok("4") => 4,
+        Ok("8") if tq == 32 => 8,
+        _ => MAX_WG / tq,
+    };
+    let wg_size = tq * slices;
     let per_head = sq.div_ceil(tq);
     let tiles = nb * per_head;
     let groups = grid(tiles, 1);
@@ -240,8 +248,8 @@ fn tiled(name: &str, a: &Attention) -> Result<Kernel, WgpuError> {
     let s = format!(
         r#"var<workgroup> Ks: array<vec4<f32>, {ks}>;
 var<workgroup> Vs: array<vec4<f32>, {vs}>;
-var<workgroup> Cs: array<vec4<f32>, {WG}>;
-@compute @workgroup_size({WG})
+var<workgroup> Cs: array<vec4<f32>, {wg_size}>;
+@compute @workgroup_size({wg_size})
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
 let tile: u32 = wg.x + wg.y * {gx}u;
 if (tile >= {tiles}u) {{ return; }}
@@ -260,14 +268,14 @@ let vb: i32 = {vbase};
 var lsum: f32 = 0.0;
 for (var j0: u32 = 0u; j0 < {sk}u; j0 = j0 + {kb}u) {{
   workgroupBarrier();
-  for (var e: u32 = lid; e < {kbd4}u; e = e + {WG}u) {{
+  for (var e: u32 = lid; e < {kbd4}u; e = e + {wg_size}u) {{
     let j = j0 + e / {d4}u;
     let cc = (e % {d4}u) * 4u;
     var x = vec4<f32>(0.0);
     if (j < {sk}u) {{ x = {kload}; }}
     Ks[e] = x;
   }}
-  for (var e: u32 = lid; e < {kbdv4}u; e = e + {WG}u) {{
+  for (var e: u32 = lid; e < {kbdv4}u; e = e + {wg_size}u) {{
     let j = j0 + e / {dv4}u;
     let cc = (e % {dv4}u) * 4u;
     var x = vec4<f32>(0.0);
