@@ -88,7 +88,14 @@ pub fn lit(d: DType, v: f64) -> String {
     }
 }
 
-/// Helpers every generated module starts with.
+/// Helpers every generated module starts with. The tensor-core helpers
+/// (`mma_*`: one warp-wide `mma.sync.m16n8k16` with fp32 accumulation;
+/// `pack_*`: two f32 rounded into one 32-bit pair, `lo` in the low half;
+/// `cp_async16`: a 16-byte global → shared copy that does not wait,
+/// `cp_async_wait_all` waits for this thread's)
+/// are `static`, so a module that does not call them (any pre-sm_80 GPU)
+/// carries no sm_80 instruction; the CPU emulation in `tests/emulate.rs`
+/// defines the same names.
 pub const PREAMBLE: &str = r#"
 struct h16 { unsigned short b; };
 struct b16 { unsigned short b; };
@@ -104,4 +111,19 @@ __device__ __forceinline__ b16 f2b(float f) {
 __device__ __forceinline__ float warp_sum(float v) { for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o); return v; }
 __device__ __forceinline__ float warp_max(float v) { for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o)); return v; }
 __device__ __forceinline__ void report(int* err, int code) { atomicCAS(err, 0, code); }
+static __device__ __forceinline__ void mma_f16(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+static __device__ __forceinline__ void mma_bf16(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+static __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+  unsigned d; asm volatile("{ .reg .u64 p; cvta.to.shared.u64 p, %1; cvt.u32.u64 %0, p; }" : "=r"(d) : "l"(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(d), "l"(src) : "memory");
+}
+static __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+static __device__ __forceinline__ unsigned pack_f16(float lo, float hi) { unsigned d; asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo)); return d; }
+static __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) { unsigned d; asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo)); return d; }
 "#;

@@ -4,7 +4,7 @@ use super::fuse::fuse_permute_reshape;
 use super::gemm::mat_layout;
 use super::mask;
 use super::*;
-use crate::codegen::kernels::AttentionSpec;
+use crate::codegen::kernels::{AttentionSpec, MmaBlocks};
 
 pub(super) fn attention(
     p: &mut Planner,
@@ -89,12 +89,16 @@ pub(super) fn attention(
         && dv <= 128
         && sk % 16 == 0
         && sk <= 128;
-    // With sq <= 128 it runs one block per head that reads all of the
-    // head's K and V (before a barrier) and each warp its own Q rows before
-    // writing those rows: it may write over q/k/v laid out exactly like
-    // its output (MiniLM's merged-heads buffer is q's or k's or v's).
-    let in_place = mma && sq <= 128;
-    let out = &match fuse_permute_reshape(p, i, node, &reads, in_place)? {
+    let blocks = mma_blocks(p.attn_split, nb, sq);
+    // Each warp reads its own Q rows (before a barrier) before writing
+    // those rows, so the output may be written over q when laid out
+    // exactly like it. With one block per head (sq <= 16·warps), which
+    // reads all of the head's K and V before the barrier, over k or v too
+    // (a merged-heads buffer may be q's, k's or v's); with several blocks
+    // per head one block's rows could land before another has staged K/V.
+    let one_block = sq <= 16 * blocks.warps as usize;
+    let in_place = [mma, mma && one_block, mma && one_block];
+    let out = &match fuse_permute_reshape(p, i, node, &reads, &in_place)? {
         Some(l) => l,
         None => out.clone(),
     };
@@ -120,15 +124,9 @@ pub(super) fn attention(
     // f16/bf16 on tensor cores, scores kept in registers (they never reach
     // global memory): one launch whatever the head count.
     if mma {
-        // 16 query rows per warp, up to 8 warps: a block covers up to 128
-        // rows of one head, so K and V are staged once per head for
-        // sq <= 128 (the staging loads are the kernel's latency, not the
-        // MMAs; a few blocks per head at small batch were slower).
-        let warps = sq.div_ceil(16).clamp(1, 8) as u32;
-        // K and transposed V as 16-bit values, then room for a
-        // row-broadcast mask (f32).
-        let smem = (sk * (dh + 8) + dv * (sk + 8)) * 2 + sk * 4;
-        let text = kernels::attention_mma(&spec, warps);
+        let smem = kernels::attention_mma_smem(&spec, blocks);
+        let text = kernels::attention_mma(&spec, blocks);
+        let warps = blocks.warps;
         let grid = ((sq as u32).div_ceil(16 * warps), nb as u32, 1);
         p.kernel(text, grid, warps * 32, smem as u32, args, false);
         return Ok(());
@@ -286,3 +284,38 @@ pub(super) fn attention(
     }
     Ok(())
 }
+
+/// Blocks of the tensor-core attention for `heads` heads of `sq` query
+/// rows (16 per warp). The kernel is latency-bound at small batch: one
+/// block of 8 warps per head left most of a 132-SM GPU idle (MiniLM at
+/// B=1: 12 blocks) and put 8 warps' softmax and MMAs on one SM. So the
+/// warps per block halve, down to 2, while the grid has fewer than ~one
+/// block per SM; every block stages the head's K and V (16 KB for heads
+/// of 32 over 128 keys), so blocks are not split further than that.
+fn mma_blocks(split: AttnSplit, heads: usize, sq: usize) -> MmaBlocks {
+    let tiles = sq.div_ceil(16).max(1);
+    let most = tiles.min(8) as u32;
+    match split {
+        AttnSplit::Off => MmaBlocks {
+            warps: most,
+            batched: false,
+        },
+        AttnSplit::Warps(w) => MmaBlocks {
+            warps: w.min(most).max(1),
+            batched: true,
+        },
+        AttnSplit::Auto => {
+            let mut w = most.next_power_of_two().min(8);
+            while w > 2 && heads * tiles.div_ceil(w as usize) < MMA_MIN_BLOCKS {
+                w /= 2;
+            }
+            MmaBlocks {
+                warps: w.min(most),
+                batched: true,
+            }
+        }
+    }
+}
+
+/// About one block per SM of an H100/H200 (132 SMs).
+const MMA_MIN_BLOCKS: usize = 128;

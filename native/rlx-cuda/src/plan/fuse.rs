@@ -11,7 +11,7 @@ use super::*;
 /// buffer seen through the inverse permutation) and marks the reshape done.
 ///
 /// An input overlapping that buffer refuses the fusion, unless `in_place`
-/// is set and the input is exactly the write location (same buffer, offset,
+/// is set for it (by position in `reads`) and it is exactly the write location (same buffer, offset,
 /// dims and strides): a kernel whose every element is read by the thread
 /// block that writes it, before it writes it, may then run in place.
 pub(super) fn fuse_permute_reshape(
@@ -19,7 +19,7 @@ pub(super) fn fuse_permute_reshape(
     i: usize,
     node: &Node,
     reads: &[Loc],
-    in_place: bool,
+    in_place: &[bool],
 ) -> Result<Option<Loc>, CudaError> {
     let out = node.outputs[0];
     let users = &p.users[out.index()];
@@ -74,7 +74,8 @@ pub(super) fn fuse_permute_reshape(
     };
     if reads
         .iter()
-        .any(|l| overlap(l, &dst) && !(in_place && same(l)))
+        .enumerate()
+        .any(|(n, l)| overlap(l, &dst) && !(in_place.get(n).copied().unwrap_or(false) && same(l)))
     {
         return Ok(None);
     }

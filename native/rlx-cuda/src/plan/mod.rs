@@ -198,6 +198,8 @@ struct Planner<'a> {
     slots: HashMap<ValueId, usize>,
     /// The GPU has `mma.sync` f16/bf16 tensor cores (sm_80+).
     tensor_cores: bool,
+    /// How the tensor-core attention spreads a head over blocks.
+    attn_split: AttnSplit,
     input_groups: Vec<Vec<usize>>,
     /// Elementwise results not computed where their node stands: the
     /// reduction that reads them computes them (see `reduce.rs`).
@@ -348,6 +350,38 @@ impl<'a> Planner<'a> {
     }
 }
 
+/// How the f16/bf16 tensor-core attention spreads a head over thread
+/// blocks; from [`ATTN_SPLIT_ENV`] (for A/B runs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttnSplit {
+    /// The first version: one block of up to 8 warps per 128 query rows,
+    /// K/V staged by block-strided loops (`0`).
+    Off,
+    /// Warps per block chosen by the grid size (unset, `1` or `auto`).
+    Auto,
+    /// This many warps per block, at most one per 16 rows (`w1`, `w2`,
+    /// `w4`, `w8`).
+    Warps(u32),
+}
+
+/// The environment variable that picks the [`AttnSplit`].
+pub const ATTN_SPLIT_ENV: &str = "RLX_CUDA_ATTN_SPLIT";
+
+/// The [`AttnSplit`] a value of [`ATTN_SPLIT_ENV`] names.
+pub fn parse_attn_split(v: Option<&str>) -> Result<AttnSplit, CudaError> {
+    match v.map(str::trim) {
+        None | Some("") | Some("1") | Some("auto") => Ok(AttnSplit::Auto),
+        Some("0") => Ok(AttnSplit::Off),
+        Some("w1") => Ok(AttnSplit::Warps(1)),
+        Some("w2") => Ok(AttnSplit::Warps(2)),
+        Some("w4") => Ok(AttnSplit::Warps(4)),
+        Some("w8") => Ok(AttnSplit::Warps(8)),
+        Some(other) => Err(CudaError::Input(format!(
+            "{ATTN_SPLIT_ENV} must be 0, 1, auto, w1, w2, w4 or w8, got {other:?}"
+        ))),
+    }
+}
+
 /// Plan `program` for an sm_80+ GPU: every value placed, every node lowered.
 pub fn plan(program: &Program) -> Result<Plan, CudaError> {
     plan_for(program, true)
@@ -355,7 +389,18 @@ pub fn plan(program: &Program) -> Result<Plan, CudaError> {
 
 /// Plan `program`; `tensor_cores` says whether kernels may use `mma.sync`
 /// f16/bf16 tensor-core instructions (compute capability 8.0 or newer).
+/// The attention split comes from [`ATTN_SPLIT_ENV`] (unset: automatic).
 pub fn plan_for(program: &Program, tensor_cores: bool) -> Result<Plan, CudaError> {
+    let split = parse_attn_split(std::env::var(ATTN_SPLIT_ENV).ok().as_deref())?;
+    plan_with(program, tensor_cores, split)
+}
+
+/// [`plan_for`] with the attention split given.
+pub fn plan_with(
+    program: &Program,
+    tensor_cores: bool,
+    attn_split: AttnSplit,
+) -> Result<Plan, CudaError> {
     let g = &program.graph;
     let slots: HashMap<ValueId, usize> =
         program.slots.iter().map(|s| (s.value, s.offset)).collect();
@@ -386,6 +431,7 @@ pub fn plan_for(program: &Program, tensor_cores: bool) -> Result<Plan, CudaError
         done: Default::default(),
         slots: slots.clone(),
         tensor_cores,
+        attn_split,
         input_groups: vec![],
         deferred: HashMap::new(),
         gathers: HashMap::new(),
