@@ -12,6 +12,11 @@ use crate::kernels::gemm::{gemm_into, Mat};
 
 /// Row counts up to this run as one multithreaded GEMM call.
 const SMALL_M: usize = 1024;
+/// Row counts up to this split the weight's columns across threads
+/// ([`crate::kernels::gemm::gemm_cols`]): MiniLM's 128-row products with
+/// cold weights, 2 threads, 154–184 → 165–194 GFLOP/s; at 512 rows the
+/// two ways measured within noise (`examples/gemm_shapes.rs`).
+const SPLIT_COLS_M: usize = 256;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Act {
@@ -134,8 +139,9 @@ pub fn run(
         let rows = nb * m;
         let bm = b.mat(b.loc.offset, k, n);
         // Few rows: splitting them would have every thread pack all of `b`;
-        // one call lets gemm share the packing across its threads, and the
-        // epilogue follows over row chunks.
+        // one call lets gemm share the packing across its threads — or,
+        // for the fewest rows, split `b`'s columns (each thread packs and
+        // reads its share once) — and the epilogue follows over row chunks.
         if rows <= SMALL_M && super::par::threads() > 1 {
             let am = Mat {
                 data: &a.data[a.loc.offset - a.shift..],
@@ -144,7 +150,11 @@ pub fn run(
                 row_stride: a.loc.strides[ra - 2],
                 col_stride: a.loc.strides[ra - 1],
             };
-            gemm_into(am, bm, out, n, false, true);
+            if rows <= SPLIT_COLS_M {
+                crate::kernels::gemm::gemm_cols(am, bm, out, n, super::par::threads());
+            } else {
+                gemm_into(am, bm, out, n, false, true);
+            }
             let chunk = chunk_len(rows * n, n, 16 * n.max(TILE));
             for_chunks_with(out, half, chunk, |ci, oc, h| finish(oc, ci * chunk / n, h));
             return;

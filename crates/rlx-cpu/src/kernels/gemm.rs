@@ -141,40 +141,136 @@ pub fn gemm_scaled<T>(
         }
         return;
     }
-    CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let par = if parallel {
+        parallelism(m, n, k)
+    } else {
+        gemm::Parallelism::None
+    };
     // SAFETY: every index gemm forms from (m, n, k) and the strides stays
     // inside its slice (checked above: `in_bounds` for a and b, the
     // `(m-1)·ldc + n` bound for c); `c` is exclusively borrowed so it
-    // aliases neither operand; without `accumulate` (alpha = 0,
-    // read_dst = false) `c` is only written.
+    // aliases neither operand.
     #[allow(unsafe_code)]
     unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            c.as_mut_ptr(),
-            1,
-            ldc as isize,
-            accumulate,
-            a.data.as_ptr(),
-            a.col_stride as isize,
-            a.row_stride as isize,
-            b.data.as_ptr(),
-            b.col_stride as isize,
-            b.row_stride as isize,
-            if accumulate { T::ONE } else { T::default() },
-            scale,
-            false,
-            false,
-            false,
-            if parallel {
-                parallelism(m, n, k)
-            } else {
-                gemm::Parallelism::None
-            },
-        );
+        gemm_raw(a, b, c.as_mut_ptr(), ldc, accumulate, scale, par)
     }
+}
+
+/// The crate call behind [`gemm_scaled`] and [`gemm_cols`]; without
+/// `accumulate` (alpha = 0, read_dst = false) `c` is only written.
+///
+/// # Safety
+/// `a` and `b` in bounds with `b.rows == a.cols`; `c` valid for writes of
+/// the a.rows × b.cols elements at row stride `ldc`, written by no one else
+/// meanwhile and overlapping neither operand.
+#[allow(unsafe_code)]
+unsafe fn gemm_raw<T>(
+    a: Mat<T>,
+    b: Mat<T>,
+    c: *mut T,
+    ldc: usize,
+    accumulate: bool,
+    scale: T,
+    par: gemm::Parallelism,
+) where
+    T: GemmScalar + Copy + Default + 'static,
+{
+    CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    gemm::gemm(
+        a.rows,
+        b.cols,
+        a.cols,
+        c,
+        1,
+        ldc as isize,
+        accumulate,
+        a.data.as_ptr(),
+        a.col_stride as isize,
+        a.row_stride as isize,
+        b.data.as_ptr(),
+        b.col_stride as isize,
+        b.row_stride as isize,
+        if accumulate { T::ONE } else { T::default() },
+        scale,
+        false,
+        false,
+        false,
+        par,
+    );
+}
+
+/// `c = a · b` (f32) with `b`'s columns split into `parts` blocks (multiples
+/// of 32, the widest AVX-512 micro-tile), one single-threaded product per
+/// block on the rayon pool. For few rows (a batch-1 forward: 128) this
+/// beats the crate's own threading: each thread packs only its share of the
+/// weight and reads it once, instead of both waiting on a shared packing of
+/// all of it (MiniLM's shapes at 128 rows with cold weights, 2 threads:
+/// 155–180 → 178–188 GFLOP/s, `examples/gemm_shapes.rs`).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn gemm_cols(a: Mat<f32>, b: Mat<f32>, c: &mut [f32], ldc: usize, parts: usize) {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    let width = n.div_ceil(parts.max(1)).div_ceil(32) * 32;
+    if parts <= 1 || width >= n || k == 0 {
+        return gemm_into(a, b, c, ldc, false, false);
+    }
+    assert!(
+        b.rows == k && a.in_bounds() && b.in_bounds(),
+        "gemm: operand shapes or strides do not fit"
+    );
+    assert!(
+        ldc >= n && (m == 0 || (m - 1) * ldc + n <= c.len()),
+        "gemm: output slice too small"
+    );
+    /// The output's base address, shared by the blocks' threads.
+    #[derive(Clone, Copy)]
+    struct Out(*mut f32);
+    // SAFETY: each thread writes only its own block of columns (below).
+    #[allow(unsafe_code)]
+    unsafe impl Send for Out {}
+    #[allow(unsafe_code)]
+    unsafe impl Sync for Out {}
+    // Blocks [lo, hi) of `width` columns, halved through rayon::join (no
+    // heap job per block, so a steady-state run stays allocation-free).
+    fn blocks(a: Mat<f32>, b: Mat<f32>, out: Out, ldc: usize, width: usize, lo: usize, hi: usize) {
+        if hi - lo > 1 {
+            let mid = (lo + hi) / 2;
+            rayon::join(
+                || blocks(a, b, out, ldc, width, lo, mid),
+                || blocks(a, b, out, ldc, width, mid, hi),
+            );
+            return;
+        }
+        let n0 = lo * width;
+        let bb = Mat {
+            data: &b.data[n0 * b.col_stride..],
+            cols: width.min(b.cols - n0),
+            ..b
+        };
+        // SAFETY: columns n0.. of rows 0..m at stride ldc lie inside `c`
+        // (asserted by the caller); the blocks' columns are disjoint, so no
+        // two threads write one element, and `c` stays exclusively borrowed
+        // until the caller's join returns; `bb` is a sub-block of the
+        // in-bounds `b`.
+        #[allow(unsafe_code)]
+        unsafe {
+            gemm_raw(
+                a,
+                bb,
+                out.0.add(n0),
+                ldc,
+                false,
+                1.0,
+                gemm::Parallelism::None,
+            )
+        }
+    }
+    blocks(a, b, Out(c.as_mut_ptr()), ldc, width, 0, n.div_ceil(width));
+}
+
+/// One thread in wasm32: [`gemm_into`].
+#[cfg(target_arch = "wasm32")]
+pub fn gemm_cols(a: Mat<f32>, b: Mat<f32>, c: &mut [f32], ldc: usize, _parts: usize) {
+    gemm_into(a, b, c, ldc, false, false)
 }
 
 /// The element types the wrapper instantiates.
@@ -202,6 +298,42 @@ mod tests {
                 let want: f64 = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum();
                 assert!((c[i * n + j] - want).abs() < 1e-12);
             }
+        }
+    }
+
+    /// The column-split product equals the one-call product bit for bit
+    /// (same micro-kernels, same k order per element) for widths that do
+    /// and do not divide into the blocks, with a transposed (strided) `b`.
+    #[cfg(not(target_arch = "wasm32"))]
+    #[test]
+    fn column_split_matches_one_call() {
+        use super::{gemm_cols, gemm_into, Mat};
+        for (m, k, n, parts) in [
+            (7, 33, 100, 2),
+            (128, 64, 384, 2),
+            (5, 16, 70, 3),
+            (3, 8, 20, 2),
+        ] {
+            let a: Vec<f32> = (0..m * k)
+                .map(|i| ((i * 7 % 13) as f32 - 6.0) / 8.0)
+                .collect();
+            // b stored n × k (a weight), used as its transpose.
+            let bt: Vec<f32> = (0..n * k)
+                .map(|i| ((i * 5 % 11) as f32 - 5.0) / 8.0)
+                .collect();
+            let b = Mat::row_major(&bt, n, k).t();
+            let (mut one, mut split) = (vec![f32::NAN; m * n], vec![f32::NAN; m * n]);
+            gemm_into(Mat::row_major(&a, m, k), b, &mut one, n, false, false);
+            gemm_cols(Mat::row_major(&a, m, k), b, &mut split, n, parts);
+            for i in 0..m {
+                for j in 0..n {
+                    let want: f64 = (0..k)
+                        .map(|p| a[i * k + p] as f64 * bt[j * k + p] as f64)
+                        .sum();
+                    assert!((one[i * n + j] as f64 - want).abs() < 1e-3 * (1.0 + want.abs()));
+                }
+            }
+            assert_eq!(one, split, "m {m} k {k} n {n} parts {parts}");
         }
     }
 }
