@@ -11,7 +11,8 @@
 #   GPU machine's limit) go to $OUT or .cuda-run/out.
 #   Env: BATCHES, MODES, RUNS trim the MiniLM run; AUTOTUNE_AB=1 repeats its
 #   timings with RLX_CUDA_AUTOTUNE=0 (the cuBLASLt heuristic's first pick) at
-#   AB_BATCHES (default 1,8,32).
+#   AB_BATCHES (default 1,8,32); SPLIT_AB=1 repeats the fp16 timings under
+#   each RLX_CUDA_ATTN_SPLIT (at SPLIT_BATCHES, default BATCHES).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 RUN=.cuda-run
@@ -49,6 +50,18 @@ $RUN/gpu minilm --weights $RUN/model.fp16.safetensors --config $RUN/config.json 
 if [ -n "${AUTOTUNE_AB:-}" ]; then
   RLX_CUDA_AUTOTUNE=0 $RUN/gpu minilm --weights $RUN/model.fp16.safetensors --config $RUN/config.json --batches "${AB_BATCHES:-1,8,32}" \
     --check 1 --runs ${RUNS:-50} --modes ${MODES:-fp32,tf32,fp16} 2>&1 | tee "$OUTDIR/minilm-notune.log"
+fi
+# SPLIT_AB=1: the fp16 MiniLM timings + profile again (at SPLIT_BATCHES)
+# with each RLX_CUDA_ATTN_SPLIT (0 = the first tensor-core attention, one
+# block of 8 warps per head; w1..w8 = that many warps per block), for the
+# A/B of the attention's block split.
+if [ -n "${SPLIT_AB:-}" ]; then
+  for s in 0 w1 w2 w4 w8; do
+    echo "== RLX_CUDA_ATTN_SPLIT=$s"
+    RLX_CUDA_ATTN_SPLIT=$s $RUN/gpu minilm --weights $RUN/model.fp16.safetensors --config $RUN/config.json \
+      --batches "${SPLIT_BATCHES:-$BATCHES}" --check 1 --runs ${RUNS:-50} --modes fp16 --profile 2>&1
+  done | tee "$OUTDIR/minilm-split-ab.log"
+  grep -q '^FAIL' "$OUTDIR/minilm-split-ab.log" && failed=$((failed + 1))
 fi
 mp=$(grep -c '^PASS minilm' "$OUTDIR/minilm.log"); mf=$(grep -c '^FAIL minilm' "$OUTDIR/minilm.log")
 [ -s "$OUTDIR/rlx_cuda.json" ] || mf=$((mf + 1))

@@ -117,6 +117,9 @@ const EXTRA: &[(&str, &str)] = &[
     // the memory planner may give the merged output q's, k's or v's buffer
     // (the tensor-core kernel then writes in place, as in MiniLM).
     ("attention_tc_in_place_merged_heads", "graph @g(%x: f32[2,128,384], %y: f32[2,128,384], %z: f32[2,128,384]) {\n  %a = neg(%x)\n  %b = neg(%y)\n  %c = neg(%z)\n  %ra = reshape(%a) {shape=[2,128,12,32]}\n  %rb = reshape(%b) {shape=[2,128,12,32]}\n  %rc = reshape(%c) {shape=[2,128,12,32]}\n  %q = permute(%ra) {perm=[0,2,1,3]}\n  %k = permute(%rb) {perm=[0,2,1,3]}\n  %v = permute(%rc) {perm=[0,2,1,3]}\n  %o = attention(%q, %k, %v)\n  %p = permute(%o) {perm=[0,2,1,3]}\n  %r = reshape(%p) {shape=[2,128,384]}\n  return %r\n}"),
+    // q's buffer still read after the attention, so the merged output may
+    // take k's: written in place only with one block per head.
+    ("attention_tc_in_place_over_k", "graph @g(%x: f32[2,128,384], %y: f32[2,128,384], %z: f32[2,128,384]) {\n  %a = neg(%x)\n  %b = neg(%y)\n  %c = neg(%z)\n  %ra = reshape(%a) {shape=[2,128,12,32]}\n  %rb = reshape(%b) {shape=[2,128,12,32]}\n  %rc = reshape(%c) {shape=[2,128,12,32]}\n  %q = permute(%ra) {perm=[0,2,1,3]}\n  %k = permute(%rb) {perm=[0,2,1,3]}\n  %v = permute(%rc) {perm=[0,2,1,3]}\n  %o = attention(%q, %k, %v)\n  %p = permute(%o) {perm=[0,2,1,3]}\n  %r = reshape(%p) {shape=[2,128,384]}\n  %s = add(%r, %a)\n  return %s\n}"),
     // Sibling GEMMs batched into one (weights and biases grouped, a bias per
     // batch), with plain and with transposed (permute view) weights. (Each
     // output is compared on its own: a sum of two of them, ~±13 each, lost
@@ -346,8 +349,34 @@ fn parity(dir: &str) -> usize {
     }
     // Shapes the vectors do not reach: many heads (the cuBLAS attention
     // path), GEMM epilogues with a residual (cuBLASLt), long norm rows.
-    for (name, src) in EXTRA {
+    // The tensor-core cases again under each block split of
+    // RLX_CUDA_ATTN_SPLIT (read when a graph is compiled): the first
+    // version (0) and forced widths, besides the automatic pick.
+    let splits = |name: &str| -> &'static [&'static str] {
+        if name.starts_with("attention_tc") {
+            &["", "0", "w1", "w2", "w8"]
+        } else {
+            &[""]
+        }
+    };
+    for ((name, src), split) in EXTRA
+        .iter()
+        .flat_map(|e| splits(e.0).iter().map(move |s| (e, *s)))
+    {
+        if split.is_empty() {
+            std::env::remove_var(rlx_cuda::plan::ATTN_SPLIT_ENV);
+        } else {
+            std::env::set_var(rlx_cuda::plan::ATTN_SPLIT_ENV, split);
+        }
+        let name = if split.is_empty() {
+            name.to_string()
+        } else {
+            format!("{name}[split={split}]")
+        };
         for dt in ["f32", "f16", "bf16"] {
+            if !split.is_empty() && dt == "f32" {
+                continue;
+            }
             let Ok(g) = text::parse(&src.replace("f32", dt)) else {
                 continue;
             };
@@ -385,6 +414,7 @@ fn parity(dir: &str) -> usize {
             }
         }
     }
+    std::env::remove_var(rlx_cuda::plan::ATTN_SPLIT_ENV);
     // An index out of range inside the fused embedding block is the same
     // typed error the gather kernel reports, naming the embedding node.
     {
