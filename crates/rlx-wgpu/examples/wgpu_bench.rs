@@ -158,6 +158,14 @@ fn main() {
             e2e.push(t.elapsed().as_secs_f64() * 1e3);
         }
         let gpu_ms = exe.program.time_compute(runs).unwrap() * 1e3;
+        // One pass per submit, waited for, nothing read back: e2e minus
+        // this is the uploads + readback; this minus gpu_ms is the
+        // encode + submit + wait round trip.
+        let pass_ms = median(
+            (0..runs)
+                .map(|_| exe.program.time_compute(1).unwrap() * 1e3)
+                .collect(),
+        );
         if std::env::var("RLX_WGPU_PROFILE").is_ok() {
             let mut p = exe.program.profile_kernels(5).unwrap();
             let total: f64 = p.iter().map(|x| x.1).sum();
@@ -182,7 +190,7 @@ fn main() {
             }
         }
         println!(
-            "{{\"bench\": \"minilm\", \"dtype\": \"{dtype}\", \"batch\": {b}, \"seq\": {seq}, \"kernels\": {}, \"compile_s\": {compile_s:.3}, \"e2e_ms_median\": {:.3}, \"gpu_ms\": {gpu_ms:.3}}}",
+            "{{\"bench\": \"minilm\", \"dtype\": \"{dtype}\", \"batch\": {b}, \"seq\": {seq}, \"kernels\": {}, \"compile_s\": {compile_s:.3}, \"e2e_ms_median\": {:.3}, \"pass_ms\": {pass_ms:.3}, \"gpu_ms\": {gpu_ms:.3}}}",
             exe.program.kernel_count(),
             median(e2e)
         );

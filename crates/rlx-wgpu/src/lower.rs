@@ -597,19 +597,22 @@ fn node_kernels(
                 .map_err(|e| unsupported(op, e.to_string()))?;
             let window = int(node, "window")?;
             let scale = node.attrs.opt_float("scale");
-            one(wgsl::attention::kernel(
-                name,
-                &wgsl::attention::Attention {
-                    q: &ins[0],
-                    k: &ins[1],
-                    v: &ins[2],
-                    mask: ins.get(3),
-                    kind,
-                    window,
-                    scale,
-                    out,
-                },
-            )?)
+            let att = wgsl::attention::Attention {
+                q: &ins[0],
+                k: &ins[1],
+                v: &ins[2],
+                mask: ins.get(3),
+                kind,
+                window,
+                scale,
+                out,
+            };
+            // Tensor cores for f16 heads whose dims are multiples of 16.
+            if caps.coop_f16 && wgsl::attention_coop::applies(&att) {
+                one(wgsl::attention_coop::kernel(name, &att)?)
+            } else {
+                one(wgsl::attention::kernel(name, &att)?)
+            }
         }
         "gather" | "index_select" => {
             let ax = axis(node, "axis", rank)?;

@@ -89,6 +89,52 @@ fn cases() -> Vec<(String, Graph, Vec<HostTensor>)> {
         half(&mut rng, &[128, 384]),
     ];
     v.push(("residual add epilogue".into(), g, ins));
+    // Attention on the tensor cores: partial query tiles, keys padded to a
+    // fragment, dv ≠ d, every mask kind; a MiniLM-sized head with padding.
+    let (q, k, vv) = (vec![2, 3, 40, 32], vec![2, 3, 50, 32], vec![2, 3, 50, 16]);
+    let qkv = [(H, q.clone()), (H, k.clone()), (H, vv.clone())];
+    for (kind, mask) in [
+        ("none", None),
+        ("causal", None),
+        ("custom", Some((DType::Bool, vec![2, 1, 1, 50]))),
+        ("bias", Some((H, vec![40, 50]))),
+    ] {
+        let mut shapes = qkv.to_vec();
+        shapes.extend(mask.clone());
+        let g = one_op("attention", &shapes, Attrs::new().with("mask_kind", kind));
+        let mut ins = vec![half(&mut rng, &q), half(&mut rng, &k), half(&mut rng, &vv)];
+        match mask {
+            // Key 0 kept: no row fully masked.
+            Some((DType::Bool, s)) => {
+                let keep: Vec<bool> = (0..100)
+                    .map(|i| i % 50 == 0 || rng.next_f64() < 0.6)
+                    .collect();
+                ins.push(HostTensor::from_slice(&keep, s).unwrap());
+            }
+            Some((_, s)) => ins.push(half(&mut rng, &s)),
+            None => {}
+        }
+        v.push((format!("attention {kind} [2,3,40|50,32->16]"), g, ins));
+    }
+    let head = vec![1, 12, 128, 32];
+    let g = one_op(
+        "attention",
+        &[
+            (H, head.clone()),
+            (H, head.clone()),
+            (H, head.clone()),
+            (DType::Bool, vec![1, 1, 1, 128]),
+        ],
+        Attrs::new().with("mask_kind", "custom"),
+    );
+    let keep: Vec<bool> = (0..128).map(|i| i < 100).collect();
+    let ins = vec![
+        half(&mut rng, &head),
+        half(&mut rng, &head),
+        half(&mut rng, &head),
+        HostTensor::from_slice(&keep, vec![1, 1, 1, 128]).unwrap(),
+    ];
+    v.push(("attention MiniLM head, padded keys".into(), g, ins));
     v
 }
 
@@ -127,7 +173,7 @@ fn coop_kernels_validate() {
         .unwrap();
         assert!(plain.iter().all(|k| !k.name.contains("_coop")), "{name}");
     }
-    assert!(n >= 8);
+    assert!(n >= 13);
 }
 
 #[test]

@@ -40,7 +40,7 @@ fn tiled_fits(d: usize, dv: usize) -> bool {
 
 /// The mask statements for score `s` of query row `qi`, key `j` (u32s);
 /// `full` lifts the mask to (batch, sq, sk), `base` addresses a batch.
-fn mask_code(
+pub(super) fn mask_code(
     b: &mut Builder,
     a: &Attention,
     full: &dyn Fn(&TensorRef) -> TensorRef,

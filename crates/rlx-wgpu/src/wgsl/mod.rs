@@ -11,6 +11,7 @@
 //! so both paths give the same numbers up to accumulation order.
 
 pub mod attention;
+pub mod attention_coop;
 pub mod coop;
 pub mod elementwise;
 pub mod expr;
