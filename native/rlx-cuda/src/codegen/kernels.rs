@@ -1128,31 +1128,47 @@ pub fn norm_warp(
     } else {
         "  float s = 0.f;\n  for (int k = 0; k < PER; ++k) s += v[k];\n  float m = warp_sum(s) / (float)N;\n".to_string()
     };
-    let shift = if rms {
-        String::new()
+    // gamma (and beta) are loaded with the row, before the reductions:
+    // loaded after them (where they are used) they were a second memory
+    // round trip on the kernel's critical path (ptxas keeps loads where
+    // the source puts them after shuffles).
+    let (affine_loads, shift) = if rms {
+        (
+            format!("gv[k] = j < N ? {} : 0.f;", load(d, "in1[j]")),
+            String::new(),
+        )
     } else {
-        format!(" + {}", load(d, "in2[j]"))
+        (
+            format!(
+                "gv[k] = j < N ? {} : 0.f; bv[k] = j < N ? {} : 0.f;",
+                load(d, "in1[j]"),
+                load(d, "in2[j]")
+            ),
+            " + bv[k]".to_string(),
+        )
     };
+    let bv_decl = if rms { "" } else { ", bv[PER]" };
     format!(
         "extern \"C\" __global__ void @NAME@({x_params}, const {s}* __restrict__ in1{beta_param}, {s}* __restrict__ out0{tail_params}) {{
   const int N = {n}, PER = {per};
   long long row = blockIdx.x * 8LL + (threadIdx.x >> 5); int lane = threadIdx.x & 31;
   if (row >= {rows}LL) return;
   long long base = row * {n}LL;
-  float v[PER];
+  float v[PER], gv[PER]{bv_decl};
   #pragma unroll
   for (int k = 0; k < PER; ++k) {{ int j = lane + 32 * k; {fetch} }}
+  #pragma unroll
+  for (int k = 0; k < PER; ++k) {{ int j = lane + 32 * k; {affine_loads} }}
 {mean}  float q = 0.f;
   #pragma unroll
   for (int k = 0; k < PER; ++k) {{ int j = lane + 32 * k; float c = j < N ? v[k] - m : 0.f; q += c * c; }}
   float inv = 1.f / sqrtf(warp_sum(q) / (float)N + {eps});
   #pragma unroll
-  for (int k = 0; k < PER; ++k) {{ int j = lane + 32 * k; if (j < N) {{ float y = (v[k] - m) * inv * {g}{shift}; out0[base + j] = {o}; }} }}
+  for (int k = 0; k < PER; ++k) {{ int j = lane + 32 * k; if (j < N) {{ float y = (v[k] - m) * inv * gv[k]{shift}; out0[base + j] = {o}; }} }}
 }}
 ",
         s = st(d),
         eps = lit(DType::F32, eps),
-        g = load(d, "in1[j]"),
         o = store(d, "y"),
     )
 }

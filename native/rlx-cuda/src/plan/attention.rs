@@ -289,9 +289,11 @@ pub(super) fn attention(
 /// rows (16 per warp). The kernel is latency-bound at small batch: one
 /// block of 8 warps per head left most of a 132-SM GPU idle (MiniLM at
 /// B=1: 12 blocks) and put 8 warps' softmax and MMAs on one SM. So the
-/// warps per block halve, down to 2, while the grid has fewer than ~one
-/// block per SM; every block stages the head's K and V (16 KB for heads
-/// of 32 over 128 keys), so blocks are not split further than that.
+/// warps per block halve, down to 2, while the grid has fewer than
+/// [`MMA_MIN_BLOCKS`]; every block stages the head's K and V (16 KB for
+/// heads of 32 over 128 keys), so blocks are not split further than
+/// that (1 warp per block measured no faster than 2 at 12–48 heads and
+/// slower at 96–192).
 fn mma_blocks(split: AttnSplit, heads: usize, sq: usize) -> MmaBlocks {
     let tiles = sq.div_ceil(16).max(1);
     let most = tiles.min(8) as u32;
@@ -317,5 +319,9 @@ fn mma_blocks(split: AttnSplit, heads: usize, sq: usize) -> MmaBlocks {
     }
 }
 
-/// About one block per SM of an H100/H200 (132 SMs).
-const MMA_MIN_BLOCKS: usize = 128;
+/// About three blocks per SM of an H100/H200 (132 SMs). Measured on the
+/// H200 (MiniLM fp16, 6 attention launches, heads of 32 × 128 keys): the
+/// widest blocks that still make 384 are the fastest or within 1 µs of it
+/// at 12–192 heads (2 warps up to 96 heads, 4 at 192); at 384 heads 8
+/// warps (0.080 ms) — minilm-cuda-split-ab.log.
+const MMA_MIN_BLOCKS: usize = 384;
