@@ -44,11 +44,9 @@ fn from_words(ty: &TensorType, bytes: &[u8], wide: bool) -> Result<HostTensor, W
             .map(half::f16::from_f32)
             .collect::<Vec<_>>()
             .into(),
-        DType::F16 => bytemuck::pod_collect_to_vec::<u8, u16>(bytes)
-            .into_iter()
-            .map(half::f16::from_bits)
-            .collect::<Vec<_>>()
-            .into(),
+        // One copy out of the mapped staging buffer (a 3 MB hidden state
+        // at MiniLM B=32 is worth not copying twice).
+        DType::F16 => bytemuck::pod_collect_to_vec::<u8, half::f16>(bytes).into(),
         DType::I32 => bytemuck::pod_collect_to_vec::<u8, i32>(bytes).into(),
         DType::I64 => bytemuck::pod_collect_to_vec::<u8, i64>(bytes).into(),
         DType::Bool => bytemuck::pod_collect_to_vec::<u8, u32>(bytes)
