@@ -599,3 +599,45 @@ fn a_nonzero_mask_read_only_by_attention_is_not_stored() {
     let p = planned_lir(&src.replace("return %o", "%c = cast(%m) {dtype=f32}\n  return %o, %c"));
     assert!(kernel_ops(&p).contains(&"ne"), "{:?}", p.kernels);
 }
+
+#[test]
+fn attention_split_values_parse_or_are_typed_errors() {
+    use rlx_cuda::plan::{parse_attn_split, AttnSplit};
+    assert_eq!(parse_attn_split(None).unwrap(), AttnSplit::Auto);
+    assert_eq!(parse_attn_split(Some("auto")).unwrap(), AttnSplit::Auto);
+    assert_eq!(parse_attn_split(Some("0")).unwrap(), AttnSplit::Off);
+    assert_eq!(parse_attn_split(Some("w4")).unwrap(), AttnSplit::Warps(4));
+    match parse_attn_split(Some("3")) {
+        Err(CudaError::Input(m)) => assert!(m.contains("RLX_CUDA_ATTN_SPLIT"), "{m}"),
+        other => panic!("expected a typed error, got {other:?}"),
+    }
+}
+
+/// The block split of MiniLM's f16 tensor-core attention (12 heads per
+/// sequence, 128 rows): the widest blocks that still give >= 384 — the
+/// fastest or within 1 us of it per batch in the H200 A/B
+/// (benches/results/minilm-cuda-split-ab.log).
+#[test]
+fn minilm_attention_blocks_follow_the_grid_size() {
+    if std::env::var(rlx_cuda::plan::ATTN_SPLIT_ENV).is_ok() {
+        return; // an A/B setting in the environment picks the split
+    }
+    for (b, warps) in [(1usize, 2u32), (8, 2), (16, 4), (32, 8)] {
+        let p = minilm_plan_as(b, "f16", true);
+        let grids: Vec<((u32, u32, u32), u32)> = p
+            .launches
+            .iter()
+            .filter_map(|l| match l {
+                plan::Launch::Kernel {
+                    node, grid, block, ..
+                } if p.node_ops[*node] == "attention" => Some((*grid, *block)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(grids.len(), 6);
+        for (grid, block) in grids {
+            assert_eq!(block, 32 * warps, "B={b}");
+            assert_eq!(grid, (8 / warps, 12 * b as u32, 1), "B={b}");
+        }
+    }
+}

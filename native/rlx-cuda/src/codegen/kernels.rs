@@ -1224,13 +1224,15 @@ pub fn attention_softmax(
 /// How the tensor-core attention covers a head (see [`attention_mma`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MmaBlocks {
-    /// Warps per block, 16 query rows each (1, 2, 4 or 8).
+    /// Warps per block, 16 query rows each (any count up to 8; the
+    /// planner picks 2, 4 or 8).
     pub warps: u32,
-    /// Stage K, V and a row-broadcast mask with every global load of a
-    /// thread issued before its first shared-memory store (thread count
-    /// baked in, loops unrolled): one memory round trip instead of one per
-    /// loop iteration. `false`: the first version's block-strided loops
-    /// (kept for the A/B, `RLX_CUDA_ATTN_SPLIT=0`).
+    /// Stage K and V row-major with `cp.async` (every 16-byte copy of a
+    /// thread in flight at once, thread count baked in) and a row-broadcast
+    /// mask with all its loads before its stores: one memory round trip
+    /// instead of one per loop iteration. `false`: the first version's
+    /// block-strided loops and transposed V (kept for the A/B,
+    /// `RLX_CUDA_ATTN_SPLIT=0`).
     pub batched: bool,
 }
 
