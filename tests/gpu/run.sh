@@ -12,7 +12,8 @@
 #   Env: BATCHES, MODES, RUNS trim the MiniLM run; AUTOTUNE_AB=1 repeats its
 #   timings with RLX_CUDA_AUTOTUNE=0 (the cuBLASLt heuristic's first pick) at
 #   AB_BATCHES (default 1,8,32); SPLIT_AB=1 repeats the fp16 timings under
-#   each RLX_CUDA_ATTN_SPLIT (at SPLIT_BATCHES, default BATCHES).
+#   each RLX_CUDA_ATTN_SPLIT (at SPLIT_BATCHES, default BATCHES). Each A/B
+#   log is an 8th file: with both, one file does not come back.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 RUN=.cuda-run
