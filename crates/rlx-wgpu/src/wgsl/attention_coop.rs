@@ -26,10 +26,11 @@ const UNROLL_KEYS: usize = 512;
 
 /// Staging of a `rows` × `cols` block of `t` (rows from `row0`, valid
 /// below `limit`) into `arr` at row stride `stride`: a load function
-/// `ld_`, the loads into registers `x_i`, and their stores.
+/// `ld{x}_`, the loads into registers `{x}_i`, and their stores.
 #[allow(clippy::too_many_arguments)]
 fn stage(
     b: &mut Builder,
+    x: &str,
     t: &TensorRef,
     base: &str,
     (rows, cols): (usize, usize),
@@ -54,24 +55,50 @@ fn stage(
         ("f16", format!("f16({})", b.load(t, &addr)), "f16(0.0)")
     };
     let fns = format!(
-        "fn ld_(e: u32, {row0_}: u32, base_: i32) -> {ty} {{\n  let r_ = e / {q}u; let c_ = (e % {q}u) * {w}u;\n  if ({row0} + r_ < {limit}u) {{ return {load}; }}\n  return {zero};\n}}\n",
+        "fn ld{x}_(e: u32, {row0_}: u32, base_: i32) -> {ty} {{\n  let r_ = e / {q}u; let c_ = (e % {q}u) * {w}u;\n  if ({row0} + r_ < {limit}u) {{ return {load}; }}\n  return {zero};\n}}\n",
         row0_ = if row0 == "0u" { "unused_" } else { row0 },
     );
     let (mut loads, mut stores) = (String::new(), String::new());
     for i in 0..per {
         let e = format!("lid + {}u", i * THREADS);
-        let _ = writeln!(loads, "let x_{i} = ld_({e}, {row0}, {base});");
+        let _ = writeln!(loads, "let {x}_{i} = ld{x}_({e}, {row0}, {base});");
         let at = format!("(({e}) / {q}u) * {stride}u + (({e}) % {q}u) * {w}u");
         if vec {
             let _ = writeln!(
                 stores,
-                "{{ let i = {at}; {arr}[i] = x_{i}.x; {arr}[i + 1u] = x_{i}.y; {arr}[i + 2u] = x_{i}.z; {arr}[i + 3u] = x_{i}.w; }}"
+                "{{ let i = {at}; {arr}[i] = {x}_{i}.x; {arr}[i + 1u] = {x}_{i}.y; {arr}[i + 2u] = {x}_{i}.z; {arr}[i + 3u] = {x}_{i}.w; }}"
             );
         } else {
-            let _ = writeln!(stores, "{arr}[{at}] = x_{i};");
+            let _ = writeln!(stores, "{arr}[{at}] = {x}_{i};");
         }
     }
     (fns, loads, stores)
+}
+
+/// A subgroup's 16 rows of a product, `blocks` 16-column blocks each
+/// summed over `steps` 16-deep fragments (`a(step)`, `b(block, step)`),
+/// stored row-major into its rows of `Ss` (row stride `ss`).
+fn product(
+    blocks: usize,
+    steps: usize,
+    a: &dyn Fn(usize) -> String,
+    b: &dyn Fn(usize, usize) -> String,
+    ss: usize,
+) -> String {
+    let mut s = String::new();
+    for j in 0..blocks {
+        s.push_str("{\n  var acc = coop_mat16x16<f32, C>();\n");
+        for kk in 0..steps {
+            let _ = writeln!(s, "  acc = coopMultiplyAdd({}, {}, acc);", a(kk), b(j, kk));
+        }
+        let _ = writeln!(
+            s,
+            "  coopStoreT(acc, &Ss[w * {}u + {}u], {ss}u);\n}}",
+            16 * ss,
+            16 * j
+        );
+    }
+    s
 }
 
 /// Query rows per workgroup: two subgroups of 16.
@@ -184,59 +211,62 @@ pub fn kernel(name: &str, a: &Attention) -> Result<Kernel, WgpuError> {
         ("k", &k, skp, d, sk, "0u", "KP", ks),
         ("v", &v, skp, dv, sk, "0u", "Vs", vs),
     ] {
-        let st = stage(&mut b, t, &base(t), (rows, cols), limit, row0, arr, stride);
-        let _ = write!(fns, "{}", st.0.replace("ld_", &format!("ld{x}_")));
-        let _ = write!(
-            loads,
-            "{}",
-            st.1.replace("ld_", &format!("ld{x}_"))
-                .replace("x_", &format!("{x}_"))
+        let (f, l, st) = stage(
+            &mut b,
+            x,
+            t,
+            &base(t),
+            (rows, cols),
+            limit,
+            row0,
+            arr,
+            stride,
         );
-        let _ = write!(stores, "{}", st.2.replace("x_", &format!("{x}_")));
+        fns.push_str(&f);
+        loads.push_str(&l);
+        stores.push_str(&st);
     }
     let sc = super::expr::f32_lit(a.scale.unwrap_or(1.0 / (d as f64).sqrt()));
     let mask = mask_code(&mut b, a, &|t| full(t, sq, sk), &base)?;
     let ninf = "bits_(0xff800000u)";
     // S = q·Kᵀ: this subgroup's 16 rows against each 16-key block.
-    let mut qk = String::new();
-    for j in 0..skp / 16 {
-        let _ = writeln!(qk, "{{\n  var acc = coop_mat16x16<f32, C>();");
-        for kk in 0..d / 16 {
-            let _ = writeln!(
-                qk,
-                "  acc = coopMultiplyAdd(coopLoadT<coop_mat16x16<f16, A>>(&Qs[w * {}u + {}u], {qs}u), coopLoad<coop_mat16x16<f16, B>>(&KP[{}u], {ks}u), acc);",
+    let qk = product(
+        skp / 16,
+        d / 16,
+        &|kk| {
+            format!(
+                "coopLoadT<coop_mat16x16<f16, A>>(&Qs[w * {}u + {}u], {qs}u)",
                 16 * qs,
-                16 * kk,
-                16 * j * ks + 16 * kk,
-            );
-        }
-        let _ = writeln!(
-            qk,
-            "  coopStoreT(acc, &Ss[w * {}u + {}u], {ss}u);\n}}",
-            16 * ss,
-            16 * j
-        );
-    }
+                16 * kk
+            )
+        },
+        &|j, kk| {
+            format!(
+                "coopLoad<coop_mat16x16<f16, B>>(&KP[{}u], {ks}u)",
+                16 * j * ks + 16 * kk
+            )
+        },
+        ss,
+    );
     // O = P·V: 16 rows × each 16-column block of V.
-    let mut pv = String::new();
-    for jn in 0..dv / 16 {
-        let _ = writeln!(pv, "{{\n  var acc = coop_mat16x16<f32, C>();");
-        for kk in 0..skp / 16 {
-            let _ = writeln!(
-                pv,
-                "  acc = coopMultiplyAdd(coopLoadT<coop_mat16x16<f16, A>>(&KP[w * {}u + {}u], {ps}u), coopLoadT<coop_mat16x16<f16, B>>(&Vs[{}u], {vs}u), acc);",
+    let pv = product(
+        dv / 16,
+        skp / 16,
+        &|kk| {
+            format!(
+                "coopLoadT<coop_mat16x16<f16, A>>(&KP[w * {}u + {}u], {ps}u)",
                 16 * ps,
-                16 * kk,
-                16 * kk * vs + 16 * jn,
-            );
-        }
-        let _ = writeln!(
-            pv,
-            "  coopStoreT(acc, &Ss[w * {}u + {}u], {ss}u);\n}}",
-            16 * ss,
-            16 * jn
-        );
-    }
+                16 * kk
+            )
+        },
+        &|jn, kk| {
+            format!(
+                "coopLoadT<coop_mat16x16<f16, B>>(&Vs[{}u], {vs}u)",
+                16 * kk * vs + 16 * jn
+            )
+        },
+        ss,
+    );
     // Scale and mask each score, unrolled where the keys are few: a mask
     // read from memory is a load per key, and in a loop each waited for
     // the one before (MiniLM at B=32 on the H200: 1.27 ms for 6 launches).
