@@ -103,7 +103,32 @@ fn packed(
     let len = sp.red.numel();
     let per = len.div_ceil(LANES).max(1);
     let groups = grid(rows.div_ceil(ROWS), 1);
-    let mut b = Builder::default();
+    // f16 rows of whole 128-element blocks, contiguous and 4-aligned: each
+    // invocation loads 4 neighbours at once (8 bytes instead of 2 per
+    // load), element r = 128 i + 4 t + c of its 4 i + c-th register.
+    let vec = x.is_half()
+        && !x.wide
+        && sp.red.dims.len() == 1
+        && sp.red.strides[0] == 1
+        && len.is_multiple_of(4 * LANES)
+        && x.offset % 4 == 0
+        && sp.kept.strides.iter().all(|s| s % 4 == 0);
+    let mut b = Builder {
+        half4: vec,
+        ..Builder::default()
+    };
+    // The reduced index of register i, and whether it is inside the row.
+    let (elem, valid) = if vec {
+        (
+            "128u * (i / 4u) + 4u * t + (i % 4u)".to_string(),
+            "true".to_string(),
+        )
+    } else {
+        (
+            format!("t + i * {LANES}u"),
+            format!("t + i * {LANES}u < {len}u"),
+        )
+    };
     let (ku, kq) = unravel("rowc", &sp.kept.dims, "k");
     let (ou, oq) = unravel("rowc", &so.kept.dims, "q");
     // Element i of this invocation: reduced index r = t + 32 i.
@@ -128,7 +153,16 @@ fn packed(
         )
     };
     let each = |body: &str| {
-        format!("for (var i: u32 = 0u; i < {per}u; i = i + 1u) {{\n  if (t + i * {LANES}u < {len}u) {{\n  let x: f32 = xs[i];\n  {body}\n  }}\n}}\n")
+        format!("for (var i: u32 = 0u; i < {per}u; i = i + 1u) {{\n  if ({valid}) {{\n  let x: f32 = xs[i];\n  {body}\n  }}\n}}\n")
+    };
+    let fill = if vec {
+        let l = b.load_half4(x, "base + i32(128u * i + 4u * t)");
+        format!(
+            "for (var i: u32 = 0u; i < {}u; i = i + 1u) {{\n  let v = {l};\n  xs[4u * i] = f32(v.x); xs[4u * i + 1u] = f32(v.y); xs[4u * i + 2u] = f32(v.z); xs[4u * i + 3u] = f32(v.w);\n}}\n",
+            per / 4
+        )
+    } else {
+        format!("for (var i: u32 = 0u; i < {per}u; i = i + 1u) {{\n  let r: u32 = t + i * {LANES}u;\n  if (r < {len}u) {{\n{ru}  xs[i] = {ld};\n  }}\n}}\n")
     };
     let mut s = format!(
         "var<workgroup> sh: array<f32, {WG}>;
@@ -144,13 +178,7 @@ let rowc: u32 = min(row, {last}u);
 {ku}let base: i32 = {kb};
 {ou}let obase: i32 = {ob};
 var xs: array<f32, {per}>;
-for (var i: u32 = 0u; i < {per}u; i = i + 1u) {{
-  let r: u32 = t + i * {LANES}u;
-  if (r < {len}u) {{
-{ru}  xs[i] = {ld};
-  }}
-}}
-",
+{fill}",
         g0 = groups[0],
         last = rows - 1,
         kb = Builder::addr(&sp.kept, &kq),
@@ -158,7 +186,7 @@ for (var i: u32 = 0u; i < {per}u; i = i + 1u) {{
     );
     let write = |y: &str| {
         format!(
-            "for (var i: u32 = 0u; i < {per}u; i = i + 1u) {{\n  let r: u32 = t + i * {LANES}u;\n  if (live && r < {len}u) {{\n{ru}  let x: f32 = xs[i];\n{gs}  let y: f32 = {y};\n  {st}\n  }}\n}}\n"
+            "for (var i: u32 = 0u; i < {per}u; i = i + 1u) {{\n  let r: u32 = {elem};\n  if (live && {valid}) {{\n{ru}  let x: f32 = xs[i];\n{gs}  let y: f32 = {y};\n  {st}\n  }}\n}}\n"
         )
     };
     let mut pass = |body: &str, write_: bool| {
