@@ -1,11 +1,12 @@
-//! f16 matmuls on cooperative matrices (tensor cores).
+//! f16 matmuls and small-batch attention on cooperative matrices (tensor
+//! cores).
 //!
 //! `coop_kernels_validate`: the generated kernels parse, validate and
 //! translate to SPIR-V with naga (no GPU needed; runs in CI).
 //! `coop_matches_cpu`: on an adapter that offers 16×16×16 f16 cooperative
 //! matrices (NVIDIA's Vulkan driver; not Mesa's lavapipe, which CI has),
 //! every case against the CPU reference; elsewhere it says it was skipped.
-//! `tests/gpu/run-wgpu-coop.sh` runs it on the H200 and fails if it skipped.
+//! `benches/wgpu/run.sh` runs it on the H200 and fails if it skipped.
 #![cfg(not(target_arch = "wasm32"))]
 
 mod common;
