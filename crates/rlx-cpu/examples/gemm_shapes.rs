@@ -1,20 +1,32 @@
-//! MiniLM's f32 GEMM shapes at one batch through the CPU backend's GEMM,
-//! with the weight hot (the same matrix every call) and cold (cycling
-//! through enough weights to miss every cache, as a model's forward does).
-//! One JSON line per shape.
+//! MiniLM's f32 GEMM shapes at one batch, two ways side by side: one call
+//! with the `gemm` crate's own threading, and [`rlx_cpu::gemm_cols`] (the
+//! weight's columns split across the threads, what the fast engine uses
+//! for products of ≤ 256 rows). Each with the weight hot (the same matrix
+//! every call) and cold (cycling through ~96 MB of weights, as a model's
+//! forward does). One JSON line per shape and way.
 //!
 //!     RLX_NUM_THREADS=2 cargo run --release -p rlx-cpu --example gemm_shapes -- [batch]
 
+use rlx_cpu::{gemm_cols, gemm_into, Mat};
 use std::time::Instant;
+
+/// One way of computing c = a · w.
+type Way<'a> = &'a dyn Fn(&[f32], &mut [f32]);
 
 fn main() {
     let batch: usize = std::env::args()
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(1);
+    let threads: usize = std::env::var("RLX_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let _ = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build_global();
     let m = 128 * batch;
     for (k, n) in [(384, 384), (384, 1152), (384, 1536), (1536, 384)] {
-        // ~96 MB of weights for the cold case.
         let copies = (96 << 20) / (k * n * 4) + 1;
         let ws: Vec<Vec<f32>> = (0..copies)
             .map(|c| {
@@ -26,79 +38,49 @@ fn main() {
         let a: Vec<f32> = (0..m * k).map(|i| (i % 13) as f32 / 8.0 - 0.7).collect();
         let mut c = vec![0f32; m * n];
         let flop = 2.0 * (m * k * n) as f64;
-        let mut time = |cold: bool| {
-            let reps = 60;
-            let mut ts = Vec::new();
-            for r in 0..reps {
-                let w = if cold { &ws[r % copies] } else { &ws[0] };
-                let t = Instant::now();
-                rlx_cpu::sgemm(m, k, n, &a, w, &mut c);
-                ts.push(t.elapsed().as_secs_f64());
-            }
-            ts.sort_by(f64::total_cmp);
-            ts[reps / 2]
-        };
-        let hot = time(false);
-        let cold = time(true);
-        // The same product, its columns split in two halves, one per thread.
-        let mut split = |cold: bool| {
-            let reps = 60;
-            let mut ts = Vec::new();
-            for r in 0..reps {
-                let w = if cold { &ws[r % copies] } else { &ws[0] };
-                let cp = c.as_mut_ptr() as usize;
-                let t = Instant::now();
-                rayon::scope(|s| {
-                    for h in 0..2 {
-                        let (a, w) = (&a, &w);
-                        s.spawn(move |_| {
-                            let n0 = h * n / 2;
-                            let nn = n / 2;
-                            unsafe {
-                                gemm::gemm(
-                                    m,
-                                    nn,
-                                    k,
-                                    (cp as *mut f32).add(n0),
-                                    1,
-                                    n as isize,
-                                    false,
-                                    a.as_ptr(),
-                                    1,
-                                    k as isize,
-                                    w.as_ptr().add(n0),
-                                    1,
-                                    n as isize,
-                                    0.0,
-                                    1.0,
-                                    false,
-                                    false,
-                                    false,
-                                    gemm::Parallelism::None,
-                                );
-                            }
-                        });
-                    }
-                });
-                ts.push(t.elapsed().as_secs_f64());
-            }
-            ts.sort_by(f64::total_cmp);
-            ts[reps / 2]
-        };
-        let (sh, sc) = (split(false), split(true));
-        println!(
-            "split: hot {:.3} ms {:.1} GFLOP/s, cold {:.3} ms {:.1}",
-            sh * 1e3,
-            flop / sh / 1e9,
-            sc * 1e3,
-            flop / sc / 1e9
-        );
-        println!(
-            "{{\"m\": {m}, \"k\": {k}, \"n\": {n}, \"hot_ms\": {:.3}, \"hot_gflops\": {:.1}, \"cold_ms\": {:.3}, \"cold_gflops\": {:.1}}}",
-            hot * 1e3,
-            flop / hot / 1e9,
-            cold * 1e3,
-            flop / cold / 1e9
-        );
+        let ways: [(&str, Way); 2] = [
+            ("gemm crate threading", &|w, c| {
+                gemm_into(
+                    Mat::row_major(&a, m, k),
+                    Mat::row_major(w, k, n),
+                    c,
+                    n,
+                    false,
+                    true,
+                )
+            }),
+            ("gemm_cols", &|w, c| {
+                gemm_cols(
+                    Mat::row_major(&a, m, k),
+                    Mat::row_major(w, k, n),
+                    c,
+                    n,
+                    threads,
+                )
+            }),
+        ];
+        for (way, f) in ways {
+            let mut p50 = |cold: bool| {
+                let reps = 60;
+                let mut ts: Vec<f64> = (0..reps)
+                    .map(|r| {
+                        let w = if cold { &ws[r % copies] } else { &ws[0] };
+                        let t = Instant::now();
+                        f(w, &mut c);
+                        t.elapsed().as_secs_f64()
+                    })
+                    .collect();
+                ts.sort_by(f64::total_cmp);
+                ts[reps / 2]
+            };
+            let (hot, cold) = (p50(false), p50(true));
+            println!(
+                "{{\"way\": \"{way}\", \"threads\": {threads}, \"m\": {m}, \"k\": {k}, \"n\": {n}, \"hot_ms\": {:.3}, \"hot_gflops\": {:.1}, \"cold_ms\": {:.3}, \"cold_gflops\": {:.1}}}",
+                hot * 1e3,
+                flop / hot / 1e9,
+                cold * 1e3,
+                flop / cold / 1e9
+            );
+        }
     }
 }

@@ -23,5 +23,5 @@ pub mod profile;
 pub use backend::CpuBackend;
 pub use error::CpuError;
 pub use interp::{run_graph, run_graph_refs};
-pub use kernels::gemm::{gemm_calls, gemm_into, sgemm, Mat};
+pub use kernels::gemm::{gemm_calls, gemm_cols, gemm_into, sgemm, Mat};
 pub use kernels::{compiled_out, has_kernel, kernel_names, register_kernel, Kernel, KernelCx};

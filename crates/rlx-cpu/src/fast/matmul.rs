@@ -13,9 +13,10 @@ use crate::kernels::gemm::{gemm_into, Mat};
 /// Row counts up to this run as one multithreaded GEMM call.
 const SMALL_M: usize = 1024;
 /// Row counts up to this split the weight's columns across threads
-/// ([`crate::kernels::gemm::gemm_cols`]): MiniLM's 128-row products with
-/// cold weights, 2 threads, 154–184 → 165–194 GFLOP/s; at 512 rows the
-/// two ways measured within noise (`examples/gemm_shapes.rs`).
+/// ([`crate::kernels::gemm::gemm_cols`]): at MiniLM's 128-row products
+/// with cold weights, 2 threads, 1.04–1.21× the crate's own threading
+/// (`benches/results/gemm-shapes.md`); at 512 rows the two were within
+/// noise in the first run.
 const SPLIT_COLS_M: usize = 256;
 
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -205,7 +205,7 @@ unsafe fn gemm_raw<T>(
 /// beats the crate's own threading: each thread packs only its share of the
 /// weight and reads it once, instead of both waiting on a shared packing of
 /// all of it (MiniLM's shapes at 128 rows with cold weights, 2 threads:
-/// 155–180 → 178–188 GFLOP/s, `examples/gemm_shapes.rs`).
+/// 1.04–1.21×, `benches/results/gemm-shapes.md`).
 #[cfg(not(target_arch = "wasm32"))]
 pub fn gemm_cols(a: Mat<f32>, b: Mat<f32>, c: &mut [f32], ldc: usize, parts: usize) {
     let (m, k, n) = (a.rows, a.cols, b.cols);
