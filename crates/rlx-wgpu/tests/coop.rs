@@ -65,15 +65,7 @@ fn cases() -> Vec<(String, Graph, Vec<HostTensor>)> {
         ("transposed operands", [70, 45], [33, 70]),
         ("transposed operands, 4-wide staging", [64, 48], [40, 64]),
     ] {
-        let t = rlx::Trace::new("mm_t");
-        let x = t.input("x", H, xs.to_vec());
-        let w = t.input("w", H, ws.to_vec());
-        let y = x
-            .permute(&[1, 0])
-            .unwrap()
-            .matmul(&w.permute(&[1, 0]).unwrap())
-            .unwrap();
-        let g = t.finish(&[&y]).unwrap();
+        let g = transposed_matmul(H, xs, ws);
         let ins = vec![half(&mut rng, &xs), half(&mut rng, &ws)];
         v.push((what.into(), g, ins));
     }

@@ -36,15 +36,7 @@ fn every_block_size_matches_cpu() {
         }
         // Transposed operands (k-contiguous weight, m-contiguous lhs): the
         // tile loads walk the unit-stride axis.
-        let t = rlx::Trace::new("mm_t");
-        let x = t.input("x", DType::F32, vec![70, 45]);
-        let w = t.input("w", DType::F32, vec![33, 70]);
-        let y = x
-            .permute(&[1, 0])
-            .unwrap()
-            .matmul(&w.permute(&[1, 0]).unwrap())
-            .unwrap();
-        let g = t.finish(&[&y]).unwrap();
+        let g = transposed_matmul(DType::F32, [70, 45], [33, 70]);
         let ins = [
             rand(&mut rng, DType::F32, &[70, 45], -1.0, 1.0),
             rand(&mut rng, DType::F32, &[33, 70], -1.0, 1.0),

@@ -138,6 +138,20 @@ pub fn assert_close(what: &str, got: &HostTensor, want: &HostTensor, atol: f64, 
 }
 
 /// Build a one-op graph: inputs of the given types, `op` with `attrs`.
+/// x (k × m, used transposed) · w (n × k, used transposed): the lhs
+/// m-contiguous and the weight k-contiguous, as MiniLM's weights arrive.
+pub fn transposed_matmul(dtype: DType, xs: [usize; 2], ws: [usize; 2]) -> Graph {
+    let t = rlx::Trace::new("mm_t");
+    let x = t.input("x", dtype, xs.to_vec());
+    let w = t.input("w", dtype, ws.to_vec());
+    let y = x
+        .permute(&[1, 0])
+        .unwrap()
+        .matmul(&w.permute(&[1, 0]).unwrap())
+        .unwrap();
+    t.finish(&[&y]).unwrap()
+}
+
 pub fn one_op(op: &str, inputs: &[(DType, Vec<usize>)], attrs: Attrs) -> Graph {
     let t = Trace::new(op);
     let xs: Vec<_> = inputs
