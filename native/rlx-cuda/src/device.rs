@@ -154,14 +154,12 @@ impl Gpu {
         }))
     }
 
-    /// Compile `source` with NVRTC (once per distinct source) and load it.
-    pub fn module(&self, source: &str) -> Result<Arc<CudaModule>, CudaError> {
-        if let Some(m) = self
-            .modules
-            .lock()
-            .ok()
-            .and_then(|m| m.get(source).cloned())
-        {
+    /// Compile `source` with NVRTC (once per distinct source and `pdl`)
+    /// and load it; `pdl` compiles the kernels' programmatic-dependent-
+    /// launch instructions in (see `pdl.rs`; sm_90+ only).
+    pub fn module(&self, source: &str, pdl: bool) -> Result<Arc<CudaModule>, CudaError> {
+        let key = format!("{}{source}", if pdl { crate::pdl::PDL_DEFINE } else { "" });
+        if let Some(m) = self.modules.lock().ok().and_then(|m| m.get(&key).cloned()) {
             return Ok(m);
         }
         let opts = cudarc::nvrtc::CompileOptions {
@@ -170,6 +168,11 @@ impl Gpu {
             prec_div: Some(true),
             prec_sqrt: Some(true),
             fmad: Some(true),
+            options: if pdl {
+                vec![crate::pdl::PDL_DEFINE.to_string()]
+            } else {
+                vec![]
+            },
             ..Default::default()
         };
         let ptx =
@@ -183,7 +186,7 @@ impl Gpu {
             })?;
         let m = self.ctx.load_module(ptx)?;
         if let Ok(mut c) = self.modules.lock() {
-            c.insert(source.to_string(), m.clone());
+            c.insert(key, m.clone());
         }
         Ok(m)
     }

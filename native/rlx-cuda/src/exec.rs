@@ -453,6 +453,9 @@ pub struct CudaExecutable {
     /// (launch index, description) of every cuBLASLt GEMM: its shape and
     /// which algorithm runs (tuned or the heuristic's pick).
     gemm_algos: Vec<(usize, String)>,
+    /// Kernels following a kernel are launched as programmatic
+    /// dependents (`pdl.rs`).
+    pdl: bool,
     source: String,
     state: Mutex<State>,
     _arena: DevBuf,
@@ -477,7 +480,8 @@ fn upload_once(dst: u64, t: &HostTensor) -> Result<(), CudaError> {
 impl CudaExecutable {
     pub(crate) fn new(gpu: Arc<Gpu>, plan: Plan, opts: CudaOptions) -> Result<Self, CudaError> {
         gpu.ctx.bind_to_thread()?;
-        let module = gpu.module(&plan.source)?;
+        let pdl = crate::pdl::pdl_for(gpu.cc)?;
+        let module = gpu.module(&plan.source, pdl)?;
         let arena = DevBuf::new(&gpu.ctx, plan.arena_bytes)?;
         // Input buffers: grouped inputs (weights of batched sibling GEMMs)
         // back to back in one allocation, the others in their own.
@@ -667,6 +671,7 @@ impl CudaExecutable {
             node_ops: plan.node_ops,
             kernels: plan.kernels,
             gemm_algos,
+            pdl,
             source: plan.source,
             state: Mutex::new(State {
                 graph: None,
@@ -682,6 +687,12 @@ impl CudaExecutable {
             _consts: consts,
             _scratch: scratch,
         })
+    }
+
+    /// Whether kernels after kernels are launched as programmatic
+    /// dependents (sm_90+, unless [`crate::pdl::PDL_ENV`] is `0`).
+    pub fn pdl(&self) -> bool {
+        self.pdl
     }
 
     /// The generated CUDA C of this program.
@@ -772,8 +783,13 @@ impl CudaExecutable {
         let stream = &self.gpu.stream;
         // SAFETY: err is a live 4-byte device buffer.
         unsafe { result::memset_d8_async(self.err.ptr, 0, 4, stream.cu_stream()) }?;
+        // A kernel right after one of ours may start before it ends
+        // (PDL); after a GEMM or the memset, launches stay ordered.
+        let mut after_kernel = false;
         for (_, l) in &self.launches {
-            self.launch(l)?;
+            let is_kernel = matches!(l, Resolved::Kernel { .. });
+            self.launch(l, self.pdl && after_kernel && is_kernel)?;
+            after_kernel = is_kernel;
         }
         for &(o, i) in feedback {
             let (ty, src) = &self.outputs[o];
@@ -787,9 +803,16 @@ impl CudaExecutable {
         Ok(())
     }
 
-    fn launch(&self, l: &Resolved) -> Result<(), CudaError> {
+    /// Enqueue one launch; `programmatic`: as a programmatic dependent
+    /// of the kernel before it (`pdl.rs`; only a kernel after a kernel).
+    fn launch(&self, l: &Resolved, programmatic: bool) -> Result<(), CudaError> {
         let stream = &self.gpu.stream;
         match l {
+            // SAFETY: as below; the kernel waits for its predecessor
+            // before its first read (`grid_dep_wait`).
+            Resolved::Kernel { func, cfg, args } if programmatic => unsafe {
+                crate::pdl::launch_programmatic(stream, func, cfg, args)?
+            },
             Resolved::Kernel { func, cfg, args } => {
                 let mut b = stream.launch_builder(func);
                 for a in args {
@@ -1140,7 +1163,7 @@ impl CudaExecutable {
         for (at, (node, l)) in self.launches.iter().enumerate() {
             stream.synchronize()?;
             stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-            let r = (0..REPEATS).try_for_each(|_| self.launch(l));
+            let r = (0..REPEATS).try_for_each(|_| self.launch(l, false));
             let g = stream.end_capture(sys::CUgraphInstantiate_flags(0))?;
             r?;
             let g = g.ok_or_else(|| CudaError::Driver("graph capture produced no graph".into()))?;

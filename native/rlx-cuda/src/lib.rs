@@ -21,6 +21,7 @@ pub mod device;
 pub mod error;
 pub mod exec;
 pub mod host;
+pub mod pdl;
 pub mod plan;
 pub mod staging;
 pub mod tune;

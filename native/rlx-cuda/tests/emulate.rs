@@ -121,6 +121,10 @@ inline unsigned pack_f16(float lo, float hi) { return (unsigned)f2h(lo).b | ((un
 inline unsigned pack_bf16(float lo, float hi) { return (unsigned)f2b(lo).b | ((unsigned)f2b(hi).b << 16); }
 inline void cp_async16(void* d, const void* s) { memcpy(d, s, 16); }
 inline void cp_async_wait_all() {}
+// Programmatic dependent launch: launches run one after another here, so
+// the previous grid is always complete when a kernel starts.
+inline void grid_dep_wait() {}
+inline void grid_dep_launch() {}
 
 // Every block of the grid, one after another; a block's threads at once.
 // A thread that returns drops out of its block's and warp's barriers.
@@ -683,6 +687,39 @@ fn vectorized_elementwise_kernels() {
     );
 }
 
+/// sentence-transformers' pooling head as rlx-models builds it: the
+/// mask's cast is read by the masked sum and the count, the mean by the
+/// squared norm and the final division.
+const POOLING: &str = "graph @g(%x: f32[2,8,16], %m: i64[2,8]) {\n  %mf = cast(%m) {dtype=f32}\n  %m3 = unsqueeze(%mf) {axes=[-1]}\n  %hm = mul(%x, %m3)\n  %s = reduce_sum(%hm) {axes=[1]}\n  %c = reduce_sum(%m3) {axes=[1]}\n  %cc = clamp(%c) {min=1e-9}\n  %mean = div(%s, %cc)\n  %sq = mul(%mean, %mean)\n  %ss = reduce_sum(%sq) {axes=[-1], keepdim=true}\n  %nc = fused_elementwise(%ss) {body=graph @region(%in0: f32[2,1]) {\n    %1 = sqrt(%in0) : f32[2,1]\n    %2 = clamp(%1) {min=1e-12} : f32[2,1]\n    return %2\n  }}\n  %o = div(%mean, %nc)\n  return %o\n}";
+
+/// A value read by two standalone elementwise kernels, one through a
+/// transposing view.
+const TWO_READERS: &str = "graph @g(%x: f32[4,8], %y: f32[4,8], %z: f32[8,4]) {\n  %a = exp(%x)\n  %b = add(%a, %y)\n  %t = permute(%a) {perm=[1, 0]}\n  %c = mul(%t, %z)\n  return %b, %c\n}";
+
+#[test]
+fn values_recomputed_by_their_readers() {
+    // The pooling head: the cast and the mean are not kernels of their
+    // own (launches: masked sum, count + clamp, squared norm + sqrt +
+    // clamp + division), and the results match the CPU in every dtype.
+    let kernels_of = |text: &str| {
+        let p = plan_of(text).unwrap();
+        let ops: Vec<String> = p
+            .kernels
+            .iter()
+            .map(|(n, _)| p.node_ops[*n].clone())
+            .collect();
+        (p.launches.len(), ops)
+    };
+    let (n, ops) = kernels_of(POOLING);
+    assert_eq!(n, 3, "pooling launches: {ops:?}");
+    assert_eq!(ops, ["reduce_sum", "reduce_sum", "reduce_sum"]);
+    check("pooling_recomputed", POOLING);
+    let (n, ops) = kernels_of(TWO_READERS);
+    assert_eq!(n, 2, "launches: {ops:?}");
+    assert!(!ops.contains(&"exp".to_string()));
+    check("two_readers_recomputed", TWO_READERS);
+}
+
 #[test]
 fn small_bert_end_to_end() {
     if !gxx_ok() {
@@ -699,6 +736,17 @@ fn small_bert_end_to_end() {
         let (p, g, ins) = small_bert(dt, tc);
         let kernels = p.source.replace(rlx_cuda::ctype::PREAMBLE, "");
         assert_eq!(kernels.contains("mma_f16("), tc);
+        // Per layer: QKV GEMM, attention (one kernel: tensor-core or
+        // tiled f32), output GEMM + residual, norm, up GEMM, bias + GELU,
+        // down GEMM + residual, norm; embeddings + norm one kernel; the
+        // pooling head three reductions (the mask's cast and the mean
+        // recomputed by their readers).
+        let tail: Vec<&str> = p.kernels[p.kernels.len() - 3..]
+            .iter()
+            .map(|(n, _)| p.node_ops[*n].as_str())
+            .collect();
+        assert_eq!(tail, ["reduce_sum"; 3], "{dt} pooling head");
+        assert_eq!(p.launches.len(), 1 + 2 * 8 + 3, "{dt} tc {tc} launches");
         let exe = build(&format!("small_bert_{dt}_{tc}"), &[&p]).unwrap();
         let (got, err) = exec(&exe, 0, &p, &ins).unwrap();
         assert_eq!(err, 0);

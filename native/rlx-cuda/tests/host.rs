@@ -219,7 +219,7 @@ fn f16_attention_keeps_scores_on_chip_with_tensor_cores() {
         .filter(|(n, _)| p.node_ops[*n] == "reshape")
         .count();
     assert_eq!(reshapes, 0, "{:?}", p.kernels);
-    assert_eq!(p.launches.len(), 54);
+    assert_eq!(p.launches.len(), 52);
     // Pre-sm_80 GPUs (or f32) get no mma instruction.
     let old = minilm_plan_as(32, "f16", false);
     assert!(!calls_mma(&old));
@@ -269,22 +269,41 @@ fn generated_sources_compile_with_nvrtc_where_available() {
             sources.push(planned(&src.replace("f32", dt)).source);
         }
     }
-    for src in sources {
-        let opts = cudarc::nvrtc::CompileOptions {
-            arch: Some("compute_90"),
-            prec_div: Some(true),
-            prec_sqrt: Some(true),
-            fmad: Some(true),
-            ..Default::default()
-        };
-        if let Err(e) = cudarc::nvrtc::compile_ptx_with_opts(&src, opts) {
-            let log = match e {
-                cudarc::nvrtc::CompileError::CompileError { log, .. } => {
-                    log.to_string_lossy().into_owned()
-                }
-                other => format!("{other:?}"),
+    // With and without the programmatic-dependent-launch instructions
+    // (the MiniLM sources; the others without, as on pre-sm_90 GPUs).
+    for (k, src) in sources.iter().enumerate() {
+        for pdl in [false, true] {
+            if pdl && k >= 3 {
+                continue;
+            }
+            let opts = cudarc::nvrtc::CompileOptions {
+                arch: Some("compute_90"),
+                prec_div: Some(true),
+                prec_sqrt: Some(true),
+                fmad: Some(true),
+                options: if pdl {
+                    vec![rlx_cuda::pdl::PDL_DEFINE.to_string()]
+                } else {
+                    vec![]
+                },
+                ..Default::default()
             };
-            panic!("NVRTC: {log}");
+            match cudarc::nvrtc::compile_ptx_with_opts(src, opts) {
+                Ok(ptx) => {
+                    let ptx = ptx.to_src();
+                    assert_eq!(ptx.contains("griddepcontrol.wait"), pdl, "pdl {pdl}");
+                    assert_eq!(ptx.contains("griddepcontrol.launch_dependents"), pdl);
+                }
+                Err(e) => {
+                    let log = match e {
+                        cudarc::nvrtc::CompileError::CompileError { log, .. } => {
+                            log.to_string_lossy().into_owned()
+                        }
+                        other => format!("{other:?}"),
+                    };
+                    panic!("NVRTC: {log}");
+                }
+            }
         }
     }
 }
@@ -300,10 +319,12 @@ fn minilm_plans_with_fused_epilogues_and_attention_layout() {
     let count = |op: &str| ops.iter().filter(|o| **o == op).count();
     // 6 layers of 8 launches, 1 for the embeddings (the three lookups and
     // their sum computed inside the layer norm; the attention reads the
-    // mask ids itself, no `ids != 0` kernel), 5 for the pooling (mean over
-    // the mask + L2 normalize; reductions fuse their elementwise
-    // neighbours), and the outputs need no copy.
-    assert_eq!(p.launches.len(), 54);
+    // mask ids itself, no `ids != 0` kernel), 3 for the pooling (mean over
+    // the mask + L2 normalize: reductions fuse their elementwise
+    // neighbours, the mask's cast and the mean are recomputed by their
+    // two readers each), and the outputs need no copy.
+    assert_eq!(p.launches.len(), 52);
+    assert_eq!(count("cast") + count("div"), 0, "{:?}", p.kernels);
     assert_eq!(count("ne"), 0);
     assert!(
         p.source.contains("const long long* __restrict__ in3"),
@@ -414,10 +435,10 @@ fn sibling_gemms_become_one_batched_gemm_over_grouped_weights() {
 #[test]
 fn reductions_fuse_their_elementwise_producer_epilogue_and_row_consumer() {
     // Mean pooling over the mask, then L2 normalize: 11 nodes (+ the output
-    // transfer) in 5 kernels — mul into the first sum, clamp after the
+    // transfer) in 3 kernels — mul into the first sum, clamp after the
     // count, mul into the norm's sum, sqrt after it and the division by it
-    // over each row. Only `exp` and the mean's `div` stay separate (read
-    // twice).
+    // over each row; `exp` and the mean's `div` (read twice each) are
+    // recomputed by their readers (`inline.rs`).
     let p = planned(
         "graph @g(%x: f32[3,7,40], %m: f32[3,7,1]) {\n  %me = exp(%m)\n  %a = mul(%x, %me)\n  %s = reduce_sum(%a) {axes=[1]}\n  %c = reduce_sum(%me) {axes=[1]}\n  %cc = clamp(%c) {min=1e-9}\n  %mean = div(%s, %cc)\n  %sq = mul(%mean, %mean)\n  %n = reduce_sum(%sq) {axes=[1], keepdim=true}\n  %r = sqrt(%n)\n  %y = div(%mean, %r)\n  return %y\n}",
     );
@@ -428,20 +449,22 @@ fn reductions_fuse_their_elementwise_producer_epilogue_and_row_consumer() {
         .collect();
     assert_eq!(
         ops,
-        ["exp", "reduce_sum", "reduce_sum", "div", "reduce_sum"],
+        ["reduce_sum", "reduce_sum", "reduce_sum"],
         "{:?}",
         p.kernels
     );
-    assert_eq!(p.launches.len(), 5);
-    // The producer's value is rounded as storing it would round it, the
-    // epilogue's too; the row consumer reads the row's value `z_`.
+    assert_eq!(p.launches.len(), 3);
+    // The producer's value is rounded as storing it would round it (its
+    // operand `exp(m)` recomputed as `il1_`), the epilogue's too; the row
+    // consumer reads the row's value `z_`.
     assert!(
-        p.source.contains("x = ((float)(((float)((x0 * x1)))))"),
+        p.source.contains("x = ((float)(((float)((x0 * il1_)))))"),
         "{}",
         p.source
     );
     assert!(p.source.contains("z_ = "), "{}", p.source);
-    // A producer read twice, or a reduction read by a later node, stays.
+    // A producer read by two reductions is recomputed by each; a
+    // reduction read by a later node stays.
     let q = planned(
         "graph @g(%x: f32[4,8]) {\n  %a = exp(%x)\n  %s = reduce_sum(%a) {axes=[1]}\n  %t = reduce_max(%a) {axes=[1]}\n  %u = add(%s, %t)\n  return %u\n}",
     );
@@ -450,7 +473,7 @@ fn reductions_fuse_their_elementwise_producer_epilogue_and_row_consumer() {
         .iter()
         .map(|(n, _)| q.node_ops[*n].as_str())
         .collect();
-    assert_eq!(qops, ["exp", "reduce_sum", "reduce_max"], "{:?}", q.kernels);
+    assert_eq!(qops, ["reduce_sum", "reduce_max"], "{:?}", q.kernels);
     // A consumer reading the sums of columns per column is fused (block j
     // owns column j)...
     let col = "graph @g(%x: f32[4,4]) {\n  %s = reduce_sum(%x) {axes=[0]}\n  %y = mul(%x, %s)\n  return %y\n}";
@@ -639,5 +662,51 @@ fn minilm_attention_blocks_follow_the_grid_size() {
             assert_eq!(block, 32 * warps, "B={b}");
             assert_eq!(grid, (8 / warps, 12 * b as u32, 1), "B={b}");
         }
+    }
+}
+
+#[test]
+fn pdl_values_parse_or_are_typed_errors() {
+    use rlx_cuda::pdl::parse_pdl;
+    assert!(parse_pdl(None).unwrap());
+    assert!(parse_pdl(Some("1")).unwrap());
+    assert!(!parse_pdl(Some("0")).unwrap());
+    match parse_pdl(Some("yes")) {
+        Err(CudaError::Input(m)) => assert!(m.contains("RLX_CUDA_PDL"), "{m}"),
+        other => panic!("expected a typed error, got {other:?}"),
+    }
+}
+
+/// Programmatic dependent launch: every generated kernel waits for the
+/// grid before it as its first statement (before any read or early
+/// return), and the helpers emit `griddepcontrol` only when the module is
+/// compiled with `RLX_PDL` (sm_90+).
+#[test]
+fn every_kernel_first_waits_for_its_predecessor() {
+    let mut n = 0;
+    for src in [EMBEDDINGS_LN, NONZERO_MASK_TC, BIAS_GELU, GATHER_OUTER_AXIS] {
+        for dt in ["f32", "f16"] {
+            let p = planned_lir(&src.replace("f32", dt));
+            let kernels = p.source.replace(rlx_cuda::ctype::PREAMBLE, "");
+            for body in kernels.split("__global__ void ").skip(1) {
+                let open = body.find('{').unwrap();
+                let first = body[open + 1..].trim_start();
+                assert!(
+                    first.starts_with("grid_dep_wait(); grid_dep_launch();"),
+                    "{body}"
+                );
+                n += 1;
+            }
+        }
+    }
+    assert!(n >= 8, "{n} kernels");
+    let pre = rlx_cuda::ctype::PREAMBLE;
+    for (helper, ptx) in [
+        ("grid_dep_wait", "griddepcontrol.wait;"),
+        ("grid_dep_launch", "griddepcontrol.launch_dependents;"),
+    ] {
+        let at = pre.find(&format!("void {helper}()")).unwrap();
+        let def = &pre[at..at + pre[at..].find("\n}").unwrap()];
+        assert!(def.contains("#ifdef RLX_PDL") && def.contains(ptx), "{def}");
     }
 }

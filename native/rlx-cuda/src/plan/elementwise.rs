@@ -21,11 +21,11 @@ pub(super) fn elementwise_expr(
 }
 
 /// Statements for a `fused_elementwise` body evaluated at one output
-/// element (the region inputs are loaded as `x0..`).
-pub(super) fn region_body(body: &Graph, _dims: &[usize]) -> Result<(String, Vec<String>), String> {
+/// element (region input k is the compute-type value named `names[k]`).
+pub(super) fn region_body(body: &Graph, names: &[String]) -> Result<(String, Vec<String>), String> {
     let mut name: HashMap<ValueId, String> = HashMap::new();
-    for (k, &v) in body.inputs.iter().enumerate() {
-        name.insert(v, format!("x{k}"));
+    for (&v, n) in body.inputs.iter().zip(names) {
+        name.insert(v, n.clone());
     }
     let mut s = String::new();
     for node in &body.nodes {
@@ -76,12 +76,17 @@ pub(super) fn is_elementwise(node: &Node, in_dtype: DType) -> bool {
 /// those dims) and their addresses, the index arrays of its gathered
 /// operands (see `gather.rs`; passed after the outputs), then statements
 /// over the operands loaded as `x0..` and one result expression per output.
+/// An input recomputed where it is read (`inline.rs`) contributes its
+/// producer's operands instead of its own, and a statement computing it.
 pub(super) struct ElementwiseParts {
     pub ins: Vec<Operand>,
     pub args: Vec<Ptr>,
     pub idx: Vec<Ptr>,
     pub stmts: String,
     pub results: Vec<String>,
+    /// Per operand: the node input it loads (`None`: an operand of a
+    /// recomputed input's producer).
+    pub of: Vec<Option<usize>>,
 }
 
 /// The [`ElementwiseParts`] of `node` over `dims`.
@@ -91,11 +96,27 @@ pub(super) fn elementwise_parts(
     node: &Node,
     dims: &[usize],
 ) -> Result<ElementwiseParts, CudaError> {
+    parts_from(p, i, node, dims, 0)
+}
+
+/// [`elementwise_parts`] with the operands named from `x{first}` on.
+fn parts_from(
+    p: &Planner,
+    i: usize,
+    node: &Node,
+    dims: &[usize],
+    first: usize,
+) -> Result<ElementwiseParts, CudaError> {
     let mut ins = Vec::new();
     let mut args = Vec::new();
     let mut idx = Vec::new();
-    for &v in &node.inputs {
+    let mut of = Vec::new();
+    // The compute-type value each node input is known by.
+    let mut names = Vec::new();
+    let mut pre = String::new();
+    for (k, &v) in node.inputs.iter().enumerate() {
         if let Some(g) = p.gathers.get(&v) {
+            names.push(format!("x{}", first + ins.len()));
             ins.push(Operand {
                 dtype: g.table.dtype,
                 strides: broadcast_strides(&g.out, dims),
@@ -103,11 +124,41 @@ pub(super) fn elementwise_parts(
             });
             args.push(g.table.ptr());
             idx.push(g.idx.ptr());
+            of.push(Some(k));
+            continue;
+        }
+        if let Some(src) = p.inline.get(&v) {
+            // The producer's operands, read at the element of the
+            // producer's output that this element reads.
+            let map = src.axis_map(dims).ok_or_else(|| {
+                unsupported(
+                    i,
+                    node,
+                    "a recomputed operand it cannot index (planner bug)",
+                )
+            })?;
+            let pn = &p.g.nodes[src.node];
+            let sub = parts_from(p, src.node, pn, &src.dims, first + ins.len())?;
+            let name = format!("il{}_", first + k);
+            pre += &format!(
+                "    {} {name};\n    {{\n{}      {name} = {};\n    }}\n",
+                ctype::compute(src.dtype),
+                sub.stmts,
+                ctype::load(src.dtype, &ctype::store(src.dtype, &sub.results[0]))
+            );
+            for o in sub.ins {
+                ins.push(Operand::plain(o.dtype, src.compose(&map, &o.strides)));
+                of.push(None);
+            }
+            args.extend(sub.args);
+            names.push(name);
             continue;
         }
         let l = p.loc(v)?;
+        names.push(format!("x{}", first + ins.len()));
         ins.push(Operand::plain(l.dtype, broadcast_strides(&l, dims)));
         args.push(l.ptr());
+        of.push(Some(k));
     }
     let op = node.op.name();
     if op == "fused_elementwise" {
@@ -115,18 +166,18 @@ pub(super) fn elementwise_parts(
             .attrs
             .graph("body")
             .map_err(|e| unsupported(i, node, e.to_string()))?;
-        let (stmts, results) = region_body(body, dims).map_err(|m| unsupported(i, node, m))?;
+        let (stmts, results) = region_body(body, &names).map_err(|m| unsupported(i, node, m))?;
         return Ok(ElementwiseParts {
             ins,
             args,
             idx,
-            stmts,
+            stmts: pre + &stmts,
             results,
+            of,
         });
     }
     let out = p.ty(node.outputs[0]).dtype;
-    let names: Vec<String> = (0..ins.len()).map(|k| format!("x{k}")).collect();
-    let dtypes: Vec<DType> = ins.iter().map(|o| o.dtype).collect();
+    let dtypes: Vec<DType> = node.inputs.iter().map(|&v| p.ty(v).dtype).collect();
     let e = elementwise_expr(op, &dtypes, out, &names, &node.attrs).ok_or_else(|| {
         unsupported(
             i,
@@ -138,8 +189,9 @@ pub(super) fn elementwise_parts(
         ins,
         args,
         idx,
-        stmts: String::new(),
+        stmts: pre,
         results: vec![e],
+        of,
     })
 }
 

@@ -30,6 +30,9 @@ pub(super) fn fold_nonzero_mask(p: &mut Planner, i: usize, node: &Node) -> Resul
         (z, x) if scalar_zero(p, z) => x,
         _ => return Ok(false),
     };
+    if p.inline.contains_key(&x) {
+        return Ok(false);
+    }
     let xl = p.loc(x)?;
     let ol = p.loc(out)?;
     // `x` must still hold its values when the attentions run: a graph

@@ -9,6 +9,7 @@ mod elementwise;
 mod fuse;
 mod gather;
 mod gemm;
+mod inline;
 mod mask;
 mod movement;
 mod reduce;
@@ -212,6 +213,16 @@ struct Planner<'a> {
     /// `x != 0` masks read by attention as `x` (see `mask.rs`): the
     /// value's (x, own) locations.
     nonzero_masks: HashMap<ValueId, (Loc, Loc)>,
+    /// Elementwise values recomputed by each reader (see `inline.rs`),
+    /// and views of them.
+    inline: HashMap<ValueId, inline::InlineSrc>,
+    /// Values not to recompute in readers (found unsafe by a first pass).
+    no_inline: std::collections::HashSet<ValueId>,
+    /// Values whose arena slot no kernel writes (computed inside a fused
+    /// kernel, or recomputed by readers): for `inline::overwritten`.
+    unstored: std::collections::HashSet<ValueId>,
+    /// Each view: its base, element offset and strides (the LIR's).
+    view_defs: HashMap<ValueId, (ValueId, i64, Vec<i64>)>,
 }
 
 fn unsupported(node: usize, n: &Node, msg: impl Into<String>) -> CudaError {
@@ -401,6 +412,25 @@ pub fn plan_with(
     tensor_cores: bool,
     attn_split: AttnSplit,
 ) -> Result<Plan, CudaError> {
+    // Values recomputed by their readers whose operands turned out to be
+    // overwritten before the last reader ran are planned again as stored
+    // values (each round bans at least one more value, so this ends).
+    let mut no_inline = std::collections::HashSet::new();
+    loop {
+        match plan_once(program, tensor_cores, attn_split, &no_inline)? {
+            Ok(plan) => return Ok(plan),
+            Err(unsafe_values) => no_inline.extend(unsafe_values),
+        }
+    }
+}
+
+/// One planning pass; `Err` names the recomputed values to store instead.
+fn plan_once(
+    program: &Program,
+    tensor_cores: bool,
+    attn_split: AttnSplit,
+    no_inline: &std::collections::HashSet<ValueId>,
+) -> Result<Result<Plan, Vec<ValueId>>, CudaError> {
     let g = &program.graph;
     let slots: HashMap<ValueId, usize> =
         program.slots.iter().map(|s| (s.value, s.offset)).collect();
@@ -437,6 +467,16 @@ pub fn plan_with(
         gathers: HashMap::new(),
         view_base: views.iter().map(|(&v, w)| (v, w.base)).collect(),
         nonzero_masks: HashMap::new(),
+        inline: HashMap::new(),
+        no_inline: no_inline.clone(),
+        unstored: Default::default(),
+        view_defs: views
+            .iter()
+            .map(|(&v, w)| {
+                let st = w.strides.iter().map(|&s| s as i64).collect();
+                (v, (w.base, w.offset as i64, st))
+            })
+            .collect(),
     };
     for (i, &v) in g.inputs.iter().enumerate() {
         let ty = g.ty(v);
@@ -468,6 +508,10 @@ pub fn plan_with(
         let out0 = node.outputs[0];
         // A view: strides into its root's memory, no kernel.
         if let Some(view) = views.get(&out0) {
+            let strides: Vec<i64> = view.strides.iter().map(|&s| s as i64).collect();
+            if inline::view_of_inline(&mut p, out0, view.base, view.offset as i64, strides) {
+                continue;
+            }
             let base = p.loc(view.base)?;
             let ty = g.ty(out0);
             p.locs[out0.index()] = Some(Loc {
@@ -488,6 +532,7 @@ pub fn plan_with(
             if let Ok(l) = p.loc(node.inputs[0]) {
                 if matches!(l.root, Root::Input(_)) || i >= tail {
                     p.locs[out0.index()] = Some(l);
+                    p.unstored.insert(out0);
                     continue;
                 }
             }
@@ -509,7 +554,11 @@ pub fn plan_with(
     for &o in &g.outputs {
         outputs.push(p.contiguous(o)?);
     }
-    Ok(Plan {
+    let overwritten = inline::overwritten(&p);
+    if !overwritten.is_empty() {
+        return Ok(Err(overwritten));
+    }
+    Ok(Ok(Plan {
         source: p.m.source(),
         launches: p.launches,
         consts: p.consts,
@@ -520,7 +569,7 @@ pub fn plan_with(
         node_ops: g.nodes.iter().map(|n| n.op.name().to_string()).collect(),
         kernels: p.kernels,
         input_groups: p.input_groups,
-    })
+    }))
 }
 
 fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaError> {
@@ -563,12 +612,17 @@ fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaError> {
             if n_out > 0 && reduce::defer_into_reduction(p, i, node, &parts)? {
                 return Ok(());
             }
+            // Recomputed by each of its readers, if they all can.
+            if parts.idx.is_empty() && inline::defer_to_readers(p, i, node)? {
+                return Ok(());
+            }
             let ElementwiseParts {
                 ins,
                 mut args,
                 idx,
                 stmts,
                 results,
+                ..
             } = parts;
             let mut outs = Vec::new();
             let mut out_ptrs = Vec::new();

@@ -82,13 +82,16 @@ pub(super) fn defer_into_reduction(
     for &u in &node.inputs {
         match p.gathers.get(&u) {
             Some(g) => locs.extend([g.table.clone(), g.idx.clone()]),
-            None => locs.push(p.loc(u)?),
+            None => locs.extend(inline::operand_locs(p, u).ok_or_else(|| {
+                CudaError::Input(format!("value %{} has no location (planner bug)", u.0))
+            })?),
         }
     }
     let rout = p.out_loc(r.outputs[0])?;
     if locs.iter().any(|l| overlap(l, &rout)) {
         return Ok(false);
     }
+    p.unstored.insert(v);
     p.deferred.insert(
         v,
         Deferred {
@@ -156,6 +159,26 @@ pub(super) fn reduction(
             let body = Some((d.stmts, d.result));
             (ReduceSrc { ins, body }, d.args, d.locs)
         }
+        // A value its readers recompute: its producer's operands, read at
+        // each reduced element.
+        None if p.inline.contains_key(&x) => {
+            let src = &p.inline[&x];
+            let map = src.axis_map(&dims).ok_or_else(|| {
+                unsupported(i, node, "a recomputed input it cannot index (planner bug)")
+            })?;
+            let pn = &p.g.nodes[src.node];
+            let parts = elementwise_parts(p, src.node, pn, &src.dims)?;
+            let ins = parts
+                .ins
+                .iter()
+                .map(|o| {
+                    let (ks, rs) = split(&src.compose(&map, &o.strides));
+                    (o.dtype, ks, rs)
+                })
+                .collect();
+            let body = Some((parts.stmts, parts.results[0].clone()));
+            (ReduceSrc { ins, body }, parts.args, src.locs.clone())
+        }
         None => {
             let l = p.loc(x)?;
             let (ks, rs) = split(&l.strides);
@@ -181,6 +204,13 @@ pub(super) fn reduction(
         reads.extend(e.others.iter().cloned());
     }
     let bcast = consumer(p, last, value, &dims, &axes, &kd, &reads)?;
+    // Fused values this kernel computes but does not store.
+    if epi.is_some() || bcast.is_some() {
+        p.unstored.insert(node.outputs[0]);
+    }
+    if bcast.is_some() {
+        p.unstored.insert(value);
+    }
     // Outputs whose innermost axis is contiguous in the input (a sum over
     // a middle axis): 32 neighbouring outputs per block, so a warp's loads
     // are neighbours, when there are enough outputs to fill the GPU.
@@ -288,8 +318,10 @@ fn consumer(
         if u == value {
             continue;
         }
-        match &p.locs[u.index()] {
-            Some(l) if !p.deferred.contains_key(&u) => others.push(l.clone()),
+        match inline::operand_locs(p, u) {
+            Some(l) if !p.deferred.contains_key(&u) && !p.gathers.contains_key(&u) => {
+                others.extend(l)
+            }
             _ => return Ok(None),
         }
     }
@@ -323,12 +355,13 @@ fn consumer(
         args,
         stmts,
         results,
+        of,
         ..
     } = elementwise_parts(p, c, cn, dims)?;
     let mut c_ins = Vec::new();
     let mut extra = Vec::new();
-    for ((&u, o), a) in cn.inputs.iter().zip(ins).zip(args) {
-        if u == value {
+    for ((k, o), a) in of.iter().zip(ins).zip(args) {
+        if k.is_some_and(|k| cn.inputs[k] == value) {
             c_ins.push(None);
         } else {
             let (k, r) = split(&o.strides);
@@ -391,8 +424,10 @@ fn epilogue(
         if u == v {
             continue;
         }
-        match &p.locs[u.index()] {
-            Some(l) if !p.deferred.contains_key(&u) => others.push(l.clone()),
+        match inline::operand_locs(p, u) {
+            Some(l) if !p.deferred.contains_key(&u) && !p.gathers.contains_key(&u) => {
+                others.extend(l)
+            }
             _ => return Ok(None),
         }
     }
@@ -405,12 +440,13 @@ fn epilogue(
         args,
         stmts,
         results,
+        of,
         ..
     } = elementwise_parts(p, c, cn, &dims)?;
     let mut epi_ins = Vec::new();
     let mut extra = Vec::new();
-    for ((&u, o), a) in cn.inputs.iter().zip(ins).zip(args) {
-        if u == v {
+    for ((k, o), a) in of.iter().zip(ins).zip(args) {
+        if k.is_some_and(|k| cn.inputs[k] == v) {
             epi_ins.push(None);
         } else {
             epi_ins.push(Some(o));
