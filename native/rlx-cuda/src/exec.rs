@@ -783,13 +783,18 @@ impl CudaExecutable {
         let stream = &self.gpu.stream;
         // SAFETY: err is a live 4-byte device buffer.
         unsafe { result::memset_d8_async(self.err.ptr, 0, 4, stream.cu_stream()) }?;
-        // A kernel right after one of ours may start before it ends
-        // (PDL); after a GEMM or the memset, launches stay ordered.
-        let mut after_kernel = false;
+        // Each of our kernels after another launch (ours or a cuBLAS(Lt)
+        // GEMM's kernel) may be scheduled before that one ends (PDL): it
+        // waits for it in full before reading anything, and a GEMM
+        // kernel that never signals its dependents counts as signalling
+        // when it completes. GEMMs are launched as usual (they wait for
+        // everything before them), and so is the first kernel, after the
+        // memset of the error flag.
+        let mut after_launch = false;
         for (_, l) in &self.launches {
             let is_kernel = matches!(l, Resolved::Kernel { .. });
-            self.launch(l, self.pdl && after_kernel && is_kernel)?;
-            after_kernel = is_kernel;
+            self.launch(l, self.pdl && after_launch && is_kernel)?;
+            after_launch = true;
         }
         for &(o, i) in feedback {
             let (ty, src) = &self.outputs[o];

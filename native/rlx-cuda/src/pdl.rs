@@ -13,10 +13,14 @@
 //! kernel sees everything the previous grid wrote — and, since that grid
 //! could not finish before its own wait returned, everything before it.
 //! The two helpers are empty unless the module is compiled with
-//! `RLX_PDL` defined (sm_90 or newer, [`PDL_ENV`] not `0`); cuBLAS(Lt)
-//! GEMMs are launched as usual, and a kernel after one waits for it in
-//! full (`griddepcontrol.wait` after a grid launched without the
-//! attribute returns once that grid is complete).
+//! `RLX_PDL` defined (sm_90 or newer, [`PDL_ENV`] not `0`). cuBLAS(Lt)
+//! GEMMs are launched as usual (they start once everything before them is
+//! complete); the kernel after one is launched with the attribute too and
+//! waits for the GEMM's last kernel in full (`griddepcontrol.wait`
+//! returns once the previous grid is complete and its memory visible; a
+//! grid that never executes `launch_dependents` signals when it ends).
+//! In MiniLM GEMMs and our kernels alternate (GEMM, attention, GEMM,
+//! norm, GEMM, bias + GELU, ...), so most of our kernels follow a GEMM.
 
 use crate::error::CudaError;
 use cudarc::driver::{sys, CudaFunction, CudaStream, DriverError, LaunchConfig};
