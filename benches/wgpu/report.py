@@ -58,6 +58,25 @@ if mini16:
         c = checks.get(b)
         cos = f"{c['token_cosine_min']:.7f} / {c['pooled_cosine_min']:.7f}" if c else "-"
         out.append(f"| {b} | {r['e2e_ms_median']:.3f} | {r['gpu_ms']:.3f} | {f(e16)} | {f(e32)} | {rat(e16)} | {rat(e32)} | {cos} |")
+# Like for like: both sides read their outputs back to the host, or both
+# leave them on the GPU (rlx: one pass per submit, waited for; PyTorch: one
+# call + synchronize).
+if any(("eager+host", b) in t for b in mini) and mini16:
+    out.append("")
+    out.append("Against PyTorch eager fp32 like for like — **to host**: rlx-wgpu e2e (upload the inputs, one pass, read "
+               "both outputs back) vs PyTorch eager + both outputs copied to the host (`.cpu()`); **on the GPU**: "
+               "rlx-wgpu one pass per submit, waited for, outputs left on the GPU (`pass_ms`) vs PyTorch eager, one "
+               "call + synchronize. Ratio = PyTorch time / rlx time (> 1: rlx faster).\n")
+    out.append("| batch | rlx f16 e2e | torch fp32 eager+host | ratio | rlx f32 e2e | ratio | rlx f16 pass | torch fp32 eager | ratio | rlx f32 pass | ratio |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    for b in sorted(mini16):
+        h, e = t.get(("eager+host", b)), t.get(("eager", b))
+        r16, r32 = mini16[b], mini.get(b, {})
+        q = lambda x, y: f"{x / y:.2f}" if x and y else "-"
+        f = lambda x: f"{x:.3f}" if x else "-"
+        out.append(f"| {b} | {f(r16['e2e_ms_median'])} | {f(h)} | {q(h, r16['e2e_ms_median'])} | {f(r32.get('e2e_ms_median'))} | "
+                   f"{q(h, r32.get('e2e_ms_median'))} | {f(r16.get('pass_ms'))} | {f(e)} | {q(e, r16.get('pass_ms'))} | "
+                   f"{f(r32.get('pass_ms'))} | {q(e, r32.get('pass_ms'))} |")
 out.append("")
 out.append("matmul n×n×n (rlx-wgpu: the kernel alone; PyTorch: cuBLAS, strict fp32 / fp16 with fp32 accumulation); the H200's "
            "ceilings are 51 TFLOP/s fp32 and ~750 fp16 dense (shared/TOOLCHAIN.md: 50.8 and 749 measured).\n")

@@ -36,6 +36,8 @@ fn cases() -> Vec<(String, Graph, Vec<HostTensor>)> {
         (vec![2, 37, 70], vec![70, 45], "gelu"),
         (vec![130, 9], vec![9, 131], "none"),
         (vec![16, 1024], vec![1024, 64], "none"),
+        // Deep enough for the 16-wide K step, with partial tiles.
+        (vec![40, 2048], vec![2048, 72], "none"),
         (vec![256, 384], vec![384, 1536], "gelu"),
     ] {
         let g = one_op(

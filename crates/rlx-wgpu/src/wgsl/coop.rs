@@ -26,6 +26,21 @@ const BK: usize = 32;
 const PAD16: usize = 8;
 const PAD32: usize = 4;
 
+/// The K step: 16 for deep products (K ≥ 2048), else [`BK`];
+/// `RLX_WGPU_COOP_BK=16|32` forces one. Measured on the H200 (one run,
+/// 64×64 tiles): 4096³ 78 → 122 TFLOP/s and 2048³ 65 → 79 with 16, while
+/// MiniLM's products (K = 384, 1536) gained nothing (B=32 GPU pass 2.75 vs
+/// 2.81 ms): half the staging memory per workgroup against twice the
+/// barriers.
+fn k_step(k: usize) -> usize {
+    match std::env::var("RLX_WGPU_COOP_BK").as_deref() {
+        Ok("16") => 16,
+        Ok("32") => 32,
+        _ if k >= 2048 => 16,
+        _ => BK,
+    }
+}
+
 /// A workgroup's output tile and how its subgroups split it: `wm` × `wn`
 /// subgroups, each owning (bm / wm) × (bn / wn) = `fi` × `fj` fragments.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -37,7 +52,7 @@ struct Shape {
 }
 
 impl Shape {
-    const ALL: [(&'static str, Shape); 3] = [
+    const ALL: [(&'static str, Shape); 4] = [
         (
             "64x64",
             Shape {
@@ -65,6 +80,15 @@ impl Shape {
                 wn: 2,
             },
         ),
+        (
+            "64x128",
+            Shape {
+                bm: 64,
+                bn: 128,
+                wm: 2,
+                wn: 2,
+            },
+        ),
     ];
     fn threads(self) -> usize {
         32 * self.wm * self.wn
@@ -83,7 +107,7 @@ impl Shape {
     /// GPU (large products: twice the reuse per staged element). Measured
     /// on the H200: MiniLM at B=32 4.9 ms with 64×64 everywhere, 5.6 with
     /// 128×128, 7.5 with 128×64; 4096³ 67 / 81 / 76 TFLOP/s.
-    /// `RLX_WGPU_COOP_TILE` = 64x64, 128x64 or 128x128 forces one.
+    /// `RLX_WGPU_COOP_TILE` = 64x64, 128x64, 128x128 or 64x128 forces one.
     fn pick(nb: usize, m: usize, n: usize) -> Shape {
         let forced = std::env::var("RLX_WGPU_COOP_TILE").ok();
         if let Some(&(_, s)) = Shape::ALL
@@ -121,10 +145,12 @@ enum Operand {
     B,
 }
 
-/// The WGSL that stages one operand tile: load functions, the prefetch
+/// The WGSL that stages one operand tile: its load function, per-thread
+/// addresses and bounds computed once before the K loop, the prefetch
 /// registers, their refill for the next K step, their store to shared memory.
 struct Staged {
     fns: String,
+    setup: String,
     regs: String,
     fetch: String,
     to_shared: String,
@@ -135,6 +161,12 @@ struct Staged {
 /// a time when the tile's unit-stride axis is unit-stride in memory and
 /// every address and extent along it is a multiple of 4 (then a vector is
 /// wholly inside or outside the matrix); one at a time otherwise.
+///
+/// Each invocation stages the same tile positions at every K step, so its
+/// addresses (without the K offset), shared-memory slots and the bound
+/// along M or N are computed once, before the loop: inside it a staging
+/// load is an add, one compare and the load (the index arithmetic per
+/// element per step had outnumbered the tensor-core instructions).
 #[allow(clippy::too_many_arguments)]
 fn stage(
     bl: &mut Builder,
@@ -146,28 +178,11 @@ fn stage(
     rb: usize,
     threads: usize,
 ) -> Staged {
-    let (x, arr, base, o0) = match op {
-        Operand::A => ("a", "As", "abase", "m0"),
-        Operand::B => ("b", "Bs", "bbase", "n0"),
-    };
-    // Global (row, column) of tile element (r_, c_): A's rows are m and
-    // its columns the K step; B's rows are the K step.
-    let (gr, gc, rok, cok) = match op {
-        Operand::A => (
-            format!("{o0} + r_"),
-            "k0 + c_".to_string(),
-            format!("{o0} + r_ < {}u", extent.0),
-            "k0 + c_ < kend".to_string(),
-        ),
-        Operand::B => (
-            "k0 + r_".to_string(),
-            format!("{o0} + c_"),
-            "k0 + r_ < kend".to_string(),
-            format!("{o0} + c_ < {}u", extent.1),
-        ),
+    let (x, arr, base) = match op {
+        Operand::A => ("a", "As", "abase"),
+        Operand::B => ("b", "Bs", "bbase"),
     };
     let (s_r, s_c) = (t.strides[rb], t.strides[rb + 1]);
-    let addr = format!("{base} + i32({gr}) * {s_r} + i32({gc}) * {s_c}");
     let (unit_stride, other_stride, unit_extent) = if tile.row {
         (s_c, s_r, extent.1)
     } else {
@@ -180,51 +195,108 @@ fn stage(
         && t.strides[..rb].iter().all(|s| s % 4 == 0)
         && unit_extent % 4 == 0;
     let w = if vec { 4 } else { 1 };
-    // (r_, c_) of staging item e, walking the unit-stride axis first.
-    let walk = match (tile.row, w) {
-        (true, 1) => format!("let r_ = e / {cols}u; let c_ = e % {cols}u;"),
-        (false, 1) => format!("let r_ = e % {rows}u; let c_ = e / {rows}u;"),
-        (true, _) => format!("let r_ = e / {q}u; let c_ = (e % {q}u) * 4u;", q = cols / 4),
-        (false, _) => format!("let r_ = (e % {q}u) * 4u; let c_ = e / {q}u;", q = rows / 4),
-    };
     let (ty, load, zero) = if vec {
-        ("vec4<f16>", bl.load_half4(t, &addr), "vec4<f16>()")
+        ("vec4<f16>", bl.load_half4(t, "g"), "vec4<f16>()")
     } else {
-        ("f16", format!("f16({})", bl.load(t, &addr)), "f16(0.0)")
+        ("f16", format!("f16({})", bl.load(t, "g")), "f16(0.0)")
     };
-    let at = tile.at("r_", "c_");
     let fns = format!(
-        "// Staging item e of the {x} tile ({rows} x {cols}, {w} element(s)), zero outside.
-fn ld{x}_(e: u32, k0: u32, kend: u32, {o0}: u32, {base}: i32) -> {ty} {{
-  {walk}
-  if ({rok} && {cok}) {{ return {load}; }}
+        "// A staging load of the {x} tile ({rows} x {cols}, {w} element(s)), zero outside.
+fn ld{x}_(g: i32, ok: bool) -> {ty} {{
+  if (ok) {{ return {load}; }}
   return {zero};
 }}
-fn i{x}_(e: u32) -> u32 {{ {walk} return {at}; }}
 "
     );
     let mut st = Staged {
         fns,
+        setup: String::new(),
         regs: String::new(),
         fetch: String::new(),
         to_shared: String::new(),
     };
+    // K runs along A's columns and B's rows.
+    let k_stride = match op {
+        Operand::A => s_c,
+        Operand::B => s_r,
+    };
+    // Items walk the unit-stride axis first, `per_line` to a line (a row
+    // of a row-major tile, a column of a column-major one). When the
+    // threads cover whole lines, item q of a thread is item 0 moved by a
+    // constant number of lines: its address, bound and slot are item 0's
+    // plus constants the shader compiler can fold into the instructions.
+    let per_line = if tile.row { cols / w } else { rows / w };
+    let whole_lines = threads.is_multiple_of(per_line);
+    let line_stride = if tile.row { s_r } else { s_c };
     for q in 0..rows * cols / w / threads {
-        let e = format!("lid + {}u", q * threads);
+        let (r, c) = (format!("{x}r{q}"), format!("{x}c{q}"));
+        let lines = q * threads / per_line;
+        // (r, c) of the item.
+        let (r_, c_) = if whole_lines {
+            let (line, pos) = (
+                format!("lid / {per_line}u + {lines}u"),
+                format!("(lid % {per_line}u) * {w}u"),
+            );
+            if tile.row {
+                (line, pos)
+            } else {
+                (pos, line)
+            }
+        } else {
+            let e = format!("(lid + {}u)", q * threads);
+            let (line, pos) = (
+                format!("{e} / {per_line}u"),
+                format!("({e} % {per_line}u) * {w}u"),
+            );
+            if tile.row {
+                (line, pos)
+            } else {
+                (pos, line)
+            }
+        };
+        // Address without the K offset, the bound along M (A) or N (B),
+        // and the item's offset along K within the step.
+        let (g, ok, kq) = match op {
+            Operand::A => (
+                format!("{base} + i32(m0 + {r}) * {s_r} + i32({c}) * {s_c}"),
+                format!("m0 + {r} < {}u", extent.0),
+                c.clone(),
+            ),
+            Operand::B => (
+                format!("{base} + i32({r}) * {s_r} + i32(n0 + {c}) * {s_c}"),
+                format!("n0 + {c} < {}u", extent.1),
+                r.clone(),
+            ),
+        };
+        let (g, at) = if whole_lines && q > 0 {
+            (
+                format!("{x}g0 + {}", lines as i64 * line_stride),
+                format!("{x}s0 + {}u", lines * tile.stride),
+            )
+        } else {
+            (g, tile.at(&r, &c))
+        };
         let _ = writeln!(
-            st.regs,
-            "var p{x}{q}: {ty} = ld{x}_({e}, kbeg, kend, {o0}, {base});"
+            st.setup,
+            "let {r}: u32 = {r_}; let {c}: u32 = {c_};
+let {x}g{q}: i32 = {g};
+let {x}o{q}: bool = {ok};
+let {x}s{q}: u32 = {at};"
         );
-        let _ = writeln!(st.fetch, "  p{x}{q} = ld{x}_({e}, kn, kend, {o0}, {base});");
+        let ld = |k: &str| {
+            format!("ld{x}_({x}g{q} + i32({k}) * {k_stride}, {x}o{q} && {k} + {kq} < kend)")
+        };
+        let _ = writeln!(st.regs, "var p{x}{q}: {ty} = {};", ld("kbeg"));
+        let _ = writeln!(st.fetch, "  p{x}{q} = {};", ld("kn"));
         if vec {
             // The four are consecutive in shared memory too (both layouts
             // keep the unit-stride axis contiguous).
             let _ = writeln!(
                 st.to_shared,
-                "  {{ let i = i{x}_({e}); {arr}[i] = p{x}{q}.x; {arr}[i + 1u] = p{x}{q}.y; {arr}[i + 2u] = p{x}{q}.z; {arr}[i + 3u] = p{x}{q}.w; }}"
+                "  {arr}[{x}s{q}] = p{x}{q}.x; {arr}[{x}s{q} + 1u] = p{x}{q}.y; {arr}[{x}s{q} + 2u] = p{x}{q}.z; {arr}[{x}s{q} + 3u] = p{x}{q}.w;"
             );
         } else {
-            let _ = writeln!(st.to_shared, "  {arr}[i{x}_({e})] = p{x}{q};");
+            let _ = writeln!(st.to_shared, "  {arr}[{x}s{q}] = p{x}{q};");
         }
     }
     st
@@ -282,8 +354,9 @@ pub fn kernel(name: &str, mm: &Matmul) -> Result<Vec<Kernel>, WgpuError> {
     let (a, b, batch, m, k, n) = operands(mm.a, mm.b);
     let nb: usize = batch.iter().product::<usize>().max(1);
     let sh = Shape::pick(nb, m, n);
+    let bk = k_step(k);
     let (bm, bn, threads) = (sh.bm, sh.bn, sh.threads());
-    let (split, kc) = split_k(sh.tiles(nb, m, n), k, BK);
+    let (split, kc) = split_k(sh.tiles(nb, m, n), k, bk);
     let groups = [
         n.div_ceil(bn) as u32,
         m.div_ceil(bm) as u32,
@@ -303,8 +376,8 @@ pub fn kernel(name: &str, mm: &Matmul) -> Result<Vec<Kernel>, WgpuError> {
     };
     let (bu, bi) = unravel("zb", &batch, "z");
     let (at, bt) = (
-        Tile::for_operand(&a, rb, bm, BK),
-        Tile::for_operand(&b, rb, BK, bn),
+        Tile::for_operand(&a, rb, bm, bk),
+        Tile::for_operand(&b, rb, bk, bn),
     );
     // The epilogue runs here unless K is split (then the reducer runs it).
     let put = if split == 1 {
@@ -333,7 +406,12 @@ pub fn kernel(name: &str, mm: &Matmul) -> Result<Vec<Kernel>, WgpuError> {
     // The accumulators leave one at a time through this subgroup's 16×16
     // corner of shared memory, where each lane takes 8 of them through the
     // scalar epilogue (bounds, bias, activation, residual, f16 store).
+    // Measured on the H200 (MiniLM f16 B=32 GPU pass): all of a subgroup's
+    // accumulators at once (18 KiB more workgroup memory, 1 barrier instead
+    // of 8) 2.76 → 4.88 ms, a row of them at a time 3.68 ms — the kernel
+    // lives on occupancy, and workgroup memory bounds it.
     let cs = 16 + PAD32;
+    let csz = 16 * cs;
     let mut init = String::new();
     let mut spill = String::new();
     for i in 0..fi {
@@ -355,7 +433,6 @@ for (var t: u32 = 0u; t < 8u; t = t + 1u) {{
 }}
 workgroupBarrier();
 ",
-                csz = 16 * cs,
                 r0 = 16 * i,
                 c0 = 16 * j,
             );
@@ -363,8 +440,9 @@ workgroupBarrier();
     }
     // Staging: the next K step's share of each tile is fetched into
     // registers while this one is multiplied out of shared memory.
-    let sa = stage(&mut bl, Operand::A, &a, &at, (bm, BK), (m, k), rb, threads);
-    let sb = stage(&mut bl, Operand::B, &b, &bt, (BK, bn), (k, n), rb, threads);
+    let sa = stage(&mut bl, Operand::A, &a, &at, (bm, bk), (m, k), rb, threads);
+    let sb = stage(&mut bl, Operand::B, &b, &bt, (bk, bn), (k, n), rb, threads);
+    let setup = sa.setup + &sb.setup;
     let regs = sa.regs + &sb.regs;
     let fetch = sa.fetch + &sb.fetch;
     let to_shared = sa.to_shared + &sb.to_shared;
@@ -389,18 +467,18 @@ let w: u32 = lid / 32u;
 let lane: u32 = lid % 32u;
 let wm: u32 = (w / {wn_count}u) * {wm_}u;
 let wn: u32 = (w % {wn_count}u) * {wn_}u;
-{init}{regs}for (var k0: u32 = kbeg; k0 < kend; k0 = k0 + {BK}u) {{
+{setup}{init}{regs}for (var k0: u32 = kbeg; k0 < kend; k0 = k0 + {bk}u) {{
 {to_shared}  workgroupBarrier();
-  let kn = k0 + {BK}u;
-{fetch}  for (var kk: u32 = 0u; kk < {BK}u; kk = kk + 16u) {{
+  let kn = k0 + {bk}u;
+{fetch}  for (var kk: u32 = 0u; kk < {bk}u; kk = kk + 16u) {{
 {mma}  }}
   workgroupBarrier();
 }}
 {spill}}}
 "#,
-        asz = at.words(bm, BK),
-        bsz = bt.words(BK, bn),
-        csz = sh.wm * sh.wn * 16 * cs,
+        asz = at.words(bm, bk),
+        bsz = bt.words(bk, bn),
+        csz = sh.wm * sh.wn * csz,
         wn_count = sh.wn,
         abase = batch_addr(&a, &bi),
         bbase = batch_addr(&b, &bi),
