@@ -13,8 +13,8 @@
 #   timings with RLX_CUDA_AUTOTUNE=0 (the cuBLASLt heuristic's first pick) at
 #   AB_BATCHES (default 1,8,32); SPLIT_AB=1 repeats the fp16 timings under
 #   each RLX_CUDA_ATTN_SPLIT (at SPLIT_BATCHES, default BATCHES); PDL_AB=1
-#   repeats the fp16 timings + profile with RLX_CUDA_PDL=0 (no programmatic
-#   dependent launch; at PDL_BATCHES, default BATCHES). Each A/B log is an
+#   repeats the fp16 timings + profile with RLX_CUDA_PDL=1 (programmatic
+#   dependent launch, off by default; at PDL_BATCHES, default BATCHES). Each A/B log is an
 #   8th file: with two of them, one file does not come back.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -66,11 +66,13 @@ if [ -n "${SPLIT_AB:-}" ]; then
   done | tee "$OUTDIR/minilm-split-ab.log"
   grep -q '^FAIL' "$OUTDIR/minilm-split-ab.log" && failed=$((failed + 1))
 fi
-# PDL_AB=1: the fp16 MiniLM timings + profile again without programmatic
-# dependent launch (RLX_CUDA_PDL=0), for the A/B of it.
+# PDL_AB=1: the fp16 MiniLM timings + profile again with programmatic
+# dependent launch (RLX_CUDA_PDL=1), for the A/B of it. (The runs at
+# 8c445c9 and 07638e6 had it on by default and this A/B with
+# RLX_CUDA_PDL=0.)
 if [ -n "${PDL_AB:-}" ]; then
-  echo "== RLX_CUDA_PDL=0"
-  RLX_CUDA_PDL=0 $RUN/gpu minilm --weights $RUN/model.fp16.safetensors --config $RUN/config.json \
+  echo "== RLX_CUDA_PDL=1"
+  RLX_CUDA_PDL=1 $RUN/gpu minilm --weights $RUN/model.fp16.safetensors --config $RUN/config.json \
     --batches "${PDL_BATCHES:-$BATCHES}" --check 1 --runs ${RUNS:-50} --modes fp16 --profile 2>&1 | tee "$OUTDIR/minilm-pdl-ab.log"
   grep -q '^FAIL' "$OUTDIR/minilm-pdl-ab.log" && failed=$((failed + 1))
 fi

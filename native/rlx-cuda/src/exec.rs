@@ -689,8 +689,8 @@ impl CudaExecutable {
         })
     }
 
-    /// Whether kernels after kernels are launched as programmatic
-    /// dependents (sm_90+, unless [`crate::pdl::PDL_ENV`] is `0`).
+    /// Whether kernels are launched as programmatic dependents of the
+    /// launch before them (sm_90+ with [`crate::pdl::PDL_ENV`]=1).
     pub fn pdl(&self) -> bool {
         self.pdl
     }

@@ -8,12 +8,20 @@
 //! it. CUDA graphs captured from the stream keep these programmatic edges
 //! (driver 12.3 or newer).
 //!
+//! **Off unless [`PDL_ENV`]=1**: on the H200 it did not pay. Kernel after
+//! kernel only (8c445c9) MiniLM fp16 moved by ≤ 2 µs either way; with the
+//! kernels after cuBLASLt GEMMs too (07638e6; GEMMs and our kernels
+//! alternate in MiniLM) B=8 was 0.235 ms with it vs 0.224 without, the
+//! other batches within 2 µs (benches/results/minilm-cuda-pdl-ab.log).
+//! In a CUDA graph the launch gaps it would hide are already small: the
+//! sum of the launches timed alone is within 5% of the graph replay.
+//!
 //! Every generated kernel starts with `grid_dep_wait(); grid_dep_launch();`
 //! (see `codegen::Module::add`): the wait comes before any read, so a
 //! kernel sees everything the previous grid wrote — and, since that grid
 //! could not finish before its own wait returned, everything before it.
 //! The two helpers are empty unless the module is compiled with
-//! `RLX_PDL` defined (sm_90 or newer, [`PDL_ENV`] not `0`). cuBLAS(Lt)
+//! `RLX_PDL` defined (sm_90 or newer, [`PDL_ENV`] `1`). cuBLAS(Lt)
 //! GEMMs are launched as usual (they start once everything before them is
 //! complete); the kernel after one is launched with the attribute too and
 //! waits for the GEMM's last kernel in full (`griddepcontrol.wait`
@@ -25,15 +33,15 @@
 use crate::error::CudaError;
 use cudarc::driver::{sys, CudaFunction, CudaStream, DriverError, LaunchConfig};
 
-/// The environment variable that turns PDL off (`0`) for A/B runs.
+/// The environment variable that turns PDL on (`1`) for A/B runs.
 pub const PDL_ENV: &str = "RLX_CUDA_PDL";
 
-/// Whether PDL is wanted, from the value of [`PDL_ENV`] (unset: yes; it
-/// is used only on GPUs of compute capability 9.0 or newer).
+/// Whether PDL is wanted, from the value of [`PDL_ENV`] (unset or `0`:
+/// no; `1`: yes, on GPUs of compute capability 9.0 or newer).
 pub fn parse_pdl(v: Option<&str>) -> Result<bool, CudaError> {
     match v.map(str::trim) {
-        None | Some("") | Some("1") => Ok(true),
-        Some("0") => Ok(false),
+        Some("1") => Ok(true),
+        None | Some("") | Some("0") => Ok(false),
         Some(other) => Err(CudaError::Input(format!(
             "{PDL_ENV} must be 0 or 1, got {other:?}"
         ))),

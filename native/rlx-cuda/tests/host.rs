@@ -668,7 +668,7 @@ fn minilm_attention_blocks_follow_the_grid_size() {
 #[test]
 fn pdl_values_parse_or_are_typed_errors() {
     use rlx_cuda::pdl::parse_pdl;
-    assert!(parse_pdl(None).unwrap());
+    assert!(!parse_pdl(None).unwrap());
     assert!(parse_pdl(Some("1")).unwrap());
     assert!(!parse_pdl(Some("0")).unwrap());
     match parse_pdl(Some("yes")) {
