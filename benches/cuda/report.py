@@ -22,6 +22,16 @@ for r in rlx:
         rows[(r["mode"], "rlx-cuda (graph + pinned copies in/out)", r["batch"])] = r["p50_ms_e2e_copies"]
 for r in torch:
     rows[(r["mode"], "torch " + r["variant"], r["batch"])] = r["p50_ms"]
+# The PDL A/B (run.sh PDL_AB=1): the fp16 CUDA-graph p50 of the same run
+# under the other RLX_CUDA_PDL setting, as one more row with its ratio.
+import os, re
+pdl_row = None
+if os.path.exists(f"{d}/minilm-pdl-ab.log"):
+    ab = open(f"{d}/minilm-pdl-ab.log").read()
+    setting = re.search(r"launches, compile \d+ ms, (PDL o\w+)", ab)
+    pdl_row = f"rlx-cuda (CUDA graph), {setting.group(1) if setting else 'PDL A/B'} (A/B rows)"
+    for m in re.finditer(r"^minilm (\S+) B=(\d+) seq=\d+: p50 ([\d.]+) ms \(CUDA graph\)", ab, re.M):
+        rows[(m.group(1), pdl_row, int(m.group(2)))] = float(m.group(3))
 out = ["# MiniLM-L6 (seq 128) on the H200: rlx-cuda vs PyTorch", "",
        "p50 latency in ms of one forward (encoder + mean pooling + L2 normalize), inputs and weights resident on the GPU, "
        "wall time of launch + synchronize; same weights (fp16 file, upcast for fp32), same inputs, one run on one machine.",
@@ -43,6 +53,10 @@ for mode in ["fp32", "tf32", "fp16"]:
         out.append(f"| **ratio rlx-cuda (graph) / {ref}** | " + " | ".join(
             f"**{rows[(mode, 'rlx-cuda (CUDA graph)', b)] / rows[(mode, ref, b)]:.2f}**" if (mode, ref, b) in rows and (mode, 'rlx-cuda (CUDA graph)', b) in rows else "-"
             for b in batches) + " |")
+        if pdl_row and any((mode, pdl_row, b) in rows for b in batches):
+            out.append(f"| **ratio {pdl_row} / {ref}** | " + " | ".join(
+                f"**{rows[(mode, pdl_row, b)] / rows[(mode, ref, b)]:.2f}**" if (mode, ref, b) in rows and (mode, pdl_row, b) in rows else "-"
+                for b in batches) + " |")
     out.append("")
 import os
 if os.path.exists(f"{d}/train_rlx.json") and os.path.exists(f"{d}/train_torch.json"):

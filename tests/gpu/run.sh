@@ -71,9 +71,10 @@ fi
 # 8c445c9 and 07638e6 had it on by default and this A/B with
 # RLX_CUDA_PDL=0.)
 if [ -n "${PDL_AB:-}" ]; then
-  echo "== RLX_CUDA_PDL=1"
-  RLX_CUDA_PDL=1 $RUN/gpu minilm --weights $RUN/model.fp16.safetensors --config $RUN/config.json \
-    --batches "${PDL_BATCHES:-$BATCHES}" --check 1 --runs ${RUNS:-50} --modes fp16 --profile 2>&1 | tee "$OUTDIR/minilm-pdl-ab.log"
+  { echo "== RLX_CUDA_PDL=1"
+    RLX_CUDA_PDL=1 $RUN/gpu minilm --weights $RUN/model.fp16.safetensors --config $RUN/config.json \
+      --batches "${PDL_BATCHES:-$BATCHES}" --check 1 --runs ${RUNS:-50} --modes fp16 --profile 2>&1
+  } | tee "$OUTDIR/minilm-pdl-ab.log"
   grep -q '^FAIL' "$OUTDIR/minilm-pdl-ab.log" && failed=$((failed + 1))
 fi
 mp=$(grep -c '^PASS minilm' "$OUTDIR/minilm.log"); mf=$(grep -c '^FAIL minilm' "$OUTDIR/minilm.log")
