@@ -926,3 +926,31 @@ fn all_vector_cases() {
     );
     assert_eq!(fail, 0);
 }
+
+/// `v = cast(exp(x))` read by two nodes, but the memory of its operand
+/// `exp(x)` is reused by `zh` between them (the LIR's slots: `exp(x)` is
+/// dead once `v` is computed): recomputing `v` in the second reader would
+/// read `zh`. The planner must notice and store `v` instead. (Without
+/// the check the second reader reads `zh`'s halves as f32: inf.)
+const OPERAND_REUSED: &str = "graph @g(%x: f32[4,64], %z: f32[4,64]) {\n  %a = exp(%x)\n  %v = cast(%a) {dtype=f16}\n  %zh = cast(%z) {dtype=f16}\n  %r1 = add(%v, %zh)\n  %t = exp(%z)\n  %u = cast(%t) {dtype=f16}\n  %r2 = mul(%v, %u)\n  %o = add(%r1, %r2)\n  return %o\n}";
+
+#[test]
+fn a_value_whose_operand_is_overwritten_is_stored() {
+    let p = plan_of(OPERAND_REUSED).unwrap();
+    let casts = p
+        .kernels
+        .iter()
+        .filter(|(n, _)| p.node_ops[*n] == "cast")
+        .count();
+    assert_eq!(casts, 3, "{:?}", p.kernels);
+    if !gxx_ok() {
+        eprintln!("no g++: not emulated");
+        return;
+    }
+    let ins = inputs_for(OPERAND_REUSED);
+    let want = rlx_cpu::run_graph(&parse(OPERAND_REUSED).unwrap(), &ins).unwrap();
+    let (got, err) = emulate("operand_reused", OPERAND_REUSED, &ins);
+    assert_eq!(err, 0);
+    let d = max_rel(&got[0], &want[0]);
+    assert!(d <= 2e-3, "max rel diff {d:e}");
+}

@@ -236,8 +236,9 @@ pub(super) fn defer_to_readers(p: &mut Planner, i: usize, node: &Node) -> Result
     }
     // Operands in the arena must keep their values until the last reader
     // has run: checked once every node is planned (`overwritten`) over
-    // the nodes up to it and the two kernel nodes after it (a reduction's
-    // fused epilogue and row consumer write their own outputs).
+    // the nodes up to it and the two kernel nodes after it (a fused
+    // kernel writes at most that far ahead: a reduction's epilogue and
+    // row consumer, a GEMM's residual add).
     let last = readers.iter().copied().max().unwrap_or(i);
     src.last = last;
     src.last_in_place = reads.iter().all(|&(u, id)| u != last || id);
@@ -280,6 +281,12 @@ pub(super) fn overwritten(p: &Planner) -> Vec<ValueId> {
             .filter(|l| !matches!(l.root, Root::Input(_) | Root::Const(_)))
             .collect();
         'nodes: for &k in &src.window {
+            // After the last reader only outputs written by an earlier
+            // node's fused kernel matter (`done`): a node's own kernel
+            // runs after the last reader's.
+            if k > src.last && !p.done.contains(&k) {
+                continue;
+            }
             for &o in &p.g.nodes[k].outputs {
                 if p.views.contains(&o) || p.unstored.contains(&o) {
                     continue;
