@@ -389,6 +389,8 @@ impl LtGemm {
 
 enum Resolved {
     Kernel {
+        /// The generated kernel's name (`k<N>`), for the profile.
+        name: String,
         func: CudaFunction,
         cfg: LaunchConfig,
         args: Vec<u64>,
@@ -571,6 +573,7 @@ impl CudaExecutable {
                     launches.push((
                         *node,
                         Resolved::Kernel {
+                            name: func.clone(),
                             func: f,
                             cfg: LaunchConfig {
                                 grid_dim: *grid,
@@ -815,10 +818,14 @@ impl CudaExecutable {
         match l {
             // SAFETY: as below; the kernel waits for its predecessor
             // before its first read (`grid_dep_wait`).
-            Resolved::Kernel { func, cfg, args } if programmatic => unsafe {
+            Resolved::Kernel {
+                func, cfg, args, ..
+            } if programmatic => unsafe {
                 crate::pdl::launch_programmatic(stream, func, cfg, args)?
             },
-            Resolved::Kernel { func, cfg, args } => {
+            Resolved::Kernel {
+                func, cfg, args, ..
+            } => {
                 let mut b = stream.launch_builder(func);
                 for a in args {
                     b.arg(a);
@@ -1178,10 +1185,12 @@ impl CudaExecutable {
             e1.record(stream)?;
             stream.synchronize()?;
             let ms = e0.elapsed_ms(&e1)? / REPEATS as f32;
-            // A GEMM is named with its algorithm choice.
-            let name = match algos.get(&at) {
-                Some(d) => (*d).clone(),
-                None => names.get(node).cloned().unwrap_or_default(),
+            // A GEMM is named with its algorithm choice, a kernel by its
+            // own name (a node's bias + GELU kernel apart from its GEMM).
+            let name = match (algos.get(&at), l) {
+                (Some(d), _) => (*d).clone(),
+                (None, Resolved::Kernel { name, .. }) => name.clone(),
+                (None, _) => names.get(node).cloned().unwrap_or_default(),
             };
             out.push((*node, self.node_ops[*node].clone(), name, ms));
         }
