@@ -231,29 +231,20 @@ fn ld{x}_(g: i32, ok: bool) -> {ty} {{
     for q in 0..rows * cols / w / threads {
         let (r, c) = (format!("{x}r{q}"), format!("{x}c{q}"));
         let lines = q * threads / per_line;
-        // (r, c) of the item.
-        let (r_, c_) = if whole_lines {
-            let (line, pos) = (
+        // The item's line and position along it, then (r, c).
+        let (line, pos) = if whole_lines {
+            (
                 format!("lid / {per_line}u + {lines}u"),
                 format!("(lid % {per_line}u) * {w}u"),
-            );
-            if tile.row {
-                (line, pos)
-            } else {
-                (pos, line)
-            }
+            )
         } else {
             let e = format!("(lid + {}u)", q * threads);
-            let (line, pos) = (
+            (
                 format!("{e} / {per_line}u"),
                 format!("({e} % {per_line}u) * {w}u"),
-            );
-            if tile.row {
-                (line, pos)
-            } else {
-                (pos, line)
-            }
+            )
         };
+        let (r_, c_) = if tile.row { (line, pos) } else { (pos, line) };
         // Address without the K offset, the bound along M (A) or N (B),
         // and the item's offset along K within the step.
         let (g, ok, kq) = match op {
