@@ -8,6 +8,24 @@ use cudarc::driver::{result, CudaContext, CudaModule, CudaStream};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+/// The NVRTC options every generated module is compiled with, for `arch`
+/// (e.g. `compute_90`), with programmatic dependent launch compiled in or
+/// not. IEEE division and square root: parity with the reference.
+pub fn nvrtc_options(arch: &'static str, pdl: bool) -> cudarc::nvrtc::CompileOptions {
+    cudarc::nvrtc::CompileOptions {
+        arch: Some(arch),
+        prec_div: Some(true),
+        prec_sqrt: Some(true),
+        fmad: Some(true),
+        options: if pdl {
+            vec![crate::pdl::PDL_DEFINE.to_string()]
+        } else {
+            vec![]
+        },
+        ..Default::default()
+    }
+}
+
 /// Check that the driver, NVRTC and cuBLAS libraries can be opened.
 pub fn libraries_present() -> Result<(), CudaError> {
     // SAFETY: only tries to dlopen the libraries; nothing is called.
@@ -162,19 +180,7 @@ impl Gpu {
         if let Some(m) = self.modules.lock().ok().and_then(|m| m.get(&key).cloned()) {
             return Ok(m);
         }
-        let opts = cudarc::nvrtc::CompileOptions {
-            arch: Some(self.arch),
-            // IEEE division and square root: parity with the reference.
-            prec_div: Some(true),
-            prec_sqrt: Some(true),
-            fmad: Some(true),
-            options: if pdl {
-                vec![crate::pdl::PDL_DEFINE.to_string()]
-            } else {
-                vec![]
-            },
-            ..Default::default()
-        };
+        let opts = nvrtc_options(self.arch, pdl);
         let ptx =
             cudarc::nvrtc::compile_ptx_with_opts(source, opts).map_err(|e| CudaError::Nvrtc {
                 log: match e {

@@ -276,18 +276,7 @@ fn generated_sources_compile_with_nvrtc_where_available() {
             if pdl && k >= 3 {
                 continue;
             }
-            let opts = cudarc::nvrtc::CompileOptions {
-                arch: Some("compute_90"),
-                prec_div: Some(true),
-                prec_sqrt: Some(true),
-                fmad: Some(true),
-                options: if pdl {
-                    vec![rlx_cuda::pdl::PDL_DEFINE.to_string()]
-                } else {
-                    vec![]
-                },
-                ..Default::default()
-            };
+            let opts = rlx_cuda::device::nvrtc_options("compute_90", pdl);
             match cudarc::nvrtc::compile_ptx_with_opts(src, opts) {
                 Ok(ptx) => {
                     let ptx = ptx.to_src();
