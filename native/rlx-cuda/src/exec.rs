@@ -42,8 +42,10 @@ struct LtGemm {
     desc: lt::cublasLtMatmulDesc_t,
     layouts: [lt::cublasLtMatrixLayout_t; 3],
     algo: lt::cublasLtMatmulAlgo_t,
-    /// The heuristic's other candidates, timed by [`LtGemm::tune`].
+    /// The heuristic's candidates, then split-K variants of them, timed by
+    /// [`LtGemm::tune`]; `splits[i]` is candidate i's K split (1: none).
     candidates: Vec<lt::cublasLtMatmulAlgo_t>,
+    splits: Vec<i32>,
     ptrs: [u64; 4],
     f64: bool,
     residual: bool,
@@ -52,6 +54,88 @@ struct LtGemm {
     /// How `algo` was chosen (shown by the profile).
     choice: Choice,
 }
+
+/// Split-K variants of the heuristic's first [`SPLIT_BASES`] candidates
+/// that do not split K already: the same algorithm with K in 2, 4 or 8
+/// parts, each partial sum and their reduction in the compute type (so
+/// fp32 stays fp32 arithmetic; only the order of the sums changes), kept
+/// when cuBLASLt accepts it for this GEMM within the workspace. For
+/// MiniLM's skinny products at small batch the heuristic offered none
+/// for fp32 (e.g. m384 n512 k384 ran at 14 TFLOP/s: 24 output tiles for
+/// 132 SMs). The tuner times them with the rest; any failure here only
+/// means fewer candidates.
+fn split_k_variants(
+    gpu: &Gpu,
+    desc: lt::cublasLtMatmulDesc_t,
+    layouts: &[lt::cublasLtMatrixLayout_t; 3],
+    heur: &[lt::cublasLtMatmulHeuristicResult_t],
+    workspace: usize,
+) -> Vec<(lt::cublasLtMatmulAlgo_t, i32)> {
+    use lt::cublasLtMatmulAlgoConfigAttributes_t as Cfg;
+    let ok = lt::cublasStatus_t::CUBLAS_STATUS_SUCCESS;
+    let mut out = Vec::new();
+    for r in heur.iter().take(SPLIT_BASES) {
+        // SAFETY: i32/u32 attributes read into and written from locals of
+        // that size; `algo` is a copy owned here; the descriptors are live.
+        unsafe {
+            let (mut support, mut cur, mut written) = (0i32, 1i32, 0usize);
+            if lt::cublasLtMatmulAlgoCapGetAttribute(
+                &r.algo,
+                lt::cublasLtMatmulAlgoCapAttributes_t::CUBLASLT_ALGO_CAP_SPLITK_SUPPORT,
+                &mut support as *mut i32 as *mut _,
+                4,
+                &mut written,
+            ) != ok
+                || support == 0
+            {
+                continue;
+            }
+            if lt::cublasLtMatmulAlgoConfigGetAttribute(
+                &r.algo,
+                Cfg::CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+                &mut cur as *mut i32 as *mut _,
+                4,
+                &mut written,
+            ) != ok
+                || cur > 1
+            {
+                continue;
+            }
+            for s in [2i32, 4, 8] {
+                let mut algo = r.algo;
+                let scheme =
+                    lt::cublasLtReductionScheme_t::CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE as u32;
+                if lt::cublasLtMatmulAlgoConfigSetAttribute(
+                    &mut algo,
+                    Cfg::CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+                    &s as *const i32 as *const _,
+                    4,
+                ) != ok
+                    || lt::cublasLtMatmulAlgoConfigSetAttribute(
+                        &mut algo,
+                        Cfg::CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+                        &scheme as *const u32 as *const _,
+                        4,
+                    ) != ok
+                {
+                    continue;
+                }
+                let mut res = std::mem::zeroed::<lt::cublasLtMatmulHeuristicResult_t>();
+                if lt::cublasLtMatmulAlgoCheck(
+                    gpu.lt.0, desc, layouts[0], layouts[1], layouts[2], layouts[2], &algo, &mut res,
+                ) == ok
+                    && res.workspaceSize <= workspace
+                {
+                    out.push((algo, s));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Heuristic candidates that split-K variants are made of.
+const SPLIT_BASES: usize = 3;
 
 /// Candidate algorithms asked of the cuBLASLt heuristic per GEMM. Its first
 /// pick is often not the fastest for MiniLM's small, skinny GEMMs; the
@@ -224,11 +308,18 @@ impl LtGemm {
             ));
         };
         let ptrs = [a, b, residual.unwrap_or(c), c];
+        let mut candidates: Vec<_> = heur.iter().map(|r| r.algo).collect();
+        let mut splits = vec![1; candidates.len()];
+        for (algo, s) in split_k_variants(gpu, desc, &layouts, &heur, ws) {
+            candidates.push(algo);
+            splits.push(s);
+        }
         Ok(LtGemm {
             desc,
             layouts,
             algo: first.algo,
-            candidates: heur.iter().map(|r| r.algo).collect(),
+            candidates,
+            splits,
             ptrs,
             f64: g.dtype == DType::F64,
             residual: residual.is_some(),
@@ -258,12 +349,14 @@ impl LtGemm {
                     candidates,
                     us,
                     heuristic_us,
+                    split_k,
                     ..
                 } => Choice::Tuned {
                     index,
                     candidates,
                     us,
                     heuristic_us,
+                    split_k,
                     cached: true,
                 },
                 other => other,
@@ -288,6 +381,7 @@ impl LtGemm {
             candidates: self.candidates.len(),
             us: times[index].unwrap_or(f32::NAN),
             heuristic_us: times[0],
+            split_k: self.splits.get(index).copied().unwrap_or(1),
             cached: false,
         };
         cache()?.insert(

@@ -111,6 +111,9 @@ pub enum Choice {
         candidates: usize,
         us: f32,
         heuristic_us: Option<f32>,
+        /// K split over this many parts (a variant made from a heuristic
+        /// candidate, see `exec.rs`), or 1.
+        split_k: i32,
         /// Reused from an earlier GEMM with the same [`TuneKey`].
         cached: bool,
     },
@@ -127,9 +130,14 @@ impl std::fmt::Display for Choice {
                 candidates,
                 us,
                 heuristic_us,
+                split_k,
                 cached,
             } => {
-                write!(f, "algo #{index} of {candidates} (timed {us:.1} us")?;
+                write!(f, "algo #{index} of {candidates} (")?;
+                if *split_k > 1 {
+                    write!(f, "split-K {split_k}, ")?;
+                }
+                write!(f, "timed {us:.1} us")?;
                 if let Some(h) = heuristic_us {
                     if *index != 0 {
                         write!(f, ", heuristic #0 {h:.1} us")?;
@@ -177,11 +185,24 @@ mod tests {
             candidates: 16,
             us: 4.31,
             heuristic_us: Some(6.0),
+            split_k: 1,
             cached: true,
         };
         assert_eq!(
             c.to_string(),
             "algo #3 of 16 (timed 4.3 us, heuristic #0 6.0 us, cached)"
+        );
+        let c = Choice::Tuned {
+            index: 9,
+            candidates: 20,
+            us: 3.0,
+            heuristic_us: Some(6.0),
+            split_k: 4,
+            cached: false,
+        };
+        assert_eq!(
+            c.to_string(),
+            "algo #9 of 20 (split-K 4, timed 3.0 us, heuristic #0 6.0 us)"
         );
         assert_eq!(
             Choice::Heuristic { candidates: 8 }.to_string(),
