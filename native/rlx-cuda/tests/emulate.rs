@@ -937,11 +937,7 @@ const OPERAND_REUSED: &str = "graph @g(%x: f32[4,64], %z: f32[4,64]) {\n  %a = e
 #[test]
 fn a_value_whose_operand_is_overwritten_is_stored() {
     let p = plan_of(OPERAND_REUSED).unwrap();
-    let casts = p
-        .kernels
-        .iter()
-        .filter(|(n, _)| p.node_ops[*n] == "cast")
-        .count();
+    let casts = p.kernels_of("cast");
     assert_eq!(casts, 3, "{:?}", p.kernels);
     if !gxx_ok() {
         eprintln!("no g++: not emulated");

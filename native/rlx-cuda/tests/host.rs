@@ -135,11 +135,7 @@ fn residual_is_not_fused_when_the_add_reads_a_later_value() {
 fn attention_writes_into_the_following_permute_reshape() {
     let src = "graph @g(%q: f32[2,4,16,8], %k: f32[2,4,16,8], %v: f32[2,4,16,8]) {\n  %o = attention(%q, %k, %v)\n  %p = permute(%o) {perm=[0,2,1,3]}\n  %r = reshape(%p) {shape=[2,16,32]}\n  return %r\n}";
     let p = planned_lir(src);
-    let reshape_kernels = p
-        .kernels
-        .iter()
-        .filter(|(n, _)| p.node_ops[*n] == "reshape")
-        .count();
+    let reshape_kernels = p.kernels_of("reshape");
     assert_eq!(reshape_kernels, 0, "{:?}", p.kernels);
     // The attention output stride over heads is the head dim (8), over rows 32.
     assert!(p.source.contains("row * 32LL"), "{}", p.source);
@@ -205,19 +201,11 @@ fn f16_attention_keeps_scores_on_chip_with_tensor_cores() {
         p.scratch
     );
     // Each attention is one launch.
-    let att = p
-        .kernels
-        .iter()
-        .filter(|(n, _)| p.node_ops[*n] == "attention")
-        .count();
+    let att = p.kernels_of("attention");
     assert_eq!(att, 6);
     // It writes the merged-heads layout in place over q/k/v (one block per
     // head reads before it writes): no reshape copies left.
-    let reshapes = p
-        .kernels
-        .iter()
-        .filter(|(n, _)| p.node_ops[*n] == "reshape")
-        .count();
+    let reshapes = p.kernels_of("reshape");
     assert_eq!(reshapes, 0, "{:?}", p.kernels);
     assert_eq!(p.launches.len(), 52);
     // Pre-sm_80 GPUs (or f32) get no mma instruction.
@@ -383,12 +371,7 @@ fn staging_layout_packs_aligned_and_disjoint() {
 fn tensor_core_attention_writes_in_place_only_over_an_identical_layout() {
     let src = "graph @g(%x: f16[2,128,384], %y: f16[2,128,384], %z: f16[2,128,384]) {\n  %a = neg(%x)\n  %b = neg(%y)\n  %c = neg(%z)\n  %ra = reshape(%a) {shape=[2,128,12,32]}\n  %rb = reshape(%b) {shape=[2,128,12,32]}\n  %rc = reshape(%c) {shape=[2,128,12,32]}\n  %q = permute(%ra) {perm=[0,2,1,3]}\n  %k = permute(%rb) {perm=[0,2,1,3]}\n  %v = permute(%rc) {perm=[0,2,1,3]}\n  %o = attention(%q, %k, %v)\n  %p = permute(%o) {perm=[0,2,1,3]}\n  %r = reshape(%p) {shape=[2,128,384]}\n  return %r\n}";
     let p = planned_lir(src);
-    let reshapes = |p: &plan::Plan| {
-        p.kernels
-            .iter()
-            .filter(|(n, _)| p.node_ops[*n] == "reshape")
-            .count()
-    };
+    let reshapes = |p: &plan::Plan| p.kernels_of("reshape");
     assert_eq!(reshapes(&p), 0, "{:?}", p.kernels);
     // The same graph in f32 (no tensor-core kernel) keeps the copy whenever
     // the merged output shares a buffer with q/k/v.

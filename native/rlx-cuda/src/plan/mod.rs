@@ -150,6 +150,17 @@ pub struct Plan {
     pub input_groups: Vec<Vec<usize>>,
 }
 
+impl Plan {
+    /// How many kernels nodes of `op` launched (tests and reports check
+    /// that a fusion removed a node's own kernel).
+    pub fn kernels_of(&self, op: &str) -> usize {
+        self.kernels
+            .iter()
+            .filter(|(n, _)| self.node_ops[*n] == op)
+            .count()
+    }
+}
+
 /// Bytes between consecutive members of an input group of type `ty`.
 pub fn group_stride(ty: &TensorType) -> usize {
     ty.dtype
