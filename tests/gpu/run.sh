@@ -14,7 +14,10 @@
 #   AB_BATCHES (default 1,8,32); SPLIT_AB=1 repeats the fp16 timings under
 #   each RLX_CUDA_ATTN_SPLIT (at SPLIT_BATCHES, default BATCHES); PDL_AB=1
 #   repeats the fp16 timings + profile with RLX_CUDA_PDL=1 (programmatic
-#   dependent launch, off by default; at PDL_BATCHES, default BATCHES). Each A/B log is an
+#   dependent launch, off by default; at PDL_BATCHES, default BATCHES);
+#   ATTN_AB="96 192" repeats the fp32 timings + profile with each
+#   RLX_CUDA_ATTN_GEMM_HEADS (the head count from which fp32 attention runs
+#   as batched GEMMs; at ATTN_BATCHES, default 4,8,16). Each A/B log is an
 #   8th file: with two of them, one file does not come back.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -76,6 +79,17 @@ if [ -n "${PDL_AB:-}" ]; then
       --batches "${PDL_BATCHES:-$BATCHES}" --check 1 --runs ${RUNS:-50} --modes fp16 --profile 2>&1
   } | tee "$OUTDIR/minilm-pdl-ab.log"
   grep -q '^FAIL' "$OUTDIR/minilm-pdl-ab.log" && failed=$((failed + 1))
+fi
+# ATTN_AB="N ...": fp32 MiniLM timings + profile with the default head
+# threshold and with each RLX_CUDA_ATTN_GEMM_HEADS=N, one after another.
+if [ -n "${ATTN_AB:-}" ]; then
+  for h in default $ATTN_AB; do
+    echo "== RLX_CUDA_ATTN_GEMM_HEADS=$h"
+    ( [ "$h" = default ] || export RLX_CUDA_ATTN_GEMM_HEADS=$h
+      $RUN/gpu minilm --weights $RUN/model.fp16.safetensors --config $RUN/config.json \
+        --batches "${ATTN_BATCHES:-4,8,16}" --check 1 --runs ${RUNS:-50} --modes fp32 --profile 2>&1 )
+  done | tee "$OUTDIR/minilm-attn-ab.log"
+  grep -q '^FAIL' "$OUTDIR/minilm-attn-ab.log" && failed=$((failed + 1))
 fi
 mp=$(grep -c '^PASS minilm' "$OUTDIR/minilm.log"); mf=$(grep -c '^FAIL minilm' "$OUTDIR/minilm.log")
 [ -s "$OUTDIR/rlx_cuda.json" ] || mf=$((mf + 1))

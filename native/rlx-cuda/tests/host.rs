@@ -608,6 +608,17 @@ fn attention_split_values_parse_or_are_typed_errors() {
     }
 }
 
+#[test]
+fn attention_gemm_heads_values_parse_or_are_typed_errors() {
+    use rlx_cuda::plan::{parse_attn_gemm_heads, ATTN_GEMM_HEADS};
+    assert_eq!(parse_attn_gemm_heads(None).unwrap(), ATTN_GEMM_HEADS);
+    assert_eq!(parse_attn_gemm_heads(Some(" 96 ")).unwrap(), 96);
+    match parse_attn_gemm_heads(Some("many")) {
+        Err(CudaError::Input(m)) => assert!(m.contains("RLX_CUDA_ATTN_GEMM_HEADS"), "{m}"),
+        other => panic!("expected a typed error, got {other:?}"),
+    }
+}
+
 /// The block split of MiniLM's f16 tensor-core attention (12 heads per
 /// sequence, 128 rows): the widest blocks that still give >= 384 — the
 /// fastest or within 1 us of it per batch in the H200 A/B

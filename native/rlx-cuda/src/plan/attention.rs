@@ -133,7 +133,7 @@ pub(super) fn attention(
     }
     // Many heads: two batched cuBLAS GEMMs (tensor cores for f16/bf16/TF32)
     // around a masked softmax kernel. Few heads: one fused kernel launch.
-    if nb >= 48 && os[r + 1] == 1 {
+    if nb >= p.attn_gemm_heads && os[r + 1] == 1 {
         let lq = mat_layout(sq, dh, qs[r], qs[r + 1]);
         let lkt = mat_layout(dh, sk, ks[r + 1], ks[r]);
         let lv = mat_layout(sk, dv, vs[r], vs[r + 1]);

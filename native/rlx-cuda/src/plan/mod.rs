@@ -212,6 +212,9 @@ struct Planner<'a> {
     tensor_cores: bool,
     /// How the tensor-core attention spreads a head over blocks.
     attn_split: AttnSplit,
+    /// From this many heads on, attention without tensor cores runs as
+    /// batched cuBLAS GEMMs around a softmax, below it as one fused kernel.
+    attn_gemm_heads: usize,
     input_groups: Vec<Vec<usize>>,
     /// Elementwise results not computed where their node stands: the
     /// reduction that reads them computes them (see `reduce.rs`).
@@ -404,6 +407,26 @@ pub fn parse_attn_split(v: Option<&str>) -> Result<AttnSplit, CudaError> {
     }
 }
 
+/// The environment variable that sets [`Planner::attn_gemm_heads`] (for
+/// A/B runs; unset: [`ATTN_GEMM_HEADS`]).
+pub const ATTN_GEMM_HEADS_ENV: &str = "RLX_CUDA_ATTN_GEMM_HEADS";
+
+/// The head count from which attention without tensor cores (fp32) runs as
+/// batched GEMMs: below it the fused tiled kernel's one launch wins.
+pub const ATTN_GEMM_HEADS: usize = 48;
+
+/// The head threshold a value of [`ATTN_GEMM_HEADS_ENV`] names.
+pub fn parse_attn_gemm_heads(v: Option<&str>) -> Result<usize, CudaError> {
+    match v.map(str::trim) {
+        None | Some("") => Ok(ATTN_GEMM_HEADS),
+        Some(s) => s.parse::<usize>().map_err(|_| {
+            CudaError::Input(format!(
+                "{ATTN_GEMM_HEADS_ENV} must be a head count (a whole number), got {s:?}"
+            ))
+        }),
+    }
+}
+
 /// Plan `program` for an sm_80+ GPU: every value placed, every node lowered.
 pub fn plan(program: &Program) -> Result<Plan, CudaError> {
     plan_for(program, true)
@@ -442,6 +465,8 @@ fn plan_once(
     attn_split: AttnSplit,
     no_inline: &std::collections::HashSet<ValueId>,
 ) -> Result<Result<Plan, Vec<ValueId>>, CudaError> {
+    let attn_gemm_heads =
+        parse_attn_gemm_heads(std::env::var(ATTN_GEMM_HEADS_ENV).ok().as_deref())?;
     let g = &program.graph;
     let slots: HashMap<ValueId, usize> =
         program.slots.iter().map(|s| (s.value, s.offset)).collect();
@@ -473,6 +498,7 @@ fn plan_once(
         slots: slots.clone(),
         tensor_cores,
         attn_split,
+        attn_gemm_heads,
         input_groups: vec![],
         deferred: HashMap::new(),
         gathers: HashMap::new(),
