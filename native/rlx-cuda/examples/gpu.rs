@@ -9,6 +9,7 @@
 //!   [--runs 50] [--check 1,8] [--json F] [--profile]` — MiniLM on the GPU at
 //!   fp32 (strict), fp32+TF32 and fp16: cosine against the CPU reference and
 //!   p50 latency with and without CUDA graph replay.
+//! * `gpu sgemm` — our own fp32 GEMM kernels, each forced, against the CPU.
 
 use rlx::{CompileOptions, Target};
 use rlx_cuda::{CudaBackend, CudaExecutable, CudaOptions};
@@ -782,6 +783,8 @@ fn minilm(args: &[String]) -> usize {
                     // bias + GELU after the FFN up-projection).
                     let key = if name.starts_with("cublasLt") {
                         format!("{op}[cublasLt]")
+                    } else if name.starts_with("sgemm") {
+                        format!("{op}[rlx sgemm]")
                     } else {
                         op.clone()
                     };
@@ -1018,6 +1021,142 @@ fn train_data(b: usize) -> (HostTensor, HostTensor) {
     (x, y)
 }
 
+/// Our own fp32 GEMM kernels (`sgemm.rs`), each forced in turn through
+/// `RLX_CUDA_SGEMM` on every eligible GEMM, against the CPU's f64 result
+/// of the same graph within the fp32 dot-product error bound (below;
+/// cuBLASLt's error on the same inputs is printed next to ours). Cases:
+/// edges in m (features), n (tokens) and k, bias, a fused residual, and
+/// batched sibling GEMMs with a bias per batch. Prints `N passed, M failed`.
+fn sgemm() -> usize {
+    const CASES: &[(&str, &str)] = &[
+        ("linear_bias_residual_edges", "graph @g(%x: f32[2,37,132], %w: f32[52,132], %b: f32[52], %r: f32[2,37,52]) {\n  %t = permute(%w) {perm=[1,0]}\n  %y = matmul_bias_act(%x, %t, %b)\n  %z = add(%y, %r)\n  return %z\n}"),
+        ("qkv_siblings_batched", "graph @g(%x: f32[2,37,132], %wq: f32[52,132], %bq: f32[52], %wk: f32[52,132], %bk: f32[52], %wv: f32[52,132], %bv: f32[52]) {\n  %tq = permute(%wq) {perm=[1,0]}\n  %q = matmul_bias_act(%x, %tq, %bq)\n  %tk = permute(%wk) {perm=[1,0]}\n  %k = matmul_bias_act(%x, %tk, %bk)\n  %tv = permute(%wv) {perm=[1,0]}\n  %v = matmul_bias_act(%x, %tv, %bv)\n  return %q, %k, %v\n}"),
+        ("matmul_k_tail", "graph @g(%x: f32[3,29,132], %w: f32[44,132]) {\n  %t = permute(%w) {perm=[1,0]}\n  %y = matmul(%x, %t)\n  return %y\n}"),
+        ("bias_gelu_multi_tile", "graph @g(%x: f32[300,388], %w: f32[132,388], %b: f32[132]) {\n  %t = permute(%w) {perm=[1,0]}\n  %y = matmul_bias_act(%x, %t, %b) {activation=\"gelu\"}\n  return %y\n}"),
+    ];
+    let base = CudaBackend::new().expect("CUDA backend");
+    let mut rng = Rng(0x5e33);
+    let (mut pass, mut fail) = (0usize, 0usize);
+    let run = |g: &Graph, ins: &[HostTensor]| -> Result<(Vec<HostTensor>, Vec<String>), String> {
+        let c = compile_cuda(g, true)?;
+        let exe = base
+            .compile_program(c.program())
+            .map_err(|e| e.to_string())?;
+        let algos = exe.gemm_algos().into_iter().map(|(_, d)| d).collect();
+        let outs = exe
+            .run_cuda(&ins.iter().collect::<Vec<_>>())
+            .map_err(|e| e.to_string())?;
+        Ok((outs, algos))
+    };
+    for (name, src) in CASES {
+        let g = text::parse(src).expect("sgemm case parses");
+        let ins = extra_inputs(&g, &mut rng);
+        // The reference: the same graph in f64 on the CPU.
+        let g64 = text::parse(&src.replace("f32", "f64")).expect("f64 case parses");
+        let ins64: Vec<HostTensor> = ins
+            .iter()
+            .map(|t| {
+                HostTensor::from_f64(DType::F64, t.shape().clone(), t.to_f64_vec().unwrap())
+                    .unwrap()
+            })
+            .collect();
+        let want: Vec<Vec<f64>> = rlx_cpu::run_graph(&g64, &ins64)
+            .unwrap()
+            .iter()
+            .map(|t| t.to_f64_vec().unwrap())
+            .collect();
+        // The bound: each output within 2 (K + 2) u |a|·|b| (+ |bias| +
+        // |residual|) of the f64 result, u = 2^-24 — the textbook error
+        // bound of a K-term fp32 dot product plus two additions, doubled
+        // for the GELU's slope (< 1.13). `mag` is that magnitude: the f64
+        // graph without its activation on the inputs' absolute values.
+        // K: every case's first input is the GEMM's left operand.
+        let k = ins[0].shape().dims().last().copied().unwrap_or(0);
+        let abs64: Vec<HostTensor> = ins64
+            .iter()
+            .map(|t| {
+                let v = t.to_f64_vec().unwrap().into_iter().map(f64::abs).collect();
+                HostTensor::from_f64(DType::F64, t.shape().clone(), v).unwrap()
+            })
+            .collect();
+        let gmag = text::parse(
+            &src.replace("f32", "f64")
+                .replace(" {activation=\"gelu\"}", ""),
+        )
+        .expect("magnitude graph parses");
+        let mag: Vec<Vec<f64>> = rlx_cpu::run_graph(&gmag, &abs64)
+            .unwrap()
+            .iter()
+            .map(|t| t.to_f64_vec().unwrap())
+            .collect();
+        let tol = 2.0 * (k as f64 + 2.0) * f64::powi(2.0, -24);
+        // Elements outside the bound, and the largest error.
+        let check = |got: &[HostTensor]| -> (usize, f64) {
+            let mut bad = 0;
+            let mut worst = 0.0f64;
+            for ((g, w), m) in got.iter().zip(&want).zip(&mag) {
+                for ((a, b), c) in g.to_f64_vec().unwrap().into_iter().zip(w).zip(m) {
+                    let e = (a - b).abs();
+                    worst = worst.max(e);
+                    if e > tol * c || e.is_nan() {
+                        bad += 1;
+                    }
+                }
+            }
+            (bad, worst)
+        };
+        // cuBLASLt (strict fp32) on the same inputs, for comparison.
+        std::env::set_var(rlx_cuda::sgemm::SGEMM_ENV, "0");
+        let bar = match run(&g, &ins) {
+            Ok((outs, _)) => check(&outs),
+            Err(e) => {
+                fail += 1;
+                println!("FAIL sgemm/cublaslt/{name}: {e}");
+                continue;
+            }
+        };
+        println!(
+            "     sgemm/cublaslt/{name}: max error vs f64 {:.2e}, {} outside the bound",
+            bar.1, bar.0
+        );
+        for (tile, splits) in rlx_cuda::sgemm::TILES
+            .iter()
+            .flat_map(|t| [(t, 1), (t, 4)])
+            .chain([
+                (&rlx_cuda::sgemm::TILES[0], 2),
+                (&rlx_cuda::sgemm::TILES[6], 8),
+            ])
+        {
+            let kname = tile.candidate_name(splits);
+            std::env::set_var(rlx_cuda::sgemm::SGEMM_ENV, &kname);
+            let r = run(&g, &ins).and_then(|(outs, algos)| {
+                if algos.is_empty() || !algos.iter().all(|d| d.contains(&kname)) {
+                    return Err(format!("not every GEMM ran {kname}: {algos:?}"));
+                }
+                let (bad, e) = check(&outs);
+                if bad == 0 {
+                    Ok(format!("max error vs f64 {e:.2e} (cuBLASLt's {:.2e})", bar.1))
+                } else {
+                    Err(format!("{bad} outputs outside 2 (K + 2) u |a||b|; max error vs f64 {e:.2e} (cuBLASLt's {:.2e})", bar.1))
+                }
+            });
+            match r {
+                Ok(m) => {
+                    pass += 1;
+                    println!("ok   sgemm/{kname}/{name}: {m}");
+                }
+                Err(e) => {
+                    fail += 1;
+                    println!("FAIL sgemm/{kname}/{name}: {e}");
+                }
+            }
+        }
+    }
+    std::env::remove_var(rlx_cuda::sgemm::SGEMM_ENV);
+    println!("{pass} passed, {fail} failed");
+    fail
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(|s| s.as_str()) == Some("train-ref") {
@@ -1038,6 +1177,7 @@ fn main() {
         ),
         Some("minilm") => minilm(&args[2..]),
         Some("copies") => copies(),
+        Some("sgemm") => sgemm(),
         Some("train") => train(&args[2..]),
         _ => {
             eprintln!("usage: gpu parity [DIR] | gpu minilm --weights F --config F [...]");

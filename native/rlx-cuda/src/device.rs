@@ -96,6 +96,8 @@ pub struct Gpu {
     /// cuBLASLt, for GEMMs with epilogues (bias, residual).
     pub lt: LtHandle,
     pub lt_workspace: DevBuf,
+    /// Zeroed tile counters of our split-K GEMMs (`sgemm.rs`).
+    pub sgemm_counters: DevBuf,
     /// cuBLAS workspace, set once so GEMMs never allocate (needed under graph capture).
     _workspace: DevBuf,
     pub name: String,
@@ -112,6 +114,8 @@ pub struct Gpu {
 #[derive(Clone)]
 pub(crate) struct TunedAlgo {
     pub algo: cudarc::cublaslt::sys::cublasLtMatmulAlgo_t,
+    /// Our own kernel (`sgemm::TILES` index) instead of `algo`.
+    pub own: Option<usize>,
     pub choice: crate::tune::Choice,
 }
 
@@ -145,6 +149,9 @@ impl Gpu {
                 .map_err(|e| CudaError::Cublas(e.to_string()))?,
         );
         let lt_workspace = DevBuf::new(&ctx, 32 << 20)?;
+        let sgemm_counters = DevBuf::new(&ctx, crate::sgemm::COUNTERS * 4)?;
+        // SAFETY: the whole fresh allocation is set to zero.
+        unsafe { result::memset_d8_sync(sgemm_counters.ptr, 0, sgemm_counters.bytes) }?;
         let (major, minor) = ctx.compute_capability()?;
         let arch = match (major, minor) {
             (9, _) => "compute_90",
@@ -163,6 +170,7 @@ impl Gpu {
             blas,
             lt,
             lt_workspace,
+            sgemm_counters,
             _workspace: workspace,
             name,
             arch,

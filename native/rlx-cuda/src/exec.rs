@@ -53,6 +53,17 @@ struct LtGemm {
     key: TuneKey,
     /// How `algo` was chosen (shown by the profile).
     choice: Choice,
+    /// Our own fp32 kernels this GEMM can run (`sgemm.rs`), timed after
+    /// the cuBLASLt candidates; empty when not eligible.
+    own: Vec<(crate::sgemm::Tile, u32, CudaFunction)>,
+    /// The one of `own` that runs instead of cuBLASLt, when the tuner
+    /// measured it fastest.
+    own_pick: Option<usize>,
+    /// (m, n, k, lda, ldb, ldd) and (strides of A, B, D, bias) for `own`.
+    own_args: ([i32; 6], [i64; 4]),
+    bias: u64,
+    /// The GEMM, for `own`'s launch grids.
+    grid_of: crate::plan::Gemm,
 }
 
 /// Split-K variants of the heuristic's first [`SPLIT_BASES`] candidates
@@ -314,6 +325,25 @@ impl LtGemm {
             candidates.push(algo);
             splits.push(s);
         }
+        use crate::sgemm::{self, Mode};
+        let mode = sgemm::mode()?;
+        let ws = gpu.lt_workspace.bytes;
+        let mut own = Vec::new();
+        if mode != Mode::Off && sgemm::eligible(g, ptrs, tf32) {
+            let module = gpu.module(&sgemm::source(), false)?;
+            for (i, t) in sgemm::TILES.iter().enumerate() {
+                for s in sgemm::SPLITS {
+                    let wanted = match mode {
+                        Mode::Force(f, fs) => f == i && fs == s,
+                        _ => true,
+                    };
+                    if wanted && sgemm::split_fits(g, t, s, ws) {
+                        own.push((*t, s, module.load_function(&t.name())?));
+                    }
+                }
+            }
+        }
+        let forced = matches!(mode, Mode::Force(..)) && !own.is_empty();
         Ok(LtGemm {
             desc,
             layouts,
@@ -324,9 +354,20 @@ impl LtGemm {
             f64: g.dtype == DType::F64,
             residual: residual.is_some(),
             key: TuneKey::new(g, ptrs, bias, tf32),
-            choice: Choice::Heuristic {
-                candidates: heur.len(),
+            choice: if forced {
+                Choice::Forced {
+                    kernel: own[0].0.candidate_name(own[0].1),
+                }
+            } else {
+                Choice::Heuristic {
+                    candidates: heur.len(),
+                }
             },
+            own_pick: forced.then_some(0),
+            own,
+            own_args: crate::sgemm::scalar_args(g),
+            bias: bias.unwrap_or(0),
+            grid_of: g.clone(),
         })
     }
 
@@ -341,8 +382,12 @@ impl LtGemm {
                 .lock()
                 .map_err(|_| CudaError::Driver("tuning cache lock poisoned".into()))
         };
+        if matches!(self.choice, Choice::Forced { .. }) {
+            return Ok(());
+        }
         if let Some(t) = cache()?.get(&self.key) {
             self.algo = t.algo;
+            self.own_pick = t.own;
             self.choice = match t.choice.clone() {
                 Choice::Tuned {
                     index,
@@ -350,6 +395,7 @@ impl LtGemm {
                     us,
                     heuristic_us,
                     split_k,
+                    kernel,
                     ..
                 } => Choice::Tuned {
                     index,
@@ -357,37 +403,65 @@ impl LtGemm {
                     us,
                     heuristic_us,
                     split_k,
+                    kernel,
                     cached: true,
                 },
                 other => other,
             };
             return Ok(());
         }
-        if self.candidates.len() < 2 {
+        let total = self.candidates.len() + self.own.len();
+        if total < 2 {
             return Ok(());
         }
         let mut times = Vec::new();
         for algo in self.candidates.clone() {
-            times.push(self.time_us(gpu, &algo)?);
+            times.push(self.time_us(gpu, Some(&algo), None)?);
+        }
+        for o in 0..self.own.len() {
+            times.push(self.time_us(gpu, None, Some(o))?);
+        }
+        if std::env::var_os(tune::TUNE_LOG_ENV).is_some() {
+            let us = |t: &Option<f32>| t.map_or("-".into(), |t| format!("{t:.1}"));
+            let lt: Vec<String> = times[..self.candidates.len()].iter().map(us).collect();
+            let own: Vec<String> = (self.own.iter().zip(&times[self.candidates.len()..]))
+                .map(|((t, sp, _), x)| format!("{} {}", &t.candidate_name(*sp)[13..], us(x)))
+                .collect();
+            eprintln!(
+                "tune {:?}: cuBLASLt [{}] own [{}] us",
+                self.key,
+                lt.join(" "),
+                own.join(", ")
+            );
         }
         let Some(index) = tune::pick(&times) else {
             // No candidate launched outside a graph: keep the first pick
             // (a real run reports the error).
             return Ok(());
         };
-        self.algo = self.candidates[index];
+        let lt = self.candidates.len();
+        let kernel = if index >= lt {
+            self.own_pick = Some(index - lt);
+            let (t, splits, _) = &self.own[index - lt];
+            Some(t.candidate_name(*splits))
+        } else {
+            self.algo = self.candidates[index];
+            None
+        };
         self.choice = Choice::Tuned {
             index,
-            candidates: self.candidates.len(),
+            candidates: total,
             us: times[index].unwrap_or(f32::NAN),
             heuristic_us: times[0],
             split_k: self.splits.get(index).copied().unwrap_or(1),
+            kernel,
             cached: false,
         };
         cache()?.insert(
             self.key.clone(),
             TunedAlgo {
                 algo: self.algo,
+                own: self.own_pick,
                 choice: self.choice.clone(),
             },
         );
@@ -401,10 +475,12 @@ impl LtGemm {
     fn time_us(
         &self,
         gpu: &Gpu,
-        algo: &lt::cublasLtMatmulAlgo_t,
+        algo: Option<&lt::cublasLtMatmulAlgo_t>,
+        own: Option<usize>,
     ) -> Result<Option<f32>, CudaError> {
         const LAUNCHES: usize = 10;
-        if self.launch_with(gpu, algo).is_err() {
+        let algo = algo.unwrap_or(&self.algo);
+        if self.launch_with(gpu, algo, own).is_err() {
             return Ok(None);
         }
         let stream = &gpu.stream;
@@ -412,7 +488,7 @@ impl LtGemm {
         let (e0, e1) = (gpu.ctx.new_event(flags)?, gpu.ctx.new_event(flags)?);
         stream.synchronize()?;
         stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-        let r = (0..LAUNCHES).try_for_each(|_| self.launch_with(gpu, algo));
+        let r = (0..LAUNCHES).try_for_each(|_| self.launch_with(gpu, algo, own));
         let g = stream.end_capture(sys::CUgraphInstantiate_flags(0))?;
         r?;
         let Some(g) = g else { return Ok(None) };
@@ -435,10 +511,46 @@ impl LtGemm {
     }
 
     fn launch(&self, gpu: &Gpu) -> Result<(), CudaError> {
-        self.launch_with(gpu, &self.algo)
+        self.launch_with(gpu, &self.algo, self.own_pick)
     }
 
-    fn launch_with(&self, gpu: &Gpu, algo: &lt::cublasLtMatmulAlgo_t) -> Result<(), CudaError> {
+    /// Launch with cuBLASLt's `algo`, or with `own[o]` when `own` is `Some(o)`.
+    fn launch_with(
+        &self,
+        gpu: &Gpu,
+        algo: &lt::cublasLtMatmulAlgo_t,
+        own: Option<usize>,
+    ) -> Result<(), CudaError> {
+        if let Some(o) = own {
+            let (tile, splits, f) = &self.own[o];
+            let [a, b, c, d] = self.ptrs;
+            let c = if self.residual { c } else { 0 };
+            let (ints, longs) = &self.own_args;
+            let (ws, counters) = (gpu.lt_workspace.ptr, gpu.sgemm_counters.ptr);
+            let nsplit = *splits as i32;
+            let mut l = gpu.stream.launch_builder(f);
+            l.arg(&a).arg(&b).arg(&d).arg(&c).arg(&self.bias);
+            for v in ints {
+                l.arg(v);
+            }
+            for v in longs {
+                l.arg(v);
+            }
+            l.arg(&nsplit).arg(&ws).arg(&counters);
+            let (gx, gy, gz) = tile.grid(&self.grid_of);
+            let cfg = LaunchConfig {
+                grid_dim: (gx, gy, gz * splits),
+                block_dim: (tile.threads(), 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: the arguments are device addresses of this GEMM's
+            // buffers (checked aligned by `sgemm::eligible`), the GPU's
+            // workspace (large enough: `sgemm::split_fits`) and zeroed tile
+            // counters, and the GEMM's sizes, in the order the kernel
+            // declares them.
+            unsafe { l.launch(cfg) }?;
+            return Ok(());
+        }
         let has_residual = self.residual;
         let (one32, zero32, one64, zero64) = (1f32, 0f32, 1f64, 0f64);
         let beta32 = if has_residual { one32 } else { zero32 };
@@ -718,7 +830,12 @@ impl CudaExecutable {
                         gemm_algos.push((
                             launches.len(),
                             format!(
-                                "cublasLt::matmul m{} n{} k{}{}: {}",
+                                "{} m{} n{} k{}{}: {}",
+                                if lt.own_pick.is_some() {
+                                    "sgemm"
+                                } else {
+                                    "cublasLt::matmul"
+                                },
                                 gemm.m,
                                 gemm.n,
                                 gemm.k,

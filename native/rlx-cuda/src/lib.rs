@@ -23,6 +23,7 @@ pub mod exec;
 pub mod host;
 pub mod pdl;
 pub mod plan;
+pub mod sgemm;
 pub mod staging;
 pub mod tune;
 

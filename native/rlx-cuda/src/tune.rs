@@ -15,6 +15,10 @@ use rlx_ir::DType;
 /// The environment variable that turns tuning off (`0`) for A/B runs.
 pub const AUTOTUNE_ENV: &str = "RLX_CUDA_AUTOTUNE";
 
+/// Set (any value): each tuned GEMM prints every candidate's time to
+/// stderr (for tuning our own kernels).
+pub const TUNE_LOG_ENV: &str = "RLX_CUDA_TUNE_LOG";
+
 /// Whether tuning is on, from the value of [`AUTOTUNE_ENV`] (unset: on).
 pub fn parse_autotune(v: Option<&str>) -> Result<bool, CudaError> {
     match v.map(str::trim) {
@@ -114,14 +118,21 @@ pub enum Choice {
         /// K split over this many parts (a variant made from a heuristic
         /// candidate, see `exec.rs`), or 1.
         split_k: i32,
+        /// Our own kernel that won (`sgemm.rs`), instead of cuBLASLt.
+        kernel: Option<String>,
         /// Reused from an earlier GEMM with the same [`TuneKey`].
         cached: bool,
     },
+    /// Our own kernel, named by [`crate::sgemm::SGEMM_ENV`] (tests).
+    Forced { kernel: String },
 }
 
 impl std::fmt::Display for Choice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            Choice::Forced { kernel } => {
+                write!(f, "nvrtc::{kernel} (forced by {})", crate::sgemm::SGEMM_ENV)
+            }
             Choice::Heuristic { candidates } => {
                 write!(f, "algo #0 of {candidates} (heuristic, untimed)")
             }
@@ -131,9 +142,13 @@ impl std::fmt::Display for Choice {
                 us,
                 heuristic_us,
                 split_k,
+                kernel,
                 cached,
             } => {
-                write!(f, "algo #{index} of {candidates} (")?;
+                match kernel {
+                    Some(k) => write!(f, "nvrtc::{k}, candidate #{index} of {candidates} (")?,
+                    None => write!(f, "algo #{index} of {candidates} (")?,
+                }
                 if *split_k > 1 {
                     write!(f, "split-K {split_k}, ")?;
                 }
@@ -186,6 +201,7 @@ mod tests {
             us: 4.31,
             heuristic_us: Some(6.0),
             split_k: 1,
+            kernel: None,
             cached: true,
         };
         assert_eq!(
@@ -198,11 +214,25 @@ mod tests {
             us: 3.0,
             heuristic_us: Some(6.0),
             split_k: 4,
+            kernel: None,
             cached: false,
         };
         assert_eq!(
             c.to_string(),
             "algo #9 of 20 (split-K 4, timed 3.0 us, heuristic #0 6.0 us)"
+        );
+        let c = Choice::Tuned {
+            index: 21,
+            candidates: 22,
+            us: 9.0,
+            heuristic_us: Some(20.0),
+            split_k: 1,
+            kernel: Some("rlx_sgemm_tn_64x64_8x8".into()),
+            cached: false,
+        };
+        assert_eq!(
+            c.to_string(),
+            "nvrtc::rlx_sgemm_tn_64x64_8x8, candidate #21 of 22 (timed 9.0 us, heuristic #0 20.0 us)"
         );
         assert_eq!(
             Choice::Heuristic { candidates: 8 }.to_string(),

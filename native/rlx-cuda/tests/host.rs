@@ -285,6 +285,34 @@ fn generated_sources_compile_with_nvrtc_where_available() {
     }
 }
 
+/// Our own fp32 GEMM kernels compile, one entry point per tile, and keep
+/// their accumulators and staging registers in registers (no `.local`
+/// arrays in the PTX). Skipped without libnvrtc, like the test above.
+#[test]
+fn sgemm_kernels_compile_without_local_memory() {
+    // SAFETY: only tries to open the library.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        eprintln!("libnvrtc not found: NVRTC compile test skipped");
+        return;
+    }
+    let opts = rlx_cuda::device::nvrtc_options("compute_90", false);
+    let ptx = match cudarc::nvrtc::compile_ptx_with_opts(rlx_cuda::sgemm::source(), opts) {
+        Ok(p) => p.to_src(),
+        Err(cudarc::nvrtc::CompileError::CompileError { log, .. }) => {
+            panic!("NVRTC: {}", log.to_string_lossy())
+        }
+        Err(e) => panic!("NVRTC: {e:?}"),
+    };
+    for t in rlx_cuda::sgemm::TILES {
+        assert!(
+            ptx.contains(&format!(".entry {}(", t.name())),
+            "{}",
+            t.name()
+        );
+    }
+    assert!(!ptx.contains(".local"), "local memory in the sgemm PTX");
+}
+
 #[test]
 fn minilm_plans_with_fused_epilogues_and_attention_layout() {
     let p = minilm_plan(1);
