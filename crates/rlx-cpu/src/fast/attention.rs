@@ -4,11 +4,27 @@
 //! in one pass over the tile, then P·V straight into the output rows.
 //! q, k and v are read through their strides, so the head-split permutes
 //! in front of attention cost nothing.
+//!
+//! The two products run on the `gemm` crate natively and on
+//! [`crate::kernels::gemm128`] in the wasm32 build (faster there at these
+//! shapes too: `benches/results/wasm-vs-native.md`).
 
 use super::layout::View;
 use super::par::{for_chunks, Scratch};
 use super::simd::{self, simd_fn};
-use crate::kernels::gemm::{gemm_into, gemm_scaled, Mat};
+use crate::kernels::gemm::Mat;
+
+/// `c (row stride ldc) = scale · a · b` on this thread.
+fn product(a: Mat<f32>, b: Mat<f32>, c: &mut [f32], ldc: usize, scale: f32) {
+    #[cfg(target_arch = "wasm32")]
+    {
+        crate::kernels::gemm128::gemm_scaled(a, b, c, ldc, scale)
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        crate::kernels::gemm::gemm_scaled(a, b, c, ldc, false, false, scale)
+    }
+}
 
 /// Query rows per block.
 pub const BLOCK: usize = 128;
@@ -85,7 +101,7 @@ pub fn run(out: &mut [f32], q: &View, k: &View, v: &View, mask: &Mask, dm: &Dims
                 let rows = BLOCK.min(sq - i0);
                 let qm = q.mat(qo + i0 * qrs, rows, d);
                 let s = &mut scores[..rows * sk];
-                gemm_scaled(qm, km, s, sk, false, false, scale);
+                product(qm, km, s, sk, scale);
                 if !row_mask {
                     for (ri, row) in s.chunks_mut(sk.max(1)).enumerate() {
                         apply_mask(row, mask, i0 + ri, bi, dm);
@@ -93,7 +109,7 @@ pub fn run(out: &mut [f32], q: &View, k: &View, v: &View, mask: &Mask, dm: &Dims
                 }
                 softmax_rows(s, sk, if row_mask { Some(&mrow[..]) } else { None });
                 let pm = Mat::row_major(&s[..], rows, sk);
-                gemm_into(pm, vm, &mut ob[i0 * dv..(i0 + rows) * dv], dv, false, false);
+                product(pm, vm, &mut ob[i0 * dv..(i0 + rows) * dv], dv, 1.0);
             }
         })
     });

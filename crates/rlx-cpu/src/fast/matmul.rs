@@ -1,7 +1,11 @@
-//! matmul and matmul_bias_act in f32: the `gemm` crate on strided operands
-//! (a transposed weight is read through swapped strides, never copied),
-//! rows split across threads, and the bias + activation epilogue applied
-//! to each block of rows right after its product, while it is in cache.
+//! matmul and matmul_bias_act in f32: natively the `gemm` crate on strided
+//! operands (a transposed weight is read through swapped strides, never
+//! copied), rows split across threads; on wasm32 rlx's own simd128 kernel
+//! ([`crate::kernels::gemm128`]: 1.1–1.3× the `gemm` crate's simd128 kernel
+//! in Node, `benches/results/wasm-vs-native.md`), the weight packed once
+//! per product for all row blocks. The bias + activation epilogue is
+//! applied to each block of rows right after its product, while it is in
+//! cache.
 
 use super::convert::{self, Fmt};
 use super::elementwise::{Un, TILE};
@@ -9,6 +13,8 @@ use super::layout::View;
 use super::par::{chunk_len, for_chunks_with};
 use super::simd::{self, simd_fn};
 use crate::kernels::gemm::{gemm_into, Mat};
+#[cfg(target_arch = "wasm32")]
+use crate::kernels::gemm128;
 
 /// Row counts up to this run as one multithreaded GEMM call.
 const SMALL_M: usize = 1024;
@@ -70,6 +76,37 @@ fn act_row(a: Act, row: &mut [f32]) {
         Un::Sigmoid => map!(simd::sigmoid),
         Un::Tanh => map!(simd::tanh),
         _ => unreachable!("activation() admits only these"),
+    }
+}
+
+/// A weight as a single-threaded product of a block of rows reads it: on
+/// wasm32 packed for gemm128 (once per product, shared by its row
+/// blocks), natively as it is (the `gemm` crate packs it itself).
+#[cfg(target_arch = "wasm32")]
+type Weight<'a> = &'a gemm128::PackedB;
+#[cfg(not(target_arch = "wasm32"))]
+type Weight<'a> = Mat<'a, f32>;
+
+fn with_weight<T>(b: Mat<f32>, f: impl FnOnce(Weight) -> T) -> T {
+    #[cfg(target_arch = "wasm32")]
+    {
+        gemm128::with_packed(b, f)
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        f(b)
+    }
+}
+
+/// `c (row stride ldc) = a · b` on this thread.
+fn product(a: Mat<f32>, b: Weight, c: &mut [f32], ldc: usize) {
+    #[cfg(target_arch = "wasm32")]
+    {
+        gemm128::gemm_packed(a, b, c, ldc)
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        gemm_into(a, b, c, ldc, false, false)
     }
 }
 
@@ -161,18 +198,20 @@ pub fn run(
             return;
         }
         let chunk = chunk_len(rows * n, n, 32 * n.max(TILE));
-        for_chunks_with(out, half, chunk, |ci, oc, h| {
-            let r0 = ci * chunk / n;
-            let mr = oc.len() / n;
-            let am = Mat {
-                data: &a.data[a.loc.offset + r0 * a.loc.strides[ra - 2] - a.shift..],
-                rows: mr,
-                cols: k,
-                row_stride: a.loc.strides[ra - 2],
-                col_stride: a.loc.strides[ra - 1],
-            };
-            gemm_into(am, bm, oc, n, false, false);
-            finish(oc, r0, h);
+        with_weight(bm, |w| {
+            for_chunks_with(out, half, chunk, |ci, oc, h| {
+                let r0 = ci * chunk / n;
+                let mr = oc.len() / n;
+                let am = Mat {
+                    data: &a.data[a.loc.offset + r0 * a.loc.strides[ra - 2] - a.shift..],
+                    rows: mr,
+                    cols: k,
+                    row_stride: a.loc.strides[ra - 2],
+                    col_stride: a.loc.strides[ra - 1],
+                };
+                product(am, w, oc, n);
+                finish(oc, r0, h);
+            })
         });
         return;
     }
@@ -180,7 +219,7 @@ pub fn run(
     for_chunks_with(out, half, m * n, |bi, oc, h| {
         let am = a.mat(a.loc.batch_offset(batch, bi), m, k);
         let bm = b.mat(b.loc.batch_offset(batch, bi), k, n);
-        gemm_into(am, bm, oc, n, false, false);
+        with_weight(bm, |w| product(am, w, oc, n));
         finish(oc, bi * m, h);
     });
 }

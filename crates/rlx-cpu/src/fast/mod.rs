@@ -192,6 +192,13 @@ pub fn kernel_name(op: &str, inputs: &[&TensorType], attrs: &Attrs, dtype: DType
                 "cpu::fast::{op}<bf16: AVX512-BF16 dot products where the layout allows, else f32 GEMM>"
             )
         }
+        // The browser build runs its f32 products on rlx's simd128 kernel
+        // (`kernels::gemm128`), not the `gemm` crate as natively.
+        Some(Kind::Matmul { .. } | Kind::Attention) if cfg!(target_arch = "wasm32") => format!(
+            "cpu::fast::{op}<{dtype}: gemm128 simd128 {}x{}>",
+            crate::kernels::gemm128::MR,
+            crate::kernels::gemm128::NR
+        ),
         Some(_) => format!("cpu::fast::{op}<{dtype}>"),
         None => format!("cpu::ref::{op}<{dtype}>"),
     }

@@ -8,6 +8,7 @@ mod elementwise;
 mod fft;
 mod fused;
 pub mod gemm;
+pub mod gemm128;
 mod index;
 mod linalg;
 mod misc;

@@ -1,0 +1,46 @@
+// f32 GEMM throughput inside the wasm32 build (simd128, one thread) under
+// Node: the `gemm` crate vs rlx's gemm128 kernel (tile heights 4, 5, 6) on
+// MiniLM's shapes, M = 128·batch. Prints one JSON line per (shape, kernel).
+// Build the module first (crates/rlx-cpu/examples/wasm_sgemm.rs says how).
+// Usage: node benches/wasm/sgemm.mjs path/to/wasm_sgemm.wasm [batch...]
+import fs from "node:fs";
+
+const [wasmPath, ...bs] = process.argv.slice(2);
+const mod = await WebAssembly.compile(fs.readFileSync(wasmPath));
+const imports = {};
+for (const i of WebAssembly.Module.imports(mod)) {
+  (imports[i.module] ??= {})[i.name] = () => {
+    throw new Error(`wasm import ${i.name} called`);
+  };
+}
+const ex = (await WebAssembly.instantiate(mod, imports)).exports;
+const kernels = { 0: "gemm crate", 4: "gemm128 4x8", 5: "gemm128 5x8", 6: "gemm128 6x8" };
+const ids = Object.keys(kernels).map(Number);
+// Warm-up: V8 first runs a baseline compile and tiers up in the background.
+ex.sgemm_prepare(64, 64, 64, 0);
+for (let i = 0; i < 50; i++) for (const w of ids) ex.sgemm_run(w, 0);
+// (m, k, n, weight read transposed): the block's projections and FFN at
+// M = 128·batch, then one head's attention products (QKᵀ, P·V).
+const shapes = [];
+for (const b of (bs.length ? bs : ["1", "8"]).map(Number)) {
+  for (const [k, n] of [[384, 384], [384, 1152], [384, 1536], [1536, 384]]) shapes.push([128 * b, k, n, 0]);
+}
+shapes.push([128, 32, 128, 1], [128, 128, 32, 0]);
+{
+  for (const [m, k, n, bt] of shapes) {
+    ex.sgemm_prepare(m, k, n, bt);
+    for (const w of ids) {
+      const err = ex.sgemm_run(w, 1);
+      if (!(err >= 0 && err < 1e-5)) throw new Error(`kernel ${w} ${m}x${k}x${n}: relative error ${err}`);
+      const t = [];
+      for (let i = 0; i < 7; i++) {
+        const s = performance.now();
+        ex.sgemm_run(w, 0);
+        t.push(performance.now() - s);
+      }
+      t.sort((x, y) => x - y);
+      const ms = t[t.length >> 1];
+      console.log(JSON.stringify({ m, k, n, bt, kernel: kernels[w], p50_ms: +ms.toFixed(3), gflops: +((2 * m * k * n) / ms / 1e6).toFixed(1) }));
+    }
+  }
+}

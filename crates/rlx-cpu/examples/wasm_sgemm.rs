@@ -1,0 +1,108 @@
+//! GEMM kernels callable from JavaScript, to time them inside the wasm32
+//! build (simd128, one thread) under Node: the `gemm` crate (what the
+//! browser build ran before) and [`rlx_cpu::kernels::gemm128`] at each tile
+//! height. Driven by `benches/wasm/sgemm.mjs`:
+//!
+//!     PATH=/usr/bin:$PATH RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR=target/wasm \
+//!       RUSTFLAGS="-C target-feature=+simd128" cargo build --release \
+//!       --target wasm32-unknown-unknown -Zbuild-std=std,panic_abort \
+//!       -p rlx-cpu --example wasm_sgemm
+//!     node benches/wasm/sgemm.mjs target/wasm/wasm32-unknown-unknown/release/examples/wasm_sgemm.wasm
+
+use rlx_cpu::kernels::gemm128;
+use rlx_cpu::Mat;
+use std::cell::RefCell;
+
+struct Problem {
+    m: usize,
+    k: usize,
+    n: usize,
+    a: Vec<f32>,
+    b: Vec<f32>,
+    c: Vec<f32>,
+    /// `b` stored n×k and read transposed.
+    bt: bool,
+    /// The `gemm` crate's product, to compare against.
+    want: Vec<f32>,
+}
+
+thread_local! {
+    static P: RefCell<Option<Problem>> = const { RefCell::new(None) };
+}
+
+/// `b` as a k×n operand: row-major, or an n×k matrix read transposed.
+fn weight(b: &[f32], k: usize, n: usize, bt: bool) -> Mat<'_, f32> {
+    let m = Mat::row_major(b, if bt { n } else { k }, if bt { k } else { n });
+    if bt {
+        m.t()
+    } else {
+        m
+    }
+}
+
+/// Set up `a (m×k) · b (k×n)` with deterministic values in [-1, 1), `b`
+/// row-major (`bt = 0`) or the transpose of an n×k matrix (`bt = 1`, as a
+/// `Linear` weight is read).
+#[unsafe(no_mangle)]
+pub extern "C" fn sgemm_prepare(m: u32, k: u32, n: u32, bt: u32) {
+    let (m, k, n) = (m as usize, k as usize, n as usize);
+    let val = |i: usize, s: usize| ((i.wrapping_mul(s) % 1009) as f32 / 504.5) - 1.0;
+    let a: Vec<f32> = (0..m * k).map(|i| val(i, 7)).collect();
+    let b: Vec<f32> = (0..k * n).map(|i| val(i, 13)).collect();
+    let bt = bt != 0;
+    let mut want = vec![0f32; m * n];
+    rlx_cpu::gemm_into(
+        Mat::row_major(&a, m, k),
+        weight(&b, k, n, bt),
+        &mut want,
+        n,
+        false,
+        false,
+    );
+    P.with(|p| {
+        *p.borrow_mut() = Some(Problem {
+            m,
+            k,
+            n,
+            a,
+            b,
+            c: vec![0f32; m * n],
+            bt,
+            want,
+        })
+    });
+}
+
+/// One product with kernel `which`: 0 the `gemm` crate, 4/5/6
+/// `gemm128` with that many rows per tile. Returns the largest
+/// |difference| from the `gemm` crate's result, relative to its largest
+/// |element| when `check` is nonzero, else 0 (negative for an unknown
+/// kernel).
+#[unsafe(no_mangle)]
+pub extern "C" fn sgemm_run(which: u32, check: u32) -> f32 {
+    P.with(|p| {
+        let mut p = p.borrow_mut();
+        let Some(p) = p.as_mut() else { return -1.0 };
+        let (a, b) = (Mat::row_major(&p.a, p.m, p.k), weight(&p.b, p.k, p.n, p.bt));
+        match which {
+            0 => rlx_cpu::gemm_into(a, b, &mut p.c, p.n, false, false),
+            4 => gemm128::gemm_tuned::<4>(a, b, &mut p.c, p.n),
+            5 => gemm128::gemm_tuned::<5>(a, b, &mut p.c, p.n),
+            6 => gemm128::gemm_tuned::<6>(a, b, &mut p.c, p.n),
+            _ => return -1.0,
+        }
+        if check == 0 {
+            return 0.0;
+        }
+        let scale = p
+            .want
+            .iter()
+            .fold(0f32, |s, x| s.max(x.abs()))
+            .max(f32::MIN_POSITIVE);
+        let diff =
+            p.c.iter()
+                .zip(&p.want)
+                .fold(0f32, |s, (x, y)| s.max((x - y).abs()));
+        diff / scale
+    })
+}
