@@ -331,6 +331,18 @@ impl LtGemm {
         let mut own = Vec::new();
         if mode != Mode::Off && sgemm::eligible(g, ptrs, tf32) {
             let module = gpu.module(&sgemm::source(), false)?;
+            if std::env::var_os(tune::TUNE_LOG_ENV).is_some() {
+                for t in sgemm::TILES {
+                    let f = module.load_function(&t.name())?;
+                    eprintln!(
+                        "sgemm {}: {} registers, {} blocks of {} threads per SM",
+                        t.name(),
+                        f.num_regs()?,
+                        f.occupancy_max_active_blocks_per_multiprocessor(t.threads(), 0, None)?,
+                        t.threads()
+                    );
+                }
+            }
             for (i, t) in sgemm::TILES.iter().enumerate() {
                 for s in sgemm::SPLITS {
                     let wanted = match mode {
