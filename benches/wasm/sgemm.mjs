@@ -14,6 +14,10 @@ for (const i of WebAssembly.Module.imports(mod)) {
   };
 }
 const ex = (await WebAssembly.instantiate(mod, imports)).exports;
+// The engine's resident-weight path (packed once) against the reference.
+const resident = ex.resident_check();
+if (!(resident >= 0 && resident < 1e-5)) throw new Error(`resident-weight check: ${resident}`);
+console.error(`resident-weight check ok (max relative difference ${resident})`);
 const kernels = { 0: "gemm crate", 4: "gemm128 4x8", 5: "gemm128 5x8", 6: "gemm128 6x8" };
 const ids = Object.keys(kernels).map(Number);
 // Warm-up: V8 first runs a baseline compile and tiers up in the background.

@@ -106,3 +106,48 @@ pub extern "C" fn sgemm_run(which: u32, check: u32) -> f32 {
         diff / scale
     })
 }
+
+/// The fast engine's resident-weight path in this build: a linear layer
+/// (weight kept resident, so packed once for gemm128) then a product with
+/// a non-resident weight, run three times (the last with a new
+/// non-resident weight) against the reference kernels. Returns the
+/// largest relative difference (negative on an error).
+#[unsafe(no_mangle)]
+pub extern "C" fn resident_check() -> f32 {
+    use rlx_ir::{lir::Program, text, DType, HostTensor, Shape};
+    let src = "graph @lin(%x: f32[2,65,70], %w: f32[70,37], %b: f32[37], %v: f32[37,19]) {
+  %y = matmul_bias_act(%x, %w, %b) {activation=\"gelu\"}
+  %z = matmul(%y, %v)
+  return %z
+}";
+    let tensor = |dims: &[usize], seed: usize| {
+        let d: Vec<f32> = (0..dims.iter().product::<usize>())
+            .map(|i| {
+                ((i.wrapping_mul(7919).wrapping_add(seed * 104729) % 2003) as f32 / 1001.5) - 1.0
+            })
+            .collect();
+        HostTensor::new(DType::F32, Shape::from(dims.to_vec()), d.into())
+    };
+    let check = || -> Result<f32, Box<dyn std::error::Error>> {
+        let g = text::parse(src)?;
+        let p = rlx_cpu::fast::FastProgram::compile(Program::from_graph(g.clone()))?;
+        p.keep_resident(&[1, 2]);
+        let (x, w, b) = (
+            tensor(&[2, 65, 70], 1)?,
+            tensor(&[70, 37], 2)?,
+            tensor(&[37], 3)?,
+        );
+        let mut worst = 0f32;
+        for vseed in [4, 4, 5] {
+            let v = tensor(&[37, 19], vseed)?;
+            let ins = [&x, &w, &b, &v];
+            let want = rlx_cpu::run_graph_refs(&g, &ins)?[0].to_f64_vec()?;
+            let got = p.run(&ins)?[0].to_f64_vec()?;
+            for (g, w) in got.iter().zip(&want) {
+                worst = worst.max(((g - w).abs() / (1.0 + w.abs())) as f32);
+            }
+        }
+        Ok(worst)
+    };
+    check().unwrap_or(-1.0)
+}

@@ -13,8 +13,7 @@ use super::layout::View;
 use super::par::{chunk_len, for_chunks_with};
 use super::simd::{self, simd_fn};
 use crate::kernels::gemm::{gemm_into, Mat};
-#[cfg(target_arch = "wasm32")]
-use crate::kernels::gemm128;
+use crate::kernels::gemm128::{self, PackedB};
 
 /// Row counts up to this run as one multithreaded GEMM call.
 const SMALL_M: usize = 1024;
@@ -79,46 +78,52 @@ fn act_row(a: Act, row: &mut [f32]) {
     }
 }
 
-/// A weight as a single-threaded product of a block of rows reads it: on
-/// wasm32 packed for gemm128 (once per product, shared by its row
-/// blocks), natively as it is (the `gemm` crate packs it itself).
-#[cfg(target_arch = "wasm32")]
-type Weight<'a> = &'a gemm128::PackedB;
-#[cfg(not(target_arch = "wasm32"))]
-type Weight<'a> = Mat<'a, f32>;
+/// A weight as a single-threaded product of a block of rows reads it:
+/// packed for gemm128 — once per run for a resident weight (the engine
+/// packs it), else once per product on wasm32 — or, natively, as it is
+/// (the `gemm` crate packs it itself).
+#[derive(Clone, Copy)]
+enum Weight<'a> {
+    Packed(&'a PackedB),
+    // Only natively (wasm32 packs every weight).
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    AsIs(Mat<'a, f32>),
+}
 
-fn with_weight<T>(b: Mat<f32>, f: impl FnOnce(Weight) -> T) -> T {
+fn with_weight<T>(b: Mat<f32>, packed: Option<&PackedB>, f: impl FnOnce(Weight) -> T) -> T {
+    if let Some(p) = packed {
+        return f(Weight::Packed(p));
+    }
     #[cfg(target_arch = "wasm32")]
     {
-        gemm128::with_packed(b, f)
+        gemm128::with_packed(b, |p| f(Weight::Packed(p)))
     }
     #[cfg(not(target_arch = "wasm32"))]
     {
-        f(b)
+        f(Weight::AsIs(b))
     }
 }
 
 /// `c (row stride ldc) = a · b` on this thread.
 fn product(a: Mat<f32>, b: Weight, c: &mut [f32], ldc: usize) {
-    #[cfg(target_arch = "wasm32")]
-    {
-        gemm128::gemm_packed(a, b, c, ldc)
-    }
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        gemm_into(a, b, c, ldc, false, false)
+    match b {
+        Weight::Packed(p) => gemm128::gemm_packed(a, p, c, ldc),
+        Weight::AsIs(b) => gemm_into(a, b, c, ldc, false, false),
     }
 }
 
 /// out (batch..., m, n) = a (…, m, k) · b (…, k, n) [+ bias] then `act`.
-/// Both operands have rank ≥ 2 (checked when the kernel was chosen). With
-/// `half`, each finished block of `out` is also rounded into it (a 16-bit
-/// output), while the block is in cache.
+/// Both operands have rank ≥ 2 (checked when the kernel was chosen);
+/// `packed`, when given, is `b` (2-D) packed for gemm128. With `half`,
+/// each finished block of `out` is also rounded into it (a 16-bit output),
+/// while the block is in cache.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     out: &mut [f32],
     out_dims: &[usize],
     a: &View,
     b: &View,
+    packed: Option<&PackedB>,
     bias: Option<&View>,
     act: Act,
     half: Option<(&mut [u16], Fmt)>,
@@ -180,7 +185,7 @@ pub fn run(
         // one call lets gemm share the packing across its threads — or,
         // for the fewest rows, split `b`'s columns (each thread packs and
         // reads its share once) — and the epilogue follows over row chunks.
-        if rows <= SMALL_M && super::par::threads() > 1 {
+        if packed.is_none() && rows <= SMALL_M && super::par::threads() > 1 {
             let am = Mat {
                 data: &a.data[a.loc.offset - a.shift..],
                 rows,
@@ -198,7 +203,7 @@ pub fn run(
             return;
         }
         let chunk = chunk_len(rows * n, n, 32 * n.max(TILE));
-        with_weight(bm, |w| {
+        with_weight(bm, packed, |w| {
             for_chunks_with(out, half, chunk, |ci, oc, h| {
                 let r0 = ci * chunk / n;
                 let mr = oc.len() / n;
@@ -219,7 +224,7 @@ pub fn run(
     for_chunks_with(out, half, m * n, |bi, oc, h| {
         let am = a.mat(a.loc.batch_offset(batch, bi), m, k);
         let bm = b.mat(b.loc.batch_offset(batch, bi), k, n);
-        with_weight(bm, |w| product(am, w, oc, n));
+        with_weight(bm, packed, |w| product(am, w, oc, n));
         finish(oc, bi * m, h);
     });
 }

@@ -245,6 +245,9 @@ enum Step {
         out_half: Option<(usize, Fmt)>,
         /// A bf16 matmul on dot products.
         dot: Option<DotPlan>,
+        /// An f32 matmul whose weight, when resident, is packed once for
+        /// gemm128 (`f32_packs[i]`).
+        f32_pack: Option<usize>,
     },
     Ref,
 }
@@ -267,6 +270,9 @@ struct State {
     /// The [`Pack`]s, and whether each holds its resident input already.
     packed: Vec<Option<bf16dot::PackedB>>,
     packed_ready: Vec<bool>,
+    /// The [`F32Pack`]s, and whether each holds its resident input already.
+    f32_packed: Vec<crate::kernels::gemm128::PackedB>,
+    f32_packed_ready: Vec<bool>,
 }
 
 impl State {
@@ -283,6 +289,8 @@ impl State {
             ready: Vec::new(),
             packed: Vec::new(),
             packed_ready: Vec::new(),
+            f32_packed: Vec::new(),
+            f32_packed_ready: Vec::new(),
         }
     }
 }
@@ -399,6 +407,47 @@ fn dot_plan(
     })
 }
 
+/// Whether resident f32 weights are packed once for gemm128: in the wasm32
+/// build, whose f32 products run on it (natively the `gemm` crate packs
+/// per call; this crate's own unit tests pack natively too, to test it).
+const PACK_F32: bool = cfg!(any(target_arch = "wasm32", test));
+
+/// A 2-D f32 weight a matmul reads from graph input `input` (directly, or
+/// its prepared transposed/widened copy) at `loc`: packed once for gemm128
+/// when the input is resident.
+#[derive(Clone, Debug, PartialEq)]
+struct F32Pack {
+    input: usize,
+    loc: Loc,
+}
+
+/// The [`F32Pack`] of a matmul's weight as the kernel reads it (`b`), if
+/// it is a 2-D view of a graph input or of its prepared copy.
+fn f32_pack_plan(b: Option<&Loc>, preps: &[Prep], packs: &mut Vec<F32Pack>) -> Option<usize> {
+    let b = b.filter(|l| l.dims.len() == 2)?;
+    let input = match b.root {
+        Root::Input(k) => k,
+        Root::Prepared => {
+            preps
+                .iter()
+                .find(|p| (p.offset..p.offset + p.rows * p.cols).contains(&b.offset))?
+                .input
+        }
+        _ => return None,
+    };
+    let want = F32Pack {
+        input,
+        loc: b.clone(),
+    };
+    Some(match packs.iter().position(|p| *p == want) {
+        Some(i) => i,
+        None => {
+            packs.push(want);
+            packs.len() - 1
+        }
+    })
+}
+
 /// dst (r × c, row-major) = srcᵀ, src being c × r row-major (any storage);
 /// in panels of 16 dst rows (16 contiguous elements of each src row),
 /// across threads.
@@ -440,6 +489,7 @@ pub struct FastProgram {
     consts: Vec<f32>,
     preps: Vec<Prep>,
     packs: Vec<Pack>,
+    f32_packs: Vec<F32Pack>,
     prepared_len: usize,
     arena_len: usize,
     half_len: usize,
@@ -553,6 +603,7 @@ impl FastProgram {
         // Views that transpose a 2-D graph input get a prepared f32 copy.
         let mut preps = Vec::new();
         let mut packs = Vec::new();
+        let mut f32_packs = Vec::new();
         let mut prepared_len = 0;
         for v in &program.views {
             let Home::Mem(l, _) = &homes[v.value.index()] else {
@@ -713,6 +764,12 @@ impl FastProgram {
                 args.push(Some(l));
             }
             stage_len = stage_len.max(cursor);
+            let f32_pack = match &kind {
+                Kind::Matmul { .. } if dot.is_none() && PACK_F32 => {
+                    f32_pack_plan(args.get(1).and_then(Option::as_ref), &preps, &mut f32_packs)
+                }
+                _ => None,
+            };
             let (mut mask, mut mask_strides) = (Vec::new(), Vec::new());
             let mut host_strides = vec![Vec::new(); node.inputs.len()];
             match &kind {
@@ -816,6 +873,7 @@ impl FastProgram {
                 stage_in,
                 out_half,
                 dot,
+                f32_pack,
             });
         }
         let mut p = FastProgram {
@@ -825,6 +883,7 @@ impl FastProgram {
             consts,
             preps,
             packs,
+            f32_packs,
             prepared_len,
             arena_len,
             half_len,
@@ -852,6 +911,8 @@ impl FastProgram {
             ready: vec![false; self.preps.len()],
             packed: (0..self.packs.len()).map(|_| None).collect(),
             packed_ready: vec![false; self.packs.len()],
+            f32_packed: vec![Default::default(); self.f32_packs.len()],
+            f32_packed_ready: vec![false; self.f32_packs.len()],
         }
     }
 
@@ -924,6 +985,27 @@ impl FastProgram {
             }));
             st.packed_ready[i] = st.resident[p.input];
         }
+        // Resident f32 weights: packed once (after their prepared copies,
+        // which some are packed from). Others are packed by each product.
+        for (i, p) in self.f32_packs.iter().enumerate() {
+            if !st.resident[p.input] || st.f32_packed_ready[i] {
+                continue;
+            }
+            let data = match p.loc.root {
+                Root::Input(k) => layout::input_f32(inputs[k]),
+                _ => &st.prepared[..],
+            };
+            let b = crate::kernels::gemm::Mat {
+                data: &data[p.loc.offset..],
+                rows: p.loc.dims[0],
+                cols: p.loc.dims[1],
+                row_stride: p.loc.strides[0],
+                col_stride: p.loc.strides[1],
+            };
+            let dst = &mut st.f32_packed[i];
+            crate::profile::time("prepare_weight", || dst.repack(b));
+            st.f32_packed_ready[i] = true;
+        }
         for (node, step) in g.nodes.iter().zip(&self.steps) {
             match step {
                 Step::View => {}
@@ -939,6 +1021,7 @@ impl FastProgram {
                     stage_in,
                     out_half,
                     dot,
+                    f32_pack,
                 } => crate::profile::time(node.op.name(), || {
                     for s in stage_in {
                         let dst = &mut st.stage[s.to..s.to + s.from.len()];
@@ -955,6 +1038,7 @@ impl FastProgram {
                         host_strides,
                         *out_half,
                         *dot,
+                        *f32_pack,
                         inputs,
                     )?;
                     if let (Some((off, fmt)), false) = (*out_half, stored) {
@@ -1079,6 +1163,7 @@ impl FastProgram {
         host_strides: &[Vec<usize>],
         out_half: Option<(usize, Fmt)>,
         dot: Option<DotPlan>,
+        f32_pack: Option<usize>,
         inputs: &[&HostTensor],
     ) -> Result<bool, CpuError> {
         let staged_out = out_half.is_some();
@@ -1203,7 +1288,10 @@ impl FastProgram {
                 // A 16-bit output is rounded by the GEMM's epilogue, block
                 // by block while it is in cache.
                 let half = out_half.map(|(off, fmt)| (&mut st.half[off..off + out.len()], fmt));
-                matmul::run(out, out_dims, &a, &b, bias.as_ref(), *act, half);
+                let packed = f32_pack
+                    .filter(|&i| st.f32_packed_ready[i])
+                    .map(|i| &st.f32_packed[i]);
+                matmul::run(out, out_dims, &a, &b, packed, bias.as_ref(), *act, half);
                 return Ok(true);
             }
             Kind::Attention => {
@@ -1321,5 +1409,64 @@ impl FastProgram {
             }
         }
         Ok(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tensor(dims: &[usize], seed: u64) -> HostTensor {
+        let mut s = seed;
+        let d: Vec<f32> = (0..dims.iter().product::<usize>())
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect();
+        HostTensor::new(DType::F32, rlx_ir::Shape::from(dims.to_vec()), d.into()).unwrap()
+    }
+
+    /// A resident f32 weight is packed once for gemm128 (in the wasm32
+    /// build; natively in these unit tests): the first and later runs
+    /// match the reference kernels (f64), and later runs reuse it. A
+    /// weight that is not resident is read on every run: new values, new
+    /// results.
+    #[test]
+    fn resident_f32_weights_are_packed_once() {
+        let src = "graph @lin(%x: f32[2,5,7], %w: f32[7,9], %b: f32[9], %v: f32[9,3]) {
+  %y = matmul_bias_act(%x, %w, %b) {activation=\"gelu\"}
+  %z = matmul(%y, %v)
+  return %z
+}";
+        let g = rlx_ir::text::parse(src).unwrap();
+        let p = FastProgram::compile(rlx_ir::lir::Program::from_graph(g.clone())).unwrap();
+        assert_eq!(p.f32_packs.len(), 2);
+        p.keep_resident(&[1, 2]);
+        let (x, w, b) = (tensor(&[2, 5, 7], 1), tensor(&[7, 9], 2), tensor(&[9], 3));
+        for (run, vseed) in [(0, 4), (1, 4), (2, 5)] {
+            let v = tensor(&[9, 3], vseed);
+            let ins = [&x, &w, &b, &v];
+            let want = crate::run_graph_refs(&g, &ins).unwrap()[0]
+                .to_f64_vec()
+                .unwrap();
+            let calls = crate::kernels::gemm128::calls();
+            let got = p.run(&ins).unwrap()[0].to_f64_vec().unwrap();
+            assert!(
+                crate::kernels::gemm128::calls() > calls,
+                "run {run}: gemm128 not used"
+            );
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                    "run {run} [{i}]: {g} vs {w}"
+                );
+            }
+            let st = p.state.lock().unwrap();
+            // Only the resident weight (%w) is held packed.
+            assert_eq!(st.f32_packed_ready, [true, false], "run {run}");
+        }
     }
 }
