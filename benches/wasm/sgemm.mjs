@@ -33,6 +33,19 @@ shapes.push([128, 32, 128, 1], [128, 128, 32, 0]);
 {
   for (const [m, k, n, bt] of shapes) {
     ex.sgemm_prepare(m, k, n, bt);
+    {
+      // Packing the weight alone (gemm128 does it once per product).
+      for (let i = 0; i < 5; i++) ex.sgemm_pack();
+      const t = [];
+      for (let i = 0; i < 9; i++) {
+        const s = performance.now();
+        ex.sgemm_pack();
+        t.push(performance.now() - s);
+      }
+      t.sort((x, y) => x - y);
+      const ms = t[t.length >> 1];
+      console.log(JSON.stringify({ m, k, n, bt, kernel: "gemm128 weight packing", p50_ms: +ms.toFixed(3), ns_per_float: +((ms * 1e6) / (k * n)).toFixed(3) }));
+    }
     for (const w of ids) {
       const err = ex.sgemm_run(w, 1);
       if (!(err >= 0 && err < 1e-5)) throw new Error(`kernel ${w} ${m}x${k}x${n}: relative error ${err}`);

@@ -107,6 +107,21 @@ pub extern "C" fn sgemm_run(which: u32, check: u32) -> f32 {
     })
 }
 
+thread_local! {
+    static PACKED: RefCell<gemm128::PackedB> = RefCell::new(Default::default());
+}
+
+/// Pack the prepared problem's weight for gemm128 (what each product
+/// does first, unless the weight is resident and packed once).
+#[unsafe(no_mangle)]
+pub extern "C" fn sgemm_pack() {
+    P.with(|p| {
+        if let Some(p) = p.borrow().as_ref() {
+            PACKED.with(|d| d.borrow_mut().repack(weight(&p.b, p.k, p.n, p.bt)));
+        }
+    })
+}
+
 /// The fast engine's resident-weight path in this build: a linear layer
 /// (weight kept resident, so packed once for gemm128) then a product with
 /// a non-resident weight, run three times (the last with a new
