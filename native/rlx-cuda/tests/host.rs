@@ -636,6 +636,41 @@ fn attention_split_values_parse_or_are_typed_errors() {
     }
 }
 
+/// MiniLM fp32 attention (12 heads per sequence) by head count, as the
+/// H200 A/B chose (benches/results/minilm-cuda-attn-ab.log): one fused
+/// launch below 48 heads, batched GEMMs at 48, the 4-rows-per-warp kernel
+/// from 96.
+#[test]
+fn minilm_f32_attention_path_follows_the_head_count() {
+    use rlx_cuda::plan::{ATTN_GEMM_HEADS_ENV, ATTN_ROWS_ENV};
+    if std::env::var(ATTN_GEMM_HEADS_ENV).is_ok() || std::env::var(ATTN_ROWS_ENV).is_ok() {
+        return; // an A/B setting in the environment picks the path
+    }
+    let batched = |p: &plan::Plan| {
+        p.launches
+            .iter()
+            .filter(|l| matches!(l, plan::Launch::GemmBatched { .. }))
+            .count()
+    };
+    for (b, gemms) in [(1usize, 0usize), (2, 0), (4, 12), (8, 0), (32, 0)] {
+        let p = minilm_plan_as(b, "f32", true);
+        assert_eq!(batched(&p), gemms, "B={b}");
+        let rows = p.source.contains("float4 kt[");
+        assert_eq!(rows, b >= 8, "B={b}: 4-rows-per-warp kernel");
+    }
+}
+
+#[test]
+fn attention_rows_values_parse_or_are_typed_errors() {
+    use rlx_cuda::plan::parse_attn_rows;
+    assert!(parse_attn_rows(None).unwrap());
+    assert!(!parse_attn_rows(Some("0")).unwrap());
+    match parse_attn_rows(Some("off")) {
+        Err(CudaError::Input(m)) => assert!(m.contains("RLX_CUDA_ATTN_ROWS"), "{m}"),
+        other => panic!("expected a typed error, got {other:?}"),
+    }
+}
+
 #[test]
 fn attention_gemm_heads_values_parse_or_are_typed_errors() {
     use rlx_cuda::plan::{parse_attn_gemm_heads, ATTN_GEMM_HEADS};

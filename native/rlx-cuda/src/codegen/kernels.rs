@@ -1067,6 +1067,157 @@ pub fn attention_tiled(a: &AttentionSpec, warps: u32, rows: u32) -> String {
     )
 }
 
+/// Query rows per warp in [`attention_rows`].
+pub const ATTN_ROWS_PER_WARP: u32 = 4;
+
+/// Shared memory of [`attention_rows`] in bytes: K (rows padded by four
+/// floats), V, and per warp its rows' scaled queries and probabilities.
+pub fn attention_rows_smem(a: &AttentionSpec, warps: u32) -> usize {
+    let r = ATTN_ROWS_PER_WARP as usize;
+    (a.sk * (a.dh + 4) + a.sk * a.dv + warps as usize * r * (a.dh + a.sk)) * 4
+}
+
+/// Attention without tensor cores, register-tiled: the head's K and V
+/// staged in shared memory once per block; each warp owns 4 query rows and
+/// each lane keys `lane + 32c`, so one K element read from shared memory
+/// feeds 4 rows' scores (the tiled kernel's one row per warp read it per
+/// row). Softmax per row by warp shuffles; then each lane one output dim
+/// of the 4 rows, each V element read once for them. Arithmetic per output
+/// is the tiled kernel's: scores summed over the head dim in order, four
+/// partial sums over the keys (j mod 4) in the product with V.
+pub fn attention_rows(a: &AttentionSpec, warps: u32) -> String {
+    let AttentionSpec {
+        dtype: d,
+        sq,
+        sk,
+        dh,
+        dv,
+        ..
+    } = *a;
+    let t = a.strides();
+    let ((qr, qc), (kr, kc), (vr, vc)) = (t.q, t.k, t.v);
+    let kp = dh + 4;
+    let rows = ATTN_ROWS_PER_WARP;
+    let (mask_param, mask_code) = mask_source(a.mask, a.batch, 3, "row", "s");
+    let nb = a.heads();
+    format!(
+        "extern \"C\" __global__ void @NAME@(const {s}* __restrict__ in0, const {s}* __restrict__ in1, const {s}* __restrict__ in2{mask_param}, {s}* __restrict__ out0) {{
+  extern __shared__ float smem[];
+  float* ks = smem; float* vs = ks + {sk} * {kp};
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  float* qw = vs + {sk} * {dv} + warp * {rows} * ({dh} + {sk});
+  float* pw = qw + {rows} * {dh};
+  long long b = blockIdx.y;
+  if (b >= {nb}LL) return;
+  {unr}
+  const {s}* k = in1 + {kb}; const {s}* v = in2 + {vb};
+  for (int e = threadIdx.x; e < {sk} * {dh}; e += blockDim.x) {{ int j = e / {dh}, t = e % {dh}; ks[j * {kp} + t] = {lk}; }}
+  for (int e = threadIdx.x; e < {sk} * {dv}; e += blockDim.x) {{ int j = e / {dv}, t = e % {dv}; vs[j * {dv} + t] = {lv}; }}
+  __syncthreads();
+  const long long row0 = ((long long)blockIdx.x * {warps} + warp) * {rows};
+  if (row0 >= {sq}LL) return;
+  for (int e = lane; e < {rows} * {dh}; e += 32) {{
+    int r = e / {dh}, t = e % {dh};
+    long long row = row0 + r;
+    const {s}* q = in0 + {qb} + row * {qr}LL;
+    qw[e] = row < {sq}LL ? {lq} * {scale} : 0.f;
+  }}
+  __syncwarp();
+  // Scores: lane's keys j = lane + 32c (past the last key a lane reads key
+  // sk - 1 and drops the result), 4 rows at once.
+  float sc[{rows}][{nj}]; const float* kc[{nj}];
+  #pragma unroll
+  for (int c = 0; c < {nj}; ++c) {{
+    kc[c] = ks + min(lane + 32 * c, {sk} - 1) * {kp};
+    #pragma unroll
+    for (int r = 0; r < {rows}; ++r) sc[r][c] = 0.f;
+  }}
+  // float4 reads over the head dim: K rows are dh + 4 floats apart, so
+  // the 8 lanes of a phase read 8 distinct bank groups.
+  for (int t = 0; t < {dh}; t += 4) {{
+    float4 kt[{nj}];
+    #pragma unroll
+    for (int c = 0; c < {nj}; ++c) kt[c] = *(const float4*)(kc[c] + t);
+    #pragma unroll
+    for (int r = 0; r < {rows}; ++r) {{
+      float4 qt = *(const float4*)(qw + r * {dh} + t);
+      #pragma unroll
+      for (int c = 0; c < {nj}; ++c) {{
+        float x = sc[r][c];
+        x += qt.x * kt[c].x; x += qt.y * kt[c].y; x += qt.z * kt[c].z; x += qt.w * kt[c].w;
+        sc[r][c] = x;
+      }}
+    }}
+  }}
+  float inv[{rows}];
+  #pragma unroll
+  for (int r = 0; r < {rows}; ++r) {{
+    long long row = row0 + r;
+    float* p = pw + r * {sk};
+    float mx = -__int_as_float(0x7f800000);
+    #pragma unroll
+    for (int c = 0; c < {nj}; ++c) {{
+      int j = lane + 32 * c;
+      if (j < {sk}) {{ float s = sc[r][c]; if (row < {sq}LL) {{ {mask_code} }} sc[r][c] = s; mx = fmaxf(mx, s); }}
+    }}
+    mx = warp_max(mx);
+    float sum = 0.f;
+    #pragma unroll
+    for (int c = 0; c < {nj}; ++c) {{
+      int j = lane + 32 * c;
+      if (j < {sk}) {{ float e = expf(sc[r][c] - mx); p[j] = e; sum += e; }}
+    }}
+    sum = warp_sum(sum);
+    inv[r] = 1.f / sum;
+  }}
+  __syncwarp();
+  for (int t = lane; t < {dv}; t += 32) {{
+    float a[{rows}][4];
+    #pragma unroll
+    for (int r = 0; r < {rows}; ++r) {{ a[r][0] = 0.f; a[r][1] = 0.f; a[r][2] = 0.f; a[r][3] = 0.f; }}
+    int j = 0;
+    for (; j + 4 <= {sk}; j += 4) {{
+      const float* vj = vs + j * {dv} + t;
+      float v0 = vj[0], v1 = vj[{dv}], v2 = vj[2 * {dv}], v3 = vj[3 * {dv}];
+      #pragma unroll
+      for (int r = 0; r < {rows}; ++r) {{
+        const float4 p = *(const float4*)(pw + r * {sk} + j);
+        a[r][0] += p.x * v0; a[r][1] += p.y * v1; a[r][2] += p.z * v2; a[r][3] += p.w * v3;
+      }}
+    }}
+    for (; j < {sk}; ++j) {{
+      #pragma unroll
+      for (int r = 0; r < {rows}; ++r) a[r][0] += pw[r * {sk} + j] * vs[j * {dv} + t];
+    }}
+    #pragma unroll
+    for (int r = 0; r < {rows}; ++r) {{
+      long long row = row0 + r;
+      if (row >= {sq}LL) break;
+      float acc = (a[r][0] + a[r][1]) + (a[r][2] + a[r][3]);
+      float inv_r = inv[r];
+      {s}* o = out0 + {ob} + row * {osr}LL;
+      o[t * {ost}LL] = {so};
+    }}
+  }}
+}}
+",
+        s = st(d),
+        unr = t.unravel,
+        qb = t.qb,
+        kb = t.kb,
+        vb = t.vb,
+        lq = load(d, &format!("q[t * {qc}LL]")),
+        lk = load(d, &format!("k[j * {kr}LL + t * {kc}LL]")),
+        lv = load(d, &format!("v[j * {vr}LL + t * {vc}LL]")),
+        so = store(d, "acc * inv_r"),
+        ob = t.ob,
+        osr = t.o.0,
+        ost = t.o.1,
+        scale = t.scale,
+        nj = sk.div_ceil(32).max(1),
+    )
+}
+
 /// Layer/RMS norm with one warp per row for rows of at most 1024 elements:
 /// the row stays in registers (one global read), reductions are warp
 /// shuffles, no block barriers. 8 rows per 256-thread block.

@@ -131,6 +131,35 @@ pub(super) fn attention(
         p.kernel(text, grid, warps * 32, smem as u32, args, false);
         return Ok(());
     }
+    // f32 (f16/bf16 GEMMs have tensor cores even where our kernels have
+    // none), many heads, up to 256 keys, head dims of whole float4s: 4 query
+    // rows per warp, register-tiled (8 warps, or 4 when that leaves the
+    // GPU's SMs short of blocks). H200, MiniLM fp32 (heads of 32 × 128
+    // keys, benches/results/minilm-cuda-attn-ab.log): faster than the
+    // batched GEMMs from 96 heads (B=8: 0.918 vs 0.939 ms per forward),
+    // slower at 48 (0.671 vs 0.651) and than the tiled kernel below 48
+    // (B=1: 0.458 vs 0.419): latency-bound with few blocks.
+    let rw = kernels::ATTN_ROWS_PER_WARP as usize;
+    if p.attn_rows
+        && out.dtype == DType::F32
+        && nb >= ATTN_ROWS_HEADS
+        && sk <= 256
+        && dh % 4 == 0
+        && sk % 4 == 0
+    {
+        let warps = if nb * sq.div_ceil(8 * rw) < 264 {
+            4u32
+        } else {
+            8
+        };
+        let smem = kernels::attention_rows_smem(&spec, warps);
+        if smem <= 160 * 1024 {
+            let text = kernels::attention_rows(&spec, warps);
+            let grid = ((sq as u32).div_ceil(warps * rw as u32), nb as u32, 1);
+            p.kernel(text, grid, warps * 32, smem as u32, args, false);
+            return Ok(());
+        }
+    }
     // Many heads: two batched cuBLAS GEMMs (tensor cores for f16/bf16/TF32)
     // around a masked softmax kernel. Few heads: one fused kernel launch.
     if nb >= p.attn_gemm_heads && os[r + 1] == 1 {
@@ -284,6 +313,10 @@ pub(super) fn attention(
     }
     Ok(())
 }
+
+/// Head count from which f32 attention runs the 4-rows-per-warp kernel
+/// (see `attention`).
+const ATTN_ROWS_HEADS: usize = 96;
 
 /// Blocks of the tensor-core attention for `heads` heads of `sq` query
 /// rows (16 per warp). The kernel is latency-bound at small batch: one

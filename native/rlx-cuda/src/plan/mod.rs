@@ -215,6 +215,9 @@ struct Planner<'a> {
     /// From this many heads on, attention without tensor cores runs as
     /// batched cuBLAS GEMMs around a softmax, below it as one fused kernel.
     attn_gemm_heads: usize,
+    /// Attention without tensor cores may use the 4-rows-per-warp kernel
+    /// (else the one-row-per-warp tiled kernel).
+    attn_rows: bool,
     input_groups: Vec<Vec<usize>>,
     /// Elementwise results not computed where their node stands: the
     /// reduction that reads them computes them (see `reduce.rs`).
@@ -427,6 +430,21 @@ pub fn parse_attn_gemm_heads(v: Option<&str>) -> Result<usize, CudaError> {
     }
 }
 
+/// The environment variable that turns the 4-rows-per-warp attention
+/// kernel off (`0`, for A/B runs; unset or `1`: on).
+pub const ATTN_ROWS_ENV: &str = "RLX_CUDA_ATTN_ROWS";
+
+/// Whether a value of [`ATTN_ROWS_ENV`] turns the kernel on.
+pub fn parse_attn_rows(v: Option<&str>) -> Result<bool, CudaError> {
+    match v.map(str::trim) {
+        None | Some("") | Some("1") => Ok(true),
+        Some("0") => Ok(false),
+        Some(other) => Err(CudaError::Input(format!(
+            "{ATTN_ROWS_ENV} must be 0 or 1, got {other:?}"
+        ))),
+    }
+}
+
 /// Plan `program` for an sm_80+ GPU: every value placed, every node lowered.
 pub fn plan(program: &Program) -> Result<Plan, CudaError> {
     plan_for(program, true)
@@ -467,6 +485,7 @@ fn plan_once(
 ) -> Result<Result<Plan, Vec<ValueId>>, CudaError> {
     let attn_gemm_heads =
         parse_attn_gemm_heads(std::env::var(ATTN_GEMM_HEADS_ENV).ok().as_deref())?;
+    let attn_rows = parse_attn_rows(std::env::var(ATTN_ROWS_ENV).ok().as_deref())?;
     let g = &program.graph;
     let slots: HashMap<ValueId, usize> =
         program.slots.iter().map(|s| (s.value, s.offset)).collect();
@@ -499,6 +518,7 @@ fn plan_once(
         tensor_cores,
         attn_split,
         attn_gemm_heads,
+        attn_rows,
         input_groups: vec![],
         deferred: HashMap::new(),
         gathers: HashMap::new(),
