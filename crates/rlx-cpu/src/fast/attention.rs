@@ -81,7 +81,8 @@ pub fn run(out: &mut [f32], q: &View, k: &View, v: &View, mask: &Mask, dm: &Dims
             let (scores, mrow) = buf.split_at_mut(BLOCK * sk);
             let mrow = &mut mrow[..sk];
             // A key-padding mask (the same for every query row) becomes
-            // one additive row of 0 / −inf, applied with the softmax.
+            // one additive row (0 / −inf, or the additive mask's values),
+            // applied with the softmax.
             let row_mask = match mask {
                 Mask::Custom { data, strides } if strides[full_len - 2] == 0 => {
                     let base = mask_base(strides, batch, bi);
@@ -92,6 +93,19 @@ pub fn run(out: &mut [f32], q: &View, k: &View, v: &View, mask: &Mask, dm: &Dims
                         } else {
                             f32::NEG_INFINITY
                         };
+                    }
+                    true
+                }
+                // An additive mask broadcast over the query rows (MiniLM's
+                // (B, 1, 1, S) padding mask): its row read once, not
+                // through strided indexing for every score.
+                Mask::Bias(b)
+                    if b.loc.dims.len() == full_len
+                        && (b.loc.strides[full_len - 2] == 0 || sq == 1) =>
+                {
+                    let at = bi * sq * sk;
+                    for (j, m) in mrow.iter_mut().enumerate() {
+                        *m = b.get(at + j);
                     }
                     true
                 }
@@ -178,7 +192,12 @@ pub fn softmax_row(row: &mut [f32]) {
     let mut chunks = row.chunks_exact(8);
     for c in &mut chunks {
         for (m, &x) in m8.iter_mut().zip(c) {
-            *m = m.max(x);
+            // A compare and select, not `f32::max`: the same result here
+            // (NaNs are skipped either way, and the row's NaN comes back
+            // through exp), but it stays a vector max on wasm32
+            // (`f32x4.pmax`), where `f32::max`'s semantics were
+            // scalarized — the pass then ran element by element.
+            *m = if x > *m { x } else { *m };
         }
     }
     let mut m = chunks

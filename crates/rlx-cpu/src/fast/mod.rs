@@ -1469,4 +1469,53 @@ mod tests {
             assert_eq!(st.f32_packed_ready, [true, false], "run {run}");
         }
     }
+
+    /// An additive attention mask broadcast over the query rows (a
+    /// padding mask, (B, 1, 1, Sk)) — read once per row of keys — and one
+    /// that varies by query row, each against the reference kernels; the
+    /// batches' masks differ, so reading the wrong batch's row fails.
+    #[test]
+    fn attention_with_additive_row_masks_matches_reference() {
+        for mask in ["f32[2,1,1,5]", "f32[2,1,3,5]", "f32[1,1,1,5]"] {
+            let src = format!(
+                "graph @g(%q: f32[2,2,3,4], %k: f32[2,2,5,4], %v: f32[2,2,5,4], %mask: {mask}) {{
+  %r = attention(%q, %k, %v, %mask) {{mask_kind=\"bias\"}}
+  return %r
+}}"
+            );
+            let g = rlx_ir::text::parse(&src).unwrap();
+            let p = FastProgram::compile(rlx_ir::lir::Program::from_graph(g.clone())).unwrap();
+            assert_eq!(p.counts().0, 1, "{mask}: attention not on the fast engine");
+            let ins: Vec<HostTensor> = g
+                .inputs
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| {
+                    let t = tensor(g.ty(v).dims(), 10 + i as u64);
+                    if i < 3 {
+                        return t;
+                    }
+                    // Mask values from −8 to 0, different per batch.
+                    let d: Vec<f32> = t
+                        .to_f64_vec()
+                        .unwrap()
+                        .iter()
+                        .map(|x| (4.0 * x - 4.0) as f32)
+                        .collect();
+                    HostTensor::new(DType::F32, t.shape().clone(), d.into()).unwrap()
+                })
+                .collect();
+            let refs: Vec<&HostTensor> = ins.iter().collect();
+            let want = crate::run_graph_refs(&g, &refs).unwrap()[0]
+                .to_f64_vec()
+                .unwrap();
+            let got = p.run(&refs).unwrap()[0].to_f64_vec().unwrap();
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                    "{mask} [{i}]: {g} vs {w}"
+                );
+            }
+        }
+    }
 }
