@@ -967,6 +967,28 @@ pub fn attention(a: &AttentionSpec, warps: u32) -> String {
     )
 }
 
+/// Code that stages a head's K (`sk × dh`, rows `kp` floats apart) and V
+/// (`sk × dv`) in shared memory `ks` / `vs`, from the loads `lk` / `lv`
+/// of element (j, t). Eight loads per thread are issued before their
+/// stores: one at a time, each load's global-memory latency was paid in
+/// series (the staging loop of 32 elements per thread dominated the
+/// kernels at MiniLM's 128 keys).
+fn stage_kv(sk: usize, dh: usize, dv: usize, kp: usize, lk: &str, lv: &str) -> String {
+    let one = |n: usize, cols: usize, dst: &str, ld: usize, src: &str| {
+        format!(
+            "  for (int e0 = threadIdx.x; e0 < {n}; e0 += 8 * blockDim.x) {{
+    float x[8];
+    #pragma unroll
+    for (int u = 0; u < 8; ++u) {{ int e = e0 + u * blockDim.x, j = e / {cols}, t = e % {cols}; x[u] = e < {n} ? (float)({src}) : 0.f; }}
+    #pragma unroll
+    for (int u = 0; u < 8; ++u) {{ int e = e0 + u * blockDim.x; if (e < {n}) {dst}[(e / {cols}) * {ld} + e % {cols}] = x[u]; }}
+  }}
+"
+        )
+    };
+    one(sk * dh, dh, "ks", kp, lk) + &one(sk * dv, dv, "vs", dv, lv)
+}
+
 /// Attention with the head's K and V staged in shared memory once per block
 /// of `rows` query rows (`warps` warps, each owning rows/warps of them): K and
 /// V are read from global memory once per block instead of once per row.
@@ -995,9 +1017,7 @@ pub fn attention_tiled(a: &AttentionSpec, warps: u32, rows: u32) -> String {
   if (b >= {nb}LL) return;
   {unr}
   const {s}* k = in1 + {kb}; const {s}* v = in2 + {vb};
-  for (int e = threadIdx.x; e < {sk} * {dh}; e += blockDim.x) {{ int j = e / {dh}, t = e % {dh}; ks[j * {kp} + t] = {lk}; }}
-  for (int e = threadIdx.x; e < {sk} * {dv}; e += blockDim.x) {{ int j = e / {dv}, t = e % {dv}; vs[j * {dv} + t] = {lv}; }}
-  __syncthreads();
+{stage}  __syncthreads();
   float* qv = wq + warp * ({dh} + {sk});
   float* p = qv + {dh};
   for (int rr = warp; rr < {rows}; rr += {warps}) {{
@@ -1056,8 +1076,14 @@ pub fn attention_tiled(a: &AttentionSpec, warps: u32, rows: u32) -> String {
         kb = t.kb,
         vb = t.vb,
         lq = load(d, &format!("q[t * {qc}LL]")),
-        lk = load(d, &format!("k[j * {kr}LL + t * {kc}LL]")),
-        lv = load(d, &format!("v[j * {vr}LL + t * {vc}LL]")),
+        stage = stage_kv(
+            sk,
+            dh,
+            dv,
+            kp,
+            &load(d, &format!("k[j * {kr}LL + t * {kc}LL]")),
+            &load(d, &format!("v[j * {vr}LL + t * {vc}LL]")),
+        ),
         so = store(d, "acc * inv"),
         ob = t.ob,
         osr = t.o.0,
@@ -1111,9 +1137,7 @@ pub fn attention_rows(a: &AttentionSpec, warps: u32) -> String {
   if (b >= {nb}LL) return;
   {unr}
   const {s}* k = in1 + {kb}; const {s}* v = in2 + {vb};
-  for (int e = threadIdx.x; e < {sk} * {dh}; e += blockDim.x) {{ int j = e / {dh}, t = e % {dh}; ks[j * {kp} + t] = {lk}; }}
-  for (int e = threadIdx.x; e < {sk} * {dv}; e += blockDim.x) {{ int j = e / {dv}, t = e % {dv}; vs[j * {dv} + t] = {lv}; }}
-  __syncthreads();
+{stage}  __syncthreads();
   const long long row0 = ((long long)blockIdx.x * {warps} + warp) * {rows};
   if (row0 >= {sq}LL) return;
   for (int e = lane; e < {rows} * {dh}; e += 32) {{
@@ -1207,8 +1231,14 @@ pub fn attention_rows(a: &AttentionSpec, warps: u32) -> String {
         kb = t.kb,
         vb = t.vb,
         lq = load(d, &format!("q[t * {qc}LL]")),
-        lk = load(d, &format!("k[j * {kr}LL + t * {kc}LL]")),
-        lv = load(d, &format!("v[j * {vr}LL + t * {vc}LL]")),
+        stage = stage_kv(
+            sk,
+            dh,
+            dv,
+            kp,
+            &load(d, &format!("k[j * {kr}LL + t * {kc}LL]")),
+            &load(d, &format!("v[j * {vr}LL + t * {vc}LL]")),
+        ),
         so = store(d, "acc * inv_r"),
         ob = t.ob,
         osr = t.o.0,

@@ -135,10 +135,10 @@ pub(super) fn attention(
     // none), many heads, up to 256 keys, head dims of whole float4s: 4 query
     // rows per warp, register-tiled (8 warps, or 4 when that leaves the
     // GPU's SMs short of blocks). H200, MiniLM fp32 (heads of 32 × 128
-    // keys, benches/results/minilm-cuda-attn-ab.log): faster than the
-    // batched GEMMs from 96 heads (B=8: 0.918 vs 0.939 ms per forward),
-    // slower at 48 (0.671 vs 0.651) and than the tiled kernel below 48
-    // (B=1: 0.458 vs 0.419): latency-bound with few blocks.
+    // keys, benches/results/minilm-cuda-attn-ab.log, A/B 3): faster than
+    // the batched GEMMs from 48 heads (B=4 0.650 -> 0.634 ms per forward,
+    // B=8 0.945 -> 0.896); below 48 heads within noise of the tiled kernel
+    // (B=1 0.400 vs 0.396), which stays there.
     let rw = kernels::ATTN_ROWS_PER_WARP as usize;
     if p.attn_rows
         && out.dtype == DType::F32
@@ -316,7 +316,7 @@ pub(super) fn attention(
 
 /// Head count from which f32 attention runs the 4-rows-per-warp kernel
 /// (see `attention`).
-const ATTN_ROWS_HEADS: usize = 96;
+const ATTN_ROWS_HEADS: usize = 48;
 
 /// Blocks of the tensor-core attention for `heads` heads of `sq` query
 /// rows (16 per warp). The kernel is latency-bound at small batch: one
