@@ -7,13 +7,18 @@ weights), batches 1, 2, 4, 8.
     ./scripts/build-wasm && cargo build --release -p rlx-models --example block_bench
     python3 benches/wasm/run.py
 
-Writes benches/results/wasm-vs-native.{md,json}.
+Writes benches/results/wasm-vs-native.{md,json}. With `--before WASM NATIVE`
+(the two binaries built at an earlier commit) it also times those in the
+same run and adds a before/after table; with `--sgemm WASM` (the module
+of crates/rlx-cpu/examples/wasm_sgemm.rs) it adds the GEMM kernels' GFLOP/s
+in Node from benches/wasm/sgemm.mjs.
 """
 
 import datetime
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -32,8 +37,12 @@ def lines(cmd, env=None):
 
 def main():
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    before = sys.argv[sys.argv.index("--before") + 1 :][:2] if "--before" in sys.argv else None
     wasm = lines(["node", str(ROOT / "benches/wasm/run.mjs"), str(WASM), *BATCHES])
     one = lines([str(NATIVE), *BATCHES], env={**os.environ, "RLX_NUM_THREADS": "1"})
+    if before:
+        wasm_b = lines(["node", str(ROOT / "benches/wasm/run.mjs"), before[0], *BATCHES])
+        one_b = lines([before[1], *BATCHES], env={**os.environ, "RLX_NUM_THREADS": "1"})
     alln = lines([str(NATIVE), *BATCHES], env={**os.environ, "RLX_NUM_THREADS": str(os.cpu_count())})
     rows = []
     for b in map(int, BATCHES):
@@ -45,7 +54,7 @@ def main():
         "",
         f"Generated {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC by `python3 benches/wasm/run.py` (rlx commit {commit}).",
         "",
-        f"One MiniLM-sized encoder block (seq 128, hidden 384, 12 heads, ffn 1536; {GFLOP:.3f} GFLOP per sequence), the same graph and inputs in both builds. wasm: `scripts/build-wasm` (simd128, one thread) under Node {subprocess.run(['node', '--version'], capture_output=True, text=True).stdout.strip()}; native: the x86-64 build, AVX-512 kernels. p50 of 10 runs after 2 warm-up runs.",
+        f"One MiniLM-sized encoder block (seq 128, hidden 384, 12 heads, ffn 1536; {GFLOP:.3f} GFLOP per sequence), the same graph and inputs in both builds. wasm: `scripts/build-wasm` (simd128, one thread) under Node {subprocess.run(['node', '--version'], capture_output=True, text=True).stdout.strip()}; native: the x86-64 build, AVX-512 kernels. p50 of 10 runs after warm-up runs (natively 2; in Node 2 and at least 1 s, so V8's optimizing tier is in place).",
         "",
         f"| batch | wasm simd128, 1 thread (ms) | native, 1 thread (ms) | native, {os.cpu_count()} threads (ms) | wasm / native 1 thread |",
         "|---:|---:|---:|---:|---:|",
@@ -53,6 +62,33 @@ def main():
     for r in rows:
         md.append(f"| {r['batch']} | {r['wasm_simd128_1t']:.2f} | {r['native_1t']:.2f} | {r[f'native_{os.cpu_count()}t']:.2f} | {r['wasm_over_native_1t']:.2f} |")
     md.append("")
+    if before:
+        md += [
+            f"Before/after in the same run (before: `{before[0]}` and `{before[1]}`, built at an earlier commit):",
+            "",
+            "| batch | wasm before (ms) | wasm after (ms) | native 1 thread before (ms) | native 1 thread after (ms) | wasm / native 1T before | after |",
+            "|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for b in map(int, BATCHES):
+            wb, wa, nb, na = wasm_b[b]["p50_ms"], wasm[b]["p50_ms"], one_b[b]["p50_ms"], one[b]["p50_ms"]
+            md.append(f"| {b} | {wb:.2f} | {wa:.2f} | {nb:.2f} | {na:.2f} | {wb / nb:.2f} | {wa / na:.2f} |")
+        md.append("")
+    if "--sgemm" in sys.argv:
+        mod = sys.argv[sys.argv.index("--sgemm") + 1]
+        out = subprocess.run(["node", str(ROOT / "benches/wasm/sgemm.mjs"), mod, "1", "8"], check=True, capture_output=True, text=True).stdout
+        rs = [json.loads(x) for x in out.splitlines() if x.strip()]
+        kernels = list(dict.fromkeys(r["kernel"] for r in rs if "gflops" in r))
+        md += [
+            "f32 GEMM alone in the wasm build under Node (`node benches/wasm/sgemm.mjs wasm_sgemm.wasm 1 8`, same run; GFLOP/s, p50 of 7 after a warm-up; last column: packing the weight alone, ns per float):",
+            "",
+            "| m × k × n (weight) | " + " | ".join(kernels) + " | gemm128 packing |",
+            "|---|" + "---:|" * (len(kernels) + 1),
+        ]
+        for shape in dict.fromkeys((r["m"], r["k"], r["n"], r["bt"]) for r in rs):
+            at = {r["kernel"]: r for r in rs if (r["m"], r["k"], r["n"], r["bt"]) == shape}
+            cells = [f"{at[k]['gflops']:.1f}" for k in kernels] + [f"{at['gemm128 weight packing']['ns_per_float']:.2f}"]
+            md.append(f"| {shape[0]} × {shape[1]} × {shape[2]} ({'transposed' if shape[3] else 'row-major'}) | " + " | ".join(cells) + " |")
+        md.append("")
     (ROOT / "benches/results/wasm-vs-native.md").write_text("\n".join(md))
     print("\n".join(md))
 

@@ -1,11 +1,11 @@
 //! matmul and matmul_bias_act in f32: natively the `gemm` crate on strided
 //! operands (a transposed weight is read through swapped strides, never
 //! copied), rows split across threads; on wasm32 rlx's own simd128 kernel
-//! ([`crate::kernels::gemm128`]: 1.1–1.3× the `gemm` crate's simd128 kernel
-//! in Node, `benches/results/wasm-vs-native.md`), the weight packed once
-//! per product for all row blocks. The bias + activation epilogue is
-//! applied to each block of rows right after its product, while it is in
-//! cache.
+//! ([`crate::kernels::gemm128`]: 1.2–1.5× the `gemm` crate's simd128 kernel
+//! in Node at MiniLM's shapes, `benches/results/wasm-vs-native.md`), the
+//! weight packed once per product for all row blocks (once per program
+//! when resident). The bias + activation epilogue is applied to each block
+//! of rows right after its product, while it is in cache.
 
 use super::convert::{self, Fmt};
 use super::elementwise::{Un, TILE};
