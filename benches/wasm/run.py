@@ -48,6 +48,8 @@ def main():
     for b in map(int, BATCHES):
         w, o, a = wasm[b]["p50_ms"], one[b]["p50_ms"], alln[b]["p50_ms"]
         rows.append({"batch": b, "wasm_simd128_1t": w, "native_1t": o, f"native_{os.cpu_count()}t": a, "wasm_over_native_1t": w / o})
+        if before:
+            rows[-1].update({"wasm_before": wasm_b[b]["p50_ms"], "native_1t_before": one_b[b]["p50_ms"]})
     (ROOT / "benches/results/wasm-vs-native.json").write_text(json.dumps({"commit": commit, "rows": rows}, indent=1) + "\n")
     md = [
         "# rlx CPU: wasm32 (simd128) vs native",
