@@ -167,8 +167,8 @@ pub fn calls() -> usize {
 /// `f(b packed)`, packed into the per-thread buffer, so several products
 /// with one weight ([`gemm_packed`] on blocks of rows) pack it once.
 /// (Packing pays even for a row-major weight: reading its rows in place,
-/// 8 floats per row and K step, measured 0.6–0.9× the packed speed in Node
-/// at MiniLM's shapes, packing included.) Panics if `f` calls
+/// 8 floats per row and K step, measured 0.6–1.0×, mostly ~0.7×, the
+/// packed speed in Node at MiniLM's shapes, packing included.) Panics if `f` calls
 /// `with_packed`, [`gemm`] or [`gemm_scaled`] (the buffer is in use).
 pub fn with_packed<T>(b: Mat<f32>, f: impl FnOnce(&PackedB) -> T) -> T {
     B_BUF.with(|pb| {
@@ -197,6 +197,8 @@ pub fn gemm_scaled(a: Mat<f32>, b: Mat<f32>, c: &mut [f32], ldc: usize, scale: f
 /// [`gemm`] with a chosen tile height (4, 5 or 6 rows; the benchmark
 /// compares them).
 pub fn gemm_tuned<const R: usize>(a: Mat<f32>, b: Mat<f32>, c: &mut [f32], ldc: usize) {
+    // The edge-tile buffer in `run` holds 6 rows.
+    const { assert!(R >= 1 && R <= 6, "gemm128: 1 to 6 rows per tile") };
     assert!(a.cols == b.rows, "gemm128: inner dimensions differ");
     with_packed(b, |w| {
         A_BUF.with(|abuf| run::<R>(a, w, c, ldc, 1.0, &mut abuf.borrow_mut()))
