@@ -967,13 +967,16 @@ pub fn attention(a: &AttentionSpec, warps: u32) -> String {
     )
 }
 
-/// Code that stages a head's K (`sk × dh`, rows `kp` floats apart) and V
-/// (`sk × dv`) in shared memory `ks` / `vs`, from the loads `lk` / `lv`
-/// of element (j, t). Eight loads per thread are issued before their
+/// The start of the attention kernels that stage a head in shared memory:
+/// the head `b` (blocks past the last head return), `k` / `v` pointing at
+/// its K and V, both staged into `ks` (rows `kp` floats apart) and `vs`,
+/// and a block barrier. Eight loads per thread are issued before their
 /// stores: one at a time, each load's global-memory latency was paid in
-/// series (the staging loop of 32 elements per thread dominated the
-/// kernels at MiniLM's 128 keys).
-fn stage_kv(sk: usize, dh: usize, dv: usize, kp: usize, lk: &str, lv: &str) -> String {
+/// series (the staging of 32 elements per thread dominated the kernels at
+/// MiniLM's 128 keys).
+fn staged_head(a: &AttentionSpec, t: &AttentionStrides, kp: usize) -> String {
+    let (d, sk, dh, dv) = (a.dtype, a.sk, a.dh, a.dv);
+    let ((kr, kc), (vr, vc)) = (t.k, t.v);
     let one = |n: usize, cols: usize, dst: &str, ld: usize, src: &str| {
         format!(
             "  for (int e0 = threadIdx.x; e0 < {n}; e0 += 8 * blockDim.x) {{
@@ -986,7 +989,33 @@ fn stage_kv(sk: usize, dh: usize, dv: usize, kp: usize, lk: &str, lv: &str) -> S
 "
         )
     };
-    one(sk * dh, dh, "ks", kp, lk) + &one(sk * dv, dv, "vs", dv, lv)
+    format!(
+        "  long long b = blockIdx.y;
+  if (b >= {nb}LL) return;
+  {unr}
+  const {s}* k = in1 + {kb}; const {s}* v = in2 + {vb};
+{stk}{stv}  __syncthreads();
+",
+        nb = a.heads(),
+        unr = t.unravel,
+        s = st(d),
+        kb = t.kb,
+        vb = t.vb,
+        stk = one(
+            sk * dh,
+            dh,
+            "ks",
+            kp,
+            &load(d, &format!("k[j * {kr}LL + t * {kc}LL]"))
+        ),
+        stv = one(
+            sk * dv,
+            dv,
+            "vs",
+            dv,
+            &load(d, &format!("v[j * {vr}LL + t * {vc}LL]"))
+        ),
+    )
 }
 
 /// Attention with the head's K and V staged in shared memory once per block
@@ -1004,21 +1033,15 @@ pub fn attention_tiled(a: &AttentionSpec, warps: u32, rows: u32) -> String {
         ..
     } = *a;
     let t = a.strides();
-    let ((qr, qc), (kr, kc), (vr, vc)) = (t.q, t.k, t.v);
+    let (qr, qc) = t.q;
     let kp = dh + 1;
     let (mask_param, mask_code) = mask_source(a.mask, a.batch, 3, "row", "s");
-    let nb = a.heads();
     format!(
         "extern \"C\" __global__ void @NAME@(const {s}* __restrict__ in0, const {s}* __restrict__ in1, const {s}* __restrict__ in2{mask_param}, {s}* __restrict__ out0) {{
   extern __shared__ float smem[];
   float* ks = smem; float* vs = ks + {sk} * {kp}; float* wq = vs + {sk} * {dv};
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  long long b = blockIdx.y;
-  if (b >= {nb}LL) return;
-  {unr}
-  const {s}* k = in1 + {kb}; const {s}* v = in2 + {vb};
-{stage}  __syncthreads();
-  float* qv = wq + warp * ({dh} + {sk});
+{head}  float* qv = wq + warp * ({dh} + {sk});
   float* p = qv + {dh};
   for (int rr = warp; rr < {rows}; rr += {warps}) {{
     long long row = (long long)blockIdx.x * {rows} + rr;
@@ -1071,19 +1094,9 @@ pub fn attention_tiled(a: &AttentionSpec, warps: u32, rows: u32) -> String {
 }}
 ",
         s = st(d),
-        unr = t.unravel,
         qb = t.qb,
-        kb = t.kb,
-        vb = t.vb,
         lq = load(d, &format!("q[t * {qc}LL]")),
-        stage = stage_kv(
-            sk,
-            dh,
-            dv,
-            kp,
-            &load(d, &format!("k[j * {kr}LL + t * {kc}LL]")),
-            &load(d, &format!("v[j * {vr}LL + t * {vc}LL]")),
-        ),
+        head = staged_head(a, &t, kp),
         so = store(d, "acc * inv"),
         ob = t.ob,
         osr = t.o.0,
@@ -1121,11 +1134,10 @@ pub fn attention_rows(a: &AttentionSpec, warps: u32) -> String {
         ..
     } = *a;
     let t = a.strides();
-    let ((qr, qc), (kr, kc), (vr, vc)) = (t.q, t.k, t.v);
+    let (qr, qc) = t.q;
     let kp = dh + 4;
     let rows = ATTN_ROWS_PER_WARP;
     let (mask_param, mask_code) = mask_source(a.mask, a.batch, 3, "row", "s");
-    let nb = a.heads();
     format!(
         "extern \"C\" __global__ void @NAME@(const {s}* __restrict__ in0, const {s}* __restrict__ in1, const {s}* __restrict__ in2{mask_param}, {s}* __restrict__ out0) {{
   extern __shared__ float smem[];
@@ -1133,12 +1145,7 @@ pub fn attention_rows(a: &AttentionSpec, warps: u32) -> String {
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   float* qw = vs + {sk} * {dv} + warp * {rows} * ({dh} + {sk});
   float* pw = qw + {rows} * {dh};
-  long long b = blockIdx.y;
-  if (b >= {nb}LL) return;
-  {unr}
-  const {s}* k = in1 + {kb}; const {s}* v = in2 + {vb};
-{stage}  __syncthreads();
-  const long long row0 = ((long long)blockIdx.x * {warps} + warp) * {rows};
+{head}  const long long row0 = ((long long)blockIdx.x * {warps} + warp) * {rows};
   if (row0 >= {sq}LL) return;
   for (int e = lane; e < {rows} * {dh}; e += 32) {{
     int r = e / {dh}, t = e % {dh};
@@ -1226,19 +1233,9 @@ pub fn attention_rows(a: &AttentionSpec, warps: u32) -> String {
 }}
 ",
         s = st(d),
-        unr = t.unravel,
         qb = t.qb,
-        kb = t.kb,
-        vb = t.vb,
         lq = load(d, &format!("q[t * {qc}LL]")),
-        stage = stage_kv(
-            sk,
-            dh,
-            dv,
-            kp,
-            &load(d, &format!("k[j * {kr}LL + t * {kc}LL]")),
-            &load(d, &format!("v[j * {vr}LL + t * {vc}LL]")),
-        ),
+        head = staged_head(a, &t, kp),
         so = store(d, "acc * inv_r"),
         ob = t.ob,
         osr = t.o.0,
