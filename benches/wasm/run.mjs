@@ -24,7 +24,7 @@ for (const b of (bs.length ? bs : ["1", "2", "4", "8"]).map(Number)) {
   const warm = performance.now();
   for (let i = 0; i < 2 || performance.now() - warm < 1000; i++) if (ex.rlx_bench_run() !== 0) throw new Error(message());
   const t = [];
-  for (let i = 0; i < 10; i++) {
+  for (let i = 0; i < 20; i++) {
     const s = performance.now();
     if (ex.rlx_bench_run() !== 0) throw new Error(message());
     t.push(performance.now() - s);

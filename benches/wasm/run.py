@@ -56,7 +56,7 @@ def main():
         "",
         f"Generated {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC by `python3 benches/wasm/run.py` (rlx commit {commit}).",
         "",
-        f"One MiniLM-sized encoder block (seq 128, hidden 384, 12 heads, ffn 1536; {GFLOP:.3f} GFLOP per sequence), the same graph and inputs in both builds. wasm: `scripts/build-wasm` (simd128, one thread) under Node {subprocess.run(['node', '--version'], capture_output=True, text=True).stdout.strip()}; native: the x86-64 build, AVX-512 kernels. p50 of 10 runs after warm-up runs (natively 2; in Node 2 and at least 1 s, so V8's optimizing tier is in place).",
+        f"One MiniLM-sized encoder block (seq 128, hidden 384, 12 heads, ffn 1536; {GFLOP:.3f} GFLOP per sequence), the same graph and inputs in both builds. wasm: `scripts/build-wasm` (simd128, one thread) under Node {subprocess.run(['node', '--version'], capture_output=True, text=True).stdout.strip()}; native: the x86-64 build, AVX-512 kernels. p50 of 20 runs after warm-up runs (natively 2; in Node 2 and at least 1 s, so V8's optimizing tier is in place).",
         "",
         f"| batch | wasm simd128, 1 thread (ms) | native, 1 thread (ms) | native, {os.cpu_count()} threads (ms) | wasm / native 1 thread |",
         "|---:|---:|---:|---:|---:|",
@@ -91,7 +91,11 @@ def main():
             cells = [f"{at[k]['gflops']:.1f}" for k in kernels] + [f"{at['gemm128 weight packing']['ns_per_float']:.2f}"]
             md.append(f"| {shape[0]} × {shape[1]} × {shape[2]} ({'transposed' if shape[3] else 'row-major'}) | " + " | ".join(cells) + " |")
         md.append("")
-    (ROOT / "benches/results/wasm-vs-native.md").write_text("\n".join(md))
+    # Hand-written notes (from the first "## Notes" heading on) survive a rerun.
+    out = ROOT / "benches/results/wasm-vs-native.md"
+    old = out.read_text() if out.exists() else ""
+    notes = old[old.index("\n## Notes") + 1 :] if "\n## Notes" in old else ""
+    out.write_text("\n".join(md) + ("\n" + notes if notes else ""))
     print("\n".join(md))
 
 

@@ -81,14 +81,17 @@ thread_local! {
 /// wasm-vs-native benchmark (`benches/wasm/run.py`); 0 on success.
 #[no_mangle]
 pub extern "C" fn rlx_bench_prepare(batch: u32) -> u32 {
-    use rlx_models::dsl_block::{block_inputs, encoder_block, BlockShape};
+    use rlx_models::dsl_block::{block_inputs, block_params, encoder_block, BlockShape};
     let built = encoder_block(BlockShape {
         batch: batch as usize,
         ..BlockShape::MINILM
     })
     .and_then(|g| {
         let ins = block_inputs(&g, 42)?;
-        Ok((rlx::compile(&g, rlx::Device::Cpu)?, ins))
+        let c = rlx::compile(&g, rlx::Device::Cpu)?;
+        // Weights resident, as for a loaded model (the native side too).
+        c.keep_resident(&block_params(&g));
+        Ok((c, ins))
     });
     match built {
         Ok(b) => {

@@ -94,6 +94,13 @@ pub fn encoder_block(s: BlockShape) -> Result<Graph, Error> {
     t.finish(&[&y])
 }
 
+/// The inputs of [`encoder_block`] that are parameters (all but `x` and
+/// `mask`): what an inference session keeps resident (`keep_resident`), as
+/// the npm package does for a loaded model's weights.
+pub fn block_params(g: &Graph) -> Vec<usize> {
+    (2..g.inputs.len()).collect()
+}
+
 /// Deterministic inputs for [`encoder_block`]: values in [-0.5, 0.5) from
 /// a fixed-seed LCG (weights scaled down so activations stay O(1)), and an
 /// all-keep additive mask. For benchmarks that need no checkpoint.
