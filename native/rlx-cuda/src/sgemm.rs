@@ -205,6 +205,51 @@ impl Tile {
         let (tx, nt) = (bm / (4 * rm), self.threads());
         let (la, lb) = (bm * BK / 4 / nt, bn * BK / 4 / nt);
         let name = self.name();
+        // `body` once per float4 of this thread's outputs: column n, rows
+        // m..m+4 of acc[rj * 4 + j][ri * 4..], inside the matrix.
+        let each_output = |body: &str| {
+            format!(
+                "  #pragma unroll
+  for (int rj = 0; rj < {rn}; ++rj)
+    #pragma unroll
+    for (int j = 0; j < 4; ++j) {{
+      const int n = n0 + ty * 4 + rj * {bn_rn} + j;
+      if (n >= N) continue;
+      #pragma unroll
+      for (int ri = 0; ri < {rm}; ++ri) {{
+        const int m = m0 + tx * 4 + ri * {bm_rm};
+        if (m >= M) continue;
+{body}      }}
+    }}
+",
+                bn_rn = bn / rn,
+                bm_rm = bm / rm,
+            )
+        };
+        let store_partials = each_output(
+            "        const float* c = &acc[rj * 4 + j][ri * 4];
+        __stcg((float4*)(part + (long long)n * M + m), make_float4(c[0], c[1], c[2], c[3]));
+",
+        );
+        let sum_partials = each_output(
+            "        float4 v = __ldcg((const float4*)(first + (long long)n * M + m));
+        for (int q = 1; q < splits; ++q) {
+          float4 w = __ldcg((const float4*)(first + ((long long)q * N + n) * M + m));
+          v.x += w.x; v.y += w.y; v.z += w.z; v.w += w.w;
+        }
+        float* c = &acc[rj * 4 + j][ri * 4];
+        c[0] = v.x; c[1] = v.y; c[2] = v.z; c[3] = v.w;
+",
+        );
+        let epilogue = each_output(
+            "        const float* c = &acc[rj * 4 + j][ri * 4];
+        float4 v = make_float4(c[0], c[1], c[2], c[3]);
+        if (bias) { v.x += bias[m]; v.y += bias[m + 1]; v.z += bias[m + 2]; v.w += bias[m + 3]; }
+        const long long o = (long long)n * ldd + m;
+        if (C) { float4 r = *(const float4*)(C + o); v.x += r.x; v.y += r.y; v.z += r.z; v.w += r.w; }
+        *(float4*)(D + o) = v;
+",
+        );
         format!(
             r#"
 extern "C" __global__ void __launch_bounds__({nt}) {name}(
@@ -300,21 +345,7 @@ extern "C" __global__ void __launch_bounds__({nt}) {name}(
   // — and resets the counter for the next launch.
   if (splits > 1) {{
     float* part = ws + (blockIdx.z * (long long)N) * M;
-    #pragma unroll
-    for (int rj = 0; rj < {rn}; ++rj)
-      #pragma unroll
-      for (int j = 0; j < 4; ++j) {{
-        const int n = n0 + ty * 4 + rj * {bn_rn} + j;
-        if (n >= N) continue;
-        #pragma unroll
-        for (int ri = 0; ri < {rm}; ++ri) {{
-          const int m = m0 + tx * 4 + ri * {bm_rm};
-          if (m >= M) continue;
-          const float* c = &acc[rj * 4 + j][ri * 4];
-          __stcg((float4*)(part + (long long)n * M + m), make_float4(c[0], c[1], c[2], c[3]));
-        }}
-      }}
-    __threadfence();
+{store_partials}    __threadfence();
     __syncthreads();
     __shared__ int last;
     const unsigned int tile = (z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
@@ -323,47 +354,10 @@ extern "C" __global__ void __launch_bounds__({nt}) {name}(
     if (!last) return;
     __threadfence();
     const float* first = ws + (z * splits * (long long)N) * M;
-    #pragma unroll
-    for (int rj = 0; rj < {rn}; ++rj)
-      #pragma unroll
-      for (int j = 0; j < 4; ++j) {{
-        const int n = n0 + ty * 4 + rj * {bn_rn} + j;
-        if (n >= N) continue;
-        #pragma unroll
-        for (int ri = 0; ri < {rm}; ++ri) {{
-          const int m = m0 + tx * 4 + ri * {bm_rm};
-          if (m >= M) continue;
-          float4 v = __ldcg((const float4*)(first + (long long)n * M + m));
-          for (int q = 1; q < splits; ++q) {{
-            float4 w = __ldcg((const float4*)(first + ((long long)q * N + n) * M + m));
-            v.x += w.x; v.y += w.y; v.z += w.z; v.w += w.w;
-          }}
-          float* c = &acc[rj * 4 + j][ri * 4];
-          c[0] = v.x; c[1] = v.y; c[2] = v.z; c[3] = v.w;
-        }}
-      }}
-    if (tid == 0) counters[tile] = 0u;
+{sum_partials}    if (tid == 0) counters[tile] = 0u;
   }}
   // Epilogue: + bias (per m) + C (the residual, D's layout), float4 stores.
-  #pragma unroll
-  for (int rj = 0; rj < {rn}; ++rj)
-    #pragma unroll
-    for (int j = 0; j < 4; ++j) {{
-      const int n = n0 + ty * 4 + rj * {bn_rn} + j;
-      if (n >= N) continue;
-      #pragma unroll
-      for (int ri = 0; ri < {rm}; ++ri) {{
-        const int m = m0 + tx * 4 + ri * {bm_rm};
-        if (m >= M) continue;
-        const float* c = &acc[rj * 4 + j][ri * 4];
-        float4 v = make_float4(c[0], c[1], c[2], c[3]);
-        if (bias) {{ v.x += bias[m]; v.y += bias[m + 1]; v.z += bias[m + 2]; v.w += bias[m + 3]; }}
-        const long long o = (long long)n * ldd + m;
-        if (C) {{ float4 r = *(const float4*)(C + o); v.x += r.x; v.y += r.y; v.z += r.z; v.w += r.w; }}
-        *(float4*)(D + o) = v;
-      }}
-    }}
-}}
+{epilogue}}}
 "#,
             BK4 = BK / 4,
             bm_rm = bm / rm,
