@@ -39,13 +39,7 @@ pub const PDL_ENV: &str = "RLX_CUDA_PDL";
 /// Whether PDL is wanted, from the value of [`PDL_ENV`] (unset or `0`:
 /// no; `1`: yes, on GPUs of compute capability 9.0 or newer).
 pub fn parse_pdl(v: Option<&str>) -> Result<bool, CudaError> {
-    match v.map(str::trim) {
-        Some("1") => Ok(true),
-        None | Some("") | Some("0") => Ok(false),
-        Some(other) => Err(CudaError::Input(format!(
-            "{PDL_ENV} must be 0 or 1, got {other:?}"
-        ))),
-    }
+    crate::env::switch(PDL_ENV, v, false)
 }
 
 /// Whether this process launches with PDL on a GPU of compute capability

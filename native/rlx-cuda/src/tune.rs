@@ -21,13 +21,7 @@ pub const TUNE_LOG_ENV: &str = "RLX_CUDA_TUNE_LOG";
 
 /// Whether tuning is on, from the value of [`AUTOTUNE_ENV`] (unset: on).
 pub fn parse_autotune(v: Option<&str>) -> Result<bool, CudaError> {
-    match v.map(str::trim) {
-        None | Some("") | Some("1") => Ok(true),
-        Some("0") => Ok(false),
-        Some(other) => Err(CudaError::Input(format!(
-            "{AUTOTUNE_ENV} must be 0 or 1, got {other:?}"
-        ))),
-    }
+    crate::env::switch(AUTOTUNE_ENV, v, true)
 }
 
 /// Whether tuning is on in this process.

@@ -436,13 +436,7 @@ pub const ATTN_ROWS_ENV: &str = "RLX_CUDA_ATTN_ROWS";
 
 /// Whether a value of [`ATTN_ROWS_ENV`] turns the kernel on.
 pub fn parse_attn_rows(v: Option<&str>) -> Result<bool, CudaError> {
-    match v.map(str::trim) {
-        None | Some("") | Some("1") => Ok(true),
-        Some("0") => Ok(false),
-        Some(other) => Err(CudaError::Input(format!(
-            "{ATTN_ROWS_ENV} must be 0 or 1, got {other:?}"
-        ))),
-    }
+    crate::env::switch(ATTN_ROWS_ENV, v, true)
 }
 
 /// Plan `program` for an sm_80+ GPU: every value placed, every node lowered.
