@@ -5,10 +5,13 @@
 //! Why: MiniLM's fp32 GEMMs at small batch are skinny (M = B·128 tokens
 //! against 384–1536 features, K = 384 or 1536). cuBLASLt's fp32 kernels
 //! reach 20–28 TFLOP/s there (H200, B = 4: 30–40% of the fp32 peak) —
-//! tiles sized for big products leave SMs idle or unbalanced. Smaller
-//! tiles spread the work over all 132 SMs. Every candidate computes in
-//! fp32 with fp32 FMA, like cuBLAS's strict path; only the order of the
-//! k sums differs.
+//! tiles sized for big products leave SMs idle or unbalanced; smaller
+//! tiles and K splits spread the work over all 132 SMs. Every candidate
+//! computes in fp32 with fp32 FMA, like cuBLAS's strict path; only the
+//! order of the k sums differs. Measured (benches/results/cuda-sgemm-tune.txt):
+//! 0.91–1.40× cuBLASLt's best per MiniLM GEMM, so the tuner picks one of
+//! them for a single shape (B=16 m1536 n2048 k384); a cp.async 3-stage
+//! variant was slower still and is not kept.
 //!
 //! Layout (the plan's column-major view, see `plan/gemm.rs`): D (m×n) =
 //! Aᵀ·B [+ bias(m)] [+ C], with A stored k-contiguous per row of op(A)
