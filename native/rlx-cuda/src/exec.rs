@@ -347,7 +347,7 @@ impl LtGemm {
                 for s in sgemm::SPLITS {
                     let wanted = match mode {
                         Mode::Force(f, fs) => f == i && fs == s,
-                        _ => true,
+                        _ => sgemm::worth_timing(g, t, s),
                     };
                     if wanted && sgemm::split_fits(g, t, s, ws) {
                         own.push((*t, s, module.load_function(&t.name())?));

@@ -159,6 +159,17 @@ pub fn split_bytes(g: &Gemm, splits: u32) -> usize {
 /// the kernels): enough for every eligible GEMM up to this many tiles.
 pub const COUNTERS: usize = 1 << 16;
 
+/// Whether the tuner times `t` with `splits` for `g` (in [`Mode::Auto`]):
+/// only where one of ours was ever measured faster than cuBLASLt on the
+/// H200 — the 8×8-per-thread tiles, K in at most 2 splits, GEMMs of at
+/// least 2^30 multiply-adds (MiniLM's B ≥ 16 FFN; cuda-sgemm-tune.txt).
+/// Elsewhere they were 1.03–1.4× cuBLASLt's time, and timing all 40
+/// candidates per GEMM shape added 0.2–0.8 s to each MiniLM fp32 compile.
+pub fn worth_timing(g: &Gemm, t: &Tile, splits: u32) -> bool {
+    let macs = g.m as i64 * g.n as i64 * g.k as i64 * g.batch as i64;
+    t.rm == 2 && t.rn == 2 && splits <= 2 && macs >= 1 << 30
+}
+
 /// Whether `splits` is worth a candidate for `g` on `t` at this workspace
 /// size: each split gets at least one k stage and the counters suffice.
 pub fn split_fits(g: &Gemm, t: &Tile, splits: u32, workspace: usize) -> bool {
@@ -435,6 +446,54 @@ mod tests {
             }
             other => panic!("expected a typed error, got {other:?}"),
         }
+    }
+
+    /// A linear layer's GEMM as the plan makes it (m features, n tokens).
+    fn linear(m: i32, n: i32, k: i32, batch: i32) -> Gemm {
+        use crate::plan::{Ptr, Root};
+        let p = Ptr {
+            root: Root::Arena(0),
+            byte: 0,
+        };
+        Gemm {
+            trans_a: true,
+            trans_b: false,
+            m,
+            n,
+            k,
+            a: p,
+            lda: k,
+            stride_a: (m * k) as i64,
+            b: p,
+            ldb: k,
+            stride_b: 0,
+            c: p,
+            ldc: m,
+            stride_c: (m * n) as i64,
+            batch,
+            dtype: DType::F32,
+            c_dtype: DType::F32,
+            bias: None,
+            residual: None,
+            bias_stride: 0,
+        }
+    }
+
+    #[test]
+    fn auto_mode_times_ours_only_where_they_won() {
+        let timed = |g: &Gemm| {
+            TILES
+                .iter()
+                .flat_map(|t| SPLITS.map(|s| (t, s)))
+                .filter(|(t, s)| worth_timing(g, t, *s))
+                .count()
+        };
+        // MiniLM B=16's FFN up-projection (where one won): the four 8×8
+        // tiles, K in 1 or 2 splits.
+        assert_eq!(timed(&linear(1536, 2048, 384, 1)), 8);
+        // B=4's, and B=16's batched Q/K/V: none.
+        assert_eq!(timed(&linear(1536, 512, 384, 1)), 0);
+        assert_eq!(timed(&linear(384, 2048, 384, 3)), 0);
     }
 
     #[test]
