@@ -10,3 +10,13 @@
 #   block runs 3-6% faster in Node 20 (gemm128 40 -> 43 GFLOP/s,
 #   benches/results/wasm-vs-native.md).
 WASM_RUSTFLAGS="-C target-feature=+simd128 -C llvm-args=-disable-lsr"
+# The relaxed-SIMD variant (`./scripts/build-wasm --relaxed`, its own
+# target dir target/wasm-relaxed): the same flags plus rlx-cpu's cargo
+# feature `relaxed-simd`, which enables relaxed SIMD for gemm128's kernel
+# alone (f32x4.relaxed_madd: one FMA in V8 on x64 with FMA3). Enabling
+# +relaxed-simd for the whole build instead lets LLVM turn selects into
+# relaxed min/max, whose NaN results differ by machine (the conformance
+# vectors caught clamp(NaN) = -1 in Node). Chrome >= 114 runs it as is;
+# Node 20 needs --experimental-wasm-relaxed-simd; an engine without relaxed
+# SIMD rejects the module, so the baseline build stays the one CI tests.
+WASM_RELAXED_FEATURES="--features rlx-cpu/relaxed-simd"

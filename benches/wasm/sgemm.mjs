@@ -1,7 +1,8 @@
 // f32 GEMM throughput inside the wasm32 build (simd128, one thread) under
 // Node: the `gemm` crate vs rlx's gemm128 kernel (tile heights 4, 5, 6) on
 // MiniLM's shapes, M = 128·batch. Prints one JSON line per (shape, kernel).
-// Build the module first (crates/rlx-cpu/examples/wasm_sgemm.rs says how).
+// Build the module first (crates/rlx-cpu/examples/wasm_sgemm.rs says how);
+// a module built with relaxed SIMD needs `node --experimental-wasm-relaxed-simd`.
 // Usage: node benches/wasm/sgemm.mjs path/to/wasm_sgemm.wasm [batch...]
 import fs from "node:fs";
 
@@ -18,7 +19,14 @@ const ex = (await WebAssembly.instantiate(mod, imports)).exports;
 const resident = ex.resident_check();
 if (!(resident >= 0 && resident < 1e-5)) throw new Error(`resident-weight check: ${resident}`);
 console.error(`resident-weight check ok (max relative difference ${resident})`);
-const kernels = { 0: "gemm crate", 4: "gemm128 4x8", 5: "gemm128 5x8", 6: "gemm128 6x8" };
+// gemm128 against f64 sums within the f32 accumulation bound (holds for
+// plain simd128 and for relaxed madd, fused or not).
+const f64err = ex.f64_check();
+if (!(f64err >= 0 && f64err <= 1)) throw new Error(`gemm128 vs f64: error / bound ${f64err}`);
+const relaxed = ex.gemm128_relaxed() === 1;
+console.error(`gemm128 (${relaxed ? "simd128+relaxed-madd" : "simd128"}) vs f64 ok (largest error / bound ${f64err.toFixed(3)})`);
+const g = relaxed ? "gemm128 relaxed-madd" : "gemm128";
+const kernels = { 0: "gemm crate", 4: `${g} 4x8`, 5: `${g} 5x8`, 6: `${g} 6x8` };
 const ids = Object.keys(kernels).map(Number);
 // Warm-up: V8 first runs a baseline compile and tiers up in the
 // background; every kernel (and the packing) runs for at least 1 s first.

@@ -105,6 +105,26 @@ pub extern "C" fn rlx_bench_prepare(batch: u32) -> u32 {
     }
 }
 
+/// The prepared block's distinct kernel names from its dispatch report,
+/// one per line, as the last message (the benchmark prints which GEMM
+/// kernel it timed); 0 on success, 2 when nothing is prepared.
+#[no_mangle]
+pub extern "C" fn rlx_bench_kernels() -> u32 {
+    BENCH.with(|c| match c.borrow().as_ref() {
+        Some((p, _)) => {
+            let mut names: Vec<&str> = Vec::new();
+            for k in p.dispatch_report().nodes.iter().flat_map(|n| &n.kernels) {
+                if !names.contains(&k.as_str()) {
+                    names.push(k);
+                }
+            }
+            LAST.with(|l| *l.borrow_mut() = (0, names.join("\n")));
+            0
+        }
+        None => 2,
+    })
+}
+
 /// Run the prepared block once; 0 on success.
 #[no_mangle]
 pub extern "C" fn rlx_bench_run() -> u32 {

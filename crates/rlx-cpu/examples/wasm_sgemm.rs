@@ -3,11 +3,16 @@
 //! browser build ran before) and [`rlx_cpu::kernels::gemm128`] at each tile
 //! height. Driven by `benches/wasm/sgemm.mjs`:
 //!
+//!     . scripts/wasm-env.sh
 //!     PATH=/usr/bin:$PATH RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR=target/wasm \
-//!       RUSTFLAGS="-C target-feature=+simd128" cargo build --release \
+//!       RUSTFLAGS="$WASM_RUSTFLAGS" cargo build --release \
 //!       --target wasm32-unknown-unknown -Zbuild-std=std,panic_abort \
 //!       -p rlx-cpu --example wasm_sgemm
 //!     node benches/wasm/sgemm.mjs target/wasm/wasm32-unknown-unknown/release/examples/wasm_sgemm.wasm
+//!
+//! The relaxed-SIMD variant: the same with `CARGO_TARGET_DIR=target/wasm-relaxed`
+//! and `--features relaxed-simd`, run with
+//! `node --experimental-wasm-relaxed-simd benches/wasm/sgemm.mjs …`.
 
 use rlx_cpu::kernels::gemm128;
 use rlx_cpu::Mat;
@@ -165,4 +170,82 @@ pub extern "C" fn resident_check() -> f32 {
         Ok(worst)
     };
     check().unwrap_or(-1.0)
+}
+
+/// 1 when this module's gemm128 uses relaxed SIMD's fused multiply-add
+/// (built with `+relaxed-simd`), 0 for plain simd128.
+#[unsafe(no_mangle)]
+pub extern "C" fn gemm128_relaxed() -> u32 {
+    (gemm128::VARIANT != "simd128") as u32
+}
+
+/// gemm128 in this build (4-row tile: `gemm`, `gemm_scaled`,
+/// `gemm_packed`) against f64 sums on ragged shapes (m, n, k not multiples
+/// of the tile or K block; a transposed weight; a strided `a`), each
+/// element within the f32 accumulation bound k · 2⁻²³ · Σ|a·b|. The bound
+/// holds for a multiply and an add per step (two roundings) and so for a
+/// fused one (one rounding, which relaxed madd may be). Returns the
+/// largest |error| / bound (≤ 1 passes; 0 compares nothing).
+#[unsafe(no_mangle)]
+pub extern "C" fn f64_check() -> f64 {
+    let mut seed = 11u64;
+    let mut rnd = || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    };
+    let mut worst = 0f64;
+    for &(m, k, n, bt) in &[
+        (1, 1, 1, false),
+        (3, 1, 5, false),
+        (7, 5, 3, true),
+        (13, 17, 9, false),
+        (6, 384, 8, false),
+        (29, 385, 23, true),
+        (121, 777, 17, false),
+        (130, 40, 130, true),
+        (128, 384, 40, false),
+    ] {
+        let lda = k + 2;
+        let a: Vec<f32> = (0..m * lda).map(|_| rnd()).collect();
+        let b: Vec<f32> = (0..k * n).map(|_| rnd()).collect();
+        let am = Mat {
+            data: &a,
+            rows: m,
+            cols: k,
+            row_stride: lda,
+            col_stride: 1,
+        };
+        let bm = weight(&b, k, n, bt);
+        let packed = gemm128::PackedB::pack(bm);
+        for (which, scale) in [(0, 1.0), (1, 0.375), (2, 1.0)] {
+            let mut c = vec![0f32; m * n];
+            match which {
+                0 => gemm128::gemm(am, bm, &mut c, n),
+                1 => gemm128::gemm_scaled(am, bm, &mut c, n, scale as f32),
+                _ => gemm128::gemm_packed(am, &packed, &mut c, n),
+            }
+            for i in 0..m {
+                for j in 0..n {
+                    let (mut want, mut mag) = (0f64, 0f64);
+                    for p in 0..k {
+                        let bv = if bt { b[j * k + p] } else { b[p * n + j] };
+                        let x = a[i * lda + p] as f64 * bv as f64;
+                        want += x;
+                        mag += x.abs();
+                    }
+                    // The scale is applied once, rounded once more.
+                    let tol = (k as f64 + 1.0) * 2f64.powi(-23) * mag * scale;
+                    let err = (c[i * n + j] as f64 - want * scale).abs();
+                    if tol > 0.0 {
+                        worst = worst.max(err / tol);
+                    } else if err > 0.0 {
+                        return f64::INFINITY;
+                    }
+                }
+            }
+        }
+    }
+    worst
 }

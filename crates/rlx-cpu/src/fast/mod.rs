@@ -193,9 +193,11 @@ pub fn kernel_name(op: &str, inputs: &[&TensorType], attrs: &Attrs, dtype: DType
             )
         }
         // The browser build runs its f32 products on rlx's simd128 kernel
-        // (`kernels::gemm128`), not the `gemm` crate as natively.
+        // (`kernels::gemm128`), not the `gemm` crate as natively; the
+        // report says whether it was built with relaxed SIMD's FMA.
         Some(Kind::Matmul { .. } | Kind::Attention) if cfg!(target_arch = "wasm32") => format!(
-            "cpu::fast::{op}<{dtype}: gemm128 simd128 {}x{}>",
+            "cpu::fast::{op}<{dtype}: gemm128 {} {}x{}>",
+            crate::kernels::gemm128::VARIANT,
             crate::kernels::gemm128::MR,
             crate::kernels::gemm128::NR
         ),

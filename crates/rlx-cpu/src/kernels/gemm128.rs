@@ -29,12 +29,37 @@
 //! elsewhere a portable `[f32; 4]` with the same operations, multiply then
 //! add, unfused — the same roundings as the wasm build — so the native
 //! tests check the same blocking, packing and edge code.
+//!
+//! Relaxed SIMD (cargo feature `relaxed-simd`, `./scripts/build-wasm
+//! --relaxed`): each step is one `f32x4.relaxed_madd`, which V8 turns
+//! into one `vfmadd231ps` on x64 with FMA3 — 14 wasm instructions per K
+//! step instead of 22. Measured in Node 20 (`benches/wasm/sgemm.mjs`, same
+//! run): 4×8 at 44–52 GFLOP/s against 36–44 for plain simd128 (1.14–1.24×)
+//! at MiniLM's shapes; 5×8 and 6×8 still spill and stay slower than 4×8.
+//! The madd rounds once (fused) or twice depending on the machine; the
+//! tests' f64 bounds hold for both (natively the feature fuses the
+//! portable vectors, `f32::mul_add`).
 // Raw pointers in the micro-kernel: every load and store stays inside a
 // buffer whose length is checked (or made) before the kernel is entered.
 #![allow(unsafe_code)]
 
 use super::gemm::Mat;
 use std::cell::RefCell;
+
+/// The instruction set the wasm32 kernel is built for, as the dispatch
+/// report names it: plain `simd128` (a multiply and an add per step), or
+/// with relaxed SIMD's multiply-add where the build enables it (cargo
+/// feature `relaxed-simd`, `./scripts/build-wasm --relaxed`; Node 20 needs
+/// `--experimental-wasm-relaxed-simd`, Chrome ≥ 114 runs it as is).
+pub const VARIANT: &str = if cfg!(all(
+    target_arch = "wasm32",
+    target_feature = "simd128",
+    feature = "relaxed-simd"
+)) {
+    "simd128+relaxed-madd"
+} else {
+    "simd128"
+};
 
 /// Columns per packed panel and per tile: two 4-lane vectors.
 pub const NR: usize = 8;
@@ -210,6 +235,12 @@ pub fn gemm_packed(a: Mat<f32>, w: &PackedB, c: &mut [f32], ldc: usize) {
     A_BUF.with(|abuf| run::<MR>(a, w, c, ldc, 1.0, &mut abuf.borrow_mut()));
 }
 
+// With `relaxed-simd` the relaxed instructions are enabled here only (the
+// kernel and `v4::madd` are inlined into this function).
+#[cfg_attr(
+    all(target_arch = "wasm32", feature = "relaxed-simd"),
+    target_feature(enable = "relaxed-simd")
+)]
 fn run<const R: usize>(
     a: Mat<f32>,
     b: &PackedB,
@@ -430,9 +461,19 @@ mod v4 {
         f32x4_splat(x)
     }
     /// `acc + x·y`, two roundings (simd128 has no FMA).
+    #[cfg(not(feature = "relaxed-simd"))]
     #[inline(always)]
     pub fn madd(acc: V, x: V, y: V) -> V {
         f32x4_add(acc, f32x4_mul(x, y))
+    }
+    /// `acc + x·y` in one relaxed-SIMD instruction: V8 emits one FMA
+    /// (`vfmadd231ps`) where the CPU has it, else a multiply and an add, so
+    /// the result is rounded once or twice depending on the machine.
+    #[cfg(feature = "relaxed-simd")]
+    #[target_feature(enable = "relaxed-simd")]
+    #[inline]
+    pub fn madd(acc: V, x: V, y: V) -> V {
+        f32x4_relaxed_madd(x, y, acc)
     }
 }
 
@@ -468,10 +509,19 @@ mod v4 {
     pub fn splat_val(x: f32) -> V {
         [x; 4]
     }
-    /// `acc + x·y`, two roundings, as in the wasm build.
+    /// `acc + x·y`, two roundings, as in the simd128 build.
+    #[cfg(not(feature = "relaxed-simd"))]
     #[inline(always)]
     pub fn madd(acc: V, x: V, y: V) -> V {
         add(acc, mul(x, y))
+    }
+    /// With `relaxed-simd`, fused (one rounding), as relaxed madd rounds
+    /// on a machine with FMA: `cargo test -p rlx-cpu --features
+    /// relaxed-simd` checks the tolerances against that case too.
+    #[cfg(feature = "relaxed-simd")]
+    #[inline(always)]
+    pub fn madd(acc: V, x: V, y: V) -> V {
+        std::array::from_fn(|i| x[i].mul_add(y[i], acc[i]))
     }
 }
 
@@ -487,7 +537,8 @@ mod tests {
     }
 
     /// Every tile height against f64 sums, within the f32 accumulation
-    /// bound k · 2⁻²³ · Σ|a·b| (two roundings per step), on shapes whose
+    /// bound k · 2⁻²³ · Σ|a·b| (two roundings per step; one when fused,
+    /// with `relaxed-simd`, is inside it), on shapes whose
     /// m, n, k are not multiples of the tile or blocks, k = 1, n < NR, K
     /// over one block, a transposed weight and a strided `a`.
     #[test]
