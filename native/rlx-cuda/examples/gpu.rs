@@ -10,6 +10,7 @@
 //!   fp32 (strict), fp32+TF32 and fp16: cosine against the CPU reference and
 //!   p50 latency with and without CUDA graph replay.
 //! * `gpu sgemm` — our own fp32 GEMM kernels, each forced, against the CPU.
+//! * `gpu hgemm` — our own f16/bf16 tensor-core GEMM kernels, each forced, against the CPU.
 
 use rlx::{CompileOptions, Target};
 use rlx_cuda::{CudaBackend, CudaExecutable, CudaOptions};
@@ -785,6 +786,8 @@ fn minilm(args: &[String]) -> usize {
                         format!("{op}[cublasLt]")
                     } else if name.starts_with("sgemm") {
                         format!("{op}[rlx sgemm]")
+                    } else if name.starts_with("hgemm") {
+                        format!("{op}[rlx hgemm]")
                     } else {
                         op.clone()
                     };
@@ -1021,6 +1024,77 @@ fn train_data(b: usize) -> (HostTensor, HostTensor) {
     (x, y)
 }
 
+/// The f64 result of a GEMM case (`src` with `from` as its element
+/// type) on `ins`, and the magnitude each output's error scales with: the
+/// same graph without its activation on the inputs' absolute values
+/// (Σ|a||b| + |bias| + |residual|).
+fn f64_reference(src: &str, from: &str, ins: &[HostTensor]) -> (Vec<Vec<f64>>, Vec<Vec<f64>>) {
+    let as64 = |abs: bool| -> Vec<HostTensor> {
+        ins.iter()
+            .map(|t| {
+                let v = t.to_f64_vec().unwrap();
+                let v = if abs {
+                    v.into_iter().map(f64::abs).collect()
+                } else {
+                    v
+                };
+                HostTensor::from_f64(DType::F64, t.shape().clone(), v).unwrap()
+            })
+            .collect()
+    };
+    let run = |text: &str, abs: bool| -> Vec<Vec<f64>> {
+        let g = text::parse(text).expect("f64 case parses");
+        rlx_cpu::run_graph(&g, &as64(abs))
+            .unwrap()
+            .iter()
+            .map(|t| t.to_f64_vec().unwrap())
+            .collect()
+    };
+    let src64 = src.replace(from, "f64");
+    (
+        run(&src64, false),
+        run(&src64.replace(" {activation=\"gelu\"}", ""), true),
+    )
+}
+
+/// Outputs farther than `tol(want, mag)` from the reference (or NaN), and
+/// the largest error.
+fn outside(
+    got: &[HostTensor],
+    (want, mag): &(Vec<Vec<f64>>, Vec<Vec<f64>>),
+    tol: impl Fn(f64, f64) -> f64,
+) -> (usize, f64) {
+    let mut bad = 0;
+    let mut worst = 0.0f64;
+    for ((g, w), m) in got.iter().zip(want).zip(mag) {
+        for ((a, b), c) in g.to_f64_vec().unwrap().into_iter().zip(w).zip(m) {
+            let e = (a - b).abs();
+            worst = worst.max(e);
+            if e > tol(*b, *c) || e.is_nan() {
+                bad += 1;
+            }
+        }
+    }
+    (bad, worst)
+}
+
+/// Compile `g` for CUDA and run it: the outputs and each GEMM's choice.
+fn run_gemms(
+    base: &CudaBackend,
+    g: &Graph,
+    ins: &[HostTensor],
+) -> Result<(Vec<HostTensor>, Vec<String>), String> {
+    let c = compile_cuda(g, true)?;
+    let exe = base
+        .compile_program(c.program())
+        .map_err(|e| e.to_string())?;
+    let algos = exe.gemm_algos().into_iter().map(|(_, d)| d).collect();
+    let outs = exe
+        .run_cuda(&ins.iter().collect::<Vec<_>>())
+        .map_err(|e| e.to_string())?;
+    Ok((outs, algos))
+}
+
 /// Our own fp32 GEMM kernels (`sgemm.rs`), each forced in turn through
 /// `RLX_CUDA_SGEMM` on every eligible GEMM, against the CPU's f64 result
 /// of the same graph within the fp32 dot-product error bound (below;
@@ -1037,77 +1111,21 @@ fn sgemm() -> usize {
     let base = CudaBackend::new().expect("CUDA backend");
     let mut rng = Rng(0x5e33);
     let (mut pass, mut fail) = (0usize, 0usize);
-    let run = |g: &Graph, ins: &[HostTensor]| -> Result<(Vec<HostTensor>, Vec<String>), String> {
-        let c = compile_cuda(g, true)?;
-        let exe = base
-            .compile_program(c.program())
-            .map_err(|e| e.to_string())?;
-        let algos = exe.gemm_algos().into_iter().map(|(_, d)| d).collect();
-        let outs = exe
-            .run_cuda(&ins.iter().collect::<Vec<_>>())
-            .map_err(|e| e.to_string())?;
-        Ok((outs, algos))
-    };
     for (name, src) in CASES {
         let g = text::parse(src).expect("sgemm case parses");
         let ins = extra_inputs(&g, &mut rng);
-        // The reference: the same graph in f64 on the CPU.
-        let g64 = text::parse(&src.replace("f32", "f64")).expect("f64 case parses");
-        let ins64: Vec<HostTensor> = ins
-            .iter()
-            .map(|t| {
-                HostTensor::from_f64(DType::F64, t.shape().clone(), t.to_f64_vec().unwrap())
-                    .unwrap()
-            })
-            .collect();
-        let want: Vec<Vec<f64>> = rlx_cpu::run_graph(&g64, &ins64)
-            .unwrap()
-            .iter()
-            .map(|t| t.to_f64_vec().unwrap())
-            .collect();
+        let reference = f64_reference(src, "f32", &ins);
         // The bound: each output within 2 (K + 2) u |a|·|b| (+ |bias| +
         // |residual|) of the f64 result, u = 2^-24 — the textbook error
         // bound of a K-term fp32 dot product plus two additions, doubled
-        // for the GELU's slope (< 1.13). `mag` is that magnitude: the f64
-        // graph without its activation on the inputs' absolute values.
+        // for the GELU's slope (< 1.13).
         // K: every case's first input is the GEMM's left operand.
         let k = ins[0].shape().dims().last().copied().unwrap_or(0);
-        let abs64: Vec<HostTensor> = ins64
-            .iter()
-            .map(|t| {
-                let v = t.to_f64_vec().unwrap().into_iter().map(f64::abs).collect();
-                HostTensor::from_f64(DType::F64, t.shape().clone(), v).unwrap()
-            })
-            .collect();
-        let gmag = text::parse(
-            &src.replace("f32", "f64")
-                .replace(" {activation=\"gelu\"}", ""),
-        )
-        .expect("magnitude graph parses");
-        let mag: Vec<Vec<f64>> = rlx_cpu::run_graph(&gmag, &abs64)
-            .unwrap()
-            .iter()
-            .map(|t| t.to_f64_vec().unwrap())
-            .collect();
         let tol = 2.0 * (k as f64 + 2.0) * f64::powi(2.0, -24);
-        // Elements outside the bound, and the largest error.
-        let check = |got: &[HostTensor]| -> (usize, f64) {
-            let mut bad = 0;
-            let mut worst = 0.0f64;
-            for ((g, w), m) in got.iter().zip(&want).zip(&mag) {
-                for ((a, b), c) in g.to_f64_vec().unwrap().into_iter().zip(w).zip(m) {
-                    let e = (a - b).abs();
-                    worst = worst.max(e);
-                    if e > tol * c || e.is_nan() {
-                        bad += 1;
-                    }
-                }
-            }
-            (bad, worst)
-        };
+        let check = |got: &[HostTensor]| outside(got, &reference, |_, mag| tol * mag);
         // cuBLASLt (strict fp32) on the same inputs, for comparison.
         std::env::set_var(rlx_cuda::sgemm::SGEMM_ENV, "0");
-        let bar = match run(&g, &ins) {
+        let bar = match run_gemms(&base, &g, &ins) {
             Ok((outs, _)) => check(&outs),
             Err(e) => {
                 fail += 1;
@@ -1129,7 +1147,7 @@ fn sgemm() -> usize {
         {
             let kname = tile.candidate_name(splits);
             std::env::set_var(rlx_cuda::sgemm::SGEMM_ENV, &kname);
-            let r = run(&g, &ins).and_then(|(outs, algos)| {
+            let r = run_gemms(&base, &g, &ins).and_then(|(outs, algos)| {
                 if algos.is_empty() || !algos.iter().all(|d| d.contains(&kname)) {
                     return Err(format!("not every GEMM ran {kname}: {algos:?}"));
                 }
@@ -1140,19 +1158,94 @@ fn sgemm() -> usize {
                     Err(format!("{bad} outputs outside 2 (K + 2) u |a||b|; max error vs f64 {e:.2e} (cuBLASLt's {:.2e})", bar.1))
                 }
             });
-            match r {
-                Ok(m) => {
-                    pass += 1;
-                    println!("ok   sgemm/{kname}/{name}: {m}");
-                }
-                Err(e) => {
-                    fail += 1;
-                    println!("FAIL sgemm/{kname}/{name}: {e}");
-                }
-            }
+            tally(&mut pass, &mut fail, &format!("sgemm/{kname}/{name}"), r);
         }
     }
     std::env::remove_var(rlx_cuda::sgemm::SGEMM_ENV);
+    println!("{pass} passed, {fail} failed");
+    fail
+}
+
+fn tally(pass: &mut usize, fail: &mut usize, what: &str, r: Result<String, String>) {
+    match r {
+        Ok(m) => {
+            *pass += 1;
+            println!("ok   {what}: {m}");
+        }
+        Err(e) => {
+            *fail += 1;
+            println!("FAIL {what}: {e}");
+        }
+    }
+}
+
+/// Our own tensor-core 16-bit GEMM kernels (`hgemm.rs`), each forced in
+/// turn through `RLX_CUDA_HGEMM` on every GEMM, f16 and bf16, against the
+/// CPU's f64 result on the same 16-bit inputs. Bound: the fp32
+/// accumulation's 2 (K + 2) 2^-24 Σ|a||b| (as for sgemm) plus one
+/// rounding to the 16-bit type (2^-11 / 2^-8 relative) — the kernels
+/// round once, after bias, residual and activation. cuBLASLt + the
+/// separate bias + GELU kernel rounds twice; its error is printed for
+/// comparison. The GELU case must run fused (its tail kernel dropped).
+fn hgemm() -> usize {
+    const CASES: &[(&str, &str)] = &[
+        ("linear_bias_residual_edges", "graph @g(%x: f32[2,37,136], %w: f32[52,136], %b: f32[52], %r: f32[2,37,52]) {\n  %t = permute(%w) {perm=[1,0]}\n  %y = matmul_bias_act(%x, %t, %b)\n  %z = add(%y, %r)\n  return %z\n}"),
+        ("qkv_siblings_batched", "graph @g(%x: f32[2,37,136], %wq: f32[52,136], %bq: f32[52], %wk: f32[52,136], %bk: f32[52], %wv: f32[52,136], %bv: f32[52]) {\n  %tq = permute(%wq) {perm=[1,0]}\n  %q = matmul_bias_act(%x, %tq, %bq)\n  %tk = permute(%wk) {perm=[1,0]}\n  %k = matmul_bias_act(%x, %tk, %bk)\n  %tv = permute(%wv) {perm=[1,0]}\n  %v = matmul_bias_act(%x, %tv, %bv)\n  return %q, %k, %v\n}"),
+        ("matmul_k_tail", "graph @g(%x: f32[3,29,136], %w: f32[44,136]) {\n  %t = permute(%w) {perm=[1,0]}\n  %y = matmul(%x, %t)\n  return %y\n}"),
+        ("bias_gelu_fused_multi_tile", "graph @g(%x: f32[300,392], %w: f32[132,392], %b: f32[132]) {\n  %t = permute(%w) {perm=[1,0]}\n  %y = matmul_bias_act(%x, %t, %b) {activation=\"gelu\"}\n  return %y\n}"),
+    ];
+    let base = CudaBackend::new().expect("CUDA backend");
+    let mut rng = Rng(0x4e16);
+    let (mut pass, mut fail) = (0usize, 0usize);
+    for (dt, unit) in [("f16", f64::powi(2.0, -11)), ("bf16", f64::powi(2.0, -8))] {
+        for (name, src) in CASES {
+            let src = src.replace("f32", dt);
+            let g = text::parse(&src).expect("hgemm case parses");
+            let ins = extra_inputs(&g, &mut rng);
+            let reference = f64_reference(&src, dt, &ins);
+            let k = ins[0].shape().dims().last().copied().unwrap_or(0);
+            let acc = 2.0 * (k as f64 + 2.0) * f64::powi(2.0, -24);
+            let tol = |want: f64, mag: f64| unit * (want.abs() + acc * mag) + acc * mag;
+            std::env::set_var(rlx_cuda::hgemm::HGEMM_ENV, "0");
+            let bar = match run_gemms(&base, &g, &ins) {
+                Ok((outs, _)) => outside(&outs, &reference, tol),
+                Err(e) => {
+                    fail += 1;
+                    println!("FAIL hgemm/{dt}/cublaslt/{name}: {e}");
+                    continue;
+                }
+            };
+            println!(
+                "     hgemm/{dt}/cublaslt/{name}: max error vs f64 {:.2e}, {} outside our bound",
+                bar.1, bar.0
+            );
+            for tile in rlx_cuda::hgemm::TILES {
+                let kname = tile.name();
+                std::env::set_var(rlx_cuda::hgemm::HGEMM_ENV, &kname);
+                let r = run_gemms(&base, &g, &ins).and_then(|(outs, algos)| {
+                    if algos.is_empty() || !algos.iter().all(|d| d.contains(&kname)) {
+                        return Err(format!("not every GEMM ran {kname}: {algos:?}"));
+                    }
+                    if src.contains("gelu") && !algos.iter().all(|d| d.contains("+ bias + activation")) {
+                        return Err(format!("the GELU was not fused: {algos:?}"));
+                    }
+                    let (bad, e) = outside(&outs, &reference, tol);
+                    if bad == 0 {
+                        Ok(format!("max error vs f64 {e:.2e} (cuBLASLt's {:.2e})", bar.1))
+                    } else {
+                        Err(format!("{bad} outputs outside the bound; max error vs f64 {e:.2e} (cuBLASLt's {:.2e})", bar.1))
+                    }
+                });
+                tally(
+                    &mut pass,
+                    &mut fail,
+                    &format!("hgemm/{dt}/{kname}/{name}"),
+                    r,
+                );
+            }
+        }
+    }
+    std::env::remove_var(rlx_cuda::hgemm::HGEMM_ENV);
     println!("{pass} passed, {fail} failed");
     fail
 }
@@ -1178,6 +1271,7 @@ fn main() {
         Some("minilm") => minilm(&args[2..]),
         Some("copies") => copies(),
         Some("sgemm") => sgemm(),
+        Some("hgemm") => hgemm(),
         Some("train") => train(&args[2..]),
         _ => {
             eprintln!("usage: gpu parity [DIR] | gpu minilm --weights F --config F [...]");

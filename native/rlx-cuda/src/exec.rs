@@ -53,9 +53,9 @@ struct LtGemm {
     key: TuneKey,
     /// How `algo` was chosen (shown by the profile).
     choice: Choice,
-    /// Our own fp32 kernels this GEMM can run (`sgemm.rs`), timed after
-    /// the cuBLASLt candidates; empty when not eligible.
-    own: Vec<(crate::sgemm::Tile, u32, CudaFunction)>,
+    /// Our own kernels this GEMM can run (`sgemm.rs`, `hgemm.rs`), timed
+    /// after the cuBLASLt candidates; empty when not eligible.
+    own: Vec<(Own, CudaFunction)>,
     /// The one of `own` that runs instead of cuBLASLt, when the tuner
     /// measured it fastest.
     own_pick: Option<usize>,
@@ -64,6 +64,49 @@ struct LtGemm {
     bias: u64,
     /// The GEMM, for `own`'s launch grids.
     grid_of: crate::plan::Gemm,
+    /// The GEMM's tail (`plan::Tail`): the schedule's next launch, the
+    /// bias + activation kernel that cuBLASLt's and sgemm's results need
+    /// (timed with them), and the bias our fused kernels take instead.
+    tail: Option<(Box<Resolved>, u64)>,
+}
+
+/// One of our own GEMM kernels as a tuning candidate.
+#[derive(Clone, Copy, Debug)]
+enum Own {
+    /// fp32 on CUDA cores (`sgemm.rs`), with K in this many splits.
+    S(crate::sgemm::Tile, u32),
+    /// f16/bf16 on tensor cores (`hgemm.rs`); applies the GEMM's tail, if
+    /// it has one, in its epilogue.
+    H(crate::hgemm::Tile),
+}
+
+impl Own {
+    fn name(&self) -> String {
+        match self {
+            Own::S(t, s) => t.candidate_name(*s),
+            Own::H(t) => t.name(),
+        }
+    }
+
+    fn fuses_tail(&self) -> bool {
+        matches!(self, Own::H(_))
+    }
+
+    /// Block size and grid (K splits along z).
+    fn launch_config(&self, g: &crate::plan::Gemm) -> LaunchConfig {
+        let (threads, (gx, gy, gz), splits) = match self {
+            Own::S(t, s) => (t.threads(), t.grid(g), *s),
+            Own::H(t) => (t.threads(), t.grid(g), 1),
+        };
+        LaunchConfig {
+            grid_dim: (gx, gy, gz * splits),
+            block_dim: (threads, 1, 1),
+            shared_mem_bytes: match self {
+                Own::S(..) => 0,
+                Own::H(t) => t.smem(),
+            },
+        }
+    }
 }
 
 /// Split-K variants of the heuristic's first [`SPLIT_BASES`] candidates
@@ -183,6 +226,7 @@ impl LtGemm {
         bias: Option<u64>,
         residual: Option<u64>,
         tf32: bool,
+        tail: Option<(Box<Resolved>, u64)>,
     ) -> Result<LtGemm, CudaError> {
         let (ty, compute, scale) = match g.dtype {
             DType::F16 => (
@@ -325,11 +369,11 @@ impl LtGemm {
             candidates.push(algo);
             splits.push(s);
         }
-        use crate::sgemm::{self, Mode};
+        use crate::{hgemm, sgemm};
         let mode = sgemm::mode()?;
         let ws = gpu.lt_workspace.bytes;
         let mut own = Vec::new();
-        if mode != Mode::Off && sgemm::eligible(g, ptrs, tf32) {
+        if mode != sgemm::Mode::Off && sgemm::eligible(g, ptrs, tf32) {
             let module = gpu.module(&sgemm::source(), false)?;
             if std::env::var_os(tune::TUNE_LOG_ENV).is_some() {
                 for t in sgemm::TILES {
@@ -346,16 +390,41 @@ impl LtGemm {
             for (i, t) in sgemm::TILES.iter().enumerate() {
                 for s in sgemm::SPLITS {
                     let wanted = match mode {
-                        Mode::Force(f, fs) => f == i && fs == s,
+                        sgemm::Mode::Force(f, fs) => f == i && fs == s,
                         _ => sgemm::worth_timing(g, t, s),
                     };
                     if wanted && sgemm::split_fits(g, t, s, ws) {
-                        own.push((*t, s, module.load_function(&t.name())?));
+                        own.push((Own::S(*t, s), module.load_function(&t.name())?));
                     }
                 }
             }
         }
-        let forced = matches!(mode, Mode::Force(..)) && !own.is_empty();
+        let hmode = hgemm::mode()?;
+        if hmode != hgemm::Mode::Off && hgemm::eligible(g, ptrs) {
+            let act = g.tail.as_ref().filter(|_| tail.is_some());
+            let src = hgemm::source(g.dtype, act.map(|t| t.act.as_str()));
+            let module = gpu.module(&src, false)?;
+            for (i, t) in hgemm::TILES.iter().enumerate() {
+                if matches!(hmode, hgemm::Mode::Force(f) if f != i) {
+                    continue;
+                }
+                let f = module.load_function(&t.name())?;
+                if t.smem() > 48 * 1024 {
+                    f.set_attribute(
+                        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        t.smem() as i32,
+                    )?;
+                }
+                own.push((Own::H(*t), f));
+            }
+        }
+        // Without a kernel that can apply it, the tail stays a launch of
+        // its own and is left out of the timing (the same for every
+        // candidate).
+        let tail = tail.filter(|_| own.iter().any(|(o, _)| o.fuses_tail()));
+        let forced = (matches!(mode, sgemm::Mode::Force(..))
+            || matches!(hmode, hgemm::Mode::Force(..)))
+            && !own.is_empty();
         Ok(LtGemm {
             desc,
             layouts,
@@ -368,7 +437,7 @@ impl LtGemm {
             key: TuneKey::new(g, ptrs, bias, tf32),
             choice: if forced {
                 Choice::Forced {
-                    kernel: own[0].0.candidate_name(own[0].1),
+                    kernel: own[0].0.name(),
                 }
             } else {
                 Choice::Heuristic {
@@ -380,6 +449,7 @@ impl LtGemm {
             own_args: crate::sgemm::scalar_args(g),
             bias: bias.unwrap_or(0),
             grid_of: g.clone(),
+            tail,
         })
     }
 
@@ -437,7 +507,7 @@ impl LtGemm {
             let us = |t: &Option<f32>| t.map_or("-".into(), |t| format!("{t:.1}"));
             let lt: Vec<String> = times[..self.candidates.len()].iter().map(us).collect();
             let own: Vec<String> = (self.own.iter().zip(&times[self.candidates.len()..]))
-                .map(|((t, sp, _), x)| format!("{} {}", &t.candidate_name(*sp)[13..], us(x)))
+                .map(|((o, _), x)| format!("{} {}", o.name().trim_start_matches("rlx_"), us(x)))
                 .collect();
             eprintln!(
                 "tune {:?}: cuBLASLt [{}] own [{}] us",
@@ -454,8 +524,7 @@ impl LtGemm {
         let lt = self.candidates.len();
         let kernel = if index >= lt {
             self.own_pick = Some(index - lt);
-            let (t, splits, _) = &self.own[index - lt];
-            Some(t.candidate_name(*splits))
+            Some(self.own[index - lt].0.name())
         } else {
             self.algo = self.candidates[index];
             None
@@ -492,7 +561,7 @@ impl LtGemm {
     ) -> Result<Option<f32>, CudaError> {
         const LAUNCHES: usize = 10;
         let algo = algo.unwrap_or(&self.algo);
-        if self.launch_with(gpu, algo, own).is_err() {
+        if self.launch_timed(gpu, algo, own).is_err() {
             return Ok(None);
         }
         let stream = &gpu.stream;
@@ -500,7 +569,7 @@ impl LtGemm {
         let (e0, e1) = (gpu.ctx.new_event(flags)?, gpu.ctx.new_event(flags)?);
         stream.synchronize()?;
         stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-        let r = (0..LAUNCHES).try_for_each(|_| self.launch_with(gpu, algo, own));
+        let r = (0..LAUNCHES).try_for_each(|_| self.launch_timed(gpu, algo, own));
         let g = stream.end_capture(sys::CUgraphInstantiate_flags(0))?;
         r?;
         let Some(g) = g else { return Ok(None) };
@@ -526,6 +595,29 @@ impl LtGemm {
         self.launch_with(gpu, &self.algo, self.own_pick)
     }
 
+    /// Whether the kernel that runs applies the tail itself: the
+    /// schedule then drops the tail's launch.
+    fn fused(&self) -> bool {
+        self.tail.is_some() && self.own_pick.is_some_and(|o| self.own[o].0.fuses_tail())
+    }
+
+    /// What a candidate costs in the schedule: its launch, plus the tail
+    /// kernel when it does not apply the tail itself.
+    fn launch_timed(
+        &self,
+        gpu: &Gpu,
+        algo: &lt::cublasLtMatmulAlgo_t,
+        own: Option<usize>,
+    ) -> Result<(), CudaError> {
+        self.launch_with(gpu, algo, own)?;
+        match &self.tail {
+            Some((k, _)) if !own.is_some_and(|o| self.own[o].0.fuses_tail()) => {
+                launch_plain(&gpu.stream, k)
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Launch with cuBLASLt's `algo`, or with `own[o]` when `own` is `Some(o)`.
     fn launch_with(
         &self,
@@ -534,14 +626,21 @@ impl LtGemm {
         own: Option<usize>,
     ) -> Result<(), CudaError> {
         if let Some(o) = own {
-            let (tile, splits, f) = &self.own[o];
+            let (kind, f) = &self.own[o];
             let [a, b, c, d] = self.ptrs;
             let c = if self.residual { c } else { 0 };
+            let bias = match &self.tail {
+                Some((_, tail_bias)) if kind.fuses_tail() => *tail_bias,
+                _ => self.bias,
+            };
             let (ints, longs) = &self.own_args;
             let (ws, counters) = (gpu.lt_workspace.ptr, gpu.sgemm_counters.ptr);
-            let nsplit = *splits as i32;
+            let nsplit = match kind {
+                Own::S(_, s) => *s as i32,
+                Own::H(_) => 1,
+            };
             let mut l = gpu.stream.launch_builder(f);
-            l.arg(&a).arg(&b).arg(&d).arg(&c).arg(&self.bias);
+            l.arg(&a).arg(&b).arg(&d).arg(&c).arg(&bias);
             for v in ints {
                 l.arg(v);
             }
@@ -549,14 +648,11 @@ impl LtGemm {
                 l.arg(v);
             }
             l.arg(&nsplit).arg(&ws).arg(&counters);
-            let (gx, gy, gz) = tile.grid(&self.grid_of);
-            let cfg = LaunchConfig {
-                grid_dim: (gx, gy, gz * splits),
-                block_dim: (tile.threads(), 1, 1),
-                shared_mem_bytes: 0,
-            };
+            let cfg = kind.launch_config(&self.grid_of);
             // SAFETY: the arguments are device addresses of this GEMM's
-            // buffers (checked aligned by `sgemm::eligible`), the GPU's
+            // buffers (checked aligned by `sgemm::eligible` /
+            // `hgemm::eligible`; the bias is the tail's for a kernel that
+            // applies the tail, sized like the cuBLASLt bias), the GPU's
             // workspace (large enough: `sgemm::split_fits`) and zeroed tile
             // counters, and the GEMM's sizes, in the order the kernel
             // declares them.
@@ -603,6 +699,23 @@ impl LtGemm {
         }
         .map_err(lt_err)
     }
+}
+
+/// Enqueue a generated kernel's launch (anything else: nothing).
+fn launch_plain(stream: &cudarc::driver::CudaStream, l: &Resolved) -> Result<(), CudaError> {
+    if let Resolved::Kernel {
+        func, cfg, args, ..
+    } = l
+    {
+        let mut b = stream.launch_builder(func);
+        for a in args {
+            b.arg(a);
+        }
+        // SAFETY: the arguments are device addresses of buffers this
+        // executable owns, in the order the generated kernel declares.
+        unsafe { b.launch(*cfg) }?;
+    }
+    Ok(())
 }
 
 enum Resolved {
@@ -763,44 +876,55 @@ impl CudaExecutable {
         let autotune = tune::autotune_enabled()?;
         // (launch index, GEMM shape and its algorithm choice).
         let mut gemm_algos = Vec::new();
-        for l in &plan.launches {
+        // A generated kernel's launch, its function loaded once.
+        let mut resolve_kernel = |l: &Launch| -> Result<Resolved, CudaError> {
+            let Launch::Kernel {
+                func,
+                grid,
+                block,
+                smem,
+                args,
+                err: e,
+                ..
+            } = l
+            else {
+                return Err(CudaError::Input(format!("not a kernel launch: {l:?}")));
+            };
+            if !funcs.contains_key(func) {
+                funcs.insert(func.clone(), module.load_function(func)?);
+            }
+            let f: CudaFunction = funcs[func].clone();
+            if *smem > 48 * 1024 {
+                f.set_attribute(
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    *smem as i32,
+                )?;
+            }
+            let mut a: Vec<u64> = args.iter().map(addr).collect();
+            if *e {
+                a.push(err.ptr);
+            }
+            Ok(Resolved::Kernel {
+                name: func.clone(),
+                func: f,
+                cfg: LaunchConfig {
+                    grid_dim: *grid,
+                    block_dim: (*block, 1, 1),
+                    shared_mem_bytes: *smem,
+                },
+                args: a,
+            })
+        };
+        // Set when a GEMM's own kernel applies its tail: the tail's launch
+        // (the next one) is left out.
+        let mut skip = false;
+        for (at, l) in plan.launches.iter().enumerate() {
+            if std::mem::take(&mut skip) {
+                continue;
+            }
             match l {
-                Launch::Kernel {
-                    node,
-                    func,
-                    grid,
-                    block,
-                    smem,
-                    args,
-                    err: e,
-                } => {
-                    if !funcs.contains_key(func) {
-                        funcs.insert(func.clone(), module.load_function(func)?);
-                    }
-                    let f: CudaFunction = funcs[func].clone();
-                    if *smem > 48 * 1024 {
-                        f.set_attribute(
-                            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                            *smem as i32,
-                        )?;
-                    }
-                    let mut a: Vec<u64> = args.iter().map(addr).collect();
-                    if *e {
-                        a.push(err.ptr);
-                    }
-                    launches.push((
-                        *node,
-                        Resolved::Kernel {
-                            name: func.clone(),
-                            func: f,
-                            cfg: LaunchConfig {
-                                grid_dim: *grid,
-                                block_dim: (*block, 1, 1),
-                                shared_mem_bytes: *smem,
-                            },
-                            args: a,
-                        },
-                    ));
+                Launch::Kernel { node, .. } => {
+                    launches.push((*node, resolve_kernel(l)?));
                 }
                 Launch::GemmBatched { node, gemm, ptrs } => {
                     let mut arrays = Vec::new();
@@ -826,6 +950,13 @@ impl CudaExecutable {
                         || gemm.bias.is_some()
                         || gemm.residual.is_some()
                     {
+                        let tail = match (&gemm.tail, plan.launches.get(at + 1)) {
+                            (Some(t), Some(next @ Launch::Kernel { .. })) => Some((
+                                Box::new(resolve_kernel(next)?),
+                                t.bias.as_ref().map_or(0, addr),
+                            )),
+                            _ => None,
+                        };
                         let mut lt = LtGemm::new(
                             &gpu,
                             gemm,
@@ -835,19 +966,22 @@ impl CudaExecutable {
                             gemm.bias.as_ref().map(addr),
                             gemm.residual.as_ref().map(addr),
                             opts.tf32,
+                            tail,
                         )?;
                         if autotune && LtGemm::worth_tuning(gemm) {
                             lt.tune(&gpu)?;
                         }
+                        skip = lt.fused();
                         gemm_algos.push((
                             launches.len(),
                             format!(
-                                "{} m{} n{} k{}{}: {}",
-                                if lt.own_pick.is_some() {
-                                    "sgemm"
-                                } else {
-                                    "cublasLt::matmul"
+                                "{}{} m{} n{} k{}{}: {}",
+                                match lt.own_pick.map(|o| &lt.own[o].0) {
+                                    Some(Own::S(..)) => "sgemm",
+                                    Some(Own::H(..)) => "hgemm",
+                                    None => "cublasLt::matmul",
                                 },
+                                if skip { " + bias + activation" } else { "" },
                                 gemm.m,
                                 gemm.n,
                                 gemm.k,
@@ -1046,17 +1180,7 @@ impl CudaExecutable {
             } if programmatic => unsafe {
                 crate::pdl::launch_programmatic(stream, func, cfg, args)?
             },
-            Resolved::Kernel {
-                func, cfg, args, ..
-            } => {
-                let mut b = stream.launch_builder(func);
-                for a in args {
-                    b.arg(a);
-                }
-                // SAFETY: the arguments are device addresses of buffers this
-                // executable owns, in the order the generated kernel declares.
-                unsafe { b.launch(*cfg) }?;
-            }
+            Resolved::Kernel { .. } => launch_plain(stream, l)?,
             Resolved::Lt(g) => g.launch(&self.gpu)?,
             Resolved::Batched(g, [pa, pb, pc]) => {
                 let op = |t: bool| {

@@ -21,6 +21,7 @@ pub mod device;
 mod env;
 pub mod error;
 pub mod exec;
+pub mod hgemm;
 pub mod host;
 pub mod pdl;
 pub mod plan;

@@ -476,6 +476,7 @@ mod tests {
             bias: None,
             residual: None,
             bias_stride: 0,
+            tail: None,
         }
     }
 

@@ -44,6 +44,9 @@ pub struct TuneKey {
     bias: bool,
     bias_stride: i64,
     residual: bool,
+    /// The tail's activation (`plan::Tail`): cuBLASLt candidates are timed
+    /// with the tail kernel, ours apply it.
+    tail: Option<String>,
     /// log2 of each pointer's alignment (A, B, C, D, bias), capped at 256 bytes.
     align: [u32; 5],
 }
@@ -64,6 +67,7 @@ impl TuneKey {
             bias: bias.is_some(),
             bias_stride: g.bias_stride,
             residual: g.residual.is_some(),
+            tail: g.tail.as_ref().map(|t| t.act.clone()),
             align: [
                 al(ptrs[0]),
                 al(ptrs[1]),
@@ -112,12 +116,13 @@ pub enum Choice {
         /// K split over this many parts (a variant made from a heuristic
         /// candidate, see `exec.rs`), or 1.
         split_k: i32,
-        /// Our own kernel that won (`sgemm.rs`), instead of cuBLASLt.
+        /// Our own kernel that won (`sgemm.rs`, `hgemm.rs`), instead of cuBLASLt.
         kernel: Option<String>,
         /// Reused from an earlier GEMM with the same [`TuneKey`].
         cached: bool,
     },
-    /// Our own kernel, named by [`crate::sgemm::SGEMM_ENV`] (tests).
+    /// Our own kernel, named by [`crate::sgemm::SGEMM_ENV`] or
+    /// [`crate::hgemm::HGEMM_ENV`] (tests).
     Forced { kernel: String },
 }
 
@@ -125,7 +130,12 @@ impl std::fmt::Display for Choice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Choice::Forced { kernel } => {
-                write!(f, "nvrtc::{kernel} (forced by {})", crate::sgemm::SGEMM_ENV)
+                let env = if kernel.starts_with("rlx_hgemm") {
+                    crate::hgemm::HGEMM_ENV
+                } else {
+                    crate::sgemm::SGEMM_ENV
+                };
+                write!(f, "nvrtc::{kernel} (forced by {env})")
             }
             Choice::Heuristic { candidates } => {
                 write!(f, "algo #0 of {candidates} (heuristic, untimed)")

@@ -313,6 +313,47 @@ fn sgemm_kernels_compile_without_local_memory() {
     assert!(!ptx.contains(".local"), "local memory in the sgemm PTX");
 }
 
+/// Our own tensor-core 16-bit GEMM kernels compile for f16 and bf16, with
+/// and without an activation, one entry point per tile, with no `.local`
+/// arrays (accumulators and fragments in registers). Skipped without
+/// libnvrtc.
+#[test]
+fn hgemm_kernels_compile_without_local_memory() {
+    // SAFETY: only tries to open the library.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        eprintln!("libnvrtc not found: NVRTC compile test skipped");
+        return;
+    }
+    for d in [rlx_ir::DType::F16, rlx_ir::DType::BF16] {
+        let gelu = rlx_cuda::codegen::expr::unary("gelu", d, "y").unwrap();
+        for act in [None, Some(gelu.as_str())] {
+            let opts = rlx_cuda::device::nvrtc_options("compute_90", false);
+            let ptx =
+                match cudarc::nvrtc::compile_ptx_with_opts(rlx_cuda::hgemm::source(d, act), opts) {
+                    Ok(p) => p.to_src(),
+                    Err(cudarc::nvrtc::CompileError::CompileError { log, .. }) => {
+                        panic!("NVRTC: {}", log.to_string_lossy())
+                    }
+                    Err(e) => panic!("NVRTC: {e:?}"),
+                };
+            if std::env::var_os("RLX_DUMP_PTX").is_some() {
+                std::fs::write(format!("/tmp/hgemm-{d}.ptx"), &ptx).unwrap();
+            }
+            for t in rlx_cuda::hgemm::TILES {
+                assert!(
+                    ptx.contains(&format!(".entry {}(", t.name())),
+                    "{}",
+                    t.name()
+                );
+            }
+            assert!(
+                !ptx.contains(".local"),
+                "local memory in the hgemm PTX ({d}, {act:?})"
+            );
+        }
+    }
+}
+
 #[test]
 fn minilm_plans_with_fused_epilogues_and_attention_layout() {
     let p = minilm_plan(1);

@@ -211,6 +211,7 @@ pub(super) fn attention(
                 bias: None,
                 residual: None,
                 bias_stride: 0,
+                tail: None,
             };
             let ptrs1 = boffs
                 .iter()
@@ -264,6 +265,7 @@ pub(super) fn attention(
                 bias: None,
                 residual: None,
                 bias_stride: 0,
+                tail: None,
             };
             let ptrs2 = boffs
                 .iter()

@@ -128,6 +128,7 @@ pub(super) fn matmul(
         bias: None,
         residual: None,
         bias_stride: 0,
+        tail: None,
     };
     match (linear(&sa), linear(&sb)) {
         (Some(x), Some(y)) => {

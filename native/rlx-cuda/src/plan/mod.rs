@@ -102,6 +102,20 @@ pub struct Gemm {
     /// Elements between the bias vectors of consecutive batches (0: one
     /// bias for all).
     pub bias_stride: i64,
+    /// A bias and activation the next launch (an elementwise kernel)
+    /// applies to this GEMM's output in place; our own 16-bit kernels can
+    /// apply them in their epilogue instead (`hgemm.rs`; the tuner
+    /// decides and drops that launch when they run).
+    pub tail: Option<Tail>,
+}
+
+/// See [`Gemm::tail`].
+#[derive(Clone, Debug)]
+pub struct Tail {
+    /// A vector over the output's last axis (D's m), or none.
+    pub bias: Option<Ptr>,
+    /// The activation: a CUDA expression of the float `y`.
+    pub act: String,
 }
 
 /// One entry of the schedule.
@@ -864,21 +878,7 @@ fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaError> {
             // cuBLASLt epilogues: the bias (a contiguous vector over the
             // last axis), and a following residual `add` (D = A·B + bias + R).
             if single && act == "none" {
-                let bias = match node.inputs.get(2) {
-                    Some(&bv) => {
-                        let bl = p.loc(bv)?;
-                        let st = broadcast_strides(&bl, &out.dims);
-                        let r = st.len();
-                        let vector = st[r - 1] == 1 && st[..r - 1].iter().all(|&x| x == 0);
-                        if !vector {
-                            None
-                        } else {
-                            Some(Some(bl.ptr()))
-                        }
-                    }
-                    None => Some(None),
-                };
-                if let Some(bias) = bias {
+                if let Some(bias) = bias_vector(p, node, &out)? {
                     let residual = fuse_residual(p, i, node, &[&a, &b])?;
                     if let Some(Launch::Gemm { gemm, .. }) = p.launches.last_mut() {
                         gemm.bias = bias;
@@ -923,12 +923,45 @@ fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaError> {
                     let text = kernels::elementwise_vec(&out.dims, &ins, &outs, "", &[e], vec);
                     p.kernel(text, grid_for(n_out / vec), 256, 0, args, false);
                 }
+                // The kernel just added is the GEMM's tail, which our own
+                // GEMM kernels can fold into their epilogue (`hgemm.rs`).
+                if single && act != "none" && p.launches.len() == before + 2 {
+                    let e = expr::unary(&act, out.dtype, "y");
+                    if let (Some(bias), Some(act)) = (bias_vector(p, node, &out)?, e) {
+                        if let Some(Launch::Gemm { gemm, .. }) = p.launches.get_mut(before) {
+                            if gemm.bias.is_none() && gemm.residual.is_none() {
+                                gemm.tail = Some(Tail { bias, act });
+                                if let Some((_, k)) =
+                                    p.kernels.iter_mut().rev().find(|(n, _)| *n == i)
+                                {
+                                    k.push_str(
+                                        "; then its bias + activation kernel (with RLX_CUDA_HGEMM=auto, nvrtc::rlx_hgemm with them in its epilogue where timed faster)",
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
             }
         }
         "attention" => attention(p, i, node, &out)?,
         _ => return Err(unsupported(i, node, "no CUDA lowering")),
     }
     Ok(())
+}
+
+/// The bias of a matmul node (its third input) when it is one vector
+/// along the output's last axis, as GEMM epilogues take it: `Some(None)`
+/// without a bias, `None` when the bias is shaped otherwise.
+fn bias_vector(p: &Planner, node: &Node, out: &Loc) -> Result<Option<Option<Ptr>>, CudaError> {
+    let Some(&bv) = node.inputs.get(2) else {
+        return Ok(Some(None));
+    };
+    let bl = p.loc(bv)?;
+    let st = broadcast_strides(&bl, &out.dims);
+    let r = st.len();
+    let vector = st[r - 1] == 1 && st[..r - 1].iter().all(|&x| x == 0);
+    Ok(vector.then(|| Some(bl.ptr())))
 }
 
 /// A norm node's first normalized axis and the elements per row.
