@@ -11,6 +11,7 @@
 //!   p50 latency with and without CUDA graph replay.
 //! * `gpu sgemm` — our own fp32 GEMM kernels, each forced, against the CPU.
 //! * `gpu hgemm` — our own f16/bf16 tensor-core GEMM kernels, each forced, against the CPU.
+//! * `gpu mma-peak` — the tensor cores' `mma.sync` throughput ceiling (TFLOP/s).
 
 use rlx::{CompileOptions, Target};
 use rlx_cuda::{CudaBackend, CudaExecutable, CudaOptions};
@@ -1250,6 +1251,83 @@ fn hgemm() -> usize {
     fail
 }
 
+/// Tensor-core throughput ceiling of `mma.sync.m16n8k16` (f16 inputs,
+/// fp32 accumulation) on this GPU: every warp issues `chains` independent
+/// MMAs per step from registers only (no memory traffic), 16 warps per SM.
+/// Prints TFLOP/s per chain count — the bound our `hgemm.rs` kernels
+/// (and the tensor-core attention) can reach at best.
+fn mma_peak() -> usize {
+    use cudarc::driver::{CudaContext, LaunchConfig, PushKernelArg};
+    let ctx = CudaContext::new(0).expect("CUDA device");
+    let stream = ctx.default_stream();
+    let sms = ctx
+        .attribute(
+            cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        )
+        .expect("SM count") as u32;
+    let mut src = String::from(rlx_cuda::ctype::PREAMBLE);
+    for chains in [1, 2, 4, 8, 16] {
+        src += &format!(
+            r#"
+extern "C" __global__ void mma_peak_{chains}(float* out, int iters) {{
+  unsigned a[4] = {{threadIdx.x | 0x3c003c00u, 0x3c003c00u, 0x3c003c00u, 0x3c003c00u}};
+  unsigned b0 = 0x3c003c00u ^ blockIdx.x, b1 = 0x3c003c00u;
+  float c[{chains}][4];
+  for (int j = 0; j < {chains}; ++j) {{ c[j][0] = 0.f; c[j][1] = 0.f; c[j][2] = 0.f; c[j][3] = 0.f; }}
+  for (int i = 0; i < iters; ++i) {{
+    #pragma unroll
+    for (int j = 0; j < {chains}; ++j) mma_f16(c[j], a, b0, b1);
+  }}
+  float s = 0.f;
+  for (int j = 0; j < {chains}; ++j) s += c[j][0] + c[j][1] + c[j][2] + c[j][3];
+  out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}}
+"#
+        );
+    }
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(
+        &src,
+        rlx_cuda::device::nvrtc_options("compute_90", false),
+    )
+    .expect("NVRTC");
+    let m = ctx.load_module(ptx).expect("module");
+    let (blocks, threads, iters) = (sms * 4, 128u32, 20_000i32);
+    let mut out = stream
+        .alloc_zeros::<f32>((blocks * threads) as usize)
+        .expect("alloc");
+    for chains in [1u32, 2, 4, 8, 16] {
+        let f = m
+            .load_function(&format!("mma_peak_{chains}"))
+            .expect("function");
+        let cfg = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (threads, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut best = f32::INFINITY;
+        for _ in 0..4 {
+            let timed = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+            let e0 = ctx.new_event(timed).unwrap();
+            let e1 = ctx.new_event(timed).unwrap();
+            e0.record(&stream).unwrap();
+            let mut b = stream.launch_builder(&f);
+            b.arg(&mut out).arg(&iters);
+            // SAFETY: `out` holds one float per launched thread.
+            unsafe { b.launch(cfg) }.expect("launch");
+            e1.record(&stream).unwrap();
+            stream.synchronize().unwrap();
+            best = best.min(e0.elapsed_ms(&e1).unwrap());
+        }
+        let flop = blocks as f64 * (threads / 32) as f64 * iters as f64 * chains as f64 * 4096.0;
+        println!(
+            "mma.sync m16n8k16 f16->f32, {chains} independent per warp, {} warps/SM: {:.0} TFLOP/s",
+            threads / 32 * 4,
+            flop / (best as f64 * 1e-3) / 1e12
+        );
+    }
+    0
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(|s| s.as_str()) == Some("train-ref") {
@@ -1272,6 +1350,7 @@ fn main() {
         Some("copies") => copies(),
         Some("sgemm") => sgemm(),
         Some("hgemm") => hgemm(),
+        Some("mma-peak") => mma_peak(),
         Some("train") => train(&args[2..]),
         _ => {
             eprintln!("usage: gpu parity [DIR] | gpu minilm --weights F --config F [...]");

@@ -18,8 +18,13 @@
 //! with its GELU fused in 11.6 µs against cuBLASLt + the GELU kernel's
 //! 7.5 µs — so the tuner never picked one, and timing them added ~0.6 s
 //! to each MiniLM fp16 compile. More pipeline stages (2 → 4) and K
-//! sliced over warps changed their times by under 10%: the bottleneck is
-//! elsewhere and not found yet. They stay for what they do right (one
+//! sliced over warps changed their times by under 10%. Not the MMA: on
+//! the same GPU `mma.sync` alone reaches 584–642 TFLOP/s (`gpu
+//! mma-peak`) against our ~145 on the B=32 shapes. The likely bound is
+//! L2 → shared-memory traffic: every block copies its own operand tiles,
+//! 64 FLOP per byte at 128×128, where the MMA's rate needs ~10 TB/s;
+//! cuBLASLt's Hopper kernels (wgmma, TMA loads multicast across a
+//! cluster) cut that traffic, and ours would need the same. They stay for what they do right (one
 //! rounding after bias, residual and activation; tested against f64 on
 //! the GPU, in the CPU emulation, and through NVRTC) and as the place to
 //! make the fused epilogue pay.
