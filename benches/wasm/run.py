@@ -120,7 +120,7 @@ def main():
         kernels = list(dict.fromkeys(r["kernel"] for r in rs if "gflops" in r))
         md += [
             "f32 GEMM alone in the wasm build under Node (`node benches/wasm/sgemm.mjs wasm_sgemm.wasm 1 8`"
-            + (f"; the relaxed-madd columns: the same module built with `+relaxed-simd`, `node {RELAXED_FLAG} benches/wasm/sgemm.mjs wasm_sgemm_relaxed.wasm 1 8`" if "--sgemm-relaxed" in sys.argv else "")
+            + (f"; the relaxed-madd columns: the same module built with rlx-cpu's feature `relaxed-simd` (command in crates/rlx-cpu/examples/wasm_sgemm.rs), `node {RELAXED_FLAG} benches/wasm/sgemm.mjs wasm_sgemm.wasm 1 8`" if "--sgemm-relaxed" in sys.argv else "")
             + ", same run; GFLOP/s, p50 of 7 after a warm-up; last column: packing the weight alone, ns per float):",
             "",
             "| m × k × n (weight) | " + " | ".join(kernels) + " | gemm128 packing |",
