@@ -92,7 +92,9 @@ pub fn lit(d: DType, v: f64) -> String {
 /// (`mma_*`: one warp-wide `mma.sync.m16n8k16` with fp32 accumulation;
 /// `pack_*`: two f32 rounded into one 32-bit pair, `lo` in the low half;
 /// `cp_async16`: a 16-byte global → shared copy that does not wait,
-/// `cp_async_wait_all` waits for this thread's)
+/// `cp_async_wait_all` waits for this thread's; `ldsm4` / `ldsm4t`:
+/// `ldmatrix` of four 8×8 16-bit matrices, as stored / transposed —
+/// lanes 8i..8i+7 give the row addresses of matrix i)
 /// are `static`, so a module that does not call them (any pre-sm_80 GPU)
 /// carries no sm_80 instruction; the CPU emulation in `tests/emulate.rs`
 /// defines the same names.
@@ -124,6 +126,17 @@ static __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(d), "l"(src) : "memory");
 }
 static __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+static __device__ __forceinline__ unsigned smem_u32(const void* p) {
+  unsigned d; asm("{ .reg .u64 p; cvta.to.shared.u64 p, %1; cvt.u32.u64 %0, p; }" : "=r"(d) : "l"(p)); return d;
+}
+static __device__ __forceinline__ void ldsm4(unsigned* r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+    : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
+}
+static __device__ __forceinline__ void ldsm4t(unsigned* r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+    : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
+}
 static __device__ __forceinline__ unsigned pack_f16(float lo, float hi) { unsigned d; asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo)); return d; }
 static __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) { unsigned d; asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo)); return d; }
 static __device__ __forceinline__ void grid_dep_wait() {

@@ -352,25 +352,18 @@ extern "C" __global__ void __launch_bounds__({nt}) {name}(
 
 /// The kernels of every variant for operands of `d`, with `act` (a CUDA
 /// expression of the float `y`, e.g. from `codegen::expr::unary`) applied
-/// last in the epilogue, or none. Calls the preamble's `mma_*`/`pack_*`
-/// and the helpers of [`HELPERS`].
+/// last in the epilogue, or none. Calls the preamble's `mma_*`, `pack_*`
+/// and `ldsm4`, and the helpers of [`HELPERS`].
 pub fn kernels(d: DType, act: Option<&str>) -> String {
     TILES.iter().map(|t| t.source(d, act)).collect()
 }
 
-/// PTX helpers the kernels use beyond the module preamble: `ldmatrix` of
-/// four 8×8 16-bit matrices, and `cp.async` with a source size (0: the 16
-/// bytes are zero-filled) committed and waited for in groups; the
-/// declaration of the dynamic shared memory.
+/// PTX helpers the kernels use beyond the module preamble's (`mma_*`,
+/// `pack_*`, `ldsm4`): `cp.async` with a source size (0: the 16 bytes are
+/// zero-filled) committed and waited for in groups; the declaration of
+/// the dynamic shared memory.
 pub const HELPERS: &str = r#"
 #define RLX_HGEMM_SMEM extern __shared__ __align__(16) unsigned short hsm[]
-static __device__ __forceinline__ unsigned smem_u32(const void* p) {
-  unsigned d; asm("{ .reg .u64 p; cvta.to.shared.u64 p, %1; cvt.u32.u64 %0, p; }" : "=r"(d) : "l"(p)); return d;
-}
-static __device__ __forceinline__ void ldsm4(unsigned* r, const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-    : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
-}
 static __device__ __forceinline__ void cp_async16z(void* dst, const void* src, unsigned bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(smem_u32(dst)), "l"(src), "r"(bytes) : "memory");
 }

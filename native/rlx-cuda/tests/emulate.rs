@@ -124,8 +124,8 @@ inline unsigned pack_f16(float lo, float hi) { return (unsigned)f2h(lo).b | ((un
 inline unsigned pack_bf16(float lo, float hi) { return (unsigned)f2b(lo).b | ((unsigned)f2b(hi).b << 16); }
 inline void cp_async16(void* d, const void* s) { memcpy(d, s, 16); }
 inline void cp_async_wait_all() {}
-// hgemm.rs's helpers: cp.async with a source size (the rest zero-filled)
-// and its groups; ldmatrix.x4 — lanes 8i..8i+7 give the row addresses of
+// cp.async with a source size (the rest zero-filled) and its groups
+// (hgemm.rs); ldmatrix.x4 — lanes 8i..8i+7 give the row addresses of
 // matrix i, lane l receives row l/4, elements 2(l%4) and 2(l%4)+1 of each.
 inline void cp_async16z(void* d, const void* s, unsigned n) { memset(d, 0, 16); if (n) memcpy(d, s, n); }
 inline void cp_async_commit() {}
@@ -139,6 +139,18 @@ inline void ldsm4(unsigned* r, const void* p) {
   for (int i = 0; i < 4; ++i) {
     const unsigned short* row = ldsm_rows[w][8 * i + l / 4];
     r[i] = (unsigned)row[2 * (l % 4)] | ((unsigned)row[2 * (l % 4) + 1] << 16);
+  }
+  warp_bar[w]->arrive_and_wait();
+}
+// ldmatrix.x4.trans: lane l receives column l/4 of rows 2(l%4), 2(l%4)+1.
+inline void ldsm4t(unsigned* r, const void* p) {
+  unsigned w = threadIdx.x / 32, l = threadIdx.x % 32;
+  ldsm_rows[w][l] = (const unsigned short*)p;
+  warp_bar[w]->arrive_and_wait();
+  for (int i = 0; i < 4; ++i) {
+    const unsigned short* r0 = ldsm_rows[w][8 * i + 2 * (l % 4)];
+    const unsigned short* r1 = ldsm_rows[w][8 * i + 2 * (l % 4) + 1];
+    r[i] = (unsigned)r0[l / 4] | ((unsigned)r1[l / 4] << 16);
   }
   warp_bar[w]->arrive_and_wait();
 }

@@ -1511,17 +1511,57 @@ pub fn attention_mma(a: &AttentionSpec, blocks: MmaBlocks) -> String {
     } else {
         (stage_blockwise(a), sk + 8)
     };
-    // The B operand of P·V: V[c·16 + 2·t4 (+1, +8, +9)][n·8 + g], one
-    // 32-bit load from transposed V, or two 16-bit loads from row-major V.
-    let v_frag = if batched {
+    // The B operand of Q·Kᵀ: K[n·8 + g][c·16 + 2·t4 (+1, +8, +9)]. With
+    // heads a multiple of 32 (and K row-major, 16-byte rows), one
+    // `ldmatrix.x4` per 8 keys loads it for two k steps; else two 32-bit
+    // shared loads per MMA.
+    let mma = format!("mma_{ty}");
+    let k_frag = if batched && dh.is_multiple_of(32) {
         format!(
-            "const unsigned short* vv = vs + (c * 16 + 2 * t4) * {vp} + n * 8 + g;
-      unsigned b0 = (unsigned)vv[0] | ((unsigned)vv[{vp}] << 16), b1 = (unsigned)vv[8 * {vp}] | ((unsigned)vv[9 * {vp}] << 16);"
+            "#pragma unroll
+    for (int c2 = 0; c2 < {dh} / 32; ++c2) {{
+      unsigned r[4]; ldsm4(r, ks + (n * 8 + (lane & 7)) * {kp} + c2 * 32 + (lane >> 3) * 8);
+      {mma}(sc[n], qf[2 * c2], r[0], r[1]); {mma}(sc[n], qf[2 * c2 + 1], r[2], r[3]);
+    }}"
         )
     } else {
         format!(
-            "const unsigned short* vv = vs + (n * 8 + g) * {vp} + c * 16 + 2 * t4;
+            "const unsigned short* kk = ks + (n * 8 + g) * {kp} + 2 * t4;
+    #pragma unroll
+    for (int c = 0; c < {dh} / 16; ++c)
+      {mma}(sc[n], qf[c], *(const unsigned*)(kk + c * 16), *(const unsigned*)(kk + c * 16 + 8));"
+        )
+    };
+    // The B operand of P·V: V[c·16 + 2·t4 (+1, +8, +9)][n·8 + g]. From
+    // row-major V with dv a multiple of 16: one `ldmatrix.x4.trans` per
+    // two 8-wide column tiles; else one 32-bit load from transposed V, or
+    // two 16-bit loads from row-major V, per MMA.
+    let v_frag = if batched && dv.is_multiple_of(16) {
+        format!(
+            "#pragma unroll
+    for (int n = 0; n < {dv} / 8; n += 2) {{
+      unsigned r[4]; ldsm4t(r, vs + (c * 16 + (lane & 15)) * {vp} + n * 8 + (lane >> 4) * 8);
+      {mma}(oc[n], pf[c], r[0], r[1]); {mma}(oc[n + 1], pf[c], r[2], r[3]);
+    }}"
+        )
+    } else {
+        let load = if batched {
+            format!(
+                "const unsigned short* vv = vs + (c * 16 + 2 * t4) * {vp} + n * 8 + g;
+      unsigned b0 = (unsigned)vv[0] | ((unsigned)vv[{vp}] << 16), b1 = (unsigned)vv[8 * {vp}] | ((unsigned)vv[9 * {vp}] << 16);"
+            )
+        } else {
+            format!(
+                "const unsigned short* vv = vs + (n * 8 + g) * {vp} + c * 16 + 2 * t4;
       unsigned b0 = *(const unsigned*)vv, b1 = *(const unsigned*)(vv + 8);"
+            )
+        };
+        format!(
+            "#pragma unroll
+    for (int n = 0; n < {dv} / 8; ++n) {{
+      {load}
+      {mma}(oc[n], pf[c], b0, b1);
+    }}"
         )
     };
     // Heads of up to 32 need ~88 registers per thread (ptxas, sm_90, for
@@ -1536,7 +1576,6 @@ pub fn attention_mma(a: &AttentionSpec, blocks: MmaBlocks) -> String {
     } else {
         String::new()
     };
-    let mma = format!("mma_{ty}");
     let pk = format!("pack_{ty}");
     format!(
         "extern \"C\" __global__ void {bounds}@NAME@(const {s}* __restrict__ in0, const {s}* __restrict__ in1, const {s}* __restrict__ in2{mask_param}, {s}* __restrict__ out0) {{
@@ -1569,10 +1608,7 @@ pub fn attention_mma(a: &AttentionSpec, blocks: MmaBlocks) -> String {
   #pragma unroll
   for (int n = 0; n < {sk} / 8; ++n) {{
     sc[n][0] = 0.f; sc[n][1] = 0.f; sc[n][2] = 0.f; sc[n][3] = 0.f;
-    const unsigned short* kk = ks + (n * 8 + g) * {kp} + 2 * t4;
-    #pragma unroll
-    for (int c = 0; c < {dh} / 16; ++c)
-      {mma}(sc[n], qf[c], *(const unsigned*)(kk + c * 16), *(const unsigned*)(kk + c * 16 + 8));
+    {k_frag}
   }}
   float mxa = -__int_as_float(0x7f800000), mxb = mxa;
   #pragma unroll
@@ -1605,10 +1641,7 @@ pub fn attention_mma(a: &AttentionSpec, blocks: MmaBlocks) -> String {
   #pragma unroll
   for (int c = 0; c < {sk} / 16; ++c) {{
     #pragma unroll
-    for (int n = 0; n < {dv} / 8; ++n) {{
-      {v_frag}
-      {mma}(oc[n], pf[c], b0, b1);
-    }}
+    {v_frag}
   }}
   float ia = 1.f / suma, ib = 1.f / sumb;
   {s}* o = out0 + {ob};
