@@ -798,15 +798,3 @@ fn every_kernel_first_waits_for_its_predecessor() {
         assert!(def.contains("#ifdef RLX_PDL") && def.contains(ptx), "{def}");
     }
 }
-
-#[test]
-#[ignore]
-fn dump_minilm_f16_source() {
-    for b in [8usize, 32] {
-        let p = minilm_plan_as(b, "f16", true);
-        std::fs::write(format!("/tmp/minilm-f16-b{b}.cu"), &p.source).unwrap();
-        let opts = rlx_cuda::device::nvrtc_options("compute_90", false);
-        let ptx = cudarc::nvrtc::compile_ptx_with_opts(&p.source, opts).unwrap();
-        std::fs::write(format!("/tmp/minilm-f16-b{b}.ptx"), ptx.to_src()).unwrap();
-    }
-}
