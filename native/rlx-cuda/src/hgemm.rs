@@ -168,16 +168,8 @@ impl Tile {
     }
 
     fn source(&self, d: DType, act: Option<&str>) -> String {
-        let Tile {
-            bt,
-            bf,
-            wt,
-            wf,
-            wk,
-            bk,
-            stages,
-        } = *self;
-        let nt = self.threads();
+        let (bt, bf, wt, wf, wk, bk) = (self.bt, self.bf, self.wt, self.wf, self.wk, self.bk);
+        let (stages, nt) = (self.stages, self.threads());
         let pitch = self.pitch();
         let (wtt, wff) = (bt / wt, bf / wf);
         let (mt, nf) = (wtt / 16, wff / 8);

@@ -396,8 +396,6 @@ fn emulable(p: &plan::Plan) -> bool {
 
 /// One executable running any of `plans` (argv: inputs, outputs, index).
 fn build(name: &str, plans: &[&plan::Plan]) -> Result<PathBuf, String> {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
-    std::fs::create_dir_all(&dir).unwrap();
     let mut src = String::from(PRELUDE);
     let mut cases = String::new();
     for (k, p) in plans.iter().enumerate() {
@@ -405,6 +403,14 @@ fn build(name: &str, plans: &[&plan::Plan]) -> Result<PathBuf, String> {
         let _ = writeln!(cases, "    case {k}: return g{k}::run(argv[1], argv[2]);");
     }
     src += &format!("int main(int argc, char** argv) {{\n  switch (atoi(argv[3])) {{\n{cases}  }}\n  return 2;\n}}\n");
+    gxx(name, &src)
+}
+
+/// `src` compiled by g++ into an executable in a directory of its own
+/// (named `name`).
+fn gxx(name: &str, src: &str) -> Result<PathBuf, String> {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    std::fs::create_dir_all(&dir).unwrap();
     let (cpp, exe) = (dir.join("k.cpp"), dir.join("k"));
     std::fs::write(&cpp, src).unwrap();
     let out = Command::new("g++")
@@ -1055,21 +1061,7 @@ int main() {{
 }}
 "#
         );
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("hgemm_{d}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        let (cpp, exe) = (dir.join("k.cpp"), dir.join("k"));
-        std::fs::write(&cpp, src).unwrap();
-        let out = Command::new("g++")
-            .args(["-std=c++20", "-O1", "-w", "-pthread", "-o"])
-            .arg(&exe)
-            .arg(&cpp)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "g++: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let exe = gxx(&format!("hgemm_{d}"), &src).unwrap();
         let run = Command::new(&exe).output().unwrap();
         let log = String::from_utf8_lossy(&run.stdout);
         eprintln!("{d}:\n{log}");

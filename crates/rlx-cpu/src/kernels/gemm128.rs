@@ -525,6 +525,22 @@ mod v4 {
     }
 }
 
+/// Shapes (m, k, n, weight read transposed) whose m, n, k are no
+/// multiples of the tile or the K block, with k = 1, n < NR and K over one
+/// block: the f64 checks of the unit tests and of the in-wasm check
+/// (`examples/wasm_sgemm.rs`) run them.
+#[doc(hidden)]
+pub const RAGGED: [(usize, usize, usize, bool); 8] = [
+    (1, 1, 1, false),
+    (3, 1, 5, false),
+    (7, 5, 3, true),
+    (13, 17, 9, false),
+    (6, 384, 8, false),
+    (29, 385, 23, true),
+    (121, 777, 17, false),
+    (130, 40, 130, true),
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -544,17 +560,7 @@ mod tests {
     #[test]
     fn matches_f64_reference_on_ragged_shapes() {
         let mut s = 7u64;
-        for &(m, k, n, bt) in &[
-            (1, 1, 1, false),
-            (3, 1, 5, false),
-            (7, 5, 3, true),
-            (13, 17, 9, false),
-            (6, 384, 8, false),
-            (29, 385, 23, true),
-            (121, 777, 17, false),
-            (130, 40, 130, true),
-            (4, 0, 9, false),
-        ] {
+        for &(m, k, n, bt) in RAGGED.iter().chain(&[(4, 0, 9, false)]) {
             let lda = k + 2;
             let a: Vec<f32> = (0..m * lda).map(|_| rnd(&mut s)).collect();
             let b: Vec<f32> = (0..k * n).map(|_| rnd(&mut s)).collect();
