@@ -390,7 +390,7 @@ impl LtGemm {
             for (i, t) in sgemm::TILES.iter().enumerate() {
                 for s in sgemm::SPLITS {
                     let wanted = match mode {
-                        sgemm::Mode::Force(f, fs) => f == i && fs == s,
+                        sgemm::Mode::Force((f, fs)) => f == i && fs == s,
                         _ => sgemm::worth_timing(g, t, s),
                     };
                     if wanted && sgemm::split_fits(g, t, s, ws) {

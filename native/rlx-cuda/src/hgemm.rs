@@ -45,33 +45,16 @@ use rlx_ir::DType;
 /// name (e.g. `rlx_hgemm_64x64_w2x2x1_k64_s4`).
 pub const HGEMM_ENV: &str = "RLX_CUDA_HGEMM";
 
-/// Whether our 16-bit kernels compete with cuBLASLt.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// Timed with cuBLASLt's candidates; the fastest runs.
-    Auto,
-    /// cuBLASLt only (the default).
-    Off,
-    /// This [`TILES`] entry runs every eligible GEMM, untimed (tests).
-    Force(usize),
-}
+/// Whether our 16-bit kernels compete with cuBLASLt: off (the default),
+/// timed with its candidates, or this [`TILES`] entry on every eligible
+/// GEMM (tests).
+pub type Mode = crate::env::KernelMode<usize>;
 
 /// The [`Mode`] a value of [`HGEMM_ENV`] names.
 pub fn parse_mode(v: Option<&str>) -> Result<Mode, CudaError> {
-    match v.map(str::trim) {
-        Some("auto") | Some("1") => Ok(Mode::Auto),
-        None | Some("") | Some("0") => Ok(Mode::Off),
-        Some(v) => TILES
-            .iter()
-            .position(|t| t.name() == v)
-            .map(Mode::Force)
-            .ok_or_else(|| {
-                CudaError::Input(format!(
-                    "{HGEMM_ENV} must be auto, 0, or a kernel ({}), got {v:?}",
-                    TILES.map(|t| t.name()).join(", ")
-                ))
-            }),
-    }
+    let find = |v: &str| TILES.iter().position(|t| t.name() == v);
+    let expected = format!("a kernel ({})", TILES.map(|t| t.name()).join(", "));
+    crate::env::kernel_mode(HGEMM_ENV, v, Mode::Off, find, &expected)
 }
 
 /// The mode of this process.

@@ -18,7 +18,7 @@ pub mod claims;
 pub mod codegen;
 pub mod ctype;
 pub mod device;
-mod env;
+pub mod env;
 pub mod error;
 pub mod exec;
 pub mod hgemm;

@@ -27,37 +27,25 @@ use rlx_ir::DType;
 /// or a tile's kernel name (e.g. `rlx_sgemm_tn_64x64_8x8`, `/k4` for 4 K splits).
 pub const SGEMM_ENV: &str = "RLX_CUDA_SGEMM";
 
-/// Whether our kernels compete with cuBLASLt.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// Timed with cuBLASLt's candidates; the fastest runs (the default).
-    Auto,
-    /// cuBLASLt only (for A/B runs).
-    Off,
-    /// This [`TILES`] entry with this many K splits runs every eligible
-    /// GEMM (where the split fits), untimed (tests).
-    Force(usize, u32),
-}
+/// Whether our kernels compete with cuBLASLt: timed with its candidates
+/// (the default), off (A/B runs), or this [`TILES`] entry with this many
+/// K splits on every eligible GEMM where the split fits (tests).
+pub type Mode = crate::env::KernelMode<(usize, u32)>;
 
 /// The [`Mode`] a value of [`SGEMM_ENV`] names.
 pub fn parse_mode(v: Option<&str>) -> Result<Mode, CudaError> {
-    match v.map(str::trim) {
-        None | Some("") | Some("auto") | Some("1") => Ok(Mode::Auto),
-        Some("0") => Ok(Mode::Off),
-        Some(v) => {
-            let (name, splits) = match v.split_once("/k") {
-                Some((n, s)) => (n, s.parse::<u32>().ok().filter(|s| SPLITS.contains(s))),
-                None => (v, Some(1)),
-            };
-            match (TILES.iter().position(|t| t.name() == name), splits) {
-                (Some(t), Some(s)) => Ok(Mode::Force(t, s)),
-                _ => Err(CudaError::Input(format!(
-                    "{SGEMM_ENV} must be auto, 0, or a kernel ({}) with an optional K split /k2, /k4 or /k8, got {v:?}",
-                    TILES.map(|t| t.name()).join(", ")
-                ))),
-            }
-        }
-    }
+    let find = |v: &str| {
+        let (name, splits) = match v.split_once("/k") {
+            Some((n, s)) => (n, s.parse::<u32>().ok().filter(|s| SPLITS.contains(s))?),
+            None => (v, 1),
+        };
+        Some((TILES.iter().position(|t| t.name() == name)?, splits))
+    };
+    let expected = format!(
+        "a kernel ({}) with an optional K split /k2, /k4 or /k8",
+        TILES.map(|t| t.name()).join(", ")
+    );
+    crate::env::kernel_mode(SGEMM_ENV, v, Mode::Auto, find, &expected)
 }
 
 /// The mode of this process.
@@ -430,11 +418,11 @@ mod tests {
         assert_eq!(parse_mode(Some("0")).unwrap(), Mode::Off);
         assert_eq!(
             parse_mode(Some("rlx_sgemm_tn_64x64_4x4")).unwrap(),
-            Mode::Force(3, 1)
+            Mode::Force((3, 1))
         );
         assert_eq!(
             parse_mode(Some("rlx_sgemm_tn_32x32_4x4/k4")).unwrap(),
-            Mode::Force(0, 4)
+            Mode::Force((0, 4))
         );
         assert!(parse_mode(Some("rlx_sgemm_tn_32x32_4x4/k3")).is_err());
         match parse_mode(Some("fast")) {
