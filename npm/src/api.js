@@ -7,12 +7,36 @@
 let initWasm;
 let raw;
 let wasmUrl;
+let relaxedUrl;
 
-/** Called once by an entry point with its wasm-bindgen glue. */
-export function bind(glue, url) {
+/**
+ * Called once by an entry point with its wasm-bindgen glue, its .wasm URL
+ * and, for the core, the URL of the relaxed-SIMD build of the same module
+ * (scripts/build-npm checks that both builds share this glue).
+ */
+export function bind(glue, url, relaxed) {
   initWasm = glue.default;
   raw = glue;
   wasmUrl = url;
+  relaxedUrl = relaxed;
+}
+
+// The smallest module using relaxed SIMD: one function (v128) -> v128 whose
+// body is `f32x4.relaxed_madd(x, x, x)` (opcode 0xfd 0x105). Engines
+// without relaxed SIMD (Node 20 without --experimental-wasm-relaxed-simd,
+// Safari today) reject it, and would reject the relaxed core the same way.
+const RELAXED_PROBE = [
+  0, 97, 115, 109, 1, 0, 0, 0, 1, 6, 1, 96, 1, 123, 1, 123, 3, 2, 1, 0, 10, 13, 1, 11, 0, 32, 0, 32, 0, 32, 0,
+  253, 133, 2, 11,
+];
+
+/** Whether this engine runs WebAssembly relaxed SIMD (what picks the core `init()` loads). */
+export function relaxedSimdSupported() {
+  try {
+    return typeof WebAssembly !== "undefined" && WebAssembly.validate(new Uint8Array(RELAXED_PROBE));
+  } catch {
+    return false;
+  }
 }
 
 const isNode =
@@ -75,30 +99,67 @@ async function acall(f) {
 
 /**
  * Load the wasm module. In the browser it is fetched from next to this file
- * (bundlers copy it); in Node it is read from disk. `opts.wasm` overrides
- * the source (bytes, a URL, or a Response).
+ * (bundlers copy it); in Node it is read from disk. The core entry ships two
+ * builds of one module: where the engine runs relaxed SIMD (Chrome/Edge >=
+ * 114, Node with --experimental-wasm-relaxed-simd) it loads the one
+ * whose matmul kernel uses f32x4.relaxed_madd, else the plain simd128 one.
+ * `opts.relaxed`: false forces the plain core; true requires the relaxed
+ * one (an 'init' error where the engine lacks it). `opts.wasm` overrides
+ * the source (bytes, a URL, or a Response) and the choice.
  */
 export async function init(opts = {}) {
   if (ready) return ready;
+  let src = opts.wasm;
+  let url = wasmUrl;
+  let relaxed = false;
+  if (!src) {
+    if (opts.relaxed === true && !relaxedUrl) {
+      throw new RlxError("init", "this entry point ships no relaxed-SIMD build (only `rlx` does, not `rlx/full`)");
+    }
+    if (opts.relaxed === true && !relaxedSimdSupported()) {
+      throw new RlxError(
+        "init",
+        "init({ relaxed: true }): this engine does not run WebAssembly relaxed SIMD (Node 20 needs --experimental-wasm-relaxed-simd)",
+      );
+    }
+    relaxed = !!relaxedUrl && opts.relaxed !== false && relaxedSimdSupported();
+    if (relaxed) url = relaxedUrl;
+  }
   ready = (async () => {
-    let src = opts.wasm;
-    const url = wasmUrl;
     if (!src && isNode) {
       const fsName = "node:fs/promises";
       const fs = await import(/* @vite-ignore */ fsName);
-      src = await fs.readFile(url);
+      try {
+        src = await fs.readFile(url);
+      } catch (e) {
+        ready = null;
+        throw new RlxError("init", `could not read the rlx wasm module ${url}: ${e.message}`, { cause: e });
+      }
     }
     try {
       await initWasm({ module_or_path: src ?? url });
     } catch (e) {
       ready = null;
-      throw new RlxError("init", `could not load the rlx wasm module: ${e.message}`, { cause: e });
+      // No quiet retry with the plain core: the caller sees what failed
+      // and can ask for the plain one.
+      const which = relaxed
+        ? "the relaxed-SIMD rlx wasm module (the engine passed the relaxed-SIMD probe; init({ relaxed: false }) loads the plain simd128 core)"
+        : "the rlx wasm module";
+      throw new RlxError("init", `could not load ${which}: ${e.message}`, { cause: e });
     }
     initialized = true;
   })();
   return ready;
 }
 
+/**
+ * Which build of the module runs, as the module itself reports it (and as
+ * the dispatch report names the matmul kernel): 'simd128' or
+ * 'simd128+relaxed-madd'.
+ */
+export function wasmVariant() {
+  return call(() => raw.wasmVariant());
+}
 
 /** The op registry: one row per op kind. */
 export function ops() {

@@ -18,8 +18,20 @@ export class RlxError extends Error {
 export interface InitOptions {
   /** The .wasm module: bytes, a URL, or a Response (default: next to this package's JS). */
   wasm?: BufferSource | URL | string | Response;
+  /**
+   * `rlx` only. Default: the relaxed-SIMD core where the engine runs relaxed
+   * SIMD, else the plain simd128 one. `false` forces the plain core; `true`
+   * requires the relaxed one (RlxError 'init' where the engine lacks it).
+   * Ignored when `wasm` is given.
+   */
+  relaxed?: boolean;
 }
 export function init(opts?: InitOptions): Promise<void>;
+/** The build of the module that runs, as the module reports it. */
+export type WasmVariant = "simd128" | "simd128+relaxed-madd";
+export function wasmVariant(): WasmVariant;
+/** Whether this engine runs WebAssembly relaxed SIMD (validates a one-instruction probe module). */
+export function relaxedSimdSupported(): boolean;
 export const version: string;
 
 export interface OpInfo {

