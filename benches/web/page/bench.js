@@ -173,7 +173,8 @@ function rlxEngine(device) {
     if (!dev?.available) throw new Error(`rlx device ${device} unavailable: ${dev?.reason ?? "not listed"}`);
     const weights = await rlx.loadSafetensors(MODEL + "model.safetensors");
     const cfg = await config();
-    const info = { version: rlx.version, device, adapter: dev.adapter ?? null };
+    // Which wasm core runs the CPU kernels (simd128 or the relaxed-SIMD build the package picks where the engine has it).
+    const info = { version: rlx.version, device, adapter: dev.adapter ?? null, wasm_variant: rlx.wasmVariant?.() ?? null };
     return {
       info,
       async prepare(batch) {
