@@ -17,6 +17,7 @@ const LABEL = {
   "ort-wasm": "ORT-web wasm",
   "tjs-wasm": "transformers.js wasm",
   "rlx-cpu": "rlx wasm-cpu",
+  "rlx-cpu-simd128": "rlx wasm-cpu (simd128 core forced)",
   "ort-webgpu": "ORT-web webgpu",
   "tjs-webgpu": "transformers.js webgpu",
   "rlx-webgpu": "rlx webgpu",

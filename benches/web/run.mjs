@@ -23,7 +23,9 @@ const ROOT = path.resolve(HERE, "../..");
 const CHROMIUM = "/usr/lib/chromium/chromium";
 
 const ALL = ["ort-wasm", "tjs-wasm", "rlx-cpu", "ort-webgpu", "tjs-webgpu", "rlx-webgpu"];
-const OPTIONAL = ["ort-wasm-asyncify", "ort-wasm-1t"]; // diagnostics, only when named in --engines
+// Diagnostics, only when named in --engines; rlx-cpu-simd128 (rlx's simd128 core forced, for the A/B against the
+// relaxed-SIMD core Chromium loads) must run without rlx-cpu: a page holds one initialized rlx module.
+const OPTIONAL = ["ort-wasm-asyncify", "ort-wasm-1t", "rlx-cpu-simd128"];
 const GPU = new Set(["ort-webgpu", "tjs-webgpu", "rlx-webgpu"]);
 
 function args() {

@@ -163,11 +163,11 @@ function summarizeDispatch(r) {
 }
 
 /** rlx through its npm package: rlx.models.bert per npm/API.md, compiled once per batch size. */
-function rlxEngine(device) {
+function rlxEngine(device, initOptions = {}) {
   return async (opts) => {
     if (!opts.rlxEntry) throw new Error("the rlx npm package is not installed in benches/web/node_modules");
     const rlx = await import(opts.rlxEntry);
-    await rlx.init();
+    await rlx.init(initOptions);
     const devices = await rlx.devices();
     const dev = devices.find((d) => d.device === device);
     if (!dev?.available) throw new Error(`rlx device ${device} unavailable: ${dev?.reason ?? "not listed"}`);
@@ -218,6 +218,9 @@ const ENGINES = {
   "tjs-wasm": transformersEngine("wasm"),
   "tjs-webgpu": transformersEngine("webgpu"),
   "rlx-cpu": rlxEngine("cpu"),
+  // The simd128 core where the engine would load the relaxed-SIMD one (A/B; not in the same page run as rlx-cpu:
+  // one page holds one initialized rlx module).
+  "rlx-cpu-simd128": rlxEngine("cpu", { relaxed: false }),
   "rlx-webgpu": rlxEngine("webgpu"),
 };
 
