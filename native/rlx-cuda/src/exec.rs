@@ -434,7 +434,8 @@ impl LtGemm {
             ptrs,
             f64: g.dtype == DType::F64,
             residual: residual.is_some(),
-            key: TuneKey::new(g, ptrs, bias, tf32),
+            key: TuneKey::new(g, ptrs, bias, tf32)
+                .with_own(own.iter().map(|(o, _)| o.name()).collect()),
             choice: if forced {
                 Choice::Forced {
                     kernel: own[0].0.name(),

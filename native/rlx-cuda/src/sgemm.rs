@@ -485,6 +485,19 @@ mod tests {
         assert_eq!(timed(&linear(384, 2048, 384, 3)), 0);
     }
 
+    /// A tuned pick indexes the list of our kernels that was timed, so a
+    /// GEMM timed with another list (another RLX_CUDA_SGEMM / HGEMM mode)
+    /// must not reuse it.
+    #[test]
+    fn the_tuning_key_names_our_candidates() {
+        use crate::tune::TuneKey;
+        let k = TuneKey::new(&linear(1536, 2048, 384, 1), [256; 4], None, false);
+        let ours = k.clone().with_own(vec![TILES[7].candidate_name(1)]);
+        assert_ne!(k, ours);
+        assert_eq!(ours, k.clone().with_own(vec![TILES[7].candidate_name(1)]));
+        assert_ne!(ours, k.with_own(vec![TILES[7].candidate_name(2)]));
+    }
+
     #[test]
     fn every_tile_loads_whole_float4s_per_thread() {
         for t in TILES {

@@ -47,6 +47,10 @@ pub struct TuneKey {
     /// The tail's activation (`plan::Tail`): cuBLASLt candidates are timed
     /// with the tail kernel, ours apply it.
     tail: Option<String>,
+    /// Our own kernels timed with cuBLASLt's candidates (by name): a cached
+    /// pick indexes this list, which the `RLX_CUDA_SGEMM` / `RLX_CUDA_HGEMM`
+    /// modes of the compile that tuned it decided.
+    own: Vec<String>,
     /// log2 of each pointer's alignment (A, B, C, D, bias), capped at 256 bytes.
     align: [u32; 5],
 }
@@ -68,6 +72,7 @@ impl TuneKey {
             bias_stride: g.bias_stride,
             residual: g.residual.is_some(),
             tail: g.tail.as_ref().map(|t| t.act.clone()),
+            own: Vec::new(),
             align: [
                 al(ptrs[0]),
                 al(ptrs[1]),
@@ -76,6 +81,11 @@ impl TuneKey {
                 bias.map_or(8, al),
             ],
         }
+    }
+
+    /// This key for a GEMM that also times these kernels of ours.
+    pub fn with_own(self, own: Vec<String>) -> TuneKey {
+        TuneKey { own, ..self }
     }
 }
 
