@@ -46,6 +46,10 @@ struct LtGemm {
     /// [`LtGemm::tune`]; `splits[i]` is candidate i's K split (1: none).
     candidates: Vec<lt::cublasLtMatmulAlgo_t>,
     splits: Vec<i32>,
+    /// Candidates from `searched_from` on came from the full search of
+    /// cuBLASLt's configurations (`lt_search.rs`), `searched[i]` each.
+    searched_from: usize,
+    searched: Vec<crate::lt_search::Config>,
     ptrs: [u64; 4],
     f64: bool,
     residual: bool,
@@ -369,6 +373,21 @@ impl LtGemm {
             candidates.push(algo);
             splits.push(s);
         }
+        let searched_from = candidates.len();
+        let mut searched = Vec::new();
+        if crate::lt_search::enabled()? && Self::worth_tuning(g) {
+            let types = crate::lt_search::Types {
+                compute,
+                scale,
+                data: ty,
+                strict_f32: g.dtype == DType::F32 && !tf32,
+            };
+            for (algo, c) in crate::lt_search::variants(gpu.lt.0, desc, &layouts, types, ws) {
+                candidates.push(algo);
+                splits.push(c.split);
+                searched.push(c);
+            }
+        }
         use crate::{hgemm, sgemm};
         let mode = sgemm::mode()?;
         let ws = gpu.lt_workspace.bytes;
@@ -422,6 +441,9 @@ impl LtGemm {
         // its own and is left out of the timing (the same for every
         // candidate).
         let tail = tail.filter(|_| own.iter().any(|(o, _)| o.fuses_tail()));
+        let key = TuneKey::new(g, ptrs, bias, tf32)
+            .with_own(own.iter().map(|(o, _)| o.name()).collect())
+            .with_search(!searched.is_empty());
         let forced = (matches!(mode, sgemm::Mode::Force(..))
             || matches!(hmode, hgemm::Mode::Force(..)))
             && !own.is_empty();
@@ -431,11 +453,12 @@ impl LtGemm {
             algo: first.algo,
             candidates,
             splits,
+            searched_from,
+            searched,
             ptrs,
             f64: g.dtype == DType::F64,
             residual: residual.is_some(),
-            key: TuneKey::new(g, ptrs, bias, tf32)
-                .with_own(own.iter().map(|(o, _)| o.name()).collect()),
+            key,
             choice: if forced {
                 Choice::Forced {
                     kernel: own[0].0.name(),
@@ -510,10 +533,33 @@ impl LtGemm {
             let own: Vec<String> = (self.own.iter().zip(&times[self.candidates.len()..]))
                 .map(|((o, _), x)| format!("{} {}", o.name().trim_start_matches("rlx_"), us(x)))
                 .collect();
+            let lt_len = self.candidates.len();
+            let lt = if self.searched.is_empty() {
+                lt.join(" ")
+            } else {
+                // The full search's candidates are too many to list: the
+                // fastest of the heuristic's, and of the search's with its
+                // configuration.
+                let best = |r: std::ops::Range<usize>| {
+                    r.filter_map(|i| times[i].map(|t| (i, t)))
+                        .min_by(|a, b| a.1.total_cmp(&b.1))
+                };
+                let h = best(0..self.searched_from);
+                let s = best(self.searched_from..lt_len);
+                format!(
+                    "heuristic+split best {} | search of {} best {}",
+                    h.map_or("-".into(), |(i, t)| format!("#{i} {t:.1}")),
+                    self.searched.len(),
+                    s.map_or("-".into(), |(i, t)| format!(
+                        "{t:.1} ({})",
+                        self.searched[i - self.searched_from]
+                    )),
+                )
+            };
             eprintln!(
                 "tune {:?}: cuBLASLt [{}] own [{}] us",
                 self.key,
-                lt.join(" "),
+                lt,
                 own.join(", ")
             );
         }

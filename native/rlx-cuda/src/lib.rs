@@ -23,6 +23,7 @@ pub mod error;
 pub mod exec;
 pub mod hgemm;
 pub mod host;
+pub mod lt_search;
 pub mod pdl;
 pub mod plan;
 pub mod sgemm;

@@ -51,6 +51,9 @@ pub struct TuneKey {
     /// pick indexes this list, which the `RLX_CUDA_SGEMM` / `RLX_CUDA_HGEMM`
     /// modes of the compile that tuned it decided.
     own: Vec<String>,
+    /// Whether cuBLASLt's whole configuration space was timed
+    /// (`lt_search.rs`): a cached index then points past the heuristic's.
+    searched: bool,
     /// log2 of each pointer's alignment (A, B, C, D, bias), capped at 256 bytes.
     align: [u32; 5],
 }
@@ -73,6 +76,7 @@ impl TuneKey {
             residual: g.residual.is_some(),
             tail: g.tail.as_ref().map(|t| t.act.clone()),
             own: Vec::new(),
+            searched: false,
             align: [
                 al(ptrs[0]),
                 al(ptrs[1]),
@@ -86,6 +90,11 @@ impl TuneKey {
     /// This key for a GEMM that also times these kernels of ours.
     pub fn with_own(self, own: Vec<String>) -> TuneKey {
         TuneKey { own, ..self }
+    }
+
+    /// This key for a GEMM whose candidates include the full search's.
+    pub fn with_search(self, searched: bool) -> TuneKey {
+        TuneKey { searched, ..self }
     }
 }
 

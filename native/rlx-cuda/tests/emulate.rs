@@ -48,6 +48,7 @@ using std::max;
 struct dim3 { unsigned x = 1, y = 1, z = 1; };
 struct float2 { float x, y; };
 inline float2 make_float2(float x, float y) { return float2{x, y}; }
+struct alignas(16) float4 { float x, y, z, w; };
 thread_local dim3 threadIdx, blockIdx;
 dim3 blockDim, gridDim;
 static std::barrier<>* block_bar;
@@ -580,11 +581,20 @@ fn max_rel(got: &HostTensor, want: &HostTensor) -> f64 {
 /// on the same graph: f32 to 1e-5, f16 to 2e-3, bf16 to 1.6e-2 (a few
 /// units in the last place of the stored results).
 fn check(name: &str, text: &str) {
+    check_in(
+        name,
+        text,
+        &[("f32", 1e-5), ("f16", 2e-3), ("bf16", 1.6e-2)],
+    );
+}
+
+/// [`check`] in these (dtype, tolerance) pairs only.
+fn check_in(name: &str, text: &str, dtypes: &[(&str, f64)]) {
     if !gxx_ok() {
         eprintln!("no g++: {name} not emulated");
         return;
     }
-    for (dt, tol) in [("f32", 1e-5), ("f16", 2e-3), ("bf16", 1.6e-2)] {
+    for &(dt, tol) in dtypes {
         let t = text.replace("f32", dt);
         let ins = inputs_for(&t);
         let want = rlx_cpu::run_graph(&parse(&t).unwrap(), &ins).unwrap();
@@ -628,6 +638,33 @@ fn tiled_attention_over_keys_past_one_warp() {
         "attention_keys_40_causal",
         "graph @g(%q: f32[2,2,40,16], %k: f32[2,2,40,16], %v: f32[2,2,40,8]) {\n  %o = attention(%q, %k, %v) {mask_kind=\"causal\"}\n  return %o\n}",
     );
+}
+
+#[test]
+fn four_rows_per_warp_f32_attention_over_many_heads() {
+    // 48+ heads in f32 take `attention_rows` (f16/bf16 there run cuBLAS
+    // batched GEMMs, which the emulation lacks): a keep mask and a bias
+    // the same for every row (read once per key), over 48 and 20 keys
+    // (lanes past the last key); a bias per row; float4 staging of K and
+    // V (head dims 32, 12) and the scalar copy (V rows of 6).
+    const F32: &[(&str, f64)] = &[("f32", 1e-5)];
+    for (name, text) in [
+        ("rows_keep_per_key", "graph @g(%q: f32[4,12,40,32], %k: f32[4,12,48,32], %v: f32[4,12,48,32], %m: bool[4,1,1,48]) {\n  %o = attention(%q, %k, %v, %m) {mask_kind=\"custom\"}\n  return %o\n}"),
+        ("rows_bias_per_key", "graph @g(%q: f32[48,9,12], %k: f32[48,20,12], %v: f32[48,20,8], %m: f32[48,1,20]) {\n  %o = attention(%q, %k, %v, %m) {mask_kind=\"bias\"}\n  return %o\n}"),
+        ("rows_bias_per_row", "graph @g(%q: f32[48,9,12], %k: f32[48,20,12], %v: f32[48,20,8], %m: f32[48,9,20]) {\n  %o = attention(%q, %k, %v, %m) {mask_kind=\"bias\"}\n  return %o\n}"),
+        ("rows_scalar_staging_causal", "graph @g(%q: f32[48,10,8], %k: f32[48,12,8], %v: f32[48,12,6]) {\n  %o = attention(%q, %k, %v) {mask_kind=\"causal\"}\n  return %o\n}"),
+    ] {
+        let p = plan_of(text).expect("plannable");
+        // attention_rows' marks: 4 rows of probabilities per warp, and
+        // the float4 staging where the head dims allow it.
+        assert!(p.source.contains("float sc[4]"), "{name}: not attention_rows");
+        assert_eq!(
+            p.source.contains("x[u] = *(const float4*)"),
+            name != "rows_scalar_staging_causal",
+            "{name}: staging"
+        );
+        check_in(name, text, F32);
+    }
 }
 
 /// Tensor-core attention shapes (f16/bf16): a bias per row with partial

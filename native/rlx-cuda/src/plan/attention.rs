@@ -107,7 +107,19 @@ pub(super) fn attention(
     if sq == 0 || nb == 0 {
         return Ok(());
     }
+    // K and V rows of whole 16-byte float4s (f32, unit column stride,
+    // every other stride and the offset a multiple of 4): the kernels
+    // that stage a head copy them a float4 at a time.
+    let rows4 = |l: &Loc, s: &[i64], cols: usize| {
+        l.dtype == DType::F32
+            && s[r + 1] == 1
+            && cols % 4 == 0
+            && s[..=r].iter().all(|x| x % 4 == 0)
+            && l.offset % 4 == 0
+    };
+    let vec_kv = rows4(&k, &ks, dh) && rows4(&v, &vs, dv);
     let spec = AttentionSpec {
+        vec_kv,
         dtype: out.dtype,
         batch: &batch,
         sq,
