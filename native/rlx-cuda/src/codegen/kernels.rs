@@ -977,7 +977,11 @@ pub fn attention(a: &AttentionSpec, warps: u32) -> String {
 /// stores: one at a time, each load's global-memory latency was paid in
 /// series (the staging of 32 elements per thread dominated the kernels at
 /// MiniLM's 128 keys).
-fn staged_head(a: &AttentionSpec, t: &AttentionStrides, kp: usize) -> String {
+///
+/// `pre` runs between the head's pointers and the staging: a kernel's own
+/// global loads issued there overlap the staging's latency instead of
+/// following the barrier.
+fn staged_head(a: &AttentionSpec, t: &AttentionStrides, kp: usize, pre: &str) -> String {
     let (d, sk, dh, dv) = (a.dtype, a.sk, a.dh, a.dv);
     let ((kr, kc), (vr, vc)) = (t.k, t.v);
     let one = |n: usize, cols: usize, dst: &str, ld: usize, src: &str| {
@@ -1038,7 +1042,7 @@ fn staged_head(a: &AttentionSpec, t: &AttentionStrides, kp: usize) -> String {
   if (b >= {nb}LL) return;
   {unr}
   const {s}* k = in1 + {kb}; const {s}* v = in2 + {vb};
-{stk}{stv}  __syncthreads();
+{pre}{stk}{stv}  __syncthreads();
 ",
         nb = a.heads(),
         unr = t.unravel,
@@ -1126,7 +1130,7 @@ pub fn attention_tiled(a: &AttentionSpec, warps: u32, rows: u32) -> String {
         s = st(d),
         qb = t.qb,
         lq = load(d, &format!("q[t * {qc}LL]")),
-        head = staged_head(a, &t, kp),
+        head = staged_head(a, &t, kp, ""),
         so = store(d, "acc * inv"),
         ob = t.ob,
         osr = t.o.0,
@@ -1196,6 +1200,24 @@ pub fn attention_rows(a: &AttentionSpec, warps: u32) -> String {
             format!("if (row < {sq}LL) {{ {mask_code} }}"),
         )
     };
+    // The warp's scaled query rows and the mask, loaded into registers
+    // before the head is staged (their global latency overlaps the
+    // staging's instead of following the barrier).
+    let qn = (rows as usize * dh).div_ceil(32);
+    let pre = format!(
+        "{mask_pre}  float qx[{qn}];
+  #pragma unroll
+  for (int u = 0; u < {qn}; ++u) {{
+    int e = lane + 32 * u; float x = 0.f;
+    if (e < {rows} * {dh}) {{ int r = e / {dh}, t = e % {dh}; long long row = row0 + r; const {s}* q = in0 + {qb} + row * {qr}LL; if (row < {sq}LL) x = {lq} * {scale}; }}
+    qx[u] = x;
+  }}
+",
+        s = st(d),
+        qb = t.qb,
+        lq = load(d, &format!("q[t * {qc}LL]")),
+        scale = t.scale,
+    );
     format!(
         "extern \"C\" __global__ void @NAME@(const {s}* __restrict__ in0, const {s}* __restrict__ in1, const {s}* __restrict__ in2{mask_param}, {s}* __restrict__ out0) {{
   extern __shared__ float smem[];
@@ -1203,14 +1225,10 @@ pub fn attention_rows(a: &AttentionSpec, warps: u32) -> String {
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   float* qw = vs + {sk} * {dv} + warp * {rows} * ({dh} + {sk});
   float* pw = qw + {rows} * {dh};
-{head}  const long long row0 = ((long long)blockIdx.x * {warps} + warp) * {rows};
-  if (row0 >= {sq}LL) return;
-{mask_pre}  for (int e = lane; e < {rows} * {dh}; e += 32) {{
-    int r = e / {dh}, t = e % {dh};
-    long long row = row0 + r;
-    const {s}* q = in0 + {qb} + row * {qr}LL;
-    qw[e] = row < {sq}LL ? {lq} * {scale} : 0.f;
-  }}
+  const long long row0 = ((long long)blockIdx.x * {warps} + warp) * {rows};
+{head}  if (row0 >= {sq}LL) return;
+  #pragma unroll
+  for (int u = 0; u < {qn}; ++u) {{ int e = lane + 32 * u; if (e < {rows} * {dh}) qw[e] = qx[u]; }}
   __syncwarp();
   // Scores: lane's keys j = lane + 32c (past the last key a lane reads key
   // sk - 1 and drops the result), 4 rows at once.
@@ -1291,15 +1309,12 @@ pub fn attention_rows(a: &AttentionSpec, warps: u32) -> String {
 }}
 ",
         s = st(d),
-        qb = t.qb,
-        lq = load(d, &format!("q[t * {qc}LL]")),
-        head = staged_head(a, &t, kp),
+        head = staged_head(a, &t, kp, &pre),
         so = store(d, "acc * inv_r"),
         ob = t.ob,
         osr = t.o.0,
         ost = t.o.1,
-        scale = t.scale,
-            )
+    )
 }
 
 /// Layer/RMS norm with one warp per row for rows of at most 1024 elements:
