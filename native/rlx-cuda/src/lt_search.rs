@@ -143,7 +143,7 @@ unsafe fn set<T: Copy>(
 /// Every configuration cuBLASLt accepts for this GEMM (`desc`, `layouts`:
 /// A, B, C = D), at most [`MAX_VARIANTS`], in cuBLASLt's id order.
 /// Failures only shrink the list.
-pub fn variants(
+pub(crate) fn variants(
     handle: lt::cublasLtHandle_t,
     desc: lt::cublasLtMatmulDesc_t,
     layouts: &[lt::cublasLtMatrixLayout_t; 3],

@@ -1013,7 +1013,7 @@ fn staged_head(a: &AttentionSpec, t: &AttentionStrides, kp: usize, pre: &str) ->
 "
         )
     };
-    let vec = a.vec_kv && d == DType::F32 && kp % 4 == 0;
+    let vec = a.vec_kv && d == DType::F32 && kp.is_multiple_of(4);
     let (stk, stv) = if vec {
         (
             four(sk, dh, "ks", kp, "k", kr),

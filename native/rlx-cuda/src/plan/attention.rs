@@ -113,7 +113,7 @@ pub(super) fn attention(
     let rows4 = |l: &Loc, s: &[i64], cols: usize| {
         l.dtype == DType::F32
             && s[r + 1] == 1
-            && cols % 4 == 0
+            && cols.is_multiple_of(4)
             && s[..=r].iter().all(|x| x % 4 == 0)
             && l.offset % 4 == 0
     };
