@@ -546,8 +546,11 @@ impl LtGemm {
                 };
                 let h = best(0..self.searched_from);
                 let s = best(self.searched_from..lt_len);
+                let mut ids: Vec<i32> = self.searched.iter().map(|c| c.id).collect();
+                ids.sort_unstable();
+                ids.dedup();
                 format!(
-                    "heuristic+split best {} | search of {} best {}",
+                    "heuristic+split best {} | search of {} (ids {ids:?}) best {}",
                     h.map_or("-".into(), |(i, t)| format!("#{i} {t:.1}")),
                     self.searched.len(),
                     s.map_or("-".into(), |(i, t)| format!(

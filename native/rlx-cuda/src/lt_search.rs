@@ -140,8 +140,8 @@ unsafe fn set<T: Copy>(
     ) == lt::cublasStatus_t::CUBLAS_STATUS_SUCCESS
 }
 
-/// Every configuration cuBLASLt accepts for this GEMM (`desc`, `layouts`:
-/// A, B, C = D), at most [`MAX_VARIANTS`], in cuBLASLt's id order.
+/// The configurations cuBLASLt accepts for this GEMM (`desc`, `layouts`:
+/// A, B, C = D): at most [`MAX_VARIANTS`], an even share per algorithm id.
 /// Failures only shrink the list.
 pub(crate) fn variants(
     handle: lt::cublasLtHandle_t,
@@ -153,7 +153,7 @@ pub(crate) fn variants(
     use lt::cublasLtMatmulAlgoCapAttributes_t as Cap;
     use lt::cublasLtMatmulAlgoConfigAttributes_t as Cfg;
     let ok = lt::cublasStatus_t::CUBLAS_STATUS_SUCCESS;
-    let mut out = Vec::new();
+    let mut per_id: Vec<Vec<(lt::cublasLtMatmulAlgo_t, Config)>> = Vec::new();
     // SAFETY: every out-pointer is a local of the size passed; the
     // descriptors are live for the call; algorithms are plain data.
     unsafe {
@@ -172,21 +172,29 @@ pub(crate) fn variants(
             &mut count,
         ) != ok
         {
-            return out;
+            return Vec::new();
         }
         ids.truncate(count.max(0) as usize);
-        for &id in &ids {
-            let mut base = std::mem::zeroed::<lt::cublasLtMatmulAlgo_t>();
-            if lt::cublasLtMatmulAlgoInit(
-                handle, t.compute, t.scale, t.data, t.data, t.data, t.data, id, &mut base,
-            ) != ok
-            {
-                continue;
-            }
-            let flags: u64 = cap(&base, Cap::CUBLASLT_ALGO_CAP_NUMERICAL_IMPL_FLAGS).unwrap_or(0);
-            if flags & ACCUMULATOR_16F != 0 || (t.strict_f32 && flags & INPUT_REDUCED != 0) {
-                continue;
-            }
+        // The ids that initialize for these types and compute in the
+        // precision asked for.
+        let bases: Vec<(i32, lt::cublasLtMatmulAlgo_t)> = ids
+            .iter()
+            .filter_map(|&id| {
+                let mut base = std::mem::zeroed::<lt::cublasLtMatmulAlgo_t>();
+                if lt::cublasLtMatmulAlgoInit(
+                    handle, t.compute, t.scale, t.data, t.data, t.data, t.data, id, &mut base,
+                ) != ok
+                {
+                    return None;
+                }
+                let flags: u64 =
+                    cap(&base, Cap::CUBLASLT_ALGO_CAP_NUMERICAL_IMPL_FLAGS).unwrap_or(0);
+                let reduced =
+                    flags & ACCUMULATOR_16F != 0 || (t.strict_f32 && flags & INPUT_REDUCED != 0);
+                (!reduced).then_some((id, base))
+            })
+            .collect();
+        for &(id, base) in &bases {
             let tiles = cap_ids(&base, Cap::CUBLASLT_ALGO_CAP_TILE_IDS);
             let stages = cap_ids(&base, Cap::CUBLASLT_ALGO_CAP_STAGES_IDS);
             let split_ok =
@@ -206,70 +214,85 @@ pub(crate) fn variants(
             let customs = cap::<i32>(&base, Cap::CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX)
                 .unwrap_or(0)
                 .clamp(0, MAX_CUSTOM as i32) as u32;
+            // Plain configurations first: no K split, custom option 0, no
+            // swizzle.
+            let mut combos = Vec::new();
             for &tile in &tiles {
                 for &stage in &stages {
                     for swizzle in 0..=swizzles {
                         for custom in 0..=customs {
                             for split in SPLITS {
-                                if split > 1 && !(split_ok && compute_reduce) {
-                                    continue;
-                                }
-                                let mut algo = base;
-                                let scheme = if split > 1 {
-                                    lt::cublasLtReductionScheme_t::CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE
-                                } else {
-                                    lt::cublasLtReductionScheme_t::CUBLASLT_REDUCTION_SCHEME_NONE
-                                } as u32;
-                                if !(set(&mut algo, Cfg::CUBLASLT_ALGO_CONFIG_TILE_ID, tile)
-                                    && set(&mut algo, Cfg::CUBLASLT_ALGO_CONFIG_STAGES_ID, stage)
-                                    && set(
-                                        &mut algo,
-                                        Cfg::CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING,
-                                        swizzle,
-                                    )
-                                    && set(
-                                        &mut algo,
-                                        Cfg::CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION,
-                                        custom,
-                                    )
-                                    && set(&mut algo, Cfg::CUBLASLT_ALGO_CONFIG_SPLITK_NUM, split)
-                                    && set(
-                                        &mut algo,
-                                        Cfg::CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
-                                        scheme,
-                                    ))
-                                {
-                                    continue;
-                                }
-                                let mut res =
-                                    std::mem::zeroed::<lt::cublasLtMatmulHeuristicResult_t>();
-                                if lt::cublasLtMatmulAlgoCheck(
-                                    handle, desc, layouts[0], layouts[1], layouts[2], layouts[2],
-                                    &algo, &mut res,
-                                ) != ok
-                                    || res.workspaceSize > workspace
-                                {
-                                    continue;
-                                }
-                                out.push((
-                                    algo,
-                                    Config {
-                                        id,
-                                        tile,
-                                        stages: stage,
-                                        swizzle,
-                                        custom,
-                                        split,
-                                    },
-                                ));
-                                if out.len() >= MAX_VARIANTS {
-                                    return out;
+                                if split == 1 || (split_ok && compute_reduce) {
+                                    combos.push((tile, stage, swizzle, custom, split));
                                 }
                             }
                         }
                     }
                 }
             }
+            combos.sort_by_key(|&(_, _, swizzle, custom, split)| {
+                (split != 1, custom, swizzle, split)
+            });
+            let mut kept = Vec::new();
+            for (tile, stage, swizzle, custom, split) in combos {
+                let mut algo = base;
+                let scheme = if split > 1 {
+                    lt::cublasLtReductionScheme_t::CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE
+                } else {
+                    lt::cublasLtReductionScheme_t::CUBLASLT_REDUCTION_SCHEME_NONE
+                } as u32;
+                if !(set(&mut algo, Cfg::CUBLASLT_ALGO_CONFIG_TILE_ID, tile)
+                    && set(&mut algo, Cfg::CUBLASLT_ALGO_CONFIG_STAGES_ID, stage)
+                    && set(&mut algo, Cfg::CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, swizzle)
+                    && set(&mut algo, Cfg::CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, custom)
+                    && set(&mut algo, Cfg::CUBLASLT_ALGO_CONFIG_SPLITK_NUM, split)
+                    && set(
+                        &mut algo,
+                        Cfg::CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+                        scheme,
+                    ))
+                {
+                    continue;
+                }
+                let mut res = std::mem::zeroed::<lt::cublasLtMatmulHeuristicResult_t>();
+                if lt::cublasLtMatmulAlgoCheck(
+                    handle, desc, layouts[0], layouts[1], layouts[2], layouts[2], &algo, &mut res,
+                ) != ok
+                    || res.workspaceSize > workspace
+                {
+                    continue;
+                }
+                kept.push((
+                    algo,
+                    Config {
+                        id,
+                        tile,
+                        stages: stage,
+                        swizzle,
+                        custom,
+                        split,
+                    },
+                ));
+            }
+            per_id.push(kept);
+        }
+    }
+    // Past the cap, ids take turns (each id's plainest configurations
+    // first): the first ids alone filled it before (fp16's 768 were all
+    // ids 21 and 35).
+    let mut out = Vec::new();
+    for rank in 0.. {
+        let before = out.len();
+        for kept in &per_id {
+            if let Some(&c) = kept.get(rank) {
+                if out.len() == MAX_VARIANTS {
+                    return out;
+                }
+                out.push(c);
+            }
+        }
+        if out.len() == before {
+            break;
         }
     }
     out
