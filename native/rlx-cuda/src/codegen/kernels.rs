@@ -996,9 +996,10 @@ fn staged_head(a: &AttentionSpec, t: &AttentionStrides, kp: usize, pre: &str) ->
 "
         )
     };
-    // f32 rows of whole float4s: a float4 per load and store (a quarter
-    // of the scalar copy's instructions, which were ~15% of the f32
-    // attention's at MiniLM's heads), four loads in flight per thread.
+    // f32 rows of whole float4s: a float4 per load and store, a quarter
+    // of the scalar copy's loads, stores and index arithmetic (the f32
+    // attention was issue-bound: ncu, benches/cuda/minilm-cuda-analysis.md),
+    // four loads in flight per thread.
     let four = |rows: usize, cols: usize, dst: &str, ld: usize, src: &str, rs: i64| {
         let n = rows * cols / 4;
         let c4 = cols / 4;
@@ -1013,6 +1014,9 @@ fn staged_head(a: &AttentionSpec, t: &AttentionStrides, kp: usize, pre: &str) ->
 "
         )
     };
+    // The kernel's dtype too: `vec_kv` speaks of K and V's buffers, the
+    // staging reads them as the kernel's type; padded K rows must stay
+    // float4-aligned.
     let vec = a.vec_kv && d == DType::F32 && kp.is_multiple_of(4);
     let (stk, stv) = if vec {
         (
@@ -1174,9 +1178,9 @@ pub fn attention_rows(a: &AttentionSpec, warps: u32) -> String {
     let (mask_param, mask_code) = mask_source(a.mask, a.batch, 3, "row", "s");
     let nj = sk.div_ceil(32).max(1);
     // A mask the same for every query row (MiniLM's padding mask): read
-    // once per key before the scores, not per row and score (the loads
-    // and their index arithmetic were a tenth of the kernel's
-    // instructions). Keep masks become 0 / -inf, applied by selection.
+    // once per key before the scores, not per row and score (one load and
+    // its index arithmetic per score in an issue-bound kernel). Keep
+    // masks become 0 / -inf, applied by selection.
     let per_key = match a.mask {
         Mask::Keep { strides, .. } | Mask::Bias { strides, .. } => strides[a.batch.len()] == 0,
         Mask::None => false,
