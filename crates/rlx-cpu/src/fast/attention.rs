@@ -11,7 +11,7 @@
 
 use super::layout::View;
 use super::par::{for_chunks, Scratch};
-use super::simd::{self, simd_fn};
+use super::simd::{self, simd_fn, Mad};
 use crate::kernels::gemm::Mat;
 
 /// `c (row stride ldc) = scale · a · b` on this thread.
@@ -174,24 +174,41 @@ simd_fn! {
     /// when given.
     fn softmax_rows(s: &mut [f32], sk: usize, add: Option<&[f32]>) {
         for row in s.chunks_mut(sk.max(1)) {
-            if let Some(a) = add {
-                for (x, &m) in row.iter_mut().zip(a) {
-                    *x += m;
-                }
+            match add {
+                Some(a) => softmax_row_add::<M, true>(row, a),
+                None => softmax_row_add::<M, false>(row, &[]),
             }
-            softmax_row(row);
         }
     }
 }
 
 /// Softmax of one row in place; a fully masked row gives NaN, as the
-/// reference does. Partial sums in 8 lanes keep the reduction vectorized.
+/// reference does.
 #[inline(always)]
-pub fn softmax_row(row: &mut [f32]) {
-    let mut m8 = [f32::NEG_INFINITY; 8];
-    let mut chunks = row.chunks_exact(8);
+pub fn softmax_row<M: Mad>(row: &mut [f32]) {
+    softmax_row_add::<M, false>(row, &[])
+}
+
+/// Lanes of the partial maxima and sums: one AVX-512 vector (two AVX2
+/// ones, four of wasm's), so the reductions vectorize at full width.
+const LANES: usize = 16;
+
+/// [`softmax_row`] of `row + add` when `ADD` (the mask row added in the
+/// max pass, not in a pass of its own).
+#[inline(always)]
+fn softmax_row_add<M: Mad, const ADD: bool>(row: &mut [f32], add: &[f32]) {
+    let mut mv = [f32::NEG_INFINITY; LANES];
+    let mut m = f32::NEG_INFINITY;
+    let mut chunks = row.chunks_exact_mut(LANES);
+    let mut adds = add.chunks_exact(LANES);
     for c in &mut chunks {
-        for (m, &x) in m8.iter_mut().zip(c) {
+        if ADD {
+            let a = adds.next().unwrap_or(&[0.0; LANES]);
+            for (x, &y) in c.iter_mut().zip(a) {
+                *x += y;
+            }
+        }
+        for (m, &x) in mv.iter_mut().zip(c.iter()) {
             // A compare and select, not `f32::max`: the same result here
             // (NaNs are skipped either way, and the row's NaN comes back
             // through exp), but it stays a vector max on wasm32
@@ -200,23 +217,25 @@ pub fn softmax_row(row: &mut [f32]) {
             *m = if x > *m { x } else { *m };
         }
     }
-    let mut m = chunks
-        .remainder()
-        .iter()
-        .copied()
-        .fold(f32::NEG_INFINITY, f32::max);
-    m = m8.iter().copied().fold(m, f32::max);
-    let mut s8 = [0f32; 8];
-    let mut chunks = row.chunks_exact_mut(8);
+    let rest = chunks.into_remainder();
+    if ADD {
+        for (x, &y) in rest.iter_mut().zip(adds.remainder()) {
+            *x += y;
+        }
+    }
+    m = rest.iter().copied().fold(m, f32::max);
+    m = mv.iter().copied().fold(m, f32::max);
+    let mut sv = [0f32; LANES];
+    let mut chunks = row.chunks_exact_mut(LANES);
     for c in &mut chunks {
-        for (s, x) in s8.iter_mut().zip(c.iter_mut()) {
-            *x = simd::exp(*x - m);
+        for (s, x) in sv.iter_mut().zip(c.iter_mut()) {
+            *x = simd::exp::<M>(*x - m);
             *s += *x;
         }
     }
-    let mut sum: f32 = s8.iter().sum();
+    let mut sum: f32 = sv.iter().sum();
     for x in chunks.into_remainder() {
-        *x = simd::exp(*x - m);
+        *x = simd::exp::<M>(*x - m);
         sum += *x;
     }
     let r = 1.0 / sum;

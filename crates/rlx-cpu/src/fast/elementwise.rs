@@ -6,7 +6,7 @@
 use super::convert::{self, Fmt};
 use super::layout::{Loc, View};
 use super::par::{chunk_len, for_chunks, Scratch};
-use super::simd::{self, simd_fn};
+use super::simd::{self, simd_fn, Mad};
 use rlx_ir::{DType, Graph, Node, TensorType};
 
 /// Elements per tile.
@@ -270,7 +270,7 @@ fn scalar_constant(n: &Node) -> Option<f32> {
 }
 
 #[inline(always)]
-fn apply_un(u: Un, x: &mut [f32], src: &[f32]) {
+fn apply_un<M: Mad>(u: Un, x: &mut [f32], src: &[f32]) {
     macro_rules! map {
         ($f:expr) => {
             for (d, &s) in x.iter_mut().zip(src) {
@@ -283,17 +283,17 @@ fn apply_un(u: Un, x: &mut [f32], src: &[f32]) {
         Un::Neg => map!(|s: f32| -s),
         Un::Square => map!(|s: f32| s * s),
         Un::Relu => map!(simd::relu),
-        Un::Exp => map!(simd::exp),
+        Un::Exp => map!(simd::exp::<M>),
         Un::Log => map!(|s: f32| s.ln()),
         Un::Sqrt => map!(|s: f32| s.sqrt()),
         Un::Rsqrt => map!(|s: f32| 1.0 / s.sqrt()),
         Un::Recip => map!(|s: f32| 1.0 / s),
-        Un::Tanh => map!(simd::tanh),
-        Un::Sigmoid => map!(simd::sigmoid),
-        Un::Erf => map!(simd::erf),
-        Un::Gelu => map!(simd::gelu),
-        Un::GeluTanh => map!(simd::gelu_tanh),
-        Un::Silu => map!(simd::silu),
+        Un::Tanh => map!(simd::tanh::<M>),
+        Un::Sigmoid => map!(simd::sigmoid::<M>),
+        Un::Erf => map!(simd::erf::<M>),
+        Un::Gelu => map!(simd::gelu::<M>),
+        Un::GeluTanh => map!(simd::gelu_tanh::<M>),
+        Un::Silu => map!(simd::silu::<M>),
         // NaN stays NaN; ±0 give 0.
         Un::Sign => map!(|s: f32| if s > 0.0 {
             1.0
@@ -448,7 +448,7 @@ simd_fn! {
                         Src::Bool(d, st, dims) => load_bool(d, st, dims, start, dst),
                     },
                     Instr::Const(c) => dst.fill(*c),
-                    Instr::Un(u, a) => apply_un(*u, dst, reg(*a)),
+                    Instr::Un(u, a) => apply_un::<M>(*u, dst, reg(*a)),
                     Instr::Bin(b, a, c) => apply_bin(*b, dst, reg(*a), reg(*c)),
                     Instr::Cmp(o, a, c) => apply_cmp(*o, dst, reg(*a), reg(*c)),
                     Instr::Not(a) => {

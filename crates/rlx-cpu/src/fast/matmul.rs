@@ -11,7 +11,7 @@ use super::convert::{self, Fmt};
 use super::elementwise::{Un, TILE};
 use super::layout::View;
 use super::par::{chunk_len, for_chunks_with};
-use super::simd::{self, simd_fn};
+use super::simd::{self, simd_fn, Mad};
 use crate::kernels::gemm::{gemm_into, Mat};
 use crate::kernels::gemm128::{self, PackedB};
 
@@ -52,13 +52,13 @@ simd_fn! {
                     *x += bb;
                 }
             }
-            act_row(act, row);
+            act_row::<M>(act, row);
         }
     }
 }
 
 #[inline(always)]
-fn act_row(a: Act, row: &mut [f32]) {
+fn act_row<M: Mad>(a: Act, row: &mut [f32]) {
     let Act::Un(u) = a else { return };
     macro_rules! map {
         ($f:path) => {
@@ -69,11 +69,11 @@ fn act_row(a: Act, row: &mut [f32]) {
     }
     match u {
         Un::Relu => map!(simd::relu),
-        Un::Gelu => map!(simd::gelu),
-        Un::GeluTanh => map!(simd::gelu_tanh),
-        Un::Silu => map!(simd::silu),
-        Un::Sigmoid => map!(simd::sigmoid),
-        Un::Tanh => map!(simd::tanh),
+        Un::Gelu => map!(simd::gelu::<M>),
+        Un::GeluTanh => map!(simd::gelu_tanh::<M>),
+        Un::Silu => map!(simd::silu::<M>),
+        Un::Sigmoid => map!(simd::sigmoid::<M>),
+        Un::Tanh => map!(simd::tanh::<M>),
         _ => unreachable!("activation() admits only these"),
     }
 }

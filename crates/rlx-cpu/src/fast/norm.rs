@@ -81,7 +81,8 @@ pub fn norm(
 }
 
 /// softmax (or log_softmax) of `x` along an axis of extent `len` with
-/// `inner` elements after it, into contiguous `out`.
+/// `inner` elements after it, into contiguous `out`. (Strided gathers, not
+/// a vectorized loop: its math multiply-adds plainly.)
 pub fn softmax(out: &mut [f32], x: &View, len: usize, inner: usize, log: bool, pool: &Scratch) {
     let group = len * inner;
     let chunk = chunk_len(out.len(), group.max(1), 8 * 1024);
@@ -96,11 +97,14 @@ pub fn softmax(out: &mut [f32], x: &View, len: usize, inner: usize, log: bool, p
                     }
                     if log {
                         let m = r.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                        let s: f64 = r.iter().map(|&v| simd::exp(v - m) as f64).sum();
+                        let s: f64 = r
+                            .iter()
+                            .map(|&v| simd::exp::<simd::Plain>(v - m) as f64)
+                            .sum();
                         let ls = s.ln() as f32;
                         r.iter_mut().for_each(|v| *v = *v - m - ls);
                     } else {
-                        softmax_row(r);
+                        softmax_row::<simd::Plain>(r);
                     }
                     for (j, &v) in r.iter().enumerate() {
                         o[j * inner + i] = v;

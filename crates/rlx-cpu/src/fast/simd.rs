@@ -44,17 +44,20 @@ macro_rules! simd_fn {
         $(#[$m])*
         #[allow(clippy::too_many_arguments)]
         $vis fn $name($($arg: $ty),*) $(-> $ret)? {
+            // `M` (a [`Mad`]) is how the body's math multiply-adds: fused in
+            // the variants compiled with FMA, plain elsewhere.
             #[inline(always)]
             #[allow(clippy::too_many_arguments)]
-            fn imp($($arg: $ty),*) $(-> $ret)? $body
+            fn imp<M: $crate::fast::simd::Mad>($($arg: $ty),*) $(-> $ret)? $body
             #[cfg(target_arch = "x86_64")]
             {
+                use $crate::fast::simd::{Fused, Plain};
                 #[target_feature(enable = "avx512f,avx2,fma")]
                 #[allow(clippy::too_many_arguments)]
-                fn v4($($arg: $ty),*) $(-> $ret)? { imp($($arg),*) }
+                fn v4($($arg: $ty),*) $(-> $ret)? { imp::<Fused>($($arg),*) }
                 #[target_feature(enable = "avx2,fma")]
                 #[allow(clippy::too_many_arguments)]
-                fn v3($($arg: $ty),*) $(-> $ret)? { imp($($arg),*) }
+                fn v3($($arg: $ty),*) $(-> $ret)? { imp::<Fused>($($arg),*) }
                 use $crate::fast::simd::x86::{level, Level};
                 // SAFETY: each variant runs only after `level()` confirmed
                 // at run time that this CPU has every feature it enables.
@@ -62,17 +65,46 @@ macro_rules! simd_fn {
                 match level() {
                     Level::Avx512 => unsafe { v4($($arg),*) },
                     Level::Avx2 => unsafe { v3($($arg),*) },
-                    Level::Base => imp($($arg),*),
+                    Level::Base => imp::<Plain>($($arg),*),
                 }
             }
             #[cfg(not(target_arch = "x86_64"))]
             {
-                imp($($arg),*)
+                imp::<$crate::fast::simd::Plain>($($arg),*)
             }
         }
     };
 }
 pub(crate) use simd_fn;
+
+/// How the math helpers below compute `a·b + c`. Rust never contracts a
+/// multiply and an add on its own, so without this every polynomial step
+/// is two dependent instructions; `f32::mul_add` is one where the code is
+/// compiled with FMA, but a libm call (scalar, so no vectorized loop)
+/// where it is not — hence the choice is made per [`simd_fn!`] variant.
+pub trait Mad {
+    fn mad(a: f32, b: f32, c: f32) -> f32;
+}
+
+/// Fused multiply-add (one rounding): the AVX-512 and AVX2+FMA variants.
+pub enum Fused {}
+/// Multiply, then add: the baseline x86 variant and wasm32 (whose SIMD has
+/// no fused multiply-add outside relaxed SIMD).
+pub enum Plain {}
+
+impl Mad for Fused {
+    #[inline(always)]
+    fn mad(a: f32, b: f32, c: f32) -> f32 {
+        a.mul_add(b, c)
+    }
+}
+
+impl Mad for Plain {
+    #[inline(always)]
+    fn mad(a: f32, b: f32, c: f32) -> f32 {
+        a * b + c
+    }
+}
 
 /// The instruction set the fast kernels use (for reports and benchmarks).
 pub fn level_name() -> &'static str {
@@ -100,7 +132,7 @@ pub fn level_name() -> &'static str {
 /// e^x in f32, relative error < 2e-7 over the range where it does not
 /// overflow; +inf above ~88.7, 0 below ~-87.3, NaN stays NaN.
 #[inline(always)]
-pub fn exp(x: f32) -> f32 {
+pub fn exp<M: Mad>(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
     const LN2_HI: f32 = 0.693_145_75;
     const LN2_LO: f32 = 1.428_606_8e-6;
@@ -109,16 +141,22 @@ pub fn exp(x: f32) -> f32 {
     // and `as i32` saturates, and either would stop the loop from
     // vectorizing. The integer n sits in the low mantissa bits of `t`.
     const MAGIC: f32 = 12_582_912.0;
-    let t = xc * LOG2E + MAGIC;
+    let t = M::mad(xc, LOG2E, MAGIC);
     let nf = t - MAGIC;
-    let r = xc - nf * LN2_HI - nf * LN2_LO;
-    // Taylor polynomial of e^r on |r| ≤ ln2/2.
-    let p = 1.0
-        + r * (1.0
-            + r * (0.5
-                + r * (1.0 / 6.0
-                    + r * (1.0 / 24.0
-                        + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
+    let r = M::mad(nf, -LN2_LO, M::mad(nf, -LN2_HI, xc));
+    // Taylor polynomial of e^r on |r| ≤ ln2/2, by Horner's rule.
+    let mut p = 1.0 / 5040.0;
+    for c in [
+        1.0 / 720.0,
+        1.0 / 120.0,
+        1.0 / 24.0,
+        1.0 / 6.0,
+        0.5,
+        1.0,
+        1.0,
+    ] {
+        p = M::mad(p, r, c);
+    }
     // 2^n built in two halves so n = 128 (x near 88.7) does not overflow
     // the exponent field.
     let n = (t.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
@@ -135,24 +173,31 @@ pub fn exp(x: f32) -> f32 {
     }
 }
 
+/// `t·(a1 + t·(a2 + …))`: erfc(a) ≈ this · e^(−a²) for a ≥ 0 with
+/// t = 1 / (1 + p·a), absolute error < 1.5e-7 (Abramowitz–Stegun 7.1.26).
+#[inline(always)]
+fn erfc_factor<M: Mad>(a: f32) -> f32 {
+    let t = 1.0 / M::mad(0.327_591_1, a, 1.0);
+    let mut p = 1.061_405_4;
+    for c in [-1.453_152, 1.421_413_7, -0.284_496_74, 0.254_829_6] {
+        p = M::mad(p, t, c);
+    }
+    t * p
+}
+
 /// erf(x) in f32, absolute error < 4e-7: a Taylor series below |x| = 0.5,
 /// Abramowitz–Stegun 7.1.26 above (tested against libm's f64 erf).
 #[inline(always)]
-pub fn erf(x: f32) -> f32 {
+pub fn erf<M: Mad>(x: f32) -> f32 {
     // For |x| < 0.5 a Taylor series is exact to f32; above, the A&S form.
     let a = x.abs();
     let x2 = x * x;
-    let small = x
-        * (std::f32::consts::FRAC_2_SQRT_PI
-            * (1.0
-                + x2 * (-1.0 / 3.0
-                    + x2 * (1.0 / 10.0
-                        + x2 * (-1.0 / 42.0 + x2 * (1.0 / 216.0 + x2 * (-1.0 / 1320.0)))))));
-    let t = 1.0 / (1.0 + 0.327_591_1 * a);
-    let poly = t
-        * (0.254_829_6
-            + t * (-0.284_496_74 + t * (1.421_413_7 + t * (-1.453_152 + t * 1.061_405_4))));
-    let big = (1.0 - poly * exp(-a * a)).copysign(x);
+    let mut s = -1.0 / 1320.0;
+    for c in [1.0 / 216.0, -1.0 / 42.0, 1.0 / 10.0, -1.0 / 3.0, 1.0] {
+        s = M::mad(s, x2, c);
+    }
+    let small = x * (std::f32::consts::FRAC_2_SQRT_PI * s);
+    let big = M::mad(-erfc_factor::<M>(a), exp::<M>(-a * a), 1.0).copysign(x);
     if a < 0.5 {
         small
     } else {
@@ -162,14 +207,16 @@ pub fn erf(x: f32) -> f32 {
 
 /// tanh(x) in f32 through e^(2|x|); absolute error < 3e-7.
 #[inline(always)]
-pub fn tanh(x: f32) -> f32 {
+pub fn tanh<M: Mad>(x: f32) -> f32 {
     let a = x.abs();
     let x2 = x * x;
     // Odd Taylor series near 0 (where 1 - 2/(e^2x + 1) cancels).
-    let small = x
-        * (1.0
-            + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0 + x2 * (-17.0 / 315.0 + x2 * (62.0 / 2835.0)))));
-    let e = exp(2.0 * a.min(20.0));
+    let mut s = 62.0 / 2835.0;
+    for c in [-17.0 / 315.0, 2.0 / 15.0, -1.0 / 3.0, 1.0] {
+        s = M::mad(s, x2, c);
+    }
+    let small = x * s;
+    let e = exp::<M>(2.0 * a.min(20.0));
     let big = (1.0 - 2.0 / (e + 1.0)).copysign(x);
     if a < 0.125 || x.is_nan() {
         small
@@ -179,24 +226,32 @@ pub fn tanh(x: f32) -> f32 {
 }
 
 #[inline(always)]
-pub fn sigmoid(x: f32) -> f32 {
-    1.0 / (1.0 + exp(-x))
+pub fn sigmoid<M: Mad>(x: f32) -> f32 {
+    1.0 / (1.0 + exp::<M>(-x))
+}
+
+/// x·Φ(x), Φ the standard normal CDF, written with one erfc so that one
+/// e^(−x²/2) serves both signs: Φ = 1 − q for x ≥ 0 and q for x < 0, with
+/// q = erfc(|x|/√2) / 2. Absolute error < 1e-7·|x| from the erfc form, and
+/// no cancellation for negative x (where 1 + erf(x/√2) would cancel).
+#[inline(always)]
+pub fn gelu<M: Mad>(x: f32) -> f32 {
+    let a = x.abs() * std::f32::consts::FRAC_1_SQRT_2;
+    let q = 0.5 * erfc_factor::<M>(a) * exp::<M>(-a * a);
+    let phi = if x < 0.0 { q } else { 1.0 - q };
+    x * phi
 }
 
 #[inline(always)]
-pub fn gelu(x: f32) -> f32 {
-    0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))
-}
-
-#[inline(always)]
-pub fn gelu_tanh(x: f32) -> f32 {
+pub fn gelu_tanh<M: Mad>(x: f32) -> f32 {
     const K: f32 = 0.797_884_6; // sqrt(2/π)
-    0.5 * x * (1.0 + tanh(K * (x + 0.044_715 * x * x * x)))
+    let inner = K * M::mad(0.044_715 * x * x, x, x);
+    0.5 * x * (1.0 + tanh::<M>(inner))
 }
 
 #[inline(always)]
-pub fn silu(x: f32) -> f32 {
-    x * sigmoid(x)
+pub fn silu<M: Mad>(x: f32) -> f32 {
+    x * sigmoid::<M>(x)
 }
 
 #[inline(always)]
@@ -213,42 +268,68 @@ pub fn relu(x: f32) -> f32 {
 mod tests {
     //! Accuracy against f64 std math over a dense sweep.
 
+    use super::{Fused, Mad, Plain};
+
     fn sweep(lo: f64, hi: f64, n: usize) -> impl Iterator<Item = f32> {
         (0..=n).map(move |i| (lo + (hi - lo) * i as f64 / n as f64) as f32)
     }
 
-    #[test]
-    fn exp_is_accurate() {
+    fn exp_accurate<M: Mad>() {
         for x in sweep(-87.0, 88.0, 200_000) {
             let want = (x as f64).exp();
-            let got = super::exp(x) as f64;
+            let got = super::exp::<M>(x) as f64;
             assert!(
                 ((got - want) / want).abs() < 3e-7,
                 "exp({x}) = {got}, want {want}"
             );
         }
-        assert_eq!(super::exp(100.0), f32::INFINITY);
-        assert_eq!(super::exp(-100.0), 0.0);
-        assert!(super::exp(f32::NAN).is_nan());
+        assert_eq!(super::exp::<M>(100.0), f32::INFINITY);
+        assert_eq!(super::exp::<M>(-100.0), 0.0);
+        assert!(super::exp::<M>(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn exp_is_accurate() {
+        exp_accurate::<Plain>();
+        exp_accurate::<Fused>();
+    }
+
+    fn erf_tanh_gelu_accurate<M: Mad>() {
+        for x in sweep(-9.0, 9.0, 100_000) {
+            let xf = x as f64;
+            let e = libm::erf(xf);
+            assert!((super::erf::<M>(x) as f64 - e).abs() < 4e-7, "erf({x})");
+            assert!(
+                (super::tanh::<M>(x) as f64 - xf.tanh()).abs() < 4e-7,
+                "tanh({x})"
+            );
+            let g = 0.5 * xf * (1.0 + libm::erf(xf / 2f64.sqrt()));
+            let got = super::gelu::<M>(x) as f64;
+            assert!(
+                (got - g).abs() < 4e-7 * (1.0 + xf.abs()),
+                "gelu({x}) = {got}, want {g}"
+            );
+            let gt = 0.5
+                * xf
+                * (1.0
+                    + ((2.0 / std::f64::consts::PI).sqrt() * (xf + 0.044715 * xf.powi(3))).tanh());
+            assert!(
+                (super::gelu_tanh::<M>(x) as f64 - gt).abs() < 1e-6 * (1.0 + xf.abs()),
+                "gelu_tanh({x})"
+            );
+            let s = 1.0 / (1.0 + (-xf).exp());
+            assert!(
+                (super::sigmoid::<M>(x) as f64 - s).abs() < 4e-7,
+                "sigmoid({x})"
+            );
+        }
+        assert!(super::gelu::<M>(f32::NAN).is_nan());
+        assert_eq!(super::gelu::<M>(f32::INFINITY), f32::INFINITY);
     }
 
     #[test]
     fn erf_tanh_gelu_are_accurate() {
-        for x in sweep(-9.0, 9.0, 100_000) {
-            let xf = x as f64;
-            let e = libm::erf(xf);
-            assert!((super::erf(x) as f64 - e).abs() < 4e-7, "erf({x})");
-            assert!(
-                (super::tanh(x) as f64 - xf.tanh()).abs() < 4e-7,
-                "tanh({x})"
-            );
-            let g = 0.5 * xf * (1.0 + libm::erf(xf / 2f64.sqrt()));
-            assert!(
-                (super::gelu(x) as f64 - g).abs() < 4e-6 * (1.0 + xf.abs()),
-                "gelu({x})"
-            );
-            let s = 1.0 / (1.0 + (-xf).exp());
-            assert!((super::sigmoid(x) as f64 - s).abs() < 4e-7, "sigmoid({x})");
-        }
+        erf_tanh_gelu_accurate::<Plain>();
+        erf_tanh_gelu_accurate::<Fused>();
     }
 }
