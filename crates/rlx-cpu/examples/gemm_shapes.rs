@@ -56,6 +56,7 @@ fn main() {
                     c,
                     n,
                     threads,
+                    false,
                 )
             }),
         ];

@@ -104,11 +104,11 @@ fn with_weight<T>(b: Mat<f32>, packed: Option<&PackedB>, f: impl FnOnce(Weight) 
     }
 }
 
-/// `c (row stride ldc) = a · b` on this thread.
-fn product(a: Mat<f32>, b: Weight, c: &mut [f32], ldc: usize) {
+/// `c (row stride ldc) = a · b` on this thread; `c += a · b` with `acc`.
+fn product(a: Mat<f32>, b: Weight, c: &mut [f32], ldc: usize, acc: bool) {
     match b {
-        Weight::Packed(p) => gemm128::gemm_packed(a, p, c, ldc),
-        Weight::AsIs(b) => gemm_into(a, b, c, ldc, false, false),
+        Weight::Packed(p) => gemm128::gemm_packed_into(a, p, c, ldc, acc),
+        Weight::AsIs(b) => gemm_into(a, b, c, ldc, acc, false),
     }
 }
 
@@ -116,7 +116,9 @@ fn product(a: Mat<f32>, b: Weight, c: &mut [f32], ldc: usize) {
 /// Both operands have rank ≥ 2 (checked when the kernel was chosen);
 /// `packed`, when given, is `b` (2-D) packed for gemm128. With `half`,
 /// each finished block of `out` is also rounded into it (a 16-bit output),
-/// while the block is in cache.
+/// while the block is in cache. With `residual`, `out` already holds a
+/// residual the product is added to — a following `add` folded into this
+/// product (`act` is then `None`: out = residual + a·b + bias).
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     out: &mut [f32],
@@ -127,7 +129,9 @@ pub fn run(
     bias: Option<&View>,
     act: Act,
     half: Option<(&mut [u16], Fmt)>,
+    residual: bool,
 ) {
+    debug_assert!(!residual || (act == Act::None && half.is_none()));
     let r = out_dims.len();
     let (m, n) = (out_dims[r - 2], out_dims[r - 1]);
     let ra = a.loc.dims.len();
@@ -194,9 +198,10 @@ pub fn run(
                 col_stride: a.loc.strides[ra - 1],
             };
             if rows <= SPLIT_COLS_M {
-                crate::kernels::gemm::gemm_cols(am, bm, out, n, super::par::threads());
+                let parts = super::par::threads();
+                crate::kernels::gemm::gemm_cols(am, bm, out, n, parts, residual);
             } else {
-                gemm_into(am, bm, out, n, false, true);
+                gemm_into(am, bm, out, n, residual, true);
             }
             let chunk = chunk_len(rows * n, n, 16 * n.max(TILE));
             for_chunks_with(out, half, chunk, |ci, oc, h| finish(oc, ci * chunk / n, h));
@@ -214,7 +219,7 @@ pub fn run(
                     row_stride: a.loc.strides[ra - 2],
                     col_stride: a.loc.strides[ra - 1],
                 };
-                product(am, w, oc, n);
+                product(am, w, oc, n, residual);
                 finish(oc, r0, h);
             })
         });
@@ -224,7 +229,7 @@ pub fn run(
     for_chunks_with(out, half, m * n, |bi, oc, h| {
         let am = a.mat(a.loc.batch_offset(batch, bi), m, k);
         let bm = b.mat(b.loc.batch_offset(batch, bi), k, n);
-        with_weight(bm, packed, |w| product(am, w, oc, n));
+        with_weight(bm, packed, |w| product(am, w, oc, n, residual));
         finish(oc, bi * m, h);
     });
 }

@@ -186,7 +186,26 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
 
 /// The kernel name the dispatch report shows for a node.
 pub fn kernel_name(op: &str, inputs: &[&TensorType], attrs: &Attrs, dtype: DType) -> String {
-    match select(op, inputs, attrs) {
+    let kind = select(op, inputs, attrs);
+    // Whether this node folds in a following residual add depends on its
+    // neighbours and the memory plan, so the report says where it can.
+    let folds = matches!(
+        kind,
+        Some(Kind::Matmul {
+            act: matmul::Act::None,
+            ..
+        })
+    ) && dtype == DType::F32;
+    let name = kernel_base_name(op, kind, dtype);
+    if folds {
+        format!("{name} (+ a following residual add, where the memory plan allows)")
+    } else {
+        name
+    }
+}
+
+fn kernel_base_name(op: &str, kind: Option<Kind>, dtype: DType) -> String {
+    match kind {
         Some(Kind::Matmul { .. }) if dtype == DType::BF16 && bf16dot::available() => {
             format!(
                 "cpu::fast::{op}<bf16: AVX512-BF16 dot products where the layout allows, else f32 GEMM>"
@@ -250,8 +269,89 @@ enum Step {
         /// An f32 matmul whose weight, when resident, is packed once for
         /// gemm128 (`f32_packs[i]`).
         f32_pack: Option<usize>,
+        /// A following residual `add` computed by this matmul.
+        fused_add: Option<FusedAdd>,
     },
     Ref,
+    /// Computed by an earlier node's kernel (a residual `add` folded into
+    /// a matmul: [`FusedAdd`]); nothing runs.
+    Folded,
+}
+
+/// A residual `add(matmul(..), r)` that the matmul computes: it writes the
+/// add's slot `out` — `r` copied there first (`from`), or already there
+/// when the memory plan put the add in place over `r`, as it does for a
+/// transformer's residual stream — and adds `a·b + bias` onto it.
+#[derive(Clone, Debug)]
+struct FusedAdd {
+    out: Loc,
+    from: Option<Loc>,
+}
+
+/// The residual `add` that matmul node `i` (f32, no activation, arena
+/// output) can fold in: its output's one use, after nothing but views,
+/// is an `add` with a same-typed f32 value `r`, and the add's slot does
+/// not overlap what the product reads (`reads`). Returns the add's node
+/// index and the plan.
+fn residual_add(
+    g: &Graph,
+    i: usize,
+    homes: &[Home],
+    no_op: &[bool],
+    uses: &[usize],
+    reads: &[Option<Loc>],
+) -> Option<(usize, FusedAdd)> {
+    let v = g.nodes[i].outputs[0];
+    if uses[v.index()] != 1 || g.outputs.contains(&v) {
+        return None;
+    }
+    let j = (i + 1..g.nodes.len()).find(|&j| g.nodes[j].inputs.contains(&v))?;
+    let add = &g.nodes[j];
+    if (i + 1..j).any(|k| !no_op[k])
+        || add.op.name() != "add"
+        || add.inputs.len() != 2
+        || add.outputs.len() != 1
+    {
+        return None;
+    }
+    let r = if add.inputs[0] == v {
+        add.inputs[1]
+    } else {
+        add.inputs[0]
+    };
+    if r == v || g.ty(r) != g.ty(v) || g.ty(add.outputs[0]) != g.ty(v) {
+        return None;
+    }
+    let (Home::Mem(o, Fmt::F32), Home::Mem(rl, Fmt::F32)) =
+        (&homes[add.outputs[0].index()], &homes[r.index()])
+    else {
+        return None;
+    };
+    if o.root != Root::Arena || !o.is_contiguous() || !rl.is_contiguous() {
+        return None;
+    }
+    let span = o.span();
+    let overlaps = |l: &Loc| {
+        let s = l.span();
+        l.root == Root::Arena && s.start < span.end && span.start < s.end
+    };
+    if reads.iter().flatten().any(overlaps) {
+        return None;
+    }
+    let from = if rl.root == Root::Arena && rl.offset == o.offset {
+        None
+    } else if overlaps(rl) {
+        return None;
+    } else {
+        Some(rl.clone())
+    };
+    Some((
+        j,
+        FusedAdd {
+            out: o.clone(),
+            from,
+        },
+    ))
 }
 
 struct State {
@@ -642,14 +742,35 @@ impl FastProgram {
         let mut widened: Vec<Option<usize>> = vec![None; g.inputs.len()];
         let mut steps = Vec::with_capacity(g.nodes.len());
         let (mut scratch, mut stage_len, mut stage_out_len) = (0usize, 0usize, 0usize);
-        for node in &g.nodes {
-            let out_float =
-                node.outputs.len() == 1 && convert::is_float(g.ty(node.outputs[0]).dtype);
-            if out_float && (is_view[node.outputs[0].index()] || is_const[node.outputs[0].index()])
-            {
+        // Nodes that run nothing (views, constants), each value's uses, and
+        // the adds folded into a matmul before them.
+        let no_op: Vec<bool> = g
+            .nodes
+            .iter()
+            .map(|n| {
+                n.outputs.len() == 1
+                    && convert::is_float(g.ty(n.outputs[0]).dtype)
+                    && (is_view[n.outputs[0].index()] || is_const[n.outputs[0].index()])
+            })
+            .collect();
+        let mut uses = vec![0usize; g.values.len()];
+        for n in &g.nodes {
+            for v in &n.inputs {
+                uses[v.index()] += 1;
+            }
+        }
+        let mut folded = vec![false; g.nodes.len()];
+        for (ni, node) in g.nodes.iter().enumerate() {
+            if no_op[ni] {
                 steps.push(Step::View);
                 continue;
             }
+            if folded[ni] {
+                steps.push(Step::Folded);
+                continue;
+            }
+            let out_float =
+                node.outputs.len() == 1 && convert::is_float(g.ty(node.outputs[0]).dtype);
             let types: Vec<&TensorType> = node.inputs.iter().map(|&v| g.ty(v)).collect();
             // Fast kernels write f32 arena slots directly, 16-bit slots
             // through the staging output.
@@ -866,6 +987,18 @@ impl FastProgram {
                 }
                 Kind::Matmul { .. } | Kind::Embedding | Kind::Constant | Kind::Reduce { .. } => {}
             }
+            let fused_add = match &kind {
+                Kind::Matmul {
+                    act: matmul::Act::None,
+                    ..
+                } if dot.is_none() && out_half.is_none() && out_loc.root == Root::Arena => {
+                    residual_add(g, ni, &homes, &no_op, &uses, &args).map(|(j, f)| {
+                        folded[j] = true;
+                        f
+                    })
+                }
+                _ => None,
+            };
             steps.push(Step::Fast {
                 kind,
                 args,
@@ -876,6 +1009,7 @@ impl FastProgram {
                 out_half,
                 dot,
                 f32_pack,
+                fused_add,
             });
         }
         let mut p = FastProgram {
@@ -918,14 +1052,15 @@ impl FastProgram {
         }
     }
 
-    /// (fast kernels, reference kernels, views) in this program.
+    /// (fast kernels, reference kernels, views and folded adds) in this
+    /// program.
     pub fn counts(&self) -> (usize, usize, usize) {
         let mut c = (0, 0, 0);
         for s in &self.steps {
             match s {
                 Step::Fast { .. } => c.0 += 1,
                 Step::Ref => c.1 += 1,
-                Step::View => c.2 += 1,
+                Step::View | Step::Folded => c.2 += 1,
             }
         }
         c
@@ -1010,7 +1145,7 @@ impl FastProgram {
         }
         for (node, step) in g.nodes.iter().zip(&self.steps) {
             match step {
-                Step::View => {}
+                Step::View | Step::Folded => {}
                 Step::Ref => {
                     crate::profile::time(node.op.name(), || self.run_ref(st, node, inputs))?
                 }
@@ -1024,6 +1159,7 @@ impl FastProgram {
                     out_half,
                     dot,
                     f32_pack,
+                    fused_add,
                 } => crate::profile::time(node.op.name(), || {
                     for s in stage_in {
                         let dst = &mut st.stage[s.to..s.to + s.from.len()];
@@ -1041,6 +1177,7 @@ impl FastProgram {
                         *out_half,
                         *dot,
                         *f32_pack,
+                        fused_add.as_ref(),
                         inputs,
                     )?;
                     if let (Some((off, fmt)), false) = (*out_half, stored) {
@@ -1166,17 +1303,23 @@ impl FastProgram {
         out_half: Option<(usize, Fmt)>,
         dot: Option<DotPlan>,
         f32_pack: Option<usize>,
+        fused_add: Option<&FusedAdd>,
         inputs: &[&HostTensor],
     ) -> Result<bool, CpuError> {
         let staged_out = out_half.is_some();
         let g = &self.graph;
         let op = node.op.name();
         let out_v = node.outputs[0];
-        let Home::Mem(out_loc, _) = &self.homes[out_v.index()] else {
-            return Err(fail(
-                op,
-                "fast kernel without an arena output (an engine bug)",
-            ));
+        // A matmul with a folded add writes the add's slot.
+        let out_loc = match (fused_add, &self.homes[out_v.index()]) {
+            (Some(f), _) => &f.out,
+            (None, Home::Mem(l, _)) => l,
+            (None, Home::Host(_)) => {
+                return Err(fail(
+                    op,
+                    "fast kernel without an arena output (an engine bug)",
+                ))
+            }
         };
         let out_dims = out_loc.dims.as_slice();
         let host = &st.host;
@@ -1293,7 +1436,22 @@ impl FastProgram {
                 let packed = f32_pack
                     .filter(|&i| st.f32_packed_ready[i])
                     .map(|i| &st.f32_packed[i]);
-                matmul::run(out, out_dims, &a, &b, packed, bias.as_ref(), *act, half);
+                if let Some(from) = fused_add.and_then(|f| f.from.as_ref()) {
+                    let (data, shift) = rd.slice(from).map_err(|_| overlap())?;
+                    out.copy_from_slice(&data[from.offset - shift..][..out.len()]);
+                }
+                let residual = fused_add.is_some();
+                matmul::run(
+                    out,
+                    out_dims,
+                    &a,
+                    &b,
+                    packed,
+                    bias.as_ref(),
+                    *act,
+                    half,
+                    residual,
+                );
                 return Ok(true);
             }
             Kind::Attention => {
@@ -1469,6 +1627,95 @@ mod tests {
             let st = p.state.lock().unwrap();
             // Only the resident weight (%w) is held packed.
             assert_eq!(st.f32_packed_ready, [true, false], "run {run}");
+        }
+    }
+
+    /// A residual `add` after a matmul is folded into it — in place over
+    /// the residual (its last use), copied first (the residual lives on),
+    /// or read from a graph input — on every GEMM path (few rows: columns
+    /// split across threads; up to 1024: one threaded call; more: row
+    /// blocks; a resident weight: gemm128), against the reference kernels.
+    /// A matmul whose output has another use keeps its add.
+    #[test]
+    fn residual_adds_fold_into_matmuls() {
+        for rows in [5, 300, 1100] {
+            let src = format!(
+                "graph @g(%x: f32[{rows},16], %w: f32[16,16], %b: f32[16], %u: f32[16,16], %x2: f32[{rows},16]) {{
+  %r = tanh(%x)
+  %s = sigmoid(%x)
+  %h = matmul_bias_act(%s, %u, %b) {{activation=\"none\"}}
+  %y2 = add(%s, %h)
+  %z = add(%y2, %s)
+  %h2 = matmul(%r, %w)
+  %y = add(%h2, %x2)
+  %k = matmul(%r, %w)
+  %k2 = add(%k, %k)
+  %t = matmul_bias_act(%x, %u, %b) {{activation=\"none\"}}
+  %t2 = add(%r, %t)
+  return %y, %z, %k2, %t2
+}}"
+            );
+            let g = rlx_ir::text::parse(&src).unwrap();
+            // `from_graph` gives every value its own slot; a memory plan
+            // puts %t2 in place over %r (its last use), as here.
+            let mut prog = rlx_ir::lir::Program::from_graph(g.clone());
+            let slot_of = |prog: &rlx_ir::lir::Program, v| {
+                prog.slots.iter().position(|s| s.value == v).unwrap()
+            };
+            let (r, t2) = (
+                slot_of(&prog, g.nodes[0].outputs[0]),
+                slot_of(&prog, g.outputs[3]),
+            );
+            prog.slots[t2].offset = prog.slots[r].offset;
+            let p = FastProgram::compile(prog).unwrap();
+            let folds: Vec<Option<bool>> = p
+                .steps
+                .iter()
+                .filter_map(|s| match s {
+                    Step::Fast {
+                        kind: Kind::Matmul { .. },
+                        fused_add,
+                        ..
+                    } => Some(fused_add.as_ref().map(|f| f.from.is_none())),
+                    _ => None,
+                })
+                .collect();
+            // %h (residual %s lives on: copied), %h2 (graph input %x2:
+            // copied), %k (two uses: not folded), %t (in place over %r).
+            assert_eq!(
+                folds,
+                [Some(false), Some(false), None, Some(true)],
+                "rows {rows}: folded adds (Some(in place))"
+            );
+            assert_eq!(
+                p.steps.iter().filter(|s| matches!(s, Step::Folded)).count(),
+                3
+            );
+            for resident in [false, true] {
+                if resident {
+                    p.keep_resident(&[1, 3]);
+                }
+                let ins: Vec<HostTensor> = g
+                    .inputs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &v)| tensor(g.ty(v).dims(), 10 + i as u64))
+                    .collect();
+                let refs: Vec<&HostTensor> = ins.iter().collect();
+                let want = crate::run_graph_refs(&g, &refs).unwrap();
+                for run in 0..2 {
+                    let got = p.run(&refs).unwrap();
+                    for (o, (gt, wt)) in got.iter().zip(&want).enumerate() {
+                        let (gt, wt) = (gt.to_f64_vec().unwrap(), wt.to_f64_vec().unwrap());
+                        for (i, (a, b)) in gt.iter().zip(&wt).enumerate() {
+                            assert!(
+                                (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
+                                "rows {rows} resident {resident} run {run} output {o} [{i}]: {a} vs {b}"
+                            );
+                        }
+                    }
+                }
+            }
         }
     }
 

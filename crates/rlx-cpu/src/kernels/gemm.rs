@@ -205,13 +205,21 @@ unsafe fn gemm_raw<T>(
 /// beats the crate's own threading: each thread packs only its share of the
 /// weight and reads it once, instead of both waiting on a shared packing of
 /// all of it (MiniLM's shapes at 128 rows with cold weights, 2 threads:
-/// 1.04–1.21×, `benches/results/gemm-shapes.md`).
+/// 1.04–1.21×, `benches/results/gemm-shapes.md`). With `accumulate`,
+/// `c += a · b`.
 #[cfg(not(target_arch = "wasm32"))]
-pub fn gemm_cols(a: Mat<f32>, b: Mat<f32>, c: &mut [f32], ldc: usize, parts: usize) {
+pub fn gemm_cols(
+    a: Mat<f32>,
+    b: Mat<f32>,
+    c: &mut [f32],
+    ldc: usize,
+    parts: usize,
+    accumulate: bool,
+) {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     let width = n.div_ceil(parts.max(1)).div_ceil(32) * 32;
     if parts <= 1 || width >= n || k == 0 {
-        return gemm_into(a, b, c, ldc, false, false);
+        return gemm_into(a, b, c, ldc, accumulate, false);
     }
     assert!(
         b.rows == k && a.in_bounds() && b.in_bounds(),
@@ -231,12 +239,22 @@ pub fn gemm_cols(a: Mat<f32>, b: Mat<f32>, c: &mut [f32], ldc: usize, parts: usi
     unsafe impl Sync for Out {}
     // Blocks [lo, hi) of `width` columns, halved through rayon::join (no
     // heap job per block, so a steady-state run stays allocation-free).
-    fn blocks(a: Mat<f32>, b: Mat<f32>, out: Out, ldc: usize, width: usize, lo: usize, hi: usize) {
+    #[allow(clippy::too_many_arguments)]
+    fn blocks(
+        a: Mat<f32>,
+        b: Mat<f32>,
+        out: Out,
+        ldc: usize,
+        width: usize,
+        acc: bool,
+        lo: usize,
+        hi: usize,
+    ) {
         if hi - lo > 1 {
             let mid = (lo + hi) / 2;
             rayon::join(
-                || blocks(a, b, out, ldc, width, lo, mid),
-                || blocks(a, b, out, ldc, width, mid, hi),
+                || blocks(a, b, out, ldc, width, acc, lo, mid),
+                || blocks(a, b, out, ldc, width, acc, mid, hi),
             );
             return;
         }
@@ -253,24 +271,24 @@ pub fn gemm_cols(a: Mat<f32>, b: Mat<f32>, c: &mut [f32], ldc: usize, parts: usi
         // in-bounds `b`.
         #[allow(unsafe_code)]
         unsafe {
-            gemm_raw(
-                a,
-                bb,
-                out.0.add(n0),
-                ldc,
-                false,
-                1.0,
-                gemm::Parallelism::None,
-            )
+            gemm_raw(a, bb, out.0.add(n0), ldc, acc, 1.0, gemm::Parallelism::None)
         }
     }
-    blocks(a, b, Out(c.as_mut_ptr()), ldc, width, 0, n.div_ceil(width));
+    let out = Out(c.as_mut_ptr());
+    blocks(a, b, out, ldc, width, accumulate, 0, n.div_ceil(width));
 }
 
 /// One thread in wasm32: [`gemm_into`].
 #[cfg(target_arch = "wasm32")]
-pub fn gemm_cols(a: Mat<f32>, b: Mat<f32>, c: &mut [f32], ldc: usize, _parts: usize) {
-    gemm_into(a, b, c, ldc, false, false)
+pub fn gemm_cols(
+    a: Mat<f32>,
+    b: Mat<f32>,
+    c: &mut [f32],
+    ldc: usize,
+    _parts: usize,
+    accumulate: bool,
+) {
+    gemm_into(a, b, c, ldc, accumulate, false)
 }
 
 /// The element types the wrapper instantiates.
@@ -324,7 +342,7 @@ mod tests {
             let b = Mat::row_major(&bt, n, k).t();
             let (mut one, mut split) = (vec![f32::NAN; m * n], vec![f32::NAN; m * n]);
             gemm_into(Mat::row_major(&a, m, k), b, &mut one, n, false, false);
-            gemm_cols(Mat::row_major(&a, m, k), b, &mut split, n, parts);
+            gemm_cols(Mat::row_major(&a, m, k), b, &mut split, n, parts, false);
             for i in 0..m {
                 for j in 0..n {
                     let want: f64 = (0..k)

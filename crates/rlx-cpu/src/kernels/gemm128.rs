@@ -215,7 +215,7 @@ pub fn gemm(a: Mat<f32>, b: Mat<f32>, c: &mut [f32], ldc: usize) {
 pub fn gemm_scaled(a: Mat<f32>, b: Mat<f32>, c: &mut [f32], ldc: usize, scale: f32) {
     assert!(a.cols == b.rows, "gemm128: inner dimensions differ");
     with_packed(b, |w| {
-        A_BUF.with(|abuf| run::<MR>(a, w, c, ldc, scale, &mut abuf.borrow_mut()))
+        A_BUF.with(|abuf| run::<MR>(a, w, c, ldc, scale, false, &mut abuf.borrow_mut()))
     });
 }
 
@@ -226,13 +226,18 @@ pub fn gemm_tuned<const R: usize>(a: Mat<f32>, b: Mat<f32>, c: &mut [f32], ldc: 
     const { assert!(R >= 1 && R <= 6, "gemm128: 1 to 6 rows per tile") };
     assert!(a.cols == b.rows, "gemm128: inner dimensions differ");
     with_packed(b, |w| {
-        A_BUF.with(|abuf| run::<R>(a, w, c, ldc, 1.0, &mut abuf.borrow_mut()))
+        A_BUF.with(|abuf| run::<R>(a, w, c, ldc, 1.0, false, &mut abuf.borrow_mut()))
     });
 }
 
 /// `c (m×n, row stride ldc) = a (m×k) · w`, `w` packed beforehand.
 pub fn gemm_packed(a: Mat<f32>, w: &PackedB, c: &mut [f32], ldc: usize) {
-    A_BUF.with(|abuf| run::<MR>(a, w, c, ldc, 1.0, &mut abuf.borrow_mut()));
+    gemm_packed_into(a, w, c, ldc, false)
+}
+
+/// [`gemm_packed`], or with `accumulate` `c += a · w` (c holds a residual).
+pub fn gemm_packed_into(a: Mat<f32>, w: &PackedB, c: &mut [f32], ldc: usize, accumulate: bool) {
+    A_BUF.with(|abuf| run::<MR>(a, w, c, ldc, 1.0, accumulate, &mut abuf.borrow_mut()));
 }
 
 // With `relaxed-simd` the relaxed instructions are enabled here only (the
@@ -247,6 +252,7 @@ fn run<const R: usize>(
     c: &mut [f32],
     ldc: usize,
     scale: f32,
+    accumulate: bool,
     abuf: &mut Vec<f32>,
 ) {
     let (m, k, n) = (a.rows, b.k, b.n);
@@ -261,8 +267,10 @@ fn run<const R: usize>(
     }
     CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     if k == 0 {
-        for row in c.chunks_mut(ldc).take(m) {
-            row[..n].fill(0.0);
+        if !accumulate {
+            for row in c.chunks_mut(ldc).take(m) {
+                row[..n].fill(0.0);
+            }
         }
         return;
     }
@@ -273,7 +281,8 @@ fn run<const R: usize>(
     let mut tile = [0f32; 6 * NR];
     for p0 in (0..k).step_by(kc_max) {
         let kc = kc_max.min(k - p0);
-        let first = p0 == 0;
+        // The first K block stores its tiles, later ones add to them.
+        let first = p0 == 0 && !accumulate;
         for i0 in (0..m).step_by(mc_max) {
             let mc = mc_max.min(m - i0);
             pack_a::<R>(&a, i0, mc, p0, kc, abuf);
