@@ -47,7 +47,7 @@ macro_rules! simd_fn {
             // `M` (a [`Mad`]) is how the body's math multiply-adds: fused in
             // the variants compiled with FMA, plain elsewhere.
             #[inline(always)]
-            #[allow(clippy::too_many_arguments)]
+            #[allow(clippy::too_many_arguments, clippy::extra_unused_type_parameters)]
             fn imp<M: $crate::fast::simd::Mad>($($arg: $ty),*) $(-> $ret)? $body
             #[cfg(target_arch = "x86_64")]
             {
