@@ -58,6 +58,88 @@ pub fn scratch(sk: usize) -> usize {
 }
 
 pub fn run(out: &mut [f32], q: &View, k: &View, v: &View, mask: &Mask, dm: &Dims, pool: &Scratch) {
+    let (sq, dv) = (dm.sq, dm.dv);
+    if sq == 0 || dv == 0 {
+        return;
+    }
+    for_chunks(out, sq * dv, |bi, ob| {
+        pool.with(|buf| {
+            for i0 in (0..sq).step_by(BLOCK) {
+                let rows = BLOCK.min(sq - i0);
+                attend(&mut ob[i0 * dv..], dv, q, k, v, mask, dm, bi, i0, rows, buf);
+            }
+        })
+    });
+}
+
+/// [`run`] with the output written with its heads merged: for `q` of
+/// (outer..., H, Sq, D), `out` is (outer..., Sq, H·Dv) row-major — the
+/// layout `reshape(permute(attention, (.., Sq, H, Dv)))` copies it into,
+/// so that copy is not made. Tasks are blocks of query rows of one outer
+/// index, all heads each: a contiguous piece of `out`.
+#[allow(clippy::too_many_arguments)]
+pub fn run_merged(
+    out: &mut [f32],
+    q: &View,
+    k: &View,
+    v: &View,
+    mask: &Mask,
+    dm: &Dims,
+    pool: &Scratch,
+) {
+    let (sq, dv) = (dm.sq, dm.dv);
+    let heads = *dm.batch.last().unwrap_or(&1);
+    if sq == 0 || dv == 0 || heads == 0 {
+        return;
+    }
+    // Rows per task: the largest divisor of Sq up to BLOCK, halved while
+    // that leaves fewer tasks than threads (a batch-1 forward).
+    let mut rows = (1..=BLOCK.min(sq)).rev().find(|r| sq % r == 0).unwrap_or(1);
+    let outer = out.len() / (sq * heads * dv);
+    while rows % 2 == 0 && outer * (sq / rows) < super::par::threads() {
+        rows /= 2;
+    }
+    let blocks = sq / rows;
+    let ldo = heads * dv;
+    for_chunks(out, rows * ldo, |t, ob| {
+        let (o, i0) = (t / blocks, (t % blocks) * rows);
+        pool.with(|buf| {
+            for h in 0..heads {
+                attend(
+                    &mut ob[h * dv..],
+                    ldo,
+                    q,
+                    k,
+                    v,
+                    mask,
+                    dm,
+                    o * heads + h,
+                    i0,
+                    rows,
+                    buf,
+                );
+            }
+        })
+    });
+}
+
+/// Query rows `i0..i0 + rows` of (batch, head) `bi`: scores against every
+/// key (a rows × Sk tile in `buf`), scale, mask, softmax, then P·V into
+/// `out` (row stride `ldo`).
+#[allow(clippy::too_many_arguments)]
+fn attend(
+    out: &mut [f32],
+    ldo: usize,
+    q: &View,
+    k: &View,
+    v: &View,
+    mask: &Mask,
+    dm: &Dims,
+    bi: usize,
+    i0: usize,
+    rows: usize,
+    buf: &mut [f32],
+) {
     let Dims {
         batch,
         sq,
@@ -66,67 +148,56 @@ pub fn run(out: &mut [f32], q: &View, k: &View, v: &View, mask: &Mask, dm: &Dims
         dv,
         scale,
     } = *dm;
-    if sq == 0 || dv == 0 {
-        return;
-    }
     let full_len = batch.len() + 2;
-    for_chunks(out, sq * dv, |bi, ob| {
-        let qo = q.loc.batch_offset(batch, bi);
-        let ko = k.loc.batch_offset(batch, bi);
-        let vo = v.loc.batch_offset(batch, bi);
-        let km = k.mat(ko, sk, d).t();
-        let vm = v.mat(vo, sk, dv);
-        let qrs = q.loc.strides[q.loc.dims.len() - 2];
-        pool.with(|buf| {
-            let (scores, mrow) = buf.split_at_mut(BLOCK * sk);
-            let mrow = &mut mrow[..sk];
-            // A key-padding mask (the same for every query row) becomes
-            // one additive row (0 / −inf, or the additive mask's values),
-            // applied with the softmax.
-            let row_mask = match mask {
-                Mask::Custom { data, strides } if strides[full_len - 2] == 0 => {
-                    let base = mask_base(strides, batch, bi);
-                    let sj = strides[full_len - 1];
-                    for (j, m) in mrow.iter_mut().enumerate() {
-                        *m = if data[base + j * sj] {
-                            0.0
-                        } else {
-                            f32::NEG_INFINITY
-                        };
-                    }
-                    true
-                }
-                // An additive mask broadcast over the query rows (MiniLM's
-                // (B, 1, 1, S) padding mask): its row read once, not
-                // through strided indexing for every score.
-                Mask::Bias(b)
-                    if b.loc.dims.len() == full_len
-                        && (b.loc.strides[full_len - 2] == 0 || sq == 1) =>
-                {
-                    let at = bi * sq * sk;
-                    for (j, m) in mrow.iter_mut().enumerate() {
-                        *m = b.get(at + j);
-                    }
-                    true
-                }
-                _ => false,
-            };
-            for i0 in (0..sq).step_by(BLOCK) {
-                let rows = BLOCK.min(sq - i0);
-                let qm = q.mat(qo + i0 * qrs, rows, d);
-                let s = &mut scores[..rows * sk];
-                product(qm, km, s, sk, scale);
-                if !row_mask {
-                    for (ri, row) in s.chunks_mut(sk.max(1)).enumerate() {
-                        apply_mask(row, mask, i0 + ri, bi, dm);
-                    }
-                }
-                softmax_rows(s, sk, if row_mask { Some(&mrow[..]) } else { None });
-                let pm = Mat::row_major(&s[..], rows, sk);
-                product(pm, vm, &mut ob[i0 * dv..(i0 + rows) * dv], dv, 1.0);
+    let qo = q.loc.batch_offset(batch, bi);
+    let ko = k.loc.batch_offset(batch, bi);
+    let vo = v.loc.batch_offset(batch, bi);
+    let km = k.mat(ko, sk, d).t();
+    let vm = v.mat(vo, sk, dv);
+    let qrs = q.loc.strides[q.loc.dims.len() - 2];
+    let (scores, mrow) = buf.split_at_mut(BLOCK * sk);
+    let mrow = &mut mrow[..sk];
+    // A key-padding mask (the same for every query row) becomes one
+    // additive row (0 / −inf, or the additive mask's values), applied
+    // with the softmax.
+    let row_mask = match mask {
+        Mask::Custom { data, strides } if strides[full_len - 2] == 0 => {
+            let base = mask_base(strides, batch, bi);
+            let sj = strides[full_len - 1];
+            for (j, m) in mrow.iter_mut().enumerate() {
+                *m = if data[base + j * sj] {
+                    0.0
+                } else {
+                    f32::NEG_INFINITY
+                };
             }
-        })
-    });
+            true
+        }
+        // An additive mask broadcast over the query rows (MiniLM's
+        // (B, 1, 1, S) padding mask): its row read once, not through
+        // strided indexing for every score.
+        Mask::Bias(b)
+            if b.loc.dims.len() == full_len && (b.loc.strides[full_len - 2] == 0 || sq == 1) =>
+        {
+            let at = bi * sq * sk;
+            for (j, m) in mrow.iter_mut().enumerate() {
+                *m = b.get(at + j);
+            }
+            true
+        }
+        _ => false,
+    };
+    let qm = q.mat(qo + i0 * qrs, rows, d);
+    let s = &mut scores[..rows * sk];
+    product(qm, km, s, sk, scale);
+    if !row_mask {
+        for (ri, row) in s.chunks_mut(sk.max(1)).enumerate() {
+            apply_mask(row, mask, i0 + ri, bi, dm);
+        }
+    }
+    softmax_rows(s, sk, if row_mask { Some(&mrow[..]) } else { None });
+    let pm = Mat::row_major(&s[..], rows, sk);
+    product(pm, vm, out, ldo, 1.0);
 }
 
 /// Any mask other than a key-padding row, element by element.

@@ -269,23 +269,116 @@ enum Step {
         /// An f32 matmul whose weight, when resident, is packed once for
         /// gemm128 (`f32_packs[i]`).
         f32_pack: Option<usize>,
-        /// A following residual `add` computed by this matmul.
-        fused_add: Option<FusedAdd>,
+        /// A following node this one computes as it writes its output.
+        fold: Option<Fold>,
     },
     Ref,
-    /// Computed by an earlier node's kernel (a residual `add` folded into
-    /// a matmul: [`FusedAdd`]); nothing runs.
+    /// Computed by an earlier node's kernel ([`Fold`]); nothing runs.
     Folded,
 }
 
-/// A residual `add(matmul(..), r)` that the matmul computes: it writes the
-/// add's slot `out` — `r` copied there first (`from`), or already there
-/// when the memory plan put the add in place over `r`, as it does for a
-/// transformer's residual stream — and adds `a·b + bias` onto it.
+/// A following node that a kernel computes while writing its output: it
+/// writes that node's slot `out` instead of its own, which nobody reads.
 #[derive(Clone, Debug)]
-struct FusedAdd {
+struct Fold {
     out: Loc,
-    from: Option<Loc>,
+    kind: FoldKind,
+}
+
+#[derive(Clone, Debug)]
+enum FoldKind {
+    /// `add(matmul(..), r)`: the matmul writes the add's slot — `r` copied
+    /// there first (`from`), or already there when the memory plan put the
+    /// add in place over `r`, as it does for a transformer's residual
+    /// stream — and adds `a·b + bias` onto it.
+    Residual { from: Option<Loc> },
+    /// `reshape(permute(attention(..)))` merging the heads — (.., H, S, D)
+    /// to (.., S, H·D): attention writes that layout directly
+    /// ([`attention::run_merged`]), so the copy is not made.
+    MergeHeads,
+}
+
+/// The reshape that merges attention node `i`'s heads, if attention can
+/// write that layout itself: its output (.., H, S, D) is read only through
+/// one view that swaps H and S, and that view only by a reshape (a copy).
+/// The reshape's memory-plan slot may reuse q's, k's or v's memory, so
+/// attention writes its own slot, merged, and the reshape's value is
+/// moved there — which needs that slot untouched until the value's last
+/// use (the plan freed it after the reshape). Returns the reshape's node
+/// index, the fold, and the reshape value's new home.
+fn merge_heads(g: &Graph, i: usize, homes: &[Home], uses: &[usize]) -> Option<(usize, Fold, Loc)> {
+    let v = g.nodes[i].outputs[0];
+    if uses[v.index()] != 1 || g.outputs.contains(&v) {
+        return None;
+    }
+    let w_node = (i + 1..g.nodes.len()).find(|&j| g.nodes[j].inputs.contains(&v))?;
+    let w = *g.nodes[w_node].outputs.first()?;
+    if uses[w.index()] != 1 || g.outputs.contains(&w) {
+        return None;
+    }
+    let j = (w_node + 1..g.nodes.len()).find(|&j| g.nodes[j].inputs.contains(&w))?;
+    let copy = &g.nodes[j];
+    if copy.op.name() != "reshape" || copy.inputs.len() != 1 || copy.outputs.len() != 1 {
+        return None;
+    }
+    let y = copy.outputs[0];
+    let (Home::Mem(vl, Fmt::F32), Home::Mem(wl, Fmt::F32), Home::Mem(yl, Fmt::F32)) =
+        (&homes[v.index()], &homes[w.index()], &homes[y.index()])
+    else {
+        return None;
+    };
+    let r = vl.dims.len();
+    if r < 3 || vl.root != Root::Arena || !vl.is_contiguous() || yl.numel() != vl.numel() {
+        return None;
+    }
+    // The view: v's axes r-3 (heads) and r-2 (rows) swapped, nothing else.
+    let mut want_dims = vl.dims.clone();
+    let mut want_strides = vl.strides.clone();
+    want_dims.swap(r - 3, r - 2);
+    want_strides.swap(r - 3, r - 2);
+    if wl.root != vl.root
+        || wl.offset != vl.offset
+        || wl.dims != want_dims
+        || wl.strides != want_strides
+    {
+        return None;
+    }
+    // Nothing after the reshape may write v's slot while y lives there.
+    let last = if g.outputs.contains(&y) {
+        g.nodes.len()
+    } else {
+        (j + 1..g.nodes.len())
+            .rev()
+            .find(|&k| g.nodes[k].inputs.contains(&y))
+            .map_or(j + 1, |k| k + 1)
+    };
+    let span = vl.span();
+    let clobbers = |k: usize| {
+        g.nodes[k].outputs.iter().any(|o| match &homes[o.index()] {
+            Home::Mem(l, _) if l.root == Root::Arena => {
+                let s = l.span();
+                s.start < span.end && span.start < s.end
+            }
+            _ => false,
+        })
+    };
+    if (j + 1..last).any(clobbers) {
+        return None;
+    }
+    let moved = Loc {
+        root: Root::Arena,
+        offset: vl.offset,
+        dims: yl.dims.clone(),
+        strides: row_major(&yl.dims),
+    };
+    Some((
+        j,
+        Fold {
+            out: vl.clone(),
+            kind: FoldKind::MergeHeads,
+        },
+        moved,
+    ))
 }
 
 /// The residual `add` that matmul node `i` (f32, no activation, arena
@@ -300,7 +393,7 @@ fn residual_add(
     no_op: &[bool],
     uses: &[usize],
     reads: &[Option<Loc>],
-) -> Option<(usize, FusedAdd)> {
+) -> Option<(usize, Fold)> {
     let v = g.nodes[i].outputs[0];
     if uses[v.index()] != 1 || g.outputs.contains(&v) {
         return None;
@@ -347,9 +440,9 @@ fn residual_add(
     };
     Some((
         j,
-        FusedAdd {
+        Fold {
             out: o.clone(),
-            from,
+            kind: FoldKind::Residual { from },
         },
     ))
 }
@@ -987,18 +1080,26 @@ impl FastProgram {
                 }
                 Kind::Matmul { .. } | Kind::Embedding | Kind::Constant | Kind::Reduce { .. } => {}
             }
-            let fused_add = match &kind {
+            let fold = match &kind {
                 Kind::Matmul {
                     act: matmul::Act::None,
                     ..
                 } if dot.is_none() && out_half.is_none() && out_loc.root == Root::Arena => {
-                    residual_add(g, ni, &homes, &no_op, &uses, &args).map(|(j, f)| {
-                        folded[j] = true;
-                        f
+                    residual_add(g, ni, &homes, &no_op, &uses, &args)
+                }
+                Kind::Attention if out_half.is_none() => {
+                    merge_heads(g, ni, &homes, &uses).map(|(j, f, moved)| {
+                        let y = g.nodes[j].outputs[0];
+                        homes[y.index()] = Home::Mem(moved, Fmt::F32);
+                        (j, f)
                     })
                 }
                 _ => None,
-            };
+            }
+            .map(|(j, f)| {
+                folded[j] = true;
+                f
+            });
             steps.push(Step::Fast {
                 kind,
                 args,
@@ -1009,7 +1110,7 @@ impl FastProgram {
                 out_half,
                 dot,
                 f32_pack,
-                fused_add,
+                fold,
             });
         }
         let mut p = FastProgram {
@@ -1159,7 +1260,7 @@ impl FastProgram {
                     out_half,
                     dot,
                     f32_pack,
-                    fused_add,
+                    fold,
                 } => crate::profile::time(node.op.name(), || {
                     for s in stage_in {
                         let dst = &mut st.stage[s.to..s.to + s.from.len()];
@@ -1177,7 +1278,7 @@ impl FastProgram {
                         *out_half,
                         *dot,
                         *f32_pack,
-                        fused_add.as_ref(),
+                        fold.as_ref(),
                         inputs,
                     )?;
                     if let (Some((off, fmt)), false) = (*out_half, stored) {
@@ -1303,15 +1404,15 @@ impl FastProgram {
         out_half: Option<(usize, Fmt)>,
         dot: Option<DotPlan>,
         f32_pack: Option<usize>,
-        fused_add: Option<&FusedAdd>,
+        fold: Option<&Fold>,
         inputs: &[&HostTensor],
     ) -> Result<bool, CpuError> {
         let staged_out = out_half.is_some();
         let g = &self.graph;
         let op = node.op.name();
         let out_v = node.outputs[0];
-        // A matmul with a folded add writes the add's slot.
-        let out_loc = match (fused_add, &self.homes[out_v.index()]) {
+        // A kernel with a folded node writes that node's slot.
+        let out_loc = match (fold, &self.homes[out_v.index()]) {
             (Some(f), _) => &f.out,
             (None, Home::Mem(l, _)) => l,
             (None, Home::Host(_)) => {
@@ -1436,11 +1537,16 @@ impl FastProgram {
                 let packed = f32_pack
                     .filter(|&i| st.f32_packed_ready[i])
                     .map(|i| &st.f32_packed[i]);
-                if let Some(from) = fused_add.and_then(|f| f.from.as_ref()) {
-                    let (data, shift) = rd.slice(from).map_err(|_| overlap())?;
-                    out.copy_from_slice(&data[from.offset - shift..][..out.len()]);
-                }
-                let residual = fused_add.is_some();
+                let residual = match fold.map(|f| &f.kind) {
+                    Some(FoldKind::Residual { from }) => {
+                        if let Some(from) = from {
+                            let (data, shift) = rd.slice(from).map_err(|_| overlap())?;
+                            out.copy_from_slice(&data[from.offset - shift..][..out.len()]);
+                        }
+                        true
+                    }
+                    _ => false,
+                };
                 matmul::run(
                     out,
                     out_dims,
@@ -1462,8 +1568,10 @@ impl FastProgram {
                     Some(_) => node.attrs.float("scale")?,
                     None => 1.0 / (d as f64).sqrt(),
                 } as f32;
+                // The node's own dims (its output may be written merged).
+                let att_dims = g.ty(out_v).dims();
                 let dims = attention::Dims {
-                    batch: &out_dims[..r - 2],
+                    batch: &att_dims[..r - 2],
                     sq: q.loc.dims[r - 2],
                     sk: k.loc.dims[r - 2],
                     d,
@@ -1488,7 +1596,12 @@ impl FastProgram {
                         attention::Mask::Bias(bias_view)
                     }
                 };
-                attention::run(out, &q, &k, &v, &m, &dims, &st.pool);
+                match fold.map(|f| &f.kind) {
+                    Some(FoldKind::MergeHeads) => {
+                        attention::run_merged(out, &q, &k, &v, &m, &dims, &st.pool)
+                    }
+                    _ => attention::run(out, &q, &k, &v, &m, &dims, &st.pool),
+                }
             }
             Kind::Norm { centered } => {
                 let x = view(0)?;
@@ -1674,9 +1787,12 @@ mod tests {
                 .filter_map(|s| match s {
                     Step::Fast {
                         kind: Kind::Matmul { .. },
-                        fused_add,
+                        fold,
                         ..
-                    } => Some(fused_add.as_ref().map(|f| f.from.is_none())),
+                    } => Some(
+                        fold.as_ref()
+                            .map(|f| matches!(f.kind, FoldKind::Residual { from: None })),
+                    ),
                     _ => None,
                 })
                 .collect();
@@ -1715,6 +1831,70 @@ mod tests {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// Attention followed by the head-merging permute (a view) and
+    /// reshape writes the merged layout itself and the reshape's value
+    /// moves into attention's slot — against the reference kernels, with
+    /// query-row blocks split across threads (batch 1) or not; when a
+    /// later node would overwrite that slot while the value lives, no fold.
+    #[test]
+    fn attention_writes_merged_heads() {
+        for (b, sq, clobber) in [(2, 5, false), (1, 8, false), (2, 5, true)] {
+            let src = format!(
+                "graph @g(%q: f32[{b},3,{sq},4], %k: f32[{b},3,6,4], %v: f32[{b},3,6,4], %m: f32[{b},1,1,6], %w: f32[12,7]) {{
+  %a = attention(%q, %k, %v, %m) {{mask_kind=\"bias\"}}
+  %p = permute(%a) {{perm=[0, 2, 1, 3]}}
+  %y = reshape(%p) {{shape=[{b}, {sq}, 12]}}
+  %t = tanh(%w)
+  %z = matmul(%y, %t)
+  return %z
+}}"
+            );
+            let g = rlx_ir::text::parse(&src).unwrap();
+            let mut prog = rlx_ir::lir::Program::from_graph(g.clone());
+            let (a, p) = (g.nodes[0].outputs[0], g.nodes[1].outputs[0]);
+            // The plan makes the permute a view of the attention's slot.
+            prog.views.push(rlx_ir::lir::View {
+                value: p,
+                base: a,
+                offset: 0,
+                strides: vec![3 * sq * 4, 4, sq * 4, 1],
+            });
+            if clobber {
+                let slot = |v| prog.slots.iter().position(|s| s.value == v).unwrap();
+                let (sa, st) = (slot(a), slot(g.nodes[3].outputs[0]));
+                prog.slots[st].offset = prog.slots[sa].offset;
+            }
+            let fp = FastProgram::compile(prog).unwrap();
+            let folded = fp
+                .steps
+                .iter()
+                .filter(|s| matches!(s, Step::Folded))
+                .count();
+            assert_eq!(
+                folded,
+                usize::from(!clobber),
+                "b {b} sq {sq} clobber {clobber}"
+            );
+            let ins: Vec<HostTensor> = g
+                .inputs
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| tensor(g.ty(v).dims(), 30 + i as u64))
+                .collect();
+            let refs: Vec<&HostTensor> = ins.iter().collect();
+            let want = crate::run_graph_refs(&g, &refs).unwrap()[0]
+                .to_f64_vec()
+                .unwrap();
+            let got = fp.run(&refs).unwrap()[0].to_f64_vec().unwrap();
+            for (i, (x, y)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (x - y).abs() <= 1e-5 * (1.0 + y.abs()),
+                    "b {b} sq {sq} [{i}]: {x} vs {y}"
+                );
             }
         }
     }
