@@ -1763,6 +1763,20 @@ mod tests {
         }
     }
 
+    /// `got` within 1e-5 (relative, absolute near 0) of the reference's
+    /// `want`, element by element; `what(i)` names element i.
+    fn assert_close(got: &HostTensor, want: &HostTensor, what: impl Fn(usize) -> String) {
+        let (g, w) = (got.to_f64_vec().unwrap(), want.to_f64_vec().unwrap());
+        assert_eq!(g.len(), w.len(), "{}: lengths differ", what(0));
+        for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
+                "{}: {a} vs {b}",
+                what(i)
+            );
+        }
+    }
+
     /// A residual `add` after a matmul is folded into it — in place over
     /// the residual (its last use), copied first (the residual lives on),
     /// or read from a graph input — on every GEMM path (few rows: columns
@@ -1842,13 +1856,9 @@ mod tests {
                 for run in 0..2 {
                     let got = p.run(&refs).unwrap();
                     for (o, (gt, wt)) in got.iter().zip(&want).enumerate() {
-                        let (gt, wt) = (gt.to_f64_vec().unwrap(), wt.to_f64_vec().unwrap());
-                        for (i, (a, b)) in gt.iter().zip(&wt).enumerate() {
-                            assert!(
-                                (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
-                                "rows {rows} resident {resident} run {run} output {o} [{i}]: {a} vs {b}"
-                            );
-                        }
+                        assert_close(gt, wt, |i| {
+                            format!("rows {rows} resident {resident} run {run} output {o} [{i}]")
+                        });
                     }
                 }
             }
@@ -1906,16 +1916,9 @@ mod tests {
                 .map(|(i, &v)| tensor(g.ty(v).dims(), 30 + i as u64))
                 .collect();
             let refs: Vec<&HostTensor> = ins.iter().collect();
-            let want = crate::run_graph_refs(&g, &refs).unwrap()[0]
-                .to_f64_vec()
-                .unwrap();
-            let got = fp.run(&refs).unwrap()[0].to_f64_vec().unwrap();
-            for (i, (x, y)) in got.iter().zip(&want).enumerate() {
-                assert!(
-                    (x - y).abs() <= 1e-5 * (1.0 + y.abs()),
-                    "b {b} sq {sq} [{i}]: {x} vs {y}"
-                );
-            }
+            let want = &crate::run_graph_refs(&g, &refs).unwrap()[0];
+            let got = &fp.run(&refs).unwrap()[0];
+            assert_close(got, want, |i| format!("b {b} sq {sq} [{i}]"));
         }
     }
 
