@@ -1763,6 +1763,15 @@ mod tests {
         }
     }
 
+    /// A tensor per graph input, seeded `seed`, `seed + 1`, ….
+    fn random_inputs(g: &Graph, seed: u64) -> Vec<HostTensor> {
+        g.inputs
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| tensor(g.ty(v).dims(), seed + i as u64))
+            .collect()
+    }
+
     /// `got` within 1e-5 (relative, absolute near 0) of the reference's
     /// `want`, element by element; `what(i)` names element i.
     fn assert_close(got: &HostTensor, want: &HostTensor, what: impl Fn(usize) -> String) {
@@ -1845,12 +1854,7 @@ mod tests {
                 if resident {
                     p.keep_resident(&[1, 3]);
                 }
-                let ins: Vec<HostTensor> = g
-                    .inputs
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &v)| tensor(g.ty(v).dims(), 10 + i as u64))
-                    .collect();
+                let ins = random_inputs(&g, 10);
                 let refs: Vec<&HostTensor> = ins.iter().collect();
                 let want = crate::run_graph_refs(&g, &refs).unwrap();
                 for run in 0..2 {
@@ -1909,12 +1913,7 @@ mod tests {
                 usize::from(!clobber),
                 "b {b} sq {sq} clobber {clobber}"
             );
-            let ins: Vec<HostTensor> = g
-                .inputs
-                .iter()
-                .enumerate()
-                .map(|(i, &v)| tensor(g.ty(v).dims(), 30 + i as u64))
-                .collect();
+            let ins = random_inputs(&g, 30);
             let refs: Vec<&HostTensor> = ins.iter().collect();
             let want = &crate::run_graph_refs(&g, &refs).unwrap()[0];
             let got = &fp.run(&refs).unwrap()[0];
