@@ -298,6 +298,15 @@ enum FoldKind {
     MergeHeads,
 }
 
+/// The node after `after` that reads `v`, when that is `v`'s only use
+/// and `v` is not a graph output (so nobody else needs it stored).
+fn sole_user(g: &Graph, uses: &[usize], v: rlx_ir::ValueId, after: usize) -> Option<usize> {
+    if uses[v.index()] != 1 || g.outputs.contains(&v) {
+        return None;
+    }
+    (after + 1..g.nodes.len()).find(|&j| g.nodes[j].inputs.contains(&v))
+}
+
 /// The reshape that merges attention node `i`'s heads, if attention can
 /// write that layout itself: its output (.., H, S, D) is read only through
 /// one view that swaps H and S, and that view only by a reshape (a copy).
@@ -308,15 +317,9 @@ enum FoldKind {
 /// index, the fold, and the reshape value's new home.
 fn merge_heads(g: &Graph, i: usize, homes: &[Home], uses: &[usize]) -> Option<(usize, Fold, Loc)> {
     let v = g.nodes[i].outputs[0];
-    if uses[v.index()] != 1 || g.outputs.contains(&v) {
-        return None;
-    }
-    let w_node = (i + 1..g.nodes.len()).find(|&j| g.nodes[j].inputs.contains(&v))?;
+    let w_node = sole_user(g, uses, v, i)?;
     let w = *g.nodes[w_node].outputs.first()?;
-    if uses[w.index()] != 1 || g.outputs.contains(&w) {
-        return None;
-    }
-    let j = (w_node + 1..g.nodes.len()).find(|&j| g.nodes[j].inputs.contains(&w))?;
+    let j = sole_user(g, uses, w, w_node)?;
     let copy = &g.nodes[j];
     if copy.op.name() != "reshape" || copy.inputs.len() != 1 || copy.outputs.len() != 1 {
         return None;
@@ -352,14 +355,10 @@ fn merge_heads(g: &Graph, i: usize, homes: &[Home], uses: &[usize]) -> Option<(u
             .find(|&k| g.nodes[k].inputs.contains(&y))
             .map_or(j + 1, |k| k + 1)
     };
-    let span = vl.span();
     let clobbers = |k: usize| {
         g.nodes[k].outputs.iter().any(|o| match &homes[o.index()] {
-            Home::Mem(l, _) if l.root == Root::Arena => {
-                let s = l.span();
-                s.start < span.end && span.start < s.end
-            }
-            _ => false,
+            Home::Mem(l, _) => l.overlaps_in_arena(vl),
+            Home::Host(_) => false,
         })
     };
     if (j + 1..last).any(clobbers) {
@@ -395,10 +394,7 @@ fn residual_add(
     reads: &[Option<Loc>],
 ) -> Option<(usize, Fold)> {
     let v = g.nodes[i].outputs[0];
-    if uses[v.index()] != 1 || g.outputs.contains(&v) {
-        return None;
-    }
-    let j = (i + 1..g.nodes.len()).find(|&j| g.nodes[j].inputs.contains(&v))?;
+    let j = sole_user(g, uses, v, i)?;
     let add = &g.nodes[j];
     if (i + 1..j).any(|k| !no_op[k])
         || add.op.name() != "add"
@@ -423,17 +419,12 @@ fn residual_add(
     if o.root != Root::Arena || !o.is_contiguous() || !rl.is_contiguous() {
         return None;
     }
-    let span = o.span();
-    let overlaps = |l: &Loc| {
-        let s = l.span();
-        l.root == Root::Arena && s.start < span.end && span.start < s.end
-    };
-    if reads.iter().flatten().any(overlaps) {
+    if reads.iter().flatten().any(|l| l.overlaps_in_arena(o)) {
         return None;
     }
     let from = if rl.root == Root::Arena && rl.offset == o.offset {
         None
-    } else if overlaps(rl) {
+    } else if rl.overlaps_in_arena(o) {
         return None;
     } else {
         Some(rl.clone())
