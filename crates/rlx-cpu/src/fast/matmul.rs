@@ -6,12 +6,18 @@
 //! weight packed once per product for all row blocks (once per program
 //! when resident). The bias + activation epilogue is applied to each block
 //! of rows right after its product, while it is in cache.
+//!
+//! On a CPU with AMX (x86-64 Linux), a resident weight is instead split and
+//! packed once for [`crate::kernels::amx`] (f32-accurate products from bf16
+//! tiles, ~2× the f32 FMA GEMM), used for products of at least
+//! [`amx::MIN_ROWS`] rows; the report names it.
 
 use super::convert::{self, Fmt};
 use super::elementwise::{Un, TILE};
 use super::layout::View;
-use super::par::{chunk_len, for_chunks_with};
+use super::par::{chunk_len, for_chunks_with, threads, Scratch};
 use super::simd::{self, simd_fn, Mad};
+use crate::kernels::amx;
 use crate::kernels::gemm::{gemm_into, Mat};
 use crate::kernels::gemm128::{self, PackedB};
 
@@ -78,21 +84,38 @@ fn act_row<M: Mad>(a: Act, row: &mut [f32]) {
     }
 }
 
+/// A resident weight as the engine packed it once, for [`run`].
+#[derive(Clone, Copy)]
+pub enum Packed<'a> {
+    /// Not packed: each product packs it (gemm128 on wasm32, the `gemm`
+    /// crate natively).
+    No,
+    Gemm128(&'a PackedB),
+    /// Split for the AMX tiles, with the per-thread scratch the left
+    /// operand's parts are split into.
+    Amx(&'a amx::PackedB, &'a Scratch<u16>),
+}
+
 /// A weight as a single-threaded product of a block of rows reads it:
 /// packed for gemm128 — once per run for a resident weight (the engine
-/// packs it), else once per product on wasm32 — or, natively, as it is
-/// (the `gemm` crate packs it itself).
+/// packs it), else once per product on wasm32 — split for the AMX tiles,
+/// or, natively, as it is (the `gemm` crate packs it itself).
 #[derive(Clone, Copy)]
 enum Weight<'a> {
     Packed(&'a PackedB),
+    Amx(&'a amx::PackedB, &'a Scratch<u16>),
     // Only natively (wasm32 packs every weight).
     #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     AsIs(Mat<'a, f32>),
 }
 
-fn with_weight<T>(b: Mat<f32>, packed: Option<&PackedB>, f: impl FnOnce(Weight) -> T) -> T {
-    if let Some(p) = packed {
-        return f(Weight::Packed(p));
+/// `b` as products of `rows` rows read it: an AMX weight only from
+/// [`amx::MIN_ROWS`] rows on (shorter products run on the `gemm` crate).
+fn with_weight<T>(b: Mat<f32>, packed: Packed, rows: usize, f: impl FnOnce(Weight) -> T) -> T {
+    match packed {
+        Packed::Gemm128(p) => return f(Weight::Packed(p)),
+        Packed::Amx(p, pool) if rows >= amx::MIN_ROWS => return f(Weight::Amx(p, pool)),
+        _ => {}
     }
     #[cfg(target_arch = "wasm32")]
     {
@@ -108,13 +131,14 @@ fn with_weight<T>(b: Mat<f32>, packed: Option<&PackedB>, f: impl FnOnce(Weight) 
 fn product(a: Mat<f32>, b: Weight, c: &mut [f32], ldc: usize, acc: bool) {
     match b {
         Weight::Packed(p) => gemm128::gemm_packed_into(a, p, c, ldc, acc),
+        Weight::Amx(p, pool) => pool.with(|s| amx::gemm(a, p, c, ldc, acc, s)),
         Weight::AsIs(b) => gemm_into(a, b, c, ldc, acc, false),
     }
 }
 
 /// out (batch..., m, n) = a (…, m, k) · b (…, k, n) [+ bias] then `act`.
 /// Both operands have rank ≥ 2 (checked when the kernel was chosen);
-/// `packed`, when given, is `b` (2-D) packed for gemm128. With `half`,
+/// `packed`, when not `No`, is `b` (2-D) packed once. With `half`,
 /// each finished block of `out` is also rounded into it (a 16-bit output),
 /// while the block is in cache. With `residual`, `out` already holds a
 /// residual the product is added to — a following `add` folded into this
@@ -125,7 +149,7 @@ pub fn run(
     out_dims: &[usize],
     a: &View,
     b: &View,
-    packed: Option<&PackedB>,
+    packed: Packed,
     bias: Option<&View>,
     act: Act,
     half: Option<(&mut [u16], Fmt)>,
@@ -189,7 +213,12 @@ pub fn run(
         // one call lets gemm share the packing across its threads — or,
         // for the fewest rows, split `b`'s columns (each thread packs and
         // reads its share once) — and the epilogue follows over row chunks.
-        if packed.is_none() && rows <= SMALL_M && super::par::threads() > 1 {
+        let amx_rows = matches!(packed, Packed::Amx(..)) && rows >= amx::MIN_ROWS;
+        if matches!(packed, Packed::No | Packed::Amx(..))
+            && !amx_rows
+            && rows <= SMALL_M
+            && threads() > 1
+        {
             let am = Mat {
                 data: &a.data[a.loc.offset - a.shift..],
                 rows,
@@ -198,7 +227,7 @@ pub fn run(
                 col_stride: a.loc.strides[ra - 1],
             };
             if rows <= SPLIT_COLS_M {
-                let parts = super::par::threads();
+                let parts = threads();
                 crate::kernels::gemm::gemm_cols(am, bm, out, n, parts, residual);
             } else {
                 gemm_into(am, bm, out, n, residual, true);
@@ -207,8 +236,18 @@ pub fn run(
             for_chunks_with(out, half, chunk, |ci, oc, h| finish(oc, ci * chunk / n, h));
             return;
         }
-        let chunk = chunk_len(rows * n, n, 32 * n.max(TILE));
-        with_weight(bm, packed, |w| {
+        let chunk = if amx_rows {
+            // Blocks of whole tile rows, at most one split block each, as
+            // many as the threads where the rows allow.
+            rows.div_ceil(threads())
+                .div_ceil(32)
+                .clamp(1, amx::ROWS / 32)
+                * 32
+                * n
+        } else {
+            chunk_len(rows * n, n, 32 * n.max(TILE))
+        };
+        with_weight(bm, packed, rows, |w| {
             for_chunks_with(out, half, chunk, |ci, oc, h| {
                 let r0 = ci * chunk / n;
                 let mr = oc.len() / n;
@@ -229,7 +268,7 @@ pub fn run(
     for_chunks_with(out, half, m * n, |bi, oc, h| {
         let am = a.mat(a.loc.batch_offset(batch, bi), m, k);
         let bm = b.mat(b.loc.batch_offset(batch, bi), k, n);
-        with_weight(bm, packed, |w| product(am, w, oc, n, residual));
+        with_weight(bm, packed, m, |w| product(am, w, oc, n, residual));
         finish(oc, bi * m, h);
     });
 }

@@ -41,7 +41,7 @@ mod reduce;
 pub mod simd;
 
 use crate::error::CpuError;
-use crate::kernels::{kernel, KernelCx};
+use crate::kernels::{amx, kernel, KernelCx};
 use convert::{Fmt, Raw};
 use elementwise::Src;
 use layout::{row_major, Loc, Reader, Root, View};
@@ -219,6 +219,10 @@ fn kernel_base_name(op: &str, kind: Option<Kind>, dtype: DType) -> String {
             crate::kernels::gemm128::VARIANT,
             crate::kernels::gemm128::MR,
             crate::kernels::gemm128::NR
+        ),
+        Some(Kind::Matmul { .. }) if dtype == DType::F32 && amx::available() => format!(
+            "cpu::fast::{op}<f32: AMX bf16x6 tiles (f32-accurate) for a resident weight and >= {} rows, else the gemm crate>",
+            amx::MIN_ROWS
         ),
         Some(_) => format!("cpu::fast::{op}<{dtype}>"),
         None => format!("cpu::ref::{op}<{dtype}>"),
@@ -456,9 +460,14 @@ struct State {
     /// The [`Pack`]s, and whether each holds its resident input already.
     packed: Vec<Option<bf16dot::PackedB>>,
     packed_ready: Vec<bool>,
-    /// The [`F32Pack`]s, and whether each holds its resident input already.
+    /// The [`F32Pack`]s (for gemm128 or for the AMX tiles, as
+    /// [`FastProgram::f32_pack_kind`] says), and whether each holds its
+    /// resident input already.
     f32_packed: Vec<crate::kernels::gemm128::PackedB>,
+    amx_packed: Vec<amx::PackedB>,
     f32_packed_ready: Vec<bool>,
+    /// Per-thread scratch for the AMX products' split left operands.
+    amx_pool: Scratch<u16>,
 }
 
 impl State {
@@ -476,7 +485,9 @@ impl State {
             packed: Vec::new(),
             packed_ready: Vec::new(),
             f32_packed: Vec::new(),
+            amx_packed: Vec::new(),
             f32_packed_ready: Vec::new(),
+            amx_pool: Scratch::new(0),
         }
     }
 }
@@ -598,6 +609,24 @@ fn dot_plan(
 /// per call; this crate's own unit tests pack natively too, to test it).
 const PACK_F32: bool = cfg!(any(target_arch = "wasm32", test));
 
+/// How resident f32 weights are packed once, if they are.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum F32PackKind {
+    Gemm128,
+    /// Split for the AMX tiles ([`amx`]), where the CPU has them.
+    Amx,
+}
+
+fn f32_pack_kind() -> Option<F32PackKind> {
+    if amx::available() {
+        Some(F32PackKind::Amx)
+    } else if PACK_F32 {
+        Some(F32PackKind::Gemm128)
+    } else {
+        None
+    }
+}
+
 /// A 2-D f32 weight a matmul reads from graph input `input` (directly, or
 /// its prepared transposed/widened copy) at `loc`: packed once for gemm128
 /// when the input is resident.
@@ -676,6 +705,10 @@ pub struct FastProgram {
     preps: Vec<Prep>,
     packs: Vec<Pack>,
     f32_packs: Vec<F32Pack>,
+    /// Decided once at compile time (whether this CPU has AMX).
+    f32_pack_kind: Option<F32PackKind>,
+    /// bf16 scratch per thread of the AMX products.
+    amx_scratch: usize,
     prepared_len: usize,
     arena_len: usize,
     half_len: usize,
@@ -826,6 +859,8 @@ impl FastProgram {
         let mut widened: Vec<Option<usize>> = vec![None; g.inputs.len()];
         let mut steps = Vec::with_capacity(g.nodes.len());
         let (mut scratch, mut stage_len, mut stage_out_len) = (0usize, 0usize, 0usize);
+        let f32_pack_kind = f32_pack_kind();
+        let mut amx_scratch = 0usize;
         // Nodes that run nothing (views, constants), each value's uses, and
         // the adds folded into a matmul before them.
         let no_op: Vec<bool> = g
@@ -972,8 +1007,14 @@ impl FastProgram {
             }
             stage_len = stage_len.max(cursor);
             let f32_pack = match &kind {
-                Kind::Matmul { .. } if dot.is_none() && PACK_F32 => {
-                    f32_pack_plan(args.get(1).and_then(Option::as_ref), &preps, &mut f32_packs)
+                Kind::Matmul { .. } if dot.is_none() && f32_pack_kind.is_some() => {
+                    let b = args.get(1).and_then(Option::as_ref);
+                    let i = f32_pack_plan(b, &preps, &mut f32_packs);
+                    if let (Some(_), Some(F32PackKind::Amx)) = (i, f32_pack_kind) {
+                        let k = b.map_or(0, |b| b.dims[0]);
+                        amx_scratch = amx_scratch.max(amx::scratch_len(k));
+                    }
+                    i
                 }
                 _ => None,
             };
@@ -1112,6 +1153,8 @@ impl FastProgram {
             preps,
             packs,
             f32_packs,
+            f32_pack_kind,
+            amx_scratch,
             prepared_len,
             arena_len,
             half_len,
@@ -1139,8 +1182,18 @@ impl FastProgram {
             ready: vec![false; self.preps.len()],
             packed: (0..self.packs.len()).map(|_| None).collect(),
             packed_ready: vec![false; self.packs.len()],
-            f32_packed: vec![Default::default(); self.f32_packs.len()],
+            f32_packed: match self.f32_pack_kind {
+                Some(F32PackKind::Gemm128) => vec![Default::default(); self.f32_packs.len()],
+                _ => Vec::new(),
+            },
+            amx_packed: match self.f32_pack_kind {
+                Some(F32PackKind::Amx) => (0..self.f32_packs.len())
+                    .map(|_| Default::default())
+                    .collect(),
+                _ => Vec::new(),
+            },
             f32_packed_ready: vec![false; self.f32_packs.len()],
+            amx_pool: Scratch::new(self.amx_scratch),
         }
     }
 
@@ -1251,8 +1304,16 @@ impl FastProgram {
                 row_stride: p.loc.strides[0],
                 col_stride: p.loc.strides[1],
             };
-            let dst = &mut st.f32_packed[i];
-            crate::profile::time("prepare_weight", || dst.repack(b));
+            match self.f32_pack_kind {
+                Some(F32PackKind::Amx) => {
+                    let dst = &mut st.amx_packed[i];
+                    crate::profile::time("prepare_weight", || dst.repack(b));
+                }
+                _ => {
+                    let dst = &mut st.f32_packed[i];
+                    crate::profile::time("prepare_weight", || dst.repack(b));
+                }
+            }
             st.f32_packed_ready[i] = true;
         }
         for (node, step) in g.nodes.iter().zip(&self.steps) {
@@ -1545,9 +1606,13 @@ impl FastProgram {
                 // A 16-bit output is rounded by the GEMM's epilogue, block
                 // by block while it is in cache.
                 let half = out_half.map(|(off, fmt)| (&mut st.half[off..off + out.len()], fmt));
-                let packed = f32_pack
-                    .filter(|&i| st.f32_packed_ready[i])
-                    .map(|i| &st.f32_packed[i]);
+                let packed = match f32_pack.filter(|&i| st.f32_packed_ready[i]) {
+                    None => matmul::Packed::No,
+                    Some(i) if self.f32_pack_kind == Some(F32PackKind::Amx) => {
+                        matmul::Packed::Amx(&st.amx_packed[i], &st.amx_pool)
+                    }
+                    Some(i) => matmul::Packed::Gemm128(&st.f32_packed[i]),
+                };
                 let residual = match fold.map(|f| &f.kind) {
                     Some(FoldKind::Residual { from }) => {
                         if let Some(from) = from {
@@ -1726,7 +1791,11 @@ mod tests {
   return %z
 }";
         let g = rlx_ir::text::parse(src).unwrap();
-        let p = FastProgram::compile(rlx_ir::lir::Program::from_graph(g.clone())).unwrap();
+        // Where the CPU has AMX its packing is chosen instead (tested below).
+        let p = amx::without(|| {
+            FastProgram::compile(rlx_ir::lir::Program::from_graph(g.clone())).unwrap()
+        });
+        assert_eq!(p.f32_pack_kind, Some(F32PackKind::Gemm128));
         assert_eq!(p.f32_packs.len(), 2);
         p.keep_resident(&[1, 2]);
         let (x, w, b) = (tensor(&[2, 5, 7], 1), tensor(&[7, 9], 2), tensor(&[9], 3));
@@ -1752,6 +1821,55 @@ mod tests {
             // Only the resident weight (%w) is held packed.
             assert_eq!(st.f32_packed_ready, [true, false], "run {run}");
         }
+    }
+
+    /// Where the CPU has AMX, a resident f32 weight is split for the tiles
+    /// once and products of at least 32 rows run on them (fewer: the
+    /// `gemm` crate), matching the reference kernels (f64) on every run;
+    /// a weight that is not resident is not packed and runs on the `gemm`
+    /// crate. The report names the kernel.
+    #[test]
+    fn resident_f32_weights_run_on_amx() {
+        if !amx::available() {
+            eprintln!("no AMX tiles on this machine: the kernel is not used here");
+            return;
+        }
+        for rows in [7, 40, 300] {
+            let src = format!(
+                "graph @lin(%x: f32[{rows},70], %w: f32[70,33], %b: f32[33], %v: f32[33,20]) {{
+  %y = matmul_bias_act(%x, %w, %b) {{activation=\"gelu\"}}
+  %z = matmul(%y, %v)
+  return %z
+}}"
+            );
+            let g = rlx_ir::text::parse(&src).unwrap();
+            let p = FastProgram::compile(rlx_ir::lir::Program::from_graph(g.clone())).unwrap();
+            assert_eq!(p.f32_pack_kind, Some(F32PackKind::Amx));
+            p.keep_resident(&[1, 2]);
+            for run in 0..3 {
+                let mut ins = random_inputs(&g, 20);
+                ins[3] = tensor(&[33, 20], 40 + run);
+                let refs: Vec<&HostTensor> = ins.iter().collect();
+                let want = crate::run_graph_refs(&g, &refs).unwrap();
+                let calls = amx::calls();
+                let got = p.run(&refs).unwrap();
+                // One product on the tiles (%w resident), the other not.
+                let tiles = if rows >= amx::MIN_ROWS { 1 } else { 0 };
+                let used = amx::calls() - calls;
+                assert!(
+                    used >= tiles && (tiles == 1 || used == 0),
+                    "rows {rows}: {used} AMX calls"
+                );
+                assert_close(&got[0], &want[0], |i| {
+                    format!("rows {rows} run {run} [{i}]")
+                });
+                let st = p.state.lock().unwrap();
+                assert_eq!(st.f32_packed_ready, [true, false], "run {run}");
+            }
+        }
+        let t = TensorType::new(DType::F32, rlx_ir::Shape::from(vec![64, 64]));
+        let name = kernel_name("matmul", &[&t, &t], &Attrs::default(), DType::F32);
+        assert!(name.contains("AMX"), "{name}");
     }
 
     /// A tensor per graph input, seeded `seed`, `seed + 1`, ….
@@ -1781,7 +1899,8 @@ mod tests {
     /// the residual (its last use), copied first (the residual lives on),
     /// or read from a graph input — on every GEMM path (few rows: columns
     /// split across threads; up to 1024: one threaded call; more: row
-    /// blocks; a resident weight: gemm128), against the reference kernels.
+    /// blocks; a resident weight: gemm128, and the AMX tiles where the CPU
+    /// has them), against the reference kernels.
     /// A matmul whose output has another use keeps its add.
     #[test]
     fn residual_adds_fold_into_matmuls() {
@@ -1814,46 +1933,55 @@ mod tests {
                 slot_of(&prog, g.outputs[3]),
             );
             prog.slots[t2].offset = prog.slots[r].offset;
-            let p = FastProgram::compile(prog).unwrap();
-            let folds: Vec<Option<bool>> = p
-                .steps
-                .iter()
-                .filter_map(|s| match s {
-                    Step::Fast {
-                        kind: Kind::Matmul { .. },
-                        fold,
-                        ..
-                    } => Some(
-                        fold.as_ref()
-                            .map(|f| matches!(f.kind, FoldKind::Residual { from: None })),
-                    ),
-                    _ => None,
-                })
-                .collect();
-            // %h (residual %s lives on: copied), %h2 (graph input %x2:
-            // copied), %k (two uses: not folded), %t (in place over %r).
-            assert_eq!(
-                folds,
-                [Some(false), Some(false), None, Some(true)],
-                "rows {rows}: folded adds (Some(in place))"
-            );
-            assert_eq!(
-                p.steps.iter().filter(|s| matches!(s, Step::Folded)).count(),
-                3
-            );
-            for resident in [false, true] {
-                if resident {
-                    p.keep_resident(&[1, 3]);
-                }
-                let ins = random_inputs(&g, 10);
-                let refs: Vec<&HostTensor> = ins.iter().collect();
-                let want = crate::run_graph_refs(&g, &refs).unwrap();
-                for run in 0..2 {
-                    let got = p.run(&refs).unwrap();
-                    for (o, (gt, wt)) in got.iter().zip(&want).enumerate() {
-                        assert_close(gt, wt, |i| {
-                            format!("rows {rows} resident {resident} run {run} output {o} [{i}]")
-                        });
+            // The AMX tiles where the CPU has them (resident weights),
+            // else and also gemm128.
+            for with_amx in [true, false] {
+                let compile = || FastProgram::compile(prog.clone()).unwrap();
+                let p = if with_amx {
+                    compile()
+                } else {
+                    amx::without(compile)
+                };
+                let folds: Vec<Option<bool>> = p
+                    .steps
+                    .iter()
+                    .filter_map(|s| match s {
+                        Step::Fast {
+                            kind: Kind::Matmul { .. },
+                            fold,
+                            ..
+                        } => Some(
+                            fold.as_ref()
+                                .map(|f| matches!(f.kind, FoldKind::Residual { from: None })),
+                        ),
+                        _ => None,
+                    })
+                    .collect();
+                // %h (residual %s lives on: copied), %h2 (graph input %x2:
+                // copied), %k (two uses: not folded), %t (in place over %r).
+                assert_eq!(
+                    folds,
+                    [Some(false), Some(false), None, Some(true)],
+                    "rows {rows}: folded adds (Some(in place))"
+                );
+                assert_eq!(
+                    p.steps.iter().filter(|s| matches!(s, Step::Folded)).count(),
+                    3
+                );
+                for resident in [false, true] {
+                    if resident {
+                        p.keep_resident(&[1, 3]);
+                    }
+                    let ins = random_inputs(&g, 10);
+                    let refs: Vec<&HostTensor> = ins.iter().collect();
+                    let want = crate::run_graph_refs(&g, &refs).unwrap();
+                    for run in 0..2 {
+                        let got = p.run(&refs).unwrap();
+                        for (o, (gt, wt)) in got.iter().zip(&want).enumerate() {
+                            assert_close(gt, wt, |i| {
+                                format!("rows {rows} amx {with_amx} resident {resident} run {run} output {o} [{i}]")
+                            });
+                        }
                     }
                 }
             }

@@ -101,21 +101,21 @@ pub fn chunk_len(total: usize, unit: usize, min: usize) -> usize {
 }
 
 /// Per-thread scratch buffers, sized at compile time.
-pub struct Scratch {
-    slots: Vec<Mutex<Vec<f32>>>,
+pub struct Scratch<T = f32> {
+    slots: Vec<Mutex<Vec<T>>>,
 }
 
-impl Scratch {
-    pub fn new(per_thread: usize) -> Scratch {
+impl<T: Clone + Default> Scratch<T> {
+    pub fn new(per_thread: usize) -> Scratch<T> {
         Scratch {
             slots: (0..threads() + 1)
-                .map(|_| Mutex::new(vec![0.0; per_thread]))
+                .map(|_| Mutex::new(vec![T::default(); per_thread]))
                 .collect(),
         }
     }
 
     /// Run `f` with this thread's scratch buffer.
-    pub fn with<R>(&self, f: impl FnOnce(&mut [f32]) -> R) -> R {
+    pub fn with<R>(&self, f: impl FnOnce(&mut [T]) -> R) -> R {
         #[cfg(not(target_arch = "wasm32"))]
         let k = rayon::current_thread_index().unwrap_or(self.slots.len() - 1);
         #[cfg(target_arch = "wasm32")]

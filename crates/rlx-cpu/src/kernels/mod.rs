@@ -1,6 +1,7 @@
 //! Kernel registry and the helpers kernels share. One module per op family;
 //! each exports a `KERNELS` table of (op name, kernel).
 
+pub mod amx;
 mod control;
 mod conv;
 mod elementwise;

@@ -1,0 +1,527 @@
+//! f32 matrix product on Intel AMX tiles, as accurate as an f32 GEMM.
+//!
+//! AMX multiplies bf16 tiles into f32 accumulators (`tdpbf16ps`): 16×16
+//! outputs, 32 products each, per instruction — 16 times the multiply-adds
+//! per cycle of AVX-512's f32 FMA. bf16 alone would lose 16 of f32's 24
+//! significand bits, so each operand is split into three bf16 parts
+//! (`x = x₁ + x₂ + x₃`, each the rounded remainder of the one before; 3 × 8
+//! bits cover the 24) and the product is the sum of the six part products
+//! that matter: x₁y₁, x₁y₂, x₁y₃, x₂y₁, x₂y₂, x₃y₁. The three left out are
+//! below 2⁻²⁴ of the product. A product of two bf16 is exact in f32 and
+//! the tile unit adds into its f32 accumulators rounding to nearest even,
+//! as an f32 FMA does, so the result has an f32 GEMM's error (measured
+//! against f64: 4–8·10⁻⁸ of Σ|aᵢbᵢ| where a sequential f32 FMA sum gives
+//! 8–11·10⁻⁸; the tests hold it to 2⁻²²). Six products at 16× the rate:
+//! still 2.7× the f32 FMA peak, and the tiles' loads come from L1/L2.
+//!
+//! What differs from an f32 GEMM: the unit treats subnormal inputs and
+//! results as zero, so parts below 2⁻¹²⁶ are lost (values under ~10⁻³³ keep
+//! fewer bits); inf and NaN pass through the first part.
+//!
+//! The weight is split and packed once ([`PackedB`], resident weights
+//! only); the left operand's rows are split into per-thread scratch, in
+//! blocks of [`ROWS`] rows, by each call. Used by the fast engine for f32
+//! matmuls with a resident weight and at least [`MIN_ROWS`] rows, on
+//! x86-64 Linux when the CPU has AMX-BF16 and the kernel grants the tile
+//! state (`RLX_CPU_AMX=0` turns it off). The dispatch report names it.
+// Inline assembly for the tile instructions (Rust has no stable AMX
+// intrinsics or target feature): every tile load and store stays inside
+// the slices, checked before the loops.
+#![allow(unsafe_code)]
+
+use super::gemm::Mat;
+use std::cell::Cell;
+
+/// Rows of the left operand split per block: the block's three parts
+/// (3 × 128 × K bf16, 1.2 MB at K = 1536) stay in L2 while every column
+/// panel of the weight passes over them.
+pub const ROWS: usize = 128;
+/// Fewer rows than this run on the `gemm` crate: the tiles compute 32 rows
+/// at a time, so a short product would be mostly padding.
+pub const MIN_ROWS: usize = 32;
+
+/// Part products, as (left part, right part): grouped by left part so
+/// each pair of left tiles is loaded once for all of its right parts.
+const PAIRS: [(usize, usize); 6] = [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (2, 0)];
+
+thread_local! {
+    static OFF: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether this process runs f32 products on AMX: the CPU has AMX-BF16,
+/// Linux grants the tile state, `RLX_CPU_AMX` is not `0`, and the calling
+/// thread is not inside [`without`].
+pub fn available() -> bool {
+    !OFF.with(Cell::get) && supported()
+}
+
+/// `f` with [`available`] false on this thread: the engine decides at
+/// compile time, so tests compile programs for the other kernels here.
+pub fn without<R>(f: impl FnOnce() -> R) -> R {
+    let before = OFF.with(|o| o.replace(true));
+    let r = f();
+    OFF.with(|o| o.set(before));
+    r
+}
+
+fn supported() -> bool {
+    static S: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *S.get_or_init(|| std::env::var("RLX_CPU_AMX").as_deref() != Ok("0") && tiles::enable())
+}
+
+static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Products run on the tiles so far in this process (tests check the
+/// engine chose this kernel).
+pub fn calls() -> usize {
+    CALLS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// `x` rounded to bf16 (nearest, ties to even), as f32 bits; a finite `x`
+/// that would round past bf16's largest value is truncated instead, and
+/// inf and NaN keep their class (a NaN stays quiet).
+#[inline(always)]
+fn bf16_bits(x: f32) -> u32 {
+    let u = x.to_bits();
+    let trunc = u & 0xffff_0000;
+    let round = u.wrapping_add(0x7fff + ((u >> 16) & 1)) & 0xffff_0000;
+    let finite = u & 0x7f80_0000 != 0x7f80_0000;
+    let overflows = round & 0x7fff_ffff == 0x7f80_0000;
+    let nan_bit = if u & 0x007f_ffff != 0 { 0x0040_0000 } else { 0 };
+    if !finite {
+        trunc | nan_bit
+    } else if overflows {
+        trunc
+    } else {
+        round
+    }
+}
+
+/// `x`'s three bf16 parts (see the module docs); a non-finite `x` is all
+/// in the first.
+#[inline(always)]
+fn split(x: f32) -> [u16; 3] {
+    let h = bf16_bits(x);
+    let finite = x.is_finite();
+    let r = if finite { x - f32::from_bits(h) } else { 0.0 };
+    let m = bf16_bits(r);
+    let l = bf16_bits(r - f32::from_bits(m));
+    [(h >> 16) as u16, (m >> 16) as u16, (l >> 16) as u16]
+}
+
+crate::fast::simd::simd_fn! {
+    /// The parts of a contiguous row into three part rows (each as long
+    /// as `x`), vectorized.
+    fn split_row(x: &[f32], p0: &mut [u16], p1: &mut [u16], p2: &mut [u16]) {
+        let n = x.len();
+        let (p0, p1, p2) = (&mut p0[..n], &mut p1[..n], &mut p2[..n]);
+        for i in 0..n {
+            let [a, b, c] = split(x[i]);
+            p0[i] = a;
+            p1[i] = b;
+            p2[i] = c;
+        }
+    }
+}
+
+/// K padded to whole tiles (32 bf16).
+fn padded_k(k: usize) -> usize {
+    k.div_ceil(32) * 32
+}
+
+/// bf16 elements of scratch one call needs for a weight of `k` rows.
+pub fn scratch_len(k: usize) -> usize {
+    3 * ROWS * padded_k(k) + ALIGN
+}
+
+/// Elements skipped at the start of a buffer so the tiles' 64-byte rows
+/// start on cache lines: a row across two lines costs two loads, which
+/// halved the kernel's speed.
+const ALIGN: usize = 32;
+
+fn aligned(s: &[u16]) -> &[u16] {
+    &s[s.as_ptr().align_offset(64)..]
+}
+
+fn aligned_mut(s: &mut [u16]) -> &mut [u16] {
+    let o = s.as_ptr().align_offset(64);
+    &mut s[o..]
+}
+
+/// A weight split and packed for the tiles: `k × n`, in panels of 16
+/// columns; per panel, its three parts one after another, each `kp / 2`
+/// rows of 16 (column) × 2 (consecutive K) bf16 — one 64-byte tile row per
+/// K pair, the layout `tdpbf16ps` reads its right operand in. Zero past
+/// the edges (K to a multiple of 32, N to a multiple of 32). Not `Clone`:
+/// the data starts at the buffer's first cache line, which a copy of the
+/// buffer would not keep.
+#[derive(Default, Debug)]
+pub struct PackedB {
+    k: usize,
+    n: usize,
+    data: Vec<u16>,
+}
+
+impl PackedB {
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// bf16 elements of one part of one panel.
+    fn part_len(&self) -> usize {
+        padded_k(self.k) / 2 * 32
+    }
+
+    /// Split and pack `b` (any strides) into this buffer, reusing its
+    /// allocation; every element is written, the padding too.
+    pub fn repack(&mut self, b: Mat<f32>) {
+        let (k, n) = (b.rows, b.cols);
+        assert!(
+            k == 0 || n == 0 || (k - 1) * b.row_stride + (n - 1) * b.col_stride < b.data.len(),
+            "amx: weight strides leave the slice"
+        );
+        self.k = k;
+        self.n = n;
+        let part = self.part_len();
+        let panels = n.div_ceil(32) * 2;
+        self.data.clear();
+        self.data.resize(panels * 3 * part + ALIGN, 0);
+        let data = aligned_mut(&mut self.data);
+        for kk in 0..k {
+            let row = (kk / 2) * 32 + (kk & 1);
+            for j in 0..n {
+                let parts = split(b.data[kk * b.row_stride + j * b.col_stride]);
+                let base = (j / 16) * 3 * part + row + (j % 16) * 2;
+                for (s, v) in parts.into_iter().enumerate() {
+                    data[base + s * part] = v;
+                }
+            }
+        }
+    }
+}
+
+/// `c` (`a.rows × b.n`, row stride `ldc`) = `a · b`, or `c += a · b` with
+/// `acc`, on this thread. `scratch` holds [`scratch_len`]`(b.k)` elements.
+/// Panics unless [`available`] said yes in this process.
+pub fn gemm(a: Mat<f32>, b: &PackedB, c: &mut [f32], ldc: usize, acc: bool, scratch: &mut [u16]) {
+    let (m, k, n) = (a.rows, b.k, b.n);
+    assert_eq!(a.cols, k, "amx: inner dimensions differ");
+    if m == 0 || n == 0 {
+        return;
+    }
+    assert!(supported(), "amx: tiles used where they are not available");
+    assert!(
+        (m - 1) * ldc + n <= c.len(),
+        "amx: the output is shorter than its rows"
+    );
+    assert!(
+        k == 0 || (m - 1) * a.row_stride + (k - 1) * a.col_stride < a.data.len(),
+        "amx: left operand strides leave the slice"
+    );
+    let kp = padded_k(k);
+    let scratch = aligned_mut(&mut scratch[..scratch_len(k)]);
+    let packed = aligned(&b.data);
+    CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    tiles::configure();
+    for r0 in (0..m).step_by(ROWS) {
+        let rows = ROWS.min(m - r0);
+        let rp = rows.div_ceil(32) * 32;
+        // The block's rows split into the three part matrices (rp × kp,
+        // zero padded).
+        let (p0, rest) = scratch.split_at_mut(ROWS * kp);
+        let (p1, p2) = rest.split_at_mut(ROWS * kp);
+        for i in 0..rp {
+            let span = i * kp..(i + 1) * kp;
+            let (d0, d1, d2) = (&mut p0[span.clone()], &mut p1[span.clone()], &mut p2[span]);
+            if i >= rows {
+                d0.fill(0);
+                d1.fill(0);
+                d2.fill(0);
+                continue;
+            }
+            let src = r0 + i;
+            if a.col_stride == 1 {
+                let x = &a.data[src * a.row_stride..][..k];
+                split_row(x, d0, d1, d2);
+            } else {
+                // A strided row (not the engine's case): element by element.
+                for kk in 0..k {
+                    let [x, y, z] = split(a.data[src * a.row_stride + kk * a.col_stride]);
+                    (d0[kk], d1[kk], d2[kk]) = (x, y, z);
+                }
+            }
+            d0[k..].fill(0);
+            d1[k..].fill(0);
+            d2[k..].fill(0);
+        }
+        let parts = [&p0[..rp * kp], &p1[..rp * kp], &p2[..rp * kp]];
+        let mut out = [0f32; 32 * 32];
+        for c0 in (0..n).step_by(32) {
+            let panel = &packed[(c0 / 16) * 3 * b.part_len()..][..6 * b.part_len()];
+            for i0 in (0..rp).step_by(32) {
+                // SAFETY: `supported()` holds and `configure` ran on this
+                // thread; the part rows i0..i0+32 and the panel pair exist
+                // (sliced above), each tile load reads 16 rows of 64 bytes
+                // inside them, and `out` holds the four 16×16 f32 tiles.
+                unsafe { tiles::block(&parts, i0, kp, panel, b.part_len(), &mut out) };
+                let valid_rows = 32.min(rows.saturating_sub(i0));
+                let cols = 32.min(n - c0);
+                for (i, o) in out.chunks_exact(32).take(valid_rows).enumerate() {
+                    let dst = &mut c[(r0 + i0 + i) * ldc + c0..][..cols];
+                    if acc {
+                        for (d, &v) in dst.iter_mut().zip(o) {
+                            *d += v;
+                        }
+                    } else {
+                        dst.copy_from_slice(&o[..cols]);
+                    }
+                }
+            }
+        }
+    }
+    tiles::release();
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod tiles {
+    use std::arch::asm;
+
+    /// Ask Linux for the AMX tile state (`arch_prctl(ARCH_REQ_XCOMP_PERM,
+    /// XFEATURE_XTILEDATA)`), after CPUID says AMX-TILE and AMX-BF16.
+    pub fn enable() -> bool {
+        let ext = std::arch::x86_64::__cpuid_count(7, 0);
+        let (bf16, tile) = (ext.edx & (1 << 22) != 0, ext.edx & (1 << 24) != 0);
+        if !(bf16 && tile) {
+            return false;
+        }
+        const SYS_ARCH_PRCTL: i64 = 158;
+        const ARCH_REQ_XCOMP_PERM: i64 = 0x1023;
+        const XFEATURE_XTILEDATA: i64 = 18;
+        let ret: i64;
+        // SAFETY: a plain system call that changes only this process's
+        // permitted extended state; it clobbers rcx and r11.
+        unsafe {
+            asm!(
+                "syscall",
+                inlateout("rax") SYS_ARCH_PRCTL => ret,
+                in("rdi") ARCH_REQ_XCOMP_PERM,
+                in("rsi") XFEATURE_XTILEDATA,
+                lateout("rcx") _,
+                lateout("r11") _,
+                options(nostack),
+            );
+        }
+        ret == 0
+    }
+
+    /// Load the tile configuration on this thread: palette 1, eight tiles
+    /// of 16 rows × 64 bytes (tmm0–3 the f32 accumulators, tmm4–5 left
+    /// parts, tmm6–7 right parts).
+    pub fn configure() {
+        let mut cfg = [0u8; 64];
+        cfg[0] = 1;
+        for t in 0..8 {
+            cfg[16 + 2 * t] = 64;
+            cfg[48 + t] = 16;
+        }
+        // SAFETY: a valid palette-1 configuration, 64 bytes; callers
+        // checked `supported()`.
+        unsafe { asm!("ldtilecfg [{}]", in(reg) cfg.as_ptr(), options(nostack, readonly)) };
+    }
+
+    pub fn release() {
+        // SAFETY: only resets this thread's tile state.
+        unsafe { asm!("tilerelease", options(nostack, nomem)) };
+    }
+
+    macro_rules! load {
+        ($t:literal, $p:expr, $stride:expr) => {
+            asm!(concat!("tileloadd tmm", $t, ", [{}+{}*1]"), in(reg) $p, in(reg) $stride,
+                 options(nostack, readonly))
+        };
+    }
+    macro_rules! dp {
+        ($c:literal, $a:literal, $b:literal) => {
+            asm!(
+                concat!("tdpbf16ps tmm", $c, ", tmm", $a, ", tmm", $b),
+                options(nostack, nomem)
+            )
+        };
+    }
+    macro_rules! store {
+        ($t:literal, $p:expr) => {
+            asm!(concat!("tilestored [{}+{}*1], tmm", $t), in(reg) $p, in(reg) 128usize,
+                 options(nostack))
+        };
+    }
+
+    /// One 32×32 output block: rows `i0..i0+32` of the left parts (row
+    /// stride `kp`) times the two 16-column panels at `panel` (each three
+    /// parts of `part` elements), summed over K, into `out` (32 × 32).
+    ///
+    /// # Safety
+    /// The tile configuration of [`configure`] is loaded on this thread;
+    /// `parts[s]` has rows `i0..i0 + 32` of `kp` elements, `panel` has 6 ×
+    /// `part` elements and `part == kp / 2 * 32`.
+    pub unsafe fn block(
+        parts: &[&[u16]; 3],
+        i0: usize,
+        kp: usize,
+        panel: &[u16],
+        part: usize,
+        out: &mut [f32; 1024],
+    ) {
+        debug_assert!(parts.iter().all(|p| p.len() >= (i0 + 32) * kp));
+        debug_assert!(panel.len() >= 6 * part && part == kp / 2 * 32);
+        let lda = kp * 2;
+        unsafe {
+            asm!(
+                "tilezero tmm0",
+                "tilezero tmm1",
+                "tilezero tmm2",
+                "tilezero tmm3",
+                options(nostack, nomem)
+            );
+            for kb in (0..kp).step_by(32) {
+                let mut last = usize::MAX;
+                for (sa, sb) in super::PAIRS {
+                    if sa != last {
+                        let a = parts[sa].as_ptr().add(i0 * kp + kb);
+                        load!("4", a, lda);
+                        load!("5", a.add(16 * kp), lda);
+                        last = sa;
+                    }
+                    let b = panel.as_ptr().add(sb * part + kb / 2 * 32);
+                    load!("6", b, 64usize);
+                    load!("7", b.add(3 * part), 64usize);
+                    dp!("0", "4", "6");
+                    dp!("1", "4", "7");
+                    dp!("2", "5", "6");
+                    dp!("3", "5", "7");
+                }
+            }
+            let o = out.as_mut_ptr();
+            store!("0", o);
+            store!("1", o.add(16));
+            store!("2", o.add(512));
+            store!("3", o.add(528));
+        }
+    }
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+mod tiles {
+    pub fn enable() -> bool {
+        false
+    }
+    pub fn configure() {}
+    pub fn release() {}
+    /// # Safety
+    /// Never called: [`super::supported`] is false here.
+    pub unsafe fn block(
+        _: &[&[u16]; 3],
+        _: usize,
+        _: usize,
+        _: &[u16],
+        _: usize,
+        _: &mut [f32; 1024],
+    ) {
+        unreachable!("amx: no tiles on this target")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lcg(seed: &mut u64) -> f32 {
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((*seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+
+    #[test]
+    fn parts_sum_to_the_value() {
+        let mut s = 7;
+        for _ in 0..100_000 {
+            let x = lcg(&mut s) * 10f32.powi((lcg(&mut s) * 30.0) as i32);
+            let p = split(x);
+            let sum: f64 = p
+                .iter()
+                .map(|&h| f32::from_bits((h as u32) << 16) as f64)
+                .sum();
+            assert_eq!(sum, x as f64, "{x}: parts {p:?}");
+        }
+        for x in [f32::INFINITY, f32::NEG_INFINITY, f32::MAX, -f32::MAX] {
+            let p = split(x);
+            assert_eq!(
+                f32::from_bits((p[0] as u32) << 16).is_infinite(),
+                x.is_infinite(),
+                "{x}"
+            );
+        }
+        assert!(f32::from_bits((split(f32::NAN)[0] as u32) << 16).is_nan());
+    }
+
+    /// Against an f64 product of the same f32 values: the error, relative
+    /// to Σ|aᵢbᵢ| of each output, stays under 2⁻²² — an f32 GEMM's bound
+    /// at these sizes — at edge shapes (rows, K and N not multiples of a
+    /// tile, a transposed weight and left operand, accumulation).
+    #[test]
+    fn matches_f64_at_f32_accuracy() {
+        if !available() {
+            eprintln!("amx: no AMX tiles on this machine; the kernel is not used here");
+            return;
+        }
+        let mut s = 1;
+        for &(m, k, n, bt, at, acc) in &[
+            (32, 32, 32, false, false, false),
+            (33, 17, 7, false, false, false),
+            (130, 384, 70, true, false, true),
+            (300, 100, 45, false, true, false),
+            (64, 1536, 384, true, false, false),
+        ] {
+            let a: Vec<f32> = (0..m * k).map(|_| lcg(&mut s)).collect();
+            let b: Vec<f32> = (0..k * n).map(|_| lcg(&mut s)).collect();
+            let c0: Vec<f32> = (0..m * n).map(|_| lcg(&mut s)).collect();
+            let am = if at {
+                Mat::row_major(&a, k, m).t()
+            } else {
+                Mat::row_major(&a, m, k)
+            };
+            let bm = if bt {
+                Mat::row_major(&b, n, k).t()
+            } else {
+                Mat::row_major(&b, k, n)
+            };
+            let mut p = PackedB::default();
+            p.repack(bm);
+            let mut c = if acc { c0.clone() } else { vec![0.0; m * n] };
+            let mut scratch = vec![0u16; scratch_len(k)];
+            gemm(am, &p, &mut c, n, acc, &mut scratch);
+            let mut worst = 0f64;
+            for i in 0..m {
+                for j in 0..n {
+                    let (mut r, mut mag) = (if acc { c0[i * n + j] as f64 } else { 0.0 }, 0f64);
+                    mag += r.abs();
+                    for kk in 0..k {
+                        let x = am.data[i * am.row_stride + kk * am.col_stride] as f64
+                            * bm.data[kk * bm.row_stride + j * bm.col_stride] as f64;
+                        r += x;
+                        mag += x.abs();
+                    }
+                    worst = worst.max((c[i * n + j] as f64 - r).abs() / mag);
+                }
+            }
+            assert!(
+                worst < 2f64.powi(-22),
+                "{m}x{k}x{n}: error {worst:e} of sum |ab|"
+            );
+        }
+    }
+}
