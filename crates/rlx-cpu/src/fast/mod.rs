@@ -1904,7 +1904,7 @@ mod tests {
     /// A matmul whose output has another use keeps its add.
     #[test]
     fn residual_adds_fold_into_matmuls() {
-        for rows in [5, 300, 1100] {
+        for rows in [5, 64, 300, 1100] {
             let src = format!(
                 "graph @g(%x: f32[{rows},16], %w: f32[16,16], %b: f32[16], %u: f32[16,16], %x2: f32[{rows},16]) {{
   %r = tanh(%x)
