@@ -41,10 +41,6 @@ pub const ROWS: usize = 128;
 /// at a time, so a short product would be mostly padding.
 pub const MIN_ROWS: usize = 32;
 
-/// Part products, as (left part, right part): grouped by left part so
-/// each pair of left tiles is loaded once for all of its right parts.
-const PAIRS: [(usize, usize); 6] = [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (2, 0)];
-
 thread_local! {
     static OFF: Cell<bool> = const { Cell::new(false) };
 }
@@ -403,6 +399,11 @@ mod tiles {
         unsafe { asm!("tilerelease", options(nostack, nomem)) };
     }
 
+    /// Part products, as (left part, right part): grouped by left part
+    /// so each pair of left tiles is loaded once for all of its right
+    /// parts.
+    const PAIRS: [(usize, usize); 6] = [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (2, 0)];
+
     macro_rules! load {
         ($t:literal, $p:expr, $stride:expr) => {
             asm!(concat!("tileloadd tmm", $t, ", [{}+{}*1]"), in(reg) $p, in(reg) $stride,
@@ -453,7 +454,7 @@ mod tiles {
             );
             for kb in (0..kp).step_by(32) {
                 let mut last = usize::MAX;
-                for (sa, sb) in super::PAIRS {
+                for (sa, sb) in PAIRS {
                     if sa != last {
                         let a = parts[sa].as_ptr().add(i0 * kp + kb);
                         load!("4", a, lda);
