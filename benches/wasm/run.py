@@ -53,6 +53,9 @@ def main():
     if relaxed:
         wasm_r = lines(["node", RELAXED_FLAG, str(ROOT / "benches/wasm/run.mjs"), relaxed, *BATCHES])
     one = lines([str(NATIVE), *BATCHES], env={**os.environ, "RLX_NUM_THREADS": "1"})
+    # Natively, f32 products with a resident weight run on the AMX tiles
+    # where the CPU has them; the same binary without them, for reference.
+    one_noamx = lines([str(NATIVE), *BATCHES], env={**os.environ, "RLX_NUM_THREADS": "1", "RLX_CPU_AMX": "0"})
     if before:
         wasm_b = lines(["node", str(ROOT / "benches/wasm/run.mjs"), before[0], *BATCHES])
         one_b = lines([before[1], *BATCHES], env={**os.environ, "RLX_NUM_THREADS": "1"})
@@ -60,7 +63,8 @@ def main():
     rows = []
     for b in map(int, BATCHES):
         w, o, a = wasm[b]["p50_ms"], one[b]["p50_ms"], alln[b]["p50_ms"]
-        rows.append({"batch": b, "wasm_simd128_1t": w, "native_1t": o, f"native_{os.cpu_count()}t": a, "wasm_over_native_1t": w / o, "wasm_gemm": wasm[b].get("gemm")})
+        rows.append({"batch": b, "wasm_simd128_1t": w, "native_1t": o, f"native_{os.cpu_count()}t": a, "wasm_over_native_1t": w / o, "wasm_gemm": wasm[b].get("gemm"),
+                     "native_gemm": one[b].get("gemm"), "native_1t_amx_off": one_noamx[b]["p50_ms"], "wasm_over_native_1t_amx_off": w / one_noamx[b]["p50_ms"]})
         if relaxed:
             r = wasm_r[b]["p50_ms"]
             rows[-1].update({"wasm_relaxed_1t": r, "relaxed_over_native_1t": r / o, "wasm_relaxed_gemm": wasm_r[b].get("gemm")})
@@ -73,7 +77,7 @@ def main():
         "",
         f"Generated {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC by `python3 benches/wasm/run.py` (rlx commit {commit}).",
         "",
-        f"One MiniLM-sized encoder block (seq 128, hidden 384, 12 heads, ffn 1536; {GFLOP:.3f} GFLOP per sequence), the same graph and inputs in both builds. wasm: `scripts/build-wasm` (simd128, one thread) under Node {subprocess.run(['node', '--version'], capture_output=True, text=True).stdout.strip()}; native: the x86-64 build, AVX-512 kernels. p50 of 20 runs after warm-up runs (natively 2; in Node 2 and at least 1 s, so V8's optimizing tier is in place).",
+        f"One MiniLM-sized encoder block (seq 128, hidden 384, 12 heads, ffn 1536; {GFLOP:.3f} GFLOP per sequence), the same graph and inputs in both builds. wasm: `scripts/build-wasm` (simd128, one thread) under Node {subprocess.run(['node', '--version'], capture_output=True, text=True).stdout.strip()}; native: the x86-64 build, AVX-512 kernels (matmuls: {kernel(one)}). p50 of 20 runs after warm-up runs (natively 2; in Node 2 and at least 1 s, so V8's optimizing tier is in place).",
         "",
         f"The wasm build's matmuls (its dispatch report): {kernel(wasm)}"
         + (f"; the relaxed-SIMD build (`./scripts/build-wasm --relaxed`, run with `node {RELAXED_FLAG}`, in the same run): {kernel(wasm_r)}." if relaxed else "."),
@@ -97,6 +101,12 @@ def main():
         for r in rows:
             md.append(f"| {r['batch']} | {r['wasm_simd128_1t']:.2f} | {r['native_1t']:.2f} | {r[f'native_{os.cpu_count()}t']:.2f} | {r['wasm_over_native_1t']:.2f} |")
     md.append("")
+    md += [
+        "Native, one thread, with `RLX_CPU_AMX=0` (f32 products on the `gemm` crate's AVX-512 kernels even where the CPU has AMX tiles), same run: "
+        + ", ".join(f"B={r['batch']} {r['native_1t_amx_off']:.2f} ms (simd128 / it {r['wasm_over_native_1t_amx_off']:.2f}"
+                    + (f", relaxed / it {r['wasm_relaxed_1t'] / r['native_1t_amx_off']:.2f}" if relaxed else "") + ")" for r in rows) + ".",
+        "",
+    ]
     if before:
         md += [
             f"Before/after in the same run (before: `{before[0]}` and `{before[1]}`, built at an earlier commit):",

@@ -39,8 +39,16 @@ fn main() -> Result<(), rlx::Error> {
             })
             .collect::<Result<_, _>>()?;
         t.sort_by(f64::total_cmp);
+        // The matmuls' kernel, from the dispatch report (which GEMM is timed).
+        let gemm = c
+            .dispatch_report()
+            .nodes
+            .iter()
+            .find(|n| n.op.starts_with("matmul"))
+            .and_then(|n| n.kernels.first().cloned())
+            .unwrap_or_default();
         println!(
-            "{{\"batch\": {b}, \"p50_ms\": {:.3}, \"min_ms\": {:.3}}}",
+            "{{\"batch\": {b}, \"p50_ms\": {:.3}, \"min_ms\": {:.3}, \"gemm\": {gemm:?}}}",
             t[t.len() / 2],
             t[0]
         );
