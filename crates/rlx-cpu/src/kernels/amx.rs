@@ -251,14 +251,41 @@ impl PackedB {
         let panels = n.div_ceil(32) * 2;
         self.data.clear();
         self.data.resize(panels * 3 * part + ALIGN, 0);
+        if k == 0 || n == 0 {
+            return;
+        }
         let data = aligned_mut(&mut self.data);
+        let at =
+            |kk: usize, j: usize| (j / 16) * 3 * part + (kk / 2) * 32 + (j % 16) * 2 + (kk & 1);
+        // A contiguous column (a transposed weight: PyTorch's (out, in))
+        // or row goes through the vectorized split, then is scattered.
+        let line = if b.row_stride == 1 { k } else { n };
+        let mut t = vec![0u16; 3 * line];
+        let (t0, rest) = t.split_at_mut(line);
+        let (t1, t2) = rest.split_at_mut(line);
+        if b.row_stride == 1 || b.col_stride == 1 {
+            let by_cols = b.row_stride == 1;
+            let (lines, stride) = if by_cols {
+                (n, b.col_stride)
+            } else {
+                (k, b.row_stride)
+            };
+            for l in 0..lines {
+                split_row_fast(&b.data[l * stride..][..line], t0, t1, t2);
+                for (s, p) in [&*t0, &*t1, &*t2].into_iter().enumerate() {
+                    for (e, &v) in p.iter().enumerate() {
+                        let (kk, j) = if by_cols { (e, l) } else { (l, e) };
+                        data[at(kk, j) + s * part] = v;
+                    }
+                }
+            }
+            return;
+        }
         for kk in 0..k {
-            let row = (kk / 2) * 32 + (kk & 1);
             for j in 0..n {
                 let parts = split(b.data[kk * b.row_stride + j * b.col_stride]);
-                let base = (j / 16) * 3 * part + row + (j % 16) * 2;
                 for (s, v) in parts.into_iter().enumerate() {
-                    data[base + s * part] = v;
+                    data[at(kk, j) + s * part] = v;
                 }
             }
         }
