@@ -530,13 +530,7 @@ mod tiles {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn lcg(seed: &mut u64) -> f32 {
-        *seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((*seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    }
+    use crate::kernels::gemm128::tests::rnd as lcg;
 
     #[test]
     fn parts_sum_to_the_value() {

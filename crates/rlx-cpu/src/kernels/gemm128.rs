@@ -551,10 +551,11 @@ pub const RAGGED: [(usize, usize, usize, bool); 8] = [
 ];
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn rnd(s: &mut u64) -> f32 {
+    /// A uniform f32 in [-1, 1) from an LCG state (the kernels' tests).
+    pub(crate) fn rnd(s: &mut u64) -> f32 {
         *s = s
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
