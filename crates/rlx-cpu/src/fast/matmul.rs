@@ -109,12 +109,18 @@ enum Weight<'a> {
     AsIs(Mat<'a, f32>),
 }
 
+/// Whether a product of `rows` rows with `p` runs on the AMX tiles.
+fn on_tiles(p: &amx::PackedB, rows: usize) -> bool {
+    rows >= amx::MIN_ROWS && p.finite()
+}
+
 /// `b` as products of `rows` rows read it: an AMX weight only from
-/// [`amx::MIN_ROWS`] rows on (shorter products run on the `gemm` crate).
+/// [`amx::MIN_ROWS`] rows on and when all its values are finite (else the
+/// `gemm` crate).
 fn with_weight<T>(b: Mat<f32>, packed: Packed, rows: usize, f: impl FnOnce(Weight) -> T) -> T {
     match packed {
         Packed::Gemm128(p) => return f(Weight::Packed(p)),
-        Packed::Amx(p, pool) if rows >= amx::MIN_ROWS => return f(Weight::Amx(p, pool)),
+        Packed::Amx(p, pool) if on_tiles(p, rows) => return f(Weight::Amx(p, pool)),
         _ => {}
     }
     #[cfg(target_arch = "wasm32")]
@@ -213,7 +219,7 @@ pub fn run(
         // one call lets gemm share the packing across its threads — or,
         // for the fewest rows, split `b`'s columns (each thread packs and
         // reads its share once) — and the epilogue follows over row chunks.
-        let amx_rows = matches!(packed, Packed::Amx(..)) && rows >= amx::MIN_ROWS;
+        let amx_rows = matches!(packed, Packed::Amx(p, _) if on_tiles(p, rows));
         if matches!(packed, Packed::No | Packed::Amx(..))
             && !amx_rows
             && rows <= SMALL_M

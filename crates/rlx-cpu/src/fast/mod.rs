@@ -221,7 +221,7 @@ fn kernel_base_name(op: &str, kind: Option<Kind>, dtype: DType) -> String {
             crate::kernels::gemm128::NR
         ),
         Some(Kind::Matmul { .. }) if dtype == DType::F32 && amx::available() => format!(
-            "cpu::fast::{op}<f32: AMX bf16x6 tiles (f32-accurate) for a resident weight and >= {} rows, else the gemm crate>",
+            "cpu::fast::{op}<f32: AMX bf16x6 tiles (f32-accurate) for a resident weight of finite values and >= {} rows, else the gemm crate>",
             amx::MIN_ROWS
         ),
         Some(_) => format!("cpu::fast::{op}<{dtype}>"),
@@ -1871,6 +1871,36 @@ mod tests {
         let t = TensorType::new(DType::F32, rlx_ir::Shape::from(vec![64, 64]));
         let name = kernel_name("matmul", &[&t, &t], &Attrs::default(), DType::F32);
         assert!(name.contains("AMX"), "{name}");
+
+        // A resident weight holding an inf: its products run on the `gemm`
+        // crate (the report's "of finite values"), giving what f32 gives.
+        let src = "graph @lin(%x: f32[40,6], %w: f32[6,5]) {
+  %y = matmul(%x, %w)
+  return %y
+}";
+        let g = rlx_ir::text::parse(src).unwrap();
+        let p = FastProgram::compile(rlx_ir::lir::Program::from_graph(g.clone())).unwrap();
+        p.keep_resident(&[1]);
+        let mut ins = random_inputs(&g, 50);
+        let mut w = ins[1].to_f64_vec().unwrap();
+        w[7] = f64::INFINITY;
+        let w: Vec<f32> = w.iter().map(|&v| v as f32).collect();
+        ins[1] = HostTensor::new(DType::F32, ins[1].shape().clone(), w.into()).unwrap();
+        let refs: Vec<&HostTensor> = ins.iter().collect();
+        let want = crate::run_graph_refs(&g, &refs).unwrap()[0]
+            .to_f64_vec()
+            .unwrap();
+        let got = p.run(&refs).unwrap()[0].to_f64_vec().unwrap();
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            let same = if w.is_finite() {
+                (g - w).abs() <= 1e-5 * (1.0 + w.abs())
+            } else {
+                g == w || (g.is_nan() && w.is_nan())
+            };
+            assert!(same, "[{i}]: {g} vs {w}");
+        }
+        assert!(want.iter().any(|v| v.is_infinite()));
+        assert_eq!(p.state.lock().unwrap().amx_packed[0].uses(), 0);
     }
 
     /// A tensor per graph input, seeded `seed`, `seed + 1`, ….

@@ -12,11 +12,18 @@
 //! as an f32 FMA does, so the result has an f32 GEMM's error (measured
 //! against f64: 4–8·10⁻⁸ of Σ|aᵢbᵢ| where a sequential f32 FMA sum gives
 //! 8–11·10⁻⁸; the tests hold it to 2⁻²²). Six products at 16× the rate:
-//! still 2.7× the f32 FMA peak, and the tiles' loads come from L1/L2.
+//! still 2.7× the f32 FMA peak on paper.
 //!
 //! What differs from an f32 GEMM: the unit treats subnormal inputs and
 //! results as zero, so parts below 2⁻¹²⁶ are lost (values under ~10⁻³³ keep
-//! fewer bits); inf and NaN pass through the first part.
+//! fewer bits). Non-finite values would meet zero parts in the tiles (inf ·
+//! 0 = NaN where f32 gives ±inf): left-operand rows holding one are
+//! computed in plain f32 instead, and a weight holding one reports it
+//! ([`PackedB::finite`]) so the engine keeps it off the tiles.
+//!
+//! Measured: 1.2–1.7× the `gemm` crate's f32 GEMM at MiniLM's shapes, one
+//! thread (`examples/amx_gemm.rs`) — the tile loads (18 per 24 products,
+//! from L2) hold the unit to about half its peak.
 //!
 //! The weight is split and packed once ([`PackedB`], resident weights
 //! only); the left operand's rows are split into per-thread scratch, in
@@ -119,7 +126,9 @@ crate::fast::simd::simd_fn! {
 /// zero, as the tiles do anyway; a row with a non-finite first part (inf,
 /// NaN, or a finite value rounding past bf16's range) is split again by
 /// [`split_row`], which keeps those exact.
-fn split_row_fast(x: &[f32], p0: &mut [u16], p1: &mut [u16], p2: &mut [u16]) {
+///
+/// Returns whether every element of `x` is finite.
+fn split_row_fast(x: &[f32], p0: &mut [u16], p1: &mut [u16], p2: &mut [u16]) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         static CVT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -133,10 +142,11 @@ fn split_row_fast(x: &[f32], p0: &mut [u16], p1: &mut [u16], p2: &mut [u16]) {
         // SAFETY: the CPU has the features (checked above) and every part
         // row holds x.len() elements (asserted).
         if cvt && unsafe { split_row_cvt(x, p0, p1, p2) } {
-            return;
+            return true;
         }
     }
-    split_row(x, p0, p1, p2)
+    split_row(x, p0, p1, p2);
+    x.iter().all(|v| v.is_finite())
 }
 
 /// # Safety
@@ -214,6 +224,8 @@ pub struct PackedB {
     k: usize,
     n: usize,
     data: Vec<u16>,
+    /// Whether every element is finite (see [`Self::finite`]).
+    finite: bool,
     /// Products run with it (tests check the engine chose the tiles).
     uses: AtomicUsize,
 }
@@ -225,6 +237,23 @@ impl PackedB {
 
     pub fn n(&self) -> usize {
         self.n
+    }
+
+    /// Whether every element of the weight is finite. An inf or NaN in the
+    /// weight meets the left operand's zero lower parts in the tiles (NaN
+    /// where f32 gives ±inf), so the engine runs such a weight's products
+    /// on the `gemm` crate instead (the report's kernel name says so).
+    pub fn finite(&self) -> bool {
+        self.finite
+    }
+
+    /// Element (kk, j) of the weight, from its parts (exact: they sum to
+    /// it), `packed` being `aligned(&self.data)`.
+    fn value(&self, packed: &[u16], kk: usize, j: usize) -> f32 {
+        let part = self.part_len();
+        let at = (j / 16) * 3 * part + (kk / 2) * 32 + (j % 16) * 2 + (kk & 1);
+        let f = |s: usize| f32::from_bits((packed[at + s * part] as u32) << 16);
+        f(0) + (f(1) + f(2))
     }
 
     /// Calls of [`gemm`] made with this weight so far.
@@ -247,6 +276,7 @@ impl PackedB {
         );
         self.k = k;
         self.n = n;
+        self.finite = true;
         let part = self.part_len();
         let panels = n.div_ceil(32) * 2;
         self.data.clear();
@@ -271,7 +301,7 @@ impl PackedB {
                 (k, b.row_stride)
             };
             for l in 0..lines {
-                split_row_fast(&b.data[l * stride..][..line], t0, t1, t2);
+                self.finite &= split_row_fast(&b.data[l * stride..][..line], t0, t1, t2);
                 for (s, p) in [&*t0, &*t1, &*t2].into_iter().enumerate() {
                     for (e, &v) in p.iter().enumerate() {
                         let (kk, j) = if by_cols { (e, l) } else { (l, e) };
@@ -283,8 +313,9 @@ impl PackedB {
         }
         for kk in 0..k {
             for j in 0..n {
-                let parts = split(b.data[kk * b.row_stride + j * b.col_stride]);
-                for (s, v) in parts.into_iter().enumerate() {
+                let v = b.data[kk * b.row_stride + j * b.col_stride];
+                self.finite &= v.is_finite();
+                for (s, v) in split(v).into_iter().enumerate() {
                     data[at(kk, j) + s * part] = v;
                 }
             }
@@ -322,7 +353,11 @@ pub fn gemm(a: Mat<f32>, b: &PackedB, c: &mut [f32], ldc: usize, acc: bool, scra
         // zero padded).
         let (p0, rest) = scratch.split_at_mut(ROWS * kp);
         let (p1, p2) = rest.split_at_mut(ROWS * kp);
-        for i in 0..rp {
+        // Rows holding inf or NaN: in the tiles an infinity meets zero
+        // parts (NaN where f32 gives ±inf), so these rows are not written
+        // from the tiles but computed below in plain f32.
+        let mut nonfinite = [false; ROWS];
+        for (i, bad) in nonfinite[..rp].iter_mut().enumerate() {
             let span = i * kp..(i + 1) * kp;
             let (d0, d1, d2) = (&mut p0[span.clone()], &mut p1[span.clone()], &mut p2[span]);
             if i >= rows {
@@ -334,11 +369,13 @@ pub fn gemm(a: Mat<f32>, b: &PackedB, c: &mut [f32], ldc: usize, acc: bool, scra
             let src = r0 + i;
             if a.col_stride == 1 {
                 let x = &a.data[src * a.row_stride..][..k];
-                split_row_fast(x, d0, d1, d2);
+                *bad = !split_row_fast(x, d0, d1, d2);
             } else {
                 // A strided row (not the engine's case): element by element.
                 for kk in 0..k {
-                    let [x, y, z] = split(a.data[src * a.row_stride + kk * a.col_stride]);
+                    let v = a.data[src * a.row_stride + kk * a.col_stride];
+                    *bad |= !v.is_finite();
+                    let [x, y, z] = split(v);
                     (d0[kk], d1[kk], d2[kk]) = (x, y, z);
                 }
             }
@@ -359,6 +396,9 @@ pub fn gemm(a: Mat<f32>, b: &PackedB, c: &mut [f32], ldc: usize, acc: bool, scra
                 let valid_rows = 32.min(rows.saturating_sub(i0));
                 let cols = 32.min(n - c0);
                 for (i, o) in out.chunks_exact(32).take(valid_rows).enumerate() {
+                    if nonfinite[i0 + i] {
+                        continue;
+                    }
                     let dst = &mut c[(r0 + i0 + i) * ldc + c0..][..cols];
                     if acc {
                         for (d, &v) in dst.iter_mut().zip(o) {
@@ -368,6 +408,17 @@ pub fn gemm(a: Mat<f32>, b: &PackedB, c: &mut [f32], ldc: usize, acc: bool, scra
                         dst.copy_from_slice(&o[..cols]);
                     }
                 }
+            }
+        }
+        for i in (0..rows).filter(|&i| nonfinite[i]) {
+            let src = r0 + i;
+            for j in 0..n {
+                let mut s = 0f32;
+                for kk in 0..k {
+                    s += a.data[src * a.row_stride + kk * a.col_stride] * b.value(packed, kk, j);
+                }
+                let d = &mut c[src * ldc + j];
+                *d = if acc { *d + s } else { s };
             }
         }
     }
@@ -581,6 +632,61 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Left-operand rows holding inf or NaN give what f32 gives: ±inf,
+    /// or NaN where infinities cancel (in the tiles their zero lower parts
+    /// would meet the weight's parts and an exactly representable weight's
+    /// zero parts: inf · 0 = NaN). A weight with an inf or NaN says so.
+    #[test]
+    fn non_finite_values_give_f32_results() {
+        if !available() {
+            eprintln!("amx: no AMX tiles on this machine; the kernel is not used here");
+            return;
+        }
+        let (m, k, n) = (40, 50, 20);
+        let mut s = 5;
+        let mut a: Vec<f32> = (0..m * k).map(|_| lcg(&mut s)).collect();
+        let mut b: Vec<f32> = (0..k * n).map(|_| lcg(&mut s)).collect();
+        // Exactly bf16: its lower parts are zero.
+        b[7 * n] = 0.5;
+        a[3 * k + 7] = f32::INFINITY;
+        a[5 * k + 1] = f32::NAN;
+        a[9 * k + 2] = f32::NEG_INFINITY;
+        a[9 * k + 3] = f32::INFINITY;
+        a[39 * k + 7] = -f32::INFINITY;
+        let mut p = PackedB::default();
+        p.repack(Mat::row_major(&b, k, n));
+        assert!(p.finite());
+        for acc in [false, true] {
+            let c0: Vec<f32> = (0..m * n).map(|i| i as f32 * 0.25).collect();
+            let mut c = if acc { c0.clone() } else { vec![0.0; m * n] };
+            let mut scratch = vec![0u16; scratch_len(k)];
+            gemm(Mat::row_major(&a, m, k), &p, &mut c, n, acc, &mut scratch);
+            for i in 0..m {
+                for j in 0..n {
+                    let base = if acc { c0[i * n + j] as f64 } else { 0.0 };
+                    let want = (0..k).fold(base, |t, kk| {
+                        t + a[i * k + kk] as f64 * b[kk * n + j] as f64
+                    });
+                    let got = c[i * n + j] as f64;
+                    let ok = if want.is_nan() {
+                        got.is_nan()
+                    } else if want.is_infinite() {
+                        got == want
+                    } else {
+                        (got - want).abs() <= 1e-5 * (1.0 + want.abs())
+                    };
+                    assert!(ok, "acc {acc} [{i}, {j}]: {got} vs {want}");
+                }
+            }
+        }
+        b[10] = f32::NAN;
+        p.repack(Mat::row_major(&b, k, n));
+        assert!(!p.finite());
+        b[10] = f32::INFINITY;
+        p.repack(Mat::row_major(&b, n, k).t());
+        assert!(!p.finite());
     }
 
     /// Against an f64 product of the same f32 values: the error, relative
