@@ -1887,19 +1887,11 @@ mod tests {
         let w: Vec<f32> = w.iter().map(|&v| v as f32).collect();
         ins[1] = HostTensor::new(DType::F32, ins[1].shape().clone(), w.into()).unwrap();
         let refs: Vec<&HostTensor> = ins.iter().collect();
-        let want = crate::run_graph_refs(&g, &refs).unwrap()[0]
-            .to_f64_vec()
-            .unwrap();
-        let got = p.run(&refs).unwrap()[0].to_f64_vec().unwrap();
-        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-            let same = if w.is_finite() {
-                (g - w).abs() <= 1e-5 * (1.0 + w.abs())
-            } else {
-                g == w || (g.is_nan() && w.is_nan())
-            };
-            assert!(same, "[{i}]: {g} vs {w}");
-        }
-        assert!(want.iter().any(|v| v.is_infinite()));
+        let want = &crate::run_graph_refs(&g, &refs).unwrap()[0];
+        assert_close(&p.run(&refs).unwrap()[0], want, |i| {
+            format!("inf weight [{i}]")
+        });
+        assert!(want.to_f64_vec().unwrap().iter().any(|v| v.is_infinite()));
         assert_eq!(p.state.lock().unwrap().amx_packed[0].uses(), 0);
     }
 
@@ -1913,16 +1905,18 @@ mod tests {
     }
 
     /// `got` within 1e-5 (relative, absolute near 0) of the reference's
-    /// `want`, element by element; `what(i)` names element i.
+    /// `want`, element by element — where the reference is ±inf, the same
+    /// infinity; where NaN, NaN; `what(i)` names element i.
     fn assert_close(got: &HostTensor, want: &HostTensor, what: impl Fn(usize) -> String) {
         let (g, w) = (got.to_f64_vec().unwrap(), want.to_f64_vec().unwrap());
         assert_eq!(g.len(), w.len(), "{}: lengths differ", what(0));
         for (i, (a, b)) in g.iter().zip(&w).enumerate() {
-            assert!(
-                (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
-                "{}: {a} vs {b}",
-                what(i)
-            );
+            let close = match (b.is_nan(), b.is_infinite()) {
+                (true, _) => a.is_nan(),
+                (_, true) => a == b,
+                _ => (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
+            };
+            assert!(close, "{}: {a} vs {b}", what(i));
         }
     }
 
@@ -2107,16 +2101,8 @@ mod tests {
                 })
                 .collect();
             let refs: Vec<&HostTensor> = ins.iter().collect();
-            let want = crate::run_graph_refs(&g, &refs).unwrap()[0]
-                .to_f64_vec()
-                .unwrap();
-            let got = p.run(&refs).unwrap()[0].to_f64_vec().unwrap();
-            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-                assert!(
-                    (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
-                    "{mask} [{i}]: {g} vs {w}"
-                );
-            }
+            let want = &crate::run_graph_refs(&g, &refs).unwrap()[0];
+            assert_close(&p.run(&refs).unwrap()[0], want, |i| format!("{mask} [{i}]"));
         }
     }
 }
