@@ -8,8 +8,10 @@
 //! these: f32, and f16/bf16 stored as 16 bits and computed in f32 (see the
 //! `fast` module docs for what is widened when, and what is prepared once
 //! for resident weights).
-// The only unsafe code: the call into `gemm` (kernels/gemm.rs) and the
-// run-time SIMD dispatch (fast/simd.rs).
+// The only unsafe code: the call into `gemm` and its column-split output
+// (kernels/gemm.rs), the run-time SIMD dispatch (fast/simd.rs), the
+// AVX512-BF16 dot-product kernel (fast/bf16dot.rs) and the AMX tile
+// instructions (kernels/amx.rs); each module says why.
 #![deny(unsafe_code)]
 
 mod backend;

@@ -9,8 +9,8 @@
 //!
 //! On a CPU with AMX (x86-64 Linux), a resident weight is instead split and
 //! packed once for [`crate::kernels::amx`] (f32-accurate products from bf16
-//! tiles, ~2× the f32 FMA GEMM), used for products of at least
-//! [`amx::MIN_ROWS`] rows; the report names it.
+//! tiles, 1.2–1.7× the `gemm` crate at MiniLM's shapes, one thread), used
+//! for products of at least [`amx::MIN_ROWS`] rows; the report names it.
 
 use super::convert::{self, Fmt};
 use super::elementwise::{Un, TILE};
@@ -220,11 +220,7 @@ pub fn run(
         // for the fewest rows, split `b`'s columns (each thread packs and
         // reads its share once) — and the epilogue follows over row chunks.
         let amx_rows = matches!(packed, Packed::Amx(p, _) if on_tiles(p, rows));
-        if matches!(packed, Packed::No | Packed::Amx(..))
-            && !amx_rows
-            && rows <= SMALL_M
-            && threads() > 1
-        {
+        if !matches!(packed, Packed::Gemm128(_)) && !amx_rows && rows <= SMALL_M && threads() > 1 {
             let am = Mat {
                 data: &a.data[a.loc.offset - a.shift..],
                 rows,
