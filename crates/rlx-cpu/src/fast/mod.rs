@@ -1240,7 +1240,16 @@ impl FastProgram {
     ) -> Result<Vec<HostTensor>, CpuError> {
         #[cfg(not(target_arch = "wasm32"))]
         if par::threads() > 1 && rayon::current_thread_index().is_none() {
-            return rayon::scope(|_| self.run_in(st, inputs));
+            let done = &std::sync::atomic::AtomicBool::new(false);
+            return rayon::scope(|s| {
+                let main = rayon::current_thread_index();
+                for _ in 1..par::threads() {
+                    s.spawn(move |_| par::serve_until(done, main));
+                }
+                let r = self.run_in(st, inputs);
+                done.store(true, std::sync::atomic::Ordering::Release);
+                r
+            });
         }
         self.run_in(st, inputs)
     }
@@ -1776,6 +1785,52 @@ mod tests {
             })
             .collect();
         HostTensor::new(DType::F32, rlx_ir::Shape::from(dims.to_vec()), d.into()).unwrap()
+    }
+
+    /// Runs from several threads at once (of one program: the second
+    /// caller gets its own state; of two programs) all finish, with the
+    /// results of a run alone. Each run keeps the pool's other threads
+    /// spinning for work (`par::serve_until`); a run that starts while
+    /// another's spinner holds a thread must still get through. Compared
+    /// with the reference kernels (f64): a second caller's fresh state
+    /// runs its first products unpacked, with other rounding.
+    #[test]
+    fn concurrent_runs_finish_and_agree() {
+        let src = "graph @mlp(%x: f32[1024,64], %w: f32[64,96], %b: f32[96], %v: f32[96,32]) {
+  %y = matmul_bias_act(%x, %w, %b) {activation=\"gelu\"}
+  %z = matmul(%y, %v)
+  return %z
+}";
+        let g = rlx_ir::text::parse(src).unwrap();
+        let compile = || {
+            let p = FastProgram::compile(rlx_ir::lir::Program::from_graph(g.clone())).unwrap();
+            p.keep_resident(&[1, 2, 3]);
+            std::sync::Arc::new(p)
+        };
+        let programs = [compile(), compile()];
+        let ins = std::sync::Arc::new(random_inputs(&g, 7));
+        let want = {
+            let refs: Vec<&HostTensor> = ins.iter().collect();
+            crate::run_graph_refs(&g, &refs).unwrap().remove(0)
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        for t in 0..4 {
+            let (p, ins, tx) = (programs[t % 2].clone(), ins.clone(), tx.clone());
+            std::thread::spawn(move || {
+                let refs: Vec<&HostTensor> = ins.iter().collect();
+                let outs: Vec<HostTensor> =
+                    (0..25).map(|_| p.run(&refs).unwrap().remove(0)).collect();
+                tx.send(outs).unwrap();
+            });
+        }
+        for _ in 0..4 {
+            let outs = rx
+                .recv_timeout(std::time::Duration::from_secs(120))
+                .expect("concurrent runs did not finish in 120 s: a deadlock");
+            for (k, got) in outs.iter().enumerate() {
+                assert_close(got, &want, |i| format!("run {k} [{i}]"));
+            }
+        }
     }
 
     /// A resident f32 weight is packed once for gemm128 (in the wasm32

@@ -30,6 +30,23 @@ pub fn threads() -> usize {
     }
 }
 
+/// Keep this pool thread awake, running the pool's pending work, until
+/// `done`. A run's kernels each hand work to the other threads; a thread
+/// that went to sleep between two kernels takes tens of µs to wake, which
+/// at batch 1 is as long as a kernel. Does nothing on the thread `main`
+/// that runs the program: it would spin there forever.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn serve_until(done: &std::sync::atomic::AtomicBool, main: Option<usize>) {
+    if rayon::current_thread_index() == main {
+        return;
+    }
+    while !done.load(std::sync::atomic::Ordering::Acquire) {
+        if rayon::yield_now() != Some(rayon::Yield::Executed) {
+            std::hint::spin_loop();
+        }
+    }
+}
+
 /// `f(index, chunk)` over `data.chunks_mut(chunk)`, in parallel natively.
 pub fn for_chunks<T: Send, F>(data: &mut [T], chunk: usize, f: F)
 where
