@@ -505,6 +505,26 @@ struct Prep {
     cols: usize,
     offset: usize,
     transpose: bool,
+    need: Need,
+}
+
+/// Whether a [`Prep`]'s copy is made: a weight's transposed f32 copy costs
+/// 4 bytes per parameter, and none is needed where every reader reads the
+/// weight some other way. Pages of `prepared` never written are never
+/// touched (it is allocated zeroed), so a copy not made costs no memory.
+#[derive(Clone, Debug, PartialEq)]
+enum Need {
+    Always,
+    /// Every reader is a bf16 dot-product matmul, which packs the input's
+    /// bits itself.
+    Never,
+    /// Every reader is (or is a bf16 dot-product matmul besides) an f32
+    /// matmul through `f32_packs[i]` for these `i`, each packed from the
+    /// graph input itself, and — on the AMX tiles — never with fewer than
+    /// [`amx::MIN_ROWS`] rows: the copy is needed only while the weight is
+    /// not resident, or where an AMX pack holds a non-finite value (those
+    /// products run on the `gemm` crate).
+    UnlessPacked(Vec<usize>),
 }
 
 /// A bf16 graph input packed for [`bf16dot`]: read as `k × n` through
@@ -634,25 +654,50 @@ fn f32_pack_kind() -> Option<F32PackKind> {
 struct F32Pack {
     input: usize,
     loc: Loc,
+    /// Where it is packed from: `loc`, or — for a whole transposed f32
+    /// weight's prepared copy — the graph input itself through transposing
+    /// strides, so that the copy need not exist.
+    src: Loc,
 }
 
 /// The [`F32Pack`] of a matmul's weight as the kernel reads it (`b`), if
 /// it is a 2-D view of a graph input or of its prepared copy.
-fn f32_pack_plan(b: Option<&Loc>, preps: &[Prep], packs: &mut Vec<F32Pack>) -> Option<usize> {
+fn f32_pack_plan(
+    g: &Graph,
+    b: Option<&Loc>,
+    preps: &[Prep],
+    packs: &mut Vec<F32Pack>,
+) -> Option<usize> {
     let b = b.filter(|l| l.dims.len() == 2)?;
-    let input = match b.root {
-        Root::Input(k) => k,
+    let (input, src) = match b.root {
+        Root::Input(k) => (k, b.clone()),
         Root::Prepared => {
-            preps
+            let p = preps
                 .iter()
-                .find(|p| (p.offset..p.offset + p.rows * p.cols).contains(&b.offset))?
-                .input
+                .find(|p| (p.offset..p.offset + p.rows * p.cols).contains(&b.offset))?;
+            let whole = p.transpose
+                && b.offset == p.offset
+                && b.dims == [p.rows, p.cols]
+                && b.strides == [p.cols, 1]
+                && g.ty(g.inputs[p.input]).dtype == DType::F32;
+            let src = if whole {
+                Loc {
+                    root: Root::Input(p.input),
+                    offset: 0,
+                    dims: vec![p.rows, p.cols],
+                    strides: vec![1, p.rows],
+                }
+            } else {
+                b.clone()
+            };
+            (p.input, src)
         }
         _ => return None,
     };
     let want = F32Pack {
         input,
         loc: b.clone(),
+        src,
     };
     Some(match packs.iter().position(|p| *p == want) {
         Some(i) => i,
@@ -661,6 +706,55 @@ fn f32_pack_plan(b: Option<&Loc>, preps: &[Prep], packs: &mut Vec<F32Pack>) -> O
             packs.len() - 1
         }
     })
+}
+
+/// The [`Need`] of transposed copy `p`, from every value whose home lies
+/// in it and the step that reads that value.
+fn prep_need(
+    g: &Graph,
+    homes: &[Home],
+    steps: &[Step],
+    p: &Prep,
+    f32_packs: &[F32Pack],
+    kind: Option<F32PackKind>,
+) -> Need {
+    let range = p.offset..p.offset + p.rows * p.cols;
+    let inside = |v: rlx_ir::ValueId| matches!(&homes[v.index()], Home::Mem(l, _) if l.root == Root::Prepared && range.contains(&l.offset));
+    if g.outputs.iter().any(|&v| inside(v)) {
+        return Need::Always;
+    }
+    let mut packs = Vec::new();
+    for (node, step) in g.nodes.iter().zip(steps) {
+        for (j, &v) in node.inputs.iter().enumerate() {
+            if !inside(v) || matches!(step, Step::View) {
+                continue;
+            }
+            match step {
+                Step::Fast { dot: Some(_), .. } if j == 1 => {}
+                Step::Fast {
+                    kind: Kind::Matmul { .. },
+                    f32_pack: Some(i),
+                    ..
+                } if j == 1 && f32_packs[*i].src.root == Root::Input(p.input) => {
+                    // The fewest rows a product of it can have: a batch
+                    // entry's (the rows of all entries merge only where
+                    // the layout allows).
+                    let a = g.ty(node.inputs[0]).dims();
+                    let rows = if a.len() >= 2 { a[a.len() - 2] } else { 1 };
+                    if kind == Some(F32PackKind::Amx) && rows < amx::MIN_ROWS {
+                        return Need::Always;
+                    }
+                    packs.push(*i);
+                }
+                _ => return Need::Always,
+            }
+        }
+    }
+    if packs.is_empty() {
+        Need::Never
+    } else {
+        Need::UnlessPacked(packs)
+    }
 }
 
 /// dst (r × c, row-major) = srcᵀ, src being c × r row-major (any storage);
@@ -843,6 +937,7 @@ impl FastProgram {
                 cols: c,
                 offset: prepared_len,
                 transpose: true,
+                need: Need::Always,
             });
             homes[v.value.index()] = Home::Mem(
                 Loc {
@@ -961,7 +1056,10 @@ impl FastProgram {
                     args.push(None);
                     continue;
                 };
-                if dot.is_some() && i == 0 {
+                // A bf16 dot-product matmul reads its left operand in
+                // place and its weight from its own pack: neither needs a
+                // widened f32 copy.
+                if dot.is_some() && i <= 1 {
                     args.push(None);
                     continue;
                 }
@@ -976,6 +1074,7 @@ impl FastProgram {
                                 cols: 1,
                                 offset: prepared_len,
                                 transpose: false,
+                                need: Need::Always,
                             });
                             prepared_len += n;
                             prepared_len - n
@@ -1009,7 +1108,7 @@ impl FastProgram {
             let f32_pack = match &kind {
                 Kind::Matmul { .. } if dot.is_none() && f32_pack_kind.is_some() => {
                     let b = args.get(1).and_then(Option::as_ref);
-                    let i = f32_pack_plan(b, &preps, &mut f32_packs);
+                    let i = f32_pack_plan(g, b, &preps, &mut f32_packs);
                     if let (Some(_), Some(F32PackKind::Amx)) = (i, f32_pack_kind) {
                         let k = b.map_or(0, |b| b.dims[0]);
                         amx_scratch = amx_scratch.max(amx::scratch_len(k));
@@ -1145,6 +1244,9 @@ impl FastProgram {
                 fold,
             });
         }
+        for p in preps.iter_mut().filter(|p| p.transpose) {
+            p.need = prep_need(&program.graph, &homes, &steps, p, &f32_packs, f32_pack_kind);
+        }
         let mut p = FastProgram {
             graph: program.graph,
             homes,
@@ -1268,10 +1370,62 @@ impl FastProgram {
         }
     }
 
+    /// Resident f32 weights: packed once. Others are packed by each
+    /// product. Those packed from a prepared copy (`from_prepared`) go
+    /// after the copies are made.
+    fn pack_f32_weights(&self, st: &mut State, inputs: &[&HostTensor], from_prepared: bool) {
+        for (i, p) in self.f32_packs.iter().enumerate() {
+            let prepared = p.src.root == Root::Prepared;
+            if prepared != from_prepared || !st.resident[p.input] || st.f32_packed_ready[i] {
+                continue;
+            }
+            let data = match p.src.root {
+                Root::Input(k) => layout::input_f32(inputs[k]),
+                _ => &st.prepared[..],
+            };
+            let b = crate::kernels::gemm::Mat {
+                data: &data[p.src.offset..],
+                rows: p.src.dims[0],
+                cols: p.src.dims[1],
+                row_stride: p.src.strides[0],
+                col_stride: p.src.strides[1],
+            };
+            match self.f32_pack_kind {
+                Some(F32PackKind::Amx) => {
+                    let dst = &mut st.amx_packed[i];
+                    crate::profile::time("prepare_weight", || dst.repack(b));
+                }
+                _ => {
+                    let dst = &mut st.f32_packed[i];
+                    crate::profile::time("prepare_weight", || dst.repack(b));
+                }
+            }
+            st.f32_packed_ready[i] = true;
+        }
+    }
+
     fn run_in(&self, st: &mut State, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, CpuError> {
         let g = &self.graph;
+        // Packs read from the graph inputs first: whether a prepared copy
+        // is needed depends on them (`Need::UnlessPacked`).
+        self.pack_f32_weights(st, inputs, false);
         for (i, p) in self.preps.iter().enumerate() {
             if st.resident[p.input] && st.ready[i] {
+                continue;
+            }
+            let needed = match &p.need {
+                Need::Always => true,
+                Need::Never => false,
+                Need::UnlessPacked(packs) => {
+                    !st.resident[p.input]
+                        || packs.iter().any(|&k| {
+                            !st.f32_packed_ready[k]
+                                || (self.f32_pack_kind == Some(F32PackKind::Amx)
+                                    && !st.amx_packed[k].finite())
+                        })
+                }
+            };
+            if !needed {
                 continue;
             }
             let dst = &mut st.prepared[p.offset..p.offset + p.rows * p.cols];
@@ -1296,35 +1450,7 @@ impl FastProgram {
             }));
             st.packed_ready[i] = st.resident[p.input];
         }
-        // Resident f32 weights: packed once (after their prepared copies,
-        // which some are packed from). Others are packed by each product.
-        for (i, p) in self.f32_packs.iter().enumerate() {
-            if !st.resident[p.input] || st.f32_packed_ready[i] {
-                continue;
-            }
-            let data = match p.loc.root {
-                Root::Input(k) => layout::input_f32(inputs[k]),
-                _ => &st.prepared[..],
-            };
-            let b = crate::kernels::gemm::Mat {
-                data: &data[p.loc.offset..],
-                rows: p.loc.dims[0],
-                cols: p.loc.dims[1],
-                row_stride: p.loc.strides[0],
-                col_stride: p.loc.strides[1],
-            };
-            match self.f32_pack_kind {
-                Some(F32PackKind::Amx) => {
-                    let dst = &mut st.amx_packed[i];
-                    crate::profile::time("prepare_weight", || dst.repack(b));
-                }
-                _ => {
-                    let dst = &mut st.f32_packed[i];
-                    crate::profile::time("prepare_weight", || dst.repack(b));
-                }
-            }
-            st.f32_packed_ready[i] = true;
-        }
+        self.pack_f32_weights(st, inputs, true);
         for (node, step) in g.nodes.iter().zip(&self.steps) {
             match step {
                 Step::View | Step::Folded => {}
@@ -1785,6 +1911,147 @@ mod tests {
             })
             .collect();
         HostTensor::new(DType::F32, rlx_ir::Shape::from(dims.to_vec()), d.into()).unwrap()
+    }
+
+    /// A resident weight read through a transpose (`x · wᵀ`, as Linear
+    /// layers store it) is packed from the graph input itself; its
+    /// transposed f32 copy is made only where some product still reads it:
+    /// on the AMX tiles, below `MIN_ROWS` rows or when the weight holds a
+    /// non-finite value (the `gemm` crate runs those); with gemm128, never
+    /// once packed; and whenever the weight is not resident. The results
+    /// match the reference kernels (f64) every time.
+    #[test]
+    fn transposed_weights_get_a_copy_only_where_read() {
+        let kinds = if amx::available() {
+            vec![Some(F32PackKind::Amx), Some(F32PackKind::Gemm128)]
+        } else {
+            vec![Some(F32PackKind::Gemm128)]
+        };
+        for kind in kinds {
+            for (rows, inf, resident) in [
+                (40, false, true),
+                (40, true, true),
+                (40, false, false),
+                (7, false, true),
+            ] {
+                let src = format!(
+                    "graph @lin(%x: f32[{rows},70], %w: f32[33,70], %b: f32[33]) {{
+  %wt = permute(%w) {{perm=[1, 0]}}
+  %y = matmul_bias_act(%x, %wt, %b) {{activation=\"gelu\"}}
+  return %y
+}}"
+                );
+                let g = rlx_ir::text::parse(&src).unwrap();
+                let mut prog = rlx_ir::lir::Program::from_graph(g.clone());
+                // The memory plan makes the permute a view of %w.
+                prog.views.push(rlx_ir::lir::View {
+                    value: g.nodes[0].outputs[0],
+                    base: g.inputs[1],
+                    offset: 0,
+                    strides: vec![1, 70],
+                });
+                let compile = || FastProgram::compile(prog.clone());
+                let p = if kind == Some(F32PackKind::Amx) {
+                    compile()
+                } else {
+                    amx::without(compile)
+                }
+                .unwrap();
+                let case = format!("{kind:?} rows {rows} inf {inf} resident {resident}");
+                assert_eq!(p.f32_pack_kind, kind, "{case}");
+                assert_eq!(p.preps.len(), 1, "{case}");
+                let tiles_too_few = kind == Some(F32PackKind::Amx) && rows < amx::MIN_ROWS;
+                let want_need = if tiles_too_few {
+                    Need::Always
+                } else {
+                    Need::UnlessPacked(vec![0])
+                };
+                assert_eq!(p.preps[0].need, want_need, "{case}");
+                if resident {
+                    p.keep_resident(&[1, 2]);
+                }
+                let mut ins = random_inputs(&g, 60);
+                if inf {
+                    let mut w = ins[1].to_f64_vec().unwrap();
+                    w[11] = f64::INFINITY;
+                    let w: Vec<f32> = w.iter().map(|&v| v as f32).collect();
+                    ins[1] = HostTensor::new(DType::F32, ins[1].shape().clone(), w.into()).unwrap();
+                }
+                let refs: Vec<&HostTensor> = ins.iter().collect();
+                let want = crate::run_graph_refs(&g, &refs).unwrap();
+                for run in 0..2 {
+                    let got = p.run(&refs).unwrap();
+                    assert_close(&got[0], &want[0], |i| format!("{case} run {run} [{i}]"));
+                }
+                let copy_made = p.state.lock().unwrap().prepared.iter().any(|&v| v != 0.0);
+                let finite_on_tiles = !(inf && kind == Some(F32PackKind::Amx));
+                let want_copy = !resident || tiles_too_few || !finite_on_tiles;
+                assert_eq!(copy_made, want_copy, "{case}");
+            }
+        }
+    }
+
+    /// bf16 weights on the dot-product matmuls (AVX512-BF16) are packed
+    /// from their bits: neither a plain nor a transposed one gets an f32
+    /// copy. Results within bf16 rounding of the reference.
+    #[test]
+    fn bf16_dot_weights_get_no_f32_copy() {
+        if !bf16dot::available() {
+            eprintln!("no AVX512-BF16 here: the dot-product path is not used");
+            return;
+        }
+        let src = "graph @lin(%x: bf16[40,70], %w: bf16[33,70], %v: bf16[33,20]) {
+  %wt = permute(%w) {perm=[1, 0]}
+  %y = matmul(%x, %wt)
+  %z = matmul(%y, %v)
+  return %z
+}";
+        let g = rlx_ir::text::parse(src).unwrap();
+        let mut prog = rlx_ir::lir::Program::from_graph(g.clone());
+        prog.views.push(rlx_ir::lir::View {
+            value: g.nodes[0].outputs[0],
+            base: g.inputs[1],
+            offset: 0,
+            strides: vec![1, 70],
+        });
+        let p = FastProgram::compile(prog).unwrap();
+        assert_eq!(
+            p.preps.iter().map(|p| p.need.clone()).collect::<Vec<_>>(),
+            [Need::Never]
+        );
+        p.keep_resident(&[1, 2]);
+        let ins: Vec<HostTensor> = random_inputs(&g, 80)
+            .iter()
+            .zip(&g.inputs)
+            .map(|(t, &v)| {
+                let d: Vec<half::bf16> = t
+                    .to_f64_vec()
+                    .unwrap()
+                    .iter()
+                    .map(|&x| half::bf16::from_f64(x))
+                    .collect();
+                HostTensor::new(DType::BF16, g.ty(v).shape.clone(), d.into()).unwrap()
+            })
+            .collect();
+        let refs: Vec<&HostTensor> = ins.iter().collect();
+        let want = crate::run_graph_refs(&g, &refs).unwrap()[0]
+            .to_f64_vec()
+            .unwrap();
+        for run in 0..2 {
+            let got = p.run(&refs).unwrap()[0].to_f64_vec().unwrap();
+            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                // %y is rounded to bf16 (2⁻⁸) before the second product.
+                assert!(
+                    (a - b).abs() <= 0.02 * (1.0 + b.abs()),
+                    "run {run} [{i}]: {a} vs {b}"
+                );
+            }
+        }
+        let st = p.state.lock().unwrap();
+        assert!(
+            st.prepared.iter().all(|&v| v == 0.0),
+            "an f32 copy was made"
+        );
     }
 
     /// Runs from several threads at once (of one program: the second
