@@ -1342,16 +1342,7 @@ impl FastProgram {
     ) -> Result<Vec<HostTensor>, CpuError> {
         #[cfg(not(target_arch = "wasm32"))]
         if par::threads() > 1 && rayon::current_thread_index().is_none() {
-            let done = &std::sync::atomic::AtomicBool::new(false);
-            return rayon::scope(|s| {
-                let main = rayon::current_thread_index();
-                for _ in 1..par::threads() {
-                    s.spawn(move |_| par::serve_until(done, main));
-                }
-                let r = self.run_in(st, inputs);
-                done.store(true, std::sync::atomic::Ordering::Release);
-                r
-            });
+            return rayon::scope(|_| par::with_helpers(|| self.run_in(st, inputs)));
         }
         self.run_in(st, inputs)
     }
@@ -2057,7 +2048,7 @@ mod tests {
     /// Runs from several threads at once (of one program: the second
     /// caller gets its own state; of two programs) all finish, with the
     /// results of a run alone. Each run keeps the pool's other threads
-    /// spinning for work (`par::serve_until`); a run that starts while
+    /// spinning for work (`par::with_helpers`); a run that starts while
     /// another's spinner holds a thread must still get through. Compared
     /// with the reference kernels (f64): a second caller's fresh state
     /// runs its first products unpacked, with other rounding.

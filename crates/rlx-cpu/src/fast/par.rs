@@ -30,21 +30,48 @@ pub fn threads() -> usize {
     }
 }
 
-/// Keep this pool thread awake, running the pool's pending work, until
-/// `done`. A run's kernels each hand work to the other threads; a thread
-/// that went to sleep between two kernels takes tens of µs to wake, which
-/// at batch 1 is as long as a kernel. Does nothing on the thread `main`
-/// that runs the program: it would spin there forever.
+/// `f()` on this pool thread while the pool's other threads stay awake,
+/// running the pool's pending work, until it returns. Each kernel of a run
+/// hands work to the other threads; a thread that went to sleep between
+/// two kernels takes tens of µs to wake, as long as a batch-1 kernel.
+/// The helpers are `rayon::join` halves, which live on the stack: a run
+/// still allocates nothing.
 #[cfg(not(target_arch = "wasm32"))]
-pub fn serve_until(done: &std::sync::atomic::AtomicBool, main: Option<usize>) {
-    if rayon::current_thread_index() == main {
-        return;
-    }
-    while !done.load(std::sync::atomic::Ordering::Acquire) {
-        if rayon::yield_now() != Some(rayon::Yield::Executed) {
-            std::hint::spin_loop();
+pub fn with_helpers<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let done = AtomicBool::new(false);
+    let main = rayon::current_thread_index();
+    // Serve until `done`; on the thread running `f` (which may pick up a
+    // helper while it waits inside a kernel) do nothing: it would spin
+    // there forever.
+    let serve = || {
+        if rayon::current_thread_index() == main {
+            return;
+        }
+        while !done.load(Ordering::Acquire) {
+            if rayon::yield_now() != Some(rayon::Yield::Executed) {
+                std::hint::spin_loop();
+            }
+        }
+    };
+    fn helpers(n: usize, serve: &(impl Fn() + Sync)) {
+        match n {
+            0 => {}
+            1 => serve(),
+            _ => {
+                rayon::join(serve, || helpers(n - 1, serve));
+            }
         }
     }
+    let (r, ()) = rayon::join(
+        || {
+            let r = f();
+            done.store(true, Ordering::Release);
+            r
+        },
+        || helpers(threads().saturating_sub(1), &serve),
+    );
+    r
 }
 
 /// `f(index, chunk)` over `data.chunks_mut(chunk)`, in parallel natively.
