@@ -300,13 +300,13 @@ fn softmax_row_add<M: Mad, const ADD: bool>(row: &mut [f32], add: &[f32]) {
     let mut chunks = row.chunks_exact_mut(LANES);
     for c in &mut chunks {
         for (s, x) in sv.iter_mut().zip(c.iter_mut()) {
-            *x = simd::exp::<M>(*x - m);
+            *x = simd::exp_nonpos::<M>(*x - m);
             *s += *x;
         }
     }
     let mut sum: f32 = sv.iter().sum();
     for x in chunks.into_remainder() {
-        *x = simd::exp::<M>(*x - m);
+        *x = simd::exp_nonpos::<M>(*x - m);
         sum += *x;
     }
     let r = 1.0 / sum;
