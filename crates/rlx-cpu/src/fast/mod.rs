@@ -1904,6 +1904,19 @@ mod tests {
         HostTensor::new(DType::F32, rlx_ir::Shape::from(dims.to_vec()), d.into()).unwrap()
     }
 
+    /// `g`'s program with its first node, `permute(input 1)` of a
+    /// `(n, k)` weight, made a view of that input, as the memory plan does.
+    fn transposed_weight_program(g: &Graph, k: usize) -> rlx_ir::lir::Program {
+        let mut prog = rlx_ir::lir::Program::from_graph(g.clone());
+        prog.views.push(rlx_ir::lir::View {
+            value: g.nodes[0].outputs[0],
+            base: g.inputs[1],
+            offset: 0,
+            strides: vec![1, k],
+        });
+        prog
+    }
+
     /// A resident weight read through a transpose (`x · wᵀ`, as Linear
     /// layers store it) is packed from the graph input itself; its
     /// transposed f32 copy is made only where some product still reads it:
@@ -1933,14 +1946,7 @@ mod tests {
 }}"
                 );
                 let g = rlx_ir::text::parse(&src).unwrap();
-                let mut prog = rlx_ir::lir::Program::from_graph(g.clone());
-                // The memory plan makes the permute a view of %w.
-                prog.views.push(rlx_ir::lir::View {
-                    value: g.nodes[0].outputs[0],
-                    base: g.inputs[1],
-                    offset: 0,
-                    strides: vec![1, 70],
-                });
+                let prog = transposed_weight_program(&g, 70);
                 let compile = || FastProgram::compile(prog.clone());
                 let p = if kind == Some(F32PackKind::Amx) {
                     compile()
@@ -1998,14 +2004,7 @@ mod tests {
   return %z
 }";
         let g = rlx_ir::text::parse(src).unwrap();
-        let mut prog = rlx_ir::lir::Program::from_graph(g.clone());
-        prog.views.push(rlx_ir::lir::View {
-            value: g.nodes[0].outputs[0],
-            base: g.inputs[1],
-            offset: 0,
-            strides: vec![1, 70],
-        });
-        let p = FastProgram::compile(prog).unwrap();
+        let p = FastProgram::compile(transposed_weight_program(&g, 70)).unwrap();
         assert_eq!(
             p.preps.iter().map(|p| p.need.clone()).collect::<Vec<_>>(),
             [Need::Never]
