@@ -202,7 +202,11 @@ impl<'a> View<'a, '_> {
     pub fn mat(&self, off: usize, rows: usize, cols: usize) -> crate::kernels::gemm::Mat<'a, f32> {
         let r = self.loc.dims.len();
         crate::kernels::gemm::Mat {
-            data: &self.data[off - self.shift..],
+            // Empty past the end: the prepared buffer holds only the
+            // copies some kernel reads, and a packed weight's view into
+            // it is made but not read (an unexpected read fails the
+            // GEMM's bounds check instead of reading stale memory).
+            data: self.data.get(off - self.shift..).unwrap_or(&[]),
             rows,
             cols,
             row_stride: self.loc.strides[r - 2],
