@@ -23,11 +23,16 @@
 //! widened into the prepared buffer — once, when the caller keeps them
 //! resident (weights); a weight read transposed is widened and transposed
 //! in one pass. So resident 16-bit weights cost f32 memory too (their
-//! prepared copy), and the GEMMs run at f32 speed.
+//! prepared copy), and the GEMMs run at f32 speed — except bf16 weights
+//! read only by the AVX512-BF16 dot-product matmuls, which pack the bits.
+//! A copy is made only where a kernel reads it (`Need`): weights packed
+//! for the AMX tiles or gemm128 are packed from the graph input itself.
 //!
 //! The arenas (the plan's slots), staging buffers, per-thread scratch and
 //! the host-side table for other dtypes are allocated once per compiled
-//! program; a run on fast kernels only allocates the tensors it returns.
+//! program, and the prepared buffer on the first run (as far as the copies
+//! made reach); later runs on fast kernels only allocate the tensors they
+//! return.
 
 mod attention;
 pub mod bf16dot;
