@@ -31,6 +31,9 @@ pub enum IrError {
         col: usize,
         msg: String,
     },
+    /// A bound of [`crate::limits`] was exceeded.
+    #[error(transparent)]
+    Limit(#[from] crate::limits::LimitError),
     /// Any other structural error.
     #[error("{0}")]
     Msg(String),
