@@ -13,6 +13,11 @@
 //! (see [`Limits::with_available_memory`]), otherwise from fixed values
 //! that fit a 64-bit desktop; wasm32 cannot address more than 4 GiB anyway.
 
+mod read;
+
+pub use read::{read_bounded, read_bounded_to_string, ReadError};
+
+use crate::dtype::{DType, Storage};
 use std::sync::RwLock;
 use thiserror::Error;
 
@@ -38,6 +43,21 @@ pub struct Limits {
 }
 
 const GIB: u64 = 1 << 30;
+
+/// Bytes of a tensor of `dtype` and `dims`, or `None` when the element
+/// count or the byte count overflows `u64`. Block-quantized dtypes count
+/// whole blocks (a partial block is rounded up; the IR rejects it later).
+pub fn tensor_bytes(dtype: DType, dims: &[usize]) -> Option<u64> {
+    let numel = dims
+        .iter()
+        .try_fold(1u64, |a, &d| a.checked_mul(u64::try_from(d).ok()?))?;
+    match dtype.storage() {
+        Storage::Plain { size } => numel.checked_mul(size as u64),
+        Storage::Block { block, bytes } => numel
+            .div_ceil(block.max(1) as u64)
+            .checked_mul(bytes as u64),
+    }
+}
 
 impl Limits {
     /// Fixed defaults, used until the edge sets others.
@@ -109,6 +129,30 @@ impl Limits {
             self.max_file_bytes,
             "RLX_MAX_FILE_BYTES",
         )
+    }
+
+    /// Checks a tensor of `dtype` and `dims` named `what` against
+    /// `max_tensor_bytes` and returns its bytes. The size is computed with
+    /// overflow checks ([`tensor_bytes`]): a shape whose byte count does
+    /// not fit `u64` is refused as over any limit, where a saturating or
+    /// wrapping product would let it through or panic.
+    pub fn check_tensor_shape(
+        &self,
+        what: &str,
+        dtype: DType,
+        dims: &[usize],
+    ) -> Result<u64, LimitError> {
+        match tensor_bytes(dtype, dims) {
+            Some(b) => self.check_tensor_bytes(what, b).map(|()| b),
+            // Refused whatever the bound: no limit can hold it.
+            None => Err(LimitError {
+                limit: "max_tensor_bytes",
+                what: format!("{what} ({dtype} {dims:?}: the byte size overflows u64)"),
+                value: u64::MAX,
+                max: self.max_tensor_bytes,
+                var: "RLX_MAX_TENSOR_BYTES",
+            }),
+        }
     }
 
     /// Checks a rank or list length.
@@ -199,6 +243,29 @@ mod tests {
             "{s}"
         );
         assert_eq!((e.value, e.max), (101, 100));
+    }
+
+    #[test]
+    fn tensor_bytes_are_overflow_checked() {
+        assert_eq!(tensor_bytes(DType::F32, &[2, 3]), Some(24));
+        assert_eq!(tensor_bytes(DType::F32, &[]), Some(4));
+        assert_eq!(
+            tensor_bytes(DType::F32, &[0, usize::MAX, usize::MAX]),
+            Some(0)
+        );
+        assert_eq!(tensor_bytes(DType::Q4_0, &[64]), Some(36));
+        assert_eq!(tensor_bytes(DType::F32, &[1 << 40, 1 << 40]), None);
+        assert_eq!(tensor_bytes(DType::F64, &[1 << 31, 1 << 31]), None);
+        let l = Limits::DEFAULT;
+        let e = l
+            .check_tensor_shape("input `x`", DType::F32, &[1 << 40, 1 << 40])
+            .unwrap_err();
+        assert!(e.to_string().contains("overflows u64"), "{e}");
+        let e = l
+            .check_tensor_shape("input `x`", DType::F32, &[1_000_000, 1_000_000])
+            .unwrap_err();
+        assert_eq!((e.limit, e.value), ("max_tensor_bytes", 4_000_000_000_000));
+        assert_eq!(l.check_tensor_shape("x", DType::F32, &[2, 2]), Ok(16));
     }
 
     #[test]

@@ -169,22 +169,40 @@ impl HostTensor {
     }
 
     /// A tensor of zeros (false, 0, 0.0).
+    ///
+    /// The shape's byte size is checked (overflow-checked, against
+    /// [`limits()`](crate::limits::limits)`.max_tensor_bytes`) before
+    /// anything is allocated, so a huge or overflowing shape is a
+    /// [`IrError::Limit`] instead of an allocator abort.
     pub fn zeros(dtype: DType, shape: impl Into<Shape>) -> Result<Self, IrError> {
         let shape = shape.into();
-        if dtype.is_quantized() {
-            let n = dtype.storage_bytes(shape.numel()).ok_or_else(|| {
-                IrError::msg(format!(
-                    "shape {shape} is not a whole number of {dtype} blocks"
-                ))
-            })?;
-            return Self::new(dtype, shape, TensorData::Packed(vec![0; n]));
-        }
+        crate::limits::limits().check_tensor_shape(
+            &format!("zeros tensor {dtype}{shape}"),
+            dtype,
+            shape.dims(),
+        )?;
+        // Within the limit, so the element count fits memory and `usize`.
         let n = shape.numel();
-        if dtype.is_float() || dtype == DType::C64 {
-            Self::from_f64(dtype, shape, vec![0.0; n])
-        } else {
-            Self::from_i64(dtype, shape, vec![0; n])
-        }
+        let data: TensorData = match dtype {
+            DType::Bool => vec![false; n].into(),
+            DType::I8 => vec![0i8; n].into(),
+            DType::U8 => vec![0u8; n].into(),
+            DType::I16 => vec![0i16; n].into(),
+            DType::I32 => vec![0i32; n].into(),
+            DType::I64 => vec![0i64; n].into(),
+            DType::F16 => vec![f16::ZERO; n].into(),
+            DType::BF16 => vec![bf16::ZERO; n].into(),
+            DType::F32 => vec![0f32; n].into(),
+            DType::F64 => vec![0f64; n].into(),
+            DType::C64 => vec![[0f32; 2]; n].into(),
+            d => {
+                let bytes = d.storage_bytes(n).ok_or_else(|| {
+                    IrError::msg(format!("shape {shape} is not a whole number of {d} blocks"))
+                })?;
+                TensorData::Packed(vec![0; bytes])
+            }
+        };
+        Self::new(dtype, shape, data)
     }
 
     /// The elements as a `Vec<T>`; errors when `T` is not this dtype.
@@ -511,6 +529,21 @@ mod tests {
     fn integer_narrowing_wraps() {
         let t = HostTensor::from_i64(DType::I8, [2], vec![200, -129]).unwrap();
         assert_eq!(t.to_vec::<i8>().unwrap(), vec![-56, 127]);
+    }
+
+    #[test]
+    fn zeros_of_a_huge_or_overflowing_shape_is_a_limit_error() {
+        // 4e12 bytes: over the default 16 GiB bound, refused before allocating.
+        let e = HostTensor::zeros(DType::F32, [1_000_000, 1_000_000]).unwrap_err();
+        let IrError::Limit(l) = &e else { panic!("{e}") };
+        assert_eq!((l.limit, l.value), ("max_tensor_bytes", 4_000_000_000_000));
+        // The element count overflows usize: no saturated or wrapped size.
+        let e = HostTensor::zeros(DType::F64, [usize::MAX, 3]).unwrap_err();
+        assert!(e.to_string().contains("overflows u64"), "{e}");
+        let z = HostTensor::zeros(DType::Q8_0, [64]).unwrap();
+        assert_eq!(z.data().len(), 68);
+        let z = HostTensor::zeros(DType::BF16, [2, 3]).unwrap();
+        assert_eq!(z.to_vec::<bf16>().unwrap(), vec![bf16::ZERO; 6]);
     }
 
     #[test]
