@@ -249,6 +249,58 @@ impl Attrs {
     }
 }
 
+impl Attrs {
+    /// Check that these attributes are exactly what [`Attrs::normalize`]
+    /// would return for `schema` (every name known, every kind the
+    /// declared one, every default filled) without copying them: a
+    /// graph-valued attribute may hold a whole nested region, and a copy
+    /// per check made verification quadratic in the nesting depth.
+    pub fn check_normalized(&self, op: &str, schema: &[AttrSpec]) -> Result<(), IrError> {
+        let err = |attr: &str, msg: String| IrError::Attr {
+            op: op.into(),
+            attr: attr.into(),
+            msg,
+        };
+        for (name, v) in &self.0 {
+            let Some(spec) = schema.iter().find(|s| s.name == name) else {
+                let known: Vec<_> = schema.iter().map(|s| s.name).collect();
+                return Err(err(
+                    name,
+                    format!("unknown attribute; `{op}` takes {known:?}"),
+                ));
+            };
+            if v.kind() != spec.kind {
+                return Err(err(
+                    name,
+                    format!(
+                        "expected {:?}, found {:?} (attributes are not normalized)",
+                        spec.kind,
+                        v.kind()
+                    ),
+                ));
+            }
+        }
+        for spec in schema {
+            if self.0.contains_key(spec.name) {
+                continue;
+            }
+            match spec.default {
+                AttrDefault::Required => {
+                    return Err(err(spec.name, "required attribute is missing".into()))
+                }
+                AttrDefault::Optional => {}
+                _ => {
+                    return Err(err(
+                        spec.name,
+                        "the default is missing (attributes are not normalized)".into(),
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 macro_rules! attr_from {
     ($($t:ty => $var:ident),*) => {$(
         impl From<$t> for Attr { fn from(v: $t) -> Self { Attr::$var(v.into()) } }

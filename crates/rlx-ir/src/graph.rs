@@ -74,7 +74,14 @@ impl Graph {
 
     /// Check every invariant: SSA order, arity, attribute schemas, and that
     /// each node's recorded output types are what its op infers.
+    ///
+    /// Sub-graphs are verified recursively, each a level of
+    /// [`crate::nesting`]: a graph nested deeper than
+    /// `limits().max_nesting_depth` is an [`IrError::Limit`]. The work is
+    /// linear in the nodes of the whole tree (attributes are checked in
+    /// place, never copied).
     pub fn verify(&self) -> Result<(), IrError> {
+        let _level = crate::nesting::enter(&format!("sub-graph nesting at graph `{}`", self.name))?;
         let mut defined = vec![false; self.values.len()];
         for (i, &v) in self.inputs.iter().enumerate() {
             let val = self.values.get(v.index()).ok_or_else(|| {
@@ -105,20 +112,7 @@ impl Graph {
             }
             let in_types: Vec<TensorType> =
                 node.inputs.iter().map(|&v| self.ty(v).clone()).collect();
-            let attrs = node
-                .attrs
-                .clone()
-                .normalize(node.op.name(), node.op.attrs)?;
-            let kinds = |a: &Attrs| {
-                a.0.iter()
-                    .map(|(k, v)| (k.clone(), v.kind()))
-                    .collect::<Vec<_>>()
-            };
-            if kinds(&attrs) != kinds(&node.attrs) {
-                return Err(err(
-                    "attributes are not normalized (defaults missing)".into()
-                ));
-            }
+            node.attrs.check_normalized(node.op.name(), node.op.attrs)?;
             let out = infer(node.op, &in_types, &node.attrs).map_err(err)?;
             if out.len() != node.outputs.len() {
                 return Err(err(format!(
@@ -145,8 +139,11 @@ impl Graph {
             }
             for (name, a) in &node.attrs.0 {
                 if let Attr::Graph(g) = a {
-                    g.verify()
-                        .map_err(|e| err(format!("in sub-graph `{name}`: {e}")))?;
+                    g.verify().map_err(|e| match e {
+                        // A limit keeps its type: callers tell it apart.
+                        IrError::Limit(l) => IrError::Limit(l),
+                        e => err(format!("in sub-graph `{name}`: {e}")),
+                    })?;
                 }
             }
         }

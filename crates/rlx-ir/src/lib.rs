@@ -18,6 +18,7 @@ pub mod graph;
 pub mod hir;
 pub mod limits;
 pub mod lir;
+pub mod nesting;
 pub mod op;
 pub mod ops;
 pub mod shape;

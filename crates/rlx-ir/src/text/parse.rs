@@ -5,6 +5,7 @@ use crate::attr::{Attr, Attrs};
 use crate::dtype::DType;
 use crate::error::IrError;
 use crate::graph::{Graph, GraphBuilder, ValueId};
+use crate::nesting::{self, NestingGuard};
 use crate::op::Op;
 use crate::shape::{Shape, TensorType};
 use crate::tensor::{float_to_json, HostTensor};
@@ -141,7 +142,19 @@ impl Parser {
         Ok(TensorType::new(dtype, Shape(dims)))
     }
 
+    /// A level of nesting (a graph or a `[` of tensor data): refused past
+    /// `limits().max_nesting_depth` before the recursion can overflow the
+    /// stack, naming where in the source it happened.
+    fn enter(&self, at: usize, what: &str) -> Result<NestingGuard, IrError> {
+        let s = &self.toks[at.min(self.toks.len() - 1)];
+        Ok(nesting::enter(&format!(
+            "{what} at line {}, column {}",
+            s.line, s.col
+        ))?)
+    }
+
     fn graph(&mut self) -> Result<Graph, IrError> {
+        let _level = self.enter(self.pos, "nested graph")?;
         self.keyword("graph")?;
         let name = match self.next() {
             Tok::Global(n) => n,
@@ -259,9 +272,10 @@ impl Parser {
                 annotated.push(self.ty()?);
             }
         }
-        let outs = b
-            .push(op, &inputs, attrs)
-            .map_err(|e| self.err_at(op_at, e.to_string()))?;
+        let outs = b.push(op, &inputs, attrs).map_err(|e| match e {
+            IrError::Limit(l) => IrError::Limit(l),
+            e => self.err_at(op_at, e.to_string()),
+        })?;
         if outs.len() != results.len() {
             return Err(self.err_at(
                 start,
@@ -395,6 +409,7 @@ impl Parser {
         let at = self.pos;
         Ok(match self.next() {
             Tok::Punct('[') => {
+                let _level = self.enter(at, "nested tensor data")?;
                 let mut items = Vec::new();
                 while !self.eat(']') {
                     if !items.is_empty() {
