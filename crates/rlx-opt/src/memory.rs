@@ -28,11 +28,14 @@
 //! the step that hands one buffer over), and that every view stays within
 //! its base and inside its base's lifetime.
 
+mod free_list;
+
 use crate::error::OptError;
+use free_list::FreeList;
 use rlx_ir::lir::{BufferSlot, Program, Step, View};
 use rlx_ir::shape::normalize_axis;
-use rlx_ir::{Category, Graph, Node, TensorType, ValueDef, ValueId};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use rlx_ir::{limits, Category, Graph, IrError, Limits, Node, TensorType, ValueDef, ValueId};
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 
 /// Alignment of every buffer, in bytes.
@@ -183,74 +186,45 @@ fn bytes_of(ty: &TensorType) -> Result<usize, OptError> {
         .ok_or_else(|| OptError::Plan(format!("{ty} is not a whole number of blocks")))
 }
 
+/// How errors name value `v`: its name, else `%index`, and what defines it.
+fn describe(g: &Graph, v: usize) -> String {
+    let value = &g.values[v];
+    let name = value.name.clone().unwrap_or_else(|| format!("%{v}"));
+    match value.def {
+        ValueDef::Input(_) => format!("graph input `{name}` ({})", value.ty),
+        ValueDef::Node { node, .. } => format!(
+            "value `{name}` ({}) of node {node} (`{}`)",
+            value.ty,
+            g.nodes[node].op.name()
+        ),
+    }
+}
+
+/// Every value's byte size against `max_tensor_bytes`, overflow-checked,
+/// before anything else looks at the shapes: past this point sizes,
+/// strides and offsets fit `usize` (they are at most a tensor's bytes).
+fn check_sizes(g: &Graph, lim: &Limits) -> Result<(), OptError> {
+    for (v, value) in g.values.iter().enumerate() {
+        let b = lim
+            .check_tensor_shape(&describe(g, v), value.ty.dtype, value.ty.dims())
+            .map_err(IrError::from)?;
+        // On 32-bit targets a bound above 4 GiB could still let one through.
+        if usize::try_from(b).is_err() {
+            return Err(OptError::Plan(format!(
+                "{}: {b} bytes do not fit this target's address space",
+                describe(g, v)
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Elementwise ops whose output may overwrite an input (a fused region
 /// is one elementwise loop, so it may too).
 fn elementwise(node: &Node) -> bool {
     (matches!(node.op.category, Category::Unary | Category::Binary)
         || node.op.name() == "fused_elementwise")
         && node.outputs.len() == 1
-}
-
-/// Best-fit allocator over one growing arena.
-#[derive(Default)]
-struct FreeList {
-    by_offset: BTreeMap<usize, usize>,
-    by_size: BTreeSet<(usize, usize)>,
-    end: usize,
-}
-
-impl FreeList {
-    fn take(&mut self, off: usize, size: usize) {
-        self.by_offset.remove(&off);
-        self.by_size.remove(&(size, off));
-    }
-    fn put(&mut self, off: usize, size: usize) {
-        self.by_offset.insert(off, size);
-        self.by_size.insert((size, off));
-    }
-
-    /// An aligned block of `size` (aligned) bytes.
-    fn alloc(&mut self, size: usize) -> usize {
-        if size == 0 {
-            return 0;
-        }
-        if let Some(&(s, off)) = self.by_size.range((size, 0)..).next() {
-            self.take(off, s);
-            if s > size {
-                self.put(off + size, s - size);
-            }
-            return off;
-        }
-        // Grow the arena, starting inside a free block at its end if any.
-        if let Some((&off, &s)) = self.by_offset.iter().next_back() {
-            if off + s == self.end {
-                self.take(off, s);
-                self.end = off + size;
-                return off;
-            }
-        }
-        let off = self.end;
-        self.end += size;
-        off
-    }
-
-    fn free(&mut self, mut off: usize, mut size: usize) {
-        if size == 0 {
-            return;
-        }
-        if let Some((&p, &ps)) = self.by_offset.range(..off).next_back() {
-            if p + ps == off {
-                self.take(p, ps);
-                off = p;
-                size += ps;
-            }
-        }
-        if let Some(&ns) = self.by_offset.get(&(off + size)) {
-            self.take(off + size, ns);
-            size += ns;
-        }
-        self.put(off, size);
-    }
 }
 
 /// Plan `graph` into an LIR program (see the module docs).
@@ -262,6 +236,8 @@ pub fn plan(graph: Graph) -> Result<Program, OptError> {
 pub fn plan_with_report(graph: Graph) -> Result<(Program, MemoryReport), OptError> {
     graph.verify()?;
     let g = &graph;
+    let lim = limits();
+    check_sizes(g, &lim)?;
     let n = g.nodes.len();
     let nv = g.values.len();
 
@@ -348,7 +324,15 @@ pub fn plan_with_report(graph: Graph) -> Result<(Program, MemoryReport), OptErro
                     }
                     None => {
                         live += size;
-                        free.alloc(size)
+                        // The arena is allocated by the backend after
+                        // planning: bound it here, as it grows.
+                        let what = || format!("the arena at {}", describe(g, o.index()));
+                        let off = free.alloc(size).ok_or_else(|| {
+                            OptError::Plan(format!("{}: arena size overflows usize", what()))
+                        })?;
+                        lim.check_arena_bytes(&what(), free.end as u64)
+                            .map_err(IrError::from)?;
+                        off
                     }
                 };
                 region.insert(o, (offset, size));
@@ -752,26 +736,39 @@ mod tests {
         assert_eq!(r.arena_bytes, 0);
     }
 
+    fn limit_of(e: OptError) -> rlx_ir::LimitError {
+        match e {
+            OptError::Ir(IrError::Limit(l)) => l,
+            e => panic!("expected a limit error, got {e}"),
+        }
+    }
+
     #[test]
-    fn free_list_is_best_fit_coalesces_and_grows_from_a_free_tail() {
-        let mut f = FreeList::default();
-        let a = f.alloc(128); // 0
-        let b = f.alloc(64); // 128
-        let c = f.alloc(256); // 192
-        let d = f.alloc(64); // 448
-        assert_eq!((a, b, c, d, f.end), (0, 128, 192, 448, 512));
-        f.free(a, 128);
-        f.free(c, 256);
-        assert_eq!(f.alloc(64), 0); // the 128 hole fits better than the 256 one
-        f.free(0, 64);
-        assert_eq!(f.by_offset.get(&0), Some(&128)); // merged with its remainder
-        f.free(b, 64); // joins both neighbours
-        assert_eq!(f.by_offset.len(), 1);
-        assert_eq!(f.by_offset.get(&0), Some(&448));
-        f.free(d, 64);
-        // A request larger than every hole extends the free tail.
-        assert_eq!(f.alloc(640), 0);
-        assert_eq!(f.end, 640);
-        assert!(f.by_offset.is_empty());
+    fn a_huge_value_is_refused_before_planning() {
+        let mut b = GraphBuilder::new("huge");
+        let x = b.input("x", f32t(&[1_000_000, 1_000_000]));
+        let y = b.unary("relu", x).unwrap();
+        let g = b.finish(&[y]).unwrap();
+        let l = limit_of(plan_with_report(g).unwrap_err());
+        assert_eq!((l.limit, l.value), ("max_tensor_bytes", 4_000_000_000_000));
+        assert!(l.what.contains("graph input `x`"), "{}", l.what);
+    }
+
+    #[test]
+    fn values_under_the_tensor_bound_still_fit_the_arena_bound() {
+        // Three 12 GiB values live at once: each under max_tensor_bytes
+        // (16 GiB by default), together over max_arena_bytes (32 GiB).
+        let mut b = GraphBuilder::new("wide");
+        let x = b.input("x", f32t(&[3, 1 << 30]));
+        let e = b.unary("exp", x).unwrap();
+        let s = b.unary("sin", x).unwrap();
+        let c = b.unary("cos", x).unwrap();
+        let es = b.binary("add", e, s).unwrap();
+        let y = b.binary("add", es, c).unwrap();
+        let g = b.finish(&[y]).unwrap();
+        let l = limit_of(plan_with_report(g).unwrap_err());
+        assert_eq!(l.limit, "max_arena_bytes");
+        assert_eq!(l.value, 36 << 30);
+        assert!(l.what.contains("`cos`"), "{}", l.what);
     }
 }
