@@ -208,8 +208,8 @@ pub fn plan_with(
     init();
     graph.verify()?;
     let (optimized, passes) = if opts.optimize {
-        let (g, r) = rlx_opt::compile_pipeline(graph, cpu_eval)
-            .map_err(|e| RuntimeError::Config(format!("optimizer: {e}")))?;
+        let (g, r) =
+            rlx_opt::compile_pipeline(graph, cpu_eval).map_err(|e| opt_error("optimizer", e))?;
         (g, Some(r))
     } else {
         (graph.clone(), None)
@@ -233,8 +233,8 @@ pub fn plan_with(
     if opts.print_report || std::env::var("RLX_DISPATCH_REPORT").is_ok_and(|v| v == "1") {
         eprintln!("{}", legal.report);
     }
-    let (program, memory) = rlx_opt::plan_with_report(legal.graph)
-        .map_err(|e| RuntimeError::Config(format!("memory planner: {e}")))?;
+    let (program, memory) =
+        rlx_opt::plan_with_report(legal.graph).map_err(|e| opt_error("memory planner", e))?;
     Ok(Planned {
         report: legal.report,
         program,
@@ -242,6 +242,16 @@ pub fn plan_with(
         memory,
         backend,
     })
+}
+
+/// An optimizer or planner error. A limit (a tensor or the arena over its
+/// bound) stays typed, so callers can tell "too big for the limits in
+/// force" from a bug.
+fn opt_error(stage: &str, e: rlx_opt::OptError) -> Error {
+    match e {
+        rlx_opt::OptError::Ir(e @ rlx_ir::IrError::Limit(_)) => Error::Ir(e),
+        e => RuntimeError::Config(format!("{stage}: {e}")).into(),
+    }
 }
 
 /// Legalize for exactly one device.
