@@ -263,6 +263,41 @@ pub enum FormatError {
         expected: Shape,
     },
 
+    /// Two header entries have the same name. A JSON reader keeps the last
+    /// and silently drops the first, so the file is refused instead.
+    #[error(
+        "{file}: tensor `{tensor}` appears more than once in the header; safetensors names are \
+         unique, and reading it would silently keep one of them: the file is corrupt or was \
+         written by a broken exporter"
+    )]
+    DuplicateName { file: String, tensor: String },
+
+    /// The header, or a tensor as rlx would load it, is over a bound of
+    /// [`rlx_ir::limits`] (checked from the header, before any allocation).
+    #[error("{file}: {source}")]
+    TooLarge {
+        file: String,
+        /// The tensor, or `None` for the header itself.
+        tensor: Option<String>,
+        source: rlx_ir::LimitError,
+    },
+
+    /// A float tensor holds NaN or ±infinity. rlx refuses these by default:
+    /// one such weight silently turns every output into NaN.
+    #[error(
+        "{file}: tensor `{tensor}` element {index} is {value}; rlx refuses non-finite weights by \
+         default (they make outputs NaN without any error): fix the checkpoint, or open it with \
+         `SafetensorsFile::allow_non_finite(true)` if the values are meant (e.g. -inf masks)"
+    )]
+    NonFinite {
+        file: String,
+        tensor: String,
+        /// Flat (row-major) index of the first non-finite element.
+        index: usize,
+        /// The value (NaN, inf or -inf; a complex element shows its bad part).
+        value: f64,
+    },
+
     /// A tensor cannot be written (a dtype safetensors cannot store, a
     /// duplicate or reserved name, a header over the size limit).
     #[error("cannot write tensor `{tensor}`: {reason}")]
@@ -292,7 +327,10 @@ impl FormatError {
             | UnsupportedDtype { file, .. }
             | ValueOutOfRange { file, .. }
             | DTypeMismatch { file, .. }
-            | ShapeMismatch { file, .. } => Some(file),
+            | ShapeMismatch { file, .. }
+            | DuplicateName { file, .. }
+            | TooLarge { file, .. }
+            | NonFinite { file, .. } => Some(file),
             CannotWrite { .. } => None,
         }
     }
@@ -312,7 +350,10 @@ impl FormatError {
             | ValueOutOfRange { tensor, .. }
             | DTypeMismatch { tensor, .. }
             | ShapeMismatch { tensor, .. }
+            | DuplicateName { tensor, .. }
+            | NonFinite { tensor, .. }
             | CannotWrite { tensor, .. } => Some(tensor),
+            TooLarge { tensor, .. } => tensor.as_deref(),
             _ => None,
         }
     }

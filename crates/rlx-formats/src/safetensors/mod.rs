@@ -13,6 +13,22 @@
 //! fault ([`FormatError`]), and the shape-checked [`SafetensorsFile::expect`]
 //! used by model builders.
 //!
+//! Before the header is parsed, rlx refuses what the `safetensors` crate
+//! would accept silently or too late: two tensors of the same name
+//! ([`FormatError::DuplicateName`]), a header over
+//! `rlx_ir::limits().max_file_bytes`, and a tensor whose size as loaded is
+//! over `max_tensor_bytes` ([`FormatError::TooLarge`]) — all from the
+//! header, before anything is allocated.
+//!
+//! **Non-finite weights are an error by default.** Loading a float tensor
+//! ([`tensor`](SafetensorsFile::tensor), [`expect`](SafetensorsFile::expect),
+//! [`tensors`](SafetensorsFile::tensors)) scans it and refuses NaN or
+//! ±infinity with [`FormatError::NonFinite`], naming the tensor and the
+//! first bad index: one such weight turns every output into NaN without
+//! any error. Files that hold them on purpose (masks of -inf, test data)
+//! opt out with [`allow_non_finite`](SafetensorsFile::allow_non_finite).
+//! [`raw_bytes`](SafetensorsFile::raw_bytes) is never checked.
+//!
 //! ```
 //! use rlx_formats::safetensors::{serialize, SafetensorsFile};
 //! use rlx_ir::{DType, HostTensor};
@@ -31,6 +47,8 @@
 
 pub mod convert;
 mod diagnose;
+mod finite;
+mod header;
 mod write;
 
 pub use convert::{loaded_dtype, stored_dtype};
@@ -81,6 +99,8 @@ pub struct SafetensorsFile {
     entries: Vec<Entry>,
     index: HashMap<String, usize>,
     metadata: BTreeMap<String, String>,
+    /// Whether loaded float tensors may hold NaN/±inf (off by default).
+    allow_non_finite: bool,
 }
 
 impl fmt::Debug for SafetensorsFile {
@@ -91,6 +111,7 @@ impl fmt::Debug for SafetensorsFile {
             .field("mapped", &self.mapped)
             .field("tensors", &self.entries.len())
             .field("metadata", &self.metadata)
+            .field("allow_non_finite", &self.allow_non_finite)
             .finish()
     }
 }
@@ -164,8 +185,16 @@ impl SafetensorsFile {
         Self::parse(Arc::new(bytes), label.into())
     }
 
+    /// Let loaded float tensors hold NaN and ±infinity (refused by
+    /// default; see the module docs).
+    pub fn allow_non_finite(mut self, allow: bool) -> Self {
+        self.allow_non_finite = allow;
+        self
+    }
+
     fn parse(bytes: Bytes, label: String) -> Result<Self, FormatError> {
         let buf: &[u8] = bytes.as_ref().as_ref();
+        header::check(buf, &label, &rlx_ir::limits())?;
         let (n, meta) = match st::SafeTensors::read_metadata(buf) {
             Ok(ok) => ok,
             Err(e) => {
@@ -209,6 +238,7 @@ impl SafetensorsFile {
             index,
             metadata,
             bytes,
+            allow_non_finite: false,
         })
     }
 
@@ -308,8 +338,25 @@ impl SafetensorsFile {
     }
 
     /// Copy a tensor into a [`HostTensor`] (dtype conversions: [`convert`]).
+    /// A float tensor holding NaN or ±infinity is an error unless
+    /// [`allow_non_finite`](Self::allow_non_finite) is set.
     pub fn tensor(&self, name: &str) -> Result<HostTensor, FormatError> {
         let e = self.entry(name)?;
+        let t = self.decode(e)?;
+        if !self.allow_non_finite {
+            if let Some((index, value)) = finite::first_non_finite(t.data()) {
+                return Err(FormatError::NonFinite {
+                    file: self.label.clone(),
+                    tensor: e.name.clone(),
+                    index,
+                    value,
+                });
+            }
+        }
+        Ok(t)
+    }
+
+    fn decode(&self, e: &Entry) -> Result<HostTensor, FormatError> {
         let bytes = self.slice(e)?;
         convert::decode(e.dtype, &e.shape, bytes).map_err(|err| match err {
             DecodeError::Unsupported => self.unsupported(e),
