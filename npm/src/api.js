@@ -42,7 +42,30 @@ export function relaxedSimdSupported() {
 const isNode =
   typeof process !== "undefined" && !!process.versions?.node && typeof window === "undefined";
 
-/** Every failure of the package: `code` says what kind, the message is the Rust error's text. */
+/**
+ * The codes an {@link RlxError} carries, one per kind of failure (npm/API.md
+ * says when each is used). Every error the package throws has one of them.
+ */
+export const ERROR_CODES = Object.freeze([
+  "init", // the wasm module could not load, or rlx.init() was not awaited
+  "invalid_argument", // an argument is missing or of the wrong type, or an option is unknown
+  "shape", // a shape or dimension is not a list of integers in [0, 2^32 - 1]
+  "dtype", // an unknown dtype name
+  "disposed", // a method of an object after its dispose() (or a finished GraphBuilder)
+  "input", // run()/constant() data that does not fit the graph (kind, length, names, bound weights)
+  "parse", // the IR text/JSON could not be parsed
+  "graph", // the graph breaks a type rule (unknown op or attribute, shapes, element count)
+  "limit", // a limit of rlx's policy was exceeded (the message names it and how to raise it)
+  "dispatch", // no kernel for a node under the policy (the refusal lists every one)
+  "device", // the device is unknown or unavailable, or none of a fallback chain can run the graph
+  "format", // a file is malformed or cannot be read (safetensors, config.json, HTTP errors)
+  "runtime", // a backend failed while running
+  "tokenizer", // tokenizer.json is malformed
+  "internal", // an unexpected error inside the package: a bug in rlx
+  "panic", // Rust panicked; the module is unusable afterwards
+]);
+
+/** Every failure of the package: `code` (one of {@link ERROR_CODES}) says what kind; the message says what and where. */
 export class RlxError extends Error {
   constructor(code, message, options) {
     super(message, options);
@@ -51,8 +74,119 @@ export class RlxError extends Error {
   }
 }
 
+// ---- argument checks at the boundary ------------------------------------------
+// Everything a caller passes is checked here, before it reaches the wasm
+// glue, which would otherwise coerce it (a -1 dimension through a
+// Uint32Array is 4294967295, `null` as a text is "null") or fail with a
+// bare TypeError. The Rust side checks again what it relies on.
+
+/** What a value is, for messages: `null`, `number 42`, `string "ab"`, `an Array`, `a Float64Array`. */
+function describe(v) {
+  if (v === null) return "null";
+  switch (typeof v) {
+    case "undefined": return "undefined";
+    case "number": return `number ${v}`;
+    case "bigint": return `bigint ${v}n`;
+    case "boolean": return `boolean ${v}`;
+    case "string": return `string ${JSON.stringify(v.length > 40 ? v.slice(0, 40) + "…" : v)}`;
+    case "symbol": return "a symbol";
+    case "function": return "a function";
+    default: {
+      const n = Object.getPrototypeOf(v) === null ? "Object" : v.constructor?.name || "Object";
+      return `${/^[AEIOU]/.test(n) ? "an" : "a"} ${n}`;
+    }
+  }
+}
+
+function invalid(where, msg) {
+  return new RlxError("invalid_argument", `${where}: ${msg}`);
+}
+
+function isTypedArray(v) {
+  return ArrayBuffer.isView(v) && !(v instanceof DataView);
+}
+
+function isPlainObject(v) {
+  return v !== null && typeof v === "object" && !Array.isArray(v) && !isTypedArray(v);
+}
+
+function checkString(where, name, v) {
+  if (typeof v !== "string") throw invalid(where, `\`${name}\` must be a string, got ${describe(v)}`);
+  return v;
+}
+
+function checkOptions(where, opts, known) {
+  if (opts === undefined || opts === null) return {};
+  if (!isPlainObject(opts)) throw invalid(where, `options must be an object, got ${describe(opts)}`);
+  for (const k of Object.keys(opts)) {
+    if (!known.includes(k)) {
+      throw invalid(where, `unknown option \`${k}\` (options: ${known.join(", ")})`);
+    }
+  }
+  return opts;
+}
+
+function checkCallback(where, name, f) {
+  if (f !== undefined && f !== null && typeof f !== "function") {
+    throw invalid(where, `\`${name}\` must be a function, got ${describe(f)}`);
+  }
+  return f ?? undefined;
+}
+
+// wasm32 addresses 2^32 bytes: no dimension can be larger.
+const MAX_DIM = 2 ** 32 - 1;
+
+/**
+ * A shape as the wasm module takes it: every dimension an integer in
+ * [0, 2^32 - 1] (Float64Array, so nothing wraps on the way; web/ checks
+ * again). Negative, fractional, NaN, infinite or too large dimensions are
+ * RlxError 'shape' naming the shape and the dimension.
+ */
+function checkShape(where, shape) {
+  if (!Array.isArray(shape) && !isTypedArray(shape)) {
+    throw invalid(where, `a shape must be an array of dimensions, got ${describe(shape)}`);
+  }
+  const dims = Array.from(shape);
+  const show = () => `[${dims.map((d) => (typeof d === "string" ? JSON.stringify(d) : String(d))).join(", ")}]`;
+  const out = new Float64Array(dims.length);
+  dims.forEach((d, i) => {
+    let n = d;
+    if (typeof d === "bigint") n = d >= 0n && d <= BigInt(MAX_DIM) ? Number(d) : -1;
+    if (typeof n !== "number" || !Number.isInteger(n) || n < 0 || n > MAX_DIM) {
+      throw new RlxError(
+        "shape",
+        `${where}: shape ${show()}: dimension ${i} is ${describe(d)}; every dimension must be an integer from 0 to ${MAX_DIM}`,
+      );
+    }
+    out[i] = n;
+  });
+  return out;
+}
+
+/** A positive count (batch size, sequence length): RlxError 'shape' otherwise. */
+function checkCount(where, name, v) {
+  if (typeof v !== "number" || !Number.isInteger(v) || v < 1 || v > MAX_DIM) {
+    throw new RlxError("shape", `${where}: \`${name}\` must be an integer from 1 to ${MAX_DIM}, got ${describe(v)}`);
+  }
+  return v;
+}
+
+function checkDevice(where, device) {
+  if (device === undefined || device === null) return ["cpu"];
+  const list = Array.isArray(device) ? device : [device];
+  if (list.length === 0) throw invalid(where, "`device` is an empty list (use 'cpu', 'webgpu' or a list of them)");
+  list.forEach((d, i) => {
+    if (typeof d !== "string") {
+      const at = Array.isArray(device) ? `device[${i}]` : "device";
+      throw invalid(where, `\`${at}\` must be a device name ('cpu', 'webgpu'), got ${describe(d)}`);
+    }
+  });
+  return list;
+}
+
 let ready = null;
 let poisoned = null;
+let exports = null;
 
 // A Rust panic aborts the wasm instance (a WebAssembly.RuntimeError trap);
 // the panic hook kept its message. After one, the module's state is
@@ -72,7 +206,11 @@ function wrapError(e) {
     poisoned = `rlx panicked: ${msg || e.message}. This is a bug in rlx; the module cannot be used any more (reload the page or worker)`;
     return new RlxError("panic", poisoned, { cause: e });
   }
-  return e;
+  // Anything else (the glue's own TypeError, a JSON.parse failure): the
+  // checks above should have caught it first, so it is a bug, but still an
+  // RlxError, with the original as its cause.
+  const msg = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+  return new RlxError("internal", `internal error in rlx: ${msg} (this is a bug in rlx; please report it)`, { cause: e });
 }
 
 function guard() {
@@ -108,6 +246,10 @@ async function acall(f) {
  * the source (bytes, a URL, or a Response) and the choice.
  */
 export async function init(opts = {}) {
+  opts = checkOptions("init", opts, ["wasm", "relaxed"]);
+  if (opts.relaxed !== undefined && typeof opts.relaxed !== "boolean") {
+    throw invalid("init", `\`relaxed\` must be true or false, got ${describe(opts.relaxed)}`);
+  }
   if (ready) return ready;
   let src = opts.wasm;
   let url = wasmUrl;
@@ -137,7 +279,7 @@ export async function init(opts = {}) {
       }
     }
     try {
-      await initWasm({ module_or_path: src ?? url });
+      exports = await initWasm({ module_or_path: src ?? url });
     } catch (e) {
       ready = null;
       // No quiet retry with the plain core: the caller sees what failed
@@ -166,6 +308,24 @@ export function ops() {
   return call(() => JSON.parse(raw.opsJson()));
 }
 
+/**
+ * Memory of the wasm module: `wasmBytes`, the size of its linear memory
+ * (it grows and never shrinks), `heapBytes` and `heapAllocations`, what the
+ * Rust heap holds now. After dispose() of everything a workload created,
+ * `heapBytes` returns to where it was; `wasmBytes` stays at its high-water
+ * mark (the allocator reuses it).
+ */
+export function memoryStats() {
+  return call(() => {
+    const s = JSON.parse(raw.memoryStats());
+    return {
+      wasmBytes: exports?.memory?.buffer?.byteLength ?? s.wasm_bytes,
+      heapBytes: s.heap_bytes,
+      heapAllocations: s.heap_allocations,
+    };
+  });
+}
+
 /** Devices this page or process can use, with the WebGPU adapter's name and limits. */
 export async function devices() {
   return acall(async () => JSON.parse(await raw.devicesJson()));
@@ -192,7 +352,7 @@ export class Tensor {
     this._type = null;
   }
   _ty() {
-    if (!this._type) this._type = JSON.parse(call(() => this.builder._b.typeOf(this.id)));
+    if (!this._type) this._type = JSON.parse(call(() => this.builder._live("Tensor.shape")._b.typeOf(this.id)));
     return this._type;
   }
   get dtype() {
@@ -203,6 +363,7 @@ export class Tensor {
   }
   /** Apply any registry op with this tensor as the first input. */
   apply(op, others = [], attrs = {}, _depth = 0) {
+    if (!Array.isArray(others)) throw invalid(`Tensor.apply("${op}")`, `\`others\` must be an array of Tensors, got ${describe(others)}`);
     return this.builder._op(op, [this, ...others], attrs, 1 + _depth);
   }
   apply1(op, others = [], attrs = {}, _depth = 0) {
@@ -255,38 +416,90 @@ function plainData(data) {
   return data;
 }
 
+/** The typed array a dtype travels in, for messages. */
+function arrayNameOf(dtype) {
+  const a = ARRAY_OF[dtype]?.name ?? "Uint8Array";
+  return dtype === "i64" ? "BigInt64Array or Int32Array" : a;
+}
+
 /** Builds a graph; `finish` returns an immutable {@link Graph}. */
 export class GraphBuilder {
   constructor(name = "graph") {
     guard();
+    checkString("new GraphBuilder(name)", "name", name);
+    this._name = name;
     this._b = new raw.GraphBuilder(name);
   }
+  _live(where) {
+    if (!this._b) {
+      throw new RlxError(
+        "disposed",
+        `${where}: GraphBuilder \`${this._name}\` already finished its graph (finish() was called); start a new GraphBuilder`,
+      );
+    }
+    return this;
+  }
   input(name, dtype, shape) {
-    return new Tensor(this, call(() => this._b.input(name, dtype, Uint32Array.from(shape))));
+    const where = `GraphBuilder.input(${JSON.stringify(String(name))})`;
+    this._live(where);
+    checkString(where, "name", name);
+    checkString(where, "dtype", dtype);
+    const dims = checkShape(where, shape);
+    return new Tensor(this, call(() => this._b.input(name, dtype, dims)));
   }
   constant(data, shape, dtype) {
+    const where = "GraphBuilder.constant";
+    this._live(where);
     data = plainData(data);
+    if (!isTypedArray(data)) {
+      throw invalid(where, `\`data\` must be a typed array (Float32Array, Int32Array, ...), got ${describe(data)}`);
+    }
+    const dims = checkShape(where, shape);
+    if (dtype !== undefined && dtype !== null) checkString(where, "dtype", dtype);
     dtype ??= Object.keys(ARRAY_OF).find((k) => data instanceof ARRAY_OF[k]);
-    return new Tensor(this, call(() => this._b.constant(dtype, Uint32Array.from(shape), data)));
+    if (!dtype) throw invalid(where, `no dtype travels as ${describe(data)}; pass \`dtype\``);
+    return new Tensor(this, call(() => this._b.constant(dtype, dims, data)));
   }
   /** Apply a registry op to `inputs`; returns its outputs. */
   op(name, inputs, attrs = {}) {
     return this._op(name, inputs, attrs, 1);
   }
   _op(name, inputs, attrs, depth) {
-    for (const t of inputs) {
-      if (!(t instanceof Tensor) || t.builder !== this) {
-        throw new RlxError("graph", `op \`${name}\`: every input must be a Tensor of this builder`);
+    const where = `op ${typeof name === "string" ? `\`${name}\`` : "(no name)"}`;
+    this._live(where);
+    checkString(where, "name", name);
+    if (!Array.isArray(inputs)) throw invalid(where, `\`inputs\` must be an array of Tensors, got ${describe(inputs)}`);
+    inputs.forEach((t, i) => {
+      if (!(t instanceof Tensor)) throw invalid(where, `input ${i} must be a Tensor, got ${describe(t)}`);
+      if (t.builder !== this) {
+        throw new RlxError("graph", `${where}: input ${i} is a Tensor of another GraphBuilder (\`${t.builder._name}\`)`);
       }
+    });
+    if (attrs === undefined || attrs === null) attrs = {};
+    if (!isPlainObject(attrs)) throw invalid(where, `\`attrs\` must be an object, got ${describe(attrs)}`);
+    let json;
+    try {
+      json = JSON.stringify(attrs, (_, v) => (typeof v === "bigint" ? Number(v) : v));
+    } catch (e) {
+      throw invalid(where, `\`attrs\` cannot be written as JSON: ${e.message}`);
     }
     const ids = Uint32Array.from(inputs.map((t) => t.id));
-    const json = JSON.stringify(attrs, (_, v) => (typeof v === "bigint" ? Number(v) : v));
     const site = callSite(depth);
     const out = call(() => this._b.op(name, ids, json, site));
     return Array.from(out, (id) => new Tensor(this, id));
   }
   finish(outputs) {
-    return new Graph(call(() => this._b.finish(Uint32Array.from(outputs.map((t) => t.id)))));
+    const where = "GraphBuilder.finish";
+    this._live(where);
+    if (!Array.isArray(outputs)) throw invalid(where, `\`outputs\` must be an array of Tensors, got ${describe(outputs)}`);
+    outputs.forEach((t, i) => {
+      if (!(t instanceof Tensor)) throw invalid(where, `output ${i} must be a Tensor, got ${describe(t)}`);
+      if (t.builder !== this) throw new RlxError("graph", `${where}: output ${i} is a Tensor of another GraphBuilder`);
+    });
+    const g = call(() => this._b.finish(Uint32Array.from(outputs.map((t) => t.id))));
+    this._b.free();
+    this._b = null;
+    return new Graph(g);
   }
 }
 
@@ -295,17 +508,34 @@ export class Graph {
   constructor(g) {
     this._g = g;
   }
+  _live(where) {
+    if (!this._g) throw new RlxError("disposed", `${where}: this Graph was disposed (graph.dispose() was called)`);
+    return this._g;
+  }
   static fromText(text) {
+    checkString("Graph.fromText", "text", text);
     return new Graph(call(() => raw.Graph.fromText(text)));
   }
   static fromJson(obj) {
-    return new Graph(call(() => raw.Graph.fromJson(typeof obj === "string" ? obj : JSON.stringify(obj))));
+    if (typeof obj !== "string" && !isPlainObject(obj)) {
+      throw invalid("Graph.fromJson", `expected the graph's JSON as an object or a string, got ${describe(obj)}`);
+    }
+    let text = obj;
+    if (typeof obj !== "string") {
+      try {
+        text = JSON.stringify(obj);
+      } catch (e) {
+        throw invalid("Graph.fromJson", `the object cannot be written as JSON: ${e.message}`);
+      }
+    }
+    return new Graph(call(() => raw.Graph.fromJson(text)));
   }
-  get name() { return call(() => this._g.name()); }
-  text() { return call(() => this._g.text()); }
-  json() { return JSON.parse(call(() => this._g.json())); }
-  inputs() { return JSON.parse(call(() => this._g.inputs())); }
-  outputs() { return JSON.parse(call(() => this._g.outputs())); }
+  get name() { return call(() => this._live("Graph.name").name()); }
+  text() { return call(() => this._live("Graph.text").text()); }
+  json() { return JSON.parse(call(() => this._live("Graph.json").json())); }
+  inputs() { return JSON.parse(call(() => this._live("Graph.inputs").inputs())); }
+  outputs() { return JSON.parse(call(() => this._live("Graph.outputs").outputs())); }
+  /** Free its wasm memory now; later calls throw RlxError 'disposed'. Idempotent. */
   dispose() { this._g?.free(); this._g = null; }
 }
 
@@ -313,6 +543,38 @@ export class Graph {
 
 /** Bytes from an ArrayBuffer/view, a Response, or a URL (fetched; a path in Node), with progress. */
 async function bytesOf(src, onProgress, what) {
+  const known =
+    src instanceof ArrayBuffer || ArrayBuffer.isView(src) || typeof src === "string" || src instanceof URL ||
+    (src !== null && typeof src === "object" && typeof src.arrayBuffer === "function");
+  if (!known) throw invalid(what, `expected an ArrayBuffer, Uint8Array, Response, URL or path, got ${describe(src)}`);
+  try {
+    return await readBytes(src, onProgress, what);
+  } catch (e) {
+    if (e instanceof RlxError || e?.[USER_ERROR]) throw e;
+    throw new RlxError("format", `${what}: could not read ${String(src?.url ?? src)}: ${e?.message ?? e}`, { cause: e });
+  }
+}
+
+// Marks an error thrown by the caller's own onProgress: it reaches the
+// caller unchanged (it is theirs, not the package's).
+const USER_ERROR = Symbol("rlx.userError");
+function progress(onProgress, p) {
+  if (!onProgress) return;
+  try {
+    onProgress(p);
+  } catch (e) {
+    if (e !== null && (typeof e === "object" || typeof e === "function")) {
+      try {
+        Object.defineProperty(e, USER_ERROR, { value: true });
+      } catch {
+        /* frozen: passed on as is */
+      }
+    }
+    throw e;
+  }
+}
+
+async function readBytes(src, onProgress, what) {
   if (src instanceof Uint8Array) return { bytes: src, label: what };
   if (src instanceof ArrayBuffer) return { bytes: new Uint8Array(src), label: what };
   if (ArrayBuffer.isView(src)) return { bytes: new Uint8Array(src.buffer, src.byteOffset, src.byteLength), label: what };
@@ -322,13 +584,14 @@ async function bytesOf(src, onProgress, what) {
     if (isNode && !/^(https?|data|blob):/.test(String(src))) {
       const fsName = "node:fs/promises";
       const fs = await import(/* @vite-ignore */ fsName);
+      let b;
       try {
-        const b = await fs.readFile(src instanceof URL ? src : String(src));
-        onProgress?.({ stage: "download", loaded: b.length, total: b.length, message: `read ${label}` });
-        return { bytes: new Uint8Array(b.buffer, b.byteOffset, b.length), label };
+        b = await fs.readFile(src instanceof URL ? src : String(src));
       } catch (e) {
         throw new RlxError("format", `${label}: ${e.message}`, { cause: e });
       }
+      progress(onProgress, { stage: "download", loaded: b.length, total: b.length, message: `read ${label}` });
+      return { bytes: new Uint8Array(b.buffer, b.byteOffset, b.length), label };
     }
     try {
       res = await fetch(src);
@@ -336,14 +599,11 @@ async function bytesOf(src, onProgress, what) {
       throw new RlxError("format", `${label}: fetch failed: ${e.message}`, { cause: e });
     }
   }
-  if (!res || typeof res.arrayBuffer !== "function") {
-    throw new RlxError("input", `${what}: expected an ArrayBuffer, Uint8Array, Response or URL`);
-  }
   if (!res.ok) throw new RlxError("format", `${label}: HTTP ${res.status} ${res.statusText}`);
   const total = Number(res.headers.get("content-length")) || 0;
   if (!onProgress || !res.body) {
     const b = new Uint8Array(await res.arrayBuffer());
-    onProgress?.({ stage: "download", loaded: b.length, total: b.length, message: `downloaded ${label}` });
+    progress(onProgress, { stage: "download", loaded: b.length, total: b.length, message: `downloaded ${label}` });
     return { bytes: b, label };
   }
   const reader = res.body.getReader();
@@ -354,7 +614,7 @@ async function bytesOf(src, onProgress, what) {
     if (done) break;
     chunks.push(value);
     loaded += value.length;
-    onProgress({ stage: "download", loaded, total, message: `downloading ${label}` });
+    progress(onProgress, { stage: "download", loaded, total, message: `downloading ${label}` });
   }
   const bytes = new Uint8Array(loaded);
   let o = 0;
@@ -377,24 +637,56 @@ export class Weights {
   constructor(w) {
     this._w = w;
   }
-  names() { return call(() => this._w.names()); }
-  info(name) { return JSON.parse(call(() => this._w.info(name))); }
-  get(name) { return call(() => this._w.get(name)); }
-  get bytes() { return call(() => this._w.bytes); }
+  _live(where) {
+    if (!this._w) throw new RlxError("disposed", `${where}: these Weights were disposed (weights.dispose() was called); load them again`);
+    return this._w;
+  }
+  names() { return call(() => this._live("Weights.names").names()); }
+  info(name) {
+    const w = this._live("Weights.info");
+    checkString("Weights.info", "name", name);
+    return JSON.parse(call(() => w.info(name)));
+  }
+  get(name) {
+    const w = this._live("Weights.get");
+    checkString("Weights.get", "name", name);
+    return call(() => w.get(name));
+  }
+  get bytes() { return call(() => this._live("Weights.bytes").bytes); }
+  /** Free them now (models compiled with them keep their own reference). Idempotent. */
   dispose() { this._w?.free(); this._w = null; }
 }
 
 /** Load a .safetensors file from an ArrayBuffer, Uint8Array, Response or URL. */
 export async function loadSafetensors(src, opts = {}) {
   guard();
-  const { bytes, label } = await bytesOf(src, opts.onProgress, "safetensors");
-  opts.onProgress?.({ stage: "weights", message: `parsing ${label}` });
+  opts = checkOptions("loadSafetensors", opts, ["onProgress"]);
+  const onProgress = checkCallback("loadSafetensors", "onProgress", opts.onProgress);
+  const { bytes, label } = await bytesOf(src, onProgress, "safetensors");
+  onProgress?.({ stage: "weights", message: `parsing ${label}` });
   return new Weights(call(() => raw.Weights.fromSafetensors(bytes, label)));
 }
 
-function deviceList(device) {
-  const d = device ?? "cpu";
-  return Array.isArray(d) ? d.map(String) : [String(d)];
+/** One value of `run()`'s inputs: a typed array, or `{data, shape}` checked against the input. */
+function runValue(spec, v, where) {
+  const name = `input \`${spec.name}\` (${spec.dtype} [${spec.shape}])`;
+  const expected = `a ${arrayNameOf(spec.dtype)} or {data, shape}`;
+  let data = v;
+  if (!isTypedArray(v)) {
+    if (!isPlainObject(v)) throw invalid(where, `${name}: expected ${expected}, got ${describe(v)}`);
+    if (!("data" in v)) {
+      throw invalid(where, `${name}: the object has no \`data\` (expected ${expected}; its keys: ${Object.keys(v).join(", ") || "none"})`);
+    }
+    data = v.data;
+    if (!isTypedArray(plainData(data))) throw invalid(where, `${name}: \`data\` must be a ${arrayNameOf(spec.dtype)}, got ${describe(data)}`);
+    if (v.shape !== undefined) {
+      const dims = Array.from(checkShape(`${where}: ${name}`, v.shape));
+      if (dims.join(",") !== spec.shape.join(",")) {
+        throw new RlxError("input", `${where}: input \`${spec.name}\`: shape [${dims}] but the graph was compiled for [${spec.shape}]`);
+      }
+    }
+  }
+  return plainData(data);
 }
 
 /** A compiled graph. */
@@ -403,12 +695,14 @@ export class Model {
     this._m = m;
     this._inputs = JSON.parse(call(() => m.inputs()));
   }
-  _live() {
-    if (!this._m) throw new RlxError("disposed", "this model was disposed");
+  _live(where) {
+    if (!this._m) {
+      throw new RlxError("disposed", `${where}: this Model was disposed (model.dispose() was called); compile the graph again`);
+    }
     return this._m;
   }
   /** The device it really compiled for. */
-  get device() { return call(() => this._live().device); }
+  get device() { return call(() => this._live("Model.device").device); }
   /** Inputs, with `bound: true` for those bound to weights. */
   inputs() { return this._inputs.map((x) => ({ ...x })); }
   /**
@@ -417,14 +711,19 @@ export class Model {
    * `{data, shape}`. Resolves to `[{name, dtype, shape, data}]`.
    */
   async run(inputs) {
-    const m = this._live();
+    const where = "Model.run";
+    const m = this._live(where);
     const free = this._inputs.filter((x) => !x.bound);
+    const sig = free.map((x) => `${x.name}: ${x.dtype} [${x.shape}]`).join(", ") || "none";
     let list;
     if (Array.isArray(inputs)) {
+      if (inputs.length !== free.length) {
+        throw new RlxError("input", `${where}: the model takes ${free.length} inputs (not bound to weights), got ${inputs.length} (inputs: ${sig})`);
+      }
       list = inputs;
-    } else {
+    } else if (isPlainObject(inputs)) {
       const names = new Set(free.map((x) => x.name));
-      for (const k of Object.keys(inputs ?? {})) {
+      for (const k of Object.keys(inputs)) {
         if (!names.has(k)) {
           throw new RlxError("input", `no input named \`${k}\` (inputs: ${[...names].join(", ")})`);
         }
@@ -433,25 +732,31 @@ export class Model {
         if (!(x.name in inputs)) throw new RlxError("input", `missing input \`${x.name}\` (${x.dtype} [${x.shape}])`);
         return inputs[x.name];
       });
+    } else {
+      throw invalid(
+        where,
+        `\`inputs\` must be an object {name: data} or an array in input order, got ${describe(inputs)} (inputs: ${sig})`,
+      );
     }
-    const arr = list.map((v, k) => {
-      const spec = free[k];
-      const data = plainData(v?.data ?? v);
-      if (spec && v?.shape && v.shape.join(",") !== spec.shape.join(",")) {
-        throw new RlxError("input", `input \`${spec.name}\`: shape [${v.shape}] but the graph was compiled for [${spec.shape}]`);
-      }
-      return data;
-    });
+    const arr = list.map((v, k) => runValue(free[k], v, where));
     return acall(() => m.run(arr));
   }
   /** The IR as JSON: 'hir' (as written), 'mir' (after passes), 'lir' (the schedule). */
-  ir(level = "mir") { return JSON.parse(call(() => this._live().ir(level))); }
-  dispatchReport() { return JSON.parse(call(() => this._live().dispatchReport())); }
-  memoryPlan() { return JSON.parse(call(() => this._live().memoryPlan())); }
-  passReport() { return JSON.parse(call(() => this._live().passReport())); }
+  ir(level = "mir") {
+    const m = this._live("Model.ir");
+    checkString("Model.ir", "level", level);
+    return JSON.parse(call(() => m.ir(level)));
+  }
+  dispatchReport() { return JSON.parse(call(() => this._live("Model.dispatchReport").dispatchReport())); }
+  memoryPlan() { return JSON.parse(call(() => this._live("Model.memoryPlan").memoryPlan())); }
+  passReport() { return JSON.parse(call(() => this._live("Model.passReport").passReport())); }
   /** Kernels: WGSL (or 'msl' | 'hlsl' | 'glsl' | 'spirv') for WebGPU models; kernel names on cpu. */
-  kernels(lang = "wgsl") { return JSON.parse(call(() => this._live().kernels(lang))); }
-  /** Free wasm and GPU memory now. */
+  kernels(lang = "wgsl") {
+    const m = this._live("Model.kernels");
+    checkString("Model.kernels", "lang", lang);
+    return JSON.parse(call(() => m.kernels(lang)));
+  }
+  /** Free wasm and GPU memory now (a run in flight finishes first). Idempotent. */
   dispose() {
     if (this._m) {
       this._m.dispose();
@@ -461,6 +766,8 @@ export class Model {
   }
 }
 
+const COMPILE_OPTIONS = ["device", "policy", "weights", "optimize"];
+
 /**
  * Compile a graph. `device`: 'cpu' | 'webgpu' | a fallback list such as
  * ['webgpu', 'cpu'] (the dispatch report's `fallback` says what was skipped
@@ -468,22 +775,52 @@ export class Model {
  */
 export async function compile(graph, opts = {}) {
   guard();
-  if (!(graph instanceof Graph)) throw new RlxError("input", "compile: expected an rlx.Graph (GraphBuilder.finish or Graph.fromText)");
-  const w = opts.weights ? call(() => opts.weights._w.share()) : undefined;
-  const m = await acall(() =>
-    raw.compile(graph._g, deviceList(opts.device), opts.policy ?? undefined, opts.optimize ?? true, w),
-  );
+  if (!(graph instanceof Graph)) {
+    throw invalid("compile", `expected an rlx.Graph (GraphBuilder.finish or Graph.fromText), got ${describe(graph)}`);
+  }
+  const g = graph._live("compile");
+  opts = checkOptions("compile", opts, COMPILE_OPTIONS);
+  const devices = checkDevice("compile", opts.device);
+  if (opts.policy !== undefined && opts.policy !== null) checkString("compile", "policy", opts.policy);
+  if (opts.optimize !== undefined && typeof opts.optimize !== "boolean") {
+    throw invalid("compile", `\`optimize\` must be true or false, got ${describe(opts.optimize)}`);
+  }
+  let w;
+  if (opts.weights !== undefined && opts.weights !== null) {
+    if (!(opts.weights instanceof Weights)) {
+      throw invalid("compile", `\`weights\` must be rlx.Weights (from loadSafetensors), got ${describe(opts.weights)}`);
+    }
+    const live = opts.weights._live("compile (its `weights`)");
+    w = call(() => live.share());
+  }
+  const m = await acall(() => raw.compile(g, devices, opts.policy ?? undefined, opts.optimize ?? true, w));
   return new Model(m);
 }
 
 // ---- models and pipelines ----------------------------------------------------
 
 /** The BERT encoder (e.g. all-MiniLM-L6-v2) for benchmarks: inputs input_ids, attention_mask, token_type_ids. */
-async function bert({ config, weights, batch = 1, seq = 128, device = "cpu", pooling = true, policy }) {
+async function bert(args) {
   guard();
+  const where = "models.bert";
+  if (!isPlainObject(args)) throw invalid(where, `expected {config, weights, batch, seq, device, pooling, policy}, got ${describe(args)}`);
+  const { config, weights, batch = 1, seq = 128, device = "cpu", pooling = true, policy } = checkOptions(where, args, [
+    "config", "weights", "batch", "seq", "device", "pooling", "policy",
+  ]);
+  if (typeof config !== "string" && !isPlainObject(config)) {
+    throw invalid(where, `\`config\` (config.json) must be an object or a JSON string, got ${describe(config)}`);
+  }
+  if (!(weights instanceof Weights)) throw invalid(where, `\`weights\` must be rlx.Weights (from loadSafetensors), got ${describe(weights)}`);
+  checkCount(where, "batch", batch);
+  checkCount(where, "seq", seq);
+  if (typeof pooling !== "boolean") throw invalid(where, `\`pooling\` must be true or false, got ${describe(pooling)}`);
   const cfg = typeof config === "string" ? config : JSON.stringify(config);
   const g = new Graph(call(() => raw.bertGraph(cfg, batch, seq, pooling)));
-  return compile(g, { device, weights, policy });
+  try {
+    return await compile(g, { device, weights, policy });
+  } finally {
+    g.dispose();
+  }
 }
 
 export const models = { bert };
@@ -494,24 +831,45 @@ function joinUrl(base, name) {
   return b.endsWith("/") ? b + name : `${b}/${name}`;
 }
 
+/** `texts` of embed(): one string or an array of strings; anything else names the index and what it found. */
+function checkTexts(where, texts) {
+  if (typeof texts === "string") return [texts];
+  if (!Array.isArray(texts)) throw invalid(where, `\`texts\` must be a string or an array of strings, got ${describe(texts)}`);
+  texts.forEach((t, i) => {
+    if (typeof t !== "string") throw invalid(where, `texts[${i}] is ${describe(t)}; every text must be a string`);
+  });
+  return texts;
+}
+
 /** A loaded sentence-embedding model (MiniLM-family). */
 export class Embedder {
   constructor(e) {
     this._e = e;
   }
-  get device() { return call(() => this._e.device); }
+  _live(where) {
+    if (!this._e) throw new RlxError("disposed", `${where}: this Embedder was disposed (embedder.dispose() was called); create another`);
+    return this._e;
+  }
+  get device() { return call(() => this._live("Embedder.device").device); }
   /** L2-normalized embeddings, one Float32Array per text. */
   async embed(texts) {
-    if (!this._e) throw new RlxError("disposed", "this embedder was disposed");
-    const list = Array.isArray(texts) ? texts : [texts];
-    return acall(() => this._e.embed(list.map(String)));
+    const e = this._live("Embedder.embed");
+    const list = checkTexts("Embedder.embed", texts);
+    return acall(() => e.embed(list));
   }
-  dispatchReport() { return JSON.parse(call(() => this._e.dispatchReport())); }
+  dispatchReport() { return JSON.parse(call(() => this._live("Embedder.dispatchReport").dispatchReport())); }
+  /** Free the weights and every compiled shape now. Idempotent. */
   dispose() {
-    this._e?.free();
+    if (this._e) {
+      this._e.dispose();
+      this._e.free();
+    }
     this._e = null;
   }
 }
+
+const EMBEDDER_OPTIONS = ["model", "device", "onProgress"];
+const MODEL_PARTS = ["config", "tokenizer", "weights", "sentenceBertConfig"];
 
 /**
  * Load an embedder. `model`: a base URL (a directory in Node) holding
@@ -519,18 +877,32 @@ export class Embedder {
  * sentence_bert_config.json), or `{config, tokenizer, weights, sentenceBertConfig}`
  * with each a URL, Response, ArrayBuffer or (for the JSON files) a string.
  */
-async function createEmbedder({ model, device = ["webgpu", "cpu"], onProgress } = {}) {
+async function createEmbedder(opts) {
   guard();
-  if (!model) throw new RlxError("input", "createEmbedder: `model` (a base URL or the file parts) is required");
-  const parts =
-    typeof model === "string" || model instanceof URL
-      ? {
-          config: joinUrl(model, "config.json"),
-          tokenizer: joinUrl(model, "tokenizer.json"),
-          weights: joinUrl(model, "model.safetensors"),
-          sentenceBertConfig: joinUrl(model, "sentence_bert_config.json"),
-        }
-      : model;
+  const where = "createEmbedder";
+  if (!isPlainObject(opts)) throw invalid(where, `expected {model, device, onProgress}, got ${describe(opts)}`);
+  const { model, device = ["webgpu", "cpu"], onProgress } = checkOptions(where, opts, EMBEDDER_OPTIONS);
+  const devices = checkDevice(where, device);
+  checkCallback(where, "onProgress", onProgress);
+  if (model === undefined || model === null) throw invalid(where, "`model` (a base URL or the file parts) is required");
+  let parts;
+  if (typeof model === "string" || model instanceof URL) {
+    parts = {
+      config: joinUrl(model, "config.json"),
+      tokenizer: joinUrl(model, "tokenizer.json"),
+      weights: joinUrl(model, "model.safetensors"),
+      sentenceBertConfig: joinUrl(model, "sentence_bert_config.json"),
+    };
+  } else if (isPlainObject(model)) {
+    parts = checkOptions(`${where}: \`model\``, model, MODEL_PARTS);
+    for (const k of ["config", "tokenizer", "weights"]) {
+      if (parts[k] === undefined || parts[k] === null) {
+        throw invalid(where, `\`model.${k}\` is missing (the parts are {config, tokenizer, weights, sentenceBertConfig?})`);
+      }
+    }
+  } else {
+    throw invalid(where, `\`model\` must be a base URL, a path or {config, tokenizer, weights}, got ${describe(model)}`);
+  }
   const asText = async (v, what) => (typeof v === "string" && v.trimStart().startsWith("{") ? v : textOf(v, what));
   onProgress?.({ stage: "download", loaded: 0, total: 0, message: "fetching config.json and tokenizer.json" });
   const config = await asText(parts.config, "config.json");
@@ -545,17 +917,20 @@ async function createEmbedder({ model, device = ["webgpu", "cpu"], onProgress } 
   }
   const { bytes, label } = await bytesOf(parts.weights, onProgress, "model.safetensors");
   onProgress?.({ stage: "weights", loaded: bytes.length, total: bytes.length, message: `parsing ${label}` });
-  const e = call(() => new raw.Embedder(config, sbert, tokenizer, bytes, label, deviceList(device)));
+  const e = call(() => new raw.Embedder(config, sbert, tokenizer, bytes, label, devices));
   onProgress?.({ stage: "ready", message: "model loaded; each new batch shape compiles on first use" });
   return new Embedder(e);
 }
 
 /** Embed texts in one call (loads the model, embeds, frees it). */
-async function embed(texts, opts = {}) {
+async function embed(texts, opts) {
+  guard();
+  // The texts are checked before the model is fetched.
+  const list = checkTexts("pipelines.embed", texts);
   const e = await createEmbedder(opts);
   try {
     opts.onProgress?.({ stage: "compile", message: "compiling and running" });
-    const out = await e.embed(texts);
+    const out = await e.embed(list);
     opts.onProgress?.({ stage: "ready", message: `embedded ${out.length} texts on ${e.device}` });
     return out;
   } finally {

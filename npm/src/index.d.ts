@@ -7,7 +7,10 @@ export type TypedArray =
   | Float32Array | Float64Array | Int32Array | BigInt64Array | Int16Array | Int8Array | Uint8Array | Uint16Array;
 export type AttrValue = boolean | number | string | number[] | unknown;
 export type ErrorCode =
-  | "init" | "parse" | "graph" | "dispatch" | "device" | "format" | "input" | "runtime" | "tokenizer" | "disposed" | "panic";
+  | "init" | "invalid_argument" | "shape" | "dtype" | "disposed" | "input" | "parse" | "graph" | "limit"
+  | "dispatch" | "device" | "format" | "runtime" | "tokenizer" | "internal" | "panic";
+/** Every code an RlxError can carry (npm/API.md#errors says when each is used). */
+export const ERROR_CODES: readonly ErrorCode[];
 
 /** Every failure of the package. `message` is the Rust error's text. */
 export class RlxError extends Error {
@@ -45,6 +48,14 @@ export interface OpInfo {
   doc: string;
 }
 export function ops(): OpInfo[];
+
+/** Memory of the wasm module: linear memory (only grows) and the live Rust heap. */
+export interface MemoryStats {
+  wasmBytes: number;
+  heapBytes: number;
+  heapAllocations: number;
+}
+export function memoryStats(): MemoryStats;
 
 export interface DeviceInfo {
   device: DeviceName;

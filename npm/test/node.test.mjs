@@ -133,7 +133,8 @@ test("bad graphs and inputs are typed errors, not panics", async () => {
   await rejects(model.run({ a: new Float64Array(6) }), "input", /Float32Array/);
   await rejects(model.run({ a: new Float32Array(5) }), "input", /needs 6/);
   await rejects(Promise.resolve().then(() => model.run({ b: new Float32Array(6) })), "input", /no input named `b`/);
-  await rejects(rlx.compile(null), "input", /expected an rlx.Graph/);
+  // A wrongly typed argument (was 'input' before the boundary checks; API.md#errors).
+  await rejects(rlx.compile(null), "invalid_argument", /expected an rlx.Graph/);
 });
 
 test("no WebGPU in Node: a typed error, or the cpu fallback the user asked for, in the report", async () => {

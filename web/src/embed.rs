@@ -65,10 +65,12 @@ impl Embedder {
     /// Embed texts; resolves to an array of `Float32Array` (one per text,
     /// L2-normalized).
     pub fn embed(&self, texts: Vec<String>) -> Result<js_sys::Promise, JsValue> {
-        let s = self
-            .s
-            .clone()
-            .ok_or_else(|| err("disposed", "this embedder was disposed"))?;
+        let s = self.s.clone().ok_or_else(|| {
+            err(
+                "disposed",
+                "this Embedder was disposed (embedder.dispose() was called); create another",
+            )
+        })?;
         Ok(future_to_promise(async move {
             let refs: Vec<&str> = texts.iter().map(|t| t.as_str()).collect();
             let mut lens = Vec::with_capacity(refs.len());

@@ -1,7 +1,10 @@
 //! Errors across the JS boundary: a JS `Error` named `RlxError` carrying a
 //! `code` and the Rust error's text. The npm wrapper re-throws it as its
-//! `RlxError` class. Codes: parse, graph, dispatch, device, format, input,
-//! runtime, tokenizer, disposed, panic.
+//! `RlxError` class, which adds the codes of its own checks
+//! (`invalid_argument`, `internal`, `init`). Codes set here: `parse`,
+//! `graph`, `limit`, `shape`, `dtype`, `dispatch`, `device`, `format`,
+//! `input`, `invalid_argument`, `runtime`, `tokenizer`, `disposed`; a panic
+//! becomes `panic` in the wrapper. The list is npm/API.md's.
 
 use rlx_runtime::RuntimeError;
 use std::cell::RefCell;
@@ -15,11 +18,13 @@ pub fn err(code: &str, msg: impl std::fmt::Display) -> JsValue {
     e.into()
 }
 
-/// The code for an IR error: text-format problems are `parse`, the rest
-/// (unknown ops, bad attributes, shape rules) `graph`.
+/// The code for an IR error: text-format problems are `parse`, a bound of
+/// rlx's limits `limit`, the rest (unknown ops, bad attributes, shape
+/// rules) `graph`.
 fn ir_code(e: &rlx_ir::IrError) -> &'static str {
     match e {
         rlx_ir::IrError::Parse { .. } => "parse",
+        rlx_ir::IrError::Limit(_) => "limit",
         _ => "graph",
     }
 }

@@ -4,7 +4,7 @@
 //! an int and `{eps: 1}` a float where the op declares a float.
 
 use crate::error::{err, ir_err};
-use crate::tensors::{from_js, parse_dtype};
+use crate::tensors::{from_js, parse_dtype, shape_of};
 use rlx_ir::attr::{Attr, AttrKind};
 use rlx_ir::graph::{GraphBuilder as IrBuilder, ValueId};
 use rlx_ir::{Attrs, Graph as IrGraph, HostTensor, TensorType};
@@ -112,24 +112,24 @@ impl GraphBuilder {
         }
     }
 
-    /// A graph input; returns its value id.
-    pub fn input(&mut self, name: &str, dtype: &str, shape: Vec<u32>) -> Result<u32, JsValue> {
-        let ty = TensorType::new(
-            parse_dtype(dtype)?,
-            shape.iter().map(|&d| d as usize).collect::<Vec<_>>(),
-        );
+    /// A graph input; returns its value id. `shape` comes as numbers
+    /// (a `Float64Array`) so that a negative or fractional dimension is
+    /// refused here instead of wrapping on the way in.
+    pub fn input(&mut self, name: &str, dtype: &str, shape: Vec<f64>) -> Result<u32, JsValue> {
+        let shape = shape_of(&format!("input `{name}`"), &shape)?;
+        let ty = TensorType::new(parse_dtype(dtype)?, shape);
         rlx_ir::graph::check_size(&ty).map_err(|m| err("graph", format!("input `{name}`: {m}")))?;
         Ok(self.b()?.input(name, ty).0)
     }
 
-    /// A constant from a typed array.
+    /// A constant from a typed array (`shape` as numbers, as for `input`).
     pub fn constant(
         &mut self,
         dtype: &str,
-        shape: Vec<u32>,
+        shape: Vec<f64>,
         data: JsValue,
     ) -> Result<u32, JsValue> {
-        let shape: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+        let shape = shape_of("constant", &shape)?;
         let t = from_js("constant", parse_dtype(dtype)?, &shape, &data)?;
         self.b()?.constant(t).map(|v| v.0).map_err(ir_err)
     }

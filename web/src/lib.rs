@@ -8,6 +8,7 @@
 //! installed in [`start`] so the wrapper can report it as `code: 'panic'`
 //! instead of a bare `unreachable` trap.
 
+pub mod alloc;
 pub mod cabi;
 pub mod embed;
 pub mod error;
@@ -41,6 +42,22 @@ pub fn version() -> String {
 pub fn ops_json() -> String {
     let rows: Vec<serde_json::Value> = rlx::ir::all_ops().iter().map(|d| d.to_json()).collect();
     serde_json::Value::Array(rows).to_string()
+}
+
+/// `rlx.memoryStats()`: `{wasm_bytes, heap_bytes, heap_allocations}` as
+/// JSON — the size of the module's linear memory (it never shrinks) and
+/// the bytes and blocks the Rust heap holds now (see [`alloc`]). The npm
+/// stress tests check that these return to their plateau after
+/// create/run/dispose cycles.
+#[wasm_bindgen(js_name = memoryStats)]
+pub fn memory_stats() -> String {
+    let (bytes, blocks) = alloc::live();
+    serde_json::json!({
+        "wasm_bytes": alloc::linear_memory_bytes(),
+        "heap_bytes": bytes,
+        "heap_allocations": blocks,
+    })
+    .to_string()
 }
 
 /// The message of the last Rust panic (empty if none): the wrapper reads

@@ -243,9 +243,12 @@ impl Model {
         }
     }
     fn get(&self) -> Result<&Rc<Inner>, JsValue> {
-        self.inner
-            .as_ref()
-            .ok_or_else(|| err("disposed", "this model was disposed"))
+        self.inner.as_ref().ok_or_else(|| {
+            err(
+                "disposed",
+                "this Model was disposed (model.dispose() was called); compile the graph again",
+            )
+        })
     }
 }
 
@@ -392,8 +395,8 @@ impl Model {
             }),
             o => {
                 return Err(err(
-                    "input",
-                    format!("unknown IR level `{o}` (use hir, mir or lir)"),
+                    "invalid_argument",
+                    format!("Model.ir: unknown IR level `{o}` (use hir, mir or lir)"),
                 ))
             }
         };
@@ -490,7 +493,8 @@ impl Model {
 #[cfg(feature = "webgpu")]
 fn gpu_kernels(p: &Program, lang: &str) -> Result<Vec<Value>, JsValue> {
     use rlx_wgpu::{translate, Lang, Translated};
-    let lang = Lang::parse(lang).map_err(|e| err("input", e))?;
+    let lang =
+        Lang::parse(lang).map_err(|e| err("invalid_argument", format!("Model.kernels: {e}")))?;
     // The kernels this page runs: f16 stored as f16 only where the adapter has it.
     let f16 = rlx_wgpu::context::f16_path() != Some(false);
     let low = rlx_wgpu::lower_with(p, f16).map_err(|e| err("runtime", e))?;

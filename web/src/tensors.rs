@@ -11,7 +11,33 @@ use rlx_ir::{DType, HostTensor};
 use wasm_bindgen::{JsCast, JsValue};
 
 pub fn parse_dtype(s: &str) -> Result<DType, JsValue> {
-    s.parse::<DType>().map_err(|e| err("input", e))
+    s.parse::<DType>().map_err(|e| err("dtype", e))
+}
+
+/// A shape from JS numbers: every dimension an integer in
+/// `0..=usize::MAX` (2^32 - 1 in wasm32). Anything else — negative,
+/// fractional, NaN, infinite, too large — is an error with code `shape`
+/// naming `what`, the shape and the dimension, where a `Uint32Array` would
+/// have wrapped it silently.
+pub fn shape_of(what: &str, dims: &[f64]) -> Result<Vec<usize>, JsValue> {
+    dims.iter()
+        .enumerate()
+        .map(|(i, &d)| {
+            if d.is_finite() && d >= 0.0 && d.fract() == 0.0 && d <= usize::MAX as f64 {
+                Ok(d as usize)
+            } else {
+                let shown: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+                Err(err(
+                    "shape",
+                    format!(
+                        "{what}: shape [{}]: dimension {i} is {d}; every dimension must be an integer from 0 to {}",
+                        shown.join(", "),
+                        usize::MAX
+                    ),
+                ))
+            }
+        })
+        .collect()
 }
 
 /// The name of the JS typed array that carries `dtype`.
