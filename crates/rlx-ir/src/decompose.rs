@@ -2,18 +2,23 @@
 //! decompositions (the "common-IR" lowering), recursively and inside
 //! sub-graphs.
 
-use crate::attr::Attr;
+use crate::attr::{Attr, Attrs};
 use crate::error::IrError;
 use crate::graph::{Graph, GraphBuilder, ValueId};
+use crate::nesting;
 use crate::op::OpDef;
 
 /// A copy of `g` in which every fused node for which `expand` says yes is
 /// replaced by its decomposition; repeated until none is left.
+///
+/// Each sub-graph is a level of [`crate::nesting`], so a region nested
+/// past `limits().max_nesting_depth` is an [`IrError::Limit`].
 pub fn expand_fused(g: &Graph, expand: &dyn Fn(&OpDef) -> bool) -> Result<Graph, IrError> {
+    let _level = nesting::enter(&format!("expanding fused ops in graph `{}`", g.name))?;
     let mut cur = g.clone();
     // Decompositions may emit other fused ops; a few rounds reach a fixpoint.
     for _ in 0..8 {
-        if !needs_expansion(&cur, expand) {
+        if !needs_expansion(&cur, expand)? {
             return Ok(cur);
         }
         cur = expand_once(&cur, expand)?;
@@ -24,14 +29,21 @@ pub fn expand_fused(g: &Graph, expand: &dyn Fn(&OpDef) -> bool) -> Result<Graph,
     )))
 }
 
-fn needs_expansion(g: &Graph, expand: &dyn Fn(&OpDef) -> bool) -> bool {
-    g.nodes.iter().any(|n| {
-        (n.op.is_fused() && expand(n.op.def()))
-            || n.attrs
-                .0
-                .values()
-                .any(|a| matches!(a, Attr::Graph(sg) if needs_expansion(sg, expand)))
-    })
+fn needs_expansion(g: &Graph, expand: &dyn Fn(&OpDef) -> bool) -> Result<bool, IrError> {
+    let _level = nesting::enter(&format!("looking for fused ops in graph `{}`", g.name))?;
+    for n in &g.nodes {
+        if n.op.is_fused() && expand(n.op.def()) {
+            return Ok(true);
+        }
+        for a in n.attrs.0.values() {
+            if let Attr::Graph(sg) = a {
+                if needs_expansion(sg, expand)? {
+                    return Ok(true);
+                }
+            }
+        }
+    }
+    Ok(false)
 }
 
 fn expand_once(g: &Graph, expand: &dyn Fn(&OpDef) -> bool) -> Result<Graph, IrError> {
@@ -53,11 +65,15 @@ fn expand_once(g: &Graph, expand: &dyn Fn(&OpDef) -> bool) -> Result<Graph, IrEr
             .iter()
             .map(|&v| get(&map, v))
             .collect::<Result<_, _>>()?;
-        let mut attrs = node.attrs.clone();
-        for a in attrs.0.values_mut() {
-            if let Attr::Graph(sg) = a {
-                **sg = expand_fused(sg, expand)?;
-            }
+        // Sub-graphs are expanded into the new attributes directly (a clone
+        // first would copy every nested region once per level).
+        let mut attrs = Attrs::new();
+        for (name, a) in &node.attrs.0 {
+            let a = match a {
+                Attr::Graph(sg) => Attr::Graph(Box::new(expand_fused(sg, expand)?)),
+                a => a.clone(),
+            };
+            attrs.0.insert(name.clone(), a);
         }
         b.set_origin(node.origin.clone());
         let outs = match node.op.decompose {

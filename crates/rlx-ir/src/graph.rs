@@ -163,11 +163,34 @@ impl Graph {
         serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
     }
 
+    /// Read the JSON form from a parsed value, and verify it.
+    ///
+    /// Deserializing recurses once per level of the value, so a value
+    /// nested deeper than [`JSON_MAX_DEPTH`] (what `serde_json` itself
+    /// allows when parsing text) is refused first, by a walk that does not
+    /// recurse: a hand-built `Value` cannot overflow the stack either.
     pub fn from_json(v: &serde_json::Value) -> Result<Graph, IrError> {
-        let g: Graph = serde_json::from_value(v.clone())
-            .map_err(|e| IrError::msg(format!("bad graph JSON: {e}")))?;
+        let depth = json_depth(v);
+        if depth > JSON_MAX_DEPTH {
+            return Err(IrError::msg(format!(
+                "bad graph JSON: it nests {depth} levels deep, more than the {JSON_MAX_DEPTH} \
+                 a JSON document may (sub-graphs nested this deep need the text form)"
+            )));
+        }
+        let g = Graph::deserialize(v).map_err(|e| IrError::msg(format!("bad graph JSON: {e}")))?;
         g.verify()?;
         Ok(g)
+    }
+
+    /// Parse the JSON form from text, and verify it. Errors name the line
+    /// and column; nesting deeper than [`JSON_MAX_DEPTH`] is one of them.
+    pub fn from_json_str(s: &str) -> Result<Graph, IrError> {
+        let v: serde_json::Value = serde_json::from_str(s).map_err(|e| IrError::Parse {
+            line: e.line(),
+            col: e.column(),
+            msg: format!("bad graph JSON: {e}"),
+        })?;
+        Graph::from_json(&v)
     }
 
     /// Number of nodes per op name.
@@ -178,6 +201,29 @@ impl Graph {
         }
         h
     }
+}
+
+/// The deepest JSON value [`Graph::from_json`] reads: `serde_json`'s own
+/// recursion limit for text, applied to values built any other way too.
+/// One level of `if` nesting takes five levels of JSON, so the JSON form
+/// holds about 25 nested regions; deeper programs use the text form, which
+/// is bounded by `limits().max_nesting_depth` instead.
+pub const JSON_MAX_DEPTH: usize = 128;
+
+/// How deep `v` nests (a scalar is 0), without recursing.
+fn json_depth(v: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    let mut max = 0;
+    let mut stack = vec![(v, 0usize)];
+    while let Some((v, d)) = stack.pop() {
+        max = max.max(d);
+        match v {
+            Value::Array(items) => stack.extend(items.iter().map(|x| (x, d + 1))),
+            Value::Object(m) => stack.extend(m.values().map(|x| (x, d + 1))),
+            _ => {}
+        }
+    }
+    max
 }
 
 /// Run an op's type rule, first checking arity and the first input's dtype.
