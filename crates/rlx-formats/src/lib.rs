@@ -24,6 +24,7 @@ pub mod error;
 #[cfg(all(feature = "mmap", not(target_arch = "wasm32")))]
 mod mmap;
 mod names;
+pub mod npy;
 pub mod safetensors;
 
 pub use error::FormatError;

@@ -50,11 +50,21 @@ pub struct SentenceEmbedder {
     pub batch_size: usize,
 }
 
+/// Read a small model file (config, tokenizer) whole, bounded by
+/// `max_file_bytes` so a wrong path (a device, a huge file) cannot exhaust
+/// memory.
 fn read(dir: &Path, name: &str) -> Result<String, EmbedError> {
     let path = dir.join(name);
-    std::fs::read_to_string(&path).map_err(|e| EmbedError::File {
-        path,
-        msg: format!("{e} (run ./scripts/fetch-models?)"),
+    rlx_ir::limits::read_bounded_to_string(&path).map_err(|e| match e {
+        rlx_ir::limits::ReadError::Limit(l) => EmbedError::Ir(rlx_ir::IrError::Limit(l)),
+        rlx_ir::limits::ReadError::Io { source, .. } => EmbedError::File {
+            path,
+            msg: format!("{source} (run ./scripts/fetch-models?)"),
+        },
+        e => EmbedError::File {
+            path,
+            msg: e.to_string(),
+        },
     })
 }
 
@@ -130,6 +140,17 @@ impl SentenceEmbedder {
         Ok(b.ids_row(0).to_vec())
     }
 
+    /// Run the encoder on `device` from now on (the CPU by default). The
+    /// compile cache is per device, so switching back costs nothing.
+    pub fn set_device(&mut self, device: Device) {
+        self.device = device;
+    }
+
+    /// The device the encoder runs on.
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
     /// Embed texts: one L2-normalized vector per text. Texts are sorted by
     /// length and batched, and sequence lengths are rounded up to a multiple
     /// of 16 so few distinct shapes get compiled (padding is masked out).
@@ -196,8 +217,10 @@ impl SentenceEmbedder {
         self.pooled(&outs)
     }
 
-    /// The compiled encoder for (batch, seq), from the session's cache.
-    fn compiled(&self, batch: usize, seq: usize) -> Result<Arc<rlx::Compiled>, EmbedError> {
+    /// The compiled encoder for (batch, seq) on this embedder's device,
+    /// from the session's cache (compiled on first use): its dispatch
+    /// report says how each node runs.
+    pub fn compiled(&self, batch: usize, seq: usize) -> Result<Arc<rlx::Compiled>, EmbedError> {
         let g = self.bert.graph(batch, seq)?;
         Ok(self.session.compile(&g, self.device)?)
     }

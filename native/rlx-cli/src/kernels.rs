@@ -4,54 +4,73 @@
 //! into f16; `--coop` / `--subgroups` show the kernels of an adapter with
 //! f16 cooperative matrices (tensor cores) / subgroups.
 
+use crate::out::{CliError, CliResult, Out};
 use rlx_wgpu::{kernels_of_for, translate, Caps, Lang, Translated};
+use std::io::Write;
 use std::path::PathBuf;
 
-pub fn kernels(args: &[String]) -> Result<(), String> {
-    let mut file = None;
-    let mut device = rlx::Device::WebGpu;
-    let mut lang = Lang::Wgsl;
-    let mut out: Option<PathBuf> = None;
-    let (mut f16, mut coop, mut subgroups) = (false, false, false);
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--device" => {
-                let d = it.next().ok_or("--device needs a value")?;
-                device = match d.as_str() {
-                    "webgpu" => rlx::Device::WebGpu,
-                    "vulkan" => rlx::Device::Vulkan,
-                    "opengl" => rlx::Device::OpenGl,
-                    "metal" => rlx::Device::Metal,
-                    "directx" => rlx::Device::DirectX,
-                    "gpu" => rlx::Device::Gpu,
-                    o => return Err(format!("rlx kernels: `{o}` is not a wgpu device (webgpu, vulkan, opengl, metal, directx, gpu)")),
-                }
-            }
-            "--lang" => lang = Lang::parse(it.next().ok_or("--lang needs a value")?)?,
-            "--out" => out = Some(PathBuf::from(it.next().ok_or("--out needs a directory")?)),
-            "--dtype" => match it.next().map(|s| s.as_str()) {
-                Some("f16") => f16 = true,
-                Some("f32") => f16 = false,
-                o => return Err(format!("rlx kernels: --dtype takes f32 or f16, not {o:?}")),
-            },
-            "--coop" => coop = true,
-            "--subgroups" => subgroups = true,
-            f if file.is_none() && !f.starts_with("--") => file = Some(f.to_string()),
-            o => return Err(format!("rlx kernels: unexpected argument `{o}`")),
-        }
-    }
-    let file = file.ok_or("rlx kernels: give a MIR file, @encoder-block or @minilm")?;
-    let (mut g, _) = crate::graph_arg(&file)?;
+#[derive(clap::Args)]
+pub struct KernelArgs {
+    /// A MIR file, @encoder-block or @minilm.
+    file: PathBuf,
+    /// The wgpu device whose kernels to show.
+    #[arg(long, short = 'd', value_enum, default_value = "webgpu")]
+    device: GpuDevice,
+    /// The language: wgsl, msl, hlsl, glsl, spirv.
+    #[arg(long, default_value = "wgsl")]
+    lang: String,
+    /// Write one file per kernel into DIR instead of printing.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Turn the graph's f32 into f16 (or keep f32).
+    #[arg(long, value_enum, default_value = "f32")]
+    dtype: KernelDType,
+    /// The kernels of an adapter with f16 cooperative matrices (tensor cores).
+    #[arg(long)]
+    coop: bool,
+    /// The kernels of an adapter with subgroups.
+    #[arg(long)]
+    subgroups: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
+enum GpuDevice {
+    Webgpu,
+    Vulkan,
+    Opengl,
+    Metal,
+    Directx,
+    Gpu,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
+enum KernelDType {
+    F32,
+    F16,
+}
+
+pub fn kernels(a: KernelArgs) -> CliResult {
+    let device = match a.device {
+        GpuDevice::Webgpu => rlx::Device::WebGpu,
+        GpuDevice::Vulkan => rlx::Device::Vulkan,
+        GpuDevice::Opengl => rlx::Device::OpenGl,
+        GpuDevice::Metal => rlx::Device::Metal,
+        GpuDevice::Directx => rlx::Device::DirectX,
+        GpuDevice::Gpu => rlx::Device::Gpu,
+    };
+    let lang = Lang::parse(&a.lang).map_err(CliError::usage)?;
+    let (f16, coop, subgroups, out) = (a.dtype == KernelDType::F16, a.coop, a.subgroups, a.out);
+    let (mut g, _) = crate::inspect::graph_arg(&a.file)?;
     if f16 {
         let text = rlx::ir::text::print(&g).replace("f32", "f16");
-        g = rlx::ir::text::parse(&text).map_err(|e| format!("rlx kernels: --dtype f16: {e}"))?;
+        g = rlx::ir::text::parse(&text)
+            .map_err(|e| CliError::input(format!("rlx kernels: --dtype f16: {e}")))?;
     }
     if (coop || subgroups) && !matches!(lang, Lang::Wgsl | Lang::Spirv) {
-        return Err(format!(
+        return Err(CliError::usage(format!(
             "rlx kernels: --coop / --subgroups kernels exist for native Vulkan only; use --lang wgsl or spirv, not {}",
             lang.name()
-        ));
+        )));
     }
     // naga's GLSL writer has no f16: GLSL gets the f16-held-as-f32 kernels
     // (what an OpenGL adapter, which lacks `shader-f16`, runs).
@@ -60,9 +79,11 @@ pub fn kernels(args: &[String]) -> Result<(), String> {
         coop_f16: coop,
         subgroups,
     };
-    let ks = kernels_of_for(&g, device, caps)?;
+    let ks = kernels_of_for(&g, device, caps).map_err(CliError::failure)?;
+    let mut o = Out::new();
     if let Some(dir) = &out {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| CliError::failure(format!("{}: {e}", dir.display())))?;
     }
     let ext = match lang {
         Lang::Wgsl => "wgsl",
@@ -72,7 +93,7 @@ pub fn kernels(args: &[String]) -> Result<(), String> {
         Lang::Spirv => "spv",
     };
     for k in &ks {
-        let t = translate(&k.name, &k.wgsl, lang).map_err(|e| e.to_string())?;
+        let t = translate(&k.name, &k.wgsl, lang).map_err(|e| CliError::failure(e.to_string()))?;
         match (&out, t) {
             (Some(dir), t) => {
                 let path = dir.join(format!("{}.{ext}", k.name));
@@ -80,21 +101,25 @@ pub fn kernels(args: &[String]) -> Result<(), String> {
                     Translated::Text(s) => s.into_bytes(),
                     Translated::Spirv(w) => w.iter().flat_map(|x| x.to_le_bytes()).collect(),
                 };
-                std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+                std::fs::write(&path, bytes)
+                    .map_err(|e| CliError::failure(format!("{}: {e}", path.display())))?;
             }
-            (None, Translated::Text(s)) => println!(
+            (None, Translated::Text(s)) => writeln!(
+                o,
                 "// ==== kernel {} ({} workgroups {:?}) ====\n{s}",
                 k.name,
                 lang.name(),
                 k.groups
-            ),
-            (None, Translated::Spirv(w)) => println!(
+            )?,
+            (None, Translated::Spirv(w)) => writeln!(
+                o,
                 "kernel {}: {} SPIR-V words (use --out DIR to write .spv files)",
                 k.name,
                 w.len()
-            ),
+            )?,
         }
     }
+    o.flush()?;
     eprintln!(
         "{} kernels for {device} in {}{}",
         ks.len(),

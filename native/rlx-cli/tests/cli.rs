@@ -71,12 +71,6 @@ fn demo_prints_ir_dispatch_and_probabilities() {
 }
 
 #[test]
-fn unknown_commands_fail_with_usage() {
-    let (ok, _, err) = rlx(&["frobnicate"]);
-    assert!(!ok && err.contains("usage: rlx"));
-}
-
-#[test]
 fn committed_op_coverage_table_is_current() {
     let (ok, out, err) = rlx(&["coverage"]);
     assert!(ok, "{err}");
@@ -115,7 +109,7 @@ fn dispatch_prints_the_report_or_the_error() {
     // Metal is a wgpu backend this (Vulkan-only) build leaves out.
     let (ok, _, err) = rlx(&["dispatch", path, "--device", "metal"]);
     assert!(
-        !ok && err.contains("no `metal` backend in this build"),
+        !ok && err.contains("device `metal` is not in this build"),
         "{err}"
     );
     // Vulkan (rlx-wgpu) legalizes without opening a device.
