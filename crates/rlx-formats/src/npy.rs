@@ -277,7 +277,12 @@ pub fn write(file: &str, t: &HostTensor) -> Result<Vec<u8>, NpyError> {
             out.extend(re.to_le_bytes());
             out.extend(im.to_le_bytes())
         }),
-        _ => return Err(err(file, format!("dtype {} has no .npy equivalent", t.dtype()))),
+        _ => {
+            return Err(err(
+                file,
+                format!("dtype {} has no .npy equivalent", t.dtype()),
+            ))
+        }
     }
     Ok(out)
 }
@@ -289,7 +294,9 @@ mod tests {
     /// Bytes `numpy.save` wrote (NumPy 2.x) for
     /// `np.arange(6, dtype='<f4').reshape(2, 3)`.
     fn numpy_f32_2x3() -> Vec<u8> {
-        let mut v = b"\x93NUMPY\x01\x00v\x00{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }".to_vec();
+        let mut v =
+            b"\x93NUMPY\x01\x00v\x00{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"
+                .to_vec();
         while v.len() < 127 {
             v.push(b' ');
         }
