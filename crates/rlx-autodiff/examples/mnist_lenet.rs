@@ -7,6 +7,11 @@
 mod common;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // RLX_* settings (threads, AMX, ...) through the one edge.
+    let _env = rlx::env::init().unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2)
+    });
     let args = common::Args::parse("lenet");
     let (train, test) = common::load(&args)?;
     let net = rlx_autodiff::nets::lenet5(args.batch, args.seed)?;

@@ -11,6 +11,11 @@
 mod common;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // RLX_* settings (threads, AMX, ...) through the one edge.
+    let _env = rlx::env::init().unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2)
+    });
     let args = common::Args::parse("mlp");
     let (train, test) = common::load(&args)?;
     let net = rlx_autodiff::nets::mlp(&[784, 512, 512, 10], args.batch, args.seed)?;

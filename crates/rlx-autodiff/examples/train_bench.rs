@@ -9,6 +9,11 @@ use rlx_ir::HostTensor;
 use std::time::Instant;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // RLX_* settings (threads, AMX, ...) through the one edge.
+    let _env = rlx::env::init().unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2)
+    });
     let args: Vec<String> = std::env::args().collect();
     let flag = |name: &str, def: usize| -> usize {
         args.iter()

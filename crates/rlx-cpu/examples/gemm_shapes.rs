@@ -18,13 +18,12 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(1);
-    let threads: usize = std::env::var("RLX_NUM_THREADS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let _ = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build_global();
+    // RLX_NUM_THREADS through the one edge; it sizes the global pool.
+    rlx::env::init().unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2)
+    });
+    let threads = rlx_cpu::fast::threads();
     let m = 128 * batch;
     for (k, n) in [(384, 384), (384, 1152), (384, 1536), (1536, 384)] {
         let copies = (96 << 20) / (k * n * 4) + 1;

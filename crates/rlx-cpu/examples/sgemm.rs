@@ -7,6 +7,11 @@
 use std::time::Instant;
 
 fn main() {
+    // RLX_* settings (threads, AMX, ...) through the one edge.
+    let _env = rlx::env::init().unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2)
+    });
     let sizes: Vec<usize> = std::env::args()
         .skip(1)
         .filter_map(|a| a.parse().ok())

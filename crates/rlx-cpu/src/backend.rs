@@ -3,33 +3,46 @@
 use crate::error::CpuError;
 use crate::fast::FastProgram;
 use crate::kernels::{compiled_out, kernel_names};
+use crate::options::{scoped, CpuEngine, CpuOptions};
 use rlx_ir::lir::Program;
 use rlx_ir::{HostTensor, TensorType};
 use rlx_runtime::{Backend, Claims, Device, DeviceTensor, Executable, RuntimeError};
 use std::sync::Arc;
 
-/// The reference CPU backend.
+/// The CPU backend, with the options its compiles use.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct CpuBackend;
+pub struct CpuBackend {
+    opts: CpuOptions,
+}
 
 impl CpuBackend {
-    /// Register the CPU backend with rlx-runtime (idempotent).
+    /// A backend whose compiles use `opts`.
+    pub fn new(opts: CpuOptions) -> CpuBackend {
+        CpuBackend { opts }
+    }
+
+    /// The options its compiles use.
+    pub fn options(&self) -> CpuOptions {
+        self.opts
+    }
+
+    /// Register the CPU backend, with default options, with rlx-runtime
+    /// (a later registration replaces it: [`CpuBackend::register_with`]).
     pub fn register() {
-        rlx_runtime::register_backend(Arc::new(CpuBackend));
+        Self::register_with(CpuOptions::default());
+    }
+
+    /// Register a CPU backend whose compiles use `opts`, replacing any.
+    pub fn register_with(opts: CpuOptions) {
+        rlx_runtime::register_backend(Arc::new(CpuBackend::new(opts)));
     }
 }
 
 enum CpuExecutable {
     Fast(Box<FastProgram>),
-    /// `RLX_CPU_ENGINE=reference`: every node on the reference kernels
+    /// `CpuEngine::Reference`: every node on the reference kernels
     /// (for A/B comparisons and for bisecting a suspected fast-kernel bug).
     Reference(Program),
-}
-
-/// Whether `RLX_CPU_ENGINE=reference` asks for the reference interpreter.
-fn reference_engine() -> bool {
-    static R: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *R.get_or_init(|| std::env::var("RLX_CPU_ENGINE").is_ok_and(|v| v == "reference"))
 }
 
 fn to_runtime(e: CpuError) -> RuntimeError {
@@ -93,19 +106,20 @@ impl Backend for CpuBackend {
         attrs: &rlx_ir::Attrs,
         dtype: rlx_ir::DType,
     ) -> String {
-        if reference_engine() {
+        if self.opts.engine == CpuEngine::Reference {
             return format!("cpu::ref::{op}<{dtype}>");
         }
-        crate::fast::kernel_name(op, inputs, attrs, dtype)
+        scoped(self.opts, || {
+            crate::fast::kernel_name(op, inputs, attrs, dtype)
+        })
     }
 
     fn compile(&self, program: Program) -> Result<Box<dyn Executable>, RuntimeError> {
-        if reference_engine() {
+        if self.opts.engine == CpuEngine::Reference {
             return Ok(Box::new(CpuExecutable::Reference(program)));
         }
-        Ok(Box::new(CpuExecutable::Fast(Box::new(
-            FastProgram::compile(program).map_err(to_runtime)?,
-        ))))
+        let fast = scoped(self.opts, || FastProgram::compile(program)).map_err(to_runtime)?;
+        Ok(Box::new(CpuExecutable::Fast(Box::new(fast))))
     }
 
     fn upload(&self, t: &HostTensor) -> Result<DeviceTensor, RuntimeError> {

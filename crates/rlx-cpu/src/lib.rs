@@ -20,6 +20,7 @@ mod error;
 pub mod fast;
 mod interp;
 pub mod kernels;
+mod options;
 pub mod profile;
 
 pub use backend::CpuBackend;
@@ -27,3 +28,6 @@ pub use error::CpuError;
 pub use interp::{run_graph, run_graph_refs};
 pub use kernels::gemm::{gemm_calls, gemm_cols, gemm_into, sgemm, Mat};
 pub use kernels::{compiled_out, has_kernel, kernel_names, register_kernel, Kernel, KernelCx};
+pub use options::{
+    available_parallelism, clamp_threads, set_threads, CpuEngine, CpuOptions, ThreadsError,
+};

@@ -1,8 +1,10 @@
-//! Per-op time profile of the CPU backend, on when `RLX_PROFILE=1`
-//! (native only: wasm32-unknown-unknown has no clock). `report()` gives the
-//! table, hottest op first; `reset()` clears it.
+//! Per-op time profile of the CPU backend, on after [`set_enabled`]`(true)`
+//! (the edge does it for `RLX_PROFILE=1`; native only: wasm32-unknown-unknown
+//! has no clock). `report()` gives the table, hottest op first; `reset()`
+//! clears it. Process-wide, like the table it fills.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 fn table() -> &'static Mutex<HashMap<String, (usize, f64)>> {
@@ -10,12 +12,17 @@ fn table() -> &'static Mutex<HashMap<String, (usize, f64)>> {
     T.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// Is profiling on (`RLX_PROFILE=1`, read once)?
+static ON: AtomicBool = AtomicBool::new(false);
+
+/// Is profiling on?
 pub fn enabled() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| {
-        cfg!(not(target_arch = "wasm32")) && std::env::var("RLX_PROFILE").is_ok_and(|v| v == "1")
-    })
+    cfg!(not(target_arch = "wasm32")) && ON.load(Ordering::Relaxed)
+}
+
+/// Turns profiling on or off for the whole process (a no-op on wasm32);
+/// returns the previous state.
+pub fn set_enabled(on: bool) -> bool {
+    ON.swap(on, Ordering::Relaxed)
 }
 
 /// Time `f` under the name `op` when profiling is on.

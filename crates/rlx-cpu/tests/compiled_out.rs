@@ -10,10 +10,10 @@ use rlx_runtime::{legalize, Backend, DispatchOptions};
 #[test]
 fn fft_is_either_available_or_reported_as_compiled_out() {
     let g = text::parse("graph @g(%x: c64[4]) {\n  %y = fft(%x)\n  return %y\n}").unwrap();
-    let r = legalize(&g, &CpuBackend, &DispatchOptions::default());
+    let r = legalize(&g, &CpuBackend::default(), &DispatchOptions::default());
     if cfg!(feature = "fft") {
         assert!(r.is_ok());
-        assert!(CpuBackend.claims().ops.contains_key("fft"));
+        assert!(CpuBackend::default().claims().ops.contains_key("fft"));
     } else {
         let e = r.unwrap_err().to_string();
         assert!(
@@ -30,7 +30,7 @@ fn quant_is_either_available_or_reported_as_compiled_out() {
         "graph @g(%x: f32[2,32], %w: q8_0[3,32]) {\n  %y = dequant_matmul(%x, %w)\n  return %y\n}",
     )
     .unwrap();
-    let r = legalize(&g, &CpuBackend, &DispatchOptions::default());
+    let r = legalize(&g, &CpuBackend::default(), &DispatchOptions::default());
     if cfg!(feature = "quant") {
         assert!(r.is_ok());
     } else {

@@ -305,7 +305,12 @@ fn fused_regions_legalize_natively_and_through_their_body() {
         (Policy::PreferNative, vec!["fused_elementwise"]),
         (Policy::CommonIrOnly, vec!["exp", "neg"]),
     ] {
-        let l = legalize(&g, &rlx_cpu::CpuBackend, &DispatchOptions::new(policy)).unwrap();
+        let l = legalize(
+            &g,
+            &rlx_cpu::CpuBackend::default(),
+            &DispatchOptions::new(policy),
+        )
+        .unwrap();
         let ops: Vec<&str> = l.graph.nodes.iter().map(|n| n.op.name()).collect();
         assert_eq!(ops, want);
         results.push(rlx_cpu::run_graph(&l.graph, &data).unwrap());

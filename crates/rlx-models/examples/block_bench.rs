@@ -11,6 +11,11 @@ use rlx_models::dsl_block::{block_inputs, block_params, encoder_block, BlockShap
 use std::time::Instant;
 
 fn main() -> Result<(), rlx::Error> {
+    // RLX_* settings (threads, AMX, ...) through the one edge.
+    let _env = rlx::env::init().unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2)
+    });
     let batches: Vec<usize> = std::env::args()
         .skip(1)
         .filter_map(|a| a.parse().ok())

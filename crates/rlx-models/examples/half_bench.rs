@@ -36,6 +36,11 @@ fn to_dtype(t: &HostTensor, d: DType) -> HostTensor {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // RLX_* settings (threads, AMX, ...) through the one edge.
+    let _env = rlx::env::init().unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2)
+    });
     let args: Vec<String> = std::env::args().skip(1).collect();
     let dir = args.first().ok_or("give the model directory")?;
     let batches: Vec<usize> = args

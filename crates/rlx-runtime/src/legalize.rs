@@ -507,7 +507,7 @@ fn internal(msg: String) -> Unsupported {
 }
 
 /// Legalize `g` for `backend` under `opts` (already merged with any
-/// `RLX_DISPATCH` override by the caller).
+/// process-wide override by the caller: [`DispatchOptions::effective`]).
 pub fn legalize(
     g: &Graph,
     backend: &dyn Backend,

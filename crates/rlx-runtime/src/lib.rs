@@ -12,6 +12,7 @@
 mod backend;
 mod device;
 mod legalize;
+pub mod options;
 pub mod policy;
 mod report;
 pub mod rewrite;
@@ -23,6 +24,7 @@ pub use backend::{
 };
 pub use device::Device;
 pub use legalize::{legalize, Attempt, DispatchError, Legalized, Unsupported};
+pub use options::{CpuEngine, CpuOptions, WgpuOptions};
 pub use policy::{DispatchOptions, Policy};
 pub use report::{DispatchPath, DispatchReport, NodeDispatch, Routing, Transfer};
 pub use router::{DeviceRouter, RouteError, RouteStrategy};

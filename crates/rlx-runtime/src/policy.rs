@@ -1,15 +1,16 @@
 //! Dispatch policies: which paths the legalizer may take, globally and per
-//! op, and the `RLX_DISPATCH` environment override.
+//! op, and the process-wide override.
 //!
-//! `RLX_DISPATCH` is read once per process. Its syntax is a comma-separated
-//! list of a default policy and/or `op=policy` pairs, e.g.
-//! `RLX_DISPATCH=native_only` or `RLX_DISPATCH=prefer_native,softmax=common_ir_only`.
-//! When set, it overrides the policies given to `compile`.
+//! The override's text syntax ([`DispatchOptions::parse`]) is a
+//! comma-separated list of a default policy and/or `op=policy` pairs, e.g.
+//! `native_only` or `prefer_native,softmax=common_ir_only`. The edge
+//! (`rlx::env`, from `RLX_DISPATCH`) sets it with [`set_override`]; when
+//! set, it overrides the policies given to `compile`.
 
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::OnceLock;
+use std::sync::RwLock;
 
 /// Which path the legalizer prefers for a node.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
@@ -74,7 +75,7 @@ impl DispatchOptions {
         self.per_op.get(op).copied().unwrap_or(self.policy)
     }
 
-    /// Parse the `RLX_DISPATCH` syntax.
+    /// Parse the override syntax (see the module docs).
     pub fn parse(s: &str) -> Result<DispatchOptions, String> {
         let mut o = DispatchOptions::default();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -82,7 +83,7 @@ impl DispatchOptions {
                 Some((op, p)) => {
                     let op = op.trim();
                     if rlx_ir::lookup(op).is_none() {
-                        return Err(format!("RLX_DISPATCH names unknown op `{op}`"));
+                        return Err(format!("unknown op `{op}`"));
                     }
                     o.per_op.insert(op.to_string(), Policy::parse(p)?);
                 }
@@ -92,25 +93,26 @@ impl DispatchOptions {
         Ok(o)
     }
 
-    /// The options in force: `RLX_DISPATCH` when set (read once), else `self`.
+    /// The options in force: the process-wide override when set, else `self`.
     pub fn effective(&self) -> Result<DispatchOptions, String> {
-        match env_override() {
-            Some(Ok(o)) => Ok(o.clone()),
-            Some(Err(e)) => Err(e.clone()),
-            None => Ok(self.clone()),
-        }
+        Ok(current_override().unwrap_or_else(|| self.clone()))
     }
 }
 
-/// `RLX_DISPATCH`, parsed once per process.
-pub fn env_override() -> Option<&'static Result<DispatchOptions, String>> {
-    static ENV: OnceLock<Option<Result<DispatchOptions, String>>> = OnceLock::new();
-    ENV.get_or_init(|| {
-        std::env::var("RLX_DISPATCH")
-            .ok()
-            .map(|s| DispatchOptions::parse(&s))
-    })
-    .as_ref()
+static OVERRIDE: RwLock<Option<DispatchOptions>> = RwLock::new(None);
+
+/// Sets (or with `None` clears) the options that override every
+/// compile's own; returns the previous override. The edge calls this
+/// once at start-up (`rlx::env::apply`, from `RLX_DISPATCH`).
+pub fn set_override(o: Option<DispatchOptions>) -> Option<DispatchOptions> {
+    // A poisoned lock still holds valid options.
+    let mut g = OVERRIDE.write().unwrap_or_else(|e| e.into_inner());
+    std::mem::replace(&mut *g, o)
+}
+
+/// The override in force, if any.
+pub fn current_override() -> Option<DispatchOptions> {
+    OVERRIDE.read().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
-//! Device routing at compile time: a fallback chain (`webgpu,cpu`, also
-//! from `RLX_DEVICE`) resolved to the first device on which the graph
+//! Device routing at compile time: a fallback chain (`webgpu,cpu`; the
+//! edge parses `RLX_DEVICE` into one) resolved to the first device on which the graph
 //! legalizes, or to the cheapest one by a cost model. The choice and the
 //! reason go into the dispatch report; nothing falls back at run time.
 
@@ -77,13 +77,6 @@ impl DeviceRouter {
             return Err("empty device chain".into());
         }
         Ok(DeviceRouter { chain, strategy })
-    }
-
-    /// The chain from `RLX_DEVICE`, if set.
-    pub fn from_env() -> Option<Result<DeviceRouter, String>> {
-        std::env::var("RLX_DEVICE")
-            .ok()
-            .map(|s| DeviceRouter::parse(&s).map_err(|e| format!("RLX_DEVICE: {e}")))
     }
 
     /// Legalize on each device of the chain and pick one.

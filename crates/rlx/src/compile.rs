@@ -2,7 +2,7 @@
 //! under the dispatch policy, schedule to LIR, hand to the backend.
 
 use crate::error::Error;
-use rlx_cpu::CpuBackend;
+use rlx_cpu::{CpuBackend, CpuOptions};
 use rlx_ir::lir::Program;
 use rlx_ir::{Graph, HostTensor};
 use rlx_opt::{MemoryReport, PipelineReport};
@@ -10,7 +10,8 @@ use rlx_runtime::{
     backend_for, legalize, Backend, Device, DeviceRouter, DispatchOptions, DispatchReport,
     Executable, Legalized, RuntimeError,
 };
-use std::sync::{Arc, Once};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Once, RwLock};
 
 /// Where to compile.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -19,7 +20,8 @@ pub enum Target {
     Device(Device),
     /// The router picks from a fallback chain; the report says which and why.
     Route(DeviceRouter),
-    /// The chain in `RLX_DEVICE`, else the CPU.
+    /// The process's default route ([`set_default_route`]; the edge sets
+    /// it from `RLX_DEVICE`), else the CPU.
     Auto,
 }
 
@@ -37,7 +39,8 @@ impl From<DeviceRouter> for Target {
 /// Options of one compilation.
 #[derive(Clone, Debug)]
 pub struct CompileOptions {
-    /// Dispatch policy and per-op overrides (`RLX_DISPATCH` overrides these).
+    /// Dispatch policy and per-op overrides (the process-wide override,
+    /// `rlx_runtime::policy::set_override` / `RLX_DISPATCH`, wins over these).
     pub dispatch: DispatchOptions,
     /// Run the MIR passes (simplify, CSE, constant folding, DCE, fusion).
     pub optimize: bool,
@@ -45,8 +48,12 @@ pub struct CompileOptions {
     pub amp: Amp,
     /// Post-training quantization: where the PTQ pass will plug in (only `None` today).
     pub ptq: Ptq,
-    /// Print the dispatch report to stderr (also `RLX_DISPATCH_REPORT=1`).
+    /// Print the dispatch report to stderr (also for every compile after
+    /// [`set_print_reports`]`(true)`, which `RLX_DISPATCH_REPORT=1` sets).
     pub print_report: bool,
+    /// Options of a CPU compile; `None`: the registered CPU backend's
+    /// (the defaults, or those `rlx::env::apply` registered).
+    pub cpu: Option<CpuOptions>,
 }
 
 impl Default for CompileOptions {
@@ -57,6 +64,7 @@ impl Default for CompileOptions {
             amp: Amp::None,
             ptq: Ptq::None,
             print_report: false,
+            cpu: None,
         }
     }
 }
@@ -142,6 +150,30 @@ impl Compiled {
     }
 }
 
+static DEFAULT_ROUTE: RwLock<Option<DeviceRouter>> = RwLock::new(None);
+static PRINT_REPORTS: AtomicBool = AtomicBool::new(false);
+
+/// Sets (or with `None` clears) the route [`Target::Auto`] takes; returns
+/// the previous one. Process-wide.
+pub fn set_default_route(r: Option<DeviceRouter>) -> Option<DeviceRouter> {
+    // A poisoned lock still holds a valid route.
+    let mut g = DEFAULT_ROUTE.write().unwrap_or_else(|e| e.into_inner());
+    std::mem::replace(&mut *g, r)
+}
+
+fn default_route() -> Option<DeviceRouter> {
+    DEFAULT_ROUTE
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+}
+
+/// Print the dispatch report of every compile to stderr (process-wide);
+/// returns the previous setting.
+pub fn set_print_reports(on: bool) -> bool {
+    PRINT_REPORTS.swap(on, Ordering::Relaxed)
+}
+
 /// Register the backends built into this crate (idempotent).
 pub fn init() {
     static ONCE: Once = Once::new();
@@ -223,14 +255,21 @@ pub fn plan_with(
             .map_err(|e| RuntimeError::Config(e.to_string()))
     };
     let (backend, legal) = match target.into() {
-        Target::Device(d) => single(graph, d, &dispatch)?,
+        Target::Device(d) => single(graph, d, &dispatch, opts.cpu)?,
         Target::Route(r) => route(r)?,
-        Target::Auto => match DeviceRouter::from_env() {
-            Some(r) => route(r.map_err(RuntimeError::Config)?)?,
-            None => single(graph, Device::Cpu, &dispatch)?,
+        Target::Auto => match default_route() {
+            Some(r) => route(r)?,
+            None => single(graph, Device::Cpu, &dispatch, opts.cpu)?,
         },
     };
-    if opts.print_report || std::env::var("RLX_DISPATCH_REPORT").is_ok_and(|v| v == "1") {
+    // A routed compile legalized on the registered CPU backend; the
+    // program is built with the options asked for (only kernel names in
+    // the report can differ).
+    let backend = match opts.cpu {
+        Some(c) if backend.device() == Device::Cpu => Arc::new(CpuBackend::new(c)),
+        _ => backend,
+    };
+    if opts.print_report || PRINT_REPORTS.load(Ordering::Relaxed) {
         eprintln!("{}", legal.report);
     }
     let (program, memory) =
@@ -254,14 +293,18 @@ fn opt_error(stage: &str, e: rlx_opt::OptError) -> Error {
     }
 }
 
-/// Legalize for exactly one device.
+/// Legalize for exactly one device (the CPU with `cpu`, when given).
 fn single(
     graph: &Graph,
     d: Device,
     dispatch: &DispatchOptions,
+    cpu: Option<CpuOptions>,
 ) -> Result<(Arc<dyn Backend>, Legalized), RuntimeError> {
-    let be = backend_for(d)
-        .ok_or_else(|| RuntimeError::Config(format!("no `{d}` backend in this build")))?;
+    let be: Arc<dyn Backend> = match cpu {
+        Some(c) if d == Device::Cpu => Arc::new(CpuBackend::new(c)),
+        _ => backend_for(d)
+            .ok_or_else(|| RuntimeError::Config(format!("no `{d}` backend in this build")))?,
+    };
     let l = legalize(graph, be.as_ref(), dispatch)?;
     Ok((be, l))
 }

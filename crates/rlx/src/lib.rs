@@ -21,16 +21,20 @@
 
 mod compile;
 mod dsl;
+pub mod env;
 mod error;
 mod session;
 
 pub use compile::{
-    compile, compile_with, init, plan_with, Amp, CompileOptions, Compiled, Planned, Ptq, Target,
+    compile, compile_with, init, plan_with, set_default_route, set_print_reports, Amp,
+    CompileOptions, Compiled, Planned, Ptq, Target,
 };
 pub use dsl::{Tensor, Trace};
 pub use error::Error;
+pub use rlx_cpu::{CpuEngine, CpuOptions};
 pub use rlx_ir as ir;
 pub use rlx_ir::{Attrs, DType, Graph, HostTensor, Shape, TensorType};
+pub use rlx_runtime::options::WgpuOptions;
 pub use rlx_runtime::{
     Device, DeviceRouter, DispatchOptions, DispatchPath, DispatchReport, Policy,
 };

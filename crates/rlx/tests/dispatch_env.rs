@@ -1,19 +1,23 @@
-//! `RLX_DISPATCH` and `RLX_DEVICE` (a test binary of its own, because
-//! `RLX_DISPATCH` is read once per process).
+//! `RLX_DISPATCH` and `RLX_DEVICE` through the edge (a test binary of its
+//! own: `rlx::env::apply` sets process-wide state).
 
 use rlx::ir::text;
 use rlx::{CompileOptions, DispatchOptions, DispatchPath, HostTensor, Policy, Target};
 
 #[test]
 fn environment_overrides_policy_and_device() {
-    // Set before anything reads them.
-    std::env::set_var("RLX_DISPATCH", "common_ir_only,softmax=native_only");
-    std::env::set_var("RLX_DEVICE", "gpu,cpu");
+    let env = rlx::env::from_lookup(|n| match n {
+        "RLX_DISPATCH" => Some("common_ir_only,softmax=native_only".into()),
+        "RLX_DEVICE" => Some("gpu,cpu".into()),
+        _ => None,
+    })
+    .unwrap();
+    rlx::env::apply(&env).unwrap();
     let g = text::parse(
         "graph @g(%x: f32[2,4]) {\n  %y = softmax(%x)\n  %z = gelu(%y)\n  return %z\n}",
     )
     .unwrap();
-    // The env wins over the options passed in.
+    // The override wins over the options passed in.
     let opts = CompileOptions {
         dispatch: DispatchOptions::new(Policy::NativeOnly),
         ..Default::default()

@@ -79,10 +79,10 @@ pub fn calls() -> usize {
     CALLS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-/// Whether this CPU has the instructions (AVX-512 F and BF16), and
-/// `RLX_CPU_BF16DOT=0` does not decline them.
+/// Whether this CPU has the instructions (AVX-512 F and BF16), and the
+/// compile's `CpuOptions::bf16_dot` does not decline them.
 pub fn available() -> bool {
-    if std::env::var("RLX_CPU_BF16DOT").as_deref() == Ok("0") {
+    if !crate::options::current().bf16_dot {
         return false;
     }
     #[cfg(target_arch = "x86_64")]

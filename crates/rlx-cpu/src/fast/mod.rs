@@ -41,7 +41,7 @@ mod elementwise;
 mod layout;
 mod matmul;
 mod norm;
-mod par;
+pub(crate) mod par;
 mod reduce;
 pub mod simd;
 

@@ -53,10 +53,10 @@ thread_local! {
 }
 
 /// Whether this process runs f32 products on AMX: the CPU has AMX-BF16,
-/// Linux grants the tile state, `RLX_CPU_AMX` is not `0`, and the calling
-/// thread is not inside [`without`].
+/// Linux grants the tile state, the compile's `CpuOptions::amx` is on, and
+/// the calling thread is not inside [`without`].
 pub fn available() -> bool {
-    !OFF.with(Cell::get) && supported()
+    !OFF.with(Cell::get) && crate::options::current().amx && supported()
 }
 
 /// `f` with [`available`] false on this thread: the engine decides at
@@ -70,7 +70,7 @@ pub fn without<R>(f: impl FnOnce() -> R) -> R {
 
 fn supported() -> bool {
     static S: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *S.get_or_init(|| std::env::var("RLX_CPU_AMX").as_deref() != Ok("0") && tiles::enable())
+    *S.get_or_init(tiles::enable)
 }
 
 /// `x` rounded to bf16 (nearest, ties to even), as f32 bits; a finite `x`

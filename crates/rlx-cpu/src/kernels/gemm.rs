@@ -2,20 +2,13 @@
 //! reference semantics, accumulate in f64) and f32 (f32 tensors: f32
 //! accumulation with FMA, as every BLAS does).
 
-/// Threads for one product: `RLX_NUM_THREADS` (read once), else all cores;
-/// small products stay on one thread (spawning costs more than it saves).
-/// wasm32 has no threads here.
+/// Threads for one product: the fast engine's pool (`crate::set_threads`,
+/// else all cores); small products stay on one thread (spawning costs
+/// more than it saves). wasm32 has no threads here.
 fn parallelism(m: usize, n: usize, k: usize) -> gemm::Parallelism {
     #[cfg(not(target_arch = "wasm32"))]
     {
-        static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-        let t = *THREADS.get_or_init(|| {
-            std::env::var("RLX_NUM_THREADS")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-                .max(1)
-        });
+        let t = crate::fast::par::threads();
         if t > 1 && m * n * k >= 1 << 18 {
             return gemm::Parallelism::Rayon(t);
         }
