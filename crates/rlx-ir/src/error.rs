@@ -31,6 +31,15 @@ pub enum IrError {
         col: usize,
         msg: String,
     },
+    /// An element of a tensor literal in the JSON form does not fit its
+    /// dtype (`index` is its flat position; for c64, the pair's). The text
+    /// form reports the same as a [`IrError::Parse`] at the element.
+    #[error("tensor literal element {index}: {error}")]
+    Literal {
+        index: usize,
+        #[source]
+        error: crate::literal::LiteralError,
+    },
     /// A bound of [`crate::limits`] was exceeded.
     #[error(transparent)]
     Limit(#[from] crate::limits::LimitError),

@@ -17,6 +17,7 @@ pub mod error;
 pub mod graph;
 pub mod hir;
 pub mod limits;
+pub mod literal;
 pub mod lir;
 pub mod nesting;
 pub mod op;

@@ -6,6 +6,7 @@
 
 use crate::dtype::DType;
 use crate::error::IrError;
+use crate::literal;
 use crate::shape::Shape;
 use half::{bf16, f16};
 use serde::{Deserialize, Serialize};
@@ -448,7 +449,16 @@ impl HostTensor {
                         .as_array()
                         .filter(|p| p.len() == 2)
                         .ok_or_else(|| IrError::msg("c64 elements are [re, im] pairs"))?;
-                    out.push([float_from_json(&pair[0])?, float_from_json(&pair[1])?]);
+                    let (re, im) = (float_from_json(&pair[0])?, float_from_json(&pair[1])?);
+                    for part in [re, im] {
+                        literal::check_float(DType::C64, part).map_err(|error| {
+                            IrError::Literal {
+                                index: out.len(),
+                                error,
+                            }
+                        })?;
+                    }
+                    out.push([re, im]);
                 }
                 Self::from_c64(shape, out)
             }
@@ -463,22 +473,44 @@ impl HostTensor {
             d if d.is_float() => {
                 let v = items(&w.data)?
                     .iter()
-                    .map(float_from_json)
-                    .collect::<Result<_, _>>()?;
+                    .enumerate()
+                    .map(|(index, x)| {
+                        let f = float_from_json(x)?;
+                        literal::check_float(d, f)
+                            .map_err(|error| IrError::Literal { index, error })?;
+                        Ok(f)
+                    })
+                    .collect::<Result<_, IrError>>()?;
                 Self::from_f64(d, shape, v)
             }
             d => {
+                // Every element is range-checked: `from_i64` wraps, which is
+                // the casting rule for computed values, not for literals.
                 let v = items(&w.data)?
                     .iter()
-                    .map(|x| match x {
-                        serde_json::Value::Bool(b) => Ok(*b as i64),
-                        serde_json::Value::Number(n) => n
-                            .as_i64()
-                            .or_else(|| n.as_u64().map(|u| u as i64))
-                            .ok_or_else(|| IrError::msg(format!("{n} is not an integer"))),
-                        _ => Err(IrError::msg(format!("expected an integer, found {x}"))),
+                    .enumerate()
+                    .map(|(index, x)| {
+                        let i = match x {
+                            serde_json::Value::Bool(b) => *b as i64,
+                            serde_json::Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+                                (Some(i), _) => i,
+                                (None, Some(u)) => {
+                                    return Err(IrError::Literal {
+                                        index,
+                                        error: literal::u64_out_of_range(d, u),
+                                    })
+                                }
+                                _ => return Err(IrError::msg(format!("{n} is not an integer"))),
+                            },
+                            _ => {
+                                return Err(IrError::msg(format!("expected an integer, found {x}")))
+                            }
+                        };
+                        literal::check_int(d, i)
+                            .map_err(|error| IrError::Literal { index, error })?;
+                        Ok(i)
                     })
-                    .collect::<Result<_, _>>()?;
+                    .collect::<Result<_, IrError>>()?;
                 Self::from_i64(d, shape, v)
             }
         }

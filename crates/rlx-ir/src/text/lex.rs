@@ -172,9 +172,14 @@ impl<'a> Lexer<'a> {
         }
         let text = String::from_utf8_lossy(&self.src[start..self.pos]).into_owned();
         if float {
-            text.parse()
-                .map(Tok::Float)
-                .map_err(|_| self.err(format!("bad float `{text}`")))
+            match text.parse::<f64>() {
+                // Rust reads `1e400` as infinity; only `inf` may mean that.
+                Ok(x) if x.is_infinite() => Err(self.err(format!(
+                    "float `{text}` overflows f64 (write `inf` for infinity)"
+                ))),
+                Ok(x) => Ok(Tok::Float(x)),
+                Err(_) => Err(self.err(format!("bad float `{text}`"))),
+            }
         } else {
             text.parse()
                 .map(Tok::Int)

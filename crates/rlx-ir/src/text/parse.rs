@@ -5,6 +5,7 @@ use crate::attr::{Attr, Attrs};
 use crate::dtype::DType;
 use crate::error::IrError;
 use crate::graph::{Graph, GraphBuilder, ValueId};
+use crate::literal;
 use crate::nesting::{self, NestingGuard};
 use crate::op::Op;
 use crate::shape::{Shape, TensorType};
@@ -378,7 +379,7 @@ impl Parser {
                     self.punct('<')?;
                     let ty = self.ty()?;
                     self.punct('>')?;
-                    let data = self.json_data()?;
+                    let data = self.json_data(ty.dtype)?;
                     let json =
                         serde_json::json!({"dtype": ty.dtype, "shape": ty.shape, "data": data});
                     Attr::Tensor(
@@ -403,8 +404,10 @@ impl Parser {
         })
     }
 
-    /// Tensor literal data: nested lists of numbers, bools, strings.
-    fn json_data(&mut self) -> Result<serde_json::Value, IrError> {
+    /// Tensor literal data of `dtype`: nested lists of numbers, bools,
+    /// strings. Every number is range-checked where it is written (see
+    /// [`crate::literal`]), so an error names its line and column.
+    fn json_data(&mut self, dtype: DType) -> Result<serde_json::Value, IrError> {
         use serde_json::Value;
         let at = self.pos;
         Ok(match self.next() {
@@ -415,12 +418,27 @@ impl Parser {
                     if !items.is_empty() {
                         self.punct(',')?;
                     }
-                    items.push(self.json_data()?);
+                    items.push(self.json_data(dtype)?);
                 }
                 Value::Array(items)
             }
-            Tok::Int(i) => Value::from(i),
-            Tok::Float(f) => float_to_json(f),
+            Tok::Int(i) => {
+                literal::check_int(dtype, i).map_err(|e| self.err_at(at, e.to_string()))?;
+                Value::from(i)
+            }
+            Tok::Float(f) => {
+                if !(dtype.is_float() || dtype == DType::C64) {
+                    return Err(self.err_at(
+                        at,
+                        format!(
+                            "{} is not an integer, and {dtype} holds integers",
+                            Self::describe(&Tok::Float(f))
+                        ),
+                    ));
+                }
+                literal::check_float(dtype, f).map_err(|e| self.err_at(at, e.to_string()))?;
+                float_to_json(f)
+            }
             Tok::Str(s) => Value::String(s),
             Tok::Ident(w) if w == "true" || w == "false" => Value::Bool(w == "true"),
             t => {

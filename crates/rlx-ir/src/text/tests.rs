@@ -1,7 +1,7 @@
 //! Round trips and error positions of the text form.
 
 use super::*;
-use crate::IrError;
+use crate::{Graph, IrError};
 
 const SRC: &str = "graph @mlp(%x: f32[2,3], %w: f32[3,4]) {
   %2 = matmul(%x, %w) : f32[2,4]
@@ -110,4 +110,128 @@ fn nested_regions_parse_fast_within_the_limit_and_fail_typed_beyond_it() {
         nesting_limit(&e).what.contains("nested graph at line"),
         "{e}"
     );
+}
+
+fn constant(ty: &str, data: &str) -> Result<Graph, IrError> {
+    parse(&format!(
+        "graph @g() {{\n  %c = constant() {{value=tensor<{ty}> {data}}}\n  return %c\n}}"
+    ))
+}
+
+/// The parse error of a bad literal: position, then dtype and value in the message.
+fn literal_error(ty: &str, data: &str) -> (usize, usize, String) {
+    match constant(ty, data).unwrap_err() {
+        IrError::Parse { line, col, msg } => (line, col, msg),
+        e => panic!("expected a parse error, got {e}"),
+    }
+}
+
+#[test]
+fn integer_literals_out_of_range_are_errors_at_the_element() {
+    // `i8 1000` used to wrap to -24 and `bool 2` to become true.
+    let (line, col, msg) = literal_error("i8[2]", "[1, 1000]");
+    assert_eq!((line, col), (2, 44), "{msg}");
+    assert!(
+        msg.contains("1000 is out of range for i8 (-128..=127)"),
+        "{msg}"
+    );
+    for (ty, bad) in [
+        ("bool[1]", "2"),
+        ("bool[1]", "-1"),
+        ("i8[1]", "-129"),
+        ("u8[1]", "256"),
+        ("u8[1]", "-1"),
+        ("i16[1]", "32768"),
+        ("i32[1]", "2147483648"),
+        ("i32[1]", "-2147483649"),
+    ] {
+        let (_, _, msg) = literal_error(ty, &format!("[{bad}]"));
+        let dtype = ty.split('[').next().unwrap();
+        assert!(
+            msg.contains(&format!("{bad} is out of range for {dtype}")),
+            "{ty} {bad}: {msg}"
+        );
+    }
+    let (_, _, msg) = literal_error("i32[1]", "[1.5]");
+    assert!(msg.contains("not an integer"), "{msg}");
+    // The edges of each range still parse, to the values written.
+    let g = constant("i8[2]", "[-128, 127]").unwrap();
+    let v = g.nodes[0]
+        .attrs
+        .tensor("value")
+        .unwrap()
+        .to_vec::<i8>()
+        .unwrap();
+    assert_eq!(v, [-128, 127]);
+    let g = constant("bool[4]", "[0, 1, true, false]").unwrap();
+    let v = g.nodes[0]
+        .attrs
+        .tensor("value")
+        .unwrap()
+        .to_vec::<bool>()
+        .unwrap();
+    assert_eq!(v, [false, true, true, false]);
+    assert!(constant("u8[1]", "[255]").is_ok());
+    assert!(constant("i64[1]", "[-9223372036854775808]").is_ok());
+}
+
+#[test]
+fn float_literals_that_overflow_their_dtype_are_errors_unless_inf() {
+    let (_, _, msg) = literal_error("f16[1]", "[70000.0]");
+    assert!(msg.contains("70000.0 is out of range for f16"), "{msg}");
+    let (_, _, msg) = literal_error("f16[1]", "[70000]");
+    assert!(msg.contains("out of range for f16"), "{msg}");
+    let (_, _, msg) = literal_error("bf16[1]", "[1e39]");
+    assert!(msg.contains("out of range for bf16"), "{msg}");
+    let (_, _, msg) = literal_error("f32[1]", "[-1e39]");
+    assert!(msg.contains("out of range for f32"), "{msg}");
+    let (_, _, msg) = literal_error("c64[1]", "[[1.0, 1e39]]");
+    assert!(msg.contains("out of range for c64"), "{msg}");
+    // Beyond f64 the lexer refuses it (Rust would read it as inf).
+    let (_, _, msg) = literal_error("f64[1]", "[1e400]");
+    assert!(msg.contains("overflows f64"), "{msg}");
+    // Written as inf, infinity is what was asked for; the largest finite
+    // values still parse.
+    let g = constant("f16[3]", "[inf, -inf, 65504.0]").unwrap();
+    let v = g.nodes[0]
+        .attrs
+        .tensor("value")
+        .unwrap()
+        .to_f64_vec()
+        .unwrap();
+    assert_eq!(v, [f64::INFINITY, f64::NEG_INFINITY, 65504.0]);
+}
+
+#[test]
+fn json_literals_out_of_range_are_typed_errors() {
+    use crate::HostTensor;
+    let read = |dtype: &str, data: serde_json::Value| {
+        HostTensor::from_json(&serde_json::json!({"dtype": dtype, "shape": [2], "data": data}))
+    };
+    for (dtype, data, index, value) in [
+        ("i8", serde_json::json!([1, 1000]), 1, "1000"),
+        ("bool", serde_json::json!([2, 0]), 0, "2"),
+        ("u8", serde_json::json!([0, -1]), 1, "-1"),
+        (
+            "i64",
+            serde_json::json!([0, u64::MAX]),
+            1,
+            "18446744073709551615",
+        ),
+        ("f16", serde_json::json!([0.0, 70000.0]), 1, "70000.0"),
+    ] {
+        match read(dtype, data).unwrap_err() {
+            IrError::Literal { index: i, error } => {
+                assert_eq!(
+                    (i, error.dtype.name(), error.value.as_str()),
+                    (index, dtype, value)
+                )
+            }
+            e => panic!("{dtype}: {e}"),
+        }
+    }
+    let t = read("i8", serde_json::json!([-128, 127])).unwrap();
+    assert_eq!(t.to_vec::<i8>().unwrap(), [-128, 127]);
+    let t = read("f16", serde_json::json!(["inf", 1.0])).unwrap();
+    assert_eq!(t.to_f64_vec().unwrap(), [f64::INFINITY, 1.0]);
 }
