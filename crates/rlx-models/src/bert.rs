@@ -36,23 +36,12 @@ fn gelu() -> String {
 }
 
 impl BertConfig {
-    /// Parse `config.json`, checking what the encoder relies on.
+    /// Parse `config.json`, checking every value before anything is built
+    /// (see [`crate::config`]): sizes positive, `hidden_size` a multiple of
+    /// the heads, `layer_norm_eps` a positive finite f32, and the model's
+    /// estimated bytes within [`rlx_ir::limits`] (an [`IrError::Limit`]).
     pub fn from_json(s: &str) -> Result<BertConfig, IrError> {
-        let c: BertConfig =
-            serde_json::from_str(s).map_err(|e| IrError::msg(format!("config.json: {e}")))?;
-        if c.num_attention_heads == 0 || !c.hidden_size.is_multiple_of(c.num_attention_heads) {
-            return Err(IrError::msg(format!(
-                "config.json: hidden_size {} is not a multiple of num_attention_heads {}",
-                c.hidden_size, c.num_attention_heads
-            )));
-        }
-        if !matches!(c.hidden_act.as_str(), "gelu" | "gelu_new" | "relu") {
-            return Err(IrError::msg(format!(
-                "config.json: hidden_act `{}` is not supported (gelu, gelu_new, relu)",
-                c.hidden_act
-            )));
-        }
-        Ok(c)
+        Ok(crate::config::parse(s, "config.json")?)
     }
 
     fn activation(&self) -> Activation {
@@ -420,7 +409,7 @@ mod tests {
     #[test]
     fn bad_configs_are_typed_errors() {
         let e = BertConfig::from_json(r#"{"vocab_size": 5, "hidden_size": 10, "num_hidden_layers": 1, "num_attention_heads": 3, "intermediate_size": 4, "max_position_embeddings": 8}"#).unwrap_err();
-        assert!(e.to_string().contains("not a multiple"), "{e}");
+        assert!(e.to_string().contains("must be a multiple"), "{e}");
         let e = Bert::new(tiny(), false).graph(1, 17).unwrap_err();
         assert!(
             e.to_string().contains("exceeds max_position_embeddings"),

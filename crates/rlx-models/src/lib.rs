@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bert;
+pub mod config;
 pub mod dsl_block;
 pub mod embed;
 
