@@ -16,6 +16,18 @@ pub enum TokenizerError {
         #[source]
         source: std::io::Error,
     },
+    /// A file is larger than `rlx_ir::limits().max_file_bytes` (or endless,
+    /// like a device): refused before it is read whole.
+    #[error(transparent)]
+    Limit(#[from] rlx_ir::LimitError),
+    /// A file is not valid UTF-8.
+    #[error("{}: not valid UTF-8 (bad byte at offset {offset})", path.display())]
+    NotUtf8 {
+        /// The file.
+        path: PathBuf,
+        /// Offset of the first invalid byte.
+        offset: usize,
+    },
     /// A file is not valid JSON.
     #[error("{file}: invalid JSON: {source}")]
     Json {

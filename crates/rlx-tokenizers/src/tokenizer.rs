@@ -435,9 +435,12 @@ fn assign_added_ids(tokens: Vec<AddedToken>, vocab: &HashMap<String, u32>) -> Ve
     out
 }
 
+/// Read a tokenizer file whole, bounded by `max_file_bytes`.
 fn read(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).map_err(|source| TokenizerError::Io {
-        path: path.to_path_buf(),
-        source,
+    use rlx_ir::limits::ReadError;
+    rlx_ir::limits::read_bounded_to_string(path).map_err(|e| match e {
+        ReadError::Io { path, source } => TokenizerError::Io { path, source },
+        ReadError::Limit(l) => TokenizerError::Limit(l),
+        ReadError::NotUtf8 { path, offset } => TokenizerError::NotUtf8 { path, offset },
     })
 }
