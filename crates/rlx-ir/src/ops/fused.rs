@@ -568,9 +568,15 @@ const fn fused(
     )
 }
 
+/// softmax and log_softmax: the input's type, once `axis` is one of its axes.
+fn along_axis(cx: &InferCx) -> R {
+    axis_of(cx, "axis", cx.inputs[0].rank())?;
+    same(cx)
+}
+
 pub static FUSED: &[OpDef] = &[
-    fused("softmax", Exact(1), FLOAT, AXIS, same, softmax_d, "exp(x − max) / Σ exp(x − max) along axis"),
-    fused("log_softmax", Exact(1), FLOAT, AXIS, same, log_softmax_d, "x − max − log Σ exp(x − max) along axis"),
+    fused("softmax", Exact(1), FLOAT, AXIS, along_axis, softmax_d, "exp(x − max) / Σ exp(x − max) along axis"),
+    fused("log_softmax", Exact(1), FLOAT, AXIS, along_axis, log_softmax_d, "x − max − log Σ exp(x − max) along axis"),
     fused("layer_norm", Exact(3), FLOAT, &[attr("axis", K::Int, D::Int(-1)), attr("eps", K::Float, D::Float(1e-5))],
         layer_norm, layer_norm_d, "normalize over axes [axis, rank) then scale by gamma and shift by beta"),
     fused("rms_norm", Exact(2), FLOAT, &[attr("axis", K::Int, D::Int(-1)), attr("eps", K::Float, D::Float(1e-6))],

@@ -26,7 +26,11 @@ fn index_select(cx: &InferCx) -> R {
 fn gather_nd(cx: &InferCx) -> R {
     let (x, idx) = (&cx.inputs[0], &cx.inputs[1]);
     expect_dtype(cx, 1, INDEX_TYPES)?;
-    let b = int(cx, "batch_dims")?.max(0) as usize;
+    let b = int(cx, "batch_dims")?;
+    if b < 0 {
+        return Err(format!("attribute `batch_dims` = {b} must be >= 0"));
+    }
+    let b = b as usize;
     let k = *idx.dims().last().ok_or("indices must have rank >= 1")?;
     if b >= idx.rank() || b + k > x.rank() || x.dims()[..b] != idx.dims()[..b] {
         return Err(format!(
@@ -101,7 +105,7 @@ fn one_hot(cx: &InferCx) -> R {
     if depth < 0 {
         return Err("depth must be >= 0".into());
     }
-    let ax = normalize_axis(int(cx, "axis")?, idx.rank() + 1).map_err(|e| e.to_string())?;
+    let ax = axis_in("axis", int(cx, "axis")?, idx.rank() + 1)?;
     let mut d = idx.dims().to_vec();
     d.insert(ax, depth as usize);
     one(TensorType::new(

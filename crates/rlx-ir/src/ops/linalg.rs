@@ -51,10 +51,10 @@ fn matmul(cx: &InferCx) -> R {
 fn dot_general(cx: &InferCx) -> R {
     let (a, b) = (&cx.inputs[0], &cx.inputs[1]);
     expect_same_dtype(cx, 1)?;
-    let lb = axes_of(&ints(cx, "lhs_batch")?, a.rank())?;
-    let rb = axes_of(&ints(cx, "rhs_batch")?, b.rank())?;
-    let lc = axes_of(&ints(cx, "lhs_contract")?, a.rank())?;
-    let rc = axes_of(&ints(cx, "rhs_contract")?, b.rank())?;
+    let lb = axes_attr(cx, "lhs_batch", a.rank())?;
+    let rb = axes_attr(cx, "rhs_batch", b.rank())?;
+    let lc = axes_attr(cx, "lhs_contract", a.rank())?;
+    let rc = axes_attr(cx, "rhs_contract", b.rank())?;
     if lb.len() != rb.len() || lc.len() != rc.len() {
         return Err("lhs and rhs must list as many batch and contracting axes".into());
     }

@@ -12,6 +12,9 @@ pub mod region;
 pub mod shape;
 pub mod signal;
 
+#[cfg(test)]
+mod axes_tests;
+
 pub use elementwise::ELEMENTWISE;
 
 use crate::attr::{AttrSpec, Attrs};
@@ -114,22 +117,49 @@ pub(crate) fn broadcast_bool(cx: &InferCx) -> R {
     one(TensorType::new(Bool, t.shape))
 }
 
-pub(crate) fn axis_of(cx: &InferCx, name: &str, rank: usize) -> Result<usize, String> {
-    let a = cx.attrs.int(name).map_err(|e| e.to_string())?;
-    normalize_axis(a, rank).map_err(|e| e.to_string())
+/// The one range rule for axis-valued attributes (`axis`, `axes`, `perm`,
+/// `lhs_batch`, ...): `value` of attribute `name` must name an axis of a
+/// tensor of `rank`, negative values counting from the end. The message
+/// names the attribute, the value and the rank; the verifier adds the
+/// node and the op.
+pub(crate) fn axis_in(name: &str, value: i64, rank: usize) -> Result<usize, String> {
+    normalize_axis(value, rank).map_err(|_| {
+        if rank == 0 {
+            format!("attribute `{name}` = {value} is out of range: a tensor of rank 0 has no axes")
+        } else {
+            format!(
+                "attribute `{name}` = {value} is out of range for rank {rank} (valid: {}..={})",
+                -(rank as i64),
+                rank - 1
+            )
+        }
+    })
 }
 
-/// Resolve a list of axes (negative allowed), rejecting duplicates.
-pub(crate) fn axes_of(list: &[i64], rank: usize) -> Result<Vec<usize>, String> {
+/// The int attribute `name` as an axis of a tensor of `rank`.
+pub(crate) fn axis_of(cx: &InferCx, name: &str, rank: usize) -> Result<usize, String> {
+    axis_in(name, int(cx, name)?, rank)
+}
+
+/// The list `list` of attribute `name` as distinct axes of a tensor of
+/// `rank` (negative allowed), in the order given.
+pub(crate) fn axes_of(name: &str, list: &[i64], rank: usize) -> Result<Vec<usize>, String> {
     let mut out = Vec::with_capacity(list.len());
     for &a in list {
-        let a = normalize_axis(a, rank).map_err(|e| e.to_string())?;
+        let a = axis_in(name, a, rank)?;
         if out.contains(&a) {
-            return Err(format!("axis {a} is listed twice"));
+            return Err(format!(
+                "attribute `{name}` = {list:?} lists axis {a} twice (rank {rank})"
+            ));
         }
         out.push(a);
     }
     Ok(out)
+}
+
+/// The int-list attribute `name` as distinct axes of a tensor of `rank`.
+pub(crate) fn axes_attr(cx: &InferCx, name: &str, rank: usize) -> Result<Vec<usize>, String> {
+    axes_of(name, &ints(cx, name)?, rank)
 }
 
 pub(crate) fn ints(cx: &InferCx, name: &str) -> Result<Vec<i64>, String> {

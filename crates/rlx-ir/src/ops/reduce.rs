@@ -28,7 +28,7 @@ pub fn reduced_shape(
     let mut ax = if axes.is_empty() {
         (0..shape.rank()).collect()
     } else {
-        axes_of(axes, shape.rank())?
+        axes_of("axes", axes, shape.rank())?
     };
     ax.sort_unstable();
     let dims = shape

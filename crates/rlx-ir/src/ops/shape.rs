@@ -40,10 +40,12 @@ fn reshape(cx: &InferCx) -> R {
 
 fn permute(cx: &InferCx) -> R {
     let x = &cx.inputs[0];
-    let perm = axes_of(&ints(cx, "perm")?, x.rank())?;
+    let perm = axes_attr(cx, "perm", x.rank())?;
     if perm.len() != x.rank() {
         return Err(format!(
-            "perm must list all {} axes, got {perm:?}",
+            "attribute `perm` = {:?} must list all {} axes of rank {}",
+            ints(cx, "perm")?,
+            x.rank(),
             x.rank()
         ));
     }
@@ -126,7 +128,7 @@ pub fn slice_plan(shape: &Shape, attrs: &Attrs) -> Result<Vec<(i64, i64, usize)>
     if ends.len() != starts.len() || axes.len() != starts.len() || steps.len() != starts.len() {
         return Err("starts, ends, axes and steps must have one entry per sliced axis".into());
     }
-    let axes = axes_of(&axes, shape.rank())?;
+    let axes = axes_of("axes", &axes, shape.rank())?;
     let mut plan: Vec<(i64, i64, usize)> = shape.dims().iter().map(|&d| (0, 1, d)).collect();
     for (k, &a) in axes.iter().enumerate() {
         plan[a] = slice_axis(shape.dims()[a], starts[k], ends[k], steps[k])?;
@@ -227,7 +229,7 @@ fn pad(cx: &InferCx) -> R {
 
 fn squeeze(cx: &InferCx) -> R {
     let x = &cx.inputs[0];
-    let axes = axes_of(&ints(cx, "axes")?, x.rank())?;
+    let axes = axes_attr(cx, "axes", x.rank())?;
     for &a in &axes {
         if x.dims()[a] != 1 {
             return Err(format!("cannot squeeze axis {a} of extent {}", x.dims()[a]));
@@ -250,7 +252,7 @@ fn unsqueeze(cx: &InferCx) -> R {
     let x = &cx.inputs[0];
     let axes = ints(cx, "axes")?;
     let out_rank = x.rank() + axes.len();
-    let axes = axes_of(&axes, out_rank)?;
+    let axes = axes_of("axes", &axes, out_rank)?;
     let mut src = x.dims().iter();
     let d: Vec<usize> = (0..out_rank)
         .map(|i| {
@@ -265,7 +267,7 @@ fn unsqueeze(cx: &InferCx) -> R {
 }
 
 fn flip(cx: &InferCx) -> R {
-    axes_of(&ints(cx, "axes")?, cx.inputs[0].rank())?;
+    axes_attr(cx, "axes", cx.inputs[0].rank())?;
     same(cx)
 }
 
@@ -274,7 +276,7 @@ fn roll(cx: &InferCx) -> R {
     if s.len() != a.len() {
         return Err("shifts and axes must have the same length".into());
     }
-    axes_of(&a, cx.inputs[0].rank())?;
+    axes_of("axes", &a, cx.inputs[0].rank())?;
     same(cx)
 }
 
