@@ -36,6 +36,7 @@
 
 mod attention;
 pub mod bf16dot;
+mod bounds;
 mod convert;
 mod elementwise;
 mod layout;
@@ -826,6 +827,8 @@ fn fail(op: &str, msg: impl Into<String>) -> CpuError {
 
 impl FastProgram {
     pub fn compile(program: Program) -> Result<FastProgram, CpuError> {
+        // Before any length below is computed or allocated.
+        bounds::check(&program)?;
         let g = &program.graph;
         let mut homes: Vec<Home> = vec![Home::Host(None); g.values.len()];
         for (k, &v) in g.inputs.iter().enumerate() {
