@@ -40,7 +40,7 @@ pub enum IrError {
         #[source]
         error: crate::literal::LiteralError,
     },
-    /// A bound of [`crate::limits`] was exceeded.
+    /// A bound of [`mod@crate::limits`] was exceeded.
     #[error(transparent)]
     Limit(#[from] crate::limits::LimitError),
     /// Any other structural error.
