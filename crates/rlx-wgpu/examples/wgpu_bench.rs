@@ -57,10 +57,14 @@ fn main() {
     let sizes = list(&arg(&args, "--matmul", "1024,2048,4096"));
     let dtype = arg(&args, "--dtype", "f32");
     assert!(dtype == "f32" || dtype == "f16", "--dtype f32 or f16");
-    rlx::init();
-    rlx_wgpu::register();
+    // RLX_* settings (RLX_WGPU_COOP=0 for A/B runs, ...) through the one edge.
+    let env = rlx::env::init().unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2)
+    });
+    rlx_wgpu::register_with(env.wgpu);
     let device = Device::Vulkan;
-    let backend = WgpuBackend::new(device);
+    let backend = WgpuBackend::with_options(device, env.wgpu);
     let ctx = backend.context().expect("a Vulkan adapter");
     let i = &ctx.info;
     println!(

@@ -6,9 +6,10 @@
 use crate::context::GpuContext;
 use crate::error::WgpuError;
 use crate::exec::{to_words, GpuProgram};
-use crate::lower::lower_for;
+use crate::lower::lower_with_options;
 use rlx_ir::lir::Program;
 use rlx_ir::{HostTensor, TensorType};
+use rlx_runtime::options::WgpuOptions;
 use rlx_runtime::{Backend, Claims, Device, DeviceTensor, Executable, RuntimeError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -16,9 +17,11 @@ use std::sync::{Arc, Mutex};
 /// Compiled pipelines by WGSL source, shared by the executables of one context.
 pub type PipelineCache = Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>;
 
-/// The wgpu backend for one device kind.
+/// The wgpu backend for one device kind, with the options its context
+/// and kernels follow.
 pub struct WgpuBackend {
     device: Device,
+    opts: WgpuOptions,
     ctx: Mutex<Option<(Arc<GpuContext>, Arc<PipelineCache>)>>,
 }
 
@@ -30,17 +33,35 @@ fn rt(device: Device, e: WgpuError) -> RuntimeError {
 }
 
 impl WgpuBackend {
+    /// The backend for `device` with default options.
     pub fn new(device: Device) -> WgpuBackend {
+        Self::with_options(device, WgpuOptions::default())
+    }
+
+    /// The backend for `device` whose context and kernels follow `opts`.
+    pub fn with_options(device: Device, opts: WgpuOptions) -> WgpuBackend {
         WgpuBackend {
             device,
+            opts,
             ctx: Mutex::new(None),
         }
     }
 
-    /// Register the device kinds this build can reach.
+    /// The options it follows.
+    pub fn options(&self) -> &WgpuOptions {
+        &self.opts
+    }
+
+    /// Register the device kinds this build can reach, with default options.
     pub fn register() {
+        Self::register_with(WgpuOptions::default());
+    }
+
+    /// Register the device kinds this build can reach, with `opts`
+    /// (replacing any registered).
+    pub fn register_with(opts: WgpuOptions) {
         for d in crate::DEVICES {
-            rlx_runtime::register_backend(Arc::new(WgpuBackend::new(*d)));
+            rlx_runtime::register_backend(Arc::new(WgpuBackend::with_options(*d, opts)));
         }
     }
 
@@ -61,7 +82,10 @@ impl WgpuBackend {
                 return Ok((c.clone(), p.clone()));
             }
         }
-        let c = Arc::new(pollster::block_on(GpuContext::create(self.device))?);
+        let c = Arc::new(pollster::block_on(GpuContext::create_with(
+            self.device,
+            self.opts,
+        ))?);
         let p = Arc::new(Mutex::new(HashMap::new()));
         *g = Some((c.clone(), p.clone()));
         Ok((c, p))
@@ -114,7 +138,7 @@ impl WgpuExecutable {
         cache: &PipelineCache,
         program: &Program,
     ) -> Result<WgpuExecutable, WgpuError> {
-        let low = lower_for(program, ctx.caps())?;
+        let low = lower_with_options(program, ctx.caps(), ctx.options())?;
         let g = &program.graph;
         let device = Device::Gpu;
         let p = GpuProgram::new(ctx, low, g.input_types(), g.output_types(), cache)?;
@@ -128,7 +152,7 @@ impl WgpuExecutable {
         cache: &PipelineCache,
         program: &Program,
     ) -> Result<WgpuExecutable, WgpuError> {
-        let low = lower_for(program, ctx.caps())?;
+        let low = lower_with_options(program, ctx.caps(), ctx.options())?;
         let g = &program.graph;
         let p = GpuProgram::new_async(ctx, low, g.input_types(), g.output_types(), cache).await?;
         Ok(WgpuExecutable {

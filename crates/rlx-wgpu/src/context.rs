@@ -7,6 +7,7 @@
 //! build a fresh context.
 
 use crate::error::WgpuError;
+use rlx_runtime::options::{WgpuF16, WgpuOptions};
 use rlx_runtime::Device;
 use std::sync::{Arc, Mutex};
 
@@ -24,7 +25,7 @@ pub struct AdapterInfo {
     pub timestamps: bool,
     /// 16×16×16 cooperative matrices with f16 operands and f32 accumulators
     /// (tensor cores; Vulkan's `VK_KHR_cooperative_matrix`) were granted, on
-    /// 32-wide subgroups. Native only; `RLX_WGPU_COOP=0` declines them.
+    /// 32-wide subgroups. Native only; `WgpuOptions::coop` off declines them.
     pub coop_f16: bool,
     pub max_storage_binding: u64,
     pub max_storage_buffers_per_stage: u32,
@@ -54,6 +55,7 @@ pub struct GpuContext {
     pub info: AdapterInfo,
     lost: Arc<Mutex<Option<String>>>,
     errors: Arc<Mutex<Vec<wgpu::Error>>>,
+    opts: WgpuOptions,
 }
 
 /// The wgpu backends that serve one rlx device kind.
@@ -76,8 +78,16 @@ pub fn backends_for(device: Device) -> Result<wgpu::Backends, WgpuError> {
 }
 
 impl GpuContext {
-    /// Create a context for `device` (async: the browser needs it).
+    /// Create a context for `device` (async: the browser needs it) with
+    /// default options.
     pub async fn create(device: Device) -> Result<GpuContext, WgpuError> {
+        Self::create_with(device, WgpuOptions::default()).await
+    }
+
+    /// Create a context for `device` whose kernels and tensors follow
+    /// `opts` (the f16 storage is the context's: uploads, downloads and
+    /// kernels must agree on it).
+    pub async fn create_with(device: Device, opts: WgpuOptions) -> Result<GpuContext, WgpuError> {
         let backends = backends_for(device)?;
         let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
         desc.backends = backends;
@@ -184,6 +194,7 @@ impl GpuContext {
             info,
             lost,
             errors,
+            opts,
         };
         F16_PATH.store(
             if ctx.f16_native() { 1 } else { 2 },
@@ -193,23 +204,26 @@ impl GpuContext {
     }
 
     /// Whether f16 tensors are stored as f16 here: the adapter has
-    /// `shader-f16`, and `RLX_WGPU_F16=f32` does not force the other path
+    /// `shader-f16`, and `WgpuF16::HeldAsF32` does not force the other path
     /// (for testing it on adapters that have the feature). Otherwise they
     /// are held as f32 words, rounded to f16 on every store.
     pub fn f16_native(&self) -> bool {
-        self.info.shader_f16 && std::env::var("RLX_WGPU_F16").as_deref() != Ok("f32")
+        self.info.shader_f16 && self.opts.f16 != WgpuF16::HeldAsF32
     }
 
-    /// What code generation may use on this device.
+    /// What code generation may use on this device: what the adapter
+    /// offers and the options do not decline.
     pub fn caps(&self) -> crate::lower::Caps {
         crate::lower::Caps {
             f16_native: self.f16_native(),
-            coop_f16: self.f16_native()
-                && self.info.coop_f16
-                && std::env::var("RLX_WGPU_COOP").as_deref() != Ok("0"),
-            subgroups: self.info.subgroups
-                && std::env::var("RLX_WGPU_SUBGROUPS").as_deref() != Ok("0"),
+            coop_f16: self.f16_native() && self.info.coop_f16 && self.opts.coop,
+            subgroups: self.info.subgroups && self.opts.subgroups,
         }
+    }
+
+    /// The options this context was created with.
+    pub fn options(&self) -> &WgpuOptions {
+        &self.opts
     }
 
     /// Whether the device was lost (the backend then makes a new one).

@@ -24,8 +24,11 @@ pub mod wgsl;
 pub use backend::{PipelineCache, WgpuBackend, WgpuExecutable};
 pub use context::{AdapterInfo, GpuContext};
 pub use error::WgpuError;
-pub use lower::{lower, lower_for, lower_with, Caps, Lowered};
-pub use offline::{kernels_of, kernels_of_for, kernels_of_with, program_of};
+pub use lower::{lower, lower_for, lower_with, lower_with_options, Caps, Lowered};
+pub use offline::{kernels_of, kernels_of_for, kernels_of_options, kernels_of_with, program_of};
+/// The backend's options (what the environment's `RLX_WGPU_*` set, parsed
+/// by `rlx::env`).
+pub use rlx_runtime::options::{CoopTile, WgpuAttention, WgpuF16, WgpuOptions};
 pub use translate::{translate, validate, Lang, Translated};
 
 use rlx_runtime::Device;
@@ -47,4 +50,9 @@ pub const DEVICES: &[Device] = &[Device::WebGpu, Device::Gpu];
 /// Register the wgpu backends with rlx-runtime (idempotent).
 pub fn register() {
     WgpuBackend::register();
+}
+
+/// Register the wgpu backends with `opts`, replacing any registered.
+pub fn register_with(opts: WgpuOptions) {
+    WgpuBackend::register_with(opts);
 }

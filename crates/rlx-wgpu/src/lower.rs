@@ -10,6 +10,7 @@ use crate::wgsl::{self, Kernel};
 use rlx_ir::lir::Program;
 use rlx_ir::shape::normalize_axis;
 use rlx_ir::{Attr, DType, HostTensor, Node, ValueId};
+use rlx_runtime::options::WgpuOptions;
 use std::collections::HashMap;
 
 /// A program lowered to kernels over placed buffers.
@@ -99,8 +100,18 @@ pub fn lower_with(p: &Program, f16_native: bool) -> Result<Lowered, WgpuError> {
     )
 }
 
-/// Lower `p` to kernels for an adapter with `caps`.
+/// Lower `p` to kernels for an adapter with `caps`, default options.
 pub fn lower_for(p: &Program, caps: Caps) -> Result<Lowered, WgpuError> {
+    lower_with_options(p, caps, &WgpuOptions::default())
+}
+
+/// Lower `p` to kernels for an adapter with `caps`; the generators follow
+/// `opts` (forced tile sizes, kernel variants, split-K).
+pub fn lower_with_options(
+    p: &Program,
+    caps: Caps,
+    opts: &WgpuOptions,
+) -> Result<Lowered, WgpuError> {
     let f16_native = caps.f16_native;
     let wide = !f16_native;
     let g = &p.graph;
@@ -224,6 +235,7 @@ pub fn lower_for(p: &Program, caps: Caps) -> Result<Lowered, WgpuError> {
             &outs,
             residual.as_ref(),
             caps,
+            opts,
         )?);
     }
     // Graph outputs must be contiguous for readback; copy the rest into
@@ -387,6 +399,7 @@ fn node_kernels(
     outs: &[TensorRef],
     residual: Option<&TensorRef>,
     caps: Caps,
+    opts: &WgpuOptions,
 ) -> Result<Vec<Kernel>, WgpuError> {
     let op = node.op.name();
     let out = &outs[0];
@@ -581,6 +594,7 @@ fn node_kernels(
                 act,
                 residual,
                 out,
+                opts,
             };
             // Tensor cores for f16 operands stored as f16 (f32 accumulation,
             // as in the scalar kernel); everything else the scalar kernel.
@@ -606,6 +620,7 @@ fn node_kernels(
                 window,
                 scale,
                 out,
+                opts,
             };
             // Tensor cores for f16 heads whose dims are multiples of 16.
             if caps.coop_f16 && wgsl::attention_coop::applies(&att) {

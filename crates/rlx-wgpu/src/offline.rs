@@ -4,10 +4,11 @@
 //! `rlx kernels` prints and what the translation tests check.
 
 use crate::backend::WgpuBackend;
-use crate::lower::{lower_for, Caps};
+use crate::lower::{lower_with_options, Caps};
 use crate::wgsl::Kernel;
 use rlx_ir::lir::Program;
 use rlx_ir::Graph;
+use rlx_runtime::options::WgpuOptions;
 use rlx_runtime::{legalize, Device, DispatchOptions};
 
 /// The WGSL kernels `graph` compiles to for `device` (a wgpu device kind).
@@ -38,8 +39,18 @@ pub fn kernels_of_with(
 /// [`kernels_of`] for an adapter with `caps` (e.g. the cooperative-matrix
 /// matmuls, which no browser has).
 pub fn kernels_of_for(graph: &Graph, device: Device, caps: Caps) -> Result<Vec<Kernel>, String> {
+    kernels_of_options(graph, device, caps, &WgpuOptions::default())
+}
+
+/// [`kernels_of_for`] with the generators following `opts`.
+pub fn kernels_of_options(
+    graph: &Graph,
+    device: Device,
+    caps: Caps,
+    opts: &WgpuOptions,
+) -> Result<Vec<Kernel>, String> {
     let program = program_of(graph, device)?;
-    Ok(lower_for(&program, caps)
+    Ok(lower_with_options(&program, caps, opts)
         .map_err(|e| e.to_string())?
         .kernels)
 }

@@ -1,7 +1,7 @@
 //! The matmul kernel at each register block size (2, 4, 8), forced with
-//! RLX_WGPU_MATMUL_BLOCK, against the CPU reference on shapes that leave
-//! partial tiles in every dimension. One test function: the variable is
-//! process-wide.
+//! `WgpuOptions::matmul_block`, against the CPU reference on shapes that
+//! leave partial tiles in every dimension. One test function: the
+//! registered backends are process-wide.
 #![cfg(not(target_arch = "wasm32"))]
 
 mod common;
@@ -10,10 +10,12 @@ use rlx::{Attrs, DType};
 
 #[test]
 fn every_block_size_matches_cpu() {
-    init();
     let mut rng = Rng::new(21);
-    for r in ["2", "4", "8"] {
-        std::env::set_var("RLX_WGPU_MATMUL_BLOCK", r);
+    for r in [2, 4, 8] {
+        init_with(rlx_wgpu::WgpuOptions {
+            matmul_block: Some(r),
+            ..Default::default()
+        });
         for (sa, sb, act) in [
             (vec![2, 37, 70], vec![70, 45], "gelu"),
             (vec![130, 9], vec![9, 131], "none"),
@@ -49,5 +51,4 @@ fn every_block_size_matches_cpu() {
             1e-4,
         );
     }
-    std::env::remove_var("RLX_WGPU_MATMUL_BLOCK");
 }

@@ -45,12 +45,12 @@ fn subgroup_sums_match_cpu_and_are_used_when_granted() {
         ctx.info.name,
         ctx.caps().subgroups
     );
-    for off in [false, true] {
-        if off {
-            std::env::set_var("RLX_WGPU_SUBGROUPS", "0");
-        }
-        run_group(cases::reductions());
-        run_group(cases::softmax_and_norms());
+    for on in [true, false] {
+        init_with(rlx_wgpu::WgpuOptions {
+            subgroups: on,
+            ..Default::default()
+        });
+        check_group(cases::reductions());
+        check_group(cases::softmax_and_norms());
     }
-    std::env::remove_var("RLX_WGPU_SUBGROUPS");
 }

@@ -21,6 +21,7 @@ use super::expr::f32_lit;
 use super::{batch_addr, grid, unravel, with_batch, Builder, Kernel};
 use crate::error::WgpuError;
 use crate::tref::TensorRef;
+use rlx_runtime::options::{WgpuAttention, WgpuOptions};
 use std::fmt::Write;
 
 /// Largest key length one workgroup holds (f32 scores in shared memory).
@@ -99,6 +100,8 @@ pub struct Attention<'a> {
     /// Default 1/sqrt(d).
     pub scale: Option<f64>,
     pub out: &'a TensorRef,
+    /// Forced kernel variant and slices (A/B runs, tests).
+    pub opts: &'a WgpuOptions,
 }
 
 /// Rank, query/key lengths and head dims.
@@ -125,7 +128,7 @@ impl Attention<'_> {
 
 pub fn kernel(name: &str, a: &Attention) -> Result<Kernel, WgpuError> {
     let Dims { d, dv, .. } = a.dims();
-    if tiled_fits(d, dv) && std::env::var("RLX_WGPU_ATTENTION").as_deref() != Ok("row") {
+    if tiled_fits(d, dv) && a.opts.attention != WgpuAttention::Row {
         tiled(name, a)
     } else {
         row(name, a)
@@ -142,13 +145,11 @@ fn tiled(name: &str, a: &Attention) -> Result<Kernel, WgpuError> {
     // over, else 32 (more tiles at small batch).
     let tq = if nb * sq.div_ceil(64) >= 264 { 64 } else { 32 };
     // Threads per row (key slices): the workgroup is 256 invocations, the
-    // portable maximum, whatever the tile. `RLX_WGPU_ATTN_SLICES` = 1, 2,
-    // 4 or 8 forces a count (A/B runs; 1 is one thread per row).
-    let slices = match std::env::var("RLX_WGPU_ATTN_SLICES").as_deref() {
-        Ok("1") => 1,
-        Ok("2") => 2,
-        Ok("4") => 4,
-        Ok("8") if tq == 32 => 8,
+    // portable maximum, whatever the tile. `WgpuOptions::attn_slices` = 1,
+    // 2, 4 or 8 forces a count (A/B runs; 1 is one thread per row).
+    let slices = match a.opts.attn_slices {
+        Some(s @ (1 | 2 | 4)) => s as usize,
+        Some(8) if tq == 32 => 8,
         _ => MAX_WG / tq,
     };
     let wg_size = tq * slices;

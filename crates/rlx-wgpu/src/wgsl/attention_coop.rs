@@ -9,7 +9,7 @@
 //!
 //! Taken where q, k, v and the output are stored as f16, the head dims are
 //! multiples of 16, the staging fits [`SHARED_MAX`] (key lengths up to a
-//! few hundred at MiniLM's head size) and there are at most [`MAX_TILES`]
+//! few hundred at MiniLM's head size) and there are at most `MAX_TILES`
 //! query tiles (small batches, where it is faster); the tiled kernel of
 //! [`super::attention`] takes everything else.
 
@@ -164,7 +164,7 @@ pub fn applies(a: &Attention) -> bool {
         && sk > 0
         && Layout::new(d, sk, dv).bytes() <= SHARED_MAX
         && tiles <= MAX_TILES
-        && std::env::var("RLX_WGPU_ATTN_COOP").as_deref() != Ok("0")
+        && a.opts.attn_coop
 }
 
 /// The kernel (see the module docs).

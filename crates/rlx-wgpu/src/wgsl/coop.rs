@@ -18,6 +18,7 @@ use super::matmul::{epilogue, operands, split_k, store_v, with_reducer, Matmul};
 use super::{batch_addr, unravel, Builder, Kernel};
 use crate::error::WgpuError;
 use crate::tref::{BufId, TensorRef};
+use rlx_runtime::options::CoopTile;
 use std::fmt::Write;
 
 /// K step; shared-memory row padding (elements), which keeps fragment rows
@@ -27,15 +28,15 @@ const PAD16: usize = 8;
 const PAD32: usize = 4;
 
 /// The K step: 16 for deep products (K ≥ 2048), else [`BK`];
-/// `RLX_WGPU_COOP_BK=16|32` forces one. Measured on the H200 (one run,
+/// `WgpuOptions::coop_bk` = 16 or 32 forces one. Measured on the H200 (one run,
 /// 64×64 tiles): 4096³ 78 → 122 TFLOP/s and 2048³ 65 → 79 with 16, while
 /// MiniLM's products (K = 384, 1536) gained nothing (B=32 GPU pass 2.75 vs
 /// 2.81 ms): half the staging memory per workgroup against twice the
 /// barriers.
-fn k_step(k: usize) -> usize {
-    match std::env::var("RLX_WGPU_COOP_BK").as_deref() {
-        Ok("16") => 16,
-        Ok("32") => 32,
+fn k_step(k: usize, forced: Option<u32>) -> usize {
+    match forced {
+        Some(16) => 16,
+        Some(32) => 32,
         _ if k >= 2048 => 16,
         _ => BK,
     }
@@ -107,9 +108,9 @@ impl Shape {
     /// GPU (large products: twice the reuse per staged element). Measured
     /// on the H200: MiniLM at B=32 4.9 ms with 64×64 everywhere, 5.6 with
     /// 128×128, 7.5 with 128×64; 4096³ 67 / 81 / 76 TFLOP/s.
-    /// `RLX_WGPU_COOP_TILE` = 64x64, 128x64, 128x128 or 64x128 forces one.
-    fn pick(nb: usize, m: usize, n: usize) -> Shape {
-        let forced = std::env::var("RLX_WGPU_COOP_TILE").ok();
+    /// `WgpuOptions::coop_tile` (64x64, 128x64, 128x128 or 64x128) forces one.
+    fn pick(nb: usize, m: usize, n: usize, forced: Option<CoopTile>) -> Shape {
+        let forced = forced.map(|t| t.to_string());
         if let Some(&(_, s)) = Shape::ALL
             .iter()
             .find(|(k, _)| Some(*k) == forced.as_deref())
@@ -344,10 +345,10 @@ pub fn kernel(name: &str, mm: &Matmul) -> Result<Vec<Kernel>, WgpuError> {
     let out = mm.out;
     let (a, b, batch, m, k, n) = operands(mm.a, mm.b);
     let nb: usize = batch.iter().product::<usize>().max(1);
-    let sh = Shape::pick(nb, m, n);
-    let bk = k_step(k);
+    let sh = Shape::pick(nb, m, n, mm.opts.coop_tile);
+    let bk = k_step(k, mm.opts.coop_bk);
     let (bm, bn, threads) = (sh.bm, sh.bn, sh.threads());
-    let (split, kc) = split_k(sh.tiles(nb, m, n), k, bk);
+    let (split, kc) = split_k(sh.tiles(nb, m, n), k, bk, mm.opts.split_k);
     let groups = [
         n.div_ceil(bn) as u32,
         m.div_ceil(bm) as u32,
@@ -495,9 +496,14 @@ mod tests {
             assert_eq!(s.bn % (16 * s.wn), 0);
         }
         // MiniLM's products take 64x64 tiles at every batch; 4096² 128x128.
-        assert_eq!(Shape::pick(1, 4096, 384), Shape::ALL[0].1);
-        assert_eq!(Shape::pick(1, 4096, 1536), Shape::ALL[0].1);
-        assert_eq!(Shape::pick(1, 128, 384), Shape::ALL[0].1);
-        assert_eq!(Shape::pick(1, 4096, 4096), Shape::ALL[2].1);
+        assert_eq!(Shape::pick(1, 4096, 384, None), Shape::ALL[0].1);
+        assert_eq!(Shape::pick(1, 4096, 1536, None), Shape::ALL[0].1);
+        assert_eq!(Shape::pick(1, 128, 384, None), Shape::ALL[0].1);
+        assert_eq!(Shape::pick(1, 4096, 4096, None), Shape::ALL[2].1);
+        // A forced tile wins over the choice by shape; every name maps to its shape.
+        for (i, t) in CoopTile::ALL.iter().enumerate() {
+            assert_eq!(t.to_string(), Shape::ALL[i].0);
+            assert_eq!(Shape::pick(1, 4096, 4096, Some(*t)), Shape::ALL[i].1);
+        }
     }
 }

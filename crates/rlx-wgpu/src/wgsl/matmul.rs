@@ -10,6 +10,7 @@ use super::{batch_addr, unravel, with_batch, Builder, Kernel};
 use crate::error::WgpuError;
 use crate::tref::TensorRef;
 use rlx_ir::Attrs;
+use rlx_runtime::options::WgpuOptions;
 use std::fmt::Write;
 
 /// Workgroups wanted before a larger register block is chosen (two waves
@@ -17,14 +18,10 @@ use std::fmt::Write;
 pub(super) const WANT_GROUPS: usize = 264;
 
 /// The register block side for an (batch, m, n) product;
-/// `RLX_WGPU_MATMUL_BLOCK` = 2, 4 or 8 forces one (tests, tuning).
-pub fn block_for(nb: usize, m: usize, n: usize) -> usize {
-    if let Some(r) = std::env::var("RLX_WGPU_MATMUL_BLOCK")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|r| [2, 4, 8].contains(r))
-    {
-        return r;
+/// `WgpuOptions::matmul_block` = 2, 4 or 8 forces one (tests, tuning).
+pub fn block_for(nb: usize, m: usize, n: usize, opts: &WgpuOptions) -> usize {
+    if let Some(r) = opts.matmul_block.filter(|r| [2, 4, 8].contains(r)) {
+        return r as usize;
     }
     let t = 128;
     if nb * m.div_ceil(t) * n.div_ceil(t) >= WANT_GROUPS {
@@ -96,6 +93,8 @@ pub struct Matmul<'a> {
     pub act: &'a str,
     pub residual: Option<&'a TensorRef>,
     pub out: &'a TensorRef,
+    /// Forced tile sizes and variants (A/B runs, tests).
+    pub opts: &'a WgpuOptions,
 }
 
 /// The register-blocked kernel (plus a split-K reducer when K is split).
@@ -103,13 +102,13 @@ pub fn kernel(name: &str, mm: &Matmul) -> Result<Vec<Kernel>, WgpuError> {
     let out = mm.out;
     let (a, b_, batch, m, k, n) = operands(mm.a, mm.b);
     let nb: usize = batch.iter().product::<usize>().max(1);
-    let r = block_for(nb, m, n);
+    let r = block_for(nb, m, n, mm.opts);
     let (bm, bn) = (16 * r, 16 * r);
     let bk = if r == 8 { 8 } else { 16 };
     // Tile elements each of the 256 threads loads per operand.
     let per = bm * bk / 256;
     let tiles = nb * m.div_ceil(bm) * n.div_ceil(bn);
-    let (split, kc) = split_k(tiles, k, bk);
+    let (split, kc) = split_k(tiles, k, bk, mm.opts.split_k);
     let groups = [
         n.div_ceil(bn) as u32,
         m.div_ceil(bm) as u32,
@@ -291,9 +290,9 @@ pub(super) fn with_reducer(
 /// K split into `split` chunks of `kc` (a multiple of `bk`) when the output
 /// has too few tiles to fill the GPU and K is long: small-batch products
 /// are latency-bound on their serial k-loop otherwise.
-/// `RLX_WGPU_SPLITK=0` turns it off (A/B runs).
-pub(super) fn split_k(tiles: usize, k: usize, bk: usize) -> (usize, usize) {
-    let off = std::env::var("RLX_WGPU_SPLITK").as_deref() == Ok("0");
+/// `on` false (`WgpuOptions::split_k`) turns it off (A/B runs).
+pub(super) fn split_k(tiles: usize, k: usize, bk: usize, on: bool) -> (usize, usize) {
+    let off = !on;
     // Under one wave of a 132-unit GPU only: a two-way split of a wave and
     // a half cost more (the reducer, the scratch traffic) than it saved
     // (H200: MiniLM B=4 3.3 -> 4.0 ms).

@@ -33,8 +33,14 @@ impl Rng {
 }
 
 pub fn init() {
+    init_with(rlx_wgpu::WgpuOptions::default());
+}
+
+/// [`init`] with the wgpu backends following `opts` (a test binary of
+/// its own: the registry is process-wide).
+pub fn init_with(opts: rlx_wgpu::WgpuOptions) {
     rlx::init();
-    rlx_wgpu::register();
+    rlx_wgpu::register_with(opts);
 }
 
 /// A random tensor of `dtype` with floats in `[lo, hi)`.
@@ -265,6 +271,12 @@ pub fn parity(what: &str, g: &Graph, inputs: &[HostTensor], atol: f64, rtol: f64
 #[cfg(not(target_arch = "wasm32"))]
 pub fn run_group(cases: Vec<Case>) {
     init();
+    check_group(cases);
+}
+
+/// [`run_group`] on the backends registered now (see [`init_with`]).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn check_group(cases: Vec<Case>) {
     let n = cases.len();
     let failed: Vec<String> = cases.iter().filter_map(|c| check_native(c).err()).collect();
     assert!(
