@@ -20,9 +20,8 @@ pub(super) fn check(program: &Program) -> Result<(), CpuError> {
         let what = || format!("CPU arena slot of value %{} ({})", s.value.index(), s.ty);
         lim.check_tensor_shape(&what(), s.ty.dtype, s.ty.dims())
             .map_err(IrError::from)?;
-        let slot_end = (s.offset as u64)
-            .checked_add(s.bytes as u64)
-            .unwrap_or(u64::MAX);
+        // Saturating: an end past u64 is over any arena bound.
+        let slot_end = (s.offset as u64).saturating_add(s.bytes as u64);
         end = end.max(slot_end);
         lim.check_arena_bytes(&what(), end).map_err(IrError::from)?;
     }
