@@ -26,7 +26,7 @@
 pub const NR: usize = 32;
 pub const MR: usize = 8;
 
-/// A weight packed for [`gemm`]: `k × n`, in panels of [`NR`] columns, K
+/// A weight packed for [`gemm()`]: `k × n`, in panels of [`NR`] columns, K
 /// in pairs (zero past the edges).
 pub struct PackedB {
     k: usize,
@@ -73,7 +73,7 @@ impl PackedB {
 
 static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-/// How many [`gemm`] calls this process made (tests check that a graph
+/// How many [`gemm()`] calls this process made (tests check that a graph
 /// took this path).
 pub fn calls() -> usize {
     CALLS.load(std::sync::atomic::Ordering::Relaxed)

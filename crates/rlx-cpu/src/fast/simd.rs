@@ -1,7 +1,7 @@
 //! The one portable SIMD layer of the fast kernels.
 //!
 //! Kernels are written as plain loops over `f32` slices with branch-free
-//! bodies, which LLVM vectorizes. [`simd_fn!`] compiles such a function
+//! bodies, which LLVM vectorizes. `simd_fn!` compiles such a function
 //! several times — on x86-64 once with AVX-512, once with AVX2+FMA and once
 //! for the baseline — and picks the widest this CPU has, once, at run time.
 //! Everywhere else it is compiled once, as is: the wasm32 build enables
@@ -81,7 +81,7 @@ pub(crate) use simd_fn;
 /// multiply and an add on its own, so without this every polynomial step
 /// is two dependent instructions; `f32::mul_add` is one where the code is
 /// compiled with FMA, but a libm call (scalar, so no vectorized loop)
-/// where it is not — hence the choice is made per [`simd_fn!`] variant.
+/// where it is not — hence the choice is made per `simd_fn!` variant.
 pub trait Mad {
     fn mad(a: f32, b: f32, c: f32) -> f32;
 }

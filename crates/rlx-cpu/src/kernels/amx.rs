@@ -256,7 +256,7 @@ impl PackedB {
         f(0) + (f(1) + f(2))
     }
 
-    /// Calls of [`gemm`] made with this weight so far.
+    /// Calls of [`gemm()`] made with this weight so far.
     pub fn uses(&self) -> usize {
         self.uses.load(Ordering::Relaxed)
     }

@@ -63,7 +63,7 @@ pub const VARIANT: &str = if cfg!(all(
 
 /// Columns per packed panel and per tile: two 4-lane vectors.
 pub const NR: usize = 8;
-/// Rows per tile of the kernel [`gemm`] uses (the fastest in Node 20; see
+/// Rows per tile of the kernel [`gemm()`] uses (the fastest in Node 20; see
 /// the module docs).
 pub const MR: usize = 4;
 /// Longest K block: a panel's block is `KC · NR · 4` bytes (12 KiB).
@@ -194,7 +194,7 @@ pub fn calls() -> usize {
 /// (Packing pays even for a row-major weight: reading its rows in place,
 /// 8 floats per row and K step, measured 0.6–1.0×, mostly ~0.7×, the
 /// packed speed in Node at MiniLM's shapes, packing included.) Panics if `f` calls
-/// `with_packed`, [`gemm`] or [`gemm_scaled`] (the buffer is in use).
+/// `with_packed`, [`gemm()`] or [`gemm_scaled`] (the buffer is in use).
 pub fn with_packed<T>(b: Mat<f32>, f: impl FnOnce(&PackedB) -> T) -> T {
     B_BUF.with(|pb| {
         let mut pb = pb.borrow_mut();
@@ -210,7 +210,7 @@ pub fn gemm(a: Mat<f32>, b: Mat<f32>, c: &mut [f32], ldc: usize) {
     gemm_scaled(a, b, c, ldc, 1.0)
 }
 
-/// `c = scale · a · b` ([`gemm`] with the scale applied as the tiles are
+/// `c = scale · a · b` ([`gemm()`] with the scale applied as the tiles are
 /// stored).
 pub fn gemm_scaled(a: Mat<f32>, b: Mat<f32>, c: &mut [f32], ldc: usize, scale: f32) {
     assert!(a.cols == b.rows, "gemm128: inner dimensions differ");
@@ -219,7 +219,7 @@ pub fn gemm_scaled(a: Mat<f32>, b: Mat<f32>, c: &mut [f32], ldc: usize, scale: f
     });
 }
 
-/// [`gemm`] with a chosen tile height (4, 5 or 6 rows; the benchmark
+/// [`gemm()`] with a chosen tile height (4, 5 or 6 rows; the benchmark
 /// compares them).
 pub fn gemm_tuned<const R: usize>(a: Mat<f32>, b: Mat<f32>, c: &mut [f32], ldc: usize) {
     // The edge-tile buffer in `run` holds 6 rows.
