@@ -1,0 +1,93 @@
+//! rlx's fuzz targets (docs/fuzzing.md).
+//!
+//! Each target takes arbitrary bytes and may return normally whatever they
+//! hold: a typed error from rlx is a pass. A panic (including a failed
+//! property below), an abort, a stack overflow, an input that runs past the
+//! time limit, or one allocation/live total over the memory limit
+//! ([`alloc::LimitAlloc`]) is a crash.
+//!
+//! The targets are plain functions so that one binary serves them all: the
+//! libFuzzer binary `rlx-fuzz` (`--target=NAME`), the replay binary
+//! `rlx-fuzz-replay`, and the corpus test (`tests/corpus.rs`).
+
+pub mod alloc;
+pub mod graphgen;
+pub mod targets;
+
+use std::sync::Once;
+
+/// A fuzz target: name, entry point, one-line description.
+pub struct Target {
+    pub name: &'static str,
+    pub run: fn(&[u8]),
+    pub about: &'static str,
+}
+
+/// Every target, in the order scripts/fuzz runs them.
+pub const TARGETS: &[Target] = &[
+    Target {
+        name: "ir_text",
+        run: targets::ir_text,
+        about: "MIR text parser: parse, verify, print, re-parse to an equal graph",
+    },
+    Target {
+        name: "ir_json",
+        run: targets::ir_json,
+        about: "JSON IR reader: parse, verify, JSON and text round trips",
+    },
+    Target {
+        name: "safetensors",
+        run: targets::safetensors,
+        about: "safetensors from a byte buffer: list, load every tensor, write back, re-read",
+    },
+    Target {
+        name: "npy",
+        run: targets::npy,
+        about: ".npy reader: read, write back, re-read to an equal tensor",
+    },
+    Target {
+        name: "tokenizer",
+        run: targets::tokenizer,
+        about: "tokenizer.json loader, then encodes a few texts",
+    },
+    Target {
+        name: "tokenizer_text",
+        run: targets::tokenizer_text,
+        about: "the (trimmed) MiniLM tokenizer on fuzzed text: ids, offsets, truncation, padding",
+    },
+    Target {
+        name: "compile",
+        run: targets::compile,
+        about: "random valid graphs: compile for the CPU, run, compare with the reference interpreter",
+    },
+];
+
+/// The target called `name`.
+pub fn target(name: &str) -> Option<&'static Target> {
+    TARGETS.iter().find(|t| t.name == name)
+}
+
+/// The names of all targets, space-separated (for messages).
+pub fn target_names() -> String {
+    TARGETS.iter().map(|t| t.name).collect::<Vec<_>>().join(" ")
+}
+
+/// rlx's limits while fuzzing: far below the defaults (16 GiB tensors), so
+/// that an input asking for more memory meets rlx's own typed refusal long
+/// before the harness's allocation limit ([`alloc::DEFAULT_LIMIT_MB`]). An
+/// allocation over that limit therefore means rlx allocated past its own
+/// policy: a bug.
+pub fn init() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let mut l = rlx_ir::limits();
+        l.max_tensor_bytes = l.max_tensor_bytes.min(64 << 20);
+        l.max_arena_bytes = l.max_arena_bytes.min(256 << 20);
+        l.max_file_bytes = l.max_file_bytes.min(64 << 20);
+        l.max_threads = 1;
+        rlx_ir::set_limits(l);
+        // One worker: the machine is shared, and libFuzzer's -jobs
+        // parallelizes across processes instead.
+        let _ = rlx_cpu::set_threads(1);
+    });
+}

@@ -1,0 +1,65 @@
+//! Replays the committed corpus (fuzz/corpus/TARGET/*, crash reproducers
+//! included) through every target: CI's cheap fuzz smoke test.
+
+use std::path::Path;
+
+#[global_allocator]
+static ALLOC: rlx_fuzz::alloc::LimitAlloc = rlx_fuzz::alloc::LimitAlloc;
+
+fn replay(target: &str) {
+    rlx_fuzz::init();
+    let t = rlx_fuzz::target(target).expect("a target");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus").join(target);
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("a directory entry").path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "{} is empty", dir.display());
+    for f in &files {
+        let data = std::fs::read(f).expect("a corpus file");
+        if std::panic::catch_unwind(|| (t.run)(&data)).is_err() {
+            panic!("{target}: {} crashes", f.display());
+        }
+    }
+    println!("{target}: {} inputs", files.len());
+}
+
+#[test]
+fn ir_text() {
+    replay("ir_text");
+}
+#[test]
+fn ir_json() {
+    replay("ir_json");
+}
+#[test]
+fn safetensors() {
+    replay("safetensors");
+}
+#[test]
+fn npy() {
+    replay("npy");
+}
+#[test]
+fn tokenizer() {
+    replay("tokenizer");
+}
+#[test]
+fn tokenizer_text() {
+    replay("tokenizer_text");
+}
+#[test]
+fn compile() {
+    replay("compile");
+}
+
+#[test]
+fn every_target_is_tested() {
+    let names: Vec<_> = rlx_fuzz::TARGETS.iter().map(|t| t.name).collect();
+    assert_eq!(
+        names,
+        ["ir_text", "ir_json", "safetensors", "npy", "tokenizer", "tokenizer_text", "compile"]
+    );
+}
