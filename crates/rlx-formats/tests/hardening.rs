@@ -118,3 +118,15 @@ fn sixteen_bit_and_complex_weights_are_scanned_too() {
         "{err:?}"
     );
 }
+
+/// `/dev/zero` reports length 0 and never ends: `read` stops at the
+/// reported length (it used to read until memory ran out).
+#[cfg(unix)]
+#[test]
+fn reading_an_endless_file_stops_at_its_reported_length() {
+    let err = SafetensorsFile::read("/dev/zero").unwrap_err();
+    assert!(
+        matches!(&err, FormatError::Truncated { file, len: 0 } if file == "/dev/zero"),
+        "{err:?}"
+    );
+}

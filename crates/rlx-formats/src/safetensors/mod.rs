@@ -147,16 +147,23 @@ impl SafetensorsFile {
     }
 
     /// Read a whole file into memory (no memory map).
+    ///
+    /// At most the length the file system reports is read, so an endless
+    /// file (a device, a pipe) reads as empty or truncated instead of
+    /// exhausting memory; each tensor is then bounded by the header checks.
     pub fn read(path: impl AsRef<Path>) -> Result<Self, FormatError> {
+        use std::io::Read;
         let path = path.as_ref();
         let label = path.display().to_string();
-        match std::fs::read(path) {
-            Ok(bytes) => Self::parse(Arc::new(bytes), label),
-            Err(source) => Err(FormatError::Io {
-                file: label,
-                source,
-            }),
-        }
+        let io = |source| FormatError::Io {
+            file: label.clone(),
+            source,
+        };
+        let file = std::fs::File::open(path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+        file.take(len).read_to_end(&mut bytes).map_err(io)?;
+        Self::parse(Arc::new(bytes), label)
     }
 
     /// Parse a file held in memory: a `Vec<u8>`, an `Arc<[u8]>`, a
