@@ -432,12 +432,18 @@ export class GraphBuilder {
   }
   _live(where) {
     if (!this._b) {
-      throw new RlxError(
-        "disposed",
-        `${where}: GraphBuilder \`${this._name}\` already finished its graph (finish() was called); start a new GraphBuilder`,
-      );
+      const why = this._disposed ? "was disposed (dispose() was called)" : "already finished its graph (finish() was called)";
+      throw new RlxError("disposed", `${where}: GraphBuilder \`${this._name}\` ${why}; start a new GraphBuilder`);
     }
     return this;
+  }
+  /** Free a builder that will not be finished (finish() frees it by itself). Idempotent. */
+  dispose() {
+    if (this._b) {
+      this._b.free();
+      this._b = null;
+      this._disposed = true;
+    }
   }
   input(name, dtype, shape) {
     const where = `GraphBuilder.input(${JSON.stringify(String(name))})`;

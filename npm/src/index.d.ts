@@ -112,10 +112,14 @@ export class Tensor {
 
 export class GraphBuilder {
   constructor(name?: string);
-  input(name: string, dtype: DType, shape: number[]): Tensor;
-  constant(data: TypedArray, shape: number[], dtype?: DType): Tensor;
+  /** Each dimension an integer in [0, 2^32 - 1] (else RlxError 'shape'). */
+  input(name: string, dtype: DType, shape: ArrayLike<number | bigint>): Tensor;
+  constant(data: TypedArray, shape: ArrayLike<number | bigint>, dtype?: DType): Tensor;
   op(name: string, inputs: Tensor[], attrs?: Record<string, AttrValue>): Tensor[];
+  /** The graph; the builder is freed (later calls: RlxError 'disposed'). */
   finish(outputs: Tensor[]): Graph;
+  /** Free a builder that will not be finished. Idempotent. */
+  dispose(): void;
 }
 
 export class Graph {

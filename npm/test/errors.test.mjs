@@ -99,6 +99,15 @@ test("a finished GraphBuilder and its tensors say so", () => {
   throws(() => g.finish([y]), "disposed", /already finished/);
   throws(() => g.op("relu", [x]), "disposed", /already finished/);
   throws(() => x.neg(), "disposed", /already finished/);
+  g.dispose(); // nothing left to free: a no-op
+  throws(() => g.input("z", "f32", [1]), "disposed", /already finished/);
+  const h = new rlx.GraphBuilder("dropped");
+  const z = h.input("z", "f32", [2]);
+  h.dispose();
+  h.dispose();
+  throws(() => h.input("w", "f32", [1]), "disposed", /GraphBuilder `dropped` was disposed/);
+  throws(() => z.exp(), "disposed", /was disposed/);
+  throws(() => z.shape, "disposed", /was disposed/);
 });
 
 test("the Embedder after dispose()", { skip: !fs.existsSync(minilm) && "run ./scripts/fetch-models" }, async () => {
