@@ -428,7 +428,7 @@ export class GraphBuilder {
     guard();
     checkString("new GraphBuilder(name)", "name", name);
     this._name = name;
-    this._b = new raw.GraphBuilder(name);
+    this._b = call(() => new raw.GraphBuilder(name));
   }
   _live(where) {
     if (!this._b) {
