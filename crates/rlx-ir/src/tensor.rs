@@ -137,6 +137,17 @@ impl HostTensor {
                 "tensor data does not hold {dtype} elements"
             )));
         }
+        // `numel` saturates and `storage_bytes` multiplies unchecked: a
+        // shape whose byte size overflows is refused first (no data can
+        // match it anyway).
+        if crate::limits::tensor_bytes(dtype, shape.dims())
+            .and_then(|b| usize::try_from(b).ok())
+            .is_none()
+        {
+            return Err(IrError::msg(format!(
+                "shape {shape} of dtype {dtype}: the byte size overflows"
+            )));
+        }
         let want = if dtype.is_quantized() {
             dtype.storage_bytes(shape.numel()).ok_or_else(|| {
                 IrError::msg(format!(
@@ -576,6 +587,16 @@ mod tests {
         assert_eq!(z.data().len(), 68);
         let z = HostTensor::zeros(DType::BF16, [2, 3]).unwrap();
         assert_eq!(z.to_vec::<bf16>().unwrap(), vec![bf16::ZERO; 6]);
+    }
+
+    #[test]
+    fn a_shape_whose_byte_size_overflows_is_an_error_not_a_panic() {
+        // A whole number of q8_0 blocks whose byte size (34 per 32) overflows.
+        let e = HostTensor::new(DType::Q8_0, [usize::MAX - 31], TensorData::Packed(vec![]))
+            .unwrap_err();
+        assert!(e.to_string().contains("byte size overflows"), "{e}");
+        let e = HostTensor::new(DType::F32, [usize::MAX, 2], Vec::<f32>::new().into()).unwrap_err();
+        assert!(e.to_string().contains("byte size overflows"), "{e}");
     }
 
     #[test]
