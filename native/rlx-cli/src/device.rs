@@ -5,19 +5,21 @@ use crate::out::{CliError, CliResult};
 use crate::RunFlags;
 use std::path::PathBuf;
 
-/// What the environment says, read once per command; a bad value is an
-/// error naming the variable.
+/// What the environment says, read once per command through rlx's edge
+/// (`rlx::env`, every `RLX_*` variable); a bad value is a usage error
+/// naming the variable.
 pub struct Env {
-    /// RLX_DEVICE: the default device of commands that run a model.
+    /// Every `RLX_*` setting of rlx, parsed.
+    pub rlx: rlx::env::EnvOptions,
+    /// RLX_DEVICE as written (a single device; chains are for `dispatch`).
     pub device: Option<String>,
-    /// RLX_NUM_THREADS.
-    pub threads: Option<usize>,
     /// RLX_HOME: the model cache (default: the user's cache dir + /rlx).
     pub home: PathBuf,
     /// RLX_MINILM: a MiniLM model directory that overrides the cache.
     pub minilm: Option<PathBuf>,
 }
 
+/// The CLI's own variables (rlx's are in `rlx::env::VARS`).
 fn var(name: &str) -> CliResult<Option<String>> {
     match std::env::var(name) {
         Ok(v) if v.trim().is_empty() => Ok(None),
@@ -31,27 +33,37 @@ fn var(name: &str) -> CliResult<Option<String>> {
 
 impl Env {
     pub fn read() -> CliResult<Env> {
-        let threads = match var("RLX_NUM_THREADS")? {
-            None => None,
-            Some(v) => Some(match v.trim().parse::<usize>() {
-                Ok(n) if n > 0 => n,
-                _ => {
-                    return Err(CliError::usage(format!(
-                        "RLX_NUM_THREADS={v:?}: expected a positive whole number of threads"
-                    )))
-                }
-            }),
-        };
+        let rlx = rlx::env::from_env().map_err(|e| CliError::usage(e.to_string()))?;
         let home = match var("RLX_HOME")? {
             Some(h) => PathBuf::from(h),
             None => default_home(),
         };
         Ok(Env {
+            rlx,
             device: var("RLX_DEVICE")?,
-            threads,
             home,
             minilm: var("RLX_MINILM")?.map(PathBuf::from),
         })
+    }
+
+    /// Sets what the environment (and `--threads`, which wins over
+    /// RLX_NUM_THREADS) says for the process: limits, the CPU thread pool,
+    /// the CPU backend's options, the GPU backends' options.
+    pub fn apply(&mut self, threads: Option<usize>) -> CliResult {
+        if threads.is_some() {
+            self.rlx.threads = threads;
+        }
+        let from = if threads.is_some() {
+            "--threads"
+        } else {
+            "RLX_NUM_THREADS"
+        };
+        rlx::env::apply(&self.rlx).map_err(|e| match e {
+            rlx::env::EnvError::Threads(t) => CliError::usage(format!("{from}: {t}")),
+            e => CliError::usage(e.to_string()),
+        })?;
+        rlx_wgpu::register_with(self.rlx.wgpu);
+        Ok(())
     }
 }
 
@@ -86,7 +98,7 @@ pub fn resolve(flags: &RunFlags, env: &Env) -> CliResult<rlx::Device> {
     };
     let name = canonical(name.trim());
     if name == "cuda" {
-        register_cuda()?;
+        register_cuda(env)?;
     }
     let dev = rlx::Device::parse(name).map_err(|e| CliError::usage(format!("{from}: {e}")))?;
     // A known device this build lacks is refused here, by name, instead of
@@ -110,39 +122,28 @@ pub fn resolve(flags: &RunFlags, env: &Env) -> CliResult<rlx::Device> {
 }
 
 #[cfg(feature = "cuda")]
-fn register_cuda() -> CliResult {
+fn register_cuda(env: &Env) -> CliResult {
+    let opts = rlx_cuda::CudaOptions::from_lookup(|n| env.rlx.cuda_var(n))
+        .map_err(|e| CliError::usage(e.to_string()))?;
     static DONE: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
-    DONE.get_or_init(|| rlx_cuda::CudaBackend::register().map_err(|e| e.to_string()))
-        .clone()
-        .map_err(|e| {
-            CliError::new(
-                crate::out::Exit::Unsupported,
-                format!("device cuda is not available here: {e}"),
-            )
-        })
+    DONE.get_or_init(|| {
+        rlx_cuda::CudaBackend::with_options(0, opts)
+            .map(|b| rlx::custom::register_backend(std::sync::Arc::new(b)))
+            .map_err(|e| e.to_string())
+    })
+    .clone()
+    .map_err(|e| {
+        CliError::new(
+            crate::out::Exit::Unsupported,
+            format!("device cuda is not available here: {e}"),
+        )
+    })
 }
 
 #[cfg(not(feature = "cuda"))]
-fn register_cuda() -> CliResult {
+fn register_cuda(_: &Env) -> CliResult {
     Err(CliError::new(
         crate::out::Exit::Unsupported,
         "this rlx was built without CUDA (rebuild with `--features cuda`)",
     ))
-}
-
-/// Sets the CPU worker threads for this process: `--threads`, else
-/// RLX_NUM_THREADS, else every core. rlx-cpu clamps a request above the
-/// machine's cores with a warning (spawning 100,000 threads would hang).
-pub fn apply_threads(flags: &RunFlags, env: &Env) -> CliResult {
-    let Some(want) = flags.threads.or(env.threads) else {
-        return Ok(());
-    };
-    let from = if flags.threads.is_some() {
-        "--threads"
-    } else {
-        "RLX_NUM_THREADS"
-    };
-    rlx_cpu::set_threads(want)
-        .map(|_| ())
-        .map_err(|e| CliError::usage(format!("{from} {want}: {e}")))
 }

@@ -165,7 +165,6 @@ pub fn embed(mut a: EmbedArgs, env: &Env) -> CliResult {
             a.texts.len() * a.texts.len()
         )));
     }
-    device::apply_threads(&a.run, env)?;
     let dev = device::resolve(&a.run, env)?;
     let dir = crate::models::minilm_dir(a.model.as_ref(), env)?;
     let mut m = load(&dir)?;
@@ -238,7 +237,6 @@ pub fn embed(mut a: EmbedArgs, env: &Env) -> CliResult {
 /// the embedder runs, without tokenization) on synthetic ids.
 pub fn bench(cmd: BenchCmd, env: &Env) -> CliResult {
     let BenchCmd::Minilm(a) = cmd;
-    device::apply_threads(&a.run, env)?;
     let dev = device::resolve(&a.run, env)?;
     let dir = crate::models::minilm_dir(a.model.as_ref(), env)?;
     let m = load(&dir)?;
@@ -311,4 +309,18 @@ pub fn bench(cmd: BenchCmd, env: &Env) -> CliResult {
         o.flush()?;
     }
     Ok(())
+}
+
+impl EmbedArgs {
+    /// `--threads`, which wins over RLX_NUM_THREADS.
+    pub fn threads(&self) -> Option<usize> {
+        self.run.threads
+    }
+}
+
+impl BenchArgs {
+    /// `--threads`, which wins over RLX_NUM_THREADS.
+    pub fn threads(&self) -> Option<usize> {
+        self.run.threads
+    }
 }

@@ -118,9 +118,6 @@ fn main() -> ExitCode {
             };
         }
     };
-    // The GPU backends (`vulkan`, `gpu`): registered for dispatch, coverage
-    // and compile; a device is only opened when something compiles for it.
-    rlx_wgpu::register();
     match run(cli.cmd) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.msg == out::BROKEN_PIPE => ExitCode::SUCCESS,
@@ -132,7 +129,17 @@ fn main() -> ExitCode {
 }
 
 fn run(cmd: Cmd) -> CliResult {
-    let env = device::Env::read()?;
+    let mut env = device::Env::read()?;
+    let threads = match &cmd {
+        Cmd::Run(a) => a.threads(),
+        Cmd::Embed(a) => a.threads(),
+        Cmd::Bench(embed::BenchCmd::Minilm(a)) => a.threads(),
+        _ => None,
+    };
+    // Limits, threads, the backends' options; the GPU backends (`vulkan`,
+    // `gpu`) are registered for dispatch, coverage and compile, and a
+    // device is only opened when something compiles for it.
+    env.apply(threads)?;
     match cmd {
         Cmd::Ops { json } => inspect::ops(json),
         Cmd::Ir { file } => inspect::ir(&file),

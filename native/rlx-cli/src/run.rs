@@ -101,7 +101,6 @@ fn random_tensor(ty: &rlx::TensorType, seed: u64) -> CliResult<HostTensor> {
 }
 
 pub fn run(a: RunArgs, env: &Env) -> CliResult {
-    device::apply_threads(&a.run, env)?;
     let dev = device::resolve(&a.run, env)?;
     let g = crate::inspect::parse_graph(&a.model)?;
 
@@ -264,4 +263,11 @@ fn summary(t: &HostTensor) -> String {
         s.push_str(&format!("  ({nan} NaN)"));
     }
     s
+}
+
+impl RunArgs {
+    /// `--threads`, which wins over RLX_NUM_THREADS.
+    pub fn threads(&self) -> Option<usize> {
+        self.run.threads
+    }
 }
