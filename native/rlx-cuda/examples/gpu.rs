@@ -180,6 +180,14 @@ fn extra_inputs(g: &Graph, rng: &mut Rng) -> Vec<HostTensor> {
         .collect()
 }
 
+/// The CUDA options the environment sets (`RLX_CUDA_*` through
+/// `rlx::env`, read once in `main`); each case starts from them.
+static ENV_OPTS: std::sync::OnceLock<CudaOptions> = std::sync::OnceLock::new();
+
+fn env_opts() -> CudaOptions {
+    ENV_OPTS.get().copied().unwrap_or_default()
+}
+
 fn compile_cuda(g: &Graph, native_only: bool) -> Result<rlx::Compiled, String> {
     let mut o = CompileOptions {
         optimize: false,
@@ -353,7 +361,7 @@ fn parity(dir: &str) -> usize {
     // Shapes the vectors do not reach: many heads (the cuBLAS attention
     // path), GEMM epilogues with a residual (cuBLASLt), long norm rows.
     // The tensor-core cases again under each block split of
-    // RLX_CUDA_ATTN_SPLIT (read when a graph is compiled): the first
+    // `CudaOptions::attn_split` (the backend `compile_cuda` finds): the first
     // version (0) and forced widths, besides the automatic pick.
     let splits = |name: &str| -> &'static [&'static str] {
         if name.starts_with("attention_tc") {
@@ -362,15 +370,22 @@ fn parity(dir: &str) -> usize {
             &[""]
         }
     };
+    let base = CudaBackend::with_options(0, env_opts()).expect("CUDA backend");
     for ((name, src), split) in EXTRA
         .iter()
         .flat_map(|e| splits(e.0).iter().map(move |s| (e, *s)))
     {
-        if split.is_empty() {
-            std::env::remove_var(rlx_cuda::plan::ATTN_SPLIT_ENV);
-        } else {
-            std::env::set_var(rlx_cuda::plan::ATTN_SPLIT_ENV, split);
-        }
+        // The split asked for (empty: the environment's), on the backend
+        // `compile_cuda` finds.
+        let opts = CudaOptions {
+            attn_split: if split.is_empty() {
+                env_opts().attn_split
+            } else {
+                rlx_cuda::plan::parse_attn_split(Some(split)).expect("a known split")
+            },
+            ..env_opts()
+        };
+        rlx_runtime::register_backend(Arc::new(base.options(opts)));
         let name = if split.is_empty() {
             name.to_string()
         } else {
@@ -417,7 +432,7 @@ fn parity(dir: &str) -> usize {
             }
         }
     }
-    std::env::remove_var(rlx_cuda::plan::ATTN_SPLIT_ENV);
+    rlx_runtime::register_backend(Arc::new(base));
     // An index out of range inside the fused embedding block is the same
     // typed error the gather kernel reports, naming the embedding node.
     {
@@ -536,7 +551,7 @@ fn copies() -> usize {
     let src = "graph @g(%x: f32[37,129], %y: f32[37,129], %i: i64[5], %h: f16[3,7]) {\n  %a = add(%x, %y)\n  %m = mul(%x, %y)\n  %b = add(%i, %i)\n  %c = add(%h, %h)\n  return %a, %m, %b, %c\n}";
     let g = text::parse(src).expect("copies graph");
     let compiled = compile_cuda(&g, true).expect("copies graph compiles natively");
-    let base = CudaBackend::new().expect("CUDA backend");
+    let base = CudaBackend::with_options(0, env_opts()).expect("CUDA backend");
     let mut rng = Rng(0xc0b1e5);
     let fresh = |rng: &mut Rng, y: &HostTensor| -> Vec<HostTensor> {
         let f = |rng: &mut Rng, d: DType, dims: &[usize]| {
@@ -579,7 +594,7 @@ fn copies() -> usize {
         let exe = base
             .options(CudaOptions {
                 cuda_graph,
-                ..Default::default()
+                ..env_opts()
             })
             .compile_program(compiled.program())
             .unwrap();
@@ -690,21 +705,21 @@ fn minilm(args: &[String]) -> usize {
     };
     let w32 = load(DType::F32);
     let w16 = load(DType::F16);
-    let base = CudaBackend::new().expect("CUDA backend");
+    let base = CudaBackend::with_options(0, env_opts()).expect("CUDA backend");
     println!("device: {}", base.name());
     let mut failures = 0;
     let mut json = Vec::new();
     for mode in &modes {
         let (dtype, opts) = match mode.as_str() {
-            "fp32" => (DType::F32, CudaOptions::default()),
+            "fp32" => (DType::F32, env_opts()),
             "tf32" => (
                 DType::F32,
                 CudaOptions {
                     tf32: true,
-                    ..Default::default()
+                    ..env_opts()
                 },
             ),
-            "fp16" => (DType::F16, CudaOptions::default()),
+            "fp16" => (DType::F16, env_opts()),
             m => panic!("unknown mode {m}"),
         };
         let be = Arc::new(base.options(opts));
@@ -822,7 +837,7 @@ fn train(args: &[String]) -> usize {
     use rlx_autodiff::{nets, optim, train_step, Optimizer};
     let batches = list(arg(args, "--batches").unwrap_or("128,1024"));
     let steps: usize = arg(args, "--steps").unwrap_or("200").parse().unwrap();
-    let be = Arc::new(CudaBackend::new().unwrap());
+    let be = Arc::new(CudaBackend::with_options(0, env_opts()).unwrap());
     rlx_runtime::register_backend(be.clone());
     let opt = Optimizer::Sgd {
         lr: 0.01,
@@ -1097,7 +1112,7 @@ fn run_gemms(
 }
 
 /// Our own fp32 GEMM kernels (`sgemm.rs`), each forced in turn through
-/// `RLX_CUDA_SGEMM` on every eligible GEMM, against the CPU's f64 result
+/// `CudaOptions::sgemm` on every eligible GEMM, against the CPU's f64 result
 /// of the same graph within the fp32 dot-product error bound (below;
 /// cuBLASLt's error on the same inputs is printed next to ours). Cases:
 /// edges in m (features), n (tokens) and k, bias, a fused residual, and
@@ -1109,7 +1124,7 @@ fn sgemm() -> usize {
         ("matmul_k_tail", "graph @g(%x: f32[3,29,132], %w: f32[44,132]) {\n  %t = permute(%w) {perm=[1,0]}\n  %y = matmul(%x, %t)\n  return %y\n}"),
         ("bias_gelu_multi_tile", "graph @g(%x: f32[300,388], %w: f32[132,388], %b: f32[132]) {\n  %t = permute(%w) {perm=[1,0]}\n  %y = matmul_bias_act(%x, %t, %b) {activation=\"gelu\"}\n  return %y\n}"),
     ];
-    let base = CudaBackend::new().expect("CUDA backend");
+    let base = CudaBackend::with_options(0, env_opts()).expect("CUDA backend");
     let mut rng = Rng(0x5e33);
     let (mut pass, mut fail) = (0usize, 0usize);
     for (name, src) in CASES {
@@ -1125,8 +1140,13 @@ fn sgemm() -> usize {
         let tol = 2.0 * (k as f64 + 2.0) * f64::powi(2.0, -24);
         let check = |got: &[HostTensor]| outside(got, &reference, |_, mag| tol * mag);
         // cuBLASLt (strict fp32) on the same inputs, for comparison.
-        std::env::set_var(rlx_cuda::sgemm::SGEMM_ENV, "0");
-        let bar = match run_gemms(&base, &g, &ins) {
+        let with = |mode: &str| {
+            base.options(CudaOptions {
+                sgemm: rlx_cuda::sgemm::parse_mode(Some(mode)).expect("a known sgemm mode"),
+                ..env_opts()
+            })
+        };
+        let bar = match run_gemms(&with("0"), &g, &ins) {
             Ok((outs, _)) => check(&outs),
             Err(e) => {
                 fail += 1;
@@ -1147,8 +1167,7 @@ fn sgemm() -> usize {
             ])
         {
             let kname = tile.candidate_name(splits);
-            std::env::set_var(rlx_cuda::sgemm::SGEMM_ENV, &kname);
-            let r = run_gemms(&base, &g, &ins).and_then(|(outs, algos)| {
+            let r = run_gemms(&with(&kname), &g, &ins).and_then(|(outs, algos)| {
                 if algos.is_empty() || !algos.iter().all(|d| d.contains(&kname)) {
                     return Err(format!("not every GEMM ran {kname}: {algos:?}"));
                 }
@@ -1162,7 +1181,6 @@ fn sgemm() -> usize {
             tally(&mut pass, &mut fail, &format!("sgemm/{kname}/{name}"), r);
         }
     }
-    std::env::remove_var(rlx_cuda::sgemm::SGEMM_ENV);
     println!("{pass} passed, {fail} failed");
     fail
 }
@@ -1181,7 +1199,7 @@ fn tally(pass: &mut usize, fail: &mut usize, what: &str, r: Result<String, Strin
 }
 
 /// Our own tensor-core 16-bit GEMM kernels (`hgemm.rs`), each forced in
-/// turn through `RLX_CUDA_HGEMM` on every GEMM, f16 and bf16, against the
+/// turn through `CudaOptions::hgemm` on every GEMM, f16 and bf16, against the
 /// CPU's f64 result on the same 16-bit inputs. Bound: the fp32
 /// accumulation's 2 (K + 2) 2^-24 Σ|a||b| (as for sgemm) plus one
 /// rounding to the 16-bit type (2^-11 / 2^-8 relative) — the kernels
@@ -1195,7 +1213,7 @@ fn hgemm() -> usize {
         ("matmul_k_tail", "graph @g(%x: f32[3,29,136], %w: f32[44,136]) {\n  %t = permute(%w) {perm=[1,0]}\n  %y = matmul(%x, %t)\n  return %y\n}"),
         ("bias_gelu_fused_multi_tile", "graph @g(%x: f32[300,392], %w: f32[132,392], %b: f32[132]) {\n  %t = permute(%w) {perm=[1,0]}\n  %y = matmul_bias_act(%x, %t, %b) {activation=\"gelu\"}\n  return %y\n}"),
     ];
-    let base = CudaBackend::new().expect("CUDA backend");
+    let base = CudaBackend::with_options(0, env_opts()).expect("CUDA backend");
     let mut rng = Rng(0x4e16);
     let (mut pass, mut fail) = (0usize, 0usize);
     for (dt, unit) in [("f16", f64::powi(2.0, -11)), ("bf16", f64::powi(2.0, -8))] {
@@ -1207,8 +1225,13 @@ fn hgemm() -> usize {
             let k = ins[0].shape().dims().last().copied().unwrap_or(0);
             let acc = 2.0 * (k as f64 + 2.0) * f64::powi(2.0, -24);
             let tol = |want: f64, mag: f64| unit * (want.abs() + acc * mag) + acc * mag;
-            std::env::set_var(rlx_cuda::hgemm::HGEMM_ENV, "0");
-            let bar = match run_gemms(&base, &g, &ins) {
+            let with = |mode: &str| {
+                base.options(CudaOptions {
+                    hgemm: rlx_cuda::hgemm::parse_mode(Some(mode)).expect("a known hgemm mode"),
+                    ..env_opts()
+                })
+            };
+            let bar = match run_gemms(&with("0"), &g, &ins) {
                 Ok((outs, _)) => outside(&outs, &reference, tol),
                 Err(e) => {
                     fail += 1;
@@ -1222,8 +1245,7 @@ fn hgemm() -> usize {
             );
             for tile in rlx_cuda::hgemm::TILES {
                 let kname = tile.name();
-                std::env::set_var(rlx_cuda::hgemm::HGEMM_ENV, &kname);
-                let r = run_gemms(&base, &g, &ins).and_then(|(outs, algos)| {
+                let r = run_gemms(&with(&kname), &g, &ins).and_then(|(outs, algos)| {
                     if algos.is_empty() || !algos.iter().all(|d| d.contains(&kname)) {
                         return Err(format!("not every GEMM ran {kname}: {algos:?}"));
                     }
@@ -1246,7 +1268,6 @@ fn hgemm() -> usize {
             }
         }
     }
-    std::env::remove_var(rlx_cuda::hgemm::HGEMM_ENV);
     println!("{pass} passed, {fail} failed");
     fail
 }
@@ -1333,8 +1354,19 @@ fn main() {
     if args.get(1).map(|s| s.as_str()) == Some("train-ref") {
         std::process::exit(train_ref(&args[2..]) as i32);
     }
-    match CudaBackend::register() {
-        Ok(()) => {}
+    // RLX_* settings (RLX_CUDA_AUTOTUNE=0, RLX_CUDA_ATTN_SPLIT=w4, ... for
+    // tests/gpu/run.sh's A/B runs) through the one edge.
+    let env = rlx::env::init().unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2)
+    });
+    let cuda = CudaOptions::from_lookup(|n| env.cuda_var(n)).unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2)
+    });
+    let _ = ENV_OPTS.set(cuda);
+    match CudaBackend::with_options(0, cuda) {
+        Ok(b) => rlx_runtime::register_backend(Arc::new(b)),
         Err(e) => {
             eprintln!("rlx-cuda: {e}");
             std::process::exit(2);

@@ -1,6 +1,56 @@
-//! On/off switches read from the environment (A/B knobs), one parser.
+//! The crate's edge: the values of the `RLX_CUDA_*` variables parsed into
+//! [`CudaOptions`], each bad value a typed error naming the variable.
+//! Nothing here (or anywhere in the crate) reads the process environment:
+//! the caller's lookup does — `rlx::env` collects the variables, so a
+//! binary calls `CudaOptions::from_lookup(|n| env.cuda_var(n))`.
 
 use crate::error::CudaError;
+use crate::options::CudaOptions;
+use crate::{hgemm, lt_search, pdl, plan, sgemm, tune};
+
+impl CudaOptions {
+    /// The default options with each `RLX_CUDA_*` variable `lookup` returns
+    /// (`None`: unset) applied.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<CudaOptions, CudaError> {
+        let get = |name: &str| lookup(name);
+        let d = CudaOptions::default();
+        Ok(CudaOptions {
+            sgemm: sgemm::parse_mode(get(sgemm::SGEMM_ENV).as_deref())?,
+            hgemm: hgemm::parse_mode(get(hgemm::HGEMM_ENV).as_deref())?,
+            attn_split: plan::parse_attn_split(get(plan::ATTN_SPLIT_ENV).as_deref())?,
+            attn_gemm_heads: plan::parse_attn_gemm_heads(
+                get(plan::ATTN_GEMM_HEADS_ENV).as_deref(),
+            )?,
+            attn_rows: plan::parse_attn_rows(get(plan::ATTN_ROWS_ENV).as_deref())?,
+            pdl: pdl::parse_pdl(get(pdl::PDL_ENV).as_deref())?,
+            autotune: tune::parse_autotune(get(tune::AUTOTUNE_ENV).as_deref())?,
+            tune_log: switch(
+                tune::TUNE_LOG_ENV,
+                get(tune::TUNE_LOG_ENV).as_deref(),
+                false,
+            )?,
+            lt_search: switch(
+                lt_search::SEARCH_ENV,
+                get(lt_search::SEARCH_ENV).as_deref(),
+                false,
+            )?,
+            ..d
+        })
+    }
+
+    /// The names of the variables [`CudaOptions::from_lookup`] reads.
+    pub const VARS: [&'static str; 9] = [
+        sgemm::SGEMM_ENV,
+        hgemm::HGEMM_ENV,
+        plan::ATTN_SPLIT_ENV,
+        plan::ATTN_GEMM_HEADS_ENV,
+        plan::ATTN_ROWS_ENV,
+        pdl::PDL_ENV,
+        tune::AUTOTUNE_ENV,
+        tune::TUNE_LOG_ENV,
+        lt_search::SEARCH_ENV,
+    ];
+}
 
 /// The value of the switch `name`: `1` on, `0` off, unset or empty
 /// `default`; anything else is a typed error naming the variable.

@@ -19,23 +19,7 @@ use rlx_ir::{DType, HostTensor, TensorType};
 use rlx_runtime::{Executable, RuntimeError};
 use std::sync::{Arc, Mutex};
 
-/// Options of one CUDA compilation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CudaOptions {
-    /// fp32 GEMMs may use TF32 tensor cores (explicit opt-in; default strict fp32).
-    pub tf32: bool,
-    /// Capture the whole schedule as one CUDA graph on the first run and replay it.
-    pub cuda_graph: bool,
-}
-
-impl Default for CudaOptions {
-    fn default() -> Self {
-        CudaOptions {
-            tf32: false,
-            cuda_graph: true,
-        }
-    }
-}
+pub use crate::options::CudaOptions;
 
 /// A cuBLASLt matmul with its descriptors and chosen algorithm, made once.
 struct LtGemm {
@@ -229,9 +213,10 @@ impl LtGemm {
         c: u64,
         bias: Option<u64>,
         residual: Option<u64>,
-        tf32: bool,
+        opts: &CudaOptions,
         tail: Option<(Box<Resolved>, u64)>,
     ) -> Result<LtGemm, CudaError> {
+        let tf32 = opts.tf32;
         let (ty, compute, scale) = match g.dtype {
             DType::F16 => (
                 lt::cudaDataType::CUDA_R_16F,
@@ -375,7 +360,7 @@ impl LtGemm {
         }
         let searched_from = candidates.len();
         let mut searched = Vec::new();
-        if crate::lt_search::enabled()? && Self::worth_tuning(g) {
+        if opts.lt_search && Self::worth_tuning(g) {
             let types = crate::lt_search::Types {
                 compute,
                 scale,
@@ -389,12 +374,12 @@ impl LtGemm {
             }
         }
         use crate::{hgemm, sgemm};
-        let mode = sgemm::mode()?;
+        let mode = opts.sgemm;
         let ws = gpu.lt_workspace.bytes;
         let mut own = Vec::new();
         if mode != sgemm::Mode::Off && sgemm::eligible(g, ptrs, tf32) {
             let module = gpu.module(&sgemm::source(), false)?;
-            if std::env::var_os(tune::TUNE_LOG_ENV).is_some() {
+            if opts.tune_log {
                 for t in sgemm::TILES {
                     let f = module.load_function(&t.name())?;
                     eprintln!(
@@ -418,7 +403,7 @@ impl LtGemm {
                 }
             }
         }
-        let hmode = hgemm::mode()?;
+        let hmode = opts.hgemm;
         if hmode != hgemm::Mode::Off && hgemm::eligible(g, ptrs) {
             let act = g.tail.as_ref().filter(|_| tail.is_some());
             let src = hgemm::source(g.dtype, act.map(|t| t.act.as_str()));
@@ -482,7 +467,7 @@ impl LtGemm {
     /// was tuned before, else each candidate timed on this GEMM's own
     /// buffers (their contents become garbage: tuning runs before any real
     /// run) and the choice cached.
-    fn tune(&mut self, gpu: &Gpu) -> Result<(), CudaError> {
+    fn tune(&mut self, gpu: &Gpu, log: bool) -> Result<(), CudaError> {
         let cache = || {
             gpu.tuned
                 .lock()
@@ -527,7 +512,7 @@ impl LtGemm {
         for o in 0..self.own.len() {
             times.push(self.time_us(gpu, None, Some(o))?);
         }
-        if std::env::var_os(tune::TUNE_LOG_ENV).is_some() {
+        if log {
             let us = |t: &Option<f32>| t.map_or("-".into(), |t| format!("{t:.1}"));
             let lt: Vec<String> = times[..self.candidates.len()].iter().map(us).collect();
             let own: Vec<String> = (self.own.iter().zip(&times[self.candidates.len()..]))
@@ -863,7 +848,7 @@ fn upload_once(dst: u64, t: &HostTensor) -> Result<(), CudaError> {
 impl CudaExecutable {
     pub(crate) fn new(gpu: Arc<Gpu>, plan: Plan, opts: CudaOptions) -> Result<Self, CudaError> {
         gpu.ctx.bind_to_thread()?;
-        let pdl = crate::pdl::pdl_for(gpu.cc)?;
+        let pdl = crate::pdl::pdl_for(opts.pdl, gpu.cc);
         let module = gpu.module(&plan.source, pdl)?;
         let arena = DevBuf::new(&gpu.ctx, plan.arena_bytes)?;
         // Input buffers: grouped inputs (weights of batched sibling GEMMs)
@@ -923,7 +908,7 @@ impl CudaExecutable {
         };
         let mut funcs = std::collections::HashMap::new();
         let mut launches = Vec::new();
-        let autotune = tune::autotune_enabled()?;
+        let autotune = opts.autotune;
         // (launch index, GEMM shape and its algorithm choice).
         let mut gemm_algos = Vec::new();
         // A generated kernel's launch, its function loaded once.
@@ -1015,11 +1000,11 @@ impl CudaExecutable {
                             p[2],
                             gemm.bias.as_ref().map(addr),
                             gemm.residual.as_ref().map(addr),
-                            opts.tf32,
+                            &opts,
                             tail,
                         )?;
                         if autotune && LtGemm::worth_tuning(gemm) {
-                            lt.tune(&gpu)?;
+                            lt.tune(&gpu, opts.tune_log)?;
                         }
                         skip = lt.fused();
                         gemm_algos.push((

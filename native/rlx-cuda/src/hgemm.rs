@@ -57,11 +57,6 @@ pub fn parse_mode(v: Option<&str>) -> Result<Mode, CudaError> {
     crate::env::kernel_mode(HGEMM_ENV, v, Mode::Off, find, &expected)
 }
 
-/// The mode of this process.
-pub fn mode() -> Result<Mode, CudaError> {
-    parse_mode(std::env::var(HGEMM_ENV).ok().as_deref())
-}
-
 /// One kernel variant: a block computes `bt` tokens × `bf` features with
 /// `wt × wf × wk` warps — each a `bt/wt × bf/wf` tile of 16×8 MMAs over
 /// its `1/wk` share of every k-slice (sliced K: more warps on the short

@@ -24,6 +24,7 @@ pub mod exec;
 pub mod hgemm;
 pub mod host;
 pub mod lt_search;
+pub mod options;
 pub mod pdl;
 pub mod plan;
 pub mod sgemm;
@@ -32,7 +33,8 @@ pub mod tune;
 
 pub use claims::claims;
 pub use error::CudaError;
-pub use exec::{CudaExecutable, CudaOptions};
+pub use exec::CudaExecutable;
+pub use options::CudaOptions;
 
 use device::Gpu;
 use rlx_ir::lir::Program;
@@ -86,7 +88,7 @@ impl CudaBackend {
 
     /// Compile to the concrete executable (resident inputs, profiling, graph replay).
     pub fn compile_program(&self, program: &Program) -> Result<CudaExecutable, CudaError> {
-        let plan = plan::plan_for(program, self.gpu.cc.0 >= 8)?;
+        let plan = plan::plan_opts(program, self.gpu.cc.0 >= 8, &self.opts)?;
         CudaExecutable::new(self.gpu.clone(), plan, self.opts)
     }
 }

@@ -14,17 +14,11 @@
 //! and an fp32 accumulator, and split-K sums its parts in the compute
 //! type (fp32), never in the fp16 output type.
 
-use crate::error::CudaError;
 use cudarc::cublaslt::sys as lt;
 
 /// `1` searches the whole space; `0` or unset keeps the heuristic's
 /// candidates (and their split-K variants) only.
 pub const SEARCH_ENV: &str = "RLX_CUDA_LT_SEARCH";
-
-/// Whether the full search is on in this process.
-pub fn enabled() -> Result<bool, CudaError> {
-    crate::env::switch(SEARCH_ENV, std::env::var(SEARCH_ENV).ok().as_deref(), false)
-}
 
 /// The most configurations kept per GEMM: the tuner times each one
 /// (~1–3 ms apiece on MiniLM's shapes).

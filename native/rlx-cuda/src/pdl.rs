@@ -42,10 +42,10 @@ pub fn parse_pdl(v: Option<&str>) -> Result<bool, CudaError> {
     crate::env::switch(PDL_ENV, v, false)
 }
 
-/// Whether this process launches with PDL on a GPU of compute capability
-/// `cc` (major, minor).
-pub fn pdl_for(cc: (i32, i32)) -> Result<bool, CudaError> {
-    Ok(parse_pdl(std::env::var(PDL_ENV).ok().as_deref())? && cc.0 >= 9)
+/// Whether to launch with PDL when it is `wanted` (`CudaOptions::pdl`)
+/// on a GPU of compute capability `cc` (major, minor): 9.0 or newer only.
+pub fn pdl_for(wanted: bool, cc: (i32, i32)) -> bool {
+    wanted && cc.0 >= 9
 }
 
 /// The NVRTC option that makes the kernel helpers emit the

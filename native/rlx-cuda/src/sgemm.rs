@@ -48,11 +48,6 @@ pub fn parse_mode(v: Option<&str>) -> Result<Mode, CudaError> {
     crate::env::kernel_mode(SGEMM_ENV, v, Mode::Auto, find, &expected)
 }
 
-/// The mode of this process.
-pub fn mode() -> Result<Mode, CudaError> {
-    parse_mode(std::env::var(SGEMM_ENV).ok().as_deref())
-}
-
 /// One kernel variant: a block computes `bm × bn` outputs; a thread
 /// `4·rm × 4·rn` of them (float4 groups spaced `bm/rm`, `bn/rn` apart so
 /// a warp's shared-memory reads hit distinct banks).

@@ -15,18 +15,13 @@ use rlx_ir::DType;
 /// The environment variable that turns tuning off (`0`) for A/B runs.
 pub const AUTOTUNE_ENV: &str = "RLX_CUDA_AUTOTUNE";
 
-/// Set (any value): each tuned GEMM prints every candidate's time to
-/// stderr (for tuning our own kernels).
+/// `1`: each tuned GEMM prints every candidate's time to stderr (for
+/// tuning our own kernels).
 pub const TUNE_LOG_ENV: &str = "RLX_CUDA_TUNE_LOG";
 
 /// Whether tuning is on, from the value of [`AUTOTUNE_ENV`] (unset: on).
 pub fn parse_autotune(v: Option<&str>) -> Result<bool, CudaError> {
     crate::env::switch(AUTOTUNE_ENV, v, true)
-}
-
-/// Whether tuning is on in this process.
-pub fn autotune_enabled() -> Result<bool, CudaError> {
-    parse_autotune(std::env::var(AUTOTUNE_ENV).ok().as_deref())
 }
 
 /// Everything the candidates and their speed depend on: the GEMM's

@@ -686,10 +686,6 @@ fn attention_split_values_parse_or_are_typed_errors() {
 /// each, no batched score GEMMs.
 #[test]
 fn minilm_f32_attention_path_follows_the_head_count() {
-    use rlx_cuda::plan::{ATTN_GEMM_HEADS_ENV, ATTN_ROWS_ENV};
-    if std::env::var(ATTN_GEMM_HEADS_ENV).is_ok() || std::env::var(ATTN_ROWS_ENV).is_ok() {
-        return; // an A/B setting in the environment picks the path
-    }
     let batched = |p: &plan::Plan| {
         p.launches
             .iter()
@@ -733,9 +729,6 @@ fn attention_gemm_heads_values_parse_or_are_typed_errors() {
 /// (benches/results/minilm-cuda-split-ab.log).
 #[test]
 fn minilm_attention_blocks_follow_the_grid_size() {
-    if std::env::var(rlx_cuda::plan::ATTN_SPLIT_ENV).is_ok() {
-        return; // an A/B setting in the environment picks the split
-    }
     for (b, warps) in [(1usize, 2u32), (8, 2), (16, 4), (32, 8)] {
         let p = minilm_plan_as(b, "f16", true);
         let grids: Vec<((u32, u32, u32), u32)> = p
@@ -754,6 +747,50 @@ fn minilm_attention_blocks_follow_the_grid_size() {
             assert_eq!(grid, (8 / warps, 12 * b as u32, 1), "B={b}");
         }
     }
+}
+
+/// The edge: `RLX_CUDA_*` values become `CudaOptions` fields, a bad one a
+/// typed error naming the variable; nothing is read from the process
+/// environment.
+#[test]
+fn cuda_options_from_lookup() {
+    use rlx_cuda::CudaOptions;
+    let none = CudaOptions::from_lookup(|_| None).unwrap();
+    assert_eq!(none, CudaOptions::default());
+    let o = CudaOptions::from_lookup(|n| match n {
+        "RLX_CUDA_ATTN_SPLIT" => Some("w4".into()),
+        "RLX_CUDA_AUTOTUNE" => Some("0".into()),
+        "RLX_CUDA_ATTN_GEMM_HEADS" => Some("96".into()),
+        "RLX_CUDA_PDL" => Some("1".into()),
+        "RLX_CUDA_HGEMM" => Some("auto".into()),
+        _ => None,
+    })
+    .unwrap();
+    assert_eq!(o.attn_split, rlx_cuda::plan::AttnSplit::Warps(4));
+    assert!(!o.autotune && o.pdl);
+    assert_eq!(o.attn_gemm_heads, 96);
+    assert_eq!(o.hgemm, rlx_cuda::hgemm::Mode::Auto);
+    for var in CudaOptions::VARS {
+        match CudaOptions::from_lookup(|n| (n == var).then(|| "bogus".into())) {
+            Err(CudaError::Input(m)) => assert!(m.contains(var) && m.contains("bogus"), "{m}"),
+            other => panic!("{var}=bogus: expected a typed error, got {other:?}"),
+        }
+    }
+}
+
+/// `rlx::env` collects exactly the variables this crate parses.
+#[test]
+fn the_edge_collects_every_cuda_variable() {
+    let edge: Vec<&str> = rlx::env::VARS
+        .iter()
+        .map(|v| v.name)
+        .filter(|n| n.starts_with("RLX_CUDA_"))
+        .collect();
+    let mut ours = rlx_cuda::CudaOptions::VARS.to_vec();
+    let mut edge_sorted = edge.clone();
+    ours.sort();
+    edge_sorted.sort();
+    assert_eq!(ours, edge_sorted);
 }
 
 #[test]

@@ -14,6 +14,7 @@ mod mask;
 mod movement;
 mod reduce;
 
+use crate::options::CudaOptions;
 use attention::attention;
 use elementwise::{elementwise_parts, is_elementwise, vector_width, ElementwiseParts};
 use fuse::fuse_residual;
@@ -393,7 +394,8 @@ impl<'a> Planner<'a> {
 }
 
 /// How the f16/bf16 tensor-core attention spreads a head over thread
-/// blocks; from [`ATTN_SPLIT_ENV`] (for A/B runs).
+/// blocks: `CudaOptions::attn_split`, from [`ATTN_SPLIT_ENV`] at the edge
+/// (for A/B runs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AttnSplit {
     /// The first version: one block of up to 8 warps per 128 query rows,
@@ -458,26 +460,39 @@ pub fn plan(program: &Program) -> Result<Plan, CudaError> {
     plan_for(program, true)
 }
 
-/// Plan `program`; `tensor_cores` says whether kernels may use `mma.sync`
-/// f16/bf16 tensor-core instructions (compute capability 8.0 or newer).
-/// The attention split comes from [`ATTN_SPLIT_ENV`] (unset: automatic).
+/// Plan `program` with default options; `tensor_cores` says whether
+/// kernels may use `mma.sync` f16/bf16 tensor-core instructions (compute
+/// capability 8.0 or newer).
 pub fn plan_for(program: &Program, tensor_cores: bool) -> Result<Plan, CudaError> {
-    let split = parse_attn_split(std::env::var(ATTN_SPLIT_ENV).ok().as_deref())?;
-    plan_with(program, tensor_cores, split)
+    plan_opts(program, tensor_cores, &CudaOptions::default())
 }
 
-/// [`plan_for`] with the attention split given.
+/// [`plan_for`] with the attention split given (other options default).
 pub fn plan_with(
     program: &Program,
     tensor_cores: bool,
     attn_split: AttnSplit,
+) -> Result<Plan, CudaError> {
+    let opts = CudaOptions {
+        attn_split,
+        ..CudaOptions::default()
+    };
+    plan_opts(program, tensor_cores, &opts)
+}
+
+/// [`plan_for`] following `opts` (attention split, the GEMM-heads
+/// threshold, the 4-rows-per-warp kernel).
+pub fn plan_opts(
+    program: &Program,
+    tensor_cores: bool,
+    opts: &CudaOptions,
 ) -> Result<Plan, CudaError> {
     // Values recomputed by their readers whose operands turned out to be
     // overwritten before the last reader ran are planned again as stored
     // values (each round bans at least one more value, so this ends).
     let mut no_inline = std::collections::HashSet::new();
     loop {
-        match plan_once(program, tensor_cores, attn_split, &no_inline)? {
+        match plan_once(program, tensor_cores, opts, &no_inline)? {
             Ok(plan) => return Ok(plan),
             Err(unsafe_values) => no_inline.extend(unsafe_values),
         }
@@ -488,12 +503,11 @@ pub fn plan_with(
 fn plan_once(
     program: &Program,
     tensor_cores: bool,
-    attn_split: AttnSplit,
+    opts: &CudaOptions,
     no_inline: &std::collections::HashSet<ValueId>,
 ) -> Result<Result<Plan, Vec<ValueId>>, CudaError> {
-    let attn_gemm_heads =
-        parse_attn_gemm_heads(std::env::var(ATTN_GEMM_HEADS_ENV).ok().as_deref())?;
-    let attn_rows = parse_attn_rows(std::env::var(ATTN_ROWS_ENV).ok().as_deref())?;
+    let (attn_split, attn_gemm_heads, attn_rows) =
+        (opts.attn_split, opts.attn_gemm_heads, opts.attn_rows);
     let g = &program.graph;
     let slots: HashMap<ValueId, usize> =
         program.slots.iter().map(|s| (s.value, s.offset)).collect();

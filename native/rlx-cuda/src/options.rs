@@ -1,0 +1,53 @@
+//! [`CudaOptions`]: everything a CUDA compile may be told, typed. The A/B
+//! knobs that were `RLX_CUDA_*` environment reads deep in planning and
+//! tuning are fields here; [`CudaOptions::from_lookup`] (in `env.rs`, the
+//! crate's one edge) parses those variables' values.
+
+use crate::plan::{AttnSplit, ATTN_GEMM_HEADS};
+use crate::{hgemm, sgemm};
+
+/// Options of one CUDA compilation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CudaOptions {
+    /// fp32 GEMMs may use TF32 tensor cores (explicit opt-in; default strict fp32).
+    pub tf32: bool,
+    /// Capture the whole schedule as one CUDA graph on the first run and replay it.
+    pub cuda_graph: bool,
+    /// Our strict-fp32 GEMM kernels against cuBLASLt's (`RLX_CUDA_SGEMM`).
+    pub sgemm: sgemm::Mode,
+    /// Our f16/bf16 GEMM kernels against cuBLASLt's (`RLX_CUDA_HGEMM`).
+    pub hgemm: hgemm::Mode,
+    /// How tensor-core attention spreads a head over blocks (`RLX_CUDA_ATTN_SPLIT`).
+    pub attn_split: AttnSplit,
+    /// Heads from which fp32 attention runs as batched GEMMs
+    /// (`RLX_CUDA_ATTN_GEMM_HEADS`).
+    pub attn_gemm_heads: usize,
+    /// The 4-rows-per-warp fp32 attention kernel (`RLX_CUDA_ATTN_ROWS`).
+    pub attn_rows: bool,
+    /// Programmatic dependent launch on compute capability 9.0+ (`RLX_CUDA_PDL`).
+    pub pdl: bool,
+    /// Time cuBLASLt's candidates per GEMM shape (`RLX_CUDA_AUTOTUNE`).
+    pub autotune: bool,
+    /// Print every tuned candidate's time to stderr (`RLX_CUDA_TUNE_LOG`).
+    pub tune_log: bool,
+    /// Also time cuBLASLt's whole configuration space (`RLX_CUDA_LT_SEARCH`).
+    pub lt_search: bool,
+}
+
+impl Default for CudaOptions {
+    fn default() -> Self {
+        CudaOptions {
+            tf32: false,
+            cuda_graph: true,
+            sgemm: sgemm::Mode::Auto,
+            hgemm: hgemm::Mode::Off,
+            attn_split: AttnSplit::Auto,
+            attn_gemm_heads: ATTN_GEMM_HEADS,
+            attn_rows: true,
+            pdl: false,
+            autotune: true,
+            tune_log: false,
+            lt_search: false,
+        }
+    }
+}
