@@ -377,7 +377,9 @@ pub fn plan_with_report(graph: Graph) -> Result<(Program, MemoryReport), OptErro
     report.views = views.len();
     for v in &g.values {
         if !matches!(v.def, ValueDef::Input(_)) {
-            report.naive_bytes += align(bytes_of(&v.ty)?);
+            // Saturating: a report, and on 32-bit targets values that each
+            // pass the tensor bound can sum past usize.
+            report.naive_bytes = report.naive_bytes.saturating_add(align(bytes_of(&v.ty)?));
         }
     }
     let program = Program {
