@@ -39,7 +39,7 @@ impl BertConfig {
     /// Parse `config.json`, checking every value before anything is built
     /// (see [`crate::config`]): sizes positive, `hidden_size` a multiple of
     /// the heads, `layer_norm_eps` a positive finite f32, and the model's
-    /// estimated bytes within [`rlx_ir::limits`] (an [`IrError::Limit`]).
+    /// estimated bytes within [`rlx_ir::limits`](mod@rlx_ir::limits) (an [`IrError::Limit`]).
     pub fn from_json(s: &str) -> Result<BertConfig, IrError> {
         Ok(crate::config::parse(s, "config.json")?)
     }
@@ -282,7 +282,19 @@ pub struct Bert {
 }
 
 impl Bert {
+    /// [`Bert::new`] for a config built in code rather than read by
+    /// [`BertConfig::from_json`]: checks it the same way first (sizes,
+    /// `layer_norm_eps`, estimated bytes against
+    /// [`rlx_ir::limits`](mod@rlx_ir::limits)), so a
+    /// bad config is an error before any layer is built.
+    pub fn try_new(config: BertConfig, pooling: bool) -> Result<Bert, IrError> {
+        crate::config::check(&config, "BertConfig", &rlx_ir::limits())?;
+        Ok(Bert::new(config, pooling))
+    }
+
     /// Build from a config; `pooling` adds the sentence-embedding head.
+    /// The config is trusted: one from [`BertConfig::from_json`] has been
+    /// checked; use [`Bert::try_new`] for others.
     pub fn new(config: BertConfig, pooling: bool) -> Bert {
         let c = &config;
         let (h, eps) = (c.hidden_size, c.layer_norm_eps);
@@ -404,6 +416,26 @@ mod tests {
             rlx_ir::text::print(&rlx_ir::text::parse(&text).unwrap()),
             text
         );
+    }
+
+    #[test]
+    fn try_new_checks_a_config_built_in_code() {
+        let mut c = tiny();
+        c.num_hidden_layers = 1_000_000_000;
+        c.hidden_size = 4096;
+        c.num_attention_heads = 32;
+        let e = Bert::try_new(c, true)
+            .err()
+            .expect("a huge config was built");
+        assert!(
+            matches!(&e, IrError::Limit(l) if l.limit == "max_arena_bytes"),
+            "{e}"
+        );
+        let mut c = tiny();
+        c.layer_norm_eps = f64::NAN;
+        let e = Bert::try_new(c, true).err().expect("eps NaN was accepted");
+        assert!(e.to_string().contains("`layer_norm_eps` is NaN"), "{e}");
+        assert!(Bert::try_new(tiny(), true).is_ok());
     }
 
     #[test]
