@@ -5,7 +5,7 @@
 //! (`<f2 <f4 <f8 |i1 |u1 <i2 <i4 <i8 |b1 <c8`); anything else is an
 //! [`NpyError`] naming the file and what to change, never a panic. The
 //! declared shape is checked against the bytes present and against
-//! [`rlx_ir::limits`] before anything is allocated.
+//! [`rlx_ir::limits`](mod@rlx_ir::limits) before anything is allocated.
 
 use half::f16;
 use rlx_ir::{limits, DType, HostTensor, TensorData};

@@ -426,7 +426,7 @@ pub fn parse_attn_split(v: Option<&str>) -> Result<AttnSplit, CudaError> {
     }
 }
 
-/// The environment variable that sets [`Planner::attn_gemm_heads`] (for
+/// The environment variable that sets `Planner::attn_gemm_heads` (for
 /// A/B runs; unset: [`ATTN_GEMM_HEADS`]).
 pub const ATTN_GEMM_HEADS_ENV: &str = "RLX_CUDA_ATTN_GEMM_HEADS";
 
