@@ -48,13 +48,43 @@ impl<'a> Choices<'a> {
 }
 
 const UNARY: &[&str] = &[
-    "neg", "abs", "relu", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu", "sin", "cos", "square",
-    "exp", "sqrt", "log", "rsqrt", "reciprocal", "floor", "ceil", "round", "erf", "softplus",
-    "sign", "log1p", "expm1", "identity", "trunc", "atan", "stop_gradient",
+    "neg",
+    "abs",
+    "relu",
+    "tanh",
+    "sigmoid",
+    "gelu",
+    "gelu_tanh",
+    "silu",
+    "sin",
+    "cos",
+    "square",
+    "exp",
+    "sqrt",
+    "log",
+    "rsqrt",
+    "reciprocal",
+    "floor",
+    "ceil",
+    "round",
+    "erf",
+    "softplus",
+    "sign",
+    "log1p",
+    "expm1",
+    "identity",
+    "trunc",
+    "atan",
+    "stop_gradient",
 ];
 const BINARY: &[&str] = &["add", "sub", "mul", "div", "max", "min", "atan2", "swiglu"];
 const REDUCE: &[&str] = &[
-    "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod", "reduce_logsumexp",
+    "reduce_sum",
+    "reduce_mean",
+    "reduce_max",
+    "reduce_min",
+    "reduce_prod",
+    "reduce_logsumexp",
     "reduce_variance",
 ];
 
@@ -64,7 +94,12 @@ fn dims(b: &GraphBuilder, v: ValueId) -> Vec<usize> {
 
 /// One step: try an op on values from the pool; `None` when the builder
 /// refused it (a type error is a skipped step, not a failure).
-fn step(c: &mut Choices, b: &mut GraphBuilder, pool: &[ValueId], n_inputs: &mut usize) -> Option<Vec<ValueId>> {
+fn step(
+    c: &mut Choices,
+    b: &mut GraphBuilder,
+    pool: &[ValueId],
+    n_inputs: &mut usize,
+) -> Option<Vec<ValueId>> {
     let x = pool[c.below(pool.len())];
     let y = pool[c.below(pool.len())];
     let d = dims(b, x);
@@ -76,7 +111,9 @@ fn step(c: &mut Choices, b: &mut GraphBuilder, pool: &[ValueId], n_inputs: &mut 
     let kind = c.below(16);
     let res = match kind {
         0..=2 => b.unary(UNARY[c.below(UNARY.len())], x).map(|v| vec![v]),
-        3..=4 => b.binary(BINARY[c.below(BINARY.len())], x, y).map(|v| vec![v]),
+        3..=4 => b
+            .binary(BINARY[c.below(BINARY.len())], x, y)
+            .map(|v| vec![v]),
         5 => {
             // matmul with a fresh weight [k, n] (or [batch, k, n]), or with
             // another value from the pool.
@@ -85,7 +122,11 @@ fn step(c: &mut Choices, b: &mut GraphBuilder, pool: &[ValueId], n_inputs: &mut 
             } else {
                 let k = d[r - 1];
                 let n = 1 + c.below(5);
-                let wd = if r >= 3 && c.flag() { vec![d[r - 3], k, n] } else { vec![k, n] };
+                let wd = if r >= 3 && c.flag() {
+                    vec![d[r - 3], k, n]
+                } else {
+                    vec![k, n]
+                };
                 new_input(b, wd)
             };
             b.binary("matmul", x, w).map(|v| vec![v])
@@ -104,7 +145,8 @@ fn step(c: &mut Choices, b: &mut GraphBuilder, pool: &[ValueId], n_inputs: &mut 
         }
         7 => {
             let op = if c.flag() { "softmax" } else { "log_softmax" };
-            b.op1(op, &[x], Attrs::new().with("axis", c.axis(r))).map(|v| vec![v])
+            b.op1(op, &[x], Attrs::new().with("axis", c.axis(r)))
+                .map(|v| vec![v])
         }
         8 => {
             let last = d.last().copied().unwrap_or(1);
@@ -123,7 +165,9 @@ fn step(c: &mut Choices, b: &mut GraphBuilder, pool: &[ValueId], n_inputs: &mut 
             let shape: Vec<i64> = match c.below(5) {
                 0 => vec![n as i64],
                 1 => vec![-1],
-                2 => std::iter::once(1).chain(d.iter().map(|&x| x as i64)).collect(),
+                2 => std::iter::once(1)
+                    .chain(d.iter().map(|&x| x as i64))
+                    .collect(),
                 3 => d.iter().rev().map(|&x| x as i64).collect(),
                 _ if r >= 2 => {
                     let mut s: Vec<i64> = d[..r - 2].iter().map(|&x| x as i64).collect();
@@ -132,14 +176,16 @@ fn step(c: &mut Choices, b: &mut GraphBuilder, pool: &[ValueId], n_inputs: &mut 
                 }
                 _ => vec![1, -1],
             };
-            b.op1("reshape", &[x], Attrs::new().with("shape", shape)).map(|v| vec![v])
+            b.op1("reshape", &[x], Attrs::new().with("shape", shape))
+                .map(|v| vec![v])
         }
         10 => {
             let mut perm: Vec<i64> = (0..r as i64).collect();
             for i in (1..r).rev() {
                 perm.swap(i, c.below(i + 1));
             }
-            b.op1("permute", &[x], Attrs::new().with("perm", perm)).map(|v| vec![v])
+            b.op1("permute", &[x], Attrs::new().with("perm", perm))
+                .map(|v| vec![v])
         }
         11 => b
             .op1("concat", &[x, y], Attrs::new().with("axis", c.axis(r)))
@@ -167,7 +213,10 @@ fn step(c: &mut Choices, b: &mut GraphBuilder, pool: &[ValueId], n_inputs: &mut 
                 0 => ("clamp", Attrs::new().with("min", -1.0).with("max", 1.5)),
                 1 => ("cumsum", Attrs::new().with("axis", c.axis(r))),
                 2 => ("flip", Attrs::new().with("axes", vec![c.axis(r)])),
-                3 => ("unsqueeze", Attrs::new().with("axes", vec![c.below(r + 1) as i64])),
+                3 => (
+                    "unsqueeze",
+                    Attrs::new().with("axes", vec![c.below(r + 1) as i64]),
+                ),
                 _ => ("squeeze", Attrs::new()),
             };
             b.op1(a.0, &[x], a.1).map(|v| vec![v])
@@ -176,8 +225,16 @@ fn step(c: &mut Choices, b: &mut GraphBuilder, pool: &[ValueId], n_inputs: &mut 
             let ax = c.axis(r);
             let len = d.get(c.below(r.max(1))).copied().unwrap_or(1);
             let a = 1 + c.below(len.max(1));
-            let sizes = if a < len { vec![a as i64, (len - a) as i64] } else { vec![len as i64] };
-            b.op("split", &[x], Attrs::new().with("axis", ax).with("sizes", sizes))
+            let sizes = if a < len {
+                vec![a as i64, (len - a) as i64]
+            } else {
+                vec![len as i64]
+            };
+            b.op(
+                "split",
+                &[x],
+                Attrs::new().with("axis", ax).with("sizes", sizes),
+            )
         }
     };
     res.ok()
@@ -217,9 +274,7 @@ pub fn generate(data: &[u8]) -> Option<(Graph, &[u8])> {
     let built = b.graph().clone();
     match b.finish(&outputs) {
         Ok(g) => Some((g, rest)),
-        Err(e) => panic!(
-            "GraphBuilder built a graph that verify rejects: {e}\n{built:?}"
-        ),
+        Err(e) => panic!("GraphBuilder built a graph that verify rejects: {e}\n{built:?}"),
     }
 }
 
@@ -251,7 +306,10 @@ pub fn check(data: &[u8]) {
         return;
     };
     if let Err(e) = g.verify() {
-        panic!("GraphBuilder built a graph that verify rejects: {e}\n{}", rlx_ir::text::print(&g));
+        panic!(
+            "GraphBuilder built a graph that verify rejects: {e}\n{}",
+            rlx_ir::text::print(&g)
+        );
     }
     // Builder graphs may declare inputs between nodes, which the text
     // form lists first (renumbering values): the text of a built graph
@@ -264,9 +322,9 @@ pub fn check(data: &[u8]) {
     let printed = rlx_ir::text::print(&g);
     match rlx_ir::text::parse(&printed) {
         Ok(g2) if g2 == g => {}
-        Ok(g2) => panic!(
-            "parse(print(g)) != g for a built graph\n{printed}\ng: {g:?}\nre-parsed: {g2:?}"
-        ),
+        Ok(g2) => {
+            panic!("parse(print(g)) != g for a built graph\n{printed}\ng: {g:?}\nre-parsed: {g2:?}")
+        }
         Err(e) => panic!("a built graph's text does not parse: {e}\n{printed}"),
     }
     let xs = inputs(&g, rest);
@@ -290,12 +348,18 @@ pub fn check(data: &[u8]) {
     };
     let got = match compiled.run(&xs) {
         Ok(o) => o,
-        Err(e) => panic!("the reference runs this graph, the compiled program fails: {e}\n{printed}"),
+        Err(e) => {
+            panic!("the reference runs this graph, the compiled program fails: {e}\n{printed}")
+        }
     };
     assert_eq!(got.len(), want.len(), "output count\n{printed}");
-    if std::env::var_os("RLX_FUZZ_VERBOSE").is_some() {
-        eprintln!("compared {} nodes, {} outputs", g.nodes.len(), got.len());
-    }
+    crate::note(|| {
+        format!(
+            "compile: compared {} nodes, {} outputs",
+            g.nodes.len(),
+            got.len()
+        )
+    });
     for (k, ((gt, wt), wv)) in got.iter().zip(&want).zip(&want_f).enumerate() {
         assert_eq!(gt.dtype(), wt.dtype(), "output {k} dtype\n{printed}");
         assert_eq!(gt.shape(), wt.shape(), "output {k} shape\n{printed}");

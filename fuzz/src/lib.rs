@@ -58,9 +58,18 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "compile",
         run: targets::compile,
-        about: "random valid graphs: compile for the CPU, run, compare with the reference interpreter",
+        about:
+            "random valid graphs: compile for the CPU, run, compare with the reference interpreter",
     },
 ];
+
+/// With `RLX_FUZZ_VERBOSE` set, say how far an input got (checking seeds).
+pub fn note(what: impl FnOnce() -> String) {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *ON.get_or_init(|| std::env::var_os("RLX_FUZZ_VERBOSE").is_some()) {
+        eprintln!("rlx-fuzz: {}", what());
+    }
+}
 
 /// The target called `name`.
 pub fn target(name: &str) -> Option<&'static Target> {
@@ -90,4 +99,35 @@ pub fn init() {
         // parallelizes across processes instead.
         let _ = rlx_cpu::set_threads(1);
     });
+}
+
+/// `--json-seeds OUT_DIR MIR_FILE...`: write the JSON form of each `.mir`
+/// file that parses into OUT_DIR (how fuzz/corpus/ir_json was seeded from
+/// fuzz/corpus/ir_text). Returns the exit code.
+pub fn json_seeds(args: &[String]) -> i32 {
+    let Some((out, ins)) = args.split_first() else {
+        eprintln!("usage: --json-seeds OUT_DIR MIR_FILE...");
+        return 2;
+    };
+    let mut n = 0;
+    for p in ins {
+        let Ok(src) = std::fs::read_to_string(p) else {
+            continue;
+        };
+        let Ok(g) = rlx_ir::text::parse(&src) else {
+            continue;
+        };
+        let p = std::path::Path::new(p);
+        let stem = p
+            .file_stem()
+            .map_or("g".into(), |s| s.to_string_lossy().into_owned());
+        let path = std::path::Path::new(out).join(format!("{stem}.json"));
+        if let Err(e) = std::fs::write(&path, g.to_json().to_string()) {
+            eprintln!("{}: {e}", path.display());
+            return 1;
+        }
+        n += 1;
+    }
+    println!("wrote {n} JSON graphs to {out}");
+    0
 }

@@ -57,6 +57,7 @@ pub fn ir_text(data: &[u8]) {
     if let Err(e) = g.verify() {
         panic!("parse accepted a graph that verify rejects: {e}\n{src}");
     }
+    crate::note(|| format!("ir_text: parsed, {} nodes", g.nodes.len()));
     text_round_trip(&g, true);
     json_round_trip(&g);
 }
@@ -73,6 +74,7 @@ pub fn ir_json(data: &[u8]) {
     if let Err(e) = g.verify() {
         panic!("from_json_str accepted a graph that verify rejects: {e}");
     }
+    crate::note(|| format!("ir_json: loaded, {} nodes", g.nodes.len()));
     json_round_trip(&g);
     text_round_trip(&g, false);
 }
@@ -110,6 +112,13 @@ pub fn safetensors(data: &[u8]) {
                 Err(_) => {}
             }
         }
+        crate::note(|| {
+            format!(
+                "safetensors: {} of {} tensors load",
+                loaded.len(),
+                names.len()
+            )
+        });
         let all = f.tensors();
         if loaded.len() == names.len() {
             let all = all.unwrap_or_else(|e| panic!("every tensor loads, tensors() fails: {e}"));
@@ -124,7 +133,10 @@ pub fn safetensors(data: &[u8]) {
                     let t2 = g
                         .tensor(n)
                         .unwrap_or_else(|e| panic!("written `{n}` does not load: {e}"));
-                    assert!(same_tensor(t, &t2), "`{n}` changed in a write/read round trip");
+                    assert!(
+                        same_tensor(t, &t2),
+                        "`{n}` changed in a write/read round trip"
+                    );
                 }
             }
         }
@@ -137,10 +149,14 @@ pub fn npy(data: &[u8]) {
     let Ok(t) = rlx_formats::npy::read("fuzz.npy", data) else {
         return;
     };
+    crate::note(|| format!("npy: read {:?} {:?}", t.dtype(), t.shape()));
     if let Ok(bytes) = rlx_formats::npy::write("fuzz.npy", &t) {
         let t2 = rlx_formats::npy::read("fuzz.npy", &bytes)
             .unwrap_or_else(|e| panic!("a written .npy does not read: {e}"));
-        assert!(same_tensor(&t, &t2), "a .npy changed in a write/read round trip");
+        assert!(
+            same_tensor(&t, &t2),
+            "a .npy changed in a write/read round trip"
+        );
     }
 }
 
@@ -162,7 +178,10 @@ fn check_encoding(tok: &rlx_tokenizers::Tokenizer, e: &rlx_tokenizers::Encoding,
     assert_eq!(e.offsets.len(), n, "offsets length");
     let longest = texts.iter().map(|t| t.len()).max().unwrap_or(0);
     for (i, &(a, b)) in e.offsets.iter().enumerate() {
-        assert!(a <= b && b <= longest, "offset {i} ({a}, {b}) outside the input");
+        assert!(
+            a <= b && b <= longest,
+            "offset {i} ({a}, {b}) outside the input"
+        );
     }
     let _ = tok.vocab_size();
 }
@@ -174,9 +193,14 @@ pub fn tokenizer(data: &[u8]) {
     let Ok(src) = std::str::from_utf8(data) else {
         return;
     };
-    let Ok(tok) = Tokenizer::from_json_str(src) else {
-        return;
+    let tok = match Tokenizer::from_json_str(src) {
+        Ok(t) => t,
+        Err(e) => {
+            crate::note(|| format!("tokenizer: refused: {e}"));
+            return;
+        }
     };
+    crate::note(|| format!("tokenizer: loaded, vocab {}", tok.vocab_size()));
     for t in TEXTS {
         let e = tok.encode(t);
         check_encoding(&tok, &e, &[t]);
@@ -186,7 +210,9 @@ pub fn tokenizer(data: &[u8]) {
     }
     let e = tok.encode_pair(TEXTS[0], TEXTS[2]);
     check_encoding(&tok, &e, &[TEXTS[0], TEXTS[2]]);
-    let trunc = tok.file_truncation().unwrap_or_else(|| tok.default_truncation());
+    let trunc = tok
+        .file_truncation()
+        .unwrap_or_else(|| tok.default_truncation());
     let pad = tok.file_padding().unwrap_or_else(Padding::longest);
     if let Ok(b) = tok.encode_batch(TEXTS, pad, trunc) {
         assert_eq!(b.shape.0, TEXTS.len());
@@ -218,10 +244,14 @@ pub fn tokenizer_text(data: &[u8]) {
         None => (s.as_ref(), None),
     };
     let e = tok.encode(a);
+    crate::note(|| format!("tokenizer_text: {:?}", e.tokens));
     check_encoding(tok, &e, &[a]);
     let vocab = tok.vocab_size();
     for (id, t) in e.ids.iter().zip(&e.tokens) {
-        assert!((*id as usize) < vocab, "id {id} outside the vocabulary ({vocab})");
+        assert!(
+            (*id as usize) < vocab,
+            "id {id} outside the vocabulary ({vocab})"
+        );
         assert_eq!(tok.id_to_token(*id), Some(t.as_str()), "token of id {id}");
     }
     for &(x, y) in &e.offsets {

@@ -1,5 +1,9 @@
 //! Replays the committed corpus (fuzz/corpus/TARGET/*, crash reproducers
-//! included) through every target: CI's cheap fuzz smoke test.
+//! `regress-*` included) through every target: CI's cheap fuzz smoke test.
+//!
+//! fuzz/known/TARGET/* are reproducers of crashes not fixed yet (each
+//! listed in docs/fuzzing.md): they run too, and only print whether they
+//! still crash; once one passes, move it into the corpus as `regress-*`.
 
 use std::path::Path;
 
@@ -9,7 +13,9 @@ static ALLOC: rlx_fuzz::alloc::LimitAlloc = rlx_fuzz::alloc::LimitAlloc;
 fn replay(target: &str) {
     rlx_fuzz::init();
     let t = rlx_fuzz::target(target).expect("a target");
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus").join(target);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("corpus")
+        .join(target);
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.expect("a directory entry").path())
@@ -24,6 +30,24 @@ fn replay(target: &str) {
         }
     }
     println!("{target}: {} inputs", files.len());
+    let known = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("known")
+        .join(target);
+    if let Ok(d) = std::fs::read_dir(&known) {
+        for f in d.flatten().map(|e| e.path()) {
+            let data = std::fs::read(&f).expect("a reproducer");
+            let crashed = std::panic::catch_unwind(|| (t.run)(&data)).is_err();
+            println!(
+                "{target}: known crash {}: {}",
+                f.display(),
+                if crashed {
+                    "still crashes"
+                } else {
+                    "passes now: move it to the corpus as regress-*"
+                }
+            );
+        }
+    }
 }
 
 #[test]
@@ -60,6 +84,14 @@ fn every_target_is_tested() {
     let names: Vec<_> = rlx_fuzz::TARGETS.iter().map(|t| t.name).collect();
     assert_eq!(
         names,
-        ["ir_text", "ir_json", "safetensors", "npy", "tokenizer", "tokenizer_text", "compile"]
+        [
+            "ir_text",
+            "ir_json",
+            "safetensors",
+            "npy",
+            "tokenizer",
+            "tokenizer_text",
+            "compile"
+        ]
     );
 }

@@ -2,11 +2,15 @@
 //! toolchain): reproduce a crash, or check a corpus.
 //!
 //!     rlx-fuzz-replay [--timeout SECONDS] TARGET PATH...
+//!     rlx-fuzz-replay --json-seeds OUT_DIR MIR_FILE...
 //!
 //! Each PATH is a file or a directory of files. A panic, or an input that
 //! runs past the timeout (default 10 s), fails the run (exit 1) and names
 //! the file; an allocation over the limit (RLX_FUZZ_MALLOC_MB) aborts the
 //! process after naming it.
+//!
+//! `--json-seeds` writes the JSON form of each parsing `.mir` file into
+//! OUT_DIR (how fuzz/corpus/ir_json was seeded from fuzz/corpus/ir_text).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,7 +39,7 @@ fn files(p: &Path, out: &mut Vec<PathBuf>) {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: rlx-fuzz-replay [--timeout SECONDS] TARGET PATH...\ntargets: {}",
+        "usage: rlx-fuzz-replay [--timeout SECONDS] TARGET PATH...\n       rlx-fuzz-replay --json-seeds OUT_DIR MIR_FILE...\ntargets: {}",
         rlx_fuzz::target_names()
     );
     std::process::exit(2);
@@ -43,6 +47,9 @@ fn usage() -> ! {
 
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--json-seeds") {
+        std::process::exit(rlx_fuzz::json_seeds(&args[1..]));
+    }
     let mut timeout = 10.0f64;
     if args.first().map(String::as_str) == Some("--timeout") {
         if args.len() < 2 {

@@ -6,7 +6,10 @@
 //!     rlx-fuzz --target=ir_text -max_total_time=60 -timeout=10 \
 //!         -artifact_prefix=fuzz/artifacts/ir_text/ fuzz/corpus/ir_text
 //!
-//! `rlx-fuzz --list` prints the targets. scripts/fuzz drives it.
+//! `rlx-fuzz --list` prints the targets; `rlx-fuzz --target=NAME FILE...`
+//! runs those inputs once (reproducing a crash); `rlx-fuzz --json-seeds
+//! OUT_DIR MIR_FILE...` converts IR text seeds to JSON. scripts/fuzz
+//! drives it.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -19,7 +22,11 @@ static RUN: OnceLock<fn(&[u8])> = OnceLock::new();
 
 fn pick() {
     let mut name = std::env::var("RLX_FUZZ_TARGET").ok();
-    for a in std::env::args().skip(1) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--json-seeds") {
+        std::process::exit(rlx_fuzz::json_seeds(&args[1..]));
+    }
+    for a in args {
         if a == "--list" {
             for t in rlx_fuzz::TARGETS {
                 println!("{:16} {}", t.name, t.about);
