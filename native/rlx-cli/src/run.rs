@@ -163,7 +163,12 @@ pub fn run(a: RunArgs, env: &Env) -> CliResult {
     }
 
     let t0 = Instant::now();
-    let m = rlx::compile(&g, dev)?;
+    // A spinner while it compiles (drawn only on a terminal).
+    let spin = indicatif::ProgressBar::new_spinner().with_message(format!("compiling for {dev}"));
+    spin.enable_steady_tick(std::time::Duration::from_millis(100));
+    let m = rlx::compile(&g, dev);
+    spin.finish_and_clear();
+    let m = m?;
     eprintln!(
         "{}: compiled in {:.1} ms",
         a.model.display(),
