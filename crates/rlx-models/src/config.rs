@@ -7,7 +7,7 @@
 //! then estimates what the model will take — each weight and the largest
 //! activations at the longest sequence against `max_tensor_bytes`, and
 //! weights + activations + the built graph against `max_arena_bytes`
-//! ([`rlx_ir::limits`]) — all before one layer is built.
+//! ([`rlx_ir::limits`](mod@rlx_ir::limits)) — all before one layer is built.
 
 use crate::bert::BertConfig;
 use rlx_ir::limits::{limits, LimitError, Limits};
