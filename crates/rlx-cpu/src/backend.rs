@@ -6,7 +6,7 @@ use crate::kernels::{compiled_out, kernel_names};
 use crate::options::{scoped, CpuEngine, CpuOptions};
 use rlx_ir::lir::Program;
 use rlx_ir::{HostTensor, TensorType};
-use rlx_runtime::{Backend, Claims, Device, DeviceTensor, Executable, RuntimeError};
+use rlx_runtime::{Backend, Claims, Device, Executable, RuntimeError};
 use std::sync::Arc;
 
 /// The CPU backend, with the options its compiles use.
@@ -120,23 +120,5 @@ impl Backend for CpuBackend {
         }
         let fast = scoped(self.opts, || FastProgram::compile(program)).map_err(to_runtime)?;
         Ok(Box::new(CpuExecutable::Fast(Box::new(fast))))
-    }
-
-    fn upload(&self, t: &HostTensor) -> Result<DeviceTensor, RuntimeError> {
-        Ok(DeviceTensor {
-            device: Device::Cpu,
-            ty: TensorType::new(t.dtype(), t.shape().clone()),
-            handle: Box::new(t.clone()),
-        })
-    }
-
-    fn download(&self, t: &DeviceTensor) -> Result<HostTensor, RuntimeError> {
-        t.handle
-            .downcast_ref::<HostTensor>()
-            .cloned()
-            .ok_or_else(|| RuntimeError::Backend {
-                device: Device::Cpu,
-                msg: format!("tensor {} belongs to {}, not the CPU", t.ty, t.device),
-            })
     }
 }

@@ -5,7 +5,6 @@ use crate::legalize::DispatchError;
 use rlx_ir::lir::Program;
 use rlx_ir::{Attrs, DType, HostTensor, IrError, TensorType};
 use serde::Serialize;
-use std::any::Any;
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock, RwLock};
 use thiserror::Error;
@@ -63,14 +62,6 @@ pub enum RuntimeError {
     Config(String),
 }
 
-/// A tensor in a device's memory.
-pub struct DeviceTensor {
-    pub device: Device,
-    pub ty: TensorType,
-    /// The backend's own handle.
-    pub handle: Box<dyn Any>,
-}
-
 /// A compiled program, ready to run.
 pub trait Executable: Send + Sync {
     /// Run on host tensors; transfers are nodes of the program, so the
@@ -118,10 +109,6 @@ pub trait Backend: Send + Sync {
     }
     /// Turn a legalized, scheduled program into something runnable.
     fn compile(&self, program: Program) -> Result<Box<dyn Executable>, RuntimeError>;
-    /// Copy a host tensor into device memory.
-    fn upload(&self, t: &HostTensor) -> Result<DeviceTensor, RuntimeError>;
-    /// Copy a device tensor back to the host.
-    fn download(&self, t: &DeviceTensor) -> Result<HostTensor, RuntimeError>;
 }
 
 fn registry() -> &'static RwLock<Vec<Arc<dyn Backend>>> {

@@ -19,7 +19,7 @@ pub mod rewrite;
 mod router;
 
 pub use backend::{
-    backend_for, backends, register_backend, Backend, Claims, DeviceTensor, Executable,
+    backend_for, backends, register_backend, Backend, Claims, Executable,
     RuntimeError,
 };
 pub use device::Device;

@@ -5,12 +5,12 @@
 
 use crate::context::GpuContext;
 use crate::error::WgpuError;
-use crate::exec::{to_words, GpuProgram};
+use crate::exec::GpuProgram;
 use crate::lower::lower_with_options;
 use rlx_ir::lir::Program;
-use rlx_ir::{HostTensor, TensorType};
+use rlx_ir::HostTensor;
 use rlx_runtime::options::WgpuOptions;
-use rlx_runtime::{Backend, Claims, Device, DeviceTensor, Executable, RuntimeError};
+use rlx_runtime::{Backend, Claims, Device, Executable, RuntimeError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -245,62 +245,6 @@ impl Backend for WgpuBackend {
         {
             let _ = program;
             Err(rt(self.device, WgpuError::Gpu("in the browser, create the context with GpuContext::create(..).await and use WgpuExecutable::build".into())))
-        }
-    }
-
-    fn upload(&self, t: &HostTensor) -> Result<DeviceTensor, RuntimeError> {
-        #[cfg(not(target_arch = "wasm32"))]
-        {
-            let ctx = self.context().map_err(|e| rt(self.device, e))?;
-            let w = to_words(t, !ctx.f16_native()).map_err(|e| rt(self.device, e))?;
-            let buf = ctx.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("rlx tensor"),
-                size: (w.len() as u64).max(4).div_ceil(4) * 4,
-                usage: wgpu::BufferUsages::STORAGE
-                    | wgpu::BufferUsages::COPY_DST
-                    | wgpu::BufferUsages::COPY_SRC,
-                mapped_at_creation: false,
-            });
-            ctx.queue.write_buffer(&buf, 0, &w);
-            Ok(DeviceTensor {
-                device: self.device,
-                ty: TensorType::new(t.dtype(), t.shape().clone()),
-                handle: Box::new(buf),
-            })
-        }
-        #[cfg(target_arch = "wasm32")]
-        {
-            let _ = t;
-            Err(rt(
-                self.device,
-                WgpuError::Gpu("upload needs a blocking context".into()),
-            ))
-        }
-    }
-
-    fn download(&self, t: &DeviceTensor) -> Result<HostTensor, RuntimeError> {
-        #[cfg(not(target_arch = "wasm32"))]
-        {
-            let ctx = self.context().map_err(|e| rt(self.device, e))?;
-            let buf = t.handle.downcast_ref::<wgpu::Buffer>().ok_or_else(|| {
-                rt(
-                    self.device,
-                    WgpuError::Input(format!(
-                        "tensor {} belongs to {}, not {}",
-                        t.ty, t.device, self.device
-                    )),
-                )
-            })?;
-            crate::exec::read_buffer(&ctx, buf, &t.ty, !ctx.f16_native())
-                .map_err(|e| rt(self.device, e))
-        }
-        #[cfg(target_arch = "wasm32")]
-        {
-            let _ = t;
-            Err(rt(
-                self.device,
-                WgpuError::Gpu("download needs a blocking context".into()),
-            ))
         }
     }
 }

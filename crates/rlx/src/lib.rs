@@ -43,7 +43,7 @@ pub use session::{CacheStats, Session};
 /// Adding ops from outside the core crates.
 pub mod custom {
     pub use rlx_cpu::{register_kernel, CpuError, Kernel, KernelCx};
-    pub use rlx_runtime::{register_backend, Backend, Claims, DeviceTensor, Executable};
+    pub use rlx_runtime::{register_backend, Backend, Claims, Executable};
 
     /// Registered backends, CPU first then by device name.
     pub fn backends_sorted() -> Vec<std::sync::Arc<dyn Backend>> {

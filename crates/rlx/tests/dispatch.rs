@@ -5,7 +5,7 @@
 //! every node it was given is one it claims — so a legalizer bug that let
 //! an unclaimed op through fails here.
 
-use rlx::custom::{register_backend, Backend, Claims, DeviceTensor, Executable};
+use rlx::custom::{register_backend, Backend, Claims, Executable};
 use rlx::ir::lir::Program;
 use rlx::ir::{text, DType};
 use rlx::{
@@ -53,19 +53,6 @@ impl Backend for Fake {
     }
     fn compile(&self, p: Program) -> Result<Box<dyn Executable>, RuntimeError> {
         Ok(Box::new(FakeExe(p, self.claims.clone())))
-    }
-    fn upload(&self, t: &HostTensor) -> Result<DeviceTensor, RuntimeError> {
-        Ok(DeviceTensor {
-            device: self.device,
-            ty: rlx::TensorType::new(t.dtype(), t.shape().clone()),
-            handle: Box::new(t.clone()),
-        })
-    }
-    fn download(&self, t: &DeviceTensor) -> Result<HostTensor, RuntimeError> {
-        Ok(t.handle
-            .downcast_ref::<HostTensor>()
-            .expect("own tensor")
-            .clone())
     }
 }
 

@@ -38,8 +38,8 @@ pub use options::CudaOptions;
 
 use device::Gpu;
 use rlx_ir::lir::Program;
-use rlx_ir::{DType, HostTensor, TensorType};
-use rlx_runtime::{Backend, Claims, Device, DeviceTensor, Executable, RuntimeError};
+use rlx_ir::DType;
+use rlx_runtime::{Backend, Claims, Device, Executable, RuntimeError};
 use std::sync::Arc;
 
 /// The CUDA backend for one GPU.
@@ -131,34 +131,5 @@ impl Backend for CudaBackend {
 
     fn compile(&self, program: Program) -> Result<Box<dyn Executable>, RuntimeError> {
         Ok(Box::new(self.compile_program(&program)?))
-    }
-
-    fn upload(&self, t: &HostTensor) -> Result<DeviceTensor, RuntimeError> {
-        let bytes = host::bytes_of(t)?;
-        let buf = device::DevBuf::new(&self.gpu.ctx, bytes.len())?;
-        if !bytes.is_empty() {
-            // SAFETY: buf holds bytes.len() bytes.
-            unsafe { cudarc::driver::result::memcpy_htod_sync(buf.ptr, bytes) }
-                .map_err(CudaError::from)?;
-        }
-        Ok(DeviceTensor {
-            device: Device::Cuda,
-            ty: TensorType::new(t.dtype(), t.shape().clone()),
-            handle: Box::new(buf),
-        })
-    }
-
-    fn download(&self, t: &DeviceTensor) -> Result<HostTensor, RuntimeError> {
-        let buf = t.handle.downcast_ref::<device::DevBuf>().ok_or_else(|| {
-            CudaError::Input(format!("tensor {} belongs to {}, not CUDA", t.ty, t.device))
-        })?;
-        let mut b = vec![0u8; buf.bytes];
-        if !b.is_empty() {
-            self.gpu.ctx.bind_to_thread().map_err(CudaError::from)?;
-            // SAFETY: buf holds b.len() bytes.
-            unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut b, buf.ptr) }
-                .map_err(CudaError::from)?;
-        }
-        Ok(host::from_bytes(t.ty.dtype, t.ty.shape.clone(), &b)?)
     }
 }

@@ -1,6 +1,5 @@
 //! Shared by the host-side tests (`host.rs`, `emulate.rs`).
 
-use rlx_ir::HostTensor;
 use rlx_runtime::Backend;
 
 /// A backend stand-in with the CUDA claims, so legalization and planning
@@ -19,17 +18,5 @@ impl Backend for ClaimsOnly {
         _: rlx_ir::lir::Program,
     ) -> Result<Box<dyn rlx_runtime::Executable>, rlx_runtime::RuntimeError> {
         unreachable!("planning only")
-    }
-    fn upload(
-        &self,
-        _: &HostTensor,
-    ) -> Result<rlx_runtime::DeviceTensor, rlx_runtime::RuntimeError> {
-        unreachable!()
-    }
-    fn download(
-        &self,
-        _: &rlx_runtime::DeviceTensor,
-    ) -> Result<HostTensor, rlx_runtime::RuntimeError> {
-        unreachable!()
     }
 }
