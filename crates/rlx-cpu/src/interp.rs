@@ -46,7 +46,13 @@ pub fn run_graph(g: &Graph, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, Cp
 
 /// [`run_graph`] on borrowed inputs: nothing is copied (weights passed as
 /// graph inputs stay where they are).
+///
+/// Sub-graphs (`if`, `while`, `scan` bodies) run through here recursively,
+/// each a level of [`rlx_ir::nesting`]: nested past the limit is an
+/// [`rlx_ir::IrError::Limit`], not a stack overflow.
 pub fn run_graph_refs(g: &Graph, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, CpuError> {
+    let _level = rlx_ir::nesting::enter(&format!("running graph `{}`", g.name))
+        .map_err(rlx_ir::IrError::from)?;
     check_inputs(g, inputs)?;
     let mut last_use = vec![usize::MAX; g.values.len()];
     for (i, n) in g.nodes.iter().enumerate() {

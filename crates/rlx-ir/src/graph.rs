@@ -81,6 +81,12 @@ impl Graph {
     /// linear in the nodes of the whole tree (attributes are checked in
     /// place, never copied).
     pub fn verify(&self) -> Result<(), IrError> {
+        self.verify_nodes(true)
+    }
+
+    /// [`Graph::verify`] of this graph's own nodes; sub-graphs are verified
+    /// too when `deep`, otherwise only their nesting depth is checked.
+    fn verify_nodes(&self, deep: bool) -> Result<(), IrError> {
         let _level = crate::nesting::enter(&format!("sub-graph nesting at graph `{}`", self.name))?;
         let mut defined = vec![false; self.values.len()];
         for (i, &v) in self.inputs.iter().enumerate() {
@@ -139,7 +145,12 @@ impl Graph {
             }
             for (name, a) in &node.attrs.0 {
                 if let Attr::Graph(g) = a {
-                    g.verify().map_err(|e| match e {
+                    let checked = if deep {
+                        g.verify_nodes(true)
+                    } else {
+                        g.check_nesting()
+                    };
+                    checked.map_err(|e| match e {
                         // A limit keeps its type: callers tell it apart.
                         IrError::Limit(l) => IrError::Limit(l),
                         e => err(format!("in sub-graph `{name}`: {e}")),
@@ -156,6 +167,33 @@ impl Graph {
             }
         }
         Ok(())
+    }
+
+    /// Check that the sub-graphs of this graph (at the current nesting
+    /// level) fit under `limits().max_nesting_depth`, without verifying
+    /// them. The walk stops as soon as they are too deep, so it is bounded
+    /// by the limit; it allocates nothing and touches no lock per level,
+    /// so repeating it at every level of a build stays cheap.
+    fn check_nesting(&self) -> Result<(), IrError> {
+        let max = crate::limits::limits().max_nesting_depth;
+        // The level this graph would be entered at, below the caller.
+        let level = crate::nesting::depth() + 1;
+        if level > max || self.nests_deeper_than(max - level) {
+            let what = format!("sub-graph nesting below graph `{}`", self.name);
+            crate::limits::limits().check_depth(&what, max + 1)?;
+        }
+        Ok(())
+    }
+
+    /// Whether sub-graphs nest more than `room` levels below this graph.
+    fn nests_deeper_than(&self, room: usize) -> bool {
+        self.nodes
+            .iter()
+            .flat_map(|n| n.attrs.0.values())
+            .any(|a| match a {
+                Attr::Graph(g) => room == 0 || g.nests_deeper_than(room - 1),
+                _ => false,
+            })
     }
 
     /// A stable JSON form (see docs/ARCHITECTURE.md).
@@ -423,10 +461,19 @@ impl GraphBuilder {
         self.graph.outputs = outputs.to_vec();
     }
 
-    /// Finish with `outputs` and verify.
+    /// Finish with `outputs` and verify the graph's own nodes (each
+    /// sub-graph's interface is checked by its op's type rule) and the
+    /// nesting depth of its sub-graphs.
+    ///
+    /// The insides of sub-graphs are not verified again: a sub-graph built
+    /// with a builder was verified by its own `finish`, and re-verifying
+    /// every sub-tree at every level made building (parsing, and every
+    /// optimizer pass, which rebuilds graphs level by level) quadratic in
+    /// the nesting depth. [`Graph::verify`] checks the whole tree; compile
+    /// and the JSON reader run it.
     pub fn finish(mut self, outputs: &[ValueId]) -> Result<Graph, IrError> {
         self.graph.outputs = outputs.to_vec();
-        self.graph.verify()?;
+        self.graph.verify_nodes(false)?;
         Ok(self.graph)
     }
 

@@ -18,7 +18,7 @@ use crate::equiv::{attrs_identical, fingerprint};
 use crate::error::OptError;
 use crate::pass::Pass;
 use crate::rebuild::{map_subgraphs, Rebuilder};
-use rlx_ir::{Attrs, Graph, ValueId};
+use rlx_ir::{Graph, ValueId};
 use std::collections::HashMap;
 
 /// The common-subexpression elimination pass.
@@ -30,19 +30,27 @@ type Key = (&'static str, Vec<ValueId>, u64);
 /// Merge duplicate nodes of `g` (and inside its sub-graphs).
 pub fn cse(g: &Graph) -> Result<Graph, OptError> {
     let mut r = Rebuilder::new(g);
-    let mut seen: HashMap<Key, Vec<(Attrs, Vec<ValueId>)>> = HashMap::new();
+    // Candidates are nodes of the new graph, by index: their attributes are
+    // compared where they are, never copied (a copy per node of a branch
+    // body made CSE quadratic in the nesting depth).
+    let mut seen: HashMap<Key, Vec<usize>> = HashMap::new();
     for node in &g.nodes {
         let inputs = r.inputs_of(node)?;
         let attrs = map_subgraphs(&node.attrs, &mut cse)?;
         let key = (node.op.name(), inputs.clone(), fingerprint(&attrs));
         let bucket = seen.entry(key).or_default();
-        if let Some((_, outs)) = bucket.iter().find(|(a, _)| attrs_identical(a, &attrs)) {
-            let outs = outs.clone();
+        let new = r.graph();
+        if let Some(&k) = bucket
+            .iter()
+            .find(|&&k| attrs_identical(&new.nodes[k].attrs, &attrs))
+        {
+            let outs = new.nodes[k].outputs.clone();
             r.bind_all(node, &outs)?;
             continue;
         }
-        let outs = r.copy(node, &inputs, attrs.clone())?;
-        bucket.push((attrs, outs));
+        let k = new.nodes.len();
+        r.copy(node, &inputs, attrs)?;
+        bucket.push(k);
     }
     r.finish()
 }
@@ -59,7 +67,7 @@ impl Pass for Cse {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rlx_ir::{DType, GraphBuilder, HostTensor, TensorType};
+    use rlx_ir::{Attrs, DType, GraphBuilder, HostTensor, TensorType};
 
     fn ops(g: &Graph) -> Vec<&'static str> {
         g.nodes.iter().map(|n| n.op.name()).collect()

@@ -134,16 +134,27 @@ impl<'g> Rebuilder<'g> {
     }
 }
 
-/// A copy of `attrs` with every graph-valued attribute replaced by `f` of it.
+/// A copy of `attrs` with every graph-valued attribute replaced by `f` of
+/// it. Sub-graphs are not copied first (that copied every nested region
+/// once per level: quadratic in the nesting depth); each is one level of
+/// [`rlx_ir::nesting`], so a region nested past the limit is an error, not
+/// a stack overflow.
 pub fn map_subgraphs(
     attrs: &Attrs,
     f: &mut dyn FnMut(&Graph) -> Result<Graph, OptError>,
 ) -> Result<Attrs, OptError> {
-    let mut out = attrs.clone();
-    for a in out.0.values_mut() {
-        if let Attr::Graph(g) = a {
-            **g = f(g)?;
-        }
+    let mut out = Attrs::new();
+    for (name, a) in &attrs.0 {
+        let a = match a {
+            Attr::Graph(g) => {
+                let _level =
+                    rlx_ir::nesting::enter(&format!("sub-graph `{name}` in an optimizer pass"))
+                        .map_err(IrError::from)?;
+                Attr::Graph(Box::new(f(g)?))
+            }
+            a => a.clone(),
+        };
+        out.0.insert(name.clone(), a);
     }
     Ok(out)
 }
