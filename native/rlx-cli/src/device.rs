@@ -50,6 +50,14 @@ impl Env {
     /// RLX_NUM_THREADS) says for the process: limits, the CPU thread pool,
     /// the CPU backend's options, the GPU backends' options.
     pub fn apply(&mut self, threads: Option<usize>) -> CliResult {
+        // Memory bounds from the machine first; RLX_MAX_* then override.
+        if let Some(avail) = available_memory() {
+            let mut l = rlx::ir::limits::Limits::with_available_memory(avail);
+            let now = rlx::ir::limits();
+            (l.max_nesting_depth, l.max_file_bytes) = (now.max_nesting_depth, now.max_file_bytes);
+            (l.max_threads, l.max_rank) = (now.max_threads, now.max_rank);
+            rlx::ir::limits::set_limits(l);
+        }
         if threads.is_some() {
             self.rlx.threads = threads;
         }
@@ -65,6 +73,14 @@ impl Env {
         rlx_wgpu::register_with(self.rlx.wgpu);
         Ok(())
     }
+}
+
+/// `MemAvailable` of `/proc/meminfo`, in bytes (Linux; `None` elsewhere).
+fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// `$XDG_CACHE_HOME/rlx`, else `~/.cache/rlx`, else `./.rlx`.

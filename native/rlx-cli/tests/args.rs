@@ -300,3 +300,40 @@ fn embed_on_vulkan_agrees_with_the_cpu_and_prints_cosines_only_on_request() {
     let (c, out, _) = code(&rlx(&["embed", texts[0], texts[1], "--cosine"]));
     assert!(c == 0 && out.contains("cosine similarity"), "{out}");
 }
+
+#[test]
+fn a_huge_graph_is_a_limit_error_not_an_abort() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("huge.mir");
+    std::fs::write(
+        &f,
+        "graph @huge(%x: f32[1000000,1000000]) {\n  %y = relu(%x)\n  return %y\n}\n",
+    )
+    .unwrap();
+    let f = f.to_str().unwrap();
+    for args in [
+        vec!["compile", f, "--print", "lir"],
+        vec!["run", f, "--random", "0"],
+    ] {
+        let (c, _, err) = code(&rlx(&args));
+        assert!(
+            c == 5 && err.contains("max_tensor_bytes"),
+            "{args:?}: exit {c}: {err}"
+        );
+    }
+    // RLX_MAX_TENSOR_BYTES is obeyed: 4 KiB refuses a 2 × 1024 f32 input.
+    let small = dir.path().join("small.mir");
+    std::fs::write(
+        &small,
+        "graph @s(%x: f32[2,1024]) {\n  %y = relu(%x)\n  return %y\n}\n",
+    )
+    .unwrap();
+    let (c, _, err) = code(&rlx_env(
+        &["run", small.to_str().unwrap(), "--random", "0"],
+        &[("RLX_MAX_TENSOR_BYTES", "4K")],
+    ));
+    assert!(
+        c == 5 && err.contains("RLX_MAX_TENSOR_BYTES"),
+        "exit {c}: {err}"
+    );
+}
