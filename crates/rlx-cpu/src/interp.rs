@@ -88,7 +88,7 @@ pub fn run_graph_refs(g: &Graph, inputs: &[&HostTensor]) -> Result<Vec<HostTenso
             outputs: &out_types,
             runner: &Interp,
         };
-        let outs = crate::profile::time(node.op.name(), || k(&cx))?;
+        let outs = crate::profile::time(node.op.name(), || k(&cx)).map_err(|e| e.at_node(i))?;
         if outs.len() != out_types.len()
             || outs
                 .iter()

@@ -114,6 +114,24 @@ impl DType {
         }
     }
 
+    /// The values an integer (or bool, or packed 4-bit) dtype holds, as
+    /// an inclusive range; `None` for floats and block types. The one
+    /// table behind literal range checks and saturating casts.
+    pub fn int_range(self) -> Option<(i64, i64)> {
+        use DType::*;
+        Some(match self {
+            Bool => (0, 1),
+            I8 => (i8::MIN as i64, i8::MAX as i64),
+            U8 => (0, u8::MAX as i64),
+            I16 => (i16::MIN as i64, i16::MAX as i64),
+            I32 => (i32::MIN as i64, i32::MAX as i64),
+            I64 => (i64::MIN, i64::MAX),
+            I4 => (-8, 7),
+            U4 => (0, 15),
+            _ => return None,
+        })
+    }
+
     pub fn storage(self) -> Storage {
         use DType::*;
         match self {

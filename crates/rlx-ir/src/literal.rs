@@ -22,34 +22,33 @@ pub struct LiteralError {
     /// The element as written (or as read from JSON).
     pub value: String,
     /// The values the dtype holds.
-    pub range: &'static str,
+    pub range: String,
 }
 
-fn out_of_range(dtype: DType, value: impl ToString, range: &'static str) -> LiteralError {
+fn out_of_range(dtype: DType, value: impl ToString, range: impl Into<String>) -> LiteralError {
     LiteralError {
         dtype,
         value: value.to_string(),
-        range,
+        range: range.into(),
     }
 }
 
 /// Check an integer element `v` of a tensor of `dtype`. Float dtypes take
 /// any integer that does not overflow them to infinity.
 pub fn check_int(dtype: DType, v: i64) -> Result<(), LiteralError> {
-    let (lo, hi, range) = match dtype {
-        DType::Bool => (0, 1, "0 or 1, or false/true"),
-        DType::I8 => (i8::MIN as i64, i8::MAX as i64, "-128..=127"),
-        DType::U8 => (0, u8::MAX as i64, "0..=255"),
-        DType::I16 => (i16::MIN as i64, i16::MAX as i64, "-32768..=32767"),
-        DType::I32 => (i32::MIN as i64, i32::MAX as i64, "-2147483648..=2147483647"),
-        d if d.is_float() || d == DType::C64 => return check_float(dtype, v as f64),
-        // i64 holds every i64; packed dtypes are written as hex strings.
-        _ => return Ok(()),
+    if dtype.is_float() || dtype == DType::C64 {
+        return check_float(dtype, v as f64);
+    }
+    // Packed and block dtypes are written as hex strings, not numbers.
+    let Some((lo, hi)) = dtype.int_range().filter(|_| !dtype.is_quantized()) else {
+        return Ok(());
     };
     if (lo..=hi).contains(&v) {
         Ok(())
+    } else if dtype == DType::Bool {
+        Err(out_of_range(dtype, v, "0 or 1, or false/true"))
     } else {
-        Err(out_of_range(dtype, v, range))
+        Err(out_of_range(dtype, v, format!("{lo}..={hi}")))
     }
 }
 

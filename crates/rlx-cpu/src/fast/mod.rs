@@ -1458,11 +1458,12 @@ impl FastProgram {
             st.packed_ready[i] = st.resident[p.input];
         }
         self.pack_f32_weights(st, inputs, true);
-        for (node, step) in g.nodes.iter().zip(&self.steps) {
+        for (i, (node, step)) in g.nodes.iter().zip(&self.steps).enumerate() {
             match step {
                 Step::View | Step::Folded => {}
                 Step::Ref => {
-                    crate::profile::time(node.op.name(), || self.run_ref(st, node, inputs))?
+                    crate::profile::time(node.op.name(), || self.run_ref(st, node, inputs))
+                        .map_err(|e| e.at_node(i))?
                 }
                 Step::Fast {
                     kind,

@@ -316,19 +316,45 @@ fn clamp(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     Ok(vec![from_ints(ty, v)?])
 }
 
+/// The `cast` op (semantics in its doc, crates/rlx-ir/src/ops/elementwise.rs).
 fn cast(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let x = cx.input(0);
     let ty = cx.out_type(0);
+    let from_float = x.dtype().is_float() || x.dtype() == DType::C64;
     let out = match (x.dtype(), ty.dtype) {
         (a, b) if a == b => x.clone(),
-        (DType::C64, b) if b.is_float() || b.is_int() || b == DType::Bool => {
-            from_floats(ty, floats(x)?)?
-        }
+        (_, b) if from_float && b.is_int() => from_ints(ty, float_to_int(&floats(x)?, b)?)?,
+        (DType::C64, b) if b.is_float() || b == DType::Bool => from_floats(ty, floats(x)?)?,
         (_, DType::C64) => HostTensor::from_c64(ty.shape.clone(), x.to_c64_vec()?)?,
         (a, _) if a.is_float() => from_floats(ty, floats(x)?)?,
         _ => from_ints(ty, ints(x)?)?,
     };
     Ok(vec![out])
+}
+
+/// Float → integer: truncate toward zero, saturate to the dtype's range;
+/// NaN and ±inf have no integer value and are an error naming the element
+/// (wrapping them, or NaN → 0, gave a silently wrong number).
+fn float_to_int(v: &[f64], to: DType) -> Result<Vec<i64>, CpuError> {
+    let (lo, hi) = to.int_range().ok_or_else(|| CpuError::Runtime {
+        op: "cast".into(),
+        msg: format!("{to} is not an integer dtype"),
+    })?;
+    v.iter()
+        .enumerate()
+        .map(|(index, &f)| {
+            if !f.is_finite() {
+                return Err(CpuError::Cast {
+                    node: None,
+                    index,
+                    value: f,
+                    to,
+                });
+            }
+            // `as` saturates at the i64 range; then clamp to the dtype's.
+            Ok((f.trunc() as i64).clamp(lo, hi))
+        })
+        .collect()
 }
 
 pub(crate) const KERNELS: &[(&str, Kernel)] = &[

@@ -323,6 +323,6 @@ pub static ELEMENTWISE: &[OpDef] = &[
         cast,
         None,
         Differentiable,
-        "convert elements: float→int truncates toward 0 (NaN→0), int→int wraps, x→bool is x != 0",
+        "convert elements: float→int truncates toward 0 and saturates at the dtype's range, NaN or ±inf → int is a runtime error naming the node and element; int→int wraps (two's complement); float→float rounds to nearest even (overflow gives ±inf); x→bool is x != 0 (NaN → true); c64→real takes the real part",
     ),
 ];

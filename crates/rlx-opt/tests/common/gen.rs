@@ -53,6 +53,20 @@ impl Gen<'_> {
         let t = self.rng.tensor(dtype, shape);
         self.b.constant(t).unwrap()
     }
+    /// `x` with NaN replaced by 0 and clamped to ±1e9 (finite, inside
+    /// i32); the nodes stay out of the pool and draw nothing from the rng,
+    /// so the rest of the graph is what it was.
+    fn finite(&mut self, x: ValueId) -> ValueId {
+        let dt = self.ty(x).dtype;
+        let not_nan = self.b.binary("eq", x, x).unwrap();
+        let zero = self.filled(dt, &[], 0.0);
+        let w = self
+            .b
+            .op1("where", &[not_nan, x, zero], Attrs::new())
+            .unwrap();
+        let bounds = Attrs::new().with("min", -1e9).with("max", 1e9);
+        self.b.op1("clamp", &[w], bounds).unwrap()
+    }
     fn filled(&mut self, dtype: DType, shape: &[usize], v: f64) -> ValueId {
         let n = shape.iter().product();
         let t = HostTensor::from_f64(dtype, shape.to_vec(), vec![v; n]).unwrap();
@@ -242,8 +256,11 @@ impl Gen<'_> {
                     (DType::I32, None),
                     (DType::BF16, Some(DType::F64)),
                 ]);
+                // NaN and ±inf have no integer value (casting one is a
+                // runtime error): an integer detour starts from finite values.
+                let src = if d1.is_int() { self.finite(x) } else { x };
                 let c = self
-                    .push("cast", &[x], Attrs::new().with("dtype", d1))
+                    .push("cast", &[src], Attrs::new().with("dtype", d1))
                     .unwrap();
                 if let Some(d2) = d2 {
                     let c2 = self
