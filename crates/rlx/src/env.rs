@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use thiserror::Error;
 
 mod vars;
-pub use vars::{Var, VARS};
+pub use vars::{Var, OTHER_VARS, VARS};
 
 /// Every `RLX_*` setting of the process, parsed.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -110,11 +110,33 @@ pub fn from_env() -> Result<EnvOptions, EnvError> {
     from_lookup(|name| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned()))
 }
 
-/// [`from_env`] then [`apply`]: what a binary calls first.
+/// [`from_env`] then [`apply`]: what a binary calls first. Also warns on
+/// stderr about each `RLX_*` variable rlx does not know ([`unknown_vars`]:
+/// a misspelt name would otherwise be ignored without a word).
 pub fn init() -> Result<EnvOptions, EnvError> {
+    for name in unknown_vars() {
+        eprintln!("rlx: warning: {name} is not an rlx variable (ignored; see docs/environment.md)");
+    }
     let o = from_env()?;
     apply(&o)?;
     Ok(o)
+}
+
+/// The `RLX_*` variables of this process that are neither in [`VARS`]
+/// nor [`OTHER_VARS`] (those of binaries, tests and scripts), sorted.
+pub fn unknown_vars() -> Vec<String> {
+    unknown_among(std::env::vars_os().map(|(k, _)| k.to_string_lossy().into_owned()))
+}
+
+/// [`unknown_vars`] over the given names.
+pub fn unknown_among(names: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut v: Vec<String> = names
+        .into_iter()
+        .filter(|n| n.starts_with("RLX_"))
+        .filter(|n| !VARS.iter().any(|v| v.name == n) && !OTHER_VARS.contains(&n.as_str()))
+        .collect();
+    v.sort();
+    v
 }
 
 /// Parses the variables `lookup` returns (`None`: unset). An empty value

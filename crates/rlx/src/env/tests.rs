@@ -166,3 +166,19 @@ fn every_variable_is_read_and_documented() {
         );
     }
 }
+
+#[test]
+fn misspelt_names_are_reported() {
+    let names = [
+        "RLX_NUM_THREAD",
+        "RLX_NUM_THREADS",
+        "RLX_HOME",
+        "PATH",
+        "RLX_CPU_AMX",
+        "RLX_WGPU_CO0P",
+    ];
+    assert_eq!(
+        unknown_among(names.iter().map(|s| s.to_string())),
+        vec!["RLX_NUM_THREAD".to_string(), "RLX_WGPU_CO0P".to_string()]
+    );
+}

@@ -63,3 +63,29 @@ pub const VARS: &[Var] = &[
     v("RLX_MAX_FILE_BYTES", "bytes (K, M, G, T suffixes)", "256M", "Limits::max_file_bytes"),
     v("RLX_MAX_RANK", "integer >= 1", "32", "Limits::max_rank"),
 ];
+
+/// `RLX_*` variables read by one binary, test, example or script, not by
+/// [`super::from_lookup`]: known, so [`super::unknown_vars`] passes them.
+pub const OTHER_VARS: &[&str] = &[
+    "RLX_HOME",
+    "RLX_MINILM",
+    "RLX_VECTOR_OPS",
+    "RLX_OPT_GRAPHS",
+    "RLX_WGPU_PROFILE",
+    "RLX_PRINT_STEP",
+    "RLX_DUMP_PTX",
+    "RLX_FUZZ_TARGET",
+    "RLX_FUZZ_VERBOSE",
+    "RLX_FUZZ_MALLOC_MB",
+    "RLX_SOAK_SENTENCES",
+    "RLX_SOAK_SINGLE_EVERY",
+    "RLX_SOAK_LOG",
+    "RLX_STRESS_CYCLES",
+    // Scripts (scripts/, benches/).
+    "RLX_MODEL_CACHE",
+    "RLX_REPO",
+    "RLX_EXPECT_WASM",
+    "RLX_WEB_FEATURES",
+    "RLX_FLOP_PER_CYCLE",
+    "RLX_CLOCK_GHZ",
+];
