@@ -1,4 +1,4 @@
-//! The MIR text format (grammar in docs/TEXT_IR.md): [`print`] and
+//! The MIR text format (grammar in docs/TEXT_IR.md): [`print()`] and
 //! [`parse`]. Printing writes every attribute and type, so
 //! `print(parse(print(g))) == print(g)` and `parse(print(g)) == g`.
 
