@@ -228,6 +228,23 @@ test("embed() refuses texts that are not strings, naming the index and the type 
   await rejects(() => rlx.pipelines.embed(["ok"], { model: nowhere, device: "cpu" }), "format", /no-such-model-dir/);
 });
 
+// `if` nested `depth` times in the text format (each then-branch holds the next).
+function nestedIf(depth) {
+  let s = "";
+  for (let k = 0; k < depth; k++) s += `graph @g${k}(%c: bool[], %x: f32[2]) {\n  %r = if(%c, %c, %x) {then_branch=`;
+  s += "graph @leaf(%c: bool[], %x: f32[2]) {\n  %r = exp(%x)\n  return %r\n}";
+  for (let k = 0; k < depth; k++) s += ", else_branch=graph @e(%c: bool[], %x: f32[2]) {\n  %r = neg(%x)\n  return %r\n}}\n  return %r\n}";
+  return s;
+}
+
+test("a bound of rlx's limits is RlxError 'limit' naming it; the module stays usable", async () => {
+  // Depth 5000 overflowed the stack (a panic that poisoned the module).
+  throws(() => rlx.Graph.fromText(nestedIf(5000)), "limit", /max_nesting_depth/);
+  const m = await rlx.compile(rlx.Graph.fromText(nestedIf(20)), { device: "cpu" });
+  const [y] = await m.run([new Uint8Array([1]), new Float32Array([0, 1])]);
+  assert.deepEqual(Array.from(y.data), [1, Math.fround(Math.E)]);
+});
+
 // Every public entry point, fed values of every JS type: whatever it throws is
 // an RlxError with a listed code — never a TypeError, never a panic (a panic
 // would poison the module and fail every later call here).
