@@ -14,13 +14,74 @@ use std::collections::BTreeMap;
 pub enum Attr {
     Bool(bool),
     Int(i64),
-    Float(f64),
+    Float(#[serde(with = "json_float")] f64),
     Str(String),
     Ints(Vec<i64>),
-    Floats(Vec<f64>),
+    Floats(#[serde(with = "json_float::vec")] Vec<f64>),
     DType(DType),
     Tensor(HostTensor),
     Graph(Box<Graph>),
+}
+
+/// Float attributes in the JSON form: numbers, and `"nan"`, `"inf"`,
+/// `"-inf"` for what a JSON number cannot hold (as tensor literals write
+/// them). serde_json alone writes a non-finite float as `null`, which did
+/// not read back: `pad {value=nan}` saved as JSON could not be loaded.
+mod json_float {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum F {
+        Num(f64),
+        Str(String),
+    }
+
+    fn to(x: f64) -> F {
+        if x.is_finite() {
+            F::Num(x)
+        } else if x.is_nan() {
+            F::Str("nan".into())
+        } else if x > 0.0 {
+            F::Str("inf".into())
+        } else {
+            F::Str("-inf".into())
+        }
+    }
+
+    fn from<E: serde::de::Error>(f: F) -> Result<f64, E> {
+        match f {
+            F::Num(x) => Ok(x),
+            F::Str(s) => match s.as_str() {
+                "nan" | "NaN" => Ok(f64::NAN),
+                "inf" | "+inf" => Ok(f64::INFINITY),
+                "-inf" => Ok(f64::NEG_INFINITY),
+                _ => Err(E::custom(format!(
+                    "bad float `{s}` (a number, \"nan\", \"inf\" or \"-inf\")"
+                ))),
+            },
+        }
+    }
+
+    pub fn serialize<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+        to(*x).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        from(F::deserialize(d)?)
+    }
+
+    pub mod vec {
+        use super::*;
+
+        pub fn serialize<S: Serializer>(v: &[f64], s: S) -> Result<S::Ok, S::Error> {
+            s.collect_seq(v.iter().map(|&x| to(x)))
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+            Vec::<F>::deserialize(d)?.into_iter().map(from).collect()
+        }
+    }
 }
 
 /// The kind of an attribute, as an op's schema declares it.
