@@ -6,7 +6,7 @@ use crate::graph::Graph;
 use crate::op::{Arity::*, Category as C, Grad::*};
 
 fn sub<'a>(cx: &'a InferCx, name: &str) -> Result<&'a Graph, String> {
-    cx.attrs.graph(name).map_err(|e| e.to_string())
+    sub_graph(cx, name)
 }
 
 fn check_inputs(g: &Graph, want: &[TensorType], what: &str) -> Result<(), String> {

@@ -81,6 +81,27 @@ pub(crate) const fn def(
 
 pub(crate) type R = Result<Vec<TensorType>, String>;
 
+/// The sub-graph attribute `name`, with its inputs and outputs naming
+/// values it has: a region's type rule reads their types before the
+/// sub-graph itself is verified (a JSON graph whose branch returned `%4`
+/// of three values panicked here; found by the ir_json fuzz target).
+pub(crate) fn sub_graph<'a>(
+    cx: &'a InferCx,
+    name: &str,
+) -> Result<&'a crate::graph::Graph, String> {
+    let g = cx.attrs.graph(name).map_err(|e| e.to_string())?;
+    let n = g.values.len();
+    for (what, ids) in [("input", &g.inputs), ("output", &g.outputs)] {
+        if let Some((k, v)) = ids.iter().enumerate().find(|(_, v)| v.index() >= n) {
+            return Err(format!(
+                "`{name}`: {what} {k} (%{}) is not a value of the sub-graph (it has {n})",
+                v.0
+            ));
+        }
+    }
+    Ok(g)
+}
+
 pub(crate) fn one(ty: TensorType) -> R {
     Ok(vec![ty])
 }

@@ -21,7 +21,7 @@ pub fn is_elementwise(op: &OpDef) -> bool {
 }
 
 fn fused_elementwise(cx: &InferCx) -> R {
-    let body = cx.attrs.graph("body").map_err(|e| e.to_string())?;
+    let body = sub_graph(cx, "body")?;
     if body.input_types() != cx.inputs {
         return Err(format!(
             "the body takes {} inputs of types {:?}, the node gives {:?}",
