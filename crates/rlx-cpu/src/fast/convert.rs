@@ -10,6 +10,7 @@
 //! bf16 is the top half of an f32: a shift one way, a rounding add the
 //! other.
 
+use super::par;
 use super::simd::simd_fn;
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
@@ -227,6 +228,20 @@ pub fn half_bits(t: &HostTensor) -> Option<&[u16]> {
         Raw::Half(v, _) => Some(v),
         Raw::F32(_) => None,
     }
+}
+
+/// dst = src widened to f32, across threads.
+pub fn widen_into(dst: &mut [f32], src: Raw) {
+    let chunk = par::chunk_len(dst.len(), 1024, 64 * 1024);
+    par::for_chunks(dst, chunk, |ci, d| src.load(ci * chunk, d));
+}
+
+/// dst = src rounded to `fmt` (f16/bf16 bits), across threads.
+pub fn narrow_into(dst: &mut [u16], src: &[f32], fmt: Fmt) {
+    let chunk = par::chunk_len(dst.len(), 1024, 64 * 1024);
+    par::for_chunks(dst, chunk, |ci, d| {
+        narrow(&src[ci * chunk..ci * chunk + d.len()], fmt, d)
+    });
 }
 
 #[cfg(test)]

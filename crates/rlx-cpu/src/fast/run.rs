@@ -1,0 +1,471 @@
+//! Running a compiled program: each node's step in order, on its fast
+//! kernel (operands read out of the arenas through their strides) or its
+//! reference kernel (operands fetched as host tensors).
+
+use super::convert::{self, narrow_into, widen_into, Fmt, Raw};
+use super::elementwise::{self, Src};
+use super::fold::{Fold, FoldKind};
+use super::layout::{Loc, Reader, Root, View};
+use super::state::State;
+use super::step::{Home, Step};
+use super::weights::{DotPlan, F32PackKind};
+use super::{attention, fail, matmul, norm, reduce, FastProgram, Kind};
+use crate::error::CpuError;
+use crate::kernels::{kernel, KernelCx};
+use rlx_ir::{DType, Element, HostTensor, TensorType};
+use std::borrow::Cow;
+
+impl FastProgram {
+    /// Runs the steps in order, then returns the graph outputs.
+    pub(super) fn run_in(
+        &self,
+        st: &mut State,
+        inputs: &[&HostTensor],
+    ) -> Result<Vec<HostTensor>, CpuError> {
+        let g = &self.graph;
+        self.prepare_weights(st, inputs)?;
+        for (i, (node, step)) in g.nodes.iter().zip(&self.steps).enumerate() {
+            match step {
+                Step::View | Step::Folded => {}
+                Step::Ref => {
+                    crate::profile::time(node.op.name(), || self.run_ref(st, node, inputs))
+                        .map_err(|e| e.at_node(i))?
+                }
+                Step::Fast {
+                    kind,
+                    args,
+                    mask,
+                    mask_strides,
+                    host_strides,
+                    stage_in,
+                    out_half,
+                    dot,
+                    f32_pack,
+                    fold,
+                } => crate::profile::time(node.op.name(), || {
+                    for s in stage_in {
+                        let dst = &mut st.stage[s.to..s.to + s.from.len()];
+                        let src = Raw::Half(&st.half[s.from.clone()], s.fmt);
+                        widen_into(dst, src);
+                    }
+                    let stored = self.run_fast(
+                        st,
+                        node,
+                        kind,
+                        args,
+                        mask,
+                        mask_strides,
+                        host_strides,
+                        *out_half,
+                        *dot,
+                        *f32_pack,
+                        fold.as_ref(),
+                        inputs,
+                    )?;
+                    if let (Some((off, fmt)), false) = (*out_half, stored) {
+                        let n = g.ty(node.outputs[0]).shape.numel();
+                        narrow_into(&mut st.half[off..off + n], &st.stage_out[..n], fmt);
+                    }
+                    Ok::<(), CpuError>(())
+                })?,
+            }
+        }
+        g.outputs
+            .iter()
+            .map(|&v| self.fetch(st, v, inputs).map(Cow::into_owned))
+            .collect()
+    }
+
+    /// Value `v` as a host tensor (copied out of the arenas if it lives there).
+    fn fetch<'a>(
+        &self,
+        st: &'a State,
+        v: rlx_ir::ValueId,
+        inputs: &'a [&'a HostTensor],
+    ) -> Result<Cow<'a, HostTensor>, CpuError> {
+        let ty = self.graph.ty(v);
+        match &self.homes[v.index()] {
+            Home::Mem(loc, fmt) => {
+                let data = match loc.root {
+                    Root::Arena => Raw::F32(&st.arena),
+                    Root::Half => Raw::Half(&st.half, *fmt),
+                    Root::Input(k) => Raw::of_input(inputs[k]),
+                    Root::Const => Raw::F32(&self.consts),
+                    Root::Prepared => Raw::F32(&st.prepared),
+                    Root::Stage => Raw::F32(&st.stage),
+                };
+                let mut out = vec![0.0f32; loc.numel()];
+                if loc.is_contiguous() {
+                    data.load(loc.offset, &mut out);
+                } else {
+                    for (i, x) in out.iter_mut().enumerate() {
+                        *x = data.get(loc.index_of(i));
+                    }
+                }
+                Ok(Cow::Owned(convert::host_from_f32(
+                    ty.dtype,
+                    ty.shape.clone(),
+                    out,
+                )?))
+            }
+            Home::Host(Some(k)) => Ok(Cow::Borrowed(inputs[*k])),
+            Home::Host(None) => st.host[v.index()]
+                .as_ref()
+                .map(Cow::Borrowed)
+                .ok_or_else(|| fail("return", format!("value %{} was never computed", v.0))),
+        }
+    }
+
+    fn run_ref(
+        &self,
+        st: &mut State,
+        node: &rlx_ir::Node,
+        inputs: &[&HostTensor],
+    ) -> Result<(), CpuError> {
+        let g = &self.graph;
+        let k = kernel(node.op.name()).ok_or_else(|| CpuError::NoKernel(node.op.name().into()))?;
+        let args: Vec<Cow<HostTensor>> = node
+            .inputs
+            .iter()
+            .map(|&v| self.fetch(st, v, inputs))
+            .collect::<Result<_, _>>()?;
+        let refs: Vec<&HostTensor> = args.iter().map(|c| c.as_ref()).collect();
+        let out_types: Vec<TensorType> = node.outputs.iter().map(|&v| g.ty(v).clone()).collect();
+        let outs = k(&KernelCx {
+            op: node.op.name(),
+            inputs: &refs,
+            attrs: &node.attrs,
+            outputs: &out_types,
+            runner: &crate::interp::Interp,
+        })?;
+        drop(refs);
+        drop(args);
+        if outs.len() != out_types.len() {
+            return Err(fail(
+                node.op.name(),
+                "kernel returned the wrong number of outputs (a kernel bug)",
+            ));
+        }
+        for ((&v, t), ty) in node.outputs.iter().zip(outs).zip(&out_types) {
+            if t.dtype() != ty.dtype || t.shape() != &ty.shape {
+                return Err(fail(
+                    node.op.name(),
+                    format!(
+                        "kernel returned {}{}, the op infers {ty} (a kernel bug)",
+                        t.dtype(),
+                        t.shape()
+                    ),
+                ));
+            }
+            match &self.homes[v.index()] {
+                Home::Mem(loc, Fmt::F32) if loc.root == Root::Arena => {
+                    let src = f32::unwrap(t.data()).unwrap_or(&[]);
+                    st.arena[loc.offset..loc.offset + src.len()].copy_from_slice(src);
+                }
+                Home::Mem(loc, _) if loc.root == Root::Half => {
+                    let src = convert::half_bits(&t).unwrap_or(&[]);
+                    st.half[loc.offset..loc.offset + src.len()].copy_from_slice(src);
+                }
+                _ => st.host[v.index()] = Some(t),
+            }
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_fast(
+        &self,
+        st: &mut State,
+        node: &rlx_ir::Node,
+        kind: &Kind,
+        args: &[Option<Loc>],
+        mask: &[bool],
+        mask_strides: &[usize],
+        host_strides: &[Vec<usize>],
+        out_half: Option<(usize, Fmt)>,
+        dot: Option<DotPlan>,
+        f32_pack: Option<usize>,
+        fold: Option<&Fold>,
+        inputs: &[&HostTensor],
+    ) -> Result<bool, CpuError> {
+        let staged_out = out_half.is_some();
+        let g = &self.graph;
+        let op = node.op.name();
+        let out_v = node.outputs[0];
+        // A kernel with a folded node writes that node's slot.
+        let out_loc = match (fold, &self.homes[out_v.index()]) {
+            (Some(f), _) => &f.out,
+            (None, Home::Mem(l, _)) => l,
+            (None, Home::Host(_)) => {
+                return Err(fail(
+                    op,
+                    "fast kernel without an arena output (an engine bug)",
+                ))
+            }
+        };
+        let out_dims = out_loc.dims.as_slice();
+        let host = &st.host;
+        let host_of = |k: usize| -> Result<&HostTensor, CpuError> {
+            match &self.homes[node.inputs[k].index()] {
+                Home::Host(Some(i)) => Ok(inputs[*i]),
+                Home::Host(None) => host[node.inputs[k].index()]
+                    .as_ref()
+                    .ok_or_else(|| fail(op, format!("input {k} was never computed"))),
+                Home::Mem(..) => Err(fail(op, format!("input {k} is not a host tensor"))),
+            }
+        };
+        // A 16-bit output is computed into the f32 staging output; the f32
+        // arena is then read-only.
+        let n = out_loc.numel();
+        let range = if staged_out {
+            0..0
+        } else {
+            out_loc.offset..out_loc.offset + n
+        };
+        let (out, rd) = Reader::split(
+            &mut st.arena,
+            range,
+            inputs,
+            &self.consts,
+            &st.prepared,
+            &st.stage,
+        );
+        let out = if staged_out {
+            &mut st.stage_out[..n]
+        } else {
+            out
+        };
+        let overlap = || {
+            fail(
+                op,
+                "an input overlaps the output in the memory plan (a planner bug)",
+            )
+        };
+        let view = |k: usize| -> Result<View, CpuError> {
+            let loc = args[k]
+                .as_ref()
+                .ok_or_else(|| fail(op, format!("input {k} is not f32")))?;
+            let (data, shift) = rd.slice(loc).map_err(|_| overlap())?;
+            Ok(View { data, loc, shift })
+        };
+        match kind {
+            Kind::Elementwise(p) => {
+                let src = |k: usize| -> Result<Src, CpuError> {
+                    let Some(loc) = args[k].as_ref() else {
+                        let t = host_of(k)?;
+                        let d = bool::unwrap(t.data())
+                            .ok_or_else(|| fail(op, "host input is not bool"))?;
+                        return Ok(Src::Bool(d, &host_strides[k], out_dims));
+                    };
+                    if rd.is_output(loc) {
+                        Ok(Src::Out)
+                    } else {
+                        view(k).map(Src::View)
+                    }
+                };
+                // Operands on the stack for the usual few; a Vec beyond.
+                let n = node.inputs.len();
+                if n <= 8 {
+                    let mut arr = [Src::Out; 8];
+                    for (k, a) in arr.iter_mut().enumerate().take(n) {
+                        *a = src(k)?;
+                    }
+                    elementwise::run(p, out, &arr[..n], &st.pool);
+                } else {
+                    let srcs = (0..n).map(src).collect::<Result<Vec<_>, _>>()?;
+                    elementwise::run(p, out, &srcs, &st.pool);
+                }
+            }
+            Kind::Matmul { act, bias } if dot.is_some() => {
+                let Some(p) = dot else { unreachable!() };
+                let bias = if *bias { Some(view(2)?) } else { None };
+                let packed = st.packed[p.pack]
+                    .as_ref()
+                    .ok_or_else(|| fail(op, "weight not packed (an engine bug)"))?;
+                let n = *out_dims.last().unwrap_or(&1);
+                let rows = out.len() / n.max(1);
+                let a_len = (rows.max(1) - 1) * p.lda + packed.k();
+                // The left operand and a 16-bit output are disjoint slots
+                // of the 16-bit arena.
+                let (a, half) = match (p.a_input, out_half) {
+                    (Some(k), out_half) => {
+                        let bits = convert::half_bits(inputs[k])
+                            .ok_or_else(|| fail(op, "a bf16 input is not bf16"))?;
+                        let half =
+                            out_half.map(|(off, fmt)| (&mut st.half[off..off + out.len()], fmt));
+                        (&bits[p.a_offset..p.a_offset + a_len], half)
+                    }
+                    (None, Some((off, fmt))) if off >= p.a_offset + a_len => {
+                        let (lo, hi) = st.half.split_at_mut(off);
+                        (&lo[p.a_offset..], Some((&mut hi[..out.len()], fmt)))
+                    }
+                    (None, Some((off, fmt))) if off + out.len() <= p.a_offset => {
+                        let (lo, hi) = st.half.split_at_mut(p.a_offset);
+                        (&hi[..a_len], Some((&mut lo[off..off + out.len()], fmt)))
+                    }
+                    (None, Some(_)) => return Err(overlap()),
+                    (None, None) => (&st.half[p.a_offset..p.a_offset + a_len], None),
+                };
+                matmul::run_bf16(out, n, a, p.lda, packed, bias.as_ref(), *act, half);
+                return Ok(true);
+            }
+            Kind::Matmul { act, bias } => {
+                let (a, b) = (view(0)?, view(1)?);
+                let bias = if *bias { Some(view(2)?) } else { None };
+                // A 16-bit output is rounded by the GEMM's epilogue, block
+                // by block while it is in cache.
+                let half = out_half.map(|(off, fmt)| (&mut st.half[off..off + out.len()], fmt));
+                let packed = match f32_pack.filter(|&i| st.f32_packed_ready[i]) {
+                    None => matmul::Packed::No,
+                    Some(i) if self.f32_pack_kind == Some(F32PackKind::Amx) => {
+                        matmul::Packed::Amx(&st.amx_packed[i], &st.amx_pool)
+                    }
+                    Some(i) => matmul::Packed::Gemm128(&st.f32_packed[i]),
+                };
+                let residual = match fold.map(|f| &f.kind) {
+                    Some(FoldKind::Residual { from }) => {
+                        if let Some(from) = from {
+                            let (data, shift) = rd.slice(from).map_err(|_| overlap())?;
+                            out.copy_from_slice(&data[from.offset - shift..][..out.len()]);
+                        }
+                        true
+                    }
+                    _ => false,
+                };
+                matmul::run(
+                    out,
+                    out_dims,
+                    &a,
+                    &b,
+                    packed,
+                    bias.as_ref(),
+                    *act,
+                    half,
+                    residual,
+                );
+                return Ok(true);
+            }
+            Kind::Attention => {
+                let (q, k, v) = (view(0)?, view(1)?, view(2)?);
+                let r = q.loc.dims.len();
+                let d = q.loc.dims[r - 1];
+                let scale = match node.attrs.get("scale") {
+                    Some(_) => node.attrs.float("scale")?,
+                    None => 1.0 / (d as f64).sqrt(),
+                } as f32;
+                // The node's own dims (its output may be written merged).
+                let att_dims = g.ty(out_v).dims();
+                let dims = attention::Dims {
+                    batch: &att_dims[..r - 2],
+                    sq: q.loc.dims[r - 2],
+                    sk: k.loc.dims[r - 2],
+                    d,
+                    dv: v.loc.dims[r - 1],
+                    scale,
+                };
+                let bias_view;
+                let m = match node.inputs.len() {
+                    3 if mask.is_empty() => attention::Mask::None,
+                    3 => attention::Mask::Builtin(mask),
+                    _ if g.ty(node.inputs[3]).dtype == DType::Bool => {
+                        let t = host_of(3)?;
+                        let data =
+                            bool::unwrap(t.data()).ok_or_else(|| fail(op, "mask is not bool"))?;
+                        attention::Mask::Custom {
+                            data,
+                            strides: mask_strides,
+                        }
+                    }
+                    _ => {
+                        bias_view = view(3)?;
+                        attention::Mask::Bias(bias_view)
+                    }
+                };
+                match fold.map(|f| &f.kind) {
+                    Some(FoldKind::MergeHeads) => {
+                        attention::run_merged(out, &q, &k, &v, &m, &dims, &st.pool)
+                    }
+                    _ => attention::run(out, &q, &k, &v, &m, &dims, &st.pool),
+                }
+            }
+            Kind::Norm { centered } => {
+                let x = view(0)?;
+                let ax = g.ty(node.inputs[0]).shape.axis(node.attrs.int("axis")?)?;
+                let inner: usize = x.loc.dims[ax..].iter().product();
+                let gv = view(1)?;
+                let gs = gv
+                    .contiguous()
+                    .ok_or_else(|| fail(op, "scale is not contiguous"))?;
+                let bv = if *centered { Some(view(2)?) } else { None };
+                let bs = match &bv {
+                    Some(b) => Some(
+                        b.contiguous()
+                            .ok_or_else(|| fail(op, "shift is not contiguous"))?,
+                    ),
+                    None => None,
+                };
+                let eps = node.attrs.float("eps")?;
+                norm::norm(out, &x, gs, bs, inner, eps, *centered, &st.pool);
+            }
+            Kind::Softmax { log } => {
+                let x = view(0)?;
+                let ax = g.ty(node.inputs[0]).shape.axis(node.attrs.int("axis")?)?;
+                let len = x.loc.dims[ax];
+                let inner: usize = x.loc.dims[ax + 1..].iter().product();
+                norm::softmax(out, &x, len, inner, *log, &st.pool);
+            }
+            Kind::Constant => {}
+            Kind::Where => {
+                let t = host_of(0)?;
+                let cond =
+                    bool::unwrap(t.data()).ok_or_else(|| fail(op, "condition is not bool"))?;
+                let src = |k: usize| -> Result<Src, CpuError> {
+                    let loc = args[k].as_ref().ok_or_else(|| fail(op, "non-f32 input"))?;
+                    if rd.is_output(loc) {
+                        Ok(Src::Out)
+                    } else {
+                        view(k).map(Src::View)
+                    }
+                };
+                let (x, y) = (src(1)?, src(2)?);
+                elementwise::select(out, cond, mask_strides, &x, &y, out_dims, &st.pool);
+            }
+            Kind::Reduce {
+                red,
+                outer,
+                len,
+                inner,
+            } => reduce::run(out, &view(0)?, *outer, *len, *inner, *red),
+            Kind::Embedding => {
+                let table = view(0)?;
+                let rows = table.loc.dims[0];
+                let inner: usize = table.loc.dims[1..].iter().product();
+                let ids = host_of(1)?;
+                let idx: Cow<[i64]> = match (i64::unwrap(ids.data()), i32::unwrap(ids.data())) {
+                    (Some(v), _) => Cow::Borrowed(v),
+                    (None, Some(v)) => Cow::Owned(v.iter().map(|&x| x as i64).collect()),
+                    _ => return Err(fail(op, "ids must be i64 or i32")),
+                };
+                let tc = table.contiguous();
+                for (&i, o) in idx.iter().zip(out.chunks_mut(inner.max(1))) {
+                    let j = if i < 0 { i + rows as i64 } else { i };
+                    if j < 0 || j >= rows as i64 {
+                        return Err(fail(
+                            op,
+                            format!("index {i} is out of range for an axis of extent {rows}"),
+                        ));
+                    }
+                    let j = j as usize;
+                    match tc {
+                        Some(t) => o.copy_from_slice(&t[j * inner..(j + 1) * inner]),
+                        None => o
+                            .iter_mut()
+                            .enumerate()
+                            .for_each(|(c, x)| *x = table.get(j * inner + c)),
+                    }
+                }
+            }
+        }
+        Ok(false)
+    }
+}
