@@ -253,18 +253,19 @@ impl Padding {
         self
     }
 
-    /// The row length this padding gives a batch whose longest row is `longest`.
-    pub(crate) fn target(&self, longest: usize) -> usize {
+    /// The row length this padding gives a batch whose longest row is
+    /// `longest`; `None` when rounding up to `multiple_of` overflows.
+    pub(crate) fn target(&self, longest: usize) -> Option<usize> {
         let mut n = match self.to {
             PadTo::Longest => longest,
             PadTo::Fixed(n) => n,
         };
         if let Some(m) = self.multiple_of {
             if m > 0 && n % m > 0 {
-                n += m - n % m;
+                n = n.checked_add(m - n % m)?;
             }
         }
-        n
+        Some(n)
     }
 }
 
@@ -457,13 +458,35 @@ fn truncate(a: &mut Vec<Tok>, b: Option<&mut Vec<Tok>>, max: usize, t: &Truncati
 }
 
 /// Pads equally (HF `pad_encodings`) and builds the batch tensors.
+/// Memory of one padded token: the encoding's ids, type ids, masks,
+/// offsets and token string, and the batch's three i64 tensors.
+const BYTES_PER_PADDED_TOKEN: u64 = 80;
+
 pub(crate) fn pad_batch(
     mut encodings: Vec<Encoding>,
     padding: &Padding,
     pad: &PadToken,
 ) -> Result<Batch> {
     let longest = encodings.iter().map(Encoding::len).max().unwrap_or(0);
+    // A padded token costs about BYTES_PER_PADDED_TOKEN in the encodings
+    // and the batch: a tokenizer.json asking for `Fixed: 1e12` or a huge
+    // `pad_to_multiple_of` is refused by the tensor limit instead of
+    // aborting in the allocator (or overflowing).
     let target = padding.target(longest);
+    let bytes = target.and_then(|t| {
+        (t as u64)
+            .checked_mul(encodings.len() as u64)?
+            .checked_mul(BYTES_PER_PADDED_TOKEN)
+    });
+    rlx_ir::limits().check_tensor_bytes(
+        &format!(
+            "a padded batch of {} rows of {} tokens ({BYTES_PER_PADDED_TOKEN} bytes each)",
+            encodings.len(),
+            target.map_or("more than usize::MAX".to_string(), |t| t.to_string())
+        ),
+        bytes.unwrap_or(u64::MAX),
+    )?;
+    let target = target.unwrap_or(usize::MAX);
     if let Some((row, e)) = encodings.iter().enumerate().find(|(_, e)| e.len() > target) {
         return Err(TokenizerError::PaddingTooShort {
             row,
