@@ -42,7 +42,7 @@ impl<'a> Choices<'a> {
             a
         }
     }
-    fn rest(&self) -> &'a [u8] {
+    pub fn rest(&self) -> &'a [u8] {
         &self.data[self.pos.min(self.data.len())..]
     }
 }

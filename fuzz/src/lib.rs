@@ -51,6 +51,11 @@ pub const TARGETS: &[Target] = &[
         about: "tokenizer.json loader, then encodes a few texts",
     },
     Target {
+        name: "tokenizer_config",
+        run: targets::tokenizer_config,
+        about: "tokenizer.json settings drawn from the bytes (padding, truncation, normalizer, added token), then texts",
+    },
+    Target {
         name: "tokenizer_text",
         run: targets::tokenizer_text,
         about: "the (trimmed) MiniLM tokenizer on fuzzed text: ids, offsets, truncation, padding",

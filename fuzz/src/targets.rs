@@ -283,3 +283,127 @@ pub fn compile(data: &[u8]) {
     crate::init();
     crate::graphgen::check(data);
 }
+
+/// tokenizer.json settings drawn from the fuzz bytes (padding, truncation,
+/// normalizer flags, word length, an added token) over the small MiniLM
+/// tokenizer, then texts from the rest of the bytes: reaches the numbers
+/// (a padding of 10¹² tokens, a `pad_to_multiple_of` of u64::MAX) that
+/// byte mutation of whole JSON files seldom writes.
+pub fn tokenizer_config(data: &[u8]) {
+    use crate::graphgen::Choices;
+    use rlx_tokenizers::{Padding, Tokenizer, Truncation};
+    use serde_json::{json, Value};
+    crate::init();
+    static BASE: OnceLock<Value> = OnceLock::new();
+    // A 1,216-token vocabulary (the special tokens, single characters and
+    // the first word pieces): loading it is most of an execution.
+    let base = BASE.get_or_init(|| {
+        let mut t: Value = serde_json::from_str(include_str!("../data/minilm-trimmed.json"))
+            .expect("the embedded tokenizer is JSON");
+        let vocab = t["model"]["vocab"].as_object().expect("a vocabulary");
+        let mut kept: Vec<(&String, u64)> = vocab
+            .iter()
+            .filter_map(|(k, v)| v.as_u64().map(|id| (k, id)))
+            .filter(|&(_, id)| id <= 103 || (999..2100).contains(&id))
+            .collect();
+        kept.sort_by_key(|&(_, id)| id);
+        // Ids 0..=103 (every special token) keep theirs.
+        let small: serde_json::Map<String, Value> = kept
+            .iter()
+            .enumerate()
+            .map(|(i, (k, _))| ((*k).clone(), json!(i)))
+            .collect();
+        t["model"]["vocab"] = Value::Object(small);
+        t
+    });
+    let mut c = Choices::new(data);
+    // A small number most of the time, any u64 sometimes.
+    let num = |c: &mut Choices| -> u64 {
+        match c.below(4) {
+            0 => u64::from_le_bytes(std::array::from_fn(|_| c.byte())),
+            1 => 1u64 << c.below(64),
+            _ => c.byte() as u64,
+        }
+    };
+    let mut t = base.clone();
+    let dir = |c: &mut Choices| if c.flag() { "Left" } else { "Right" };
+    t["padding"] = match c.below(3) {
+        0 => Value::Null,
+        k => {
+            let strategy = if k == 1 {
+                json!("BatchLongest")
+            } else {
+                json!({ "Fixed": num(&mut c) })
+            };
+            let multiple = if c.flag() {
+                json!(num(&mut c))
+            } else {
+                Value::Null
+            };
+            json!({"strategy": strategy, "direction": dir(&mut c), "pad_to_multiple_of": multiple,
+                   "pad_id": c.below(110), "pad_type_id": c.below(3), "pad_token": "[PAD]"})
+        }
+    };
+    t["truncation"] = if c.flag() {
+        Value::Null
+    } else {
+        let strategy = ["LongestFirst", "OnlyFirst", "OnlySecond"][c.below(3)];
+        json!({"max_length": num(&mut c), "strategy": strategy, "stride": num(&mut c), "direction": dir(&mut c)})
+    };
+    let strip = [Value::Null, json!(true), json!(false)][c.below(3)].clone();
+    t["normalizer"]["lowercase"] = json!(c.flag());
+    t["normalizer"]["strip_accents"] = strip;
+    t["normalizer"]["handle_chinese_chars"] = json!(c.flag());
+    t["normalizer"]["clean_text"] = json!(c.flag());
+    t["model"]["max_input_chars_per_word"] = json!(num(&mut c));
+    if c.flag() {
+        let content: String =
+            ["hello world", "##", " ", "[MASK]", "é", "", "x y"][c.below(7)].into();
+        let id = 1216 + c.below(3) as u64;
+        if let Some(a) = t["added_tokens"].as_array_mut() {
+            a.push(
+                json!({"id": id, "special": c.flag(), "content": content, "single_word": c.flag(),
+                          "lstrip": c.flag(), "rstrip": c.flag(), "normalized": c.flag()}),
+            );
+        }
+    }
+    let src = t.to_string();
+    let tok = match Tokenizer::from_json_str(&src) {
+        Ok(t) => t,
+        Err(e) => {
+            crate::note(|| format!("tokenizer_config: refused: {e}"));
+            return;
+        }
+    };
+    let text = String::from_utf8_lossy(c.rest());
+    let (a, b) = match text.split_once('\0') {
+        Some((a, b)) => (a, Some(b)),
+        None => (text.as_ref(), None),
+    };
+    crate::note(|| format!("tokenizer_config: loaded; {a:?} {b:?}"));
+    let e = tok.encode(a);
+    check_encoding(&tok, &e, &[a]);
+    if let Some(b) = b {
+        check_encoding(&tok, &tok.encode_pair(a, b), &[a, b]);
+    }
+    let trunc = tok
+        .file_truncation()
+        .unwrap_or_else(|| tok.default_truncation());
+    let pad = tok.file_padding().unwrap_or_else(Padding::longest);
+    if let Ok(e) = tok.encode_with(a, b, trunc) {
+        check_encoding(&tok, &e, &[a, b.unwrap_or("")]);
+        if let Some(m) = trunc.max_length {
+            assert!(
+                e.len() <= m.max(tok.encode("").len()),
+                "truncated to {m}, got {}",
+                e.len()
+            );
+        }
+    }
+    let texts = [a, b.unwrap_or("hello")];
+    if let Ok(batch) = tok.encode_batch(&texts, pad, trunc) {
+        assert_eq!(batch.shape.0, 2);
+        assert_eq!(batch.ids.len(), batch.shape.0 * batch.shape.1, "batch ids");
+    }
+    let _ = tok.encode_batch(&texts, pad, Truncation::none());
+}

@@ -71,6 +71,10 @@ fn tokenizer() {
     replay("tokenizer");
 }
 #[test]
+fn tokenizer_config() {
+    replay("tokenizer_config");
+}
+#[test]
 fn tokenizer_text() {
     replay("tokenizer_text");
 }
