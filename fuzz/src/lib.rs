@@ -136,3 +136,87 @@ pub fn json_seeds(args: &[String]) -> i32 {
     println!("wrote {n} JSON graphs to {out}");
     0
 }
+
+/// `--compare MIR_FILE [VALUE...]`: triage of a `compile` mismatch. Runs the
+/// graph on the reference interpreter and compiled three ways (default;
+/// optimizer off; reference engine) and prints each output. Every input
+/// is filled with the VALUEs in turn (default: the generator's values).
+pub fn compare(args: &[String]) -> i32 {
+    let Some((file, values)) = args.split_first() else {
+        eprintln!("usage: --compare MIR_FILE [VALUE...]");
+        return 2;
+    };
+    init();
+    let src = match std::fs::read_to_string(file) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{file}: {e}");
+            return 1;
+        }
+    };
+    let g = match rlx_ir::text::parse(&src) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("{file}: {e}");
+            return 1;
+        }
+    };
+    let values: Vec<f64> = values.iter().filter_map(|v| v.parse().ok()).collect();
+    let xs: Vec<rlx_ir::HostTensor> = if values.is_empty() {
+        graphgen::inputs(&g, &[])
+    } else {
+        g.input_types()
+            .iter()
+            .map(|t| {
+                let n = t.shape.numel();
+                let v = (0..n).map(|i| values[i % values.len()]).collect();
+                rlx_ir::HostTensor::from_f64(t.dtype, t.shape.clone(), v).expect("an input")
+            })
+            .collect()
+    };
+    let show = |what: &str, r: Result<Vec<rlx_ir::HostTensor>, String>| match r {
+        Ok(outs) => {
+            for (k, o) in outs.iter().enumerate() {
+                println!(
+                    "{what:>22} out {k}: {:?}",
+                    o.to_f64_vec().unwrap_or_default()
+                );
+            }
+        }
+        Err(e) => println!("{what:>22}: error: {e}"),
+    };
+    println!(
+        "inputs: {:?}",
+        xs.iter()
+            .map(|x| x.to_f64_vec().unwrap_or_default())
+            .collect::<Vec<_>>()
+    );
+    show(
+        "reference interpreter",
+        rlx_cpu::run_graph(&g, &xs).map_err(|e| e.to_string()),
+    );
+    let run = |opts: rlx::CompileOptions| {
+        rlx::compile_with(&g, rlx::Device::Cpu, &opts)
+            .and_then(|c| c.run(&xs))
+            .map_err(|e| e.to_string())
+    };
+    show("compiled (default)", run(rlx::CompileOptions::default()));
+    show(
+        "compiled, no optimizer",
+        run(rlx::CompileOptions {
+            optimize: false,
+            ..Default::default()
+        }),
+    );
+    show(
+        "compiled, reference",
+        run(rlx::CompileOptions {
+            cpu: Some(rlx::CpuOptions {
+                engine: rlx::CpuEngine::Reference,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+    );
+    0
+}

@@ -26,6 +26,9 @@ fn pick() {
     if args.first().map(String::as_str) == Some("--json-seeds") {
         std::process::exit(rlx_fuzz::json_seeds(&args[1..]));
     }
+    if args.first().map(String::as_str) == Some("--compare") {
+        std::process::exit(rlx_fuzz::compare(&args[1..]));
+    }
     for a in args {
         if a == "--list" {
             for t in rlx_fuzz::TARGETS {
