@@ -94,12 +94,9 @@ fn ishr_(a: i32, b: i32) -> i32 { return select(select(0, -1, a < 0), a >> u32(b
 fn isign_(x: i32) -> i32 { return select(select(0, -1, x < 0), 1, x > 0); }
 fn f2i_(x: f32) -> i32 {
   if (nan_(x)) { return 0; }
-  if (abs(x) < 2147483648.0) { return i32(x); }
-  if (x >= 9.223372e18) { return -1; }
-  if (x <= -9.223372e18) { return 0; }
-  let t = trunc(x);
-  let m = t - floor(t / 4294967296.0) * 4294967296.0;
-  return bitcast<i32>(u32(m));
+  if (x >= 2147483648.0) { return 2147483647; }
+  if (x <= -2147483648.0) { return -2147483647 - 1; }
+  return i32(x);
 }
 // f32 -> IEEE f16 bits, round to nearest even, in integer arithmetic so
 // every adapter rounds alike (subnormals, overflow to inf, NaN kept).

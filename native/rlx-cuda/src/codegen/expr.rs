@@ -234,8 +234,23 @@ pub fn clamp(d: DType, x: &str, attrs: &Attrs) -> String {
 pub fn cast(from: DType, to: DType, x: &str) -> String {
     match (from.is_float(), to) {
         (_, DType::Bool) => format!("({x} != 0)"),
-        // Float to integer truncates toward zero (NaN gives 0).
-        (true, t) if !t.is_float() => format!("({x} != {x} ? 0LL : (long long)({x}))"),
+        // Float to integer truncates toward zero and saturates at the
+        // type's range, as the CPU does (`rlx_ir::DType::int_range`, one
+        // table). NaN gives 0: a kernel cannot raise the CPU's error.
+        (true, t) if !t.is_float() => match t.int_range() {
+            Some((lo, hi)) => {
+                // i64::MIN has no literal of its own in C.
+                let lo_int = if lo == i64::MIN {
+                    "(-9223372036854775807LL - 1)".to_string()
+                } else {
+                    format!("{lo}LL")
+                };
+                format!(
+                    "({x} != {x} ? 0LL : {x} <= {lo}.0 ? {lo_int} : {x} >= {hi}.0 ? {hi}LL : (long long)({x}))"
+                )
+            }
+            None => format!("({x} != {x} ? 0LL : (long long)({x}))"),
+        },
         _ => format!("(({})({x}))", crate::ctype::compute(to)),
     }
 }
