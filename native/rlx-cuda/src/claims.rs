@@ -1,6 +1,6 @@
 //! What the CUDA backend runs natively, per op and dtype. One table; the
-//! planner (`plan.rs`) has a lowering for each entry, and the GPU parity
-//! test (`examples/gpu_parity.rs`) runs each against the CPU reference.
+//! planner (`plan/`) has a lowering for each entry, and the GPU parity
+//! test (`examples/gpu/parity.rs`) runs each against the CPU reference.
 
 use crate::codegen::expr;
 use rlx_ir::DType;

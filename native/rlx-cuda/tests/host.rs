@@ -1,5 +1,6 @@
 //! Host-side tests: they need no GPU and run in CI. The GPU tests are
-//! `examples/gpu.rs`, run on the H200 by `tests/gpu/run.sh`.
+//! `examples/gpu/` (one module per suite), run on the H200 by
+//! `tests/gpu/run.sh`.
 
 mod common;
 use common::ClaimsOnly;
