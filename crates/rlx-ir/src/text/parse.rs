@@ -178,6 +178,13 @@ impl Parser {
             self.punct(':')?;
             let ty = self.ty()?;
             let v = b.input(n.clone(), ty);
+            // All-digit names are positions, not names (the printer writes
+            // them as the value's index): an input keeps one, as inputs
+            // must be named, but its own index, so printing and parsing
+            // again gives the same graph.
+            if n.bytes().all(|c| c.is_ascii_digit()) {
+                b.name_value(v, v.index().to_string());
+            }
             if scope.insert(n.clone(), v).is_some() {
                 return Err(self.err_at(at, format!("`%{n}` is defined twice")));
             }

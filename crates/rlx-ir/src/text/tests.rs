@@ -235,3 +235,19 @@ fn json_literals_out_of_range_are_typed_errors() {
     let t = read("f16", serde_json::json!(["inf", 1.0])).unwrap();
     assert_eq!(t.to_f64_vec().unwrap(), [f64::INFINITY, 1.0]);
 }
+
+/// Found by the `ir_text` fuzz target: an input named with digits only
+/// (`%8`) printed as its index (`%0`) but parsed back as `8`, so
+/// `parse(print(g)) != g`.
+#[test]
+fn inputs_with_all_digit_names_round_trip() {
+    for src in [
+        "graph @g(%8: f32[]) {\n  return\n}",
+        "graph @g(%5: i16[3,1], %x: f32[2]) {\n  %y = neg(%x)\n  return %y\n}",
+    ] {
+        let g = parse(src).unwrap();
+        let again = parse(&print(&g)).unwrap();
+        assert_eq!(again, g, "{}", print(&g));
+        assert_eq!(print(&again), print(&g));
+    }
+}
