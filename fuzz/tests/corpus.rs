@@ -94,6 +94,7 @@ fn every_target_is_tested() {
             "safetensors",
             "npy",
             "tokenizer",
+            "tokenizer_config",
             "tokenizer_text",
             "compile"
         ]
