@@ -273,7 +273,7 @@ pub enum FormatError {
     DuplicateName { file: String, tensor: String },
 
     /// The header, or a tensor as rlx would load it, is over a bound of
-    /// [`rlx_ir::limits`] (checked from the header, before any allocation).
+    /// [`rlx_ir::limits`](mod@rlx_ir::limits) (checked from the header, before any allocation).
     #[error("{file}: {source}")]
     TooLarge {
         file: String,
