@@ -166,6 +166,15 @@ impl Graph {
                 )));
             }
         }
+        // Every value is an input or a node output: a value no input or
+        // node defines (a stale entry of a JSON graph, say) would print as
+        // a different graph than the one held.
+        if let Some(i) = defined.iter().position(|d| !d) {
+            return Err(IrError::msg(format!(
+                "value %{i} is neither a graph input nor a node's output (its definition says {:?})",
+                self.values[i].def
+            )));
+        }
         Ok(())
     }
 

@@ -50,9 +50,9 @@ fn live() -> isize {
 /// few padded lengths (each compiled once) and texts rarely repeat.
 pub fn sentence(i: usize) -> String {
     const WORDS: [&str; 24] = [
-        "the", "a", "man", "woman", "eats", "reads", "bread", "quickly", "under", "blue",
-        "sky", "river", "city", "music", "plays", "softly", "running", "old", "new", "train",
-        "café", "naïve", "東京", "🙂",
+        "the", "a", "man", "woman", "eats", "reads", "bread", "quickly", "under", "blue", "sky",
+        "river", "city", "music", "plays", "softly", "running", "old", "new", "train", "café",
+        "naïve", "東京", "🙂",
     ];
     let mut s = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut next = move || {
