@@ -294,8 +294,10 @@ pub fn silu<M: Mad>(x: f32) -> f32 {
 
 #[inline(always)]
 pub fn relu(x: f32) -> f32 {
-    // NaN propagates, as in the reference.
-    if x < 0.0 {
+    // NaN propagates, as in the reference; -0.0 gives +0.0 as the
+    // reference's max(x, 0) does (found by the `compile` fuzz target:
+    // rsqrt(-0.0) is -inf where rsqrt(+0.0) is +inf).
+    if x <= 0.0 {
         0.0
     } else {
         x
