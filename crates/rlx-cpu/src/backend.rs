@@ -1,11 +1,11 @@
 //! The CPU as an rlx-runtime backend.
 
-use crate::error::CpuError;
 use crate::fast::FastProgram;
-use crate::kernels::{compiled_out, kernel_names};
 use crate::options::{scoped, CpuEngine, CpuOptions};
+use crate::CpuError;
 use rlx_ir::lir::Program;
 use rlx_ir::{HostTensor, TensorType};
+use rlx_ref::{compiled_out, kernel_names};
 use rlx_runtime::{Backend, Claims, Device, Executable, RuntimeError};
 use std::sync::Arc;
 
@@ -59,7 +59,7 @@ impl Executable for CpuExecutable {
     fn run(&self, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
         match self {
             CpuExecutable::Fast(p) => p.run(inputs),
-            CpuExecutable::Reference(p) => crate::interp::run_graph_refs(&p.graph, inputs),
+            CpuExecutable::Reference(p) => rlx_ref::run_graph_refs(&p.graph, inputs),
         }
         .map_err(to_runtime)
     }

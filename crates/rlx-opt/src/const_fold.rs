@@ -3,7 +3,7 @@
 //! results.
 //!
 //! * The evaluation is delegated to an [`Evaluator`] (in practice
-//!   `rlx_cpu::run_graph`), so this crate does not depend on a backend.
+//!   `rlx_ref::run_graph`), so this crate does not depend on a backend.
 //!   The evaluator gets a one-node graph whose inputs are the constants.
 //! * A node is folded only when its outputs hold at most `max_elements`
 //!   elements in total (default [`ConstFold::DEFAULT_MAX_ELEMENTS`]), so
@@ -23,7 +23,7 @@ use std::collections::HashMap;
 
 /// Evaluates a graph on host tensors. Implemented for every
 /// `Fn(&Graph, &[HostTensor]) -> Result<Vec<HostTensor>, String>`, so
-/// `|g, x| rlx_cpu::run_graph(g, x).map_err(|e| e.to_string())` is one.
+/// `|g, x| rlx_ref::run_graph(g, x).map_err(|e| e.to_string())` is one.
 pub trait Evaluator {
     /// The graph's outputs for these inputs.
     fn eval(&self, g: &Graph, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, String>;

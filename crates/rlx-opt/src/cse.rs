@@ -8,7 +8,7 @@
 //!   node for node.
 //! * Random ops (`random_uniform`, `random_normal`, `bernoulli`) ARE
 //!   merged: their results are a function of their inputs and `seed`
-//!   (a counter-based generator, see rlx-cpu's `kernels/random.rs`), so two
+//!   (a counter-based generator, see rlx-ref's `kernels/random.rs`), so two
 //!   nodes with equal seeds already compute the same tensor. A program
 //!   that wants two independent draws must give them different seeds.
 //! * Sub-graphs are processed on their own (no merging across the

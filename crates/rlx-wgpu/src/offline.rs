@@ -59,7 +59,7 @@ pub fn kernels_of_options(
 pub fn program_of(graph: &Graph, device: Device) -> Result<Program, String> {
     graph.verify().map_err(|e| e.to_string())?;
     let eval =
-        |g: &Graph, x: &[rlx_ir::HostTensor]| rlx_cpu::run_graph(g, x).map_err(|e| e.to_string());
+        |g: &Graph, x: &[rlx_ir::HostTensor]| rlx_ref::run_graph(g, x).map_err(|e| e.to_string());
     let (g, _) = rlx_opt::compile_pipeline(graph, eval).map_err(|e| format!("optimizer: {e}"))?;
     let backend = WgpuBackend::new(device);
     let legal = legalize(&g, &backend, &DispatchOptions::default()).map_err(|e| e.to_string())?;

@@ -5,7 +5,7 @@
 //! checked here, with overflow-checked arithmetic, against
 //! [`rlx_ir::limits`](mod@rlx_ir::limits) before anything is sized or allocated.
 
-use crate::error::CpuError;
+use crate::CpuError;
 use rlx_ir::limits::limits;
 use rlx_ir::lir::Program;
 use rlx_ir::IrError;

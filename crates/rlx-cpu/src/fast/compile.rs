@@ -14,8 +14,8 @@ use super::weights::{
     F32PackKind, Need, Pack, Prep,
 };
 use super::{attention, bf16dot, bounds, fail, matmul, select, FastProgram, Kind};
-use crate::error::CpuError;
 use crate::kernels::amx;
+use crate::CpuError;
 use rlx_ir::lir::Program;
 use rlx_ir::{DType, Graph, Node, TensorType};
 use std::sync::Mutex;

@@ -62,8 +62,8 @@ mod step;
 mod tests;
 mod weights;
 
-use crate::error::CpuError;
 use crate::kernels::amx;
+use crate::CpuError;
 use rlx_ir::{Attrs, DType, Graph, HostTensor, TensorType};
 use state::State;
 use std::sync::Mutex;
@@ -293,7 +293,7 @@ impl FastProgram {
     }
 
     pub fn run(&self, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, CpuError> {
-        crate::interp::check_inputs(&self.graph, inputs)?;
+        rlx_ref::check_inputs(&self.graph, inputs)?;
         // A second caller while a run is in flight gets its own state
         // (allocated now) instead of waiting.
         match self.state.try_lock() {

@@ -1,63 +1,13 @@
 //! Threads for the fast kernels: rayon natively (its global pool, sized
 //! once: [`crate::set_threads`], default all cores up to the
-//! `max_threads` limit), one thread on wasm32. Per-thread scratch is
+//! `max_threads` limit; `rlx_ref::threads` owns it), one thread on wasm32. Per-thread scratch is
 //! allocated at compile time, so a run allocates nothing here.
 
 use std::sync::Mutex;
 
-#[cfg(not(target_arch = "wasm32"))]
-static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-
-/// Builds the global pool with `t` threads (already clamped) unless it
-/// was built; the count in force, or an error if it differs from `t`.
-pub(crate) fn init_threads(t: usize) -> Result<usize, crate::options::ThreadsError> {
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        let got = *THREADS.get_or_init(|| build_pool(t));
-        if got == t {
-            Ok(got)
-        } else {
-            Err(crate::options::ThreadsError::AlreadySet {
-                current: got,
-                asked: t,
-            })
-        }
-    }
-    #[cfg(target_arch = "wasm32")]
-    {
-        let _ = t;
-        Ok(1)
-    }
-}
-
-#[cfg(not(target_arch = "wasm32"))]
-fn build_pool(t: usize) -> usize {
-    // Fails only if someone built the global pool first; then that pool's
-    // size is what we get, and `current_num_threads` says so.
-    let _ = rayon::ThreadPoolBuilder::new()
-        .num_threads(t)
-        .build_global();
-    rayon::current_num_threads()
-}
-
-/// Worker threads the fast kernels use.
+/// Worker threads the fast kernels use (the pool `rlx_ref::threads` owns).
 pub fn threads() -> usize {
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        *THREADS.get_or_init(|| {
-            let max = rlx_ir::limits::limits().max_threads;
-            let (t, _) = crate::options::clamp_threads(
-                crate::options::available_parallelism(),
-                usize::MAX,
-                max,
-            );
-            build_pool(t)
-        })
-    }
-    #[cfg(target_arch = "wasm32")]
-    {
-        1
-    }
+    rlx_ref::threads::threads()
 }
 
 /// `f()` on this pool thread while the pool's other threads stay awake,

@@ -10,8 +10,8 @@ use super::state::State;
 use super::step::{Home, Step};
 use super::weights::{DotPlan, F32PackKind};
 use super::{attention, fail, matmul, norm, reduce, FastProgram, Kind};
-use crate::error::CpuError;
 use crate::kernels::{kernel, KernelCx};
+use crate::CpuError;
 use rlx_ir::{DType, Element, HostTensor, TensorType};
 use std::borrow::Cow;
 
@@ -136,7 +136,7 @@ impl FastProgram {
             inputs: &refs,
             attrs: &node.attrs,
             outputs: &out_types,
-            runner: &crate::interp::Interp,
+            runner: &rlx_ref::Interp,
         })?;
         drop(refs);
         drop(args);

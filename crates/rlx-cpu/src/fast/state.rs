@@ -6,8 +6,8 @@ use super::convert::{self, widen_into, Raw};
 use super::par::Scratch;
 use super::weights::{transpose_into, F32PackKind, Need};
 use super::{bf16dot, fail, layout, FastProgram};
-use crate::error::CpuError;
 use crate::kernels::amx;
+use crate::CpuError;
 use layout::Root;
 use rlx_ir::HostTensor;
 

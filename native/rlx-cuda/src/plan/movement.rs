@@ -35,7 +35,7 @@ pub(super) fn table_copy(p: &mut Planner, i: usize, node: &Node) -> Result<(), C
         .finish(&outs)
         .map_err(|e| unsupported(i, node, e.to_string()))?;
     let tables =
-        rlx_cpu::run_graph(&graph, &iotas).map_err(|e| unsupported(i, node, e.to_string()))?;
+        rlx_ref::run_graph(&graph, &iotas).map_err(|e| unsupported(i, node, e.to_string()))?;
     let srcs: Vec<Loc> = node
         .inputs
         .iter()

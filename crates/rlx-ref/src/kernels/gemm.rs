@@ -2,13 +2,13 @@
 //! reference semantics, accumulate in f64) and f32 (f32 tensors: f32
 //! accumulation with FMA, as every BLAS does).
 
-/// Threads for one product: the fast engine's pool (`crate::set_threads`,
+/// Threads for one product: the shared CPU pool (`crate::threads`,
 /// else all cores); small products stay on one thread (spawning costs
 /// more than it saves). wasm32 has no threads here.
 fn parallelism(m: usize, n: usize, k: usize) -> gemm::Parallelism {
     #[cfg(not(target_arch = "wasm32"))]
     {
-        let t = crate::fast::par::threads();
+        let t = crate::threads::threads();
         if t > 1 && m * n * k >= 1 << 18 {
             return gemm::Parallelism::Rayon(t);
         }

@@ -26,7 +26,7 @@ pub fn set_enabled(on: bool) -> bool {
 }
 
 /// Time `f` under the name `op` when profiling is on.
-pub(crate) fn time<T>(op: &str, f: impl FnOnce() -> T) -> T {
+pub fn time<T>(op: &str, f: impl FnOnce() -> T) -> T {
     #[cfg(target_arch = "wasm32")]
     let _ = op; // no clock there: never profiled
     #[cfg(not(target_arch = "wasm32"))]

@@ -30,7 +30,7 @@ fn dequantize(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
 }
 
 /// The element values (row-major) of a quantized tensor.
-pub(crate) fn dequantize_values(t: &HostTensor) -> Result<Vec<f64>, String> {
+pub fn dequantize_values(t: &HostTensor) -> Result<Vec<f64>, String> {
     let TensorData::Packed(bytes) = t.data() else {
         return Err(format!(
             "dequantize needs packed data, the tensor holds {} elements",

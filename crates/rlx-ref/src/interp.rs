@@ -6,7 +6,7 @@ use crate::kernels::{kernel, KernelCx, SubgraphRunner};
 use rlx_ir::{Graph, HostTensor};
 use std::borrow::Cow;
 
-pub(crate) struct Interp;
+pub struct Interp;
 
 impl SubgraphRunner for Interp {
     fn run(&self, g: &Graph, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, CpuError> {
@@ -15,7 +15,7 @@ impl SubgraphRunner for Interp {
 }
 
 /// Check that `inputs` match the graph's inputs in count, dtype and shape.
-pub(crate) fn check_inputs(g: &Graph, inputs: &[&HostTensor]) -> Result<(), CpuError> {
+pub fn check_inputs(g: &Graph, inputs: &[&HostTensor]) -> Result<(), CpuError> {
     if inputs.len() != g.inputs.len() {
         return Err(CpuError::Input {
             index: inputs.len().min(g.inputs.len()),
