@@ -106,13 +106,18 @@ fn layer_norm(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let mut v = floats(x)?;
     norm_rows(&mut v, inner, cx.float("eps")?, cx.op == "layer_norm");
     let g = floats(cx.input(1))?;
-    let b = if cx.op == "layer_norm" {
-        floats(cx.input(2))?
+    if cx.op == "layer_norm" {
+        let b = floats(cx.input(2))?;
+        for (k, x) in v.iter_mut().enumerate() {
+            *x = *x * g[k % inner] + b[k % inner];
+        }
     } else {
-        vec![0.0; inner]
-    };
-    for (k, x) in v.iter_mut().enumerate() {
-        *x = *x * g[k % inner] + b[k % inner];
+        // No bias term, not a bias of +0.0: that would turn a -0.0 (a zero
+        // row element times a negative gain) into +0.0, which the fast
+        // engine and PyTorch's `x * rsqrt(mean(x²) + eps) * weight` keep.
+        for (k, x) in v.iter_mut().enumerate() {
+            *x *= g[k % inner];
+        }
     }
     Ok(vec![from_floats(cx.out_type(0), v)?])
 }
