@@ -28,19 +28,20 @@ pub fn has_fast_node(g: &Graph) -> bool {
 }
 
 /// The fast engine as a conformance engine.
-pub fn fast(g: Graph, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, String> {
+pub fn fast(g: Graph, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, RunError> {
     crate::fast::FastProgram::compile(rlx_ir::lir::Program::from_graph(g))
         .and_then(|p| p.run(&inputs.iter().collect::<Vec<_>>()))
-        .map_err(|e| e.to_string())
+        .map_err(|e| RunError::Failed(e.to_string()))
 }
 
 /// Run one case in `mode`.
 pub fn run_case_in(case: &Value, mode: Mode) -> Result<(), String> {
     match mode {
-        Mode::Reference => run_case_on(case, Form::AsWritten, &reference),
-        Mode::Decomposed => run_case_on(case, Form::Decomposed, &reference),
-        Mode::Fast => run_case_on(case, Form::AsWritten, &fast),
+        Mode::Reference => run_case_on(case, Form::AsWritten, &reference, &exact),
+        Mode::Decomposed => run_case_on(case, Form::Decomposed, &reference, &exact),
+        Mode::Fast => run_case_on(case, Form::AsWritten, &fast, &exact),
     }
+    .map(|_| ())
 }
 
 /// Run every case of one `ops/<op>.json` file on the reference interpreter
@@ -53,6 +54,7 @@ pub fn run_file(file: &Value) -> FileReport {
             label: " (fast engine)",
             runs: &has_fast_node,
             engine: &fast,
+            tol: &exact,
         }],
     )
 }
