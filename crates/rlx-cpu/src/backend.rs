@@ -4,9 +4,9 @@ use crate::fast::FastProgram;
 use crate::options::{scoped, CpuEngine, CpuOptions};
 use crate::CpuError;
 use rlx_ir::lir::Program;
-use rlx_ir::{HostTensor, TensorType};
+use rlx_ir::HostTensor;
 use rlx_ref::{compiled_out, kernel_names};
-use rlx_runtime::{Backend, Claims, Device, Executable, RuntimeError};
+use rlx_runtime::{Backend, Claims, Device, Executable, NodeQuery, RuntimeError};
 use std::sync::Arc;
 
 /// The CPU backend, with the options its compiles use.
@@ -98,20 +98,16 @@ impl Backend for CpuBackend {
     }
 
     /// `cpu::fast::…` where the fast f32 engine has a kernel for the node,
-    /// `cpu::ref::…` where the reference kernel runs it.
-    fn kernel_for(
-        &self,
-        op: &str,
-        inputs: &[&TensorType],
-        attrs: &rlx_ir::Attrs,
-        dtype: rlx_ir::DType,
-    ) -> String {
+    /// `cpu::ref::…` where the reference kernel runs it. The reference
+    /// runs every node the claims admit, so nothing is refused here.
+    fn select(&self, node: &NodeQuery) -> Result<String, String> {
+        let (op, dtype) = (node.op, node.dtype);
         if self.opts.engine == CpuEngine::Reference {
-            return format!("cpu::ref::{op}<{dtype}>");
+            return Ok(format!("cpu::ref::{op}<{dtype}>"));
         }
-        scoped(self.opts, || {
-            crate::fast::kernel_name(op, inputs, attrs, dtype)
-        })
+        Ok(scoped(self.opts, || {
+            crate::fast::kernel_name(op, node.inputs, node.attrs, dtype)
+        }))
     }
 
     fn compile(&self, program: Program) -> Result<Box<dyn Executable>, RuntimeError> {

@@ -1,4 +1,4 @@
-//! The backend contract: claims, compile, upload/download, run.
+//! The backend contract: claims, per-node selection, compile, run.
 
 use crate::device::Device;
 use crate::legalize::DispatchError;
@@ -78,6 +78,18 @@ pub trait Executable: Send + Sync {
     }
 }
 
+/// One node, as legalization asks a backend about it ([`Backend::select`]).
+pub struct NodeQuery<'a> {
+    pub op: &'a str,
+    /// The input types.
+    pub inputs: &'a [&'a TensorType],
+    /// The attributes (sub-graphs already legalized for this backend).
+    pub attrs: &'a Attrs,
+    /// The dtype the claims are keyed by (the first input's, or the op's
+    /// own dtype attribute for ops without inputs).
+    pub dtype: DType,
+}
+
 /// A device backend. Kept deliberately small.
 pub trait Backend: Send + Sync {
     fn device(&self) -> Device;
@@ -87,13 +99,18 @@ pub trait Backend: Send + Sync {
     fn kernel_name(&self, op: &str, dtype: DType) -> String {
         format!("{}::{op}<{dtype}>", self.device())
     }
-    /// The kernel that runs one node, given its input types and
-    /// attributes: a backend whose choice depends on them (a fast kernel
-    /// for some shapes, a slower one for others) says so here, so the
-    /// dispatch report never hides a slower path.
-    fn kernel_for(&self, op: &str, inputs: &[&TensorType], attrs: &Attrs, dtype: DType) -> String {
-        let _ = (inputs, attrs);
-        self.kernel_name(op, dtype)
+    /// Selects the kernel for one node the claims admit: its name (shown
+    /// in the dispatch report), or why this backend cannot run it. Claims
+    /// say op × dtype; this says what they cannot — shape, attribute and
+    /// dtype limits (a region op without a kernel form, an activation or
+    /// mask kind the kernel lacks). Legalization asks it for every node,
+    /// so a refusal reaches the dispatch report (and the op is decomposed)
+    /// or the `DispatchError` listing every unsupported node, before
+    /// anything is built. A backend whose choice depends on the node (a
+    /// fast kernel for some shapes, a slower one for others) names the
+    /// kernel it picks, so the report never hides a slower path.
+    fn select(&self, node: &NodeQuery) -> Result<String, String> {
+        Ok(self.kernel_name(node.op, node.dtype))
     }
     /// Sustained throughput used by the routing cost model.
     fn throughput_gflops(&self) -> f64 {

@@ -4,7 +4,7 @@
 //! [`DispatchError`] that lists every unsupported node at once, each with
 //! the reason every path failed and what the user can do.
 
-use crate::backend::{backends, Backend, Claims};
+use crate::backend::{backends, Backend, Claims, NodeQuery};
 use crate::device::Device;
 use crate::policy::{DispatchOptions, Policy};
 use crate::report::{DispatchPath, DispatchReport, NodeDispatch, Transfer};
@@ -14,6 +14,15 @@ use rlx_ir::{Attr, Attrs, DType, Graph, GraphBuilder, Op, Shape, TensorType, Val
 use serde::Serialize;
 use std::fmt;
 use thiserror::Error;
+
+/// What [`Cx::emit`] made of a node: the path, the rewrite rule, the
+/// outputs, and the paths declined before it.
+type Emitted = (
+    DispatchPath,
+    Option<&'static str>,
+    Vec<ValueId>,
+    Vec<Attempt>,
+);
 
 /// One path that was tried for a node, and why it failed.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -100,7 +109,8 @@ fn first_dtype(inputs: &[TensorType], op: Op, attrs: &Attrs) -> DType {
 
 impl Cx<'_> {
     /// Emit `op` into `b` by the first path the policy allows that works.
-    /// Returns the path and the kernels used.
+    /// Returns the path, the rewrite rule, the outputs, and the paths tried
+    /// before it with why each was declined (the report shows them).
     fn emit(
         &self,
         b: &mut GraphBuilder,
@@ -109,7 +119,7 @@ impl Cx<'_> {
         attrs: &Attrs,
         depth: usize,
         kernels: &mut Vec<String>,
-    ) -> Result<(DispatchPath, Option<&'static str>, Vec<ValueId>), Why> {
+    ) -> Result<Emitted, Why> {
         let types: Vec<TensorType> = inputs.iter().map(|&v| b.ty(v).clone()).collect();
         let dtype = first_dtype(&types, op, attrs);
         let policy = self.opts.for_op(op.name());
@@ -142,15 +152,25 @@ impl Cx<'_> {
                             .lower_subgraphs(attrs)
                             .map_err(|e| vec![Attempt { path, why: e }])?;
                         let tys: Vec<&TensorType> = types.iter().collect();
-                        let name = self.backend.kernel_for(op.name(), &tys, &attrs, dtype);
-                        let outs = b.push(op, inputs, attrs).map_err(|e| {
-                            vec![Attempt {
-                                path,
-                                why: e.to_string(),
-                            }]
-                        })?;
-                        kernels.push(name);
-                        return Ok((path, None, outs));
+                        let query = NodeQuery {
+                            op: op.name(),
+                            inputs: &tys,
+                            attrs: &attrs,
+                            dtype,
+                        };
+                        match self.backend.select(&query) {
+                            Ok(name) => {
+                                let outs = b.push(op, inputs, attrs).map_err(|e| {
+                                    vec![Attempt {
+                                        path,
+                                        why: e.to_string(),
+                                    }]
+                                })?;
+                                kernels.push(name);
+                                return Ok((path, None, outs, why));
+                            }
+                            Err(why) => Err(why),
+                        }
                     }
                     Err(e) => Err(e),
                 },
@@ -181,7 +201,7 @@ impl Cx<'_> {
                         }
                     }
                     match done {
-                        Some(ok) => return Ok(ok),
+                        Some((p, r, o)) => return Ok((p, r, o, why)),
                         None if errs.is_empty() => {
                             Err(format!("no rewrite rule for `{}`", op.name()))
                         }
@@ -190,7 +210,7 @@ impl Cx<'_> {
                 }
             };
             match attempt {
-                Ok(ok) => return Ok(ok),
+                Ok((p, r, o)) => return Ok((p, r, o, why)),
                 Err(e) => why.push(Attempt { path, why: e }),
             }
         }
@@ -240,7 +260,7 @@ impl Cx<'_> {
                 .map(|v| map[v.index()].expect("topological order"))
                 .collect();
             match self.emit(b, n.op, &ins, &n.attrs, depth + 1, &mut local) {
-                Ok((_, _, outs)) => {
+                Ok((_, _, outs, _)) => {
                     for (o, v) in n.outputs.iter().zip(outs) {
                         map[o.index()] = Some(v);
                     }
@@ -326,7 +346,7 @@ impl Cx<'_> {
             let mut kernels = Vec::new();
             let first = b.graph().nodes.len();
             let outs = match self.emit(&mut b, node.op, &ins, &node.attrs, 0, &mut kernels) {
-                Ok((path, rewrite, outs)) => {
+                Ok((path, rewrite, outs, declined)) => {
                     rows.push(NodeDispatch {
                         node: i,
                         mir_nodes: (first..b.graph().nodes.len()).collect(),
@@ -337,6 +357,7 @@ impl Cx<'_> {
                         rewrite: rewrite.map(String::from),
                         kernels,
                         device,
+                        declined,
                     });
                     outs
                 }

@@ -47,6 +47,11 @@ pub struct NodeDispatch {
     /// The kernels that run it, in order (several for common-IR/rewritten).
     pub kernels: Vec<String>,
     pub device: Device,
+    /// The paths tried before `path` and why each was declined (a native
+    /// kernel the backend's `select` refused, say): a slower path never
+    /// hides why the faster one was not taken.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub declined: Vec<crate::legalize::Attempt>,
 }
 
 /// One explicit copy between memories (a `transfer` node of the program).
@@ -170,8 +175,18 @@ impl fmt::Display for DispatchReport {
             )
         };
         line(f, &head.map(String::from))?;
-        for r in &rows {
+        for (r, n) in rows.iter().zip(&self.nodes) {
             line(f, r)?;
+            for d in &n.declined {
+                writeln!(
+                    f,
+                    "  {:>w0$}  ↳ not {}: {}",
+                    "",
+                    d.path.name(),
+                    d.why,
+                    w0 = w[0]
+                )?;
+            }
         }
         if self.transfers.is_empty() {
             writeln!(f, "  transfers: none (host memory)")?;

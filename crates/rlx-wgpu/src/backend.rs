@@ -224,6 +224,11 @@ impl Backend for WgpuBackend {
         }
     }
 
+    fn select(&self, node: &rlx_runtime::NodeQuery) -> Result<String, String> {
+        crate::select::check(node)?;
+        Ok(self.kernel_name(node.op, node.dtype))
+    }
+
     fn throughput_gflops(&self) -> f64 {
         1000.0
     }

@@ -17,6 +17,7 @@ pub mod fuse;
 pub mod lower;
 pub mod offline;
 mod oneshot;
+pub mod select;
 pub mod translate;
 pub mod tref;
 pub mod wgsl;

@@ -27,6 +27,7 @@ pub mod lt_search;
 pub mod options;
 pub mod pdl;
 pub mod plan;
+pub mod select;
 pub mod sgemm;
 pub mod staging;
 pub mod tune;
@@ -39,7 +40,7 @@ pub use options::CudaOptions;
 use device::Gpu;
 use rlx_ir::lir::Program;
 use rlx_ir::DType;
-use rlx_runtime::{Backend, Claims, Device, Executable, RuntimeError};
+use rlx_runtime::{Backend, Claims, Device, Executable, NodeQuery, RuntimeError};
 use std::sync::Arc;
 
 /// The CUDA backend for one GPU.
@@ -115,6 +116,11 @@ impl Backend for CudaBackend {
             ),
             _ => format!("cuda::nvrtc_{op}<{dtype}>"),
         }
+    }
+
+    fn select(&self, node: &NodeQuery) -> Result<String, String> {
+        select::check(node)?;
+        Ok(self.kernel_name(node.op, node.dtype))
     }
 
     fn throughput_gflops(&self) -> f64 {

@@ -20,6 +20,13 @@ pub(super) fn elementwise_expr(
     }
 }
 
+/// Whether every op of a `fused_elementwise` body has a CUDA expression
+/// for its dtypes (what [`region_body`] will need); else which does not.
+pub(crate) fn region_form(body: &Graph) -> Result<(), String> {
+    let names: Vec<String> = (0..body.inputs.len()).map(|k| format!("x{k}")).collect();
+    region_body(body, &names).map(|_| ())
+}
+
 /// Statements for a `fused_elementwise` body evaluated at one output
 /// element (region input k is the compute-type value named `names[k]`).
 pub(super) fn region_body(body: &Graph, names: &[String]) -> Result<(String, Vec<String>), String> {

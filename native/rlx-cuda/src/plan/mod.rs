@@ -6,6 +6,7 @@
 
 mod attention;
 mod elementwise;
+pub(crate) use elementwise::region_form;
 mod fuse;
 mod gather;
 mod gemm;

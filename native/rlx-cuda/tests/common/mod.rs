@@ -13,6 +13,10 @@ impl Backend for ClaimsOnly {
     fn claims(&self) -> rlx_runtime::Claims {
         rlx_cuda::claims()
     }
+    fn select(&self, node: &rlx_runtime::NodeQuery) -> Result<String, String> {
+        rlx_cuda::select::check(node)?;
+        Ok(self.kernel_name(node.op, node.dtype))
+    }
     fn compile(
         &self,
         _: rlx_ir::lir::Program,

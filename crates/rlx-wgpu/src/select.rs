@@ -1,0 +1,38 @@
+//! Per-node selection ([`rlx_runtime::Backend::select`]): what the claims
+//! (op × dtype) cannot say and lowering would otherwise find only while
+//! building — a `fused_elementwise` region with several outputs, or with
+//! an op that has no WGSL form for its dtypes. Checked during legalization
+//! without a GPU, so the dispatch report and the `DispatchError` show each
+//! refusal with its reason before anything is built.
+
+use crate::wgsl::expr::apply;
+use rlx_ir::DType;
+use rlx_runtime::NodeQuery;
+
+/// `Ok` if the WGSL kernels run this node, else why not.
+pub fn check(node: &NodeQuery) -> Result<(), String> {
+    if node.op != "fused_elementwise" {
+        return Ok(());
+    }
+    let body = node.attrs.graph("body").map_err(|e| e.to_string())?;
+    if body.outputs.len() != 1 {
+        return Err(format!(
+            "no WGSL kernel for regions with several outputs ({})",
+            body.outputs.len()
+        ));
+    }
+    for n in &body.nodes {
+        let args: Vec<String> = (0..n.inputs.len()).map(|k| format!("a{k}")).collect();
+        let dts: Vec<DType> = n.inputs.iter().map(|&v| body.ty(v).dtype).collect();
+        let out = body.ty(n.outputs[0]).dtype;
+        if apply(n.op.name(), &args, &dts, out, &n.attrs).is_none() {
+            let names: Vec<&str> = dts.iter().map(|d| d.name()).collect();
+            return Err(format!(
+                "region op `{}` has no WGSL form for {}",
+                n.op.name(),
+                names.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}

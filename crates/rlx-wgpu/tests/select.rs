@@ -1,0 +1,52 @@
+//! Per-node selection: a node the claims admit but the WGSL kernels cannot
+//! run is refused during legalization, with the reason, before anything is
+//! built (no GPU needed). Before `select`, a `fused_elementwise` region
+//! with two outputs passed legalization (the region op and its body ops
+//! are claimed for f32) and failed only while lowering, so the
+//! `DispatchError` listing every unsupported node never saw it, and the
+//! default policy could not take the region's decomposition instead.
+
+use rlx_ir::text;
+use rlx_runtime::{legalize, Device, DispatchOptions, DispatchPath, Policy};
+use rlx_wgpu::WgpuBackend;
+
+const TWO_OUTPUTS: &str = "graph @g(%x: f32[4], %y: f32[4]) {\n  %r, %s = fused_elementwise(%x, %y) {body=graph @region(%in0: f32[4], %in1: f32[4]) {\n    %2 = add(%in0, %in1) : f32[4]\n    %3 = mul(%2, %in1) : f32[4]\n    return %2, %3\n  }}\n  return %r, %s\n}";
+
+#[test]
+fn a_region_the_kernels_cannot_run_is_refused_at_legalization_with_the_reason() {
+    let g = text::parse(TWO_OUTPUTS).unwrap();
+    let backend = WgpuBackend::new(Device::Vulkan);
+    // Native only: the DispatchError names the node and why.
+    let e = legalize(&g, &backend, &DispatchOptions::new(Policy::NativeOnly))
+        .err()
+        .expect("refused");
+    let s = e.to_string();
+    assert!(s.contains("node 0 `fused_elementwise`"), "{s}");
+    assert!(
+        s.contains("no WGSL kernel for regions with several outputs (2)"),
+        "{s}"
+    );
+    // The default policy takes the region's decomposition instead, and the
+    // report says why the native kernel was not used.
+    let l = legalize(&g, &backend, &DispatchOptions::default()).unwrap();
+    let n = &l.report.nodes[0];
+    assert_eq!(n.path, DispatchPath::CommonIr, "{n:?}");
+    assert_eq!(n.kernels, ["wgsl::add<f32>", "wgsl::mul<f32>"], "{n:?}");
+    assert_eq!(n.declined.len(), 1, "{n:?}");
+    assert_eq!(n.declined[0].path, DispatchPath::Native);
+    assert!(n.declined[0].why.contains("several outputs"), "{n:?}");
+    let text = l.report.to_string();
+    assert!(
+        text.contains("↳ not native: no WGSL kernel for regions with several outputs (2)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_region_with_wgsl_forms_is_selected() {
+    let src = "graph @g(%x: i32[4], %y: i32[4]) {\n  %r = fused_elementwise(%x, %y) {body=graph @region(%in0: i32[4], %in1: i32[4]) {\n    %2 = add(%in0, %in1) : i32[4]\n    %3 = mul(%2, %in1) : i32[4]\n    return %3\n  }}\n  return %r\n}";
+    let g = text::parse(src).unwrap();
+    let backend = WgpuBackend::new(Device::Vulkan);
+    let l = legalize(&g, &backend, &DispatchOptions::new(Policy::NativeOnly)).unwrap();
+    assert_eq!(l.report.nodes[0].kernels, ["wgsl::fused_elementwise<i32>"]);
+}
