@@ -326,6 +326,41 @@ export function memoryStats() {
   });
 }
 
+// The limits by their JS names: maxTensorBytes <-> max_tensor_bytes.
+const LIMIT_NAMES = ["maxTensorBytes", "maxArenaBytes", "maxNestingDepth", "maxFileBytes", "maxThreads", "maxRank"];
+const snake = (k) => k.replace(/[A-Z]/g, (c) => "_" + c.toLowerCase());
+const camel = (k) => k.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
+function limitsFrom(json) {
+  return Object.fromEntries(Object.entries(JSON.parse(json)).map(([k, v]) => [camel(k), v]));
+}
+
+/**
+ * The limits in force (docs/limits.md): how much rlx takes from its input
+ * before it refuses with an RlxError 'limit' — `maxTensorBytes`,
+ * `maxArenaBytes`, `maxNestingDepth`, `maxFileBytes`, `maxThreads`, `maxRank`.
+ */
+export function limits() {
+  return call(() => limitsFrom(raw.limitsJson()));
+}
+
+/**
+ * Change some limits for the whole module (a browser has no environment
+ * for `RLX_MAX_*`): `setLimits({ maxTensorBytes: 4 << 30 })`. Values are
+ * whole numbers >= 1; an unknown name or a bad value throws
+ * RlxError 'invalid_argument' and changes nothing. Returns the limits now
+ * in force.
+ */
+export function setLimits(changes) {
+  const where = "setLimits";
+  if (!isPlainObject(changes)) throw invalid(where, `expected an object of limits, got ${describe(changes)}`);
+  for (const [k, v] of Object.entries(changes)) {
+    if (!LIMIT_NAMES.includes(k)) throw invalid(where, `unknown limit \`${k}\` (the limits: ${LIMIT_NAMES.join(", ")})`);
+    if (!Number.isSafeInteger(v) || v < 1) throw invalid(where, `\`${k}\` must be a whole number >= 1, got ${describe(v)}`);
+  }
+  const body = JSON.stringify(Object.fromEntries(Object.entries(changes).map(([k, v]) => [snake(k), v])));
+  return call(() => limitsFrom(raw.setLimitsJson(body)));
+}
+
 /** Devices this page or process can use, with the WebGPU adapter's name and limits. */
 export async function devices() {
   return acall(async () => JSON.parse(await raw.devicesJson()));

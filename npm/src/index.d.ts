@@ -57,6 +57,20 @@ export interface MemoryStats {
 }
 export function memoryStats(): MemoryStats;
 
+/** How much rlx takes from its input before it refuses (docs/limits.md). */
+export interface Limits {
+  maxTensorBytes: number;
+  maxArenaBytes: number;
+  maxNestingDepth: number;
+  maxFileBytes: number;
+  maxThreads: number;
+  maxRank: number;
+}
+/** The limits in force. */
+export function limits(): Limits;
+/** Change some limits (whole numbers >= 1); returns the limits now in force. */
+export function setLimits(changes: Partial<Limits>): Limits;
+
 export interface DeviceInfo {
   device: DeviceName;
   available: boolean;

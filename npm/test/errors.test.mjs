@@ -245,6 +245,33 @@ test("a bound of rlx's limits is RlxError 'limit' naming it; the module stays us
   assert.deepEqual(Array.from(y.data), [1, Math.fround(Math.E)]);
 });
 
+test("setLimits() raises or lowers a limit that an RlxError 'limit' names; bad arguments change nothing", async () => {
+  const before = rlx.limits();
+  assert.equal(before.maxNestingDepth, 256);
+  assert.deepEqual(Object.keys(before).sort(),
+    ["maxArenaBytes", "maxFileBytes", "maxNestingDepth", "maxRank", "maxTensorBytes", "maxThreads"]);
+  // A limit error tells a browser user how to raise it.
+  throws(() => rlx.Graph.fromText(nestedIf(300)), "limit", /max_nesting_depth/, /rlx\.setLimits\(\{ maxNestingDepth: N \}\)/);
+  try {
+    assert.equal(rlx.setLimits({ maxNestingDepth: 400 }).maxNestingDepth, 400);
+    assert.equal(rlx.Graph.fromText(nestedIf(300)).inputs().length, 2);
+    // Lowered: a 2×3 f32 input (24 bytes) is over 16 bytes.
+    rlx.setLimits({ maxTensorBytes: 16 });
+    await rejects(() => rlx.compile(tinyGraph(), { device: "cpu" }), "limit", /max_tensor_bytes/, /maxTensorBytes/);
+  } finally {
+    rlx.setLimits({ maxNestingDepth: before.maxNestingDepth, maxTensorBytes: before.maxTensorBytes });
+  }
+  assert.deepEqual(rlx.limits(), before);
+  throws(() => rlx.setLimits({ maxNestingDepht: 9 }), "invalid_argument", /unknown limit `maxNestingDepht`/, /maxNestingDepth/);
+  for (const bad of [0, -1, 2.5, NaN, "9", 2 ** 60, null]) {
+    throws(() => rlx.setLimits({ maxRank: bad }), "invalid_argument", /maxRank/);
+  }
+  for (const bad of [undefined, null, 7, "x", [1]]) throws(() => rlx.setLimits(bad), "invalid_argument", /setLimits/);
+  // A bad entry next to a good one changes nothing.
+  throws(() => rlx.setLimits({ maxRank: 8, maxThreads: 0 }), "invalid_argument");
+  assert.deepEqual(rlx.limits(), before);
+});
+
 // Every public entry point, fed values of every JS type: whatever it throws is
 // an RlxError with a listed code — never a TypeError, never a panic (a panic
 // would poison the module and fail every later call here).

@@ -60,6 +60,42 @@ pub fn memory_stats() -> String {
     .to_string()
 }
 
+/// `rlx.limits()`: the limits in force (`rlx_ir::limits`) as JSON, by
+/// field name (`max_tensor_bytes`, ...).
+#[wasm_bindgen(js_name = limitsJson)]
+pub fn limits_json() -> String {
+    let l = rlx::ir::limits::limits();
+    let m: serde_json::Map<String, serde_json::Value> = l
+        .fields()
+        .iter()
+        .map(|&(k, v)| (k.to_string(), v.into()))
+        .collect();
+    serde_json::Value::Object(m).to_string()
+}
+
+/// `rlx.setLimits({...})`: changes the named limits (JSON object of field
+/// name → positive integer; the others keep their values) for the whole
+/// module, and returns the limits now in force as [`limits_json`] does. An
+/// unknown name or a bad value changes nothing and is `invalid_argument`.
+/// A browser has no environment, so this is where its `RLX_MAX_*` go.
+#[wasm_bindgen(js_name = setLimitsJson)]
+pub fn set_limits_json(json: &str) -> Result<String, JsValue> {
+    let bad = |m: String| error::err("invalid_argument", format!("setLimits: {m}"));
+    let v: serde_json::Value = serde_json::from_str(json).map_err(|e| bad(e.to_string()))?;
+    let obj = v
+        .as_object()
+        .ok_or_else(|| bad("expected an object of limits".into()))?;
+    let mut l = rlx::ir::limits::limits();
+    for (k, v) in obj {
+        let n = v
+            .as_u64()
+            .ok_or_else(|| bad(format!("{k}: {v} is not a positive whole number")))?;
+        l.set(k, n).map_err(bad)?;
+    }
+    rlx::ir::limits::set_limits(l);
+    Ok(limits_json())
+}
+
 /// The message of the last Rust panic (empty if none): the wrapper reads
 /// it after a trap.
 #[wasm_bindgen(js_name = takePanic)]

@@ -167,6 +167,69 @@ impl Limits {
     }
 }
 
+/// The JavaScript (npm) name of a field of [`Limits`]: `max_tensor_bytes`
+/// is `maxTensorBytes`.
+pub fn js_name(field: &str) -> String {
+    let mut out = String::with_capacity(field.len());
+    let mut upper = false;
+    for ch in field.chars() {
+        if ch == '_' {
+            upper = true;
+        } else if upper {
+            out.extend(ch.to_uppercase());
+            upper = false;
+        } else {
+            out.push(ch);
+        }
+    }
+    out
+}
+
+impl Limits {
+    /// Every field by name (as in the struct), with its value: what the
+    /// npm package's `limits()` shows and `setLimits` changes.
+    pub fn fields(&self) -> [(&'static str, u64); 6] {
+        [
+            ("max_tensor_bytes", self.max_tensor_bytes),
+            ("max_arena_bytes", self.max_arena_bytes),
+            ("max_nesting_depth", self.max_nesting_depth as u64),
+            ("max_file_bytes", self.max_file_bytes),
+            ("max_threads", self.max_threads as u64),
+            ("max_rank", self.max_rank as u64),
+        ]
+    }
+
+    /// Sets the field `name` (a name of [`Limits::fields`]) to `value`. An
+    /// unknown name, or a value of 0 (nothing would pass) or one that does
+    /// not fit the field, is an error that says so.
+    pub fn set(&mut self, name: &str, value: u64) -> Result<(), String> {
+        if value == 0 {
+            return Err(format!(
+                "limit {name}: 0 would refuse everything; give at least 1"
+            ));
+        }
+        let small = |v: u64| {
+            usize::try_from(v).map_err(|_| format!("limit {name}: {v} does not fit this platform"))
+        };
+        match name {
+            "max_tensor_bytes" => self.max_tensor_bytes = value,
+            "max_arena_bytes" => self.max_arena_bytes = value,
+            "max_nesting_depth" => self.max_nesting_depth = small(value)?,
+            "max_file_bytes" => self.max_file_bytes = value,
+            "max_threads" => self.max_threads = small(value)?,
+            "max_rank" => self.max_rank = small(value)?,
+            _ => {
+                let known: Vec<&str> = self.fields().iter().map(|f| f.0).collect();
+                return Err(format!(
+                    "unknown limit `{name}` (the limits: {})",
+                    known.join(", ")
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits::DEFAULT
@@ -193,9 +256,11 @@ fn check(
     }
 }
 
-/// A bound was exceeded. The message names the limit and how to raise it.
+/// A bound was exceeded. The message names the limit and how to raise it
+/// from each edge: the environment variable (CLI, Node), `setLimits` in
+/// the npm package (a browser has no environment), `set_limits` in Rust.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("{what}: {value} exceeds the limit {limit} = {max} (raise it with {var}=N, or `rlx_ir::limits::set_limits` from Rust)")]
+#[error("{what}: {value} exceeds the limit {limit} = {max} (raise it with {var}=N, `rlx.setLimits({{ {js}: N }})` in JavaScript, or `rlx_ir::limits::set_limits` from Rust)", js = js_name(limit))]
 pub struct LimitError {
     /// The field of [`Limits`].
     pub limit: &'static str,
@@ -243,6 +308,23 @@ mod tests {
             "{s}"
         );
         assert_eq!((e.value, e.max), (101, 100));
+        assert!(s.contains("rlx.setLimits({ maxTensorBytes: N })"), "{s}");
+    }
+
+    #[test]
+    fn fields_are_set_by_name_and_bad_names_or_values_refused() {
+        let mut l = Limits::DEFAULT;
+        l.set("max_rank", 7).unwrap();
+        l.set("max_tensor_bytes", 1 << 40).unwrap();
+        assert_eq!((l.max_rank, l.max_tensor_bytes), (7, 1 << 40));
+        assert!(l.fields().contains(&("max_rank", 7)));
+        let e = l.set("max_ranks", 7).unwrap_err();
+        assert!(
+            e.contains("unknown limit `max_ranks`") && e.contains("max_rank"),
+            "{e}"
+        );
+        assert!(l.set("max_threads", 0).unwrap_err().contains("at least 1"));
+        assert_eq!(js_name("max_nesting_depth"), "maxNestingDepth");
     }
 
     #[test]
