@@ -3,17 +3,27 @@
 //! asking wgpu, so a missing `navigator.gpu` gets a reason a user can act on.
 
 #[cfg(feature = "webgpu")]
-use rlx_wgpu::{GpuContext, PipelineCache};
-use std::cell::RefCell;
+use rlx_wgpu::{GpuContext, PipelineCache, WgpuBackend};
+#[cfg(feature = "webgpu")]
 use std::sync::Arc;
 
 #[cfg(feature = "webgpu")]
 type Ctx = (Arc<GpuContext>, Arc<PipelineCache>);
-#[cfg(not(feature = "webgpu"))]
-type Ctx = ();
 
+#[cfg(feature = "webgpu")]
 thread_local! {
-    static CTX: RefCell<Option<Ctx>> = const { RefCell::new(None) };
+    /// The page's WebGPU backend, registered by [`install`]: it owns the
+    /// one GPU context that `devices()` and `compile()` share.
+    static BACKEND: std::cell::RefCell<Option<Arc<WgpuBackend>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Register the WebGPU backend (at module start) and keep it for
+/// [`context`]: models compile through it, as through any backend.
+#[cfg(feature = "webgpu")]
+pub fn install() {
+    let b = Arc::new(WgpuBackend::new(rlx_runtime::Device::WebGpu));
+    rlx_runtime::register_backend(b.clone());
+    BACKEND.with(|s| *s.borrow_mut() = Some(b));
 }
 
 /// Why WebGPU cannot be used here, if it cannot (checked without wgpu).
@@ -41,22 +51,17 @@ pub fn unavailable() -> Option<String> {
     None
 }
 
-/// The live context, creating it if needed.
+/// The live context of the WebGPU backend, creating it if needed (and
+/// again after a device loss).
 #[cfg(feature = "webgpu")]
 pub async fn context() -> Result<Ctx, String> {
     if let Some(why) = unavailable() {
         return Err(why);
     }
-    let live = CTX.with(|c| c.borrow().as_ref().filter(|(g, _)| !g.is_lost()).cloned());
-    if let Some(c) = live {
-        return Ok(c);
-    }
-    let ctx = GpuContext::create(rlx_runtime::Device::WebGpu)
-        .await
-        .map_err(|e| e.to_string())?;
-    let c = (Arc::new(ctx), Arc::new(PipelineCache::default()));
-    CTX.with(|s| *s.borrow_mut() = Some(c.clone()));
-    Ok(c)
+    let b = BACKEND
+        .with(|s| s.borrow().clone())
+        .ok_or("the WebGPU backend is not installed (rlx.init() first)")?;
+    b.context_async().await.map_err(|e| e.to_string())
 }
 
 /// `{available, reason?, adapter?}` for `rlx.devices()`.

@@ -28,7 +28,10 @@ pub fn start() {
     }));
     rlx::init();
     #[cfg(feature = "webgpu")]
-    rlx_wgpu::register();
+    {
+        rlx_wgpu::register();
+        gpu::install();
+    }
 }
 
 /// The crate version (the package version).

@@ -17,11 +17,6 @@ use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
-enum Exec {
-    Cpu(Box<dyn Executable>),
-    #[cfg(feature = "webgpu")]
-    Gpu(Box<rlx_wgpu::WgpuExecutable>),
-}
 
 /// Everything a compiled model holds (shared with in-flight runs).
 pub struct Inner {
@@ -36,7 +31,8 @@ pub struct Inner {
     fallback: Vec<(String, String)>,
     /// Graph inputs bound to weights (by input index).
     bound: Vec<Option<Rc<HostTensor>>>,
-    exec: Exec,
+    /// Built by the device's backend (`Backend::compile_async`).
+    exec: Box<dyn Executable>,
     /// Compilation order (the embedder reports its latest model).
     serial: u64,
 }
@@ -111,15 +107,7 @@ pub async fn compile_inner(
             Ok((planned, exec)) => {
                 let resident: Vec<usize> =
                     (0..bound.len()).filter(|&i| bound[i].is_some()).collect();
-                match &exec {
-                    Exec::Cpu(e) => {
-                        e.keep_resident(&resident);
-                    }
-                    #[cfg(feature = "webgpu")]
-                    Exec::Gpu(e) => {
-                        e.program.pin_inputs(&resident);
-                    }
-                }
+                exec.keep_resident(&resident);
                 return Ok(Inner {
                     source: graph,
                     planned_report: planned.report.to_json(),
@@ -159,34 +147,40 @@ pub async fn compile_inner(
     ))
 }
 
+/// Plan for `device` and build through its backend, as for any backend
+/// (`Backend::compile_async`: WebGPU's device and pipelines are awaited).
 async fn build(
     graph: &IrGraph,
     device: Device,
     opts: &CompileOptions,
-) -> Result<(Planned, Exec), JsValue> {
+) -> Result<(Planned, Box<dyn Executable>), JsValue> {
     match device {
-        Device::Cpu => {
-            let planned = rlx::plan_with(graph, device, opts).map_err(rlx_err)?;
-            let exe = planned
-                .backend
-                .compile(planned.program.clone())
-                .map_err(runtime_err)?;
-            Ok((planned, Exec::Cpu(exe)))
-        }
+        Device::Cpu => {}
+        // The context first: the dispatch report names how it holds f16.
         #[cfg(feature = "webgpu")]
         Device::WebGpu => {
-            let (ctx, cache) = crate::gpu::context().await.map_err(|m| err("device", m))?;
-            let planned = rlx::plan_with(graph, device, opts).map_err(rlx_err)?;
-            let exe = rlx_wgpu::WgpuExecutable::build_async(ctx, &cache, &planned.program)
-                .await
-                .map_err(|e| err("device", e))?;
-            Ok((planned, Exec::Gpu(Box::new(exe))))
+            crate::gpu::context().await.map_err(|m| err("device", m))?;
         }
-        d => Err(err(
-            "device",
-            crate::gpu::unavailable().unwrap_or_else(|| format!("no `{d}` backend in this build")),
-        )),
+        d => {
+            return Err(err(
+                "device",
+                crate::gpu::unavailable()
+                    .unwrap_or_else(|| format!("no `{d}` backend in this build")),
+            ))
+        }
     }
+    let planned = rlx::plan_with(graph, device, opts).map_err(rlx_err)?;
+    let exe = planned
+        .backend
+        .compile_async(planned.program.clone())
+        .await
+        .map_err(|e| match device {
+            // Building on the GPU fails for device reasons (a lost device,
+            // an allocation or a pipeline it refuses).
+            Device::Cpu => runtime_err(e),
+            _ => err("device", e),
+        })?;
+    Ok((planned, exe))
 }
 
 /// Run with the unbound inputs (in graph-input order).
@@ -199,11 +193,7 @@ pub async fn run_inner(m: &Inner, given: Vec<HostTensor>) -> Result<Vec<HostTens
             None => refs.push(it.next().ok_or_else(|| err("input", "too few inputs"))?),
         }
     }
-    match &m.exec {
-        Exec::Cpu(e) => e.run(&refs).map_err(runtime_err),
-        #[cfg(feature = "webgpu")]
-        Exec::Gpu(e) => e.run_async(&refs).await.map_err(|e| err("runtime", e)),
-    }
+    m.exec.run_async(&refs).await.map_err(runtime_err)
 }
 
 /// Step index range in which each value is live (defined → last read).
@@ -469,15 +459,15 @@ impl Model {
     /// kernel each step runs. `[{name, lang, source}]` as JSON.
     pub fn kernels(&self, lang: &str) -> Result<String, JsValue> {
         let m = self.get()?;
-        let rows: Vec<Value> = match &m.exec {
-            Exec::Cpu(_) => m
+        let rows: Vec<Value> = match m.device {
+            #[cfg(feature = "webgpu")]
+            Device::WebGpu => gpu_kernels(&m.program, lang)?,
+            _ => m
                 .program
                 .steps
                 .iter()
                 .map(|s| json!({"name": s.kernel, "lang": "cpu", "nodes": s.nodes}))
                 .collect(),
-            #[cfg(feature = "webgpu")]
-            Exec::Gpu(_) => gpu_kernels(&m.program, lang)?,
         };
         let _ = lang;
         Ok(Value::Array(rows).to_string())

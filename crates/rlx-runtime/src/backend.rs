@@ -62,6 +62,10 @@ pub enum RuntimeError {
     Config(String),
 }
 
+/// What the asynchronous entry points return: a boxed future, not `Send`
+/// (the browser's WebGPU futures are not).
+pub type LocalFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + 'a>>;
+
 /// A compiled program, ready to run.
 pub trait Executable: Send + Sync {
     /// Run on host tensors; transfers are nodes of the program, so the
@@ -75,6 +79,15 @@ pub trait Executable: Send + Sync {
     fn keep_resident(&self, inputs: &[usize]) -> bool {
         let _ = inputs;
         false
+    }
+    /// [`Executable::run`] without blocking the thread: the browser cannot
+    /// block on a GPU readback, so WebGPU runs only this way there. The
+    /// default runs `run`; every executable has both.
+    fn run_async<'a>(
+        &'a self,
+        inputs: &'a [&'a HostTensor],
+    ) -> LocalFuture<'a, Result<Vec<HostTensor>, RuntimeError>> {
+        Box::pin(std::future::ready(self.run(inputs)))
     }
 }
 
@@ -126,6 +139,16 @@ pub trait Backend: Send + Sync {
     }
     /// Turn a legalized, scheduled program into something runnable.
     fn compile(&self, program: Program) -> Result<Box<dyn Executable>, RuntimeError>;
+    /// [`Backend::compile`] without blocking the thread: in the browser a
+    /// GPU device, its pipelines and their validation are awaited. The
+    /// default runs `compile`; the npm package compiles every device
+    /// through this one entry point.
+    fn compile_async(
+        &self,
+        program: Program,
+    ) -> LocalFuture<'_, Result<Box<dyn Executable>, RuntimeError>> {
+        Box::pin(std::future::ready(self.compile(program)))
+    }
 }
 
 fn registry() -> &'static RwLock<Vec<Arc<dyn Backend>>> {

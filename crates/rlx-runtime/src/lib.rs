@@ -19,7 +19,8 @@ pub mod rewrite;
 mod router;
 
 pub use backend::{
-    backend_for, backends, register_backend, Backend, Claims, Executable, NodeQuery, RuntimeError,
+    backend_for, backends, register_backend, Backend, Claims, Executable, LocalFuture, NodeQuery,
+    RuntimeError,
 };
 pub use device::Device;
 pub use legalize::{legalize, Attempt, DispatchError, Legalized, Unsupported};

@@ -10,7 +10,7 @@ use crate::lower::lower_with_options;
 use rlx_ir::lir::Program;
 use rlx_ir::HostTensor;
 use rlx_runtime::options::WgpuOptions;
-use rlx_runtime::{Backend, Claims, Device, Executable, RuntimeError};
+use rlx_runtime::{Backend, Claims, Device, Executable, LocalFuture, RuntimeError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -91,6 +91,30 @@ impl WgpuBackend {
         Ok((c, p))
     }
 
+    /// The live context, created (or re-created after a device loss)
+    /// without blocking: the browser's way, and the one the npm package's
+    /// `devices()` and `compile()` share, so a page has one GPU device.
+    pub async fn context_async(
+        &self,
+    ) -> Result<(Arc<GpuContext>, Arc<PipelineCache>), WgpuError> {
+        let lock = || {
+            self.ctx
+                .lock()
+                .map_err(|_| WgpuError::Gpu("context lock poisoned".into()))
+        };
+        // The lock is not held across the await (the guard is not Send,
+        // and another compile may ask meanwhile: the later one keeps its).
+        if let Some((c, p)) = lock()?.as_ref() {
+            if !c.is_lost() {
+                return Ok((c.clone(), p.clone()));
+            }
+        }
+        let c = Arc::new(GpuContext::create_with(self.device, self.opts).await?);
+        let p = Arc::new(Mutex::new(HashMap::new()));
+        *lock()? = Some((c.clone(), p.clone()));
+        Ok((c, p))
+    }
+
     /// How this backend's context holds f16 (`Some(true)`: as f16). The
     /// dispatch report is made before compiling, so natively the context
     /// is created here if need be; in the browser the page creates it
@@ -161,7 +185,8 @@ impl WgpuExecutable {
         })
     }
 
-    /// Run (async: awaits the readback; works in the browser too).
+    /// Run (async: awaits the readback; works in the browser too). The
+    /// same as `Executable::run_async`, with the backend's own error.
     pub async fn run_async(&self, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, WgpuError> {
         self.program.run_async(inputs).await
     }
@@ -175,10 +200,21 @@ impl Executable for WgpuExecutable {
         true
     }
 
+    fn run_async<'a>(
+        &'a self,
+        inputs: &'a [&'a HostTensor],
+    ) -> LocalFuture<'a, Result<Vec<HostTensor>, RuntimeError>> {
+        Box::pin(async move {
+            WgpuExecutable::run_async(self, inputs)
+                .await
+                .map_err(|e| rt(self.device, e))
+        })
+    }
+
     fn run(&self, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
         #[cfg(not(target_arch = "wasm32"))]
         {
-            pollster::block_on(self.run_async(inputs)).map_err(|e| rt(self.device, e))
+            pollster::block_on(WgpuExecutable::run_async(self, inputs)).map_err(|e| rt(self.device, e))
         }
         #[cfg(target_arch = "wasm32")]
         {
@@ -249,7 +285,31 @@ impl Backend for WgpuBackend {
         #[cfg(target_arch = "wasm32")]
         {
             let _ = program;
-            Err(rt(self.device, WgpuError::Gpu("in the browser, create the context with GpuContext::create(..).await and use WgpuExecutable::build".into())))
+            Err(rt(self.device, WgpuError::Gpu("the browser cannot block: compile with Backend::compile_async".into())))
+        }
+    }
+
+    /// In the browser: the context awaited (created once, re-created after
+    /// a device loss), the pipelines built and validated asynchronously.
+    /// Natively `compile` (which blocks on the same steps).
+    fn compile_async(
+        &self,
+        program: Program,
+    ) -> LocalFuture<'_, Result<Box<dyn Executable>, RuntimeError>> {
+        #[cfg(target_arch = "wasm32")]
+        {
+            Box::pin(async move {
+                let (ctx, cache) = self.context_async().await.map_err(|e| rt(self.device, e))?;
+                let mut e = WgpuExecutable::build_async(ctx, &cache, &program)
+                    .await
+                    .map_err(|e| rt(self.device, e))?;
+                e.device = self.device;
+                Ok(Box::new(e) as Box<dyn Executable>)
+            })
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            Box::pin(std::future::ready(self.compile(program)))
         }
     }
 }
