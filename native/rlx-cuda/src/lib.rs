@@ -94,6 +94,20 @@ impl CudaBackend {
     }
 }
 
+/// The tolerances CUDA results are held to against the reference, for an
+/// output of dtype `d` given a case's own `(rtol, atol)`: at least 1e-5
+/// relative for f32 (FMA contraction and tree reductions reorder the
+/// sums), 1e-2 for f16 and 4e-2 for bf16 (one rounding of the output each).
+/// The vector suite, the GPU test binary and the CPU emulation share it.
+pub fn tolerance(d: DType, rtol: f64, atol: f64) -> (f64, f64) {
+    match d {
+        DType::F16 => (rtol.max(1e-2), atol.max(1e-2)),
+        DType::BF16 => (rtol.max(4e-2), atol.max(4e-2)),
+        DType::F32 => (rtol.max(1e-5), atol.max(1e-6)),
+        _ => (rtol, atol),
+    }
+}
+
 impl Backend for CudaBackend {
     fn device(&self) -> Device {
         Device::Cuda

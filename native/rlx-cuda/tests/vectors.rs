@@ -2,8 +2,8 @@
 //! through the one conformance runner every engine uses
 //! (`rlx_ref::conformance`): each case whose nodes all run natively on
 //! CUDA (native-only dispatch; a refusal skips the case and is counted),
-//! against the committed expected outputs, with tolerances widened for
-//! the GPU's f32 (FMA, fast reductions) and 16-bit outputs.
+//! against the committed expected outputs, with the tolerances of
+//! `rlx_cuda::tolerance` (widened for the GPU's f32 and 16-bit outputs).
 //!
 //! Without a CUDA device (no driver, no GPU: the CI machines) the test
 //! says why on stderr and passes; on the H200 machine `tests/gpu/run.sh`
@@ -11,22 +11,10 @@
 //! carried binary).
 
 use rlx::{CompileOptions, Target};
-use rlx_ir::{DType, Graph, HostTensor};
+use rlx_ir::{Graph, HostTensor};
 use rlx_ref::conformance::{run_file_on, Extra, RunError};
 use rlx_runtime::{Device, DispatchOptions, Policy, RuntimeError};
 use std::sync::Arc;
-
-/// The GPU's tolerances: at least 1e-5 relative for f32 (FMA contraction
-/// and tree reductions reorder the sums), 1e-2 for f16, 4e-2 for bf16 (one
-/// rounding of the output each).
-fn gpu_tolerance(d: DType, rtol: f64, atol: f64) -> (f64, f64) {
-    match d {
-        DType::F16 => (rtol.max(1e-2), atol.max(1e-2)),
-        DType::BF16 => (rtol.max(4e-2), atol.max(4e-2)),
-        DType::F32 => (rtol.max(1e-5), atol.max(1e-6)),
-        _ => (rtol, atol),
-    }
-}
 
 /// CUDA as a conformance engine: a dispatch refusal is `Unsupported`;
 /// every other error (planning, code generation, the run) is `Failed`.
@@ -72,7 +60,7 @@ fn reference_vectors_on_cuda() {
         label: " (cuda)",
         runs: &|_| true,
         engine: &cuda,
-        tol: &gpu_tolerance,
+        tol: &rlx_cuda::tolerance,
     };
     let (mut runs, mut skipped, mut failures) = (0, 0, Vec::new());
     for f in &files {

@@ -58,46 +58,10 @@ fn tensor(v: &Value) -> Result<HostTensor, String> {
     HostTensor::from_json(v).map_err(|e| e.to_string())
 }
 
-fn close(got: &HostTensor, want: &HostTensor, rtol: f64, atol: f64) -> Result<(), String> {
-    if got.dtype() != want.dtype() || got.shape() != want.shape() {
-        return Err(format!(
-            "got {}{}, want {}{}",
-            got.dtype(),
-            got.shape(),
-            want.dtype(),
-            want.shape()
-        ));
-    }
-    if !want.dtype().is_float() {
-        let (g, w) = (
-            got.to_i64_vec().map_err(|e| e.to_string())?,
-            want.to_i64_vec().map_err(|e| e.to_string())?,
-        );
-        return match g.iter().zip(&w).position(|(a, b)| a != b) {
-            None => Ok(()),
-            Some(i) => Err(format!("element {i}: got {}, want {}", g[i], w[i])),
-        };
-    }
-    let (g, w) = (
-        got.to_f64_vec().map_err(|e| e.to_string())?,
-        want.to_f64_vec().map_err(|e| e.to_string())?,
-    );
-    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
-        let ok = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= atol + rtol * b.abs();
-        if !ok {
-            return Err(format!("element {i}: got {a}, want {b}"));
-        }
-    }
-    Ok(())
-}
+use rlx_ref::conformance::close;
 
 fn loosen(d: DType, rtol: f64, atol: f64) -> (f64, f64) {
-    match d {
-        DType::F16 => (rtol.max(1e-2), atol.max(1e-2)),
-        DType::BF16 => (rtol.max(4e-2), atol.max(4e-2)),
-        DType::F32 => (rtol.max(1e-5), atol.max(1e-6)),
-        _ => (rtol, atol),
-    }
+    rlx_cuda::tolerance(d, rtol, atol)
 }
 
 fn random_like(t: &HostTensor, rng: &mut Rng) -> HostTensor {
