@@ -17,7 +17,6 @@ use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
-
 /// Everything a compiled model holds (shared with in-flight runs).
 pub struct Inner {
     /// The graph as written (before passes): the "HIR" view.

@@ -94,9 +94,7 @@ impl WgpuBackend {
     /// The live context, created (or re-created after a device loss)
     /// without blocking: the browser's way, and the one the npm package's
     /// `devices()` and `compile()` share, so a page has one GPU device.
-    pub async fn context_async(
-        &self,
-    ) -> Result<(Arc<GpuContext>, Arc<PipelineCache>), WgpuError> {
+    pub async fn context_async(&self) -> Result<(Arc<GpuContext>, Arc<PipelineCache>), WgpuError> {
         let lock = || {
             self.ctx
                 .lock()
@@ -214,7 +212,8 @@ impl Executable for WgpuExecutable {
     fn run(&self, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
         #[cfg(not(target_arch = "wasm32"))]
         {
-            pollster::block_on(WgpuExecutable::run_async(self, inputs)).map_err(|e| rt(self.device, e))
+            pollster::block_on(WgpuExecutable::run_async(self, inputs))
+                .map_err(|e| rt(self.device, e))
         }
         #[cfg(target_arch = "wasm32")]
         {
@@ -285,7 +284,12 @@ impl Backend for WgpuBackend {
         #[cfg(target_arch = "wasm32")]
         {
             let _ = program;
-            Err(rt(self.device, WgpuError::Gpu("the browser cannot block: compile with Backend::compile_async".into())))
+            Err(rt(
+                self.device,
+                WgpuError::Gpu(
+                    "the browser cannot block: compile with Backend::compile_async".into(),
+                ),
+            ))
         }
     }
 
