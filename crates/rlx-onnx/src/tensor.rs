@@ -1,0 +1,137 @@
+//! ONNX tensors (`TensorProto`) and element types as rlx's.
+
+use crate::proto::tensor_proto::DataType;
+use crate::proto::TensorProto;
+use crate::OnnxError;
+use rlx_ir::limits::limits;
+use rlx_ir::{DType, HostTensor};
+
+/// The rlx dtype of an ONNX element type, or why there is none.
+pub fn dtype_of(t: i32) -> Result<DType, String> {
+    let d = DataType::try_from(t).map_err(|_| format!("unknown element type {t}"))?;
+    Ok(match d {
+        DataType::Float => DType::F32,
+        DataType::Double => DType::F64,
+        DataType::Float16 => DType::F16,
+        DataType::Bfloat16 => DType::BF16,
+        DataType::Int8 => DType::I8,
+        DataType::Uint8 => DType::U8,
+        DataType::Int16 => DType::I16,
+        DataType::Int32 => DType::I32,
+        DataType::Int64 => DType::I64,
+        DataType::Bool => DType::Bool,
+        other => return Err(format!("element type {} has no rlx dtype", other.as_str_name())),
+    })
+}
+
+/// The ONNX element type of an rlx dtype.
+pub fn onnx_type(d: DType) -> Option<DataType> {
+    Some(match d {
+        DType::F32 => DataType::Float,
+        DType::F64 => DataType::Double,
+        DType::F16 => DataType::Float16,
+        DType::BF16 => DataType::Bfloat16,
+        DType::I8 => DataType::Int8,
+        DType::U8 => DataType::Uint8,
+        DType::I16 => DataType::Int16,
+        DType::I32 => DataType::Int32,
+        DType::I64 => DataType::Int64,
+        DType::Bool => DataType::Bool,
+        _ => return None,
+    })
+}
+
+fn dims_of(t: &TensorProto) -> Result<Vec<usize>, OnnxError> {
+    t.dims
+        .iter()
+        .map(|&d| {
+            usize::try_from(d).map_err(|_| {
+                OnnxError::Invalid(format!("tensor `{}`: negative dimension {d}", t.name()))
+            })
+        })
+        .collect()
+}
+
+/// A `TensorProto` as a host tensor: `raw_data` (little-endian) or the
+/// typed fields. External data is refused here (the importer resolves it).
+pub fn to_host(t: &TensorProto) -> Result<HostTensor, OnnxError> {
+    let name = t.name();
+    let bad = |m: String| OnnxError::Invalid(format!("tensor `{name}`: {m}"));
+    let dtype = dtype_of(t.data_type()).map_err(bad)?;
+    let dims = dims_of(t)?;
+    limits()
+        .check_tensor_shape(&format!("tensor `{name}`"), dtype, &dims)
+        .map_err(|e| OnnxError::Ir(e.into()))?;
+    if t.data_location() == crate::proto::tensor_proto::DataLocation::External {
+        return Err(bad("its data is in an external file (not supported yet)".into()));
+    }
+    let n: usize = dims.iter().product();
+    let raw = t.raw_data();
+    let floats = |v: Vec<f64>| HostTensor::from_f64(dtype, dims.clone(), v).map_err(OnnxError::from);
+    let ints = |v: Vec<i64>| HostTensor::from_i64(dtype, dims.clone(), v).map_err(OnnxError::from);
+    if !raw.is_empty() || n == 0 {
+        let size = match dtype {
+            DType::Bool | DType::I8 | DType::U8 => 1,
+            DType::I16 | DType::F16 | DType::BF16 => 2,
+            DType::I32 | DType::F32 => 4,
+            _ => 8,
+        };
+        if raw.len() != n * size {
+            return Err(bad(format!(
+                "raw_data holds {} bytes, {n} elements of {dtype} need {}",
+                raw.len(),
+                n * size
+            )));
+        }
+        let w = |k: usize| &raw[k * size..(k + 1) * size];
+        return match dtype {
+            DType::F32 => floats((0..n).map(|k| f32::from_le_bytes(w(k).try_into().unwrap()) as f64).collect()),
+            DType::F64 => floats((0..n).map(|k| f64::from_le_bytes(w(k).try_into().unwrap())).collect()),
+            DType::F16 => floats((0..n).map(|k| half::f16::from_le_bytes(w(k).try_into().unwrap()).to_f64()).collect()),
+            DType::BF16 => floats((0..n).map(|k| half::bf16::from_le_bytes(w(k).try_into().unwrap()).to_f64()).collect()),
+            DType::Bool => ints((0..n).map(|k| (raw[k] != 0) as i64).collect()),
+            DType::I8 => ints((0..n).map(|k| raw[k] as i8 as i64).collect()),
+            DType::U8 => ints((0..n).map(|k| raw[k] as i64).collect()),
+            DType::I16 => ints((0..n).map(|k| i16::from_le_bytes(w(k).try_into().unwrap()) as i64).collect()),
+            DType::I32 => ints((0..n).map(|k| i32::from_le_bytes(w(k).try_into().unwrap()) as i64).collect()),
+            _ => ints((0..n).map(|k| i64::from_le_bytes(w(k).try_into().unwrap())).collect()),
+        };
+    }
+    // Typed fields: float_data (f32), double_data, int64_data, and
+    // int32_data for every narrower integer, bool and the 16-bit floats
+    // (which it holds as their bit patterns).
+    let count = |len: usize| {
+        if len == n {
+            Ok(())
+        } else {
+            Err(bad(format!("{len} values for {n} elements")))
+        }
+    };
+    match dtype {
+        DType::F32 => {
+            count(t.float_data.len())?;
+            floats(t.float_data.iter().map(|&x| x as f64).collect())
+        }
+        DType::F64 => {
+            count(t.double_data.len())?;
+            floats(t.double_data.clone())
+        }
+        DType::I64 => {
+            count(t.int64_data.len())?;
+            ints(t.int64_data.clone())
+        }
+        DType::F16 | DType::BF16 => {
+            count(t.int32_data.len())?;
+            let bits = t.int32_data.iter().map(|&b| b as u16);
+            floats(if dtype == DType::F16 {
+                bits.map(|b| half::f16::from_bits(b).to_f64()).collect()
+            } else {
+                bits.map(|b| half::bf16::from_bits(b).to_f64()).collect()
+            })
+        }
+        _ => {
+            count(t.int32_data.len())?;
+            ints(t.int32_data.iter().map(|&x| x as i64).collect())
+        }
+    }
+}
