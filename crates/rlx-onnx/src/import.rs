@@ -57,7 +57,11 @@ pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Imported
         .as_ref()
         .ok_or_else(|| OnnxError::Invalid("the model has no graph".into()))?;
     let mut cx = Cx {
-        b: GraphBuilder::new(if g.name().is_empty() { "onnx" } else { g.name() }),
+        b: GraphBuilder::new(if g.name().is_empty() {
+            "onnx"
+        } else {
+            g.name()
+        }),
         vals: HashMap::new(),
         consts: HashMap::new(),
         poisoned: HashSet::new(),
@@ -112,7 +116,9 @@ fn value_type(
     use proto::type_proto::Value as T;
     let bad = |m: String| OnnxError::Invalid(format!("input `{}`: {m}", vi.name()));
     let Some(T::TensorType(t)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref()) else {
-        return Err(bad("not a tensor (sequences, maps and optionals are not supported yet)".into()));
+        return Err(bad(
+            "not a tensor (sequences, maps and optionals are not supported yet)".into(),
+        ));
     };
     let dtype = dtype_of(t.elem_type()).map_err(bad)?;
     let shape = t
@@ -126,7 +132,9 @@ fn value_type(
                 usize::try_from(*v).map_err(|_| bad(format!("negative dimension {v}")))?
             }
             Some(Value::DimParam(p)) => *dims.get(p).ok_or_else(|| {
-                bad(format!("symbolic dimension `{p}`: give its size (ImportOptions::dims)"))
+                bad(format!(
+                    "symbolic dimension `{p}`: give its size (ImportOptions::dims)"
+                ))
             })?,
             None => return Err(bad("a dimension with neither a size nor a name".into())),
         });

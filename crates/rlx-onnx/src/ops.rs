@@ -20,38 +20,136 @@ type R = Result<Vec<Out>, String>;
 
 /// ONNX op → rlx op of the same meaning, one input.
 const UNARY: &[(&str, &str)] = &[
-    ("Abs", "abs"), ("Neg", "neg"), ("Exp", "exp"), ("Log", "log"), ("Sqrt", "sqrt"),
-    ("Reciprocal", "reciprocal"), ("Relu", "relu"), ("Sigmoid", "sigmoid"), ("Tanh", "tanh"),
-    ("Sin", "sin"), ("Cos", "cos"), ("Tan", "tan"), ("Asin", "asin"), ("Acos", "acos"),
-    ("Atan", "atan"), ("Sinh", "sinh"), ("Cosh", "cosh"), ("Asinh", "asinh"),
-    ("Acosh", "acosh"), ("Atanh", "atanh"), ("Erf", "erf"), ("Floor", "floor"),
-    ("Ceil", "ceil"), ("Round", "round"), ("Sign", "sign"), ("Not", "not"),
-    ("IsNaN", "isnan"), ("Softplus", "softplus"), ("Identity", "identity"),
+    ("Abs", "abs"),
+    ("Neg", "neg"),
+    ("Exp", "exp"),
+    ("Log", "log"),
+    ("Sqrt", "sqrt"),
+    ("Reciprocal", "reciprocal"),
+    ("Relu", "relu"),
+    ("Sigmoid", "sigmoid"),
+    ("Tanh", "tanh"),
+    ("Sin", "sin"),
+    ("Cos", "cos"),
+    ("Tan", "tan"),
+    ("Asin", "asin"),
+    ("Acos", "acos"),
+    ("Atan", "atan"),
+    ("Sinh", "sinh"),
+    ("Cosh", "cosh"),
+    ("Asinh", "asinh"),
+    ("Acosh", "acosh"),
+    ("Atanh", "atanh"),
+    ("Erf", "erf"),
+    ("Floor", "floor"),
+    ("Ceil", "ceil"),
+    ("Round", "round"),
+    ("Sign", "sign"),
+    ("Not", "not"),
+    ("IsNaN", "isnan"),
+    ("Softplus", "softplus"),
+    ("Identity", "identity"),
     ("BitwiseNot", "bitwise_not"),
 ];
 
 /// ONNX op → rlx op, two inputs with NumPy broadcasting.
 const BINARY: &[(&str, &str)] = &[
-    ("Add", "add"), ("Sub", "sub"), ("Mul", "mul"), ("Div", "div"), ("Pow", "pow"),
-    ("Equal", "eq"), ("Less", "lt"), ("Greater", "gt"), ("LessOrEqual", "le"),
-    ("GreaterOrEqual", "ge"), ("And", "and"), ("Or", "or"), ("Xor", "xor"),
-    ("BitwiseAnd", "bitwise_and"), ("BitwiseOr", "bitwise_or"), ("BitwiseXor", "bitwise_xor"),
+    ("Add", "add"),
+    ("Sub", "sub"),
+    ("Mul", "mul"),
+    ("Div", "div"),
+    ("Pow", "pow"),
+    ("Equal", "eq"),
+    ("Less", "lt"),
+    ("Greater", "gt"),
+    ("LessOrEqual", "le"),
+    ("GreaterOrEqual", "ge"),
+    ("And", "and"),
+    ("Or", "or"),
+    ("Xor", "xor"),
+    ("BitwiseAnd", "bitwise_and"),
+    ("BitwiseOr", "bitwise_or"),
+    ("BitwiseXor", "bitwise_xor"),
 ];
 
 const REDUCE: &[(&str, &str)] = &[
-    ("ReduceSum", "reduce_sum"), ("ReduceMean", "reduce_mean"), ("ReduceMax", "reduce_max"),
-    ("ReduceMin", "reduce_min"), ("ReduceProd", "reduce_prod"),
+    ("ReduceSum", "reduce_sum"),
+    ("ReduceMean", "reduce_mean"),
+    ("ReduceMax", "reduce_max"),
+    ("ReduceMin", "reduce_min"),
+    ("ReduceProd", "reduce_prod"),
     ("ReduceLogSumExp", "reduce_logsumexp"),
 ];
 
 /// The ONNX op types this importer maps (for coverage tables).
 pub fn supported() -> Vec<&'static str> {
-    let mut v: Vec<&str> = UNARY.iter().chain(BINARY).chain(REDUCE).map(|p| p.0).collect();
+    let mut v: Vec<&str> = UNARY
+        .iter()
+        .chain(BINARY)
+        .chain(REDUCE)
+        .map(|p| p.0)
+        .collect();
     v.extend([
-        "Max", "Min", "Sum", "Mean", "MatMul", "Gemm", "Softmax", "LogSoftmax", "Transpose",
-        "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Concat", "Cast", "Where", "Clip",
-        "Gather", "Shape", "Size", "Constant", "Expand", "Tile", "LeakyRelu", "IsInf",
-        "ArgMax", "ArgMin", "LayerNormalization",
+        "Max",
+        "Min",
+        "Sum",
+        "Mean",
+        "MatMul",
+        "Gemm",
+        "Softmax",
+        "LogSoftmax",
+        "Transpose",
+        "Reshape",
+        "Flatten",
+        "Squeeze",
+        "Unsqueeze",
+        "Concat",
+        "Cast",
+        "Where",
+        "Clip",
+        "Gather",
+        "Shape",
+        "Size",
+        "Constant",
+        "Expand",
+        "Tile",
+        "LeakyRelu",
+        "IsInf",
+        "ArgMax",
+        "ArgMin",
+        "LayerNormalization",
+        "Slice",
+        "Split",
+        "CastLike",
+        "Range",
+        "ConstantOfShape",
+        "Mod",
+        "Dropout",
+        "GatherElements",
+        "CumSum",
+        "ReduceL1",
+        "ReduceL2",
+        "ReduceSumSquare",
+        "Softsign",
+        "Elu",
+        "Selu",
+        "Celu",
+        "HardSigmoid",
+        "HardSwish",
+        "ThresholdedRelu",
+        "PRelu",
+        "Gelu",
+        "Mish",
+        "Conv",
+        "MaxPool",
+        "AveragePool",
+        "GlobalAveragePool",
+        "GlobalMaxPool",
+        "RMSNormalization",
+        "Pad",
+        "TopK",
+        "CumProd",
+        "Trilu",
     ]);
     v.sort();
     v
@@ -64,7 +162,11 @@ struct N<'a> {
 
 impl N<'_> {
     fn name(&self, k: usize) -> Option<&str> {
-        self.node.input.get(k).map(|s| s.as_str()).filter(|s| !s.is_empty())
+        self.node
+            .input
+            .get(k)
+            .map(|s| s.as_str())
+            .filter(|s| !s.is_empty())
     }
     fn v(&mut self, k: usize) -> Result<ValueId, String> {
         let name = self
@@ -73,20 +175,30 @@ impl N<'_> {
             .to_string();
         self.cx.value(&name)
     }
-    fn konst(&self, k: usize) -> Option<&HostTensor> {
-        self.name(k).and_then(|n| self.cx.consts.get(n))
-    }
-    /// The integer values of input `k`, which must be known at import.
-    fn ints_in(&self, k: usize) -> Result<Option<Vec<i64>>, String> {
+    /// Input `k`, which must be known at import (absent: `None`).
+    fn const_in(&self, k: usize) -> Result<Option<&HostTensor>, String> {
         let Some(name) = self.name(k) else {
             return Ok(None);
         };
         match self.cx.consts.get(name) {
-            Some(t) => t.to_i64_vec().map(Some).map_err(|e| e.to_string()),
+            Some(t) => Ok(Some(t)),
             None => Err(format!(
                 "input {k} (`{name}`) must be known at import (rlx needs static shapes): \
                  make it an initializer or bind it with ImportOptions::constants"
             )),
+        }
+    }
+    /// The integer values of input `k`, which must be known at import.
+    fn ints_in(&self, k: usize) -> Result<Option<Vec<i64>>, String> {
+        self.const_in(k)?
+            .map(|t| t.to_i64_vec().map_err(|e| e.to_string()))
+            .transpose()
+    }
+    /// The first value of input `k` as a float, known at import.
+    fn float_in(&self, k: usize) -> Result<Option<f64>, String> {
+        match self.const_in(k)? {
+            Some(t) => Ok(t.to_f64_vec().map_err(|e| e.to_string())?.first().copied()),
+            None => Ok(None),
         }
     }
     fn attr(&self, name: &str) -> Option<&AttributeProto> {
@@ -162,11 +274,17 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
         };
         let axes: Vec<i64> = match axes {
             Some(a) if !a.is_empty() => a,
-            _ if n.ai("noop_with_empty_axes", 0) == 1 => return n.one("identity", &[x], Attrs::new()),
+            _ if n.ai("noop_with_empty_axes", 0) == 1 => {
+                return n.one("identity", &[x], Attrs::new())
+            }
             _ => (0..rank as i64).collect(),
         };
         let keep = n.ai("keepdims", 1) == 1;
-        return n.one(r, &[x], Attrs::new().with("axes", axes).with("keepdim", keep));
+        return n.one(
+            r,
+            &[x],
+            Attrs::new().with("axes", axes).with("keepdim", keep),
+        );
     }
     match op.as_str() {
         "Max" | "Min" | "Sum" | "Mean" => {
@@ -219,7 +337,11 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
             Ok(vec![Out::Value(y)])
         }
         "Softmax" | "LogSoftmax" => {
-            let r = if op == "Softmax" { "softmax" } else { "log_softmax" };
+            let r = if op == "Softmax" {
+                "softmax"
+            } else {
+                "log_softmax"
+            };
             let x = n.v(0)?;
             let dims = n.dims(x);
             let rank = dims.len();
@@ -231,7 +353,11 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
             let axis = rank_axis(n.ai("axis", 1), rank) as usize;
             let outer: usize = dims[..axis].iter().product();
             let inner: usize = dims[axis..].iter().product();
-            let flat = n.op("reshape", &[x], Attrs::new().with("shape", vec![outer as i64, inner as i64]))?;
+            let flat = n.op(
+                "reshape",
+                &[x],
+                Attrs::new().with("shape", vec![outer as i64, inner as i64]),
+            )?;
             let s = n.op(r, &[flat], Attrs::new().with("axis", 1i64))?;
             let back: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
             n.one("reshape", &[s], Attrs::new().with("shape", back))
@@ -250,7 +376,13 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
             let shape: Vec<i64> = shape
                 .iter()
                 .enumerate()
-                .map(|(i, &s)| if s == 0 && !allowzero { dims.get(i).map_or(0, |&d| d as i64) } else { s })
+                .map(|(i, &s)| {
+                    if s == 0 && !allowzero {
+                        dims.get(i).map_or(0, |&d| d as i64)
+                    } else {
+                        s
+                    }
+                })
                 .collect();
             n.one("reshape", &[x], Attrs::new().with("shape", shape))
         }
@@ -260,7 +392,11 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
             let axis = rank_axis(n.ai("axis", 1), dims.len()) as usize;
             let outer: usize = dims[..axis].iter().product();
             let inner: usize = dims[axis..].iter().product();
-            n.one("reshape", &[x], Attrs::new().with("shape", vec![outer as i64, inner as i64]))
+            n.one(
+                "reshape",
+                &[x],
+                Attrs::new().with("shape", vec![outer as i64, inner as i64]),
+            )
         }
         "Squeeze" | "Unsqueeze" => {
             let x = n.v(0)?;
@@ -304,13 +440,7 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
                 if n.cx.opset < 11 {
                     return Ok(n.attr(attr).map(|a| a.f() as f64));
                 }
-                match n.name(k) {
-                    None => Ok(None),
-                    Some(_) => match n.konst(k) {
-                        Some(t) => Ok(t.to_f64_vec().map_err(|e| e.to_string())?.first().copied()),
-                        None => Err(format!("Clip's {attr} must be known at import")),
-                    },
-                }
+                n.float_in(k)
             };
             let (lo, hi) = (bound(&n, 1, "min")?, bound(&n, 2, "max")?);
             let mut a = Attrs::new();
@@ -347,10 +477,22 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
             let t = match a.name() {
                 "value" => to_host(a.t.as_ref().ok_or("Constant `value` without a tensor")?)
                     .map_err(|e| e.to_string())?,
-                "value_float" => HostTensor::from_f64(DType::F32, Vec::<usize>::new(), vec![a.f() as f64]).map_err(|e| e.to_string())?,
-                "value_int" => HostTensor::from_i64(DType::I64, Vec::<usize>::new(), vec![a.i()]).map_err(|e| e.to_string())?,
-                "value_floats" => HostTensor::from_f64(DType::F32, vec![a.floats.len()], a.floats.iter().map(|&x| x as f64).collect()).map_err(|e| e.to_string())?,
-                "value_ints" => HostTensor::from_i64(DType::I64, vec![a.ints.len()], a.ints.clone()).map_err(|e| e.to_string())?,
+                "value_float" => {
+                    HostTensor::from_f64(DType::F32, Vec::<usize>::new(), vec![a.f() as f64])
+                        .map_err(|e| e.to_string())?
+                }
+                "value_int" => HostTensor::from_i64(DType::I64, Vec::<usize>::new(), vec![a.i()])
+                    .map_err(|e| e.to_string())?,
+                "value_floats" => HostTensor::from_f64(
+                    DType::F32,
+                    vec![a.floats.len()],
+                    a.floats.iter().map(|&x| x as f64).collect(),
+                )
+                .map_err(|e| e.to_string())?,
+                "value_ints" => {
+                    HostTensor::from_i64(DType::I64, vec![a.ints.len()], a.ints.clone())
+                        .map_err(|e| e.to_string())?
+                }
                 other => return Err(format!("Constant `{other}` is not supported yet")),
             };
             Ok(vec![Out::Const(t)])
@@ -361,9 +503,15 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
             let dims = n.dims(x);
             // NumPy broadcasting of the input's shape and the given one.
             let r = dims.len().max(want.len());
-            let pad = |v: Vec<i64>| -> Vec<i64> { std::iter::repeat(1).take(r - v.len()).chain(v).collect() };
+            let pad = |v: Vec<i64>| -> Vec<i64> {
+                std::iter::repeat(1).take(r - v.len()).chain(v).collect()
+            };
             let (a, b) = (pad(dims.iter().map(|&d| d as i64).collect()), pad(want));
-            let out: Vec<i64> = a.iter().zip(&b).map(|(&p, &q)| if p == 1 { q } else { p }).collect();
+            let out: Vec<i64> = a
+                .iter()
+                .zip(&b)
+                .map(|(&p, &q)| if p == 1 { q } else { p })
+                .collect();
             n.one("broadcast", &[x], Attrs::new().with("shape", out))
         }
         "Tile" => {
@@ -393,34 +541,563 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
             n.one("and", &[inf, side], Attrs::new())
         }
         "ArgMax" | "ArgMin" => {
-            if n.ai("select_last_index", 0) != 0 {
-                return Err("select_last_index = 1 is not supported yet".into());
-            }
             let x = n.v(0)?;
-            let axis = n.ai("axis", 0);
+            let dims = n.dims(x);
+            let axis = rank_axis(n.ai("axis", 0), dims.len());
             let keep = n.ai("keepdims", 1) == 1;
-            n.one(&op.to_lowercase(), &[x], Attrs::new().with("axis", axis).with("keepdim", keep))
+            let r = op.to_lowercase();
+            if n.ai("select_last_index", 0) == 0 {
+                return n.one(
+                    &r,
+                    &[x],
+                    Attrs::new().with("axis", axis).with("keepdim", keep),
+                );
+            }
+            // The last of equal extremes: the first one of the flipped axis,
+            // counted back from the end.
+            let f = n.op("flip", &[x], Attrs::new().with("axes", vec![axis]))?;
+            let i = n.op(
+                &r,
+                &[f],
+                Attrs::new().with("axis", axis).with("keepdim", keep),
+            )?;
+            let d = n.cx.b.dtype(i);
+            let last = n.scalar(dims[axis as usize] as f64 - 1.0, d)?;
+            n.one("sub", &[last, i], Attrs::new())
         }
         "LayerNormalization" => {
-            if node.output.iter().skip(1).any(|o| !o.is_empty()) {
-                return Err("the Mean and InvStdDev outputs are not supported yet".into());
+            let (x, g) = (n.v(0)?, n.v(1)?);
+            let dims = n.dims(x);
+            let rank = dims.len();
+            let axis = rank_axis(n.ai("axis", -1), rank);
+            let eps = n.af("epsilon", 1e-5);
+            let d = n.cx.b.dtype(x);
+            let stats = node.output.iter().skip(1).any(|o| !o.is_empty());
+            if axis == rank as i64 - 1 && !stats {
+                let b = match n.name(2) {
+                    Some(_) => n.v(2)?,
+                    None => {
+                        let z = HostTensor::zeros(d, vec![*dims.last().unwrap_or(&1)])
+                            .map_err(|e| e.to_string())?;
+                        n.cx.b.constant(z).map_err(|e| e.to_string())?
+                    }
+                };
+                return n.one(
+                    "layer_norm",
+                    &[x, g, b],
+                    Attrs::new().with("axis", axis).with("eps", eps),
+                );
             }
+            // Over the axes from `axis` on, with the statistics as outputs:
+            // mean, 1/sqrt(var + eps), (x - mean)·that·scale + bias.
+            let axes: Vec<i64> = (axis..rank as i64).collect();
+            let red = |n: &mut N, v: ValueId| {
+                n.op(
+                    "reduce_mean",
+                    &[v],
+                    Attrs::new()
+                        .with("axes", axes.clone())
+                        .with("keepdim", true),
+                )
+            };
+            let mean = red(&mut n, x)?;
+            let c = n.op("sub", &[x, mean], Attrs::new())?;
+            let sq = n.op("mul", &[c, c], Attrs::new())?;
+            let var = red(&mut n, sq)?;
+            let e = n.scalar(eps, d)?;
+            let ve = n.op("add", &[var, e], Attrs::new())?;
+            let inv = n.op("rsqrt", &[ve], Attrs::new())?;
+            let norm = n.op("mul", &[c, inv], Attrs::new())?;
+            let mut y = n.op("mul", &[norm, g], Attrs::new())?;
+            if n.name(2).is_some() {
+                let b = n.v(2)?;
+                y = n.op("add", &[y, b], Attrs::new())?;
+            }
+            Ok(vec![Out::Value(y), Out::Value(mean), Out::Value(inv)])
+        }
+        "Trilu" => {
+            let x = n.v(0)?;
+            let dims = n.dims(x);
+            let r = dims.len();
+            if r < 2 {
+                return Err("Trilu needs a rank of at least 2".into());
+            }
+            let k = n.ints_in(1)?.and_then(|v| v.first().copied()).unwrap_or(0);
+            let upper = n.ai("upper", 1) == 1;
+            let (rows, cols) = (dims[r - 2], dims[r - 1]);
+            let keep: Vec<bool> = (0..rows * cols)
+                .map(|e| {
+                    let (i, j) = ((e / cols) as i64, (e % cols) as i64);
+                    if upper {
+                        j - i >= k
+                    } else {
+                        j - i <= k
+                    }
+                })
+                .collect();
+            let m = HostTensor::from_slice(&keep, [rows, cols]).map_err(|e| e.to_string())?;
+            let m = n.cx.b.constant(m).map_err(|e| e.to_string())?;
+            let d = n.cx.b.dtype(x);
+            let z = n.scalar(0.0, d)?;
+            n.one("where", &[m, x, z], Attrs::new())
+        }
+        "Slice" => {
+            let x = n.v(0)?;
+            let rank = n.dims(x).len() as i64;
+            // Attributes before opset 10, inputs after.
+            let (starts, ends, axes, steps) = if n.cx.opset < 10 {
+                let st = n.aints("starts").ok_or("Slice without starts")?;
+                let en = n.aints("ends").ok_or("Slice without ends")?;
+                let ax = n
+                    .aints("axes")
+                    .unwrap_or_else(|| (0..st.len() as i64).collect());
+                let sp = vec![1; st.len()];
+                (st, en, ax, sp)
+            } else {
+                let st = n.ints_in(1)?.ok_or("Slice without starts")?;
+                let en = n.ints_in(2)?.ok_or("Slice without ends")?;
+                let ax = n
+                    .ints_in(3)?
+                    .unwrap_or_else(|| (0..st.len() as i64).collect());
+                let sp = n.ints_in(4)?.unwrap_or_else(|| vec![1; st.len()]);
+                (st, en, ax, sp)
+            };
+            let axes: Vec<i64> = axes.iter().map(|&a| rank_axis(a, rank as usize)).collect();
+            n.one(
+                "slice",
+                &[x],
+                Attrs::new()
+                    .with("starts", starts)
+                    .with("ends", ends)
+                    .with("axes", axes)
+                    .with("steps", steps),
+            )
+        }
+        "Split" => {
+            let x = n.v(0)?;
+            let dims = n.dims(x);
+            let axis = rank_axis(n.ai("axis", 0), dims.len());
+            let extent = dims[axis as usize] as i64;
+            let sizes = match n.aints("split") {
+                Some(s) => s,
+                None => match n.ints_in(1)? {
+                    Some(s) => s,
+                    None => {
+                        let parts = n.ai("num_outputs", node.output.len() as i64).max(1);
+                        let each = (extent + parts - 1) / parts;
+                        (0..parts)
+                            .map(|k| (extent - k * each).clamp(0, each))
+                            .collect()
+                    }
+                },
+            };
+            let outs =
+                n.cx.b
+                    .op(
+                        "split",
+                        &[x],
+                        Attrs::new().with("axis", axis).with("sizes", sizes),
+                    )
+                    .map_err(|e| e.to_string())?;
+            Ok(outs.into_iter().map(Out::Value).collect())
+        }
+        "CastLike" => {
+            let (x, like) = (n.v(0)?, n.v(1)?);
+            let d = n.cx.b.dtype(like);
+            n.one("cast", &[x], Attrs::new().with("dtype", d))
+        }
+        "Range" => {
+            let (start, limit, delta) = (
+                n.float_in(0)?.ok_or("Range without start")?,
+                n.float_in(1)?.ok_or("Range without limit")?,
+                n.float_in(2)?.ok_or("Range without delta")?,
+            );
+            let d = n.const_in(0)?.map_or(DType::F32, |t| t.dtype());
+            let count = ((limit - start) / delta).ceil().max(0.0) as usize;
+            let vals: Vec<f64> = (0..count).map(|i| start + i as f64 * delta).collect();
+            let t = HostTensor::from_f64(d, vec![count], vals).map_err(|e| e.to_string())?;
+            Ok(vec![Out::Const(t)])
+        }
+        "ConstantOfShape" => {
+            let shape = n.ints_in(0)?.ok_or("ConstantOfShape needs its shape")?;
+            let dims: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
+            let (d, x) = match n.attr("value").and_then(|a| a.t.as_ref()) {
+                Some(t) => {
+                    let h = to_host(t).map_err(|e| e.to_string())?;
+                    (
+                        h.dtype(),
+                        h.to_f64_vec()
+                            .map_err(|e| e.to_string())?
+                            .first()
+                            .copied()
+                            .unwrap_or(0.0),
+                    )
+                }
+                None => (DType::F32, 0.0),
+            };
+            let numel = dims.iter().product();
+            let t = HostTensor::from_f64(d, dims, vec![x; numel]).map_err(|e| e.to_string())?;
+            Ok(vec![Out::Const(t)])
+        }
+        "Mod" => {
+            let (a, b) = (n.v(0)?, n.v(1)?);
+            if n.ai("fmod", 0) == 1 || n.cx.b.dtype(a).is_float() {
+                // C fmod: the sign of the dividend (rlx `rem`).
+                if n.ai("fmod", 0) != 1 {
+                    return Err("Mod with fmod = 0 on floats is not defined".into());
+                }
+                return n.one("rem", &[a, b], Attrs::new());
+            }
+            // Integer Mod: the sign of the divisor, ((a rem b) + b) rem b.
+            let r = n.op("rem", &[a, b], Attrs::new())?;
+            let s = n.op("add", &[r, b], Attrs::new())?;
+            n.one("rem", &[s, b], Attrs::new())
+        }
+        "Dropout" => {
+            if node.output.get(1).is_some_and(|o| !o.is_empty()) {
+                return Err("the mask output is not supported yet".into());
+            }
+            let training = n.cx.opset >= 12 && n.float_in(2)?.is_some_and(|t| t != 0.0)
+                || n.cx.opset < 7 && n.ai("is_test", 0) == 0;
+            if training {
+                return Err("training mode (random dropout) is not supported yet".into());
+            }
+            let x = n.v(0)?;
+            n.one("identity", &[x], Attrs::new())
+        }
+        "GatherElements" => {
+            let (x, i) = (n.v(0)?, n.v(1)?);
+            let axis = n.ai("axis", 0);
+            n.one("gather_elements", &[x, i], Attrs::new().with("axis", axis))
+        }
+        "CumSum" | "CumProd" => {
+            let x = n.v(0)?;
+            let axis = n
+                .ints_in(1)?
+                .and_then(|a| a.first().copied())
+                .ok_or("CumSum needs its axis")?;
+            let (ex, rev) = (n.ai("exclusive", 0) == 1, n.ai("reverse", 0) == 1);
+            let r = if op == "CumSum" { "cumsum" } else { "cumprod" };
+            n.one(
+                r,
+                &[x],
+                Attrs::new()
+                    .with("axis", axis)
+                    .with("exclusive", ex)
+                    .with("reverse", rev),
+            )
+        }
+        "ReduceL1" | "ReduceL2" | "ReduceSumSquare" => {
+            let x = n.v(0)?;
+            let rank = n.dims(x).len();
+            let axes = match n.aints("axes") {
+                Some(a) => Some(a),
+                None => n.ints_in(1)?,
+            };
+            let axes: Vec<i64> = match axes {
+                Some(a) if !a.is_empty() => a,
+                _ => (0..rank as i64).collect(),
+            };
+            let keep = n.ai("keepdims", 1) == 1;
+            let t = if op == "ReduceL1" {
+                n.op("abs", &[x], Attrs::new())?
+            } else {
+                n.op("mul", &[x, x], Attrs::new())?
+            };
+            let s = n.op(
+                "reduce_sum",
+                &[t],
+                Attrs::new().with("axes", axes).with("keepdim", keep),
+            )?;
+            if op == "ReduceL2" {
+                n.one("sqrt", &[s], Attrs::new())
+            } else {
+                Ok(vec![Out::Value(s)])
+            }
+        }
+        "Softsign" | "Elu" | "Selu" | "Celu" | "HardSigmoid" | "HardSwish" | "ThresholdedRelu"
+        | "Mish" => {
+            let x = n.v(0)?;
+            let d = n.cx.b.dtype(x);
+            let c = |n: &mut N, v: f64| n.scalar(v, d);
+            let y = match op.as_str() {
+                "Softsign" => {
+                    let (a, one) = (n.op("abs", &[x], Attrs::new())?, c(&mut n, 1.0)?);
+                    let den = n.op("add", &[a, one], Attrs::new())?;
+                    n.op("div", &[x, den], Attrs::new())?
+                }
+                "Elu" | "Selu" | "Celu" => {
+                    let alpha = n.af(
+                        "alpha",
+                        match op.as_str() {
+                            "Selu" => 1.673_263_2,
+                            _ => 1.0,
+                        },
+                    );
+                    let gamma = if op == "Selu" {
+                        n.af("gamma", 1.050_701)
+                    } else {
+                        1.0
+                    };
+                    // alpha·(exp(x/alpha) − 1) for Celu, alpha·(exp(x) − 1) otherwise, where x < 0.
+                    let xin = if op == "Celu" {
+                        let a = c(&mut n, alpha)?;
+                        n.op("div", &[x, a], Attrs::new())?
+                    } else {
+                        x
+                    };
+                    let e = n.op("expm1", &[xin], Attrs::new())?;
+                    let a = c(&mut n, alpha)?;
+                    let neg = n.op("mul", &[e, a], Attrs::new())?;
+                    let z = c(&mut n, 0.0)?;
+                    let lt = n.op("lt", &[x, z], Attrs::new())?;
+                    let y = n.op("where", &[lt, neg, x], Attrs::new())?;
+                    if gamma != 1.0 {
+                        let g = c(&mut n, gamma)?;
+                        n.op("mul", &[y, g], Attrs::new())?
+                    } else {
+                        y
+                    }
+                }
+                "HardSigmoid" | "HardSwish" => {
+                    let (alpha, beta) = if op == "HardSwish" {
+                        (1.0 / 6.0, 0.5)
+                    } else {
+                        (n.af("alpha", 0.2), n.af("beta", 0.5))
+                    };
+                    let (a, b) = (c(&mut n, alpha)?, c(&mut n, beta)?);
+                    let ax = n.op("mul", &[x, a], Attrs::new())?;
+                    let s = n.op("add", &[ax, b], Attrs::new())?;
+                    let h = n.op(
+                        "clamp",
+                        &[s],
+                        Attrs::new().with("min", 0.0).with("max", 1.0),
+                    )?;
+                    if op == "HardSwish" {
+                        n.op("mul", &[x, h], Attrs::new())?
+                    } else {
+                        h
+                    }
+                }
+                "ThresholdedRelu" => {
+                    let alpha = n.af("alpha", 1.0);
+                    let t = c(&mut n, alpha)?;
+                    let z = c(&mut n, 0.0)?;
+                    let gt = n.op("gt", &[x, t], Attrs::new())?;
+                    n.op("where", &[gt, x, z], Attrs::new())?
+                }
+                _ => {
+                    let sp = n.op("softplus", &[x], Attrs::new())?;
+                    let t = n.op("tanh", &[sp], Attrs::new())?;
+                    n.op("mul", &[x, t], Attrs::new())?
+                }
+            };
+            Ok(vec![Out::Value(y)])
+        }
+        "PRelu" => {
+            let (x, slope) = (n.v(0)?, n.v(1)?);
+            let d = n.cx.b.dtype(x);
+            let z = n.scalar(0.0, d)?;
+            let sx = n.op("mul", &[x, slope], Attrs::new())?;
+            let lt = n.op("lt", &[x, z], Attrs::new())?;
+            n.one("where", &[lt, sx, x], Attrs::new())
+        }
+        "Gelu" => {
+            let x = n.v(0)?;
+            let r = match n
+                .attr("approximate")
+                .map(|a| String::from_utf8_lossy(a.s()).to_string())
+                .as_deref()
+            {
+                None | Some("none") => "gelu",
+                Some("tanh") => "gelu_tanh",
+                Some(o) => return Err(format!("approximate = {o:?}")),
+            };
+            n.one(r, &[x], Attrs::new())
+        }
+        "Conv" | "MaxPool" | "AveragePool" => {
+            let x = n.v(0)?;
+            let dims = n.dims(x);
+            let sp = dims.len().saturating_sub(2);
+            let kernel: Vec<i64> = match n.aints("kernel_shape") {
+                Some(k) => k,
+                None if op == "Conv" => {
+                    let w = n.v(1)?;
+                    n.dims(w)[2..].iter().map(|&d| d as i64).collect()
+                }
+                None => return Err("no kernel_shape".into()),
+            };
+            let strides = n.aints("strides").unwrap_or_else(|| vec![1; sp]);
+            let dil = n.aints("dilations").unwrap_or_else(|| vec![1; sp]);
+            if n.ai("ceil_mode", 0) != 0 {
+                return Err("ceil_mode = 1 is not supported yet".into());
+            }
+            let auto = n
+                .attr("auto_pad")
+                .map(|a| String::from_utf8_lossy(a.s()).to_string())
+                .unwrap_or_else(|| "NOTSET".into());
+            let pads = match auto.as_str() {
+                "NOTSET" => n.aints("pads").unwrap_or_else(|| vec![0; 2 * sp]),
+                "VALID" => vec![0; 2 * sp],
+                "SAME_UPPER" | "SAME_LOWER" => {
+                    let mut p = vec![0; 2 * sp];
+                    for i in 0..sp {
+                        let (inp, s, k, d) = (dims[2 + i] as i64, strides[i], kernel[i], dil[i]);
+                        let out = (inp + s - 1) / s;
+                        let total = ((out - 1) * s + (k - 1) * d + 1 - inp).max(0);
+                        let small = total / 2;
+                        let (b, e) = if auto == "SAME_UPPER" {
+                            (small, total - small)
+                        } else {
+                            (total - small, small)
+                        };
+                        p[i] = b;
+                        p[sp + i] = e;
+                    }
+                    p
+                }
+                o => return Err(format!("auto_pad = {o:?}")),
+            };
+            match op.as_str() {
+                "Conv" => {
+                    let w = n.v(1)?;
+                    let mut ins = vec![x, w];
+                    if n.name(2).is_some() {
+                        ins.push(n.v(2)?);
+                    }
+                    let group = n.ai("group", 1);
+                    n.one(
+                        "conv",
+                        &ins,
+                        Attrs::new()
+                            .with("strides", strides)
+                            .with("pads", pads)
+                            .with("dilations", dil)
+                            .with("groups", group),
+                    )
+                }
+                "MaxPool" => {
+                    if node.output.get(1).is_some_and(|o| !o.is_empty()) {
+                        return Err("the Indices output is not supported yet".into());
+                    }
+                    if n.ai("storage_order", 0) != 0 {
+                        return Err("storage_order = 1 is not supported yet".into());
+                    }
+                    n.one(
+                        "max_pool",
+                        &[x],
+                        Attrs::new()
+                            .with("kernel", kernel)
+                            .with("strides", strides)
+                            .with("pads", pads)
+                            .with("dilations", dil),
+                    )
+                }
+                _ => {
+                    if dil.iter().any(|&d| d != 1) {
+                        return Err("AveragePool with dilations is not supported yet".into());
+                    }
+                    let cip = n.ai("count_include_pad", 0) == 1;
+                    n.one(
+                        "avg_pool",
+                        &[x],
+                        Attrs::new()
+                            .with("kernel", kernel)
+                            .with("strides", strides)
+                            .with("pads", pads)
+                            .with("count_include_pad", cip),
+                    )
+                }
+            }
+        }
+        "GlobalAveragePool" | "GlobalMaxPool" => {
+            let x = n.v(0)?;
+            n.one(
+                if op == "GlobalAveragePool" {
+                    "global_avg_pool"
+                } else {
+                    "global_max_pool"
+                },
+                &[x],
+                Attrs::new(),
+            )
+        }
+        "RMSNormalization" => {
             let (x, g) = (n.v(0)?, n.v(1)?);
             let dims = n.dims(x);
             let axis = rank_axis(n.ai("axis", -1), dims.len());
-            if axis != dims.len() as i64 - 1 {
-                return Err(format!("axis {axis} (only the last axis is supported yet)"));
-            }
-            let b = match n.name(2) {
-                Some(_) => n.v(2)?,
-                None => {
-                    let d = n.cx.b.dtype(x);
-                    let z = HostTensor::zeros(d, vec![*dims.last().unwrap_or(&1)]).map_err(|e| e.to_string())?;
-                    n.cx.b.constant(z).map_err(|e| e.to_string())?
-                }
-            };
             let eps = n.af("epsilon", 1e-5);
-            n.one("layer_norm", &[x, g, b], Attrs::new().with("axis", axis).with("eps", eps))
+            n.one(
+                "rms_norm",
+                &[x, g],
+                Attrs::new().with("axis", axis).with("eps", eps),
+            )
+        }
+        "Pad" => {
+            let x = n.v(0)?;
+            let rank = n.dims(x).len();
+            let mode = n
+                .attr("mode")
+                .map(|a| String::from_utf8_lossy(a.s()).to_string())
+                .unwrap_or_else(|| "constant".into());
+            let (pads, value) = if n.cx.opset < 11 {
+                (
+                    n.aints("pads").ok_or("Pad without pads")?,
+                    n.af("value", 0.0),
+                )
+            } else {
+                let p = n.ints_in(1)?.ok_or("Pad without pads")?;
+                let v = n.float_in(2)?.unwrap_or(0.0);
+                (p, v)
+            };
+            let pads = match n.ints_in(3)? {
+                // Pads for some axes only (opset 18).
+                Some(axes) => {
+                    let mut full = vec![0i64; 2 * rank];
+                    for (k, &a) in axes.iter().enumerate() {
+                        let a = rank_axis(a, rank) as usize;
+                        full[a] = pads[k];
+                        full[rank + a] = pads[axes.len() + k];
+                    }
+                    full
+                }
+                None => pads,
+            };
+            if pads.iter().any(|&p| p < 0) {
+                return Err("negative pads (cropping) are not supported yet".into());
+            }
+            n.one(
+                "pad",
+                &[x],
+                Attrs::new()
+                    .with("pads", pads)
+                    .with("mode", mode)
+                    .with("value", value),
+            )
+        }
+        "TopK" => {
+            let x = n.v(0)?;
+            let k = n
+                .ints_in(1)?
+                .and_then(|k| k.first().copied())
+                .ok_or("TopK needs k")?;
+            let axis = n.ai("axis", -1);
+            let largest = n.ai("largest", 1) == 1;
+            if n.ai("sorted", 1) != 1 {
+                return Err("sorted = 0 is not supported yet".into());
+            }
+            let outs =
+                n.cx.b
+                    .op(
+                        "topk",
+                        &[x],
+                        Attrs::new()
+                            .with("k", k)
+                            .with("axis", axis)
+                            .with("largest", largest),
+                    )
+                    .map_err(|e| e.to_string())?;
+            Ok(outs.into_iter().map(Out::Value).collect())
         }
         _ => Err(format!("op `{op}` is not supported yet")),
     }

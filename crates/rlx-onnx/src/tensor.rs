@@ -20,7 +20,12 @@ pub fn dtype_of(t: i32) -> Result<DType, String> {
         DataType::Int32 => DType::I32,
         DataType::Int64 => DType::I64,
         DataType::Bool => DType::Bool,
-        other => return Err(format!("element type {} has no rlx dtype", other.as_str_name())),
+        other => {
+            return Err(format!(
+                "element type {} has no rlx dtype",
+                other.as_str_name()
+            ))
+        }
     })
 }
 
@@ -63,11 +68,14 @@ pub fn to_host(t: &TensorProto) -> Result<HostTensor, OnnxError> {
         .check_tensor_shape(&format!("tensor `{name}`"), dtype, &dims)
         .map_err(|e| OnnxError::Ir(e.into()))?;
     if t.data_location() == crate::proto::tensor_proto::DataLocation::External {
-        return Err(bad("its data is in an external file (not supported yet)".into()));
+        return Err(bad(
+            "its data is in an external file (not supported yet)".into()
+        ));
     }
     let n: usize = dims.iter().product();
     let raw = t.raw_data();
-    let floats = |v: Vec<f64>| HostTensor::from_f64(dtype, dims.clone(), v).map_err(OnnxError::from);
+    let floats =
+        |v: Vec<f64>| HostTensor::from_f64(dtype, dims.clone(), v).map_err(OnnxError::from);
     let ints = |v: Vec<i64>| HostTensor::from_i64(dtype, dims.clone(), v).map_err(OnnxError::from);
     if !raw.is_empty() || n == 0 {
         let size = match dtype {
@@ -85,16 +93,44 @@ pub fn to_host(t: &TensorProto) -> Result<HostTensor, OnnxError> {
         }
         let w = |k: usize| &raw[k * size..(k + 1) * size];
         return match dtype {
-            DType::F32 => floats((0..n).map(|k| f32::from_le_bytes(w(k).try_into().unwrap()) as f64).collect()),
-            DType::F64 => floats((0..n).map(|k| f64::from_le_bytes(w(k).try_into().unwrap())).collect()),
-            DType::F16 => floats((0..n).map(|k| half::f16::from_le_bytes(w(k).try_into().unwrap()).to_f64()).collect()),
-            DType::BF16 => floats((0..n).map(|k| half::bf16::from_le_bytes(w(k).try_into().unwrap()).to_f64()).collect()),
+            DType::F32 => floats(
+                (0..n)
+                    .map(|k| f32::from_le_bytes(w(k).try_into().unwrap()) as f64)
+                    .collect(),
+            ),
+            DType::F64 => floats(
+                (0..n)
+                    .map(|k| f64::from_le_bytes(w(k).try_into().unwrap()))
+                    .collect(),
+            ),
+            DType::F16 => floats(
+                (0..n)
+                    .map(|k| half::f16::from_le_bytes(w(k).try_into().unwrap()).to_f64())
+                    .collect(),
+            ),
+            DType::BF16 => floats(
+                (0..n)
+                    .map(|k| half::bf16::from_le_bytes(w(k).try_into().unwrap()).to_f64())
+                    .collect(),
+            ),
             DType::Bool => ints((0..n).map(|k| (raw[k] != 0) as i64).collect()),
             DType::I8 => ints((0..n).map(|k| raw[k] as i8 as i64).collect()),
             DType::U8 => ints((0..n).map(|k| raw[k] as i64).collect()),
-            DType::I16 => ints((0..n).map(|k| i16::from_le_bytes(w(k).try_into().unwrap()) as i64).collect()),
-            DType::I32 => ints((0..n).map(|k| i32::from_le_bytes(w(k).try_into().unwrap()) as i64).collect()),
-            _ => ints((0..n).map(|k| i64::from_le_bytes(w(k).try_into().unwrap())).collect()),
+            DType::I16 => ints(
+                (0..n)
+                    .map(|k| i16::from_le_bytes(w(k).try_into().unwrap()) as i64)
+                    .collect(),
+            ),
+            DType::I32 => ints(
+                (0..n)
+                    .map(|k| i32::from_le_bytes(w(k).try_into().unwrap()) as i64)
+                    .collect(),
+            ),
+            _ => ints(
+                (0..n)
+                    .map(|k| i64::from_le_bytes(w(k).try_into().unwrap()))
+                    .collect(),
+            ),
         };
     }
     // Typed fields: float_data (f32), double_data, int64_data, and
