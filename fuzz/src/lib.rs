@@ -61,6 +61,11 @@ pub const TARGETS: &[Target] = &[
         about: "the (trimmed) MiniLM tokenizer on fuzzed text: ids, offsets, truncation, padding",
     },
     Target {
+        name: "onnx",
+        run: targets::onnx,
+        about: "ONNX models: protobuf decoding and import onto the IR (every node mapped or listed as unsupported)",
+    },
+    Target {
         name: "compile",
         run: targets::compile,
         about:

@@ -273,6 +273,34 @@ pub fn tokenizer_text(data: &[u8]) {
     }
 }
 
+/// ONNX import: bytes → `ModelProto` → IR graph. An import either fails
+/// with a typed error or gives a graph that verifies and whose text
+/// round-trips; symbolic dimensions are bound to 2.
+pub fn onnx(data: &[u8]) {
+    crate::init();
+    let mut opts = rlx_onnx::ImportOptions::default();
+    if let Ok(m) = <rlx_onnx::proto::ModelProto as prost::Message>::decode(data) {
+        for vi in m.graph.iter().flat_map(|g| &g.input) {
+            use rlx_onnx::proto::{tensor_shape_proto::dimension::Value, type_proto};
+            if let Some(type_proto::Value::TensorType(t)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+                for d in t.shape.iter().flat_map(|s| &s.dim) {
+                    if let Some(Value::DimParam(p)) = &d.value {
+                        opts.dims.insert(p.clone(), 2);
+                    }
+                }
+            }
+        }
+    }
+    let Ok(m) = rlx_onnx::import(data, &opts) else {
+        return;
+    };
+    crate::note(|| format!("onnx: imported {} nodes", m.graph.nodes.len()));
+    m.graph
+        .verify()
+        .unwrap_or_else(|e| panic!("an imported graph does not verify: {e}"));
+    text_round_trip(&m.graph, false);
+}
+
 /// Random valid graphs through the compile pipeline, against the reference
 /// interpreter.
 pub fn compile(data: &[u8]) {

@@ -79,6 +79,10 @@ fn tokenizer_text() {
     replay("tokenizer_text");
 }
 #[test]
+fn onnx() {
+    replay("onnx");
+}
+#[test]
 fn compile() {
     replay("compile");
 }
@@ -96,6 +100,7 @@ fn every_target_is_tested() {
             "tokenizer",
             "tokenizer_config",
             "tokenizer_text",
+            "onnx",
             "compile"
         ]
     );

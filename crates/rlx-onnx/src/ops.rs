@@ -236,6 +236,32 @@ impl N<'_> {
     }
 }
 
+/// A tensor of `count` elements of `d` within the limits (before it is
+/// allocated at import).
+fn check_elems(d: DType, count: usize) -> Result<(), String> {
+    check_elems_of(d, &[count]).map(|_| ())
+}
+
+/// The element count of `dims`, within the limits.
+fn check_elems_of(d: DType, dims: &[usize]) -> Result<usize, String> {
+    rlx_ir::limits::limits()
+        .check_tensor_shape("a tensor computed at import", d, dims)
+        .map_err(|e| e.to_string())?;
+    Ok(dims.iter().product())
+}
+
+/// Axis `a` (negative counts from the end) of a tensor of `rank`, checked
+/// against `0..=max` where `max` is `rank - 1` (or `rank` for ops such as
+/// Flatten whose axis may be one past the last).
+fn axis_in(a: i64, rank: usize, max: usize) -> Result<usize, String> {
+    let r = rank_axis(a, rank);
+    if r < 0 || r > max as i64 {
+        Err(format!("axis {a} is out of range for rank {rank}"))
+    } else {
+        Ok(r as usize)
+    }
+}
+
 fn rank_axis(a: i64, rank: usize) -> i64 {
     if a < 0 {
         a + rank as i64
@@ -350,7 +376,7 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
                 return n.one(r, &[x], Attrs::new().with("axis", axis));
             }
             // Before opset 13: over the flattened trailing axes from `axis`.
-            let axis = rank_axis(n.ai("axis", 1), rank) as usize;
+            let axis = axis_in(n.ai("axis", 1), rank, rank.saturating_sub(1))?;
             let outer: usize = dims[..axis].iter().product();
             let inner: usize = dims[axis..].iter().product();
             let flat = n.op(
@@ -389,7 +415,7 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
         "Flatten" => {
             let x = n.v(0)?;
             let dims = n.dims(x);
-            let axis = rank_axis(n.ai("axis", 1), dims.len()) as usize;
+            let axis = axis_in(n.ai("axis", 1), dims.len(), dims.len())?;
             let outer: usize = dims[..axis].iter().product();
             let inner: usize = dims[axis..].iter().product();
             n.one(
@@ -543,7 +569,7 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
         "ArgMax" | "ArgMin" => {
             let x = n.v(0)?;
             let dims = n.dims(x);
-            let axis = rank_axis(n.ai("axis", 0), dims.len());
+            let axis = axis_in(n.ai("axis", 0), dims.len(), dims.len().saturating_sub(1))? as i64;
             let keep = n.ai("keepdims", 1) == 1;
             let r = op.to_lowercase();
             if n.ai("select_last_index", 0) == 0 {
@@ -676,14 +702,18 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
         "Split" => {
             let x = n.v(0)?;
             let dims = n.dims(x);
-            let axis = rank_axis(n.ai("axis", 0), dims.len());
-            let extent = dims[axis as usize] as i64;
+            let axis = axis_in(n.ai("axis", 0), dims.len(), dims.len().saturating_sub(1))?;
+            let extent = *dims.get(axis).ok_or("Split of a scalar")? as i64;
+            let axis = axis as i64;
             let sizes = match n.aints("split") {
                 Some(s) => s,
                 None => match n.ints_in(1)? {
                     Some(s) => s,
                     None => {
-                        let parts = n.ai("num_outputs", node.output.len() as i64).max(1);
+                        let parts = node.output.len().max(1) as i64;
+                        if n.ai("num_outputs", parts) != parts {
+                            return Err("num_outputs differs from the node's outputs".into());
+                        }
                         let each = (extent + parts - 1) / parts;
                         (0..parts)
                             .map(|k| (extent - k * each).clamp(0, each))
@@ -713,7 +743,14 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
                 n.float_in(2)?.ok_or("Range without delta")?,
             );
             let d = n.const_in(0)?.map_or(DType::F32, |t| t.dtype());
-            let count = ((limit - start) / delta).ceil().max(0.0) as usize;
+            let count = ((limit - start) / delta).ceil();
+            if !count.is_finite() {
+                return Err(format!(
+                    "Range({start}, {limit}, {delta}) has no finite length"
+                ));
+            }
+            let count = count.max(0.0) as usize;
+            check_elems(d, count)?;
             let vals: Vec<f64> = (0..count).map(|i| start + i as f64 * delta).collect();
             let t = HostTensor::from_f64(d, vec![count], vals).map_err(|e| e.to_string())?;
             Ok(vec![Out::Const(t)])
@@ -735,7 +772,7 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
                 }
                 None => (DType::F32, 0.0),
             };
-            let numel = dims.iter().product();
+            let numel = check_elems_of(d, &dims)?;
             let t = HostTensor::from_f64(d, dims, vec![x; numel]).map_err(|e| e.to_string())?;
             Ok(vec![Out::Const(t)])
         }
@@ -923,12 +960,24 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
                 Some(k) => k,
                 None if op == "Conv" => {
                     let w = n.v(1)?;
-                    n.dims(w)[2..].iter().map(|&d| d as i64).collect()
+                    n.dims(w).iter().skip(2).map(|&d| d as i64).collect()
                 }
                 None => return Err("no kernel_shape".into()),
             };
             let strides = n.aints("strides").unwrap_or_else(|| vec![1; sp]);
             let dil = n.aints("dilations").unwrap_or_else(|| vec![1; sp]);
+            if dims.len() < 3 || kernel.len() != sp || strides.len() != sp || dil.len() != sp {
+                return Err(format!(
+                    "a {}-d input needs {sp} kernel sizes, strides and dilations, got {}, {}, {}",
+                    dims.len(),
+                    kernel.len(),
+                    strides.len(),
+                    dil.len()
+                ));
+            }
+            if strides.iter().chain(&dil).chain(&kernel).any(|&v| v < 1) {
+                return Err("kernel sizes, strides and dilations must be at least 1".into());
+            }
             if n.ai("ceil_mode", 0) != 0 {
                 return Err("ceil_mode = 1 is not supported yet".into());
             }
@@ -943,8 +992,12 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
                     let mut p = vec![0; 2 * sp];
                     for i in 0..sp {
                         let (inp, s, k, d) = (dims[2 + i] as i64, strides[i], kernel[i], dil[i]);
-                        let out = (inp + s - 1) / s;
-                        let total = ((out - 1) * s + (k - 1) * d + 1 - inp).max(0);
+                        let out = inp.saturating_add(s - 1) / s;
+                        let total = (out - 1)
+                            .saturating_mul(s)
+                            .saturating_add((k - 1).saturating_mul(d))
+                            .saturating_add(1 - inp)
+                            .max(0);
                         let small = total / 2;
                         let (b, e) = if auto == "SAME_UPPER" {
                             (small, total - small)
@@ -1054,8 +1107,11 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
                 // Pads for some axes only (opset 18).
                 Some(axes) => {
                     let mut full = vec![0i64; 2 * rank];
+                    if pads.len() != 2 * axes.len() {
+                        return Err(format!("{} pads for {} axes", pads.len(), axes.len()));
+                    }
                     for (k, &a) in axes.iter().enumerate() {
-                        let a = rank_axis(a, rank) as usize;
+                        let a = axis_in(a, rank, rank.saturating_sub(1))?;
                         full[a] = pads[k];
                         full[rank + a] = pads[axes.len() + k];
                     }

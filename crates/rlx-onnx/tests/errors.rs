@@ -132,3 +132,40 @@ fn bytes_that_are_not_onnx_are_a_decode_error() {
     }
     assert!(import(&bytes, &ImportOptions::default()).is_ok());
 }
+
+#[test]
+fn out_of_range_axes_and_bad_windows_are_errors_not_panics() {
+    // Found by the `onnx` fuzz target: a Split of a scalar indexed an
+    // empty shape.
+    let split = model(
+        vec![node("Split", "s", &["x"], &["y"])],
+        vec![input("x", &[])],
+        "y",
+    );
+    let e = import(&split, &ImportOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("node `s` `Split`"), "{e}");
+    // A 1-d input to MaxPool (no spatial axes) and a Flatten past the rank.
+    let pool = model(
+        vec![node("MaxPool", "p", &["x"], &["y"])],
+        vec![input("x", &[DimValue(4)])],
+        "y",
+    );
+    assert!(import(&pool, &ImportOptions::default()).is_err());
+    let mut flat = node("Flatten", "f", &["x"], &["y"]);
+    flat.attribute.push(rlx_onnx::proto::AttributeProto {
+        name: Some("axis".into()),
+        i: Some(9),
+        r#type: Some(rlx_onnx::proto::attribute_proto::AttributeType::Int as i32),
+        ..Default::default()
+    });
+    let flat = model(
+        vec![flat],
+        vec![input("x", &[DimValue(2), DimValue(3)])],
+        "y",
+    );
+    let e = import(&flat, &ImportOptions::default()).unwrap_err();
+    assert!(
+        e.to_string().contains("axis 9 is out of range for rank 2"),
+        "{e}"
+    );
+}
