@@ -530,7 +530,7 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
             // NumPy broadcasting of the input's shape and the given one.
             let r = dims.len().max(want.len());
             let pad = |v: Vec<i64>| -> Vec<i64> {
-                std::iter::repeat(1).take(r - v.len()).chain(v).collect()
+                std::iter::repeat_n(1, r - v.len()).chain(v).collect()
             };
             let (a, b) = (pad(dims.iter().map(|&d| d as i64).collect()), pad(want));
             let out: Vec<i64> = a
