@@ -1,6 +1,6 @@
 //! `rlx run`: compile a graph file for a device, feed it .npy inputs, and
-//! write or summarize its outputs. Imported formats (.onnx, .rten, .gguf)
-//! come through the same command as their importers land.
+//! write or summarize its outputs. Imported formats come through the same
+//! command: ONNX (`.onnx`) today; .rten and .gguf as their importers land.
 
 use crate::device::{self, Env};
 use crate::out::{CliError, CliResult, Out};
@@ -17,15 +17,24 @@ format, C order, the input's dtype and shape), or --random SEED to fill the
 inputs not given with seeded random values. Outputs are written as
 DIR/NAME.npy with --output-dir, else summarized (shape, min, max, mean).
 
+An ONNX model (.onnx) is imported first (rlx-onnx): its symbolic
+dimensions need --dim NAME=N; an op it cannot map is listed, every one,
+with exit code 4.
+
 Examples:
   rlx run docs/examples/attention_block.mir --random 0
+  rlx run model.onnx --dim batch=1 --random 0 --report
   rlx run model.mir --input x=x.npy --output-dir out/ --device vulkan
   rlx run model.json --input x=x.npy --report --runs 20";
 
 #[derive(Args)]
 pub struct RunArgs {
-    /// The model: a MIR file (text, or JSON ending in .json).
+    /// The model: a MIR file (text, or JSON ending in .json), or an ONNX
+    /// model (.onnx).
     model: PathBuf,
+    /// The size of a symbolic dimension of an ONNX model: NAME=N (repeatable).
+    #[arg(long = "dim", value_name = "NAME=N")]
+    dims: Vec<String>,
     /// An input value: NAME=FILE.npy (repeatable).
     #[arg(long = "input", short = 'i', value_name = "NAME=FILE.npy")]
     inputs: Vec<String>,
@@ -100,9 +109,47 @@ fn random_tensor(ty: &rlx::TensorType, seed: u64) -> CliResult<HostTensor> {
     t.map_err(|e| CliError::input(format!("random input of type {ty}: {e}")))
 }
 
+/// An ONNX model as a graph, its symbolic dimensions bound by `--dim`.
+fn import_onnx(path: &std::path::Path, dims: &[String]) -> CliResult<rlx::Graph> {
+    use rlx::ir::limits::ReadError;
+    let shown = path.display();
+    let mut opts = rlx_onnx::ImportOptions::default();
+    for d in dims {
+        let (name, n) = d
+            .split_once('=')
+            .ok_or_else(|| CliError::usage(format!("--dim {d}: expected NAME=N")))?;
+        let n: usize = n
+            .parse()
+            .map_err(|_| CliError::usage(format!("--dim {d}: {n} is not a size")))?;
+        opts.dims.insert(name.to_string(), n);
+    }
+    let bytes = rlx::ir::limits::read_bounded(path).map_err(|e| {
+        let exit = match e {
+            ReadError::Limit(_) => crate::out::Exit::Limit,
+            _ => crate::out::Exit::Input,
+        };
+        CliError::new(exit, e.to_string())
+    })?;
+    rlx_onnx::import(&bytes, &opts)
+        .map(|m| m.graph)
+        .map_err(|e| match e {
+            rlx_onnx::OnnxError::Unsupported(_) => {
+                CliError::new(crate::out::Exit::Unsupported, format!("{shown}: {e}"))
+            }
+            e => CliError::input(format!("{shown}: {e}")),
+        })
+}
+
 pub fn run(a: RunArgs, env: &Env) -> CliResult {
     let dev = device::resolve(&a.run, env)?;
-    let g = crate::inspect::parse_graph(&a.model)?;
+    let g = if a.model.extension().is_some_and(|e| e == "onnx") {
+        import_onnx(&a.model, &a.dims)?
+    } else {
+        if !a.dims.is_empty() {
+            return Err(CliError::usage("--dim applies to ONNX models (.onnx) only"));
+        }
+        crate::inspect::parse_graph(&a.model)?
+    };
 
     // Inputs by name, checked against the graph's declared types.
     let mut given: Vec<Option<HostTensor>> = vec![None; g.inputs.len()];

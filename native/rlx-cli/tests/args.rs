@@ -337,3 +337,38 @@ fn a_huge_graph_is_a_limit_error_not_an_abort() {
         "exit {c}: {err}"
     );
 }
+
+/// `rlx run` on ONNX models: imported, compiled and run; a file that is
+/// not ONNX is exit 3; a model with an op the importer lacks is exit 4,
+/// naming the node; `--dim` only for ONNX.
+#[test]
+fn run_imports_onnx_models() {
+    let conv = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../crates/rlx-onnx/tests/data/node/test_basic_conv_without_padding/model.onnx"
+    );
+    let (c, out, err) = code(&rlx(&["run", conv, "--random", "0", "--report"]));
+    assert_eq!(c, 0, "{err}");
+    assert!(out.contains("y: f32[1,1,3,3]"), "{out}");
+    assert!(err.contains("cpu::ref::conv<f32>"), "{err}");
+    let unsupported = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/attention_unsupported.onnx"
+    );
+    let (c, _, err) = code(&rlx(&["run", unsupported, "--random", "0"]));
+    assert_eq!(c, 4, "{err}");
+    assert!(
+        err.contains("`Attention`") && err.contains("not supported"),
+        "{err}"
+    );
+    let dir = std::env::temp_dir().join(format!("rlx-onnx-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let junk = dir.join("junk.onnx");
+    std::fs::write(&junk, b"\xff\xff\xff\xff not protobuf").unwrap();
+    let (c, _, err) = code(&rlx(&["run", junk.to_str().unwrap(), "--random", "0"]));
+    assert_eq!(c, 3, "{err}");
+    assert!(err.contains("not an ONNX model"), "{err}");
+    let (c, _, err) = code(&rlx(&["run", BLOCK, "--dim", "n=1", "--random", "0"]));
+    assert_eq!(c, 2, "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
