@@ -1155,6 +1155,103 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
                     .map_err(|e| e.to_string())?;
             Ok(outs.into_iter().map(Out::Value).collect())
         }
+        "NegativeLogLikelihoodLoss" | "SoftmaxCrossEntropyLoss" => {
+            let (x, t) = (n.v(0)?, n.v(1)?);
+            let w = match n.name(2) {
+                Some(_) => Some(n.v(2)?),
+                None => None,
+            };
+            let logp = if op == "SoftmaxCrossEntropyLoss" {
+                n.op("log_softmax", &[x], Attrs::new().with("axis", 1i64))?
+            } else {
+                x
+            };
+            let loss = nll(&mut n, logp, t, w)?;
+            let mut outs = vec![Out::Value(loss)];
+            if op == "SoftmaxCrossEntropyLoss" && node.output.get(1).is_some_and(|o| !o.is_empty())
+            {
+                outs.push(Out::Value(logp));
+            }
+            Ok(outs)
+        }
         _ => Err(format!("op `{op}` is not supported yet")),
+    }
+}
+
+/// The negative log-likelihood of `logp` ([N, C, d...]) at the classes
+/// `t` ([N, d...]), weighted per class by `w` ([C]), with the node's
+/// `reduction` (none, sum, mean: weighted by the weights picked) and
+/// `ignore_index` (those elements count zero and weigh zero).
+fn nll(n: &mut N, logp: ValueId, t: ValueId, w: Option<ValueId>) -> Result<ValueId, String> {
+    let (d, td) = (n.cx.b.dtype(logp), n.cx.b.dtype(t));
+    let reduction = n
+        .attr("reduction")
+        .map(|a| String::from_utf8_lossy(a.s()).to_string())
+        .unwrap_or_else(|| "mean".into());
+    let ignore = n.attr("ignore_index").map(|a| a.i());
+    // Ignored targets may lie outside 0..C: read class 0 there instead.
+    let (safe, keep) = match ignore {
+        Some(i) => {
+            let iv = n.scalar(i as f64, td)?;
+            let zero = n.scalar(0.0, td)?;
+            let is = n.op("eq", &[t, iv], Attrs::new())?;
+            let safe = n.op("where", &[is, zero, t], Attrs::new())?;
+            let keep = n.op("not", &[is], Attrs::new())?;
+            (
+                safe,
+                Some(n.op("cast", &[keep], Attrs::new().with("dtype", d))?),
+            )
+        }
+        None => (t, None),
+    };
+    let idx = n.op("unsqueeze", &[safe], Attrs::new().with("axes", vec![1i64]))?;
+    let picked = n.op(
+        "gather_elements",
+        &[logp, idx],
+        Attrs::new().with("axis", 1i64),
+    )?;
+    let picked = n.op("squeeze", &[picked], Attrs::new().with("axes", vec![1i64]))?;
+    // The weight of each element: w[t] (or 1), times 0 where ignored.
+    let mut weight = match w {
+        Some(w) => Some(n.op("gather", &[w, safe], Attrs::new().with("axis", 0i64))?),
+        None => None,
+    };
+    if let Some(k) = keep {
+        weight = Some(match weight {
+            Some(w) => n.op("mul", &[w, k], Attrs::new())?,
+            None => k,
+        });
+    }
+    let neg = n.op("neg", &[picked], Attrs::new())?;
+    let loss = match weight {
+        Some(w) => n.op("mul", &[neg, w], Attrs::new())?,
+        None => neg,
+    };
+    let rank = n.dims(loss).len() as i64;
+    let all: Vec<i64> = (0..rank).collect();
+    let sum = |n: &mut N, v: ValueId| {
+        n.op(
+            "reduce_sum",
+            &[v],
+            Attrs::new()
+                .with("axes", all.clone())
+                .with("keepdim", false),
+        )
+    };
+    match reduction.as_str() {
+        "none" => Ok(loss),
+        "sum" => sum(n, loss),
+        "mean" => {
+            let total = sum(n, loss)?;
+            let count = match weight {
+                Some(w) => sum(n, w)?,
+                None => {
+                    let c: usize = n.dims(loss).iter().product();
+                    n.scalar(c as f64, d)?
+                }
+            };
+            n.op("div", &[total, count], Attrs::new())
+        }
+        r => Err(format!("reduction {r:?}")),
     }
 }
