@@ -1174,8 +1174,152 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
             }
             Ok(outs)
         }
+        "Attention" => attention(&mut n),
         _ => Err(format!("op `{op}` is not supported yet")),
     }
+}
+
+/// ONNX Attention (opset 23) onto the IR's `attention`: 3-D inputs split
+/// into heads, grouped-query K/V repeated to the query heads, past K/V
+/// concatenated (and returned as present), `is_causal` as an upper-left
+/// keep mask combined with `attn_mask` (bool: keep; float: added).
+fn attention(n: &mut N) -> R {
+    let node = n.node;
+    if n.af("softcap", 0.0) != 0.0 {
+        return Err("softcap is not supported yet".into());
+    }
+    if node.output.get(3).is_some_and(|o| !o.is_empty()) {
+        return Err("the qk_matmul_output output is not supported yet".into());
+    }
+    let (q, k, v) = (n.v(0)?, n.v(1)?, n.v(2)?);
+    let three_d = n.dims(q).len() == 3;
+    // [B, S, H·D] → [B, H, S, D].
+    let heads = |n: &mut N, x: ValueId, h: i64| -> Result<ValueId, String> {
+        if !three_d {
+            return Ok(x);
+        }
+        let d = n.dims(x);
+        if h <= 0 || d[2] as i64 % h != 0 {
+            return Err(format!("{} features do not split into {h} heads", d[2]));
+        }
+        let r = n.op(
+            "reshape",
+            &[x],
+            Attrs::new().with("shape", vec![d[0] as i64, d[1] as i64, h, d[2] as i64 / h]),
+        )?;
+        n.op(
+            "permute",
+            &[r],
+            Attrs::new().with("perm", vec![0i64, 2, 1, 3]),
+        )
+    };
+    let (hq, hkv) = (n.ai("q_num_heads", 0), n.ai("kv_num_heads", 0));
+    let q = heads(n, q, hq)?;
+    let mut k = heads(n, k, hkv)?;
+    let mut v = heads(n, v, hkv)?;
+    if n.name(4).is_some() || n.name(5).is_some() {
+        let (pk, pv) = (n.v(4)?, n.v(5)?);
+        k = n.op("concat", &[pk, k], Attrs::new().with("axis", 2i64))?;
+        v = n.op("concat", &[pv, v], Attrs::new().with("axis", 2i64))?;
+    }
+    let (present_k, present_v) = (k, v);
+    let (qd, kd) = (n.dims(q), n.dims(k));
+    let (nq, nk) = (qd[1], kd[1]);
+    if nk == 0 || nq % nk != 0 {
+        return Err(format!(
+            "{nq} query heads are not a multiple of {nk} key heads"
+        ));
+    }
+    if nq != nk {
+        // Each K/V head serves nq/nk query heads, adjacent ones.
+        let g = (nq / nk) as i64;
+        let rep = |n: &mut N, x: ValueId| -> Result<ValueId, String> {
+            let d: Vec<i64> = n.dims(x).iter().map(|&v| v as i64).collect();
+            let u = n.op("unsqueeze", &[x], Attrs::new().with("axes", vec![2i64]))?;
+            let b = n.op(
+                "broadcast",
+                &[u],
+                Attrs::new().with("shape", vec![d[0], d[1], g, d[2], d[3]]),
+            )?;
+            n.op(
+                "reshape",
+                &[b],
+                Attrs::new().with("shape", vec![d[0], d[1] * g, d[2], d[3]]),
+            )
+        };
+        k = rep(n, k)?;
+        v = rep(n, v)?;
+    }
+    let (sq, sk) = (qd[2], kd[2]);
+    let mut ins = vec![q, k, v];
+    let mut a = Attrs::new();
+    if let Some(sc) = n.attr("scale") {
+        a = a.with("scale", sc.f() as f64);
+    }
+    let causal = n.ai("is_causal", 0) == 1;
+    let keep = if causal {
+        let m: Vec<bool> = (0..sq * sk).map(|e| e % sk <= e / sk).collect();
+        let t = HostTensor::from_slice(&m, [sq, sk]).map_err(|e| e.to_string())?;
+        Some(n.cx.b.constant(t).map_err(|e| e.to_string())?)
+    } else {
+        None
+    };
+    let mask = match n.name(3) {
+        Some(_) => Some(n.v(3)?),
+        None => None,
+    };
+    let kind = match (mask, keep) {
+        (None, None) => "none",
+        (None, Some(c)) => {
+            ins.push(c);
+            "custom"
+        }
+        (Some(m), c) if n.cx.b.dtype(m) == DType::Bool => {
+            let m = match c {
+                Some(c) => n.op("and", &[m, c], Attrs::new())?,
+                None => m,
+            };
+            ins.push(m);
+            "custom"
+        }
+        (Some(m), c) => {
+            let d = n.cx.b.dtype(m);
+            let m = match c {
+                Some(c) => {
+                    let ninf = n.scalar(f64::NEG_INFINITY, d)?;
+                    n.op("where", &[c, m, ninf], Attrs::new())?
+                }
+                None => m,
+            };
+            let qdt = n.cx.b.dtype(q);
+            let m = n.cast_to(m, qdt)?;
+            ins.push(m);
+            "bias"
+        }
+    };
+    a = a.with("mask_kind", kind);
+    let mut y = n.op("attention", &ins, a)?;
+    if three_d {
+        let d = n.dims(y);
+        let p = n.op(
+            "permute",
+            &[y],
+            Attrs::new().with("perm", vec![0i64, 2, 1, 3]),
+        )?;
+        y = n.op(
+            "reshape",
+            &[p],
+            Attrs::new().with(
+                "shape",
+                vec![d[0] as i64, d[2] as i64, (d[1] * d[3]) as i64],
+            ),
+        )?;
+    }
+    Ok(vec![
+        Out::Value(y),
+        Out::Value(present_k),
+        Out::Value(present_v),
+    ])
 }
 
 /// The negative log-likelihood of `logp` ([N, C, d...]) at the classes
