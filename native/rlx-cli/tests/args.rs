@@ -353,12 +353,12 @@ fn run_imports_onnx_models() {
     assert!(err.contains("cpu::ref::conv<f32>"), "{err}");
     let unsupported = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/tests/data/attention_unsupported.onnx"
+        "/tests/data/resize_unsupported.onnx"
     );
     let (c, _, err) = code(&rlx(&["run", unsupported, "--random", "0"]));
     assert_eq!(c, 4, "{err}");
     assert!(
-        err.contains("`Attention`") && err.contains("not supported"),
+        err.contains("`Resize`") && err.contains("not supported"),
         "{err}"
     );
     let dir = std::env::temp_dir().join(format!("rlx-onnx-cli-{}", std::process::id()));
