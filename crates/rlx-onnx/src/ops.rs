@@ -1175,6 +1175,124 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
             Ok(outs)
         }
         "Attention" => attention(&mut n),
+        "ConvTranspose" => {
+            let (x, w) = (n.v(0)?, n.v(1)?);
+            let (xd, wd) = (n.dims(x), n.dims(w));
+            let sp = xd.len().saturating_sub(2);
+            let kernel: Vec<i64> = wd.iter().skip(2).map(|&d| d as i64).collect();
+            let strides = n.aints("strides").unwrap_or_else(|| vec![1; sp]);
+            let dil = n.aints("dilations").unwrap_or_else(|| vec![1; sp]);
+            let out_pad = n.aints("output_padding").unwrap_or_else(|| vec![0; sp]);
+            if xd.len() < 3
+                || kernel.len() != sp
+                || strides.len() != sp
+                || dil.len() != sp
+                || out_pad.len() != sp
+            {
+                return Err(
+                    "kernel, strides, dilations and output_padding must match the spatial rank"
+                        .into(),
+                );
+            }
+            if strides.iter().chain(&dil).any(|&v| v < 1) {
+                return Err("strides and dilations must be at least 1".into());
+            }
+            let auto = n
+                .attr("auto_pad")
+                .map(|a| String::from_utf8_lossy(a.s()).to_string())
+                .unwrap_or_else(|| "NOTSET".into());
+            // Padding from output_shape or SAME_*: total = stride·(in − 1)
+            // + output_padding + (k − 1)·dilation + 1 − out.
+            let want: Option<Vec<i64>> = match (n.aints("output_shape"), auto.as_str()) {
+                (Some(o), _) => Some(o.iter().rev().take(sp).rev().copied().collect()),
+                (None, "SAME_UPPER" | "SAME_LOWER") => {
+                    Some((0..sp).map(|i| xd[2 + i] as i64 * strides[i]).collect())
+                }
+                (None, "NOTSET" | "VALID") => None,
+                (None, o) => return Err(format!("auto_pad = {o:?}")),
+            };
+            let pads = match want {
+                Some(out) => {
+                    let mut p = vec![0i64; 2 * sp];
+                    for i in 0..sp {
+                        let total = strides[i]
+                            .saturating_mul(xd[2 + i] as i64 - 1)
+                            .saturating_add(out_pad[i])
+                            .saturating_add((kernel[i] - 1).saturating_mul(dil[i]))
+                            .saturating_add(1)
+                            .saturating_sub(out[i]);
+                        if total < 0 {
+                            return Err(format!("output_shape {out:?} is larger than the transposed convolution gives"));
+                        }
+                        let half = total / 2;
+                        let (b, e) = if auto == "SAME_LOWER" {
+                            (total - half, half)
+                        } else {
+                            (half, total - half)
+                        };
+                        p[i] = b;
+                        p[sp + i] = e;
+                    }
+                    p
+                }
+                None if auto == "VALID" => vec![0; 2 * sp],
+                None => n.aints("pads").unwrap_or_else(|| vec![0; 2 * sp]),
+            };
+            let mut ins = vec![x, w];
+            if n.name(2).is_some() {
+                ins.push(n.v(2)?);
+            }
+            let group = n.ai("group", 1);
+            n.one(
+                "conv_transpose",
+                &ins,
+                Attrs::new()
+                    .with("strides", strides)
+                    .with("pads", pads)
+                    .with("dilations", dil)
+                    .with("groups", group)
+                    .with("output_padding", out_pad),
+            )
+        }
+        "ScatterElements" => {
+            let red = n
+                .attr("reduction")
+                .map(|a| String::from_utf8_lossy(a.s()).to_string())
+                .unwrap_or_else(|| "none".into());
+            let (x, i, u) = (n.v(0)?, n.v(1)?, n.v(2)?);
+            let axis = n.ai("axis", 0);
+            let r = match red.as_str() {
+                "none" => "scatter",
+                "add" => "scatter_add",
+                o => return Err(format!("reduction = {o:?} is not supported yet")),
+            };
+            n.one(r, &[x, i, u], Attrs::new().with("axis", axis))
+        }
+        "Hardmax" => {
+            let x = n.v(0)?;
+            let dims = n.dims(x);
+            let rank = dims.len();
+            if n.cx.opset < 13 {
+                return Err("Hardmax before opset 13 (flattened axes) is not supported yet".into());
+            }
+            let axis = axis_in(n.ai("axis", -1), rank, rank.saturating_sub(1))?;
+            let i = n.op(
+                "argmax",
+                &[x],
+                Attrs::new()
+                    .with("axis", axis as i64)
+                    .with("keepdim", false),
+            )?;
+            let d = n.cx.b.dtype(x);
+            n.one(
+                "one_hot",
+                &[i],
+                Attrs::new()
+                    .with("depth", dims[axis] as i64)
+                    .with("axis", axis as i64)
+                    .with("dtype", d),
+            )
+        }
         _ => Err(format!("op `{op}` is not supported yet")),
     }
 }
