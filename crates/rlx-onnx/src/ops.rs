@@ -306,6 +306,34 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
             _ => (0..rank as i64).collect(),
         };
         let keep = n.ai("keepdims", 1) == 1;
+        let dims = n.dims(x);
+        let empty = axes
+            .iter()
+            .any(|&a| axis_in(a, rank, rank.saturating_sub(1)).is_ok_and(|a| dims[a] == 0));
+        if empty && matches!(r, "reduce_max" | "reduce_min") {
+            // ONNX: the reduction's identity over an empty set (−inf for
+            // max, +inf for min); rlx's reduce_max refuses, as NumPy does.
+            let out: Vec<usize> = (0..rank)
+                .filter_map(|i| {
+                    let reduced = axes.iter().any(|&a| rank_axis(a, rank) == i as i64);
+                    match (reduced, keep) {
+                        (false, _) => Some(dims[i]),
+                        (true, true) => Some(1),
+                        (true, false) => None,
+                    }
+                })
+                .collect();
+            let d = n.cx.b.dtype(x);
+            let v = match (d.int_range(), r == "reduce_max") {
+                (Some((lo, _)), true) => lo as f64,
+                (Some((_, hi)), false) => hi as f64,
+                (None, true) => f64::NEG_INFINITY,
+                (None, false) => f64::INFINITY,
+            };
+            let numel = check_elems_of(d, &out)?;
+            let t = HostTensor::from_f64(d, out, vec![v; numel]).map_err(|e| e.to_string())?;
+            return Ok(vec![Out::Const(t)]);
+        }
         return n.one(
             r,
             &[x],
