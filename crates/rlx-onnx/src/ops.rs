@@ -1345,6 +1345,9 @@ fn attention(n: &mut N) -> R {
             return Ok(x);
         }
         let d = n.dims(x);
+        if d.len() != 3 {
+            return Err("with 3-d Q, K and V must be 3-d too".into());
+        }
         if h <= 0 || d[2] as i64 % h != 0 {
             return Err(format!("{} features do not split into {h} heads", d[2]));
         }
@@ -1369,6 +1372,9 @@ fn attention(n: &mut N) -> R {
         v = n.op("concat", &[pv, v], Attrs::new().with("axis", 2i64))?;
     }
     let (present_k, present_v) = (k, v);
+    if [q, k, v].iter().any(|&x| n.dims(x).len() != 4) {
+        return Err("Q, K and V must be 3-d (with head counts) or 4-d".into());
+    }
     let (qd, kd) = (n.dims(q), n.dims(k));
     let (nq, nk) = (qd[1], kd[1]);
     if nk == 0 || nq % nk != 0 {

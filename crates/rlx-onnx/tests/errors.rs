@@ -169,3 +169,20 @@ fn out_of_range_axes_and_bad_windows_are_errors_not_panics() {
         "{e}"
     );
 }
+
+#[test]
+fn attention_with_inputs_of_the_wrong_rank_is_an_error() {
+    // Found by the `onnx` fuzz target: 2-d Q/K/V indexed a head axis they
+    // do not have.
+    let bytes = model(
+        vec![node("Attention", "a", &["q", "k", "v"], &["y"])],
+        vec![
+            input("q", &[DimValue(2), DimValue(4)]),
+            input("k", &[DimValue(2), DimValue(4)]),
+            input("v", &[DimValue(2), DimValue(4)]),
+        ],
+        "y",
+    );
+    let e = import(&bytes, &ImportOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("must be 3-d"), "{e}");
+}
