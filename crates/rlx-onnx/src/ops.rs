@@ -1239,6 +1239,9 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
                 (None, "NOTSET" | "VALID") => None,
                 (None, o) => return Err(format!("auto_pad = {o:?}")),
             };
+            if want.as_ref().is_some_and(|o| o.len() != sp) {
+                return Err(format!("output_shape must give {sp} spatial sizes"));
+            }
             let pads = match want {
                 Some(out) => {
                     let mut p = vec![0i64; 2 * sp];
