@@ -1,0 +1,522 @@
+//! Network layers: normalizations, convolutions and pools, the loss
+//! ops and Attention, several as decompositions.
+
+use super::*;
+
+/// ONNX `LayerNormalization`.
+pub(super) fn layer_normalization(mut n: N, _op: &str) -> R {
+    let node = n.node;
+    let (x, g) = (n.v(0)?, n.v(1)?);
+    let dims = n.dims(x);
+    let rank = dims.len();
+    let axis = rank_axis(n.ai("axis", -1), rank);
+    let eps = n.af("epsilon", 1e-5);
+    let d = n.cx.b.dtype(x);
+    let stats = node.output.iter().skip(1).any(|o| !o.is_empty());
+    if axis == rank as i64 - 1 && !stats {
+        let b = match n.name(2) {
+            Some(_) => n.v(2)?,
+            None => {
+                let z = HostTensor::zeros(d, vec![*dims.last().unwrap_or(&1)])
+                    .map_err(|e| e.to_string())?;
+                n.cx.b.constant(z).map_err(|e| e.to_string())?
+            }
+        };
+        return n.one(
+            "layer_norm",
+            &[x, g, b],
+            Attrs::new().with("axis", axis).with("eps", eps),
+        );
+    }
+    // Over the axes from `axis` on, with the statistics as outputs:
+    // mean, 1/sqrt(var + eps), (x - mean)·that·scale + bias.
+    let axes: Vec<i64> = (axis..rank as i64).collect();
+    let red = |n: &mut N, v: ValueId| {
+        n.op(
+            "reduce_mean",
+            &[v],
+            Attrs::new()
+                .with("axes", axes.clone())
+                .with("keepdim", true),
+        )
+    };
+    let mean = red(&mut n, x)?;
+    let c = n.op("sub", &[x, mean], Attrs::new())?;
+    let sq = n.op("mul", &[c, c], Attrs::new())?;
+    let var = red(&mut n, sq)?;
+    let e = n.scalar(eps, d)?;
+    let ve = n.op("add", &[var, e], Attrs::new())?;
+    let inv = n.op("rsqrt", &[ve], Attrs::new())?;
+    let norm = n.op("mul", &[c, inv], Attrs::new())?;
+    let mut y = n.op("mul", &[norm, g], Attrs::new())?;
+    if n.name(2).is_some() {
+        let b = n.v(2)?;
+        y = n.op("add", &[y, b], Attrs::new())?;
+    }
+    Ok(vec![Out::Value(y), Out::Value(mean), Out::Value(inv)])
+}
+
+/// ONNX `Conv`, `MaxPool`, `AveragePool`.
+pub(super) fn conv(mut n: N, op: &str) -> R {
+    let node = n.node;
+    let x = n.v(0)?;
+    let dims = n.dims(x);
+    let sp = dims.len().saturating_sub(2);
+    let kernel: Vec<i64> = match n.aints("kernel_shape") {
+        Some(k) => k,
+        None if op == "Conv" => {
+            let w = n.v(1)?;
+            n.dims(w).iter().skip(2).map(|&d| d as i64).collect()
+        }
+        None => return Err("no kernel_shape".into()),
+    };
+    let strides = n.aints("strides").unwrap_or_else(|| vec![1; sp]);
+    let dil = n.aints("dilations").unwrap_or_else(|| vec![1; sp]);
+    if dims.len() < 3 || kernel.len() != sp || strides.len() != sp || dil.len() != sp {
+        return Err(format!(
+            "a {}-d input needs {sp} kernel sizes, strides and dilations, got {}, {}, {}",
+            dims.len(),
+            kernel.len(),
+            strides.len(),
+            dil.len()
+        ));
+    }
+    if strides.iter().chain(&dil).chain(&kernel).any(|&v| v < 1) {
+        return Err("kernel sizes, strides and dilations must be at least 1".into());
+    }
+    if n.ai("ceil_mode", 0) != 0 {
+        return Err("ceil_mode = 1 is not supported yet".into());
+    }
+    let auto = n.astr("auto_pad").unwrap_or_else(|| "NOTSET".into());
+    let pads = match auto.as_str() {
+        "NOTSET" => n.aints("pads").unwrap_or_else(|| vec![0; 2 * sp]),
+        "VALID" => vec![0; 2 * sp],
+        "SAME_UPPER" | "SAME_LOWER" => {
+            let mut p = vec![0; 2 * sp];
+            for i in 0..sp {
+                let (inp, s, k, d) = (dims[2 + i] as i64, strides[i], kernel[i], dil[i]);
+                let out = inp.saturating_add(s - 1) / s;
+                let total = (out - 1)
+                    .saturating_mul(s)
+                    .saturating_add((k - 1).saturating_mul(d))
+                    .saturating_add(1 - inp)
+                    .max(0);
+                let small = total / 2;
+                let (b, e) = if auto == "SAME_UPPER" {
+                    (small, total - small)
+                } else {
+                    (total - small, small)
+                };
+                p[i] = b;
+                p[sp + i] = e;
+            }
+            p
+        }
+        o => return Err(format!("auto_pad = {o:?}")),
+    };
+    match op {
+        "Conv" => {
+            let w = n.v(1)?;
+            let mut ins = vec![x, w];
+            if n.name(2).is_some() {
+                ins.push(n.v(2)?);
+            }
+            let group = n.ai("group", 1);
+            n.one(
+                "conv",
+                &ins,
+                Attrs::new()
+                    .with("strides", strides)
+                    .with("pads", pads)
+                    .with("dilations", dil)
+                    .with("groups", group),
+            )
+        }
+        "MaxPool" => {
+            if node.output.get(1).is_some_and(|o| !o.is_empty()) {
+                return Err("the Indices output is not supported yet".into());
+            }
+            if n.ai("storage_order", 0) != 0 {
+                return Err("storage_order = 1 is not supported yet".into());
+            }
+            n.one(
+                "max_pool",
+                &[x],
+                Attrs::new()
+                    .with("kernel", kernel)
+                    .with("strides", strides)
+                    .with("pads", pads)
+                    .with("dilations", dil),
+            )
+        }
+        _ => {
+            if dil.iter().any(|&d| d != 1) {
+                return Err("AveragePool with dilations is not supported yet".into());
+            }
+            let cip = n.ai("count_include_pad", 0) == 1;
+            n.one(
+                "avg_pool",
+                &[x],
+                Attrs::new()
+                    .with("kernel", kernel)
+                    .with("strides", strides)
+                    .with("pads", pads)
+                    .with("count_include_pad", cip),
+            )
+        }
+    }
+}
+
+/// ONNX `GlobalAveragePool`, `GlobalMaxPool`.
+pub(super) fn global_average_pool(mut n: N, op: &str) -> R {
+    let x = n.v(0)?;
+    n.one(
+        if op == "GlobalAveragePool" {
+            "global_avg_pool"
+        } else {
+            "global_max_pool"
+        },
+        &[x],
+        Attrs::new(),
+    )
+}
+
+/// ONNX `RMSNormalization`.
+pub(super) fn r_m_s_normalization(mut n: N, _op: &str) -> R {
+    let (x, g) = (n.v(0)?, n.v(1)?);
+    let dims = n.dims(x);
+    let axis = rank_axis(n.ai("axis", -1), dims.len());
+    let eps = n.af("epsilon", 1e-5);
+    n.one(
+        "rms_norm",
+        &[x, g],
+        Attrs::new().with("axis", axis).with("eps", eps),
+    )
+}
+
+/// ONNX `NegativeLogLikelihoodLoss`, `SoftmaxCrossEntropyLoss`.
+pub(super) fn negative_log_likelihood_loss(mut n: N, op: &str) -> R {
+    let node = n.node;
+    let (x, t) = (n.v(0)?, n.v(1)?);
+    let w = match n.name(2) {
+        Some(_) => Some(n.v(2)?),
+        None => None,
+    };
+    let logp = if op == "SoftmaxCrossEntropyLoss" {
+        n.op("log_softmax", &[x], Attrs::new().with("axis", 1i64))?
+    } else {
+        x
+    };
+    let loss = nll(&mut n, logp, t, w)?;
+    let mut outs = vec![Out::Value(loss)];
+    if op == "SoftmaxCrossEntropyLoss" && node.output.get(1).is_some_and(|o| !o.is_empty()) {
+        outs.push(Out::Value(logp));
+    }
+    Ok(outs)
+}
+
+/// ONNX `ConvTranspose`.
+pub(super) fn conv_transpose(mut n: N, _op: &str) -> R {
+    let (x, w) = (n.v(0)?, n.v(1)?);
+    let (xd, wd) = (n.dims(x), n.dims(w));
+    let sp = xd.len().saturating_sub(2);
+    let kernel: Vec<i64> = wd.iter().skip(2).map(|&d| d as i64).collect();
+    let strides = n.aints("strides").unwrap_or_else(|| vec![1; sp]);
+    let dil = n.aints("dilations").unwrap_or_else(|| vec![1; sp]);
+    let out_pad = n.aints("output_padding").unwrap_or_else(|| vec![0; sp]);
+    if xd.len() < 3
+        || kernel.len() != sp
+        || strides.len() != sp
+        || dil.len() != sp
+        || out_pad.len() != sp
+    {
+        return Err(
+            "kernel, strides, dilations and output_padding must match the spatial rank".into(),
+        );
+    }
+    if strides.iter().chain(&dil).any(|&v| v < 1) {
+        return Err("strides and dilations must be at least 1".into());
+    }
+    let auto = n.astr("auto_pad").unwrap_or_else(|| "NOTSET".into());
+    // Padding from output_shape or SAME_*: total = stride·(in − 1)
+    // + output_padding + (k − 1)·dilation + 1 − out.
+    let want: Option<Vec<i64>> = match (n.aints("output_shape"), auto.as_str()) {
+        (Some(o), _) => Some(o.iter().rev().take(sp).rev().copied().collect()),
+        (None, "SAME_UPPER" | "SAME_LOWER") => {
+            Some((0..sp).map(|i| xd[2 + i] as i64 * strides[i]).collect())
+        }
+        (None, "NOTSET" | "VALID") => None,
+        (None, o) => return Err(format!("auto_pad = {o:?}")),
+    };
+    if want.as_ref().is_some_and(|o| o.len() != sp) {
+        return Err(format!("output_shape must give {sp} spatial sizes"));
+    }
+    let pads = match want {
+        Some(out) => {
+            let mut p = vec![0i64; 2 * sp];
+            for i in 0..sp {
+                let total = strides[i]
+                    .saturating_mul(xd[2 + i] as i64 - 1)
+                    .saturating_add(out_pad[i])
+                    .saturating_add((kernel[i] - 1).saturating_mul(dil[i]))
+                    .saturating_add(1)
+                    .saturating_sub(out[i]);
+                if total < 0 {
+                    return Err(format!(
+                        "output_shape {out:?} is larger than the transposed convolution gives"
+                    ));
+                }
+                let half = total / 2;
+                let (b, e) = if auto == "SAME_LOWER" {
+                    (total - half, half)
+                } else {
+                    (half, total - half)
+                };
+                p[i] = b;
+                p[sp + i] = e;
+            }
+            p
+        }
+        None if auto == "VALID" => vec![0; 2 * sp],
+        None => n.aints("pads").unwrap_or_else(|| vec![0; 2 * sp]),
+    };
+    let mut ins = vec![x, w];
+    if n.name(2).is_some() {
+        ins.push(n.v(2)?);
+    }
+    let group = n.ai("group", 1);
+    n.one(
+        "conv_transpose",
+        &ins,
+        Attrs::new()
+            .with("strides", strides)
+            .with("pads", pads)
+            .with("dilations", dil)
+            .with("groups", group)
+            .with("output_padding", out_pad),
+    )
+}
+
+/// ONNX Attention (opset 23) onto the IR's `attention`: 3-D inputs split
+/// into heads, grouped-query K/V repeated to the query heads, past K/V
+/// concatenated (and returned as present), `is_causal` as an upper-left
+/// keep mask combined with `attn_mask` (bool: keep; float: added).
+pub(super) fn attention(n: &mut N) -> R {
+    let node = n.node;
+    if n.af("softcap", 0.0) != 0.0 {
+        return Err("softcap is not supported yet".into());
+    }
+    if node.output.get(3).is_some_and(|o| !o.is_empty()) {
+        return Err("the qk_matmul_output output is not supported yet".into());
+    }
+    let (q, k, v) = (n.v(0)?, n.v(1)?, n.v(2)?);
+    let three_d = n.dims(q).len() == 3;
+    // [B, S, H·D] → [B, H, S, D].
+    let heads = |n: &mut N, x: ValueId, h: i64| -> Result<ValueId, String> {
+        if !three_d {
+            return Ok(x);
+        }
+        let d = n.dims(x);
+        if d.len() != 3 {
+            return Err("with 3-d Q, K and V must be 3-d too".into());
+        }
+        if h <= 0 || d[2] as i64 % h != 0 {
+            return Err(format!("{} features do not split into {h} heads", d[2]));
+        }
+        let r = n.op(
+            "reshape",
+            &[x],
+            Attrs::new().with("shape", vec![d[0] as i64, d[1] as i64, h, d[2] as i64 / h]),
+        )?;
+        n.op(
+            "permute",
+            &[r],
+            Attrs::new().with("perm", vec![0i64, 2, 1, 3]),
+        )
+    };
+    let (hq, hkv) = (n.ai("q_num_heads", 0), n.ai("kv_num_heads", 0));
+    let q = heads(n, q, hq)?;
+    let mut k = heads(n, k, hkv)?;
+    let mut v = heads(n, v, hkv)?;
+    if n.name(4).is_some() || n.name(5).is_some() {
+        let (pk, pv) = (n.v(4)?, n.v(5)?);
+        k = n.op("concat", &[pk, k], Attrs::new().with("axis", 2i64))?;
+        v = n.op("concat", &[pv, v], Attrs::new().with("axis", 2i64))?;
+    }
+    let (present_k, present_v) = (k, v);
+    if [q, k, v].iter().any(|&x| n.dims(x).len() != 4) {
+        return Err("Q, K and V must be 3-d (with head counts) or 4-d".into());
+    }
+    let (qd, kd) = (n.dims(q), n.dims(k));
+    let (nq, nk) = (qd[1], kd[1]);
+    if nk == 0 || nq % nk != 0 {
+        return Err(format!(
+            "{nq} query heads are not a multiple of {nk} key heads"
+        ));
+    }
+    if nq != nk {
+        // Each K/V head serves nq/nk query heads, adjacent ones.
+        let g = (nq / nk) as i64;
+        let rep = |n: &mut N, x: ValueId| -> Result<ValueId, String> {
+            let d: Vec<i64> = n.dims(x).iter().map(|&v| v as i64).collect();
+            let u = n.op("unsqueeze", &[x], Attrs::new().with("axes", vec![2i64]))?;
+            let b = n.op(
+                "broadcast",
+                &[u],
+                Attrs::new().with("shape", vec![d[0], d[1], g, d[2], d[3]]),
+            )?;
+            n.op(
+                "reshape",
+                &[b],
+                Attrs::new().with("shape", vec![d[0], d[1] * g, d[2], d[3]]),
+            )
+        };
+        k = rep(n, k)?;
+        v = rep(n, v)?;
+    }
+    let (sq, sk) = (qd[2], kd[2]);
+    let mut ins = vec![q, k, v];
+    let mut a = Attrs::new();
+    if let Some(sc) = n.attr("scale") {
+        a = a.with("scale", sc.f() as f64);
+    }
+    let causal = n.ai("is_causal", 0) == 1;
+    let keep = if causal {
+        let m: Vec<bool> = (0..sq * sk).map(|e| e % sk <= e / sk).collect();
+        let t = HostTensor::from_slice(&m, [sq, sk]).map_err(|e| e.to_string())?;
+        Some(n.cx.b.constant(t).map_err(|e| e.to_string())?)
+    } else {
+        None
+    };
+    let mask = match n.name(3) {
+        Some(_) => Some(n.v(3)?),
+        None => None,
+    };
+    let kind = match (mask, keep) {
+        (None, None) => "none",
+        (None, Some(c)) => {
+            ins.push(c);
+            "custom"
+        }
+        (Some(m), c) if n.cx.b.dtype(m) == DType::Bool => {
+            let m = match c {
+                Some(c) => n.op("and", &[m, c], Attrs::new())?,
+                None => m,
+            };
+            ins.push(m);
+            "custom"
+        }
+        (Some(m), c) => {
+            let d = n.cx.b.dtype(m);
+            let m = match c {
+                Some(c) => {
+                    let ninf = n.scalar(f64::NEG_INFINITY, d)?;
+                    n.op("where", &[c, m, ninf], Attrs::new())?
+                }
+                None => m,
+            };
+            let qdt = n.cx.b.dtype(q);
+            let m = n.cast_to(m, qdt)?;
+            ins.push(m);
+            "bias"
+        }
+    };
+    a = a.with("mask_kind", kind);
+    let mut y = n.op("attention", &ins, a)?;
+    if three_d {
+        let d = n.dims(y);
+        let p = n.op(
+            "permute",
+            &[y],
+            Attrs::new().with("perm", vec![0i64, 2, 1, 3]),
+        )?;
+        y = n.op(
+            "reshape",
+            &[p],
+            Attrs::new().with(
+                "shape",
+                vec![d[0] as i64, d[2] as i64, (d[1] * d[3]) as i64],
+            ),
+        )?;
+    }
+    Ok(vec![
+        Out::Value(y),
+        Out::Value(present_k),
+        Out::Value(present_v),
+    ])
+}
+
+/// The negative log-likelihood of `logp` ([N, C, d...]) at the classes
+/// `t` ([N, d...]), weighted per class by `w` ([C]), with the node's
+/// `reduction` (none, sum, mean: weighted by the weights picked) and
+/// `ignore_index` (those elements count zero and weigh zero).
+fn nll(n: &mut N, logp: ValueId, t: ValueId, w: Option<ValueId>) -> Result<ValueId, String> {
+    let (d, td) = (n.cx.b.dtype(logp), n.cx.b.dtype(t));
+    let reduction = n.astr("reduction").unwrap_or_else(|| "mean".into());
+    let ignore = n.attr("ignore_index").map(|a| a.i());
+    // Ignored targets may lie outside 0..C: read class 0 there instead.
+    let (safe, keep) = match ignore {
+        Some(i) => {
+            let iv = n.scalar(i as f64, td)?;
+            let zero = n.scalar(0.0, td)?;
+            let is = n.op("eq", &[t, iv], Attrs::new())?;
+            let safe = n.op("where", &[is, zero, t], Attrs::new())?;
+            let keep = n.op("not", &[is], Attrs::new())?;
+            (
+                safe,
+                Some(n.op("cast", &[keep], Attrs::new().with("dtype", d))?),
+            )
+        }
+        None => (t, None),
+    };
+    let idx = n.op("unsqueeze", &[safe], Attrs::new().with("axes", vec![1i64]))?;
+    let picked = n.op(
+        "gather_elements",
+        &[logp, idx],
+        Attrs::new().with("axis", 1i64),
+    )?;
+    let picked = n.op("squeeze", &[picked], Attrs::new().with("axes", vec![1i64]))?;
+    // The weight of each element: w[t] (or 1), times 0 where ignored.
+    let mut weight = match w {
+        Some(w) => Some(n.op("gather", &[w, safe], Attrs::new().with("axis", 0i64))?),
+        None => None,
+    };
+    if let Some(k) = keep {
+        weight = Some(match weight {
+            Some(w) => n.op("mul", &[w, k], Attrs::new())?,
+            None => k,
+        });
+    }
+    let neg = n.op("neg", &[picked], Attrs::new())?;
+    let loss = match weight {
+        Some(w) => n.op("mul", &[neg, w], Attrs::new())?,
+        None => neg,
+    };
+    let rank = n.dims(loss).len() as i64;
+    let all: Vec<i64> = (0..rank).collect();
+    let sum = |n: &mut N, v: ValueId| {
+        n.op(
+            "reduce_sum",
+            &[v],
+            Attrs::new()
+                .with("axes", all.clone())
+                .with("keepdim", false),
+        )
+    };
+    match reduction.as_str() {
+        "none" => Ok(loss),
+        "sum" => sum(n, loss),
+        "mean" => {
+            let total = sum(n, loss)?;
+            let count = match weight {
+                Some(w) => sum(n, w)?,
+                None => {
+                    let c: usize = n.dims(loss).iter().product();
+                    n.scalar(c as f64, d)?
+                }
+            };
+            n.op("div", &[total, count], Attrs::new())
+        }
+        r => Err(format!("reduction {r:?}")),
+    }
+}
