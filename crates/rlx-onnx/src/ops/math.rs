@@ -177,17 +177,36 @@ pub(super) fn mod_op(mut n: N, _op: &str) -> R {
 
 /// ONNX `Dropout`.
 pub(super) fn dropout(mut n: N, _op: &str) -> R {
-    let node = n.node;
-    if node.output.get(1).is_some_and(|o| !o.is_empty()) {
-        return Err("the mask output is not supported yet".into());
-    }
     let training = n.cx.opset >= 12 && n.float_in(2)?.is_some_and(|t| t != 0.0)
         || n.cx.opset < 7 && n.ai("is_test", 0) == 0;
-    if training {
+    // The ratio: an attribute before opset 12, then input 1.
+    let ratio = if n.cx.opset >= 12 {
+        n.float_in(1)?.unwrap_or(0.5)
+    } else {
+        n.af("ratio", 0.5)
+    };
+    if training && ratio != 0.0 {
         return Err("training mode (random dropout) is not supported yet".into());
     }
     let x = n.v(0)?;
-    n.one("identity", &[x], Attrs::new())
+    let y = n.op("identity", &[x], Attrs::new())?;
+    // Nothing is dropped: the mask keeps every element.
+    let dims = n.dims(x);
+    let numel = check_elems_of(DType::Bool, &dims)?;
+    let mask =
+        HostTensor::from_f64(DType::Bool, dims, vec![1.0; numel]).map_err(|e| e.to_string())?;
+    Ok(vec![Out::Value(y), Out::Const(mask)])
+}
+
+/// ONNX `BitShift` (direction LEFT or RIGHT).
+pub(super) fn bit_shift(mut n: N, _op: &str) -> R {
+    let (x, s) = (n.v(0)?, n.v(1)?);
+    let r = match n.astr("direction").as_deref() {
+        Some("LEFT") => "shl",
+        Some("RIGHT") => "shr",
+        o => return Err(format!("direction {o:?} must be LEFT or RIGHT")),
+    };
+    n.one(r, &[x, s], Attrs::new())
 }
 
 /// ONNX `CumSum`, `CumProd`.

@@ -8,8 +8,11 @@ use crate::proto::{AttributeProto, NodeProto};
 use crate::tensor::{dtype_of, to_host};
 use rlx_ir::{Attrs, DType, HostTensor, ValueId};
 
+mod index;
 mod math;
 mod nn;
+mod quant;
+mod resize;
 mod shape;
 
 /// One output of a mapped node.
@@ -83,6 +86,7 @@ const REDUCE: &[(&str, &str)] = &[
     ("ReduceMin", "reduce_min"),
     ("ReduceProd", "reduce_prod"),
     ("ReduceLogSumExp", "reduce_logsumexp"),
+    ("ReduceLogSum", "reduce_sum"),
 ];
 
 /// The ONNX op types this importer maps (for coverage tables).
@@ -154,6 +158,25 @@ pub fn supported() -> Vec<&'static str> {
         "TopK",
         "CumProd",
         "Trilu",
+        "GatherND",
+        "ScatterND",
+        "OneHot",
+        "Compress",
+        "EyeLike",
+        "CenterCropPad",
+        "BatchNormalization",
+        "LpNormalization",
+        "LpPool",
+        "BitShift",
+        "Resize",
+        "Upsample",
+        "QuantizeLinear",
+        "DequantizeLinear",
+        "DynamicQuantizeLinear",
+        "MatMulInteger",
+        "ConvInteger",
+        "QLinearMatMul",
+        "QLinearConv",
     ]);
     v.sort();
     v
@@ -344,11 +367,15 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
             let t = HostTensor::from_f64(d, out, vec![v; numel]).map_err(|e| e.to_string())?;
             return Ok(vec![Out::Const(t)]);
         }
-        return n.one(
+        let y = n.op(
             r,
             &[x],
             Attrs::new().with("axes", axes).with("keepdim", keep),
-        );
+        )?;
+        if op == "ReduceLogSum" {
+            return n.one("log", &[y], Attrs::new());
+        }
+        return Ok(vec![Out::Value(y)]);
     }
     match op.as_str() {
         "Max" | "Min" | "Sum" | "Mean" => math::max_op(n, &op),
@@ -399,6 +426,22 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
         "ConvTranspose" => nn::conv_transpose(n, &op),
         "ScatterElements" => shape::scatter_elements(n, &op),
         "Hardmax" => math::hardmax(n, &op),
+        "GatherND" => index::gather_nd(n, &op),
+        "ScatterND" => index::scatter_nd(n, &op),
+        "OneHot" => index::one_hot(n, &op),
+        "Compress" => index::compress(n, &op),
+        "EyeLike" => index::eye_like(n, &op),
+        "CenterCropPad" => index::center_crop_pad(n, &op),
+        "BatchNormalization" => nn::batch_normalization(n, &op),
+        "LpNormalization" => nn::lp_normalization(n, &op),
+        "LpPool" => nn::conv(n, &op),
+        "BitShift" => math::bit_shift(n, &op),
+        "Resize" | "Upsample" => resize::resize(n, &op),
+        "QuantizeLinear" => quant::quantize_linear(n, &op),
+        "DequantizeLinear" => quant::dequantize_linear(n, &op),
+        "DynamicQuantizeLinear" => quant::dynamic_quantize_linear(n, &op),
+        "MatMulInteger" | "ConvInteger" => quant::mat_mul_integer(n, &op),
+        "QLinearMatMul" | "QLinearConv" => quant::q_linear(n, &op),
         _ => Err(format!("op `{op}` is not supported yet")),
     }
 }

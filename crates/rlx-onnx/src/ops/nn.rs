@@ -56,16 +56,33 @@ pub(super) fn layer_normalization(mut n: N, _op: &str) -> R {
     Ok(vec![Out::Value(y), Out::Value(mean), Out::Value(inv)])
 }
 
-/// ONNX `Conv`, `MaxPool`, `AveragePool`.
+/// ONNX `Conv`, `MaxPool`, `AveragePool`, `LpPool`.
 pub(super) fn conv(mut n: N, op: &str) -> R {
+    conv_of(&mut n, op, None)
+}
+
+/// A `Conv` with this node's attributes over given input and weight (the
+/// integer convolutions, centred first); no bias.
+pub(super) fn conv_with(n: &mut N, op: &str, x: ValueId, w: ValueId) -> R {
+    conv_of(n, op, Some((x, w)))
+}
+
+fn conv_of(n: &mut N, op: &str, given: Option<(ValueId, ValueId)>) -> R {
     let node = n.node;
-    let x = n.v(0)?;
+    let x = match given {
+        Some((x, _)) => x,
+        None => n.v(0)?,
+    };
+    let weight = |n: &mut N| match given {
+        Some((_, w)) => Ok(w),
+        None => n.v(1),
+    };
     let dims = n.dims(x);
     let sp = dims.len().saturating_sub(2);
     let kernel: Vec<i64> = match n.aints("kernel_shape") {
         Some(k) => k,
         None if op == "Conv" => {
-            let w = n.v(1)?;
+            let w = weight(n)?;
             n.dims(w).iter().skip(2).map(|&d| d as i64).collect()
         }
         None => return Err("no kernel_shape".into()),
@@ -84,11 +101,8 @@ pub(super) fn conv(mut n: N, op: &str) -> R {
     if strides.iter().chain(&dil).chain(&kernel).any(|&v| v < 1) {
         return Err("kernel sizes, strides and dilations must be at least 1".into());
     }
-    if n.ai("ceil_mode", 0) != 0 {
-        return Err("ceil_mode = 1 is not supported yet".into());
-    }
     let auto = n.astr("auto_pad").unwrap_or_else(|| "NOTSET".into());
-    let pads = match auto.as_str() {
+    let mut pads = match auto.as_str() {
         "NOTSET" => n.aints("pads").unwrap_or_else(|| vec![0; 2 * sp]),
         "VALID" => vec![0; 2 * sp],
         "SAME_UPPER" | "SAME_LOWER" => {
@@ -114,11 +128,32 @@ pub(super) fn conv(mut n: N, op: &str) -> R {
         }
         o => return Err(format!("auto_pad = {o:?}")),
     };
+    if pads.len() != 2 * sp || pads.iter().any(|&p| p < 0) {
+        return Err(format!("pads {pads:?} for {sp} spatial axes"));
+    }
+    let ceil = n.ai("ceil_mode", 0) != 0;
+    let given_pads = pads.clone();
+    if ceil {
+        // Ceil mode as more padding at the end: the padded positions never
+        // win a max and are not counted in an average (count_include_pad
+        // = 0); a last window that would start in the end padding is
+        // dropped, as ONNX and PyTorch do.
+        for i in 0..sp {
+            let (inp, s, ek) = (dims[2 + i] as i64, strides[i], (kernel[i] - 1) * dil[i] + 1);
+            let span = inp + pads[i] + pads[sp + i] - ek;
+            let mut out = (span + s - 1).div_euclid(s) + 1;
+            if (out - 1) * s >= inp + pads[i] {
+                out -= 1;
+            }
+            let extra = (out - 1) * s + ek - (inp + pads[i] + pads[sp + i]);
+            pads[sp + i] += extra.max(0);
+        }
+    }
     match op {
         "Conv" => {
-            let w = n.v(1)?;
+            let w = weight(n)?;
             let mut ins = vec![x, w];
-            if n.name(2).is_some() {
+            if given.is_none() && n.name(2).is_some() {
                 ins.push(n.v(2)?);
             }
             let group = n.ai("group", 1);
@@ -150,21 +185,107 @@ pub(super) fn conv(mut n: N, op: &str) -> R {
             )
         }
         _ => {
-            if dil.iter().any(|&d| d != 1) {
-                return Err("AveragePool with dilations is not supported yet".into());
+            let lp = op == "LpPool";
+            // LpPool: (Σ |x|^p)^(1/p) over the window, padding counted as 0.
+            let cip = lp || n.ai("count_include_pad", 0) == 1;
+            let p = n.ai("p", 2) as f64;
+            let d = n.cx.b.dtype(x);
+            let src = if lp {
+                let a = n.op("abs", &[x], Attrs::new())?;
+                let pe = n.scalar(p, d)?;
+                n.op("pow", &[a, pe], Attrs::new())?
+            } else {
+                x
+            };
+            let area: i64 = kernel.iter().product();
+            let avg = if dil.iter().any(|&d| d != 1) || cip && ceil {
+                let w = Window {
+                    kernel: &kernel,
+                    strides: &strides,
+                    dil: &dil,
+                    pads: &pads,
+                    given: &given_pads,
+                };
+                pool_by_conv(n, src, &w, cip)?
+            } else {
+                n.op(
+                    "avg_pool",
+                    &[src],
+                    Attrs::new()
+                        .with("kernel", kernel)
+                        .with("strides", strides)
+                        .with("pads", pads)
+                        .with("count_include_pad", cip),
+                )?
+            };
+            if !lp {
+                return Ok(vec![Out::Value(avg)]);
             }
-            let cip = n.ai("count_include_pad", 0) == 1;
-            n.one(
-                "avg_pool",
-                &[x],
-                Attrs::new()
-                    .with("kernel", kernel)
-                    .with("strides", strides)
-                    .with("pads", pads)
-                    .with("count_include_pad", cip),
-            )
+            let k = n.scalar(area as f64, d)?;
+            let sum = n.op("mul", &[avg, k], Attrs::new())?;
+            let inv = n.scalar(1.0 / p, d)?;
+            n.one("pow", &[sum, inv], Attrs::new())
         }
     }
+}
+
+/// A pooling window: sizes, strides, dilations, the pads applied (with
+/// ceil mode's extra end padding) and the pads the model gave.
+struct Window<'a> {
+    kernel: &'a [i64],
+    strides: &'a [i64],
+    dil: &'a [i64],
+    pads: &'a [i64],
+    given: &'a [i64],
+}
+
+/// An average pool the IR's `avg_pool` does not express (dilations, or
+/// ceil mode with padding counted): the window sums as a depthwise conv of
+/// ones, divided by the count of positions each window covers — the same
+/// conv over a tensor of ones (the model's padding counted when `cip`,
+/// ceil mode's extra padding never).
+fn pool_by_conv(n: &mut N, x: ValueId, w: &Window, cip: bool) -> Result<ValueId, String> {
+    let dims = n.dims(x);
+    let (c, sp) = (dims[1], dims.len() - 2);
+    let d = n.cx.b.dtype(x);
+    let mut kshape = vec![c, 1];
+    kshape.extend(w.kernel.iter().map(|&k| k as usize));
+    let knumel = check_elems_of(d, &kshape)?;
+    let ones = HostTensor::from_f64(d, kshape, vec![1.0; knumel]).map_err(|e| e.to_string())?;
+    let k = n.cx.b.constant(ones).map_err(|e| e.to_string())?;
+    let conv = |n: &mut N, v: ValueId, k: ValueId, pads: Vec<i64>, groups: i64| {
+        n.op(
+            "conv",
+            &[v, k],
+            Attrs::new()
+                .with("strides", w.strides.to_vec())
+                .with("pads", pads)
+                .with("dilations", w.dil.to_vec())
+                .with("groups", groups),
+        )
+    };
+    let sum = conv(n, x, k, w.pads.to_vec(), c as i64)?;
+    // The count: ones over the input (plus the model's padding when it
+    // counts), convolved with a one-channel kernel of ones.
+    let mut cshape = vec![1usize, 1];
+    let mut cpads = w.pads.to_vec();
+    for i in 0..sp {
+        let extra = if cip { w.given[i] + w.given[sp + i] } else { 0 };
+        cshape.push(dims[2 + i] + extra as usize);
+        if cip {
+            cpads[i] = 0;
+            cpads[sp + i] -= w.given[sp + i];
+        }
+    }
+    let cnumel = check_elems_of(d, &cshape)?;
+    let ones = HostTensor::from_f64(d, cshape, vec![1.0; cnumel]).map_err(|e| e.to_string())?;
+    let o = n.cx.b.constant(ones).map_err(|e| e.to_string())?;
+    let mut k1 = vec![1usize, 1];
+    k1.extend(w.kernel.iter().map(|&k| k as usize));
+    let ones = HostTensor::from_f64(d, k1, vec![1.0; knumel / c]).map_err(|e| e.to_string())?;
+    let k1 = n.cx.b.constant(ones).map_err(|e| e.to_string())?;
+    let count = conv(n, o, k1, cpads, 1)?;
+    n.op("div", &[sum, count], Attrs::new())
 }
 
 /// ONNX `GlobalAveragePool`, `GlobalMaxPool`.
@@ -519,4 +640,91 @@ fn nll(n: &mut N, logp: ValueId, t: ValueId, w: Option<ValueId>) -> Result<Value
         }
         r => Err(format!("reduction {r:?}")),
     }
+}
+
+/// ONNX `BatchNormalization`: inference with the running statistics, or
+/// (training_mode = 1) the batch's statistics, with the updated running
+/// mean and variance as outputs 1 and 2.
+pub(super) fn batch_normalization(mut n: N, _op: &str) -> R {
+    let ins: Vec<ValueId> = (0..5).map(|k| n.v(k)).collect::<Result<_, _>>()?;
+    let eps = n.af("epsilon", 1e-5);
+    let rank = n.dims(ins[0]).len();
+    if rank < 2 {
+        return Err(format!(
+            "the input must have a channel axis, got rank {rank}"
+        ));
+    }
+    if n.ai("training_mode", 0) == 0 {
+        return n.one("batch_norm", &ins, Attrs::new().with("eps", eps));
+    }
+    let (x, scale, bias, mean, var) = (ins[0], ins[1], ins[2], ins[3], ins[4]);
+    let d = n.cx.b.dtype(x);
+    let mom = n.af("momentum", 0.9);
+    let c = n.dims(x)[1] as i64;
+    // The per-channel values as (C, 1, …, 1) to broadcast over (N, C, …).
+    let mut cshape = vec![c];
+    cshape.extend(std::iter::repeat_n(1, rank - 2));
+    let axes: Vec<i64> = (0..rank as i64).filter(|&a| a != 1).collect();
+    let red = |n: &mut N, v: ValueId| {
+        n.op(
+            "reduce_mean",
+            &[v],
+            Attrs::new()
+                .with("axes", axes.clone())
+                .with("keepdim", true),
+        )
+    };
+    let bm = red(&mut n, x)?;
+    let xc = n.op("sub", &[x, bm], Attrs::new())?;
+    let sq = n.op("mul", &[xc, xc], Attrs::new())?;
+    let bv = red(&mut n, sq)?;
+    let e = n.scalar(eps, d)?;
+    let ve = n.op("add", &[bv, e], Attrs::new())?;
+    let inv = n.op("rsqrt", &[ve], Attrs::new())?;
+    let norm = n.op("mul", &[xc, inv], Attrs::new())?;
+    let sc = n.op(
+        "reshape",
+        &[scale],
+        Attrs::new().with("shape", cshape.clone()),
+    )?;
+    let bi = n.op("reshape", &[bias], Attrs::new().with("shape", cshape))?;
+    let y = n.op("mul", &[norm, sc], Attrs::new())?;
+    let y = n.op("add", &[y, bi], Attrs::new())?;
+    // running = running · momentum + batch · (1 − momentum)
+    let (m, m1) = (n.scalar(mom, d)?, n.scalar(1.0 - mom, d)?);
+    let run = |n: &mut N, old: ValueId, batch: ValueId| -> Result<ValueId, String> {
+        let b = n.op("reshape", &[batch], Attrs::new().with("shape", vec![c]))?;
+        let a = n.op("mul", &[old, m], Attrs::new())?;
+        let b = n.op("mul", &[b, m1], Attrs::new())?;
+        n.op("add", &[a, b], Attrs::new())
+    };
+    let rm = run(&mut n, mean, bm)?;
+    let rv = run(&mut n, var, bv)?;
+    Ok(vec![Out::Value(y), Out::Value(rm), Out::Value(rv)])
+}
+
+/// ONNX `LpNormalization`: x / ‖x‖ₚ along `axis` (p = 1 or 2).
+pub(super) fn lp_normalization(mut n: N, _op: &str) -> R {
+    let x = n.v(0)?;
+    let axis = n.ai("axis", -1);
+    let p = n.ai("p", 2);
+    let r = Attrs::new().with("axes", vec![axis]).with("keepdim", true);
+    let norm = match p {
+        1 => {
+            let a = n.op("abs", &[x], Attrs::new())?;
+            n.op("reduce_sum", &[a], r)?
+        }
+        2 => {
+            let sq = n.op("mul", &[x, x], Attrs::new())?;
+            let s = n.op("reduce_sum", &[sq], r)?;
+            n.op("sqrt", &[s], Attrs::new())?
+        }
+        o => return Err(format!("p = {o} (ONNX allows 1 or 2)")),
+    };
+    // A zero vector stays zero (the reference divides by 1 there).
+    let d = n.cx.b.dtype(x);
+    let (zero, one) = (n.scalar(0.0, d)?, n.scalar(1.0, d)?);
+    let z = n.op("eq", &[norm, zero], Attrs::new())?;
+    let norm = n.op("where", &[z, one, norm], Attrs::new())?;
+    n.one("div", &[x, norm], Attrs::new())
 }

@@ -1,0 +1,180 @@
+//! Indexing ops: GatherND, ScatterND, OneHot, Compress, EyeLike,
+//! CenterCropPad — onto the IR's gathers and scatters, or constants when
+//! everything is known at import.
+
+use super::*;
+
+/// ONNX `GatherND`.
+pub(super) fn gather_nd(mut n: N, _op: &str) -> R {
+    let (x, i) = (n.v(0)?, n.v(1)?);
+    let b = n.ai("batch_dims", 0);
+    n.one("gather_nd", &[x, i], Attrs::new().with("batch_dims", b))
+}
+
+/// ONNX `ScatterND` (reduction none, add, mul, max, min).
+pub(super) fn scatter_nd(mut n: N, _op: &str) -> R {
+    let red = n.astr("reduction").unwrap_or_else(|| "none".into());
+    let (x, i, u) = (n.v(0)?, n.v(1)?, n.v(2)?);
+    n.one(
+        "scatter_nd",
+        &[x, i, u],
+        Attrs::new().with("reduction", red),
+    )
+}
+
+/// ONNX `OneHot`: `values[1]` at the index, `values[0]` elsewhere;
+/// indices in `[-depth, depth)` (negative ones count from the end), any
+/// numeric type.
+pub(super) fn one_hot(mut n: N, _op: &str) -> R {
+    let depth = n.float_in(1)?.ok_or("OneHot needs its depth")?;
+    if !(0.0..=i64::MAX as f64).contains(&depth) {
+        return Err(format!("depth {depth} must be a non-negative integer"));
+    }
+    let depth = depth as i64;
+    let idx = n.v(0)?;
+    let idx = n.cast_to(idx, DType::I64)?;
+    let (zero, dep) = (
+        n.scalar(0.0, DType::I64)?,
+        n.scalar(depth as f64, DType::I64)?,
+    );
+    let neg = n.op("lt", &[idx, zero], Attrs::new())?;
+    let up = n.op("add", &[idx, dep], Attrs::new())?;
+    let idx = n.op("where", &[neg, up, idx], Attrs::new())?;
+    let values = n.v(2)?;
+    if n.dims(values) != [2] {
+        return Err(format!(
+            "values must hold 2 elements, got {:?}",
+            n.dims(values)
+        ));
+    }
+    let axis = n.ai("axis", -1);
+    let hot = n.op(
+        "one_hot",
+        &[idx],
+        Attrs::new()
+            .with("depth", depth)
+            .with("axis", axis)
+            .with("dtype", DType::Bool),
+    )?;
+    let pick = |n: &mut N, k: i64| {
+        n.op(
+            "narrow",
+            &[values],
+            Attrs::new()
+                .with("axis", 0i64)
+                .with("start", k)
+                .with("len", 1i64),
+        )
+    };
+    let (off, on) = (pick(&mut n, 0)?, pick(&mut n, 1)?);
+    n.one("where", &[hot, on, off], Attrs::new())
+}
+
+/// ONNX `Compress`: the condition must be known at import (the output's
+/// length depends on it); it becomes a gather of the kept positions.
+pub(super) fn compress(mut n: N, _op: &str) -> R {
+    let cond = n
+        .const_in(1)?
+        .ok_or("Compress needs its condition")?
+        .to_f64_vec()
+        .map_err(|e| e.to_string())?;
+    let mut x = n.v(0)?;
+    let axis = match n.attr("axis") {
+        Some(a) => {
+            let rank = n.dims(x).len();
+            axis_in(a.i(), rank, rank.saturating_sub(1))?
+        }
+        None => {
+            let numel: usize = n.dims(x).iter().product();
+            x = n.op(
+                "reshape",
+                &[x],
+                Attrs::new().with("shape", vec![numel as i64]),
+            )?;
+            0
+        }
+    };
+    let len = n.dims(x)[axis];
+    if cond.len() > len {
+        return Err(format!(
+            "the condition has {} entries for an axis of {len}",
+            cond.len()
+        ));
+    }
+    let keep: Vec<f64> = (0..cond.len())
+        .filter(|&i| cond[i] != 0.0)
+        .map(|i| i as f64)
+        .collect();
+    let idx =
+        HostTensor::from_f64(DType::I64, vec![keep.len()], keep).map_err(|e| e.to_string())?;
+    let idx = n.cx.b.constant(idx).map_err(|e| e.to_string())?;
+    n.one("gather", &[x, idx], Attrs::new().with("axis", axis))
+}
+
+/// ONNX `EyeLike`: a constant of the input's shape, ones on diagonal `k`.
+pub(super) fn eye_like(mut n: N, _op: &str) -> R {
+    let x = n.v(0)?;
+    let dims = n.dims(x);
+    if dims.len() != 2 {
+        return Err(format!("the input must be 2-D, got {dims:?}"));
+    }
+    let d = match n.attr("dtype") {
+        Some(a) => dtype_of(a.i() as i32)?,
+        None => n.cx.b.dtype(x),
+    };
+    let k = n.ai("k", 0);
+    let numel = check_elems_of(d, &dims)?;
+    let mut v = vec![0.0; numel];
+    for r in 0..dims[0] {
+        let c = r as i64 + k;
+        if (0..dims[1] as i64).contains(&c) {
+            v[r * dims[1] + c as usize] = 1.0;
+        }
+    }
+    let t = HostTensor::from_f64(d, dims, v).map_err(|e| e.to_string())?;
+    Ok(vec![Out::Const(t)])
+}
+
+/// ONNX `CenterCropPad`: per axis, crop the centre (start
+/// `(in − out) / 2`) or pad around it (`(out − in) / 2` before).
+pub(super) fn center_crop_pad(mut n: N, _op: &str) -> R {
+    let x = n.v(0)?;
+    let dims = n.dims(x);
+    let rank = dims.len();
+    let shape = n.ints_in(1)?.ok_or("CenterCropPad needs its shape")?;
+    let axes: Vec<usize> = match n.aints("axes") {
+        Some(a) => a
+            .iter()
+            .map(|&a| axis_in(a, rank, rank.saturating_sub(1)))
+            .collect::<Result<_, _>>()?,
+        None => (0..rank).collect(),
+    };
+    if shape.len() != axes.len() || shape.iter().any(|&s| s < 0) {
+        return Err(format!("shape {shape:?} does not fit axes {axes:?}"));
+    }
+    let (mut starts, mut ends) = (vec![0i64; rank], vec![0i64; rank]);
+    let mut pads = vec![0i64; 2 * rank];
+    for (i, d) in dims.iter().enumerate() {
+        ends[i] = *d as i64;
+    }
+    for (&a, &want) in axes.iter().zip(&shape) {
+        let have = dims[a] as i64;
+        if want < have {
+            starts[a] = (have - want) / 2;
+            ends[a] = starts[a] + want;
+        } else {
+            pads[a] = (want - have) / 2;
+            pads[rank + a] = want - have - pads[a];
+        }
+    }
+    let axes_all: Vec<i64> = (0..rank as i64).collect();
+    let y = n.op(
+        "slice",
+        &[x],
+        Attrs::new()
+            .with("starts", starts)
+            .with("ends", ends)
+            .with("axes", axes_all),
+    )?;
+    n.one("pad", &[y], Attrs::new().with("pads", pads))
+}
