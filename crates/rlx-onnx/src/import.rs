@@ -20,6 +20,10 @@ pub struct ImportOptions {
     /// Graph inputs given a value at import: folded in as constants (a
     /// shape or an axes list that an op needs to know while importing).
     pub constants: HashMap<String, HostTensor>,
+    /// Whole shapes of graph inputs, by input name: they bind every
+    /// dynamic dimension of the input (named, `?` or `-1`) and must agree
+    /// with its fixed ones.
+    pub shapes: HashMap<String, Vec<usize>>,
 }
 
 /// An imported model.
@@ -81,7 +85,7 @@ pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Imported
             cx.consts.insert(name, t.clone());
             continue;
         }
-        let ty = value_type(vi, &opts.dims)?;
+        let ty = value_type(vi, opts)?;
         let v = cx.b.input(name.clone(), ty);
         cx.vals.insert(name.clone(), v);
         inputs.push(name);
@@ -108,35 +112,66 @@ pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Imported
     })
 }
 
-fn value_type(
-    vi: &proto::ValueInfoProto,
-    dims: &HashMap<String, usize>,
-) -> Result<TensorType, OnnxError> {
+fn value_type(vi: &proto::ValueInfoProto, opts: &ImportOptions) -> Result<TensorType, OnnxError> {
     use proto::tensor_shape_proto::dimension::Value;
     use proto::type_proto::Value as T;
-    let bad = |m: String| OnnxError::Invalid(format!("input `{}`: {m}", vi.name()));
+    let name = vi.name();
+    let bad = |m: String| OnnxError::Invalid(format!("input `{name}`: {m}"));
     let Some(T::TensorType(t)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref()) else {
         return Err(bad(
             "not a tensor (sequences, maps and optionals are not supported yet)".into(),
         ));
     };
     let dtype = dtype_of(t.elem_type()).map_err(bad)?;
-    let shape = t
-        .shape
-        .as_ref()
-        .ok_or_else(|| bad("no shape (rlx needs static shapes)".into()))?;
+    let given = opts.shapes.get(name);
+    let Some(shape) = t.shape.as_ref() else {
+        return match given {
+            Some(g) => Ok(TensorType::new(dtype, g.clone())),
+            None => Err(bad(format!(
+                "no shape declared: give it (ImportOptions::shapes; `--shape {name}=D0,D1,…` \
+                 or an --input file on the command line)"
+            ))),
+        };
+    };
+    if let Some(g) = given {
+        if g.len() != shape.dim.len() {
+            return Err(bad(format!(
+                "a given shape {g:?} of rank {} for a rank-{} input",
+                g.len(),
+                shape.dim.len()
+            )));
+        }
+    }
     let mut out = Vec::new();
-    for d in &shape.dim {
-        out.push(match &d.value {
-            Some(Value::DimValue(v)) => {
-                usize::try_from(*v).map_err(|_| bad(format!("negative dimension {v}")))?
+    for (k, d) in shape.dim.iter().enumerate() {
+        let fixed = match &d.value {
+            Some(Value::DimValue(v)) if *v >= 0 => Some(*v as usize),
+            _ => None,
+        };
+        out.push(match (fixed, given) {
+            (Some(f), Some(g)) if g[k] != f => {
+                return Err(bad(format!(
+                    "dimension {k} is fixed at {f}, the given shape {g:?} has {}",
+                    g[k]
+                )))
             }
-            Some(Value::DimParam(p)) => *dims.get(p).ok_or_else(|| {
-                bad(format!(
-                    "symbolic dimension `{p}`: give its size (ImportOptions::dims)"
-                ))
-            })?,
-            None => return Err(bad("a dimension with neither a size nor a name".into())),
+            (Some(f), _) => f,
+            (None, Some(g)) => g[k],
+            (None, None) => match &d.value {
+                Some(Value::DimParam(p)) => *opts.dims.get(p).ok_or_else(|| {
+                    bad(format!(
+                        "symbolic dimension `{p}`: give its size (ImportOptions::dims; \
+                         `--dim {p}=N` on the command line) or the input's whole shape"
+                    ))
+                })?,
+                _ => {
+                    return Err(bad(format!(
+                        "dimension {k} is dynamic and unnamed: give the input's whole shape \
+                         (ImportOptions::shapes; `--shape {name}=D0,D1,…` or an --input file \
+                         on the command line)"
+                    )))
+                }
+            },
         });
     }
     Ok(TensorType::new(dtype, out))
@@ -193,6 +228,14 @@ impl Cx {
             self.poisoned.extend(node.output.iter().cloned());
             return;
         }
+        if let Some(outs) = self.fold(node) {
+            for (name, t) in node.output.iter().zip(outs) {
+                if !name.is_empty() {
+                    self.consts.insert(name.clone(), t);
+                }
+            }
+            return;
+        }
         match crate::ops::map(self, node) {
             Ok(outs) => {
                 for (name, out) in node.output.iter().zip(outs) {
@@ -215,5 +258,69 @@ impl Cx {
                 self.poisoned.extend(node.output.iter().cloned());
             }
         }
+    }
+
+    /// A node whose inputs are all known at import, computed now (by the
+    /// reference interpreter on a graph of that node alone), so that shape
+    /// arithmetic (Shape → Gather → Concat → Reshape, Range sizes, …)
+    /// stays known. `None`: not foldable (random, too large, or the
+    /// mapping fails — the normal path then reports why).
+    fn fold(&mut self, node: &NodeProto) -> Option<Vec<HostTensor>> {
+        /// Ops whose value is not a function of their inputs.
+        const RANDOM: &[&str] = &[
+            "RandomUniform",
+            "RandomNormal",
+            "RandomUniformLike",
+            "RandomNormalLike",
+            "Bernoulli",
+            "Multinomial",
+        ];
+        /// Folding runs the reference interpreter: keep it to small work.
+        const MAX_ELEMS: usize = 1 << 20;
+        let named: Vec<&String> = node.input.iter().filter(|n| !n.is_empty()).collect();
+        if named.is_empty() || RANDOM.contains(&node.op_type()) || node.op_type() == "Constant" {
+            return None;
+        }
+        let mut elems = 0usize;
+        for n in &named {
+            elems = elems.saturating_add(self.consts.get(*n)?.shape().numel());
+        }
+        if elems > MAX_ELEMS {
+            return None;
+        }
+        let mut sub = Cx {
+            b: GraphBuilder::new("fold"),
+            vals: HashMap::new(),
+            consts: named
+                .iter()
+                .map(|n| ((*n).clone(), self.consts[*n].clone()))
+                .collect(),
+            poisoned: HashSet::new(),
+            opset: self.opset,
+            missing: Vec::new(),
+        };
+        let outs = crate::ops::map(&mut sub, node).ok()?;
+        let mut vals = Vec::new();
+        for o in &outs {
+            if let crate::ops::Out::Value(v) = o {
+                if sub.b.shape(*v).numel() > MAX_ELEMS {
+                    return None;
+                }
+                vals.push(*v);
+            }
+        }
+        let computed = if vals.is_empty() {
+            Vec::new()
+        } else {
+            let g = sub.b.finish(&vals).ok()?;
+            rlx_ref::run_graph(&g, &[]).ok()?
+        };
+        let mut computed = computed.into_iter();
+        outs.into_iter()
+            .map(|o| match o {
+                crate::ops::Out::Const(t) => Some(t),
+                crate::ops::Out::Value(_) => computed.next(),
+            })
+            .collect()
     }
 }

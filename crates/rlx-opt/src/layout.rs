@@ -13,6 +13,10 @@
 //! * `axis_nonnegative`: a negative `axis` becomes non-negative for ops
 //!   whose `axis` indexes input 0 (`narrow concat split softmax
 //!   log_softmax argmax argmin layer_norm rms_norm`).
+//! * `split_parts`: `split` becomes one `narrow` per part — one op for
+//!   "a piece of x" everywhere, so fusions and CSE see a single form, and
+//!   the memory plan makes a part over leading unit axes a view (no copy)
+//!   where a multi-output split was always copied.
 
 use crate::error::OptError;
 use crate::pass::Pass;
@@ -122,6 +126,24 @@ fn negative_axis_replace(em: &mut Emitter, c: &Candidate) -> Result<Vec<ValueId>
     em.emit(c.op.name(), &c.inputs, attrs)
 }
 
+/// `split(x)` → `narrow(x)` per part, in order along the axis.
+fn split_parts(em: &mut Emitter, c: &Candidate) -> Result<Vec<ValueId>, OptError> {
+    let rank = em.cx().ty(c.inputs[0]).rank();
+    let axis = normalize_axis(c.attrs.int("axis")?, rank)?;
+    let mut start = 0i64;
+    let mut out = Vec::with_capacity(c.out_types.len());
+    for t in &c.out_types {
+        let len = t.dims()[axis] as i64;
+        let attrs = rlx_ir::Attrs::new()
+            .with("axis", axis as i64)
+            .with("start", start)
+            .with("len", len);
+        out.push(em.emit1("narrow", &c.inputs, attrs)?);
+        start += len;
+    }
+    Ok(out)
+}
+
 /// The canonicalization rules, tried in this order.
 pub static RULES: &[Rule] = &[
     Rule {
@@ -144,6 +166,13 @@ pub static RULES: &[Rule] = &[
         matches: reduce_axes,
         replace: reduce_axes_replace,
         doc: "reduction axes non-negative and sorted; all axes → []",
+    },
+    Rule {
+        name: "split_parts",
+        ops: &["split"],
+        matches: |_, c| c.inputs.len() == 1,
+        replace: split_parts,
+        doc: "split(x) → one narrow(x) per part",
     },
     Rule {
         name: "axis_nonnegative",

@@ -18,12 +18,14 @@ inputs not given with seeded random values. Outputs are written as
 DIR/NAME.npy with --output-dir, else summarized (shape, min, max, mean).
 
 An ONNX model (.onnx) is imported first (rlx-onnx): its symbolic
-dimensions need --dim NAME=N; an op it cannot map is listed, every one,
-with exit code 4.
+dimensions need --dim NAME=N, or the input's whole shape: from its
+--input file, or --shape NAME=D0,D1,...; an op it cannot map is listed,
+every one, with exit code 4.
 
 Examples:
   rlx run docs/examples/attention_block.mir --random 0
   rlx run model.onnx --dim batch=1 --random 0 --report
+  rlx run yolov8n.onnx --input images=img.npy --output-dir out/
   rlx run model.mir --input x=x.npy --output-dir out/ --device vulkan
   rlx run model.json --input x=x.npy --report --runs 20";
 
@@ -35,6 +37,10 @@ pub struct RunArgs {
     /// The size of a symbolic dimension of an ONNX model: NAME=N (repeatable).
     #[arg(long = "dim", value_name = "NAME=N")]
     dims: Vec<String>,
+    /// The whole shape of an ONNX model's input: NAME=D0,D1,... (repeatable;
+    /// an --input file gives its input's shape by itself).
+    #[arg(long = "shape", value_name = "NAME=D0,D1,...")]
+    shapes: Vec<String>,
     /// An input value: NAME=FILE.npy (repeatable).
     #[arg(long = "input", short = 'i', value_name = "NAME=FILE.npy")]
     inputs: Vec<String>,
@@ -49,6 +55,9 @@ pub struct RunArgs {
     /// Print the full dispatch report (a one-line summary is always printed).
     #[arg(long)]
     report: bool,
+    /// Print the time per op kind over all runs (CPU), hottest first.
+    #[arg(long)]
+    profile: bool,
     /// Run this many times and print the latency (p50, min).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     runs: u32,
@@ -109,8 +118,14 @@ fn random_tensor(ty: &rlx::TensorType, seed: u64) -> CliResult<HostTensor> {
     t.map_err(|e| CliError::input(format!("random input of type {ty}: {e}")))
 }
 
-/// An ONNX model as a graph, its symbolic dimensions bound by `--dim`.
-fn import_onnx(path: &std::path::Path, dims: &[String]) -> CliResult<rlx::Graph> {
+/// An ONNX model as a graph: its symbolic dimensions bound by `--dim`,
+/// input shapes by `--shape` and by the given input files.
+fn import_onnx(
+    path: &std::path::Path,
+    dims: &[String],
+    shapes: &[String],
+    given: &[(String, String, HostTensor)],
+) -> CliResult<rlx::Graph> {
     use rlx::ir::limits::ReadError;
     let shown = path.display();
     let mut opts = rlx_onnx::ImportOptions::default();
@@ -122,6 +137,23 @@ fn import_onnx(path: &std::path::Path, dims: &[String]) -> CliResult<rlx::Graph>
             .parse()
             .map_err(|_| CliError::usage(format!("--dim {d}: {n} is not a size")))?;
         opts.dims.insert(name.to_string(), n);
+    }
+    for sh in shapes {
+        let bad = || CliError::usage(format!("--shape {sh}: expected NAME=D0,D1,... (sizes)"));
+        let (name, list) = sh.split_once('=').ok_or_else(bad)?;
+        let d: Vec<usize> = if list.is_empty() {
+            Vec::new() // a scalar
+        } else {
+            list.split(',')
+                .map(|v| v.trim().parse().map_err(|_| bad()))
+                .collect::<CliResult<_>>()?
+        };
+        opts.shapes.insert(name.to_string(), d);
+    }
+    for (name, _, t) in given {
+        opts.shapes
+            .entry(name.clone())
+            .or_insert_with(|| t.shape().dims().to_vec());
     }
     let bytes = rlx::ir::limits::read_bounded(path).map_err(|e| {
         let exit = match e {
@@ -140,32 +172,14 @@ fn import_onnx(path: &std::path::Path, dims: &[String]) -> CliResult<rlx::Graph>
         })
 }
 
-pub fn run(a: RunArgs, env: &Env) -> CliResult {
-    let dev = device::resolve(&a.run, env)?;
-    let g = if a.model.extension().is_some_and(|e| e == "onnx") {
-        import_onnx(&a.model, &a.dims)?
-    } else {
-        if !a.dims.is_empty() {
-            return Err(CliError::usage("--dim applies to ONNX models (.onnx) only"));
-        }
-        crate::inspect::parse_graph(&a.model)?
-    };
-
-    // Inputs by name, checked against the graph's declared types.
-    let mut given: Vec<Option<HostTensor>> = vec![None; g.inputs.len()];
-    for spec in &a.inputs {
+/// The --input files: (name, file, value), read and checked against the
+/// size limit.
+fn read_inputs(specs: &[String]) -> CliResult<Vec<(String, String, HostTensor)>> {
+    let mut out = Vec::new();
+    for spec in specs {
         let (name, file) = spec
             .split_once('=')
             .ok_or_else(|| CliError::usage(format!("--input {spec}: expected NAME=FILE.npy")))?;
-        let i = (0..g.inputs.len())
-            .find(|&i| input_name(&g, i) == name)
-            .ok_or_else(|| {
-                let names: Vec<_> = (0..g.inputs.len()).map(|i| input_name(&g, i)).collect();
-                CliError::usage(format!(
-                    "--input {name}: the graph has no input `{name}` (its inputs: {})",
-                    names.join(", ")
-                ))
-            })?;
         let path = PathBuf::from(file);
         let max = rlx::ir::limits().max_tensor_bytes + 4096;
         let len = std::fs::metadata(&path)
@@ -179,6 +193,37 @@ pub fn run(a: RunArgs, env: &Env) -> CliResult {
         }
         let bytes = std::fs::read(&path).map_err(|e| CliError::input(format!("{file}: {e}")))?;
         let t = npy::read(file, &bytes).map_err(|e| CliError::input(e.to_string()))?;
+        out.push((name.to_string(), file.to_string(), t));
+    }
+    Ok(out)
+}
+
+pub fn run(a: RunArgs, env: &Env) -> CliResult {
+    let dev = device::resolve(&a.run, env)?;
+    let files = read_inputs(&a.inputs)?;
+    let g = if a.model.extension().is_some_and(|e| e == "onnx") {
+        import_onnx(&a.model, &a.dims, &a.shapes, &files)?
+    } else {
+        if !a.dims.is_empty() || !a.shapes.is_empty() {
+            return Err(CliError::usage(
+                "--dim and --shape apply to ONNX models (.onnx) only",
+            ));
+        }
+        crate::inspect::parse_graph(&a.model)?
+    };
+
+    // Inputs by name, checked against the graph's declared types.
+    let mut given: Vec<Option<HostTensor>> = vec![None; g.inputs.len()];
+    for (name, file, t) in files {
+        let i = (0..g.inputs.len())
+            .find(|&i| input_name(&g, i) == name)
+            .ok_or_else(|| {
+                let names: Vec<_> = (0..g.inputs.len()).map(|i| input_name(&g, i)).collect();
+                CliError::usage(format!(
+                    "--input {name}: the graph has no input `{name}` (its inputs: {})",
+                    names.join(", ")
+                ))
+            })?;
         let want = g.ty(g.inputs[i]);
         if t.dtype() != want.dtype || t.shape() != &want.shape {
             return Err(CliError::input(format!(
@@ -225,6 +270,10 @@ pub fn run(a: RunArgs, env: &Env) -> CliResult {
     if a.report {
         eprintln!("{}", m.dispatch_report());
     }
+    if a.profile {
+        rlx_cpu::profile::reset();
+        rlx_cpu::profile::set_enabled(true);
+    }
     let mut times = Vec::with_capacity(a.runs as usize);
     let mut outs = Vec::new();
     for _ in 0..a.runs {
@@ -239,6 +288,14 @@ pub fn run(a: RunArgs, env: &Env) -> CliResult {
         times[times.len() / 2],
         times[0]
     );
+    if a.profile {
+        rlx_cpu::profile::set_enabled(false);
+        eprintln!(
+            "per-op profile, {} run(s):\n{}",
+            a.runs,
+            rlx_cpu::profile::report()
+        );
+    }
     write_outputs(&g, &outs, a.output_dir.as_ref())
 }
 

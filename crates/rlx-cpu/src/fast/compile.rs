@@ -5,7 +5,7 @@
 
 use super::convert::{self, Fmt};
 use super::elementwise;
-use super::fold::{merge_heads, residual_add, Fold};
+use super::fold::{activation_after, merge_heads, residual_add, Fold};
 use super::layout::{row_major, Loc, Root};
 use super::state::State;
 use super::step::{Home, StageIn, Step};
@@ -584,7 +584,12 @@ impl<'g> Planner<'g> {
                     *a = elementwise::broadcast(a, out_ty.dims());
                 }
             }
-            Kind::Matmul { .. } | Kind::Embedding | Kind::Constant | Kind::Reduce { .. } => {}
+            Kind::Matmul { .. }
+            | Kind::Conv { .. }
+            | Kind::Concat { .. }
+            | Kind::Embedding
+            | Kind::Constant
+            | Kind::Reduce { .. } => {}
         }
         Ok(BoolOperands {
             mask,
@@ -611,6 +616,9 @@ impl<'g> Planner<'g> {
                 ..
             } if dot.is_none() && !out_half && out_loc.root == Root::Arena => {
                 residual_add(g, ni, &self.homes, &self.no_op, &self.uses, args)
+            }
+            Kind::Conv { .. } if !out_half && out_loc.root == Root::Arena => {
+                activation_after(g, ni, &self.homes, &self.no_op, &self.uses, args)
             }
             Kind::Attention if !out_half => {
                 merge_heads(g, ni, &self.homes, &self.uses).map(|(j, f, moved)| {

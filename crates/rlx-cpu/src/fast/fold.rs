@@ -1,6 +1,6 @@
 //! Following nodes that a kernel computes while writing its output, so
 //! that they run nothing: a residual `add` after a matmul, the head-merging
-//! copy after attention.
+//! copy after attention, an activation after a conv.
 
 use super::convert::Fmt;
 use super::layout::{row_major, Loc, Root};
@@ -26,6 +26,9 @@ pub enum FoldKind {
     /// to (.., S, H·D): attention writes that layout directly
     /// ([`attention::run_merged`]), so the copy is not made.
     MergeHeads,
+    /// `act(conv(..))`: the conv applies the activation to its rows as it
+    /// writes them (while they are in cache).
+    Act(super::matmul::Act),
 }
 
 /// The node after `after` that reads `v`, when that is `v`'s only use
@@ -169,6 +172,49 @@ pub fn residual_add(
         Fold {
             out: o.clone(),
             kind: FoldKind::Residual { from },
+        },
+    ))
+}
+
+/// The activation that conv node `i` can fold in: its output's one use,
+/// after nothing but views, is a unary activation the matmul epilogue
+/// knows, of the same type, whose slot (f32, arena, contiguous) does not
+/// overlap what the conv reads. Returns that node's index and the plan.
+pub fn activation_after(
+    g: &Graph,
+    i: usize,
+    homes: &[Home],
+    no_op: &[bool],
+    uses: &[usize],
+    reads: &[Option<Loc>],
+) -> Option<(usize, Fold)> {
+    let v = g.nodes[i].outputs[0];
+    let j = sole_user(g, uses, v, i)?;
+    let n = &g.nodes[j];
+    if (i + 1..j).any(|k| !no_op[k]) || n.inputs.len() != 1 || n.outputs.len() != 1 {
+        return None;
+    }
+    let act = match n.op.name() {
+        "none" => return None,
+        name => super::matmul::activation(name)?,
+    };
+    if g.ty(n.outputs[0]) != g.ty(v) {
+        return None;
+    }
+    let Home::Mem(o, Fmt::F32) = &homes[n.outputs[0].index()] else {
+        return None;
+    };
+    if o.root != Root::Arena || !o.is_contiguous() {
+        return None;
+    }
+    if reads.iter().flatten().any(|l| l.overlaps_in_arena(o)) {
+        return None;
+    }
+    Some((
+        j,
+        Fold {
+            out: o.clone(),
+            kind: FoldKind::Act(act),
         },
     ))
 }

@@ -51,7 +51,7 @@ pub fn activation(name: &str) -> Option<Act> {
 
 simd_fn! {
     /// Bias (one `n`-vector) and activation over rows of `n`, in place.
-    fn epilogue_rows(rows: &mut [f32], n: usize, bias: Option<&[f32]>, act: Act) {
+    pub(super) fn epilogue_rows(rows: &mut [f32], n: usize, bias: Option<&[f32]>, act: Act) {
         for row in rows.chunks_mut(n.max(1)) {
             if let Some(b) = bias {
                 for (x, &bb) in row.iter_mut().zip(b) {

@@ -46,6 +46,7 @@ mod attention;
 pub mod bf16dot;
 mod bounds;
 mod compile;
+mod conv;
 mod convert;
 mod elementwise;
 mod fold;
@@ -81,6 +82,14 @@ pub enum Kind {
         bias: bool,
     },
     Attention,
+    Conv {
+        geom: conv::Geom,
+        bias: bool,
+    },
+    /// Inputs laid side by side along `axis`.
+    Concat {
+        axis: usize,
+    },
     Norm {
         centered: bool,
     },
@@ -132,6 +141,23 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
                 _ => false,
             };
             (qkv_ok && mask_ok).then_some(Kind::Attention)
+        }
+        "conv" => {
+            let bias_ok = inputs
+                .get(2)
+                .is_none_or(|b| b.shape.numel() == inputs[1].dims()[0]);
+            (inputs.len() >= 2 && f32s(inputs) && bias_ok)
+                .then(|| conv::geom(inputs, attrs))?
+                .map(|geom| Kind::Conv {
+                    geom,
+                    bias: inputs.len() == 3,
+                })
+        }
+        "concat" => {
+            let rank = rank(0);
+            let axis = usize::try_from(attrs.int("axis").ok()?).ok()?;
+            (f32s(inputs) && axis < rank && inputs.iter().all(|t| t.shape.rank() == rank))
+                .then_some(Kind::Concat { axis })
         }
         "layer_norm" | "rms_norm" => {
             let x = inputs.first()?;

@@ -9,7 +9,7 @@ use super::layout::{Loc, Reader, Root, View};
 use super::state::State;
 use super::step::{Home, Step};
 use super::weights::{DotPlan, F32PackKind};
-use super::{attention, fail, matmul, norm, reduce, FastProgram, Kind};
+use super::{attention, conv, fail, matmul, norm, reduce, FastProgram, Kind};
 use crate::kernels::{kernel, KernelCx};
 use crate::CpuError;
 use rlx_ir::{DType, Element, HostTensor, TensorType};
@@ -429,6 +429,49 @@ impl FastProgram {
                 };
                 let (x, y) = (src(1)?, src(2)?);
                 elementwise::select(out, cond, mask_strides, &x, &y, out_dims, &st.pool);
+            }
+            Kind::Conv { geom, bias } => {
+                let (x, w) = (view(0)?, view(1)?);
+                let bias = if *bias { Some(view(2)?) } else { None };
+                // Strided operands (a view the memory plan made) are
+                // gathered first; the kernel reads rows.
+                fn own<'v>(v: &'v View) -> Cow<'v, [f32]> {
+                    match v.contiguous() {
+                        Some(s) => Cow::Borrowed(s),
+                        None => (0..v.loc.numel()).map(|i| v.get(i)).collect(),
+                    }
+                }
+                let act = match fold.map(|f| &f.kind) {
+                    Some(FoldKind::Act(a)) => *a,
+                    _ => matmul::Act::None,
+                };
+                conv::run(geom, &own(&x), &own(&w), bias.as_ref(), act, out);
+            }
+            Kind::Concat { axis } => {
+                // Per outer index, each input's block of (len · inner).
+                let outer: usize = out_dims[..*axis].iter().product();
+                let row = out.len() / outer.max(1);
+                let mut at = 0;
+                for k in 0..node.inputs.len() {
+                    let v = view(k)?;
+                    let block = v.loc.numel() / outer.max(1);
+                    match v.contiguous() {
+                        Some(src) => {
+                            for (o, dst) in out.chunks_mut(row.max(1)).enumerate() {
+                                dst[at..at + block]
+                                    .copy_from_slice(&src[o * block..(o + 1) * block]);
+                            }
+                        }
+                        None => {
+                            for (o, dst) in out.chunks_mut(row.max(1)).enumerate() {
+                                for (i, d) in dst[at..at + block].iter_mut().enumerate() {
+                                    *d = v.get(o * block + i);
+                                }
+                            }
+                        }
+                    }
+                    at += block;
+                }
             }
             Kind::Reduce {
                 red,

@@ -98,9 +98,9 @@ fn plan(m: &Mode, inp: usize, out: usize, scale: f64, roi: (f64, f64)) -> Plan {
     let last = inp as i64 - 1;
     let mut taps: Vec<(Vec<f64>, Vec<f64>)> = Vec::new();
     let mut outside = vec![false; out];
-    for o in 0..out {
+    for (o, out_o) in outside.iter_mut().enumerate() {
         let Some(x) = source(m, o as f64, inp, out, scale, roi) else {
-            outside[o] = true;
+            *out_o = true;
             for t in &mut taps {
                 t.0.push(0.0);
                 t.1.push(0.0);

@@ -1,0 +1,245 @@
+//! conv (1-D and 2-D, any groups) in f32. Per batch item and group, the
+//! output (M/g, positions) is the product of the weight (M/g, C/g·k) with
+//! the input's patch matrix (C/g·k, positions) — im2col into a per-thread
+//! buffer, then the `gemm` crate, split over threads. A 1×1 conv with
+//! stride 1 and no padding reads the input itself as the patch matrix.
+//! Depthwise convs (one input and one output channel per group) run a
+//! direct loop over the taps instead: a product of 1 row would waste the
+//! GEMM. The bias is added per output channel as the rows are written.
+
+use super::layout::View;
+use super::matmul::{epilogue_rows, Act};
+use super::par::for_chunks;
+use crate::kernels::gemm::{gemm_into, Mat};
+use rlx_ir::{Attrs, TensorType};
+use std::cell::RefCell;
+
+/// The sizes of one 2-D conv (a 1-D conv is one of height 1).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Geom {
+    n: usize,
+    c: usize,
+    h: usize,
+    w: usize,
+    m: usize,
+    kh: usize,
+    kw: usize,
+    oh: usize,
+    ow: usize,
+    stride: [usize; 2],
+    dil: [usize; 2],
+    pad: [usize; 2],
+    groups: usize,
+}
+
+/// The geometry of a conv of these inputs and attributes, when this kernel
+/// runs it: 3-D or 4-D input, weight of the same rank.
+pub fn geom(inputs: &[&TensorType], attrs: &Attrs) -> Option<Geom> {
+    let (x, wt) = (inputs.first()?.dims(), inputs.get(1)?.dims());
+    let r = x.len();
+    if !(r == 3 || r == 4) || wt.len() != r {
+        return None;
+    }
+    let sp = r - 2;
+    let list = |name: &str, fill: usize, len: usize| -> Option<Vec<usize>> {
+        match attrs.ints(name) {
+            Ok(v) if !v.is_empty() => v.iter().map(|&x| usize::try_from(x).ok()).collect(),
+            _ => Some(vec![fill; len]),
+        }
+    };
+    let (s, d, p) = (
+        list("strides", 1, sp)?,
+        list("dilations", 1, sp)?,
+        list("pads", 0, 2 * sp)?,
+    );
+    if s.len() != sp || d.len() != sp || p.len() != 2 * sp {
+        return None;
+    }
+    let groups = usize::try_from(attrs.int("groups").unwrap_or(1)).ok()?;
+    // (height, width): a 1-D conv is one row.
+    let two = |v: &[usize], fill: usize| if sp == 1 { [fill, v[0]] } else { [v[0], v[1]] };
+    let (xs, ws) = (&x[2..], &wt[2..]);
+    // The output extent per axis (the IR's type rule, which the output's
+    // type already holds): (in + pads − dilated kernel) / stride + 1.
+    let os: Vec<usize> = (0..sp)
+        .map(|i| {
+            let span = xs[i] + p[i] + p[sp + i];
+            let ek = (ws[i].checked_sub(1)?) * d[i] + 1;
+            (s[i] >= 1 && span >= ek).then(|| (span - ek) / s[i] + 1)
+        })
+        .collect::<Option<_>>()?;
+    let os = &os[..];
+    let g = Geom {
+        n: x[0],
+        c: x[1],
+        h: two(xs, 1)[0],
+        w: two(xs, 1)[1],
+        m: wt[0],
+        kh: two(ws, 1)[0],
+        kw: two(ws, 1)[1],
+        oh: two(os, 1)[0],
+        ow: two(os, 1)[1],
+        stride: two(&s, 1),
+        dil: two(&d, 1),
+        pad: two(&p[..sp], 0),
+        groups,
+    };
+    (groups >= 1
+        && g.c.is_multiple_of(groups)
+        && g.m.is_multiple_of(groups)
+        && wt[1] * groups == g.c)
+        .then_some(g)
+}
+
+impl Geom {
+    fn depthwise(&self) -> bool {
+        self.groups == self.c && self.m == self.c
+    }
+    fn pointwise(&self) -> bool {
+        self.kh == 1 && self.kw == 1 && self.stride == [1, 1] && self.pad == [0, 0]
+    }
+    /// f32s of the patch matrix of one group.
+    pub fn col_len(&self) -> usize {
+        if self.depthwise() || self.pointwise() {
+            0
+        } else {
+            self.c / self.groups * self.kh * self.kw * self.oh * self.ow
+        }
+    }
+}
+
+thread_local! {
+    /// The patch matrix, kept between runs (grown, never shrunk).
+    static COL: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// One group's patch matrix: row (c, ki, kj) holds, for every output
+/// position, the input element that tap reads (0 in the padding).
+fn im2col(g: &Geom, x: &[f32], col: &mut [f32]) {
+    let (p, cg) = (g.oh * g.ow, g.c / g.groups);
+    let rows_per = (cg * g.kh * g.kw)
+        .div_ceil(super::par::threads().max(1) * 4)
+        .max(1);
+    for_chunks(
+        &mut col[..cg * g.kh * g.kw * p],
+        rows_per * p,
+        |ci, chunk| {
+            for (r, dst) in chunk.chunks_mut(p).enumerate() {
+                let row = ci * rows_per + r;
+                let (c, k) = (row / (g.kh * g.kw), row % (g.kh * g.kw));
+                let (ki, kj) = (k / g.kw, k % g.kw);
+                let plane = &x[c * g.h * g.w..(c + 1) * g.h * g.w];
+                let dx = (kj * g.dil[1]) as isize - g.pad[1] as isize;
+                // The output columns whose input column is inside the row.
+                let sw = g.stride[1] as isize;
+                let lo = if dx >= 0 { 0 } else { ((-dx) + sw - 1) / sw } as usize;
+                let hi = (((g.w as isize - dx) + sw - 1) / sw).clamp(0, g.ow as isize) as usize;
+                for oy in 0..g.oh {
+                    let iy = (oy * g.stride[0] + ki * g.dil[0]) as isize - g.pad[0] as isize;
+                    let d = &mut dst[oy * g.ow..(oy + 1) * g.ow];
+                    if iy < 0 || iy >= g.h as isize || lo >= hi {
+                        d.fill(0.0);
+                        continue;
+                    }
+                    let src = &plane[iy as usize * g.w..(iy as usize + 1) * g.w];
+                    d[..lo].fill(0.0);
+                    d[hi..].fill(0.0);
+                    if sw == 1 {
+                        let s0 = (lo as isize + dx) as usize;
+                        d[lo..hi].copy_from_slice(&src[s0..s0 + hi - lo]);
+                    } else {
+                        for (ox, v) in d[lo..hi].iter_mut().enumerate() {
+                            *v = src[((lo + ox) as isize * sw + dx) as usize];
+                        }
+                    }
+                }
+            }
+        },
+    );
+}
+
+/// Depthwise: each channel convolved with its own taps.
+fn depthwise(g: &Geom, x: &[f32], w: &[f32], out: &mut [f32]) {
+    let (p, k) = (g.oh * g.ow, g.kh * g.kw);
+    for_chunks(out, p, |ch, o| {
+        let c = ch % g.c;
+        let plane = &x[(ch / g.c * g.c + c) * g.h * g.w..][..g.h * g.w];
+        let taps = &w[c * k..(c + 1) * k];
+        o.fill(0.0);
+        for ki in 0..g.kh {
+            for kj in 0..g.kw {
+                let t = taps[ki * g.kw + kj];
+                let dx = (kj * g.dil[1]) as isize - g.pad[1] as isize;
+                for oy in 0..g.oh {
+                    let iy = (oy * g.stride[0] + ki * g.dil[0]) as isize - g.pad[0] as isize;
+                    if iy < 0 || iy >= g.h as isize {
+                        continue;
+                    }
+                    let src = &plane[iy as usize * g.w..][..g.w];
+                    let row = &mut o[oy * g.ow..(oy + 1) * g.ow];
+                    for (ox, v) in row.iter_mut().enumerate() {
+                        let ix = (ox * g.stride[1]) as isize + dx;
+                        if ix >= 0 && ix < g.w as isize {
+                            *v += t * src[ix as usize];
+                        }
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// `out` (N, M, OH, OW) = act(conv(x, w) + bias); x and w contiguous.
+pub fn run(g: &Geom, x: &[f32], w: &[f32], bias: Option<&View>, act: Act, out: &mut [f32]) {
+    let p = g.oh * g.ow;
+    if g.depthwise() {
+        depthwise(g, x, w, out);
+    } else {
+        let (cg, mg) = (g.c / g.groups, g.m / g.groups);
+        let k = cg * g.kh * g.kw;
+        COL.with(|col| {
+            let mut col = col.borrow_mut();
+            if col.len() < g.col_len() {
+                col.resize(g.col_len(), 0.0);
+            }
+            for b in 0..g.n {
+                for gi in 0..g.groups {
+                    let xg = &x[(b * g.c + gi * cg) * g.h * g.w..][..cg * g.h * g.w];
+                    let patches: &[f32] = if g.pointwise() {
+                        xg
+                    } else {
+                        im2col(g, xg, &mut col);
+                        &col[..k * p]
+                    };
+                    let wg = &w[gi * mg * k..(gi + 1) * mg * k];
+                    let o = &mut out[(b * g.m + gi * mg) * p..][..mg * p];
+                    gemm_into(
+                        Mat::row_major(wg, mg, k),
+                        Mat::row_major(patches, k, p),
+                        o,
+                        p,
+                        false,
+                        true,
+                    );
+                }
+            }
+        });
+    }
+    if bias.is_none() && act == Act::None {
+        return;
+    }
+    // Bias and activation per output channel (one row of `p`), on threads.
+    let p = p.max(1);
+    let rows = (out.len() / p)
+        .div_ceil(super::par::threads().max(1) * 4)
+        .max(1);
+    for_chunks(out, rows * p, |ci, chunk| {
+        for (r, row) in chunk.chunks_mut(p).enumerate() {
+            if let Some(b) = bias {
+                let b = b.get((ci * rows + r) % g.m);
+                row.iter_mut().for_each(|v| *v += b);
+            }
+            epilogue_rows(row, p, None, act);
+        }
+    });
+}
