@@ -35,6 +35,9 @@ pub struct Imported {
     pub inputs: Vec<String>,
     /// The default-domain opset the model imports.
     pub opset: i64,
+    /// The model's metadata (`metadata_props`: key, value), as written:
+    /// class names, a recognizer's dictionary, …
+    pub metadata: Vec<(String, String)>,
 }
 
 /// Import an ONNX model from its bytes.
@@ -109,6 +112,11 @@ pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Imported
         graph,
         inputs,
         opset,
+        metadata: model
+            .metadata_props
+            .iter()
+            .map(|p| (p.key().to_string(), p.value().to_string()))
+            .collect(),
     })
 }
 

