@@ -18,6 +18,7 @@
 //! println!("{}", rlx_ir::text::print(&m.graph));
 //! ```
 
+mod describe;
 mod error;
 mod import;
 pub mod ops;
@@ -25,5 +26,6 @@ pub mod ops;
 pub mod proto;
 pub mod tensor;
 
+pub use describe::{describe, Description};
 pub use error::{Missing, OnnxError};
 pub use import::{import, import_model, ImportOptions, Imported};

@@ -6,7 +6,8 @@
 //!   `rlx_ref::run_graph`), so this crate does not depend on a backend.
 //!   The evaluator gets a one-node graph whose inputs are the constants.
 //! * A node is folded only when its outputs hold at most `max_elements`
-//!   elements in total (default [`ConstFold::DEFAULT_MAX_ELEMENTS`]), so
+//!   elements in total (default [`ConstFold::DEFAULT_MAX_ELEMENTS`]), or
+//!   no more than its inputs hold (a weight's dequantization or cast), so
 //!   folding never blows a compact expression (a `broadcast`, a `tile`)
 //!   up into a huge literal.
 //! * Nodes without inputs (`arange`, `random_*`, `constant`) are left
@@ -119,7 +120,14 @@ impl ConstFold {
             .iter()
             .map(|&o| g.ty(o).shape.numel())
             .fold(0usize, |a, n| a.saturating_add(n));
-        if out_elems > self.max_elements {
+        // A result no larger than its inputs never blows up the graph's
+        // literals (a weight's dequantization, a cast of a table): those
+        // fold whatever their size — else they ran again on every run.
+        let in_elems = args
+            .iter()
+            .map(|t| t.shape().numel())
+            .fold(0usize, |a, n| a.saturating_add(n));
+        if out_elems > self.max_elements.max(in_elems) {
             return None;
         }
         let mut b = GraphBuilder::new(format!("fold_{}", node.op.name()));
@@ -207,13 +215,16 @@ mod tests {
         let mut b = GraphBuilder::new("g");
         let c1 = consts(&mut b, &[1.0, 2.0, 3.0]);
         let s = b.binary("add", c1, c1).unwrap();
+        let big = b
+            .op1("broadcast", &[s], Attrs::new().with("shape", vec![2i64, 3]))
+            .unwrap();
         let e = b.unary("exp", c1).unwrap(); // the mini evaluator refuses exp
-        let g = b.finish(&[s, e]).unwrap();
+        let g = b.finish(&[big, e]).unwrap();
+        // Over the cap: the add folds (no larger than its inputs), the
+        // broadcast (6 elements from 3) does not.
         let capped = ConstFold::new(mini).max_elements(2).fold(&g).unwrap();
-        assert_eq!(capped.nodes.len(), 3);
-        let folded = ConstFold::new(mini).fold(&g).unwrap();
-        let ops: Vec<_> = folded.nodes.iter().map(|n| n.op.name()).collect();
-        assert_eq!(ops, ["constant", "constant", "exp"]);
+        let ops: Vec<_> = capped.nodes.iter().map(|n| n.op.name()).collect();
+        assert_eq!(ops, ["constant", "constant", "broadcast", "exp"]);
     }
 
     #[test]

@@ -151,8 +151,10 @@ pub fn ir(path: &Path) -> CliResult {
 
 #[derive(Args)]
 pub struct DispatchArgs {
-    /// The MIR file (text or .json).
+    /// The model: a MIR file (text or .json) or an ONNX model (.onnx).
     file: PathBuf,
+    #[command(flatten)]
+    shape: crate::model::ShapeArgs,
     /// A device (cpu, vulkan, ...) or a chain (`vulkan,cpu`, `cheapest:vulkan,cpu`).
     #[arg(long, short = 'd')]
     device: Option<String>,
@@ -194,7 +196,7 @@ pub fn dispatch(a: DispatchArgs, env: &Env) -> CliResult {
             rlx::Policy::parse(p).map_err(CliError::usage)?,
         );
     }
-    let g = parse_graph(&a.file)?;
+    let g = crate::model::load(&a.file, &a.shape, &[])?;
     let m = rlx::compile_with(&g, target, &opts)?;
     let mut o = Out::new();
     if a.json {
@@ -209,8 +211,11 @@ pub fn dispatch(a: DispatchArgs, env: &Env) -> CliResult {
 
 #[derive(Args)]
 pub struct CompileArgs {
-    /// A MIR file, @encoder-block (the DSL-written MiniLM block) or @minilm (HIR).
+    /// A MIR file, an ONNX model (.onnx), @encoder-block (the DSL-written
+    /// MiniLM block) or @minilm (HIR).
     file: PathBuf,
+    #[command(flatten)]
+    shape: crate::model::ShapeArgs,
     #[command(flatten)]
     run: crate::RunFlags,
     /// Stages to print, comma-separated: hir, mir, fusion, lir, plan, all.
@@ -237,7 +242,11 @@ pub fn compile(a: CompileArgs, env: &Env) -> CliResult {
         optimize: !a.no_opt,
         ..Default::default()
     };
-    let (g, hir) = graph_arg(&a.file)?;
+    let (g, hir) = if crate::model::is_onnx(&a.file) {
+        (crate::model::load(&a.file, &a.shape, &[])?, None)
+    } else {
+        graph_arg(&a.file)?
+    };
     let m = rlx::compile_with(&g, device, &opts)?;
     let p = m.program();
     let has = |s: Stage| a.print.contains(&s) || a.print.contains(&Stage::All);

@@ -11,6 +11,7 @@ mod device;
 mod embed;
 mod inspect;
 mod kernels;
+mod model;
 mod models;
 mod out;
 mod run;
@@ -67,6 +68,11 @@ enum Cmd {
         after_help = "Examples:\n  rlx dispatch model.mir --device vulkan\n  rlx dispatch model.mir --device vulkan,cpu --op softmax=common_ir_only --json"
     )]
     Dispatch(inspect::DispatchArgs),
+    /// A model's inputs, outputs, op histogram and per-device dispatch.
+    #[command(
+        after_help = "Examples:\n  rlx inspect yolov8n.onnx --shape images=1,3,320,320\n  rlx inspect model.onnx --dim batch=1 --device cpu,vulkan"
+    )]
+    Inspect(model::InspectArgs),
     /// The graph after each compile stage: HIR, MIR, fusion, LIR, memory plan.
     #[command(
         after_help = "Examples:\n  rlx compile @encoder-block --print fusion,plan\n  rlx compile @minilm --device vulkan --print lir"
@@ -145,6 +151,7 @@ fn run(cmd: Cmd) -> CliResult {
         Cmd::Ir { file } => inspect::ir(&file),
         Cmd::Dispatch(a) => inspect::dispatch(a, &env),
         Cmd::Compile(a) => inspect::compile(a, &env),
+        Cmd::Inspect(a) => model::inspect(a, &env),
         Cmd::Kernels(a) => kernels::kernels(a),
         Cmd::Coverage => inspect::coverage(),
         Cmd::Run(a) => run::run(a, &env),

@@ -34,13 +34,8 @@ pub struct RunArgs {
     /// The model: a MIR file (text, or JSON ending in .json), or an ONNX
     /// model (.onnx).
     model: PathBuf,
-    /// The size of a symbolic dimension of an ONNX model: NAME=N (repeatable).
-    #[arg(long = "dim", value_name = "NAME=N")]
-    dims: Vec<String>,
-    /// The whole shape of an ONNX model's input: NAME=D0,D1,... (repeatable;
-    /// an --input file gives its input's shape by itself).
-    #[arg(long = "shape", value_name = "NAME=D0,D1,...")]
-    shapes: Vec<String>,
+    #[command(flatten)]
+    shape: crate::model::ShapeArgs,
     /// An input value: NAME=FILE.npy (repeatable).
     #[arg(long = "input", short = 'i', value_name = "NAME=FILE.npy")]
     inputs: Vec<String>,
@@ -118,60 +113,6 @@ fn random_tensor(ty: &rlx::TensorType, seed: u64) -> CliResult<HostTensor> {
     t.map_err(|e| CliError::input(format!("random input of type {ty}: {e}")))
 }
 
-/// An ONNX model as a graph: its symbolic dimensions bound by `--dim`,
-/// input shapes by `--shape` and by the given input files.
-fn import_onnx(
-    path: &std::path::Path,
-    dims: &[String],
-    shapes: &[String],
-    given: &[(String, String, HostTensor)],
-) -> CliResult<rlx::Graph> {
-    use rlx::ir::limits::ReadError;
-    let shown = path.display();
-    let mut opts = rlx_onnx::ImportOptions::default();
-    for d in dims {
-        let (name, n) = d
-            .split_once('=')
-            .ok_or_else(|| CliError::usage(format!("--dim {d}: expected NAME=N")))?;
-        let n: usize = n
-            .parse()
-            .map_err(|_| CliError::usage(format!("--dim {d}: {n} is not a size")))?;
-        opts.dims.insert(name.to_string(), n);
-    }
-    for sh in shapes {
-        let bad = || CliError::usage(format!("--shape {sh}: expected NAME=D0,D1,... (sizes)"));
-        let (name, list) = sh.split_once('=').ok_or_else(bad)?;
-        let d: Vec<usize> = if list.is_empty() {
-            Vec::new() // a scalar
-        } else {
-            list.split(',')
-                .map(|v| v.trim().parse().map_err(|_| bad()))
-                .collect::<CliResult<_>>()?
-        };
-        opts.shapes.insert(name.to_string(), d);
-    }
-    for (name, _, t) in given {
-        opts.shapes
-            .entry(name.clone())
-            .or_insert_with(|| t.shape().dims().to_vec());
-    }
-    let bytes = rlx::ir::limits::read_bounded(path).map_err(|e| {
-        let exit = match e {
-            ReadError::Limit(_) => crate::out::Exit::Limit,
-            _ => crate::out::Exit::Input,
-        };
-        CliError::new(exit, e.to_string())
-    })?;
-    rlx_onnx::import(&bytes, &opts)
-        .map(|m| m.graph)
-        .map_err(|e| match e {
-            rlx_onnx::OnnxError::Unsupported(_) => {
-                CliError::new(crate::out::Exit::Unsupported, format!("{shown}: {e}"))
-            }
-            e => CliError::input(format!("{shown}: {e}")),
-        })
-}
-
 /// The --input files: (name, file, value), read and checked against the
 /// size limit.
 fn read_inputs(specs: &[String]) -> CliResult<Vec<(String, String, HostTensor)>> {
@@ -201,16 +142,11 @@ fn read_inputs(specs: &[String]) -> CliResult<Vec<(String, String, HostTensor)>>
 pub fn run(a: RunArgs, env: &Env) -> CliResult {
     let dev = device::resolve(&a.run, env)?;
     let files = read_inputs(&a.inputs)?;
-    let g = if a.model.extension().is_some_and(|e| e == "onnx") {
-        import_onnx(&a.model, &a.dims, &a.shapes, &files)?
-    } else {
-        if !a.dims.is_empty() || !a.shapes.is_empty() {
-            return Err(CliError::usage(
-                "--dim and --shape apply to ONNX models (.onnx) only",
-            ));
-        }
-        crate::inspect::parse_graph(&a.model)?
-    };
+    let given: Vec<(String, Vec<usize>)> = files
+        .iter()
+        .map(|(n, _, t)| (n.clone(), t.shape().dims().to_vec()))
+        .collect();
+    let g = crate::model::load(&a.model, &a.shape, &given)?;
 
     // Inputs by name, checked against the graph's declared types.
     let mut given: Vec<Option<HostTensor>> = vec![None; g.inputs.len()];

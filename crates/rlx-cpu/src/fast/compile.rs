@@ -586,6 +586,7 @@ impl<'g> Planner<'g> {
             }
             Kind::Matmul { .. }
             | Kind::Conv { .. }
+            | Kind::ConvTranspose { .. }
             | Kind::Concat { .. }
             | Kind::Embedding
             | Kind::Constant

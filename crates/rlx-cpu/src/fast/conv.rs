@@ -243,3 +243,138 @@ pub fn run(g: &Geom, x: &[f32], w: &[f32], bias: Option<&View>, act: Act, out: &
         }
     });
 }
+
+/// The sizes of one 2-D transposed conv with one group (a 1-D one is of
+/// height 1).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TGeom {
+    n: usize,
+    cin: usize,
+    h: usize,
+    w: usize,
+    cout: usize,
+    kh: usize,
+    kw: usize,
+    oh: usize,
+    ow: usize,
+    stride: [usize; 2],
+    dil: [usize; 2],
+    pad: [usize; 2],
+}
+
+/// The geometry of a conv_transpose this kernel runs: 3-D or 4-D, one group.
+pub fn tgeom(inputs: &[&TensorType], attrs: &Attrs) -> Option<TGeom> {
+    let (x, wt) = (inputs.first()?.dims(), inputs.get(1)?.dims());
+    let r = x.len();
+    if !(r == 3 || r == 4)
+        || wt.len() != r
+        || attrs.int("groups").unwrap_or(1) != 1
+        || wt[0] != x[1]
+    {
+        return None;
+    }
+    let sp = r - 2;
+    let list = |name: &str, fill: usize, len: usize| -> Option<Vec<usize>> {
+        match attrs.ints(name) {
+            Ok(v) if !v.is_empty() => v.iter().map(|&x| usize::try_from(x).ok()).collect(),
+            _ => Some(vec![fill; len]),
+        }
+    };
+    let (s, d, p) = (
+        list("strides", 1, sp)?,
+        list("dilations", 1, sp)?,
+        list("pads", 0, 2 * sp)?,
+    );
+    let op = list("output_padding", 0, sp)?;
+    if s.len() != sp || d.len() != sp || p.len() != 2 * sp || op.len() != sp {
+        return None;
+    }
+    let os: Vec<usize> = (0..sp)
+        .map(|i| {
+            let full =
+                (x[2 + i].checked_sub(1)?) * s[i] + d[i] * (wt[2 + i].checked_sub(1)?) + op[i] + 1;
+            full.checked_sub(p[i] + p[sp + i])
+        })
+        .collect::<Option<_>>()?;
+    let two = |v: &[usize], fill: usize| if sp == 1 { [fill, v[0]] } else { [v[0], v[1]] };
+    Some(TGeom {
+        n: x[0],
+        cin: x[1],
+        h: two(&x[2..], 1)[0],
+        w: two(&x[2..], 1)[1],
+        cout: wt[1],
+        kh: two(&wt[2..], 1)[0],
+        kw: two(&wt[2..], 1)[1],
+        oh: two(&os, 1)[0],
+        ow: two(&os, 1)[1],
+        stride: two(&s, 1),
+        dil: two(&d, 1),
+        pad: two(&p[..sp], 0),
+    })
+}
+
+impl TGeom {
+    /// f32s of the column matrix (Cout·k, input positions).
+    pub fn col_len(&self) -> usize {
+        self.cout * self.kh * self.kw * self.h * self.w
+    }
+}
+
+/// `out` = conv_transpose(x, w) + bias: the columns wᵀ·x (Cout·k × input
+/// positions) by GEMM, then each column added at the output position its
+/// tap lands on (col2im), one output channel per task.
+pub fn run_transpose(g: &TGeom, x: &[f32], w: &[f32], bias: Option<&View>, out: &mut [f32]) {
+    let (p, k) = (g.h * g.w, g.kh * g.kw);
+    let (rows, op) = (g.cout * k, g.oh * g.ow);
+    COL.with(|col| {
+        let mut col = col.borrow_mut();
+        if col.len() < g.col_len() {
+            col.resize(g.col_len(), 0.0);
+        }
+        for b in 0..g.n {
+            let xb = &x[b * g.cin * p..(b + 1) * g.cin * p];
+            // w is (Cin, Cout·k): its transpose read through swapped strides.
+            let wt = Mat {
+                data: w,
+                rows,
+                cols: g.cin,
+                row_stride: 1,
+                col_stride: rows,
+            };
+            gemm_into(
+                wt,
+                Mat::row_major(xb, g.cin, p),
+                &mut col[..rows * p],
+                p,
+                false,
+                true,
+            );
+            let cols = &col[..rows * p];
+            let ob = &mut out[b * g.cout * op..(b + 1) * g.cout * op];
+            for_chunks(ob, op.max(1), |oc, plane| {
+                let b0 = bias.map_or(0.0, |v| v.get(oc));
+                plane.fill(b0);
+                for ki in 0..g.kh {
+                    for kj in 0..g.kw {
+                        let src = &cols[((oc * g.kh + ki) * g.kw + kj) * p..][..p];
+                        for iy in 0..g.h {
+                            let oy =
+                                (iy * g.stride[0] + ki * g.dil[0]) as isize - g.pad[0] as isize;
+                            if oy < 0 || oy >= g.oh as isize {
+                                continue;
+                            }
+                            let row = &mut plane[oy as usize * g.ow..(oy as usize + 1) * g.ow];
+                            for ix in 0..g.w {
+                                let ox =
+                                    (ix * g.stride[1] + kj * g.dil[1]) as isize - g.pad[1] as isize;
+                                if ox >= 0 && ox < g.ow as isize {
+                                    row[ox as usize] += src[iy * g.w + ix];
+                                }
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+}

@@ -105,6 +105,29 @@ pub enum Instr {
     Where(usize, usize, usize),
     /// Cast to bool: x != 0 (NaN is true, as in the reference).
     ToBool(usize),
+    /// clamp(x, lo, hi): below lo is lo, then above hi is hi; NaN stays
+    /// (an absent bound is an infinity).
+    Clamp(usize, f32, f32),
+    /// isnan / isinf / isfinite: 1.0 or 0.0.
+    Class(Class, usize),
+}
+
+/// The float classifications a region computes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Class {
+    Nan,
+    Inf,
+    Finite,
+}
+
+/// The bounds of a `clamp` node (absent: ±∞).
+pub fn clamp_bounds(attrs: &rlx_ir::Attrs) -> (f32, f32) {
+    (
+        attrs
+            .opt_float("min")
+            .map_or(f32::NEG_INFINITY, |v| v as f32),
+        attrs.opt_float("max").map_or(f32::INFINITY, |v| v as f32),
+    )
 }
 
 /// Comparisons and logic ops inside a region; bools live in registers as
@@ -148,6 +171,15 @@ pub struct Program {
 
 impl Program {
     /// A plain copy (a cast between f32, f16 and bf16: the store rounds).
+    /// `clamp(x)` on its own.
+    pub fn clamp(lo: f32, hi: f32) -> Program {
+        Program {
+            instrs: vec![Instr::Load(0), Instr::Clamp(0, lo, hi)],
+            out: 1,
+            inputs: 1,
+        }
+    }
+
     pub fn copy() -> Program {
         Program {
             instrs: vec![Instr::Load(0), Instr::Un(Un::Copy, 0)],
@@ -213,6 +245,20 @@ impl Program {
                 "constant" => Instr::Const(scalar_constant(n)?),
                 "where" if n.inputs.len() == 3 => Instr::Where(arg(0)?, arg(1)?, arg(2)?),
                 "not" if n.inputs.len() == 1 => Instr::Not(arg(0)?),
+                op @ ("isnan" | "isinf" | "isfinite")
+                    if n.inputs.len() == 1 && convert::is_float(in_ty(0)?) =>
+                {
+                    let c = match op {
+                        "isnan" => Class::Nan,
+                        "isinf" => Class::Inf,
+                        _ => Class::Finite,
+                    };
+                    Instr::Class(c, arg(0)?)
+                }
+                "clamp" if n.inputs.len() == 1 && convert::is_float(in_ty(0)?) => {
+                    let (lo, hi) = clamp_bounds(&n.attrs);
+                    Instr::Clamp(arg(0)?, lo, hi)
+                }
                 op if n.inputs.len() == 2 && cmp(op).is_some() => {
                     Instr::Cmp(cmp(op)?, arg(0)?, arg(1)?)
                 }
@@ -459,6 +505,22 @@ simd_fn! {
                     Instr::ToBool(a) => {
                         for (d, &x) in dst.iter_mut().zip(reg(*a)) {
                             *d = if x != 0.0 || x.is_nan() { 1.0 } else { 0.0 };
+                        }
+                    }
+                    Instr::Class(c, a) => {
+                        for (d, &x) in dst.iter_mut().zip(reg(*a)) {
+                            let yes = match c {
+                                Class::Nan => x.is_nan(),
+                                Class::Inf => x.is_infinite(),
+                                Class::Finite => x.is_finite(),
+                            };
+                            *d = if yes { 1.0 } else { 0.0 };
+                        }
+                    }
+                    Instr::Clamp(a, lo, hi) => {
+                        for (d, &x) in dst.iter_mut().zip(reg(*a)) {
+                            let v = if x < *lo { *lo } else { x };
+                            *d = if v > *hi { *hi } else { v };
                         }
                     }
                     Instr::Where(c, a, b) => {

@@ -86,6 +86,10 @@ pub enum Kind {
         geom: conv::Geom,
         bias: bool,
     },
+    ConvTranspose {
+        geom: conv::TGeom,
+        bias: bool,
+    },
     /// Inputs laid side by side along `axis`.
     Concat {
         axis: usize,
@@ -153,6 +157,17 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
                     bias: inputs.len() == 3,
                 })
         }
+        "conv_transpose" => {
+            let bias_ok = inputs
+                .get(2)
+                .is_none_or(|b| b.shape.numel() == inputs[1].dims()[1]);
+            (inputs.len() >= 2 && f32s(inputs) && bias_ok)
+                .then(|| conv::tgeom(inputs, attrs))?
+                .map(|geom| Kind::ConvTranspose {
+                    geom,
+                    bias: inputs.len() == 3,
+                })
+        }
         "concat" => {
             let rank = rank(0);
             let axis = usize::try_from(attrs.int("axis").ok()?).ok()?;
@@ -171,6 +186,14 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
         "softmax" | "log_softmax" => (f32s(inputs) && inputs.len() == 1).then_some(Kind::Softmax {
             log: op == "log_softmax",
         }),
+        // A gather of rows (axis 0) is an embedding lookup.
+        "gather" if attrs.int("axis").ok()? == 0 => {
+            let (t, ids) = (inputs.first()?, inputs.get(1)?);
+            (convert::is_float(t.dtype)
+                && t.shape.rank() >= 1
+                && matches!(ids.dtype, DType::I64 | DType::I32))
+            .then_some(Kind::Embedding)
+        }
         "embedding" => {
             let (t, ids) = (inputs.first()?, inputs.get(1)?);
             (convert::is_float(t.dtype)
@@ -211,6 +234,10 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
                 inner,
             })
         }
+        "clamp" => (f32s(inputs) && inputs.len() == 1).then(|| {
+            let (lo, hi) = elementwise::clamp_bounds(attrs);
+            Kind::Elementwise(elementwise::Program::clamp(lo, hi))
+        }),
         "where" => (inputs.len() == 3 && inputs[0].dtype == DType::Bool && f32s(&inputs[1..]))
             .then_some(Kind::Where),
         "constant" => attrs

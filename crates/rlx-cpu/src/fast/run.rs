@@ -435,17 +435,16 @@ impl FastProgram {
                 let bias = if *bias { Some(view(2)?) } else { None };
                 // Strided operands (a view the memory plan made) are
                 // gathered first; the kernel reads rows.
-                fn own<'v>(v: &'v View) -> Cow<'v, [f32]> {
-                    match v.contiguous() {
-                        Some(s) => Cow::Borrowed(s),
-                        None => (0..v.loc.numel()).map(|i| v.get(i)).collect(),
-                    }
-                }
                 let act = match fold.map(|f| &f.kind) {
                     Some(FoldKind::Act(a)) => *a,
                     _ => matmul::Act::None,
                 };
                 conv::run(geom, &own(&x), &own(&w), bias.as_ref(), act, out);
+            }
+            Kind::ConvTranspose { geom, bias } => {
+                let (x, w) = (view(0)?, view(1)?);
+                let bias = if *bias { Some(view(2)?) } else { None };
+                conv::run_transpose(geom, &own(&x), &own(&w), bias.as_ref(), out);
             }
             Kind::Concat { axis } => {
                 // Per outer index, each input's block of (len · inner).
@@ -510,5 +509,14 @@ impl FastProgram {
             }
         }
         Ok(false)
+    }
+}
+
+/// A view's elements in order: borrowed when contiguous, else gathered
+/// (kernels that read whole rows).
+fn own<'v>(v: &'v View) -> Cow<'v, [f32]> {
+    match v.contiguous() {
+        Some(s) => Cow::Borrowed(s),
+        None => (0..v.loc.numel()).map(|i| v.get(i)).collect(),
     }
 }
