@@ -53,6 +53,7 @@ export const ERROR_CODES = Object.freeze([
   "dtype", // an unknown dtype name
   "disposed", // a method of an object after its dispose() (or a finished GraphBuilder)
   "input", // run()/constant() data that does not fit the graph (kind, length, names, bound weights)
+  "unsupported", // an imported model (Graph.fromOnnx) has ops rlx cannot map: every one is listed
   "parse", // the IR text/JSON could not be parsed
   "graph", // the graph breaks a type rule (unknown op or attribute, shapes, element count)
   "limit", // a limit of rlx's policy was exceeded (the message names it and how to raise it)
@@ -557,6 +558,32 @@ export class Graph {
     checkString("Graph.fromText", "text", text);
     return new Graph(call(() => raw.Graph.fromText(text)));
   }
+  /**
+   * Import an ONNX model (bytes: ArrayBuffer or a typed-array view).
+   * `dims`: sizes of symbolic dimensions by name; `shapes`: whole input
+   * shapes by input name (for `?` / `-1` dimensions). Ops that cannot be
+   * imported are all listed in one RlxError 'unsupported'.
+   */
+  static fromOnnx(bytes, opts = {}) {
+    const where = "Graph.fromOnnx";
+    const view = bytes instanceof ArrayBuffer ? new Uint8Array(bytes)
+      : ArrayBuffer.isView(bytes) ? new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength) : null;
+    if (!view) throw invalid(where, `expected the model's bytes (ArrayBuffer or Uint8Array), got ${describe(bytes)}`);
+    opts = checkOptions(where, opts, ONNX_OPTIONS);
+    const json = (name) => {
+      const v = opts[name];
+      if (v === undefined || v === null) return undefined;
+      if (!isPlainObject(v)) throw invalid(where, `\`${name}\` must be an object by name, got ${describe(v)}`);
+      for (const [k, x] of Object.entries(v)) {
+        const list = name === "dims" ? [x] : x;
+        if (!Array.isArray(list) || !list.every((d) => Number.isInteger(d) && d >= 0 && d <= 0xffffffff)) {
+          throw new RlxError("shape", `${where}: \`${name}.${k}\` must be ${name === "dims" ? "a size" : "a list of sizes"} (integers >= 0), got ${describe(x)}`);
+        }
+      }
+      return JSON.stringify(v);
+    };
+    return new Graph(call(() => raw.Graph.fromOnnx(view, json("dims"), json("shapes"))));
+  }
   static fromJson(obj) {
     if (typeof obj !== "string" && !isPlainObject(obj)) {
       throw invalid("Graph.fromJson", `expected the graph's JSON as an object or a string, got ${describe(obj)}`);
@@ -732,6 +759,20 @@ function runValue(spec, v, where) {
 
 /** A compiled graph. */
 export class Model {
+  /**
+   * Import an ONNX model and compile it: `Graph.fromOnnx(bytes, {dims,
+   * shapes})` then `compile(graph, {device, policy, optimize})`.
+   */
+  static async fromOnnx(bytes, opts = {}) {
+    opts = checkOptions("Model.fromOnnx", opts, [...ONNX_OPTIONS, ...COMPILE_OPTIONS.filter((o) => o !== "weights")]);
+    const { dims, shapes, ...rest } = opts;
+    const g = Graph.fromOnnx(bytes, { dims, shapes });
+    try {
+      return await compile(g, rest);
+    } finally {
+      g.dispose();
+    }
+  }
   constructor(m) {
     this._m = m;
     this._inputs = JSON.parse(call(() => m.inputs()));
@@ -808,6 +849,7 @@ export class Model {
 }
 
 const COMPILE_OPTIONS = ["device", "policy", "weights", "optimize"];
+const ONNX_OPTIONS = ["dims", "shapes"];
 
 /**
  * Compile a graph. `device`: 'cpu' | 'webgpu' | a fallback list such as

@@ -7,7 +7,7 @@ export type TypedArray =
   | Float32Array | Float64Array | Int32Array | BigInt64Array | Int16Array | Int8Array | Uint8Array | Uint16Array;
 export type AttrValue = boolean | number | string | number[] | unknown;
 export type ErrorCode =
-  | "init" | "invalid_argument" | "shape" | "dtype" | "disposed" | "input" | "parse" | "graph" | "limit"
+  | "init" | "invalid_argument" | "shape" | "dtype" | "disposed" | "input" | "unsupported" | "parse" | "graph" | "limit"
   | "dispatch" | "device" | "format" | "runtime" | "tokenizer" | "internal" | "panic";
 /** Every code an RlxError can carry (npm/API.md#errors says when each is used). */
 export const ERROR_CODES: readonly ErrorCode[];
@@ -139,6 +139,8 @@ export class GraphBuilder {
 export class Graph {
   static fromText(text: string): Graph;
   static fromJson(json: object | string): Graph;
+  /** Import an ONNX model; ops it cannot map are all listed in one RlxError 'unsupported'. */
+  static fromOnnx(bytes: ArrayBuffer | ArrayBufferView, opts?: OnnxOptions): Graph;
   readonly name: string;
   text(): string;
   json(): any;
@@ -186,7 +188,17 @@ export type InputValue = TypedArray | { data: TypedArray; shape?: number[] };
 export type IrLevel = "hir" | "mir" | "lir";
 export type KernelLang = "wgsl" | "msl" | "hlsl" | "glsl" | "spirv";
 
+/** How an ONNX model's dynamic dimensions are bound at import. */
+export interface OnnxOptions {
+  /** Sizes of symbolic dimensions, by name: `{ batch: 1 }`. */
+  dims?: Record<string, number>;
+  /** Whole input shapes, by input name (for `?` / `-1` dimensions). */
+  shapes?: Record<string, number[]>;
+}
+
 export class Model {
+  /** `Graph.fromOnnx(bytes, {dims, shapes})`, then `compile(graph, opts)`. */
+  static fromOnnx(bytes: ArrayBuffer | ArrayBufferView, opts?: OnnxOptions & Omit<CompileOptions, "weights">): Promise<Model>;
   readonly device: DeviceName;
   inputs(): (ValueInfo & { bound: boolean })[];
   run(inputs: Record<string, InputValue> | InputValue[]): Promise<OutputTensor[]>;

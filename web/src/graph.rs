@@ -209,6 +209,35 @@ impl Graph {
         })
     }
 
+    /// Import an ONNX model. `dims`: JSON `{name: size}` for symbolic
+    /// dimensions; `shapes`: JSON `{input: [sizes]}` for whole input shapes.
+    #[wasm_bindgen(js_name = fromOnnx)]
+    pub fn from_onnx(
+        bytes: &[u8],
+        dims: Option<String>,
+        shapes: Option<String>,
+    ) -> Result<Graph, JsValue> {
+        let mut opts = rlx_onnx::ImportOptions::default();
+        if let Some(d) = dims {
+            opts.dims = serde_json::from_str(&d)
+                .map_err(|e| err("invalid_argument", format!("Graph.fromOnnx: `dims`: {e}")))?;
+        }
+        if let Some(s) = shapes {
+            opts.shapes = serde_json::from_str(&s)
+                .map_err(|e| err("invalid_argument", format!("Graph.fromOnnx: `shapes`: {e}")))?;
+        }
+        let m = rlx_onnx::import(bytes, &opts).map_err(|e| {
+            let code = match &e {
+                rlx_onnx::OnnxError::Unsupported(_) => "unsupported",
+                rlx_onnx::OnnxError::Ir(rlx_ir::IrError::Limit(_)) => "limit",
+                rlx_onnx::OnnxError::Ir(_) => "graph",
+                _ => "format",
+            };
+            err(code, format!("Graph.fromOnnx: {e}"))
+        })?;
+        Ok(Graph { g: m.graph })
+    }
+
     /// Read the JSON form (`json()`).
     #[wasm_bindgen(js_name = fromJson)]
     pub fn from_json(json: &str) -> Result<Graph, JsValue> {

@@ -8,6 +8,7 @@ use crate::proto::{AttributeProto, NodeProto};
 use crate::tensor::{dtype_of, to_host};
 use rlx_ir::{Attrs, DType, HostTensor, ValueId};
 
+mod attention;
 mod index;
 mod math;
 mod nn;
@@ -422,7 +423,7 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
         "NegativeLogLikelihoodLoss" | "SoftmaxCrossEntropyLoss" => {
             nn::negative_log_likelihood_loss(n, &op)
         }
-        "Attention" => nn::attention(&mut n),
+        "Attention" => attention::attention(&mut n),
         "ConvTranspose" => nn::conv_transpose(n, &op),
         "ScatterElements" => shape::scatter_elements(n, &op),
         "Hardmax" => math::hardmax(n, &op),

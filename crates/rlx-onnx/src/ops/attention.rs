@@ -1,0 +1,298 @@
+//! ONNX `Attention` (opset 23): fused onto the IR's `attention` where it
+//! expresses the node (mask kinds none / custom / bias, grouped heads,
+//! past key/value, causal), else step by step as the reference computes it.
+
+use super::*;
+
+/// ONNX Attention (opset 23) onto the IR's `attention`: 3-D inputs split
+/// into heads, grouped-query K/V repeated to the query heads, past K/V
+/// concatenated (and returned as present), `is_causal` as an upper-left
+/// keep mask combined with `attn_mask` (bool: keep; float: added).
+pub(super) fn attention(n: &mut N) -> R {
+    let node = n.node;
+    let softcap = n.af("softcap", 0.0);
+    let want_qk = node.output.get(3).is_some_and(|o| !o.is_empty());
+    let (q, k, v) = (n.v(0)?, n.v(1)?, n.v(2)?);
+    let three_d = n.dims(q).len() == 3;
+    // [B, S, H·D] → [B, H, S, D].
+    let heads = |n: &mut N, x: ValueId, h: i64| -> Result<ValueId, String> {
+        if !three_d {
+            return Ok(x);
+        }
+        let d = n.dims(x);
+        if d.len() != 3 {
+            return Err("with 3-d Q, K and V must be 3-d too".into());
+        }
+        if h <= 0 || d[2] as i64 % h != 0 {
+            return Err(format!("{} features do not split into {h} heads", d[2]));
+        }
+        let r = n.op(
+            "reshape",
+            &[x],
+            Attrs::new().with("shape", vec![d[0] as i64, d[1] as i64, h, d[2] as i64 / h]),
+        )?;
+        n.op(
+            "permute",
+            &[r],
+            Attrs::new().with("perm", vec![0i64, 2, 1, 3]),
+        )
+    };
+    let (hq, hkv) = (n.ai("q_num_heads", 0), n.ai("kv_num_heads", 0));
+    let q = heads(n, q, hq)?;
+    let mut k = heads(n, k, hkv)?;
+    let mut v = heads(n, v, hkv)?;
+    let mut past = 0;
+    if n.name(4).is_some() || n.name(5).is_some() {
+        let (pk, pv) = (n.v(4)?, n.v(5)?);
+        past = n.dims(pk).get(2).copied().unwrap_or(0);
+        k = n.op("concat", &[pk, k], Attrs::new().with("axis", 2i64))?;
+        v = n.op("concat", &[pv, v], Attrs::new().with("axis", 2i64))?;
+    }
+    let (present_k, present_v) = (k, v);
+    if [q, k, v].iter().any(|&x| n.dims(x).len() != 4) {
+        return Err("Q, K and V must be 3-d (with head counts) or 4-d".into());
+    }
+    let (qd, kd) = (n.dims(q), n.dims(k));
+    let (nq, nk) = (qd[1], kd[1]);
+    if nk == 0 || nq % nk != 0 {
+        return Err(format!(
+            "{nq} query heads are not a multiple of {nk} key heads"
+        ));
+    }
+    if nq != nk {
+        // Each K/V head serves nq/nk query heads, adjacent ones.
+        let g = (nq / nk) as i64;
+        let rep = |n: &mut N, x: ValueId| -> Result<ValueId, String> {
+            let d: Vec<i64> = n.dims(x).iter().map(|&v| v as i64).collect();
+            let u = n.op("unsqueeze", &[x], Attrs::new().with("axes", vec![2i64]))?;
+            let b = n.op(
+                "broadcast",
+                &[u],
+                Attrs::new().with("shape", vec![d[0], d[1], g, d[2], d[3]]),
+            )?;
+            n.op(
+                "reshape",
+                &[b],
+                Attrs::new().with("shape", vec![d[0], d[1] * g, d[2], d[3]]),
+            )
+        };
+        k = rep(n, k)?;
+        v = rep(n, v)?;
+    }
+    let (sq, sk) = (qd[2], kd[2]);
+    let mask = match n.name(3) {
+        Some(_) => Some(n.v(3)?),
+        None => None,
+    };
+    let short_mask = mask.is_some_and(|m| n.dims(m).last().is_some_and(|&l| l < sk));
+    if softcap != 0.0 || want_qk || short_mask || n.name(6).is_some() {
+        let parts = Parts {
+            q,
+            k,
+            v,
+            mask,
+            past,
+            causal: n.ai("is_causal", 0) == 1,
+        };
+        let (y, qk) = attention_steps(n, &parts, softcap)?;
+        let y = merge_heads(n, y, three_d)?;
+        return Ok(vec![
+            Out::Value(y),
+            Out::Value(present_k),
+            Out::Value(present_v),
+            Out::Value(qk),
+        ]);
+    }
+    let mut ins = vec![q, k, v];
+    let mut a = Attrs::new();
+    if let Some(sc) = n.attr("scale") {
+        a = a.with("scale", sc.f() as f64);
+    }
+    let causal = n.ai("is_causal", 0) == 1;
+    let keep = if causal {
+        // Row i sees keys up to i + past (the cache comes first).
+        let m: Vec<bool> = (0..sq * sk).map(|e| e % sk <= e / sk + past).collect();
+        let t = HostTensor::from_slice(&m, [sq, sk]).map_err(|e| e.to_string())?;
+        Some(n.cx.b.constant(t).map_err(|e| e.to_string())?)
+    } else {
+        None
+    };
+    let kind = match (mask, keep) {
+        (None, None) => "none",
+        (None, Some(c)) => {
+            ins.push(c);
+            "custom"
+        }
+        (Some(m), c) if n.cx.b.dtype(m) == DType::Bool => {
+            let m = match c {
+                Some(c) => n.op("and", &[m, c], Attrs::new())?,
+                None => m,
+            };
+            ins.push(m);
+            "custom"
+        }
+        (Some(m), c) => {
+            let d = n.cx.b.dtype(m);
+            let m = match c {
+                Some(c) => {
+                    let ninf = n.scalar(f64::NEG_INFINITY, d)?;
+                    n.op("where", &[c, m, ninf], Attrs::new())?
+                }
+                None => m,
+            };
+            let qdt = n.cx.b.dtype(q);
+            let m = n.cast_to(m, qdt)?;
+            ins.push(m);
+            "bias"
+        }
+    };
+    a = a.with("mask_kind", kind);
+    let y = n.op("attention", &ins, a)?;
+    let y = merge_heads(n, y, three_d)?;
+    Ok(vec![
+        Out::Value(y),
+        Out::Value(present_k),
+        Out::Value(present_v),
+    ])
+}
+
+/// [B, H, S, D] → [B, S, H·D] when the model's Q was 3-d.
+fn merge_heads(n: &mut N, y: ValueId, three_d: bool) -> Result<ValueId, String> {
+    if !three_d {
+        return Ok(y);
+    }
+    let d = n.dims(y);
+    let p = n.op(
+        "permute",
+        &[y],
+        Attrs::new().with("perm", vec![0i64, 2, 1, 3]),
+    )?;
+    n.op(
+        "reshape",
+        &[p],
+        Attrs::new().with(
+            "shape",
+            vec![d[0] as i64, d[2] as i64, (d[1] * d[3]) as i64],
+        ),
+    )
+}
+
+/// Attention's operands in [B, H, S, D] (K and V already repeated for
+/// grouped heads), its mask and where the cache ends.
+struct Parts {
+    q: ValueId,
+    k: ValueId,
+    v: ValueId,
+    mask: Option<ValueId>,
+    past: usize,
+    causal: bool,
+}
+
+/// Attention step by step, as ONNX's reference computes it — for what the
+/// fused op does not express (softcap, the qk_matmul_output output, a
+/// mask shorter than the keys, nonpad_kv_seqlen): (Q·√s)(K·√s)ᵀ, softcap,
+/// + the additive bias (mask, causal, padding), softmax, ·V. Returns the
+/// output and the qk output its qk_matmul_output_mode asks for.
+fn attention_steps(n: &mut N, p: &Parts, softcap: f64) -> Result<(ValueId, ValueId), String> {
+    let d = n.cx.b.dtype(p.q);
+    let (qd, kd) = (n.dims(p.q), n.dims(p.k));
+    let (b, sq, sk) = (qd[0], qd[2], kd[2]);
+    let scale = match n.attr("scale") {
+        Some(a) => a.f() as f64,
+        None => 1.0 / (qd[3] as f64).sqrt(),
+    };
+    let rs = n.scalar(scale.sqrt(), d)?;
+    let qs = n.op("mul", &[p.q, rs], Attrs::new())?;
+    let ks = n.op("mul", &[p.k, rs], Attrs::new())?;
+    let kt = n.op(
+        "permute",
+        &[ks],
+        Attrs::new().with("perm", vec![0i64, 1, 3, 2]),
+    )?;
+    let mut qk = n.op("matmul", &[qs, kt], Attrs::new())?;
+    if softcap > 0.0 {
+        let c = n.scalar(softcap, d)?;
+        let t = n.op("div", &[qk, c], Attrs::new())?;
+        let t = n.op("tanh", &[t], Attrs::new())?;
+        qk = n.op("mul", &[t, c], Attrs::new())?;
+    }
+    // The additive bias: 0 where a key is seen, −∞ where masked.
+    let (zero, ninf) = (n.scalar(0.0, d)?, n.scalar(f64::NEG_INFINITY, d)?);
+    let mut bias: Option<ValueId> = None;
+    let mut add = |n: &mut N, t: ValueId| -> Result<(), String> {
+        bias = Some(match bias {
+            None => t,
+            Some(b) => n.op("add", &[b, t], Attrs::new())?,
+        });
+        Ok(())
+    };
+    if let Some(m) = p.mask {
+        let md = n.dims(m);
+        let len = *md.last().ok_or("the mask is a scalar")?;
+        let mut m = if n.cx.b.dtype(m) == DType::Bool {
+            n.op("where", &[m, zero, ninf], Attrs::new())?
+        } else {
+            n.cast_to(m, d)?
+        };
+        if len < sk {
+            // A mask over the first keys only: the rest are masked.
+            let mut pads = vec![0i64; 2 * md.len()];
+            pads[2 * md.len() - 1] = (sk - len) as i64;
+            m = n.op(
+                "pad",
+                &[m],
+                Attrs::new()
+                    .with("pads", pads)
+                    .with("value", f64::NEG_INFINITY),
+            )?;
+        }
+        add(n, m)?;
+    }
+    if p.causal {
+        let v: Vec<f64> = (0..sq * sk)
+            .map(|e| {
+                if e % sk <= e / sk + p.past {
+                    0.0
+                } else {
+                    f64::NEG_INFINITY
+                }
+            })
+            .collect();
+        let t = HostTensor::from_f64(d, vec![sq, sk], v).map_err(|e| e.to_string())?;
+        let c = n.cx.b.constant(t).map_err(|e| e.to_string())?;
+        add(n, c)?;
+    }
+    if n.name(6).is_some() {
+        // nonpad_kv_seqlen: per batch item, keys from that length on are padding.
+        let lens = n.v(6)?;
+        let lens = n.cast_to(lens, DType::I64)?;
+        let lens = n.op(
+            "reshape",
+            &[lens],
+            Attrs::new().with("shape", vec![b as i64, 1, 1, 1]),
+        )?;
+        let pos = n.op(
+            "arange",
+            &[],
+            Attrs::new()
+                .with("len", sk as i64)
+                .with("dtype", DType::I64),
+        )?;
+        let keep = n.op("lt", &[pos, lens], Attrs::new())?;
+        let m = n.op("where", &[keep, zero, ninf], Attrs::new())?;
+        add(n, m)?;
+    }
+    let with_bias = match bias {
+        Some(bias) => n.op("add", &[qk, bias], Attrs::new())?,
+        None => qk,
+    };
+    let sm = n.op("softmax", &[with_bias], Attrs::new().with("axis", -1i64))?;
+    let y = n.op("matmul", &[sm, p.v], Attrs::new())?;
+    let out = match n.ai("qk_matmul_output_mode", 0) {
+        0 | 1 => qk,
+        2 => with_bias,
+        3 => sm,
+        o => return Err(format!("qk_matmul_output_mode = {o}")),
+    };
+    Ok((y, out))
+}
