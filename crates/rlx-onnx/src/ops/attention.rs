@@ -296,3 +296,114 @@ fn attention_steps(n: &mut N, p: &Parts, softcap: f64) -> Result<(ValueId, Value
     };
     Ok((y, out))
 }
+
+/// ONNX `RotaryEmbedding` (opset 23): the rotation of the first
+/// `rotary_embedding_dim` features of each head by cos/sin caches (looked
+/// up by `position_ids` when given), halves or interleaved pairs, as
+/// elementwise ops on views.
+pub(super) fn rotary_embedding(mut n: N, _op: &str) -> R {
+    let x = n.v(0)?;
+    let xd = n.dims(x);
+    // To [B, S, H, D].
+    let (x4, rank) = match xd.len() {
+        4 => (
+            n.op(
+                "permute",
+                &[x],
+                Attrs::new().with("perm", vec![0i64, 2, 1, 3]),
+            )?,
+            4,
+        ),
+        3 => {
+            let h = n.ai("num_heads", 0);
+            if h <= 0 || xd[2] as i64 % h != 0 {
+                return Err(format!("num_heads = {h} does not split {} features", xd[2]));
+            }
+            let shape = vec![xd[0] as i64, xd[1] as i64, h, xd[2] as i64 / h];
+            (n.op("reshape", &[x], Attrs::new().with("shape", shape))?, 3)
+        }
+        r => return Err(format!("the input must be 3-d or 4-d, got rank {r}")),
+    };
+    let d4 = n.dims(x4);
+    let head = d4[3];
+    let rot = match n.ai("rotary_embedding_dim", 0) {
+        0 => head,
+        r if r > 0 && (r as usize) <= head && r % 2 == 0 => r as usize,
+        r => return Err(format!("rotary_embedding_dim = {r} for heads of {head}")),
+    };
+    let half = rot / 2;
+    let (mut cos, mut sin) = (n.v(1)?, n.v(2)?);
+    if n.name(3).is_some() {
+        let pos = n.v(3)?;
+        cos = n.op("gather", &[cos, pos], Attrs::new().with("axis", 0i64))?;
+        sin = n.op("gather", &[sin, pos], Attrs::new().with("axis", 0i64))?;
+    }
+    if n.dims(cos).last() != Some(&half) {
+        return Err(format!(
+            "the caches' last axis is {:?}, rotary_embedding_dim / 2 is {half}",
+            n.dims(cos).last()
+        ));
+    }
+    // [B, S, R/2] → [B, S, 1, R/2], against [B, S, H, R/2].
+    let cos = n.op("unsqueeze", &[cos], Attrs::new().with("axes", vec![2i64]))?;
+    let sin = n.op("unsqueeze", &[sin], Attrs::new().with("axes", vec![2i64]))?;
+    let narrow = |n: &mut N, v: ValueId, start: usize, len: usize| {
+        n.op(
+            "narrow",
+            &[v],
+            Attrs::new()
+                .with("axis", 3i64)
+                .with("start", start as i64)
+                .with("len", len as i64),
+        )
+    };
+    let xr = narrow(&mut n, x4, 0, rot)?;
+    let interleaved = n.ai("interleaved", 0) == 1;
+    let (x1, x2) = if interleaved {
+        let every = |n: &mut N, start: i64| {
+            n.op(
+                "slice",
+                &[xr],
+                Attrs::new()
+                    .with("starts", vec![start])
+                    .with("ends", vec![rot as i64])
+                    .with("axes", vec![3i64])
+                    .with("steps", vec![2i64]),
+            )
+        };
+        (every(&mut n, 0)?, every(&mut n, 1)?)
+    } else {
+        (
+            narrow(&mut n, xr, 0, half)?,
+            narrow(&mut n, xr, half, half)?,
+        )
+    };
+    let mul = |n: &mut N, a: ValueId, b: ValueId| n.op("mul", &[a, b], Attrs::new());
+    let (c1, s2) = (mul(&mut n, cos, x1)?, mul(&mut n, sin, x2)?);
+    let real = n.op("sub", &[c1, s2], Attrs::new())?;
+    let (s1, c2) = (mul(&mut n, sin, x1)?, mul(&mut n, cos, x2)?);
+    let imag = n.op("add", &[s1, c2], Attrs::new())?;
+    let mut y = if interleaved {
+        let r = n.op("unsqueeze", &[real], Attrs::new().with("axes", vec![4i64]))?;
+        let i = n.op("unsqueeze", &[imag], Attrs::new().with("axes", vec![4i64]))?;
+        let pairs = n.op("concat", &[r, i], Attrs::new().with("axis", 4i64))?;
+        let shape: Vec<i64> = vec![d4[0] as i64, d4[1] as i64, d4[2] as i64, rot as i64];
+        n.op("reshape", &[pairs], Attrs::new().with("shape", shape))?
+    } else {
+        n.op("concat", &[real, imag], Attrs::new().with("axis", 3i64))?
+    };
+    if rot < head {
+        let rest = narrow(&mut n, x4, rot, head - rot)?;
+        y = n.op("concat", &[y, rest], Attrs::new().with("axis", 3i64))?;
+    }
+    if rank == 4 {
+        n.one(
+            "permute",
+            &[y],
+            Attrs::new().with("perm", vec![0i64, 2, 1, 3]),
+        )
+    } else {
+        let shape: Vec<i64> = xd.iter().map(|&v| v as i64).collect();
+        n.one("reshape", &[y], Attrs::new().with("shape", shape))
+    }
+}

@@ -9,12 +9,14 @@ use crate::tensor::{dtype_of, to_host};
 use rlx_ir::{Attrs, DType, HostTensor, ValueId};
 
 mod attention;
+mod einsum;
 mod index;
 mod math;
 mod nn;
 mod quant;
 mod resize;
 mod shape;
+mod signal;
 
 /// One output of a mapped node.
 pub(crate) enum Out {
@@ -171,6 +173,18 @@ pub fn supported() -> Vec<&'static str> {
         "BitShift",
         "Resize",
         "Upsample",
+        "RotaryEmbedding",
+        "DFT",
+        "Einsum",
+        "HannWindow",
+        "HammingWindow",
+        "BlackmanWindow",
+        "Attention",
+        "ConvTranspose",
+        "ScatterElements",
+        "Hardmax",
+        "NegativeLogLikelihoodLoss",
+        "SoftmaxCrossEntropyLoss",
         "QuantizeLinear",
         "DequantizeLinear",
         "DynamicQuantizeLinear",
@@ -424,6 +438,10 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
             nn::negative_log_likelihood_loss(n, &op)
         }
         "Attention" => attention::attention(&mut n),
+        "RotaryEmbedding" => attention::rotary_embedding(n, &op),
+        "DFT" => signal::dft(n, &op),
+        "Einsum" => einsum::einsum(n, &op),
+        "HannWindow" | "HammingWindow" | "BlackmanWindow" => signal::window(n, &op),
         "ConvTranspose" => nn::conv_transpose(n, &op),
         "ScatterElements" => shape::scatter_elements(n, &op),
         "Hardmax" => math::hardmax(n, &op),
