@@ -14,6 +14,7 @@ mod index;
 mod math;
 mod nn;
 mod quant;
+mod recurrent;
 mod resize;
 mod shape;
 mod signal;
@@ -176,6 +177,18 @@ pub fn supported() -> Vec<&'static str> {
         "RotaryEmbedding",
         "DFT",
         "Einsum",
+        "CausalConvWithState",
+        "DepthToSpace",
+        "SpaceToDepth",
+        "InstanceNormalization",
+        "GroupNormalization",
+        "LRN",
+        "RNN",
+        "GRU",
+        "LSTM",
+        "MeanVarianceNormalization",
+        "Shrink",
+        "Scatter",
         "HannWindow",
         "HammingWindow",
         "BlackmanWindow",
@@ -441,6 +454,14 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
         "RotaryEmbedding" => attention::rotary_embedding(n, &op),
         "DFT" => signal::dft(n, &op),
         "Einsum" => einsum::einsum(n, &op),
+        "CausalConvWithState" => nn::causal_conv_with_state(n, &op),
+        "DepthToSpace" | "SpaceToDepth" => nn::depth_to_space(n, &op),
+        "InstanceNormalization" | "GroupNormalization" => nn::group_normalization(n, &op),
+        "LRN" => nn::lrn(n, &op),
+        "RNN" | "GRU" | "LSTM" => recurrent::recurrent(n, &op),
+        "MeanVarianceNormalization" => nn::mean_variance_normalization(n, &op),
+        "Shrink" => nn::shrink(n, &op),
+        "Scatter" => shape::scatter_elements(n, &op),
         "HannWindow" | "HammingWindow" | "BlackmanWindow" => signal::window(n, &op),
         "ConvTranspose" => nn::conv_transpose(n, &op),
         "ScatterElements" => shape::scatter_elements(n, &op),

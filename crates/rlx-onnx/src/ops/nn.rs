@@ -579,3 +579,234 @@ pub(super) fn lp_normalization(mut n: N, _op: &str) -> R {
     let norm = n.op("where", &[z, one, norm], Attrs::new())?;
     n.one("div", &[x, norm], Attrs::new())
 }
+
+/// ONNX `CausalConvWithState`: a depthwise 1-D conv over the past state
+/// (zeros when absent) followed by the input, no padding, optional SiLU;
+/// the last k − 1 positions are the present state.
+pub(super) fn causal_conv_with_state(mut n: N, _op: &str) -> R {
+    let (x, w) = (n.v(0)?, n.v(1)?);
+    let (xd, wd) = (n.dims(x), n.dims(w));
+    if xd.len() != 3 || wd.len() != 3 {
+        return Err(format!("input {xd:?} and weight {wd:?} must be rank 3"));
+    }
+    let (b, c, k) = (xd[0], xd[1], wd[2]);
+    if k == 0 {
+        return Err("the kernel is empty".into());
+    }
+    let past = match n.name(3) {
+        Some(_) => n.v(3)?,
+        None => {
+            let d = n.cx.b.dtype(x);
+            let z = HostTensor::zeros(d, vec![b, c, k - 1]).map_err(|e| e.to_string())?;
+            n.cx.b.constant(z).map_err(|e| e.to_string())?
+        }
+    };
+    let padded = n.op("concat", &[past, x], Attrs::new().with("axis", 2i64))?;
+    let mut ins = vec![padded, w];
+    if n.name(2).is_some() {
+        ins.push(n.v(2)?);
+    }
+    let y = n.op("conv", &ins, Attrs::new().with("groups", c as i64))?;
+    let y = match n.astr("activation").as_deref() {
+        None | Some("none") => y,
+        Some("silu" | "swish") => n.op("silu", &[y], Attrs::new())?,
+        Some(o) => return Err(format!("activation {o:?} (none, silu or swish)")),
+    };
+    let total = n.dims(padded)[2];
+    let state = n.op(
+        "narrow",
+        &[padded],
+        Attrs::new()
+            .with("axis", 2i64)
+            .with("start", (total - (k - 1)) as i64)
+            .with("len", (k - 1) as i64),
+    )?;
+    Ok(vec![Out::Value(y), Out::Value(state)])
+}
+
+/// ONNX `DepthToSpace` (DCR or CRD) and `SpaceToDepth`: reshape, permute,
+/// reshape.
+pub(super) fn depth_to_space(mut n: N, op: &str) -> R {
+    let x = n.v(0)?;
+    let d: Vec<i64> = n.dims(x).iter().map(|&v| v as i64).collect();
+    let b = n.ai("blocksize", 0);
+    if d.len() != 4 || b < 1 {
+        return Err(format!(
+            "needs a 4-d input and blocksize >= 1, got {d:?} and {b}"
+        ));
+    }
+    let (nn, c, h, w) = (d[0], d[1], d[2], d[3]);
+    let (split, perm, out) = if op == "SpaceToDepth" {
+        if h % b != 0 || w % b != 0 {
+            return Err(format!("{h}×{w} is not a multiple of blocksize {b}"));
+        }
+        (
+            vec![nn, c, h / b, b, w / b, b],
+            vec![0i64, 3, 5, 1, 2, 4],
+            vec![nn, c * b * b, h / b, w / b],
+        )
+    } else {
+        if c % (b * b) != 0 {
+            return Err(format!(
+                "{c} channels are not a multiple of blocksize² {}",
+                b * b
+            ));
+        }
+        let crd = n.astr("mode").as_deref() == Some("CRD");
+        let c2 = c / (b * b);
+        if crd {
+            (
+                vec![nn, c2, b, b, h, w],
+                vec![0i64, 1, 4, 2, 5, 3],
+                vec![nn, c2, h * b, w * b],
+            )
+        } else {
+            (
+                vec![nn, b, b, c2, h, w],
+                vec![0i64, 3, 4, 1, 5, 2],
+                vec![nn, c2, h * b, w * b],
+            )
+        }
+    };
+    let r = n.op("reshape", &[x], Attrs::new().with("shape", split))?;
+    let p = n.op("permute", &[r], Attrs::new().with("perm", perm))?;
+    n.one("reshape", &[p], Attrs::new().with("shape", out))
+}
+
+/// ONNX `InstanceNormalization` and `GroupNormalization`: mean and
+/// variance per (batch, group) — a group per channel for the former —
+/// then scale and bias per channel (per group in GroupNormalization-18).
+pub(super) fn group_normalization(mut n: N, op: &str) -> R {
+    let (x, scale, bias) = (n.v(0)?, n.v(1)?, n.v(2)?);
+    let d = n.dims(x);
+    if d.len() < 2 {
+        return Err(format!("the input needs a channel axis, got {d:?}"));
+    }
+    let c = d[1];
+    let groups = if op == "InstanceNormalization" {
+        c
+    } else {
+        usize::try_from(n.ai("num_groups", 0)).unwrap_or(0)
+    };
+    if groups == 0 || c % groups != 0 {
+        return Err(format!("{c} channels do not split into {groups} groups"));
+    }
+    let eps = n.af("epsilon", 1e-5);
+    let dt = n.cx.b.dtype(x);
+    let g = n.op(
+        "reshape",
+        &[x],
+        Attrs::new().with("shape", vec![d[0] as i64, groups as i64, -1]),
+    )?;
+    let red = Attrs::new().with("axes", vec![2i64]).with("keepdim", true);
+    let mean = n.op("reduce_mean", &[g], red.clone())?;
+    let xc = n.op("sub", &[g, mean], Attrs::new())?;
+    let sq = n.op("mul", &[xc, xc], Attrs::new())?;
+    let var = n.op("reduce_mean", &[sq], red)?;
+    let e = n.scalar(eps, dt)?;
+    let ve = n.op("add", &[var, e], Attrs::new())?;
+    let inv = n.op("rsqrt", &[ve], Attrs::new())?;
+    let norm = n.op("mul", &[xc, inv], Attrs::new())?;
+    let shape: Vec<i64> = d.iter().map(|&v| v as i64).collect();
+    let norm = n.op("reshape", &[norm], Attrs::new().with("shape", shape))?;
+    // Per-channel parameters as (C, 1, …); per-group ones repeated first.
+    let per_channel = |n: &mut N, p: ValueId| -> Result<ValueId, String> {
+        let len = n.dims(p).iter().product::<usize>();
+        let p = if len == groups && groups != c {
+            let u = n.op(
+                "reshape",
+                &[p],
+                Attrs::new().with("shape", vec![groups as i64, 1]),
+            )?;
+            let b = n.op(
+                "broadcast",
+                &[u],
+                Attrs::new().with("shape", vec![groups as i64, (c / groups) as i64]),
+            )?;
+            n.op("reshape", &[b], Attrs::new().with("shape", vec![c as i64]))?
+        } else if len == c {
+            p
+        } else {
+            return Err(format!("a scale or bias of {len} values for {c} channels"));
+        };
+        let mut s = vec![c as i64];
+        s.extend(std::iter::repeat_n(1, d.len() - 2));
+        n.op("reshape", &[p], Attrs::new().with("shape", s))
+    };
+    let s = per_channel(&mut n, scale)?;
+    let b = per_channel(&mut n, bias)?;
+    let y = n.op("mul", &[norm, s], Attrs::new())?;
+    n.one("add", &[y, b], Attrs::new())
+}
+
+/// ONNX `LRN`: x / (bias + α/size · Σ x² over `size` neighbouring
+/// channels)^β — the channel window sum as an average pool over a
+/// (N, 1, C, rest) view, padding counted.
+pub(super) fn lrn(mut n: N, _op: &str) -> R {
+    let x = n.v(0)?;
+    let d = n.dims(x);
+    let size = n.ai("size", 0);
+    if d.len() < 3 || size < 1 {
+        return Err(format!(
+            "needs (N, C, …) and size >= 1, got {d:?} and {size}"
+        ));
+    }
+    let (alpha, beta, bias) = (n.af("alpha", 1e-4), n.af("beta", 0.75), n.af("bias", 1.0));
+    let dt = n.cx.b.dtype(x);
+    let sq = n.op("mul", &[x, x], Attrs::new())?;
+    let rest: usize = d[2..].iter().product();
+    let v = n.op(
+        "reshape",
+        &[sq],
+        Attrs::new().with("shape", vec![d[0] as i64, 1, d[1] as i64, rest as i64]),
+    )?;
+    let (lo, hi) = ((size - 1) / 2, size - 1 - (size - 1) / 2);
+    let avg = n.op(
+        "avg_pool",
+        &[v],
+        Attrs::new()
+            .with("kernel", vec![size, 1])
+            .with("strides", vec![1i64, 1])
+            .with("pads", vec![lo, 0, hi, 0])
+            .with("count_include_pad", true),
+    )?;
+    let shape: Vec<i64> = d.iter().map(|&v| v as i64).collect();
+    let avg = n.op("reshape", &[avg], Attrs::new().with("shape", shape))?;
+    // Σ = avg · size, so α/size · Σ = α · avg.
+    let a = n.scalar(alpha, dt)?;
+    let t = n.op("mul", &[avg, a], Attrs::new())?;
+    let bb = n.scalar(bias, dt)?;
+    let t = n.op("add", &[t, bb], Attrs::new())?;
+    let be = n.scalar(beta, dt)?;
+    let den = n.op("pow", &[t, be], Attrs::new())?;
+    n.one("div", &[x, den], Attrs::new())
+}
+
+/// ONNX `Shrink`: x + bias below −λ, x − bias above λ, 0 between.
+pub(super) fn shrink(mut n: N, _op: &str) -> R {
+    let x = n.v(0)?;
+    let d = n.cx.b.dtype(x);
+    let (l, b) = (n.af("lambd", 0.5), n.af("bias", 0.0));
+    let (nl, pl) = (n.scalar(-l, d)?, n.scalar(l, d)?);
+    let (bv, zero) = (n.scalar(b, d)?, n.scalar(0.0, d)?);
+    let below = n.op("lt", &[x, nl], Attrs::new())?;
+    let above = n.op("gt", &[x, pl], Attrs::new())?;
+    let up = n.op("add", &[x, bv], Attrs::new())?;
+    let down = n.op("sub", &[x, bv], Attrs::new())?;
+    let mid = n.op("where", &[above, down, zero], Attrs::new())?;
+    n.one("where", &[below, up, mid], Attrs::new())
+}
+
+/// ONNX `MeanVarianceNormalization`: (x − mean) / √var over `axes`
+/// (default batch and spatial: 0, 2, 3).
+pub(super) fn mean_variance_normalization(mut n: N, _op: &str) -> R {
+    let x = n.v(0)?;
+    let axes = n.aints("axes").unwrap_or_else(|| vec![0, 2, 3]);
+    let red = Attrs::new().with("axes", axes).with("keepdim", true);
+    let mean = n.op("reduce_mean", &[x], red.clone())?;
+    let xc = n.op("sub", &[x, mean], Attrs::new())?;
+    let sq = n.op("mul", &[xc, xc], Attrs::new())?;
+    let var = n.op("reduce_mean", &[sq], red)?;
+    let sd = n.op("sqrt", &[var], Attrs::new())?;
+    n.one("div", &[xc, sd], Attrs::new())
+}
