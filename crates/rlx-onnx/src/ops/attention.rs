@@ -191,8 +191,8 @@ struct Parts {
 /// Attention step by step, as ONNX's reference computes it — for what the
 /// fused op does not express (softcap, the qk_matmul_output output, a
 /// mask shorter than the keys, nonpad_kv_seqlen): (Q·√s)(K·√s)ᵀ, softcap,
-/// + the additive bias (mask, causal, padding), softmax, ·V. Returns the
-/// output and the qk output its qk_matmul_output_mode asks for.
+/// then the additive bias (mask, causal, padding), softmax, ·V. Returns
+/// the output and the qk output its qk_matmul_output_mode asks for.
 fn attention_steps(n: &mut N, p: &Parts, softcap: f64) -> Result<(ValueId, ValueId), String> {
     let d = n.cx.b.dtype(p.q);
     let (qd, kd) = (n.dims(p.q), n.dims(p.k));

@@ -688,7 +688,7 @@ pub(super) fn group_normalization(mut n: N, op: &str) -> R {
     } else {
         usize::try_from(n.ai("num_groups", 0)).unwrap_or(0)
     };
-    if groups == 0 || c % groups != 0 {
+    if groups == 0 || !c.is_multiple_of(groups) {
         return Err(format!("{c} channels do not split into {groups} groups"));
     }
     let eps = n.af("epsilon", 1e-5);
