@@ -10,6 +10,7 @@ use rlx_ir::{Attrs, DType, HostTensor, ValueId};
 
 mod attention;
 mod einsum;
+mod grid;
 mod index;
 mod math;
 mod nn;
@@ -183,6 +184,8 @@ pub fn supported() -> Vec<&'static str> {
         "InstanceNormalization",
         "GroupNormalization",
         "LRN",
+        "GridSample",
+        "AffineGrid",
         "RNN",
         "GRU",
         "LSTM",
@@ -458,6 +461,8 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
         "DepthToSpace" | "SpaceToDepth" => nn::depth_to_space(n, &op),
         "InstanceNormalization" | "GroupNormalization" => nn::group_normalization(n, &op),
         "LRN" => nn::lrn(n, &op),
+        "GridSample" => grid::grid_sample(n, &op),
+        "AffineGrid" => grid::affine_grid(n, &op),
         "RNN" | "GRU" | "LSTM" => recurrent::recurrent(n, &op),
         "MeanVarianceNormalization" => nn::mean_variance_normalization(n, &op),
         "Shrink" => nn::shrink(n, &op),
