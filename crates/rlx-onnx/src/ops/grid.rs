@@ -75,6 +75,10 @@ fn reflect(n: &mut N, v: ValueId, lo: f64, hi: f64) -> Result<ValueId, String> {
     n.op("where", &[out, moved, v], Attrs::new())
 }
 
+/// One neighbour on one axis: its index (in range), its weight (none for
+/// nearest) and whether it is inside the input (padding zeros only).
+type Tap = (ValueId, Option<ValueId>, Option<ValueId>);
+
 /// ONNX `GridSample` (opset 16–22): nearest, linear or cubic; padding
 /// zeros, border or reflection; 1 to 3 spatial axes.
 pub(super) fn grid_sample(mut n: N, _op: &str) -> R {
@@ -109,8 +113,8 @@ pub(super) fn grid_sample(mut n: N, _op: &str) -> R {
         Attrs::new().with("shape", vec![batch as i64, c as i64, plane as i64]),
     )?;
     let gf = n.cast_to(grid, DType::F32)?;
-    // Per spatial axis i: (neighbour index, weight, in range) per tap.
-    let mut axes: Vec<Vec<(ValueId, Option<ValueId>, Option<ValueId>)>> = Vec::new();
+    // Per spatial axis, its taps.
+    let mut axes: Vec<Vec<Tap>> = Vec::new();
     for i in 0..r {
         let size = xd[2 + i] as f64;
         // The grid's last axis lists x (the last spatial axis) first.
