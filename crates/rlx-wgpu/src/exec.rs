@@ -98,6 +98,9 @@ pub struct GpuProgram {
     input_types: Vec<TensorType>,
     steps: Vec<(Arc<wgpu::ComputePipeline>, wgpu::BindGroup, [u32; 3])>,
     outputs: Vec<(TensorRef, TensorType)>,
+    /// The baked constants (`BufId::Const`), kept to read back a constant
+    /// graph output.
+    consts: Vec<wgpu::Buffer>,
     staging: Vec<wgpu::Buffer>,
     flag_staging: wgpu::Buffer,
     flagging: Vec<String>,
@@ -198,11 +201,13 @@ impl GpuProgram {
         for (i, c) in low.consts.iter().enumerate() {
             let w = to_words(c, wide)?;
             check_size(&ctx, &format!("constant {i}"), w.len() as u64)?;
+            // COPY_SRC: a constant can be a graph output (ONNX's Shape,
+            // ConstantOfShape, …), read back like any other.
             let b = storage(
                 &ctx,
                 "rlx const",
                 w.len() as u64,
-                wgpu::BufferUsages::empty(),
+                wgpu::BufferUsages::COPY_SRC,
             );
             ctx.queue.write_buffer(&b, 0, &w);
             consts.push(b);
@@ -292,6 +297,7 @@ impl GpuProgram {
             input_types,
             steps,
             outputs: low.outputs.into_iter().zip(output_types).collect(),
+            consts,
             staging,
             flag_staging,
             flagging: low.flagging,
@@ -419,11 +425,7 @@ impl GpuProgram {
                 BufId::Arena => &self.arena,
                 BufId::Half => &self.half,
                 BufId::Input(j) => &self.inputs[j],
-                BufId::Const(_) => {
-                    return Err(WgpuError::Input(
-                        "a constant graph output is folded before it reaches the GPU".into(),
-                    ))
-                }
+                BufId::Const(j) => &self.consts[j],
             };
             enc.copy_buffer_to_buffer(src, r.offset as u64 * eb, st, 0, bytes);
         }

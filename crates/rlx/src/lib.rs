@@ -36,7 +36,8 @@ pub use rlx_ir as ir;
 pub use rlx_ir::{Attrs, DType, Graph, HostTensor, Shape, TensorType};
 pub use rlx_runtime::options::WgpuOptions;
 pub use rlx_runtime::{
-    Device, DeviceRouter, DispatchOptions, DispatchPath, DispatchReport, Policy,
+    Device, DeviceRouter, DispatchError, DispatchOptions, DispatchPath, DispatchReport, Policy,
+    RuntimeError,
 };
 pub use session::{CacheStats, Session};
 

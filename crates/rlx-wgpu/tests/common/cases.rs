@@ -886,6 +886,17 @@ pub fn shape_ops_and_views() -> Vec<Case> {
     let g = t.finish(&[&y]).unwrap();
     let x = rand(&mut rng, F, &[2, 3, 4], -1.0, 1.0);
     v.push(Case::new("reshape of permute", g, vec![x], (1e-6, 1e-5)));
+    // A graph output that is a constant (ONNX's Shape, ConstantOfShape,
+    // EyeLike import as one) is read back like any other.
+    let mut b = rlx::ir::GraphBuilder::new("const_out");
+    let x = b.input("x", rlx::TensorType::new(F, vec![2, 3]));
+    let c = b
+        .constant(HostTensor::from_slice(&[1i64, 2, 3], [3]).unwrap())
+        .unwrap();
+    let y = b.unary("neg", x).unwrap();
+    let g = b.finish(&[c, y]).unwrap();
+    let x = rand(&mut rng, F, &[2, 3], -1.0, 1.0);
+    v.push(Case::new("a constant graph output", g, vec![x], (0.0, 0.0)));
     v
 }
 

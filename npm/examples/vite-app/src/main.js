@@ -39,7 +39,48 @@ function inWorker(device) {
   });
 }
 
+// A little-endian .npy file (numpy.save, C order) as {shape, data}.
+function readNpy(buf) {
+  const b = new Uint8Array(buf);
+  const hlen = b[8] | (b[9] << 8);
+  const header = new TextDecoder().decode(b.subarray(10, 10 + hlen));
+  const descr = /'descr':\s*'([^']+)'/.exec(header)[1];
+  const shape = /'shape':\s*\(([^)]*)\)/.exec(header)[1].split(",").filter((s) => s.trim()).map(Number);
+  const kind = { "<f4": Float32Array, "|u1": Uint8Array }[descr];
+  return { shape, data: new kind(buf.slice(10 + hlen)) };
+}
+
+// Bring your own model: an ONNX detector (?onnx=URL&input=URL.npy) on
+// wasm-cpu, and what WebGPU says about it.
+async function onnxDemo(url, inputUrl) {
+  await rlx.init();
+  const bytes = await (await fetch(url)).arrayBuffer();
+  const x8 = readNpy(await (await fetch(inputUrl)).arrayBuffer());
+  const x = Float32Array.from(x8.data, (v) => v / 255);
+  const t0 = performance.now();
+  const m = await rlx.Model.fromOnnx(bytes, { shapes: { images: x8.shape }, device: "cpu" });
+  const [out] = await m.run({ images: { data: x, shape: x8.shape } });
+  const ms = performance.now() - t0;
+  const kernels = m.dispatchReport().nodes.filter((n) => n.op === "conv").flatMap((n) => n.kernels);
+  m.dispose();
+  log(`onnx: ${url} on cpu in ${ms.toFixed(0)} ms (import, compile, run): ${out.name} [${out.shape}]`);
+  const result = { shape: out.shape, data: Array.from(out.data), ms, kernels };
+  try {
+    const g = await rlx.Model.fromOnnx(bytes, { shapes: { images: x8.shape }, device: "webgpu" });
+    result.webgpu = { device: g.device };
+    g.dispose();
+  } catch (e) {
+    result.webgpu = { error: { name: e.name, code: e.code, message: e.message } };
+  }
+  return result;
+}
+
 async function main() {
+  if (params.has("onnx")) {
+    window.__rlx = { onnx: await onnxDemo(params.get("onnx"), params.get("input")) };
+    document.title = "done";
+    return;
+  }
   await rlx.init();
   // Which build of the module init() picked: relaxed SIMD where the engine has it.
   const wasm = { variant: rlx.wasmVariant(), relaxedSupported: rlx.relaxedSimdSupported() };
