@@ -74,6 +74,7 @@ pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Imported
         poisoned: HashSet::new(),
         opset,
         missing: Vec::new(),
+        instances: 0,
     };
     for t in &g.initializer {
         cx.consts.insert(t.name().to_string(), to_host(t)?);
@@ -185,6 +186,22 @@ fn value_type(vi: &proto::ValueInfoProto, opts: &ImportOptions) -> Result<Tensor
     Ok(TensorType::new(dtype, out))
 }
 
+/// A value of the import: a graph value, or one known at import.
+#[derive(Clone, Debug)]
+pub(crate) enum Bound {
+    Value(ValueId),
+    Const(HostTensor),
+}
+
+impl Bound {
+    pub(crate) fn into_out(self) -> crate::ops::Out {
+        match self {
+            Bound::Value(v) => crate::ops::Out::Value(v),
+            Bound::Const(t) => crate::ops::Out::Const(t),
+        }
+    }
+}
+
 /// The import in progress.
 pub(crate) struct Cx {
     pub b: GraphBuilder,
@@ -197,6 +214,8 @@ pub(crate) struct Cx {
     poisoned: HashSet<String>,
     pub opset: i64,
     missing: Vec<Missing>,
+    /// Control-flow nodes seen, to name their inlined copies apart.
+    instances: usize,
 }
 
 impl Cx {
@@ -214,7 +233,64 @@ impl Cx {
         Err(format!("value `{name}` is used before it is defined"))
     }
 
-    fn node(&mut self, i: usize, node: &NodeProto) {
+    /// An empty import for a sub-graph, with this one's opset.
+    pub(crate) fn child(&self, name: &str) -> Cx {
+        Cx {
+            b: GraphBuilder::new(name),
+            vals: HashMap::new(),
+            consts: HashMap::new(),
+            poisoned: HashSet::new(),
+            opset: self.opset,
+            missing: Vec::new(),
+            instances: 0,
+        }
+    }
+
+    /// A fresh number for a control-flow node's inlined copies.
+    pub(crate) fn next_instance(&mut self) -> usize {
+        self.instances += 1;
+        self.instances
+    }
+
+    pub(crate) fn bind(&mut self, name: &str, b: Bound) {
+        match b {
+            Bound::Value(v) => {
+                self.vals.insert(name.to_string(), v);
+            }
+            Bound::Const(t) => {
+                self.consts.insert(name.to_string(), t);
+            }
+        }
+    }
+
+    /// What `name` is: known at import, or a graph value.
+    pub(crate) fn bound(&self, name: &str) -> Result<Bound, String> {
+        if let Some(t) = self.consts.get(name) {
+            return Ok(Bound::Const(t.clone()));
+        }
+        self.vals
+            .get(name)
+            .map(|&v| Bound::Value(v))
+            .ok_or_else(|| format!("value `{name}` is used before it is defined"))
+    }
+
+    pub(crate) fn to_value(&mut self, b: Bound) -> Result<ValueId, String> {
+        match b {
+            Bound::Value(v) => Ok(v),
+            Bound::Const(t) => self.b.constant(t).map_err(|e| e.to_string()),
+        }
+    }
+
+    pub(crate) fn missing_count(&self) -> usize {
+        self.missing.len()
+    }
+
+    /// Move `sub`'s unmappable nodes into this import's list.
+    pub(crate) fn take_missing(&mut self, sub: &mut Cx) {
+        self.missing.append(&mut sub.missing);
+    }
+
+    pub(crate) fn node(&mut self, i: usize, node: &NodeProto) {
         if node.input.iter().any(|n| self.poisoned.contains(n)) {
             self.poisoned.extend(node.output.iter().cloned());
             return;
@@ -306,6 +382,7 @@ impl Cx {
             poisoned: HashSet::new(),
             opset: self.opset,
             missing: Vec::new(),
+            instances: 0,
         };
         let outs = crate::ops::map(&mut sub, node).ok()?;
         let mut vals = Vec::new();

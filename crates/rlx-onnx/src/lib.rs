@@ -18,6 +18,7 @@
 //! println!("{}", rlx_ir::text::print(&m.graph));
 //! ```
 
+mod control;
 mod describe;
 mod error;
 mod import;

@@ -184,6 +184,9 @@ pub fn supported() -> Vec<&'static str> {
         "InstanceNormalization",
         "GroupNormalization",
         "LRN",
+        "If",
+        "Loop",
+        "Scan",
         "GridSample",
         "AffineGrid",
         "RNN",
@@ -461,6 +464,18 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
         "DepthToSpace" | "SpaceToDepth" => nn::depth_to_space(n, &op),
         "InstanceNormalization" | "GroupNormalization" => nn::group_normalization(n, &op),
         "LRN" => nn::lrn(n, &op),
+        "If" => {
+            let id = n.cx.next_instance();
+            crate::control::if_op(n.cx, n.node, id)
+        }
+        "Loop" => {
+            let id = n.cx.next_instance();
+            crate::control::loop_op(n.cx, n.node, id)
+        }
+        "Scan" => {
+            let id = n.cx.next_instance();
+            crate::control::scan_op(n.cx, n.node, id)
+        }
         "GridSample" => grid::grid_sample(n, &op),
         "AffineGrid" => grid::affine_grid(n, &op),
         "RNN" | "GRU" | "LSTM" => recurrent::recurrent(n, &op),
