@@ -52,6 +52,7 @@ pub fn import(bytes: &[u8], opts: &ImportOptions) -> Result<Imported, OnnxError>
 
 /// Import a decoded model.
 pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Imported, OnnxError> {
+    let limits = rlx_ir::limits::limits();
     // A model of other domains only (ai.onnx.ml, training) has none: its
     // nodes are then each reported as unsupported.
     let opset = model
@@ -90,6 +91,10 @@ pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Imported
             continue;
         }
         let ty = value_type(vi, opts)?;
+        // Declared sizes within the limits before anything is built on them.
+        limits
+            .check_tensor_shape(&format!("input `{name}`"), ty.dtype, ty.dims())
+            .map_err(|e| OnnxError::Invalid(e.to_string()))?;
         let v = cx.b.input(name.clone(), ty);
         cx.vals.insert(name.clone(), v);
         inputs.push(name);

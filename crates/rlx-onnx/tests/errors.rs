@@ -186,3 +186,123 @@ fn attention_with_inputs_of_the_wrong_rank_is_an_error() {
     let e = import(&bytes, &ImportOptions::default()).unwrap_err();
     assert!(e.to_string().contains("must be 3-d"), "{e}");
 }
+
+#[test]
+fn cycles_and_dangling_names_are_invalid_models() {
+    // A node reading its own output (a cycle) and a graph output nothing
+    // defines: each names the value.
+    let cyc = model(
+        vec![node("Add", "loop", &["x", "y"], &["y"])],
+        vec![input("x", &[DimValue(2)])],
+        "y",
+    );
+    let e = import(&cyc, &ImportOptions::default()).unwrap_err();
+    assert!(
+        e.to_string().contains("`y` is used before it is defined"),
+        "{e}"
+    );
+    let dangling = model(
+        vec![node("Relu", "r", &["x"], &["y"])],
+        vec![input("x", &[DimValue(2)])],
+        "nowhere",
+    );
+    let e = import(&dangling, &ImportOptions::default()).unwrap_err();
+    assert!(matches!(e, OnnxError::Invalid(_)), "{e}");
+    assert!(e.to_string().contains("`nowhere`"), "{e}");
+}
+
+#[test]
+fn huge_declared_dims_are_a_limit_error_before_any_allocation() {
+    let bytes = model(
+        vec![node("Relu", "r", &["x"], &["y"])],
+        vec![input("x", &[DimValue(1 << 40), DimValue(1 << 40)])],
+        "y",
+    );
+    let e = import(&bytes, &ImportOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("exceeds the limit"), "{e}");
+}
+
+#[test]
+fn wrong_dtypes_and_disagreeing_shapes_are_errors() {
+    // MatMul of f32 by i64: a type error naming the op, not a panic.
+    let mut ids = input("i", &[DimValue(3), DimValue(2)]);
+    if let Some(type_proto::Value::TensorType(t)) =
+        ids.r#type.as_mut().and_then(|t| t.value.as_mut())
+    {
+        t.elem_type = Some(7); // INT64
+    }
+    let bytes = model(
+        vec![node("MatMul", "mm", &["x", "i"], &["y"])],
+        vec![input("x", &[DimValue(2), DimValue(3)]), ids],
+        "y",
+    );
+    let e = import(&bytes, &ImportOptions::default()).unwrap_err();
+    assert!(
+        e.to_string().contains("`mm`") || e.to_string().contains("matmul"),
+        "{e}"
+    );
+    // A whole shape that disagrees with a fixed dimension; an unnamed
+    // dynamic one without a shape.
+    let fixed = model(
+        vec![node("Relu", "r", &["x"], &["y"])],
+        vec![input("x", &[DimValue(2), DimValue(3)])],
+        "y",
+    );
+    let mut opts = ImportOptions::default();
+    opts.shapes.insert("x".into(), vec![2, 4]);
+    let e = import(&fixed, &opts).unwrap_err();
+    assert!(e.to_string().contains("dimension 1 is fixed at 3"), "{e}");
+    let unnamed = model(
+        vec![node("Relu", "r", &["x"], &["y"])],
+        vec![input("x", &[DimValue(-1), DimValue(3)])],
+        "y",
+    );
+    let e = import(&unnamed, &ImportOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("dynamic and unnamed"), "{e}");
+    opts.shapes.insert("x".into(), vec![5, 3]);
+    let m = import(&unnamed, &opts).unwrap();
+    assert_eq!(m.graph.input_types()[0].shape.dims(), &[5, 3]);
+}
+
+#[test]
+fn a_loop_of_run_time_length_says_why() {
+    // Loop whose trip count is a graph input: no static shape.
+    let body = GraphProto {
+        name: Some("body".into()),
+        input: vec![
+            input("it", &[]),
+            input("c", &[]),
+            input("v", &[DimValue(2)]),
+        ],
+        node: vec![
+            node("Identity", "ci", &["c"], &["c2"]),
+            node("Relu", "r", &["v"], &["v2"]),
+        ],
+        output: ["c2", "v2"]
+            .iter()
+            .map(|n| ValueInfoProto {
+                name: Some(n.to_string()),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let mut lp = node("Loop", "lp", &["m", "", "x"], &["y"]);
+    lp.attribute.push(rlx_onnx::proto::AttributeProto {
+        name: Some("body".into()),
+        r#type: Some(5), // GRAPH
+        g: Some(body),
+        ..Default::default()
+    });
+    let bytes = model(
+        vec![lp],
+        vec![input("m", &[]), input("x", &[DimValue(2)])],
+        "y",
+    );
+    let e = import(&bytes, &ImportOptions::default()).unwrap_err();
+    let s = e.to_string();
+    assert!(
+        s.contains("`Loop`") && s.contains("must be known at import"),
+        "{s}"
+    );
+}
