@@ -141,12 +141,33 @@ fn read_inputs(specs: &[String]) -> CliResult<Vec<(String, String, HostTensor)>>
 
 pub fn run(a: RunArgs, env: &Env) -> CliResult {
     let dev = device::resolve(&a.run, env)?;
-    let files = read_inputs(&a.inputs)?;
-    let given: Vec<(String, Vec<usize>)> = files
-        .iter()
-        .map(|(n, _, t)| (n.clone(), t.shape().dims().to_vec()))
-        .collect();
-    let g = crate::model::load(&a.model, &a.shape, &given)?;
+    // An imported model takes its input shapes from the files, so they are
+    // read first; a MIR graph is parsed first, so that a name it does not
+    // have is reported before any file is read.
+    let (g, files) = if crate::model::is_onnx(&a.model) {
+        let files = read_inputs(&a.inputs)?;
+        let given: Vec<(String, Vec<usize>)> = files
+            .iter()
+            .map(|(n, _, t)| (n.clone(), t.shape().dims().to_vec()))
+            .collect();
+        (crate::model::load(&a.model, &a.shape, &given)?, files)
+    } else {
+        let g = crate::model::load(&a.model, &a.shape, &[])?;
+        for spec in &a.inputs {
+            // (A spec without `=` is reported by read_inputs.)
+            let Some((name, _)) = spec.split_once('=') else {
+                continue;
+            };
+            if !(0..g.inputs.len()).any(|i| input_name(&g, i) == name) {
+                let names: Vec<_> = (0..g.inputs.len()).map(|i| input_name(&g, i)).collect();
+                return Err(CliError::usage(format!(
+                    "--input {name}: the graph has no input `{name}` (its inputs: {})",
+                    names.join(", ")
+                )));
+            }
+        }
+        (g, read_inputs(&a.inputs)?)
+    };
 
     // Inputs by name, checked against the graph's declared types.
     let mut given: Vec<Option<HostTensor>> = vec![None; g.inputs.len()];

@@ -10,7 +10,7 @@
 use super::layout::View;
 use super::matmul::{epilogue_rows, Act};
 use super::par::for_chunks;
-use crate::kernels::gemm::{gemm_into, Mat};
+use crate::kernels::gemm::{gemm_cols, gemm_into, Mat};
 use rlx_ir::{Attrs, TensorType};
 use std::cell::RefCell;
 
@@ -213,13 +213,15 @@ pub fn run(g: &Geom, x: &[f32], w: &[f32], bias: Option<&View>, act: Act, out: &
                     };
                     let wg = &w[gi * mg * k..(gi + 1) * mg * k];
                     let o = &mut out[(b * g.m + gi * mg) * p..][..mg * p];
-                    gemm_into(
+                    // Output positions split across threads: each packs
+                    // its share of the patches (M is small, P large).
+                    gemm_cols(
                         Mat::row_major(wg, mg, k),
                         Mat::row_major(patches, k, p),
                         o,
                         p,
+                        super::par::threads(),
                         false,
-                        true,
                     );
                 }
             }
