@@ -587,6 +587,8 @@ impl<'g> Planner<'g> {
             Kind::Matmul { .. }
             | Kind::Conv { .. }
             | Kind::ConvTranspose { .. }
+            | Kind::MaxPool { .. }
+            | Kind::Gather { .. }
             | Kind::Concat { .. }
             | Kind::Embedding
             | Kind::Constant

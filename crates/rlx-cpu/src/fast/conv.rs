@@ -35,6 +35,11 @@ pub struct Geom {
 /// The geometry of a conv of these inputs and attributes, when this kernel
 /// runs it: 3-D or 4-D input, weight of the same rank.
 pub fn geom(inputs: &[&TensorType], attrs: &Attrs) -> Option<Geom> {
+    geom_groups(inputs, attrs, None)
+}
+
+/// [`geom`] with the group count given (a pool: one per channel).
+fn geom_groups(inputs: &[&TensorType], attrs: &Attrs, groups: Option<usize>) -> Option<Geom> {
     let (x, wt) = (inputs.first()?.dims(), inputs.get(1)?.dims());
     let r = x.len();
     if !(r == 3 || r == 4) || wt.len() != r {
@@ -55,7 +60,10 @@ pub fn geom(inputs: &[&TensorType], attrs: &Attrs) -> Option<Geom> {
     if s.len() != sp || d.len() != sp || p.len() != 2 * sp {
         return None;
     }
-    let groups = usize::try_from(attrs.int("groups").unwrap_or(1)).ok()?;
+    let groups = match groups {
+        Some(g) => g,
+        None => usize::try_from(attrs.int("groups").unwrap_or(1)).ok()?,
+    };
     // (height, width): a 1-D conv is one row.
     let two = |v: &[usize], fill: usize| if sp == 1 { [fill, v[0]] } else { [v[0], v[1]] };
     let (xs, ws) = (&x[2..], &wt[2..]);
@@ -377,6 +385,50 @@ pub fn run_transpose(g: &TGeom, x: &[f32], w: &[f32], bias: Option<&View>, out: 
                     }
                 }
             });
+        }
+    });
+}
+
+/// A 2-D max pool (a 1-D one is of height 1): the conv geometry with one
+/// group per channel and no weight.
+pub fn pool_geom(input: &TensorType, attrs: &Attrs) -> Option<Geom> {
+    let kernel = attrs.ints("kernel").ok()?;
+    let mut wdims = vec![input.dims().get(1).copied()?, 1];
+    wdims.extend(kernel.iter().map(|&k| usize::try_from(k).ok()).collect::<Option<Vec<_>>>()?);
+    let c = wdims[0];
+    let w = TensorType::new(input.dtype, wdims);
+    let g = geom_groups(&[input, &w], attrs, Some(c))?;
+    g.depthwise().then_some(g)
+}
+
+/// `out` = max over each window of `x` (padding never wins; a window all
+/// in padding — which the type rule does not produce — gives −∞). NaN
+/// propagates, as in the reference.
+pub fn max_pool(g: &Geom, x: &[f32], out: &mut [f32]) {
+    let p = g.oh * g.ow;
+    for_chunks(out, p.max(1), |plane, o| {
+        let src = &x[plane * g.h * g.w..(plane + 1) * g.h * g.w];
+        for oy in 0..g.oh {
+            for ox in 0..g.ow {
+                let mut m = f32::NEG_INFINITY;
+                for ki in 0..g.kh {
+                    let iy = (oy * g.stride[0] + ki * g.dil[0]) as isize - g.pad[0] as isize;
+                    if iy < 0 || iy >= g.h as isize {
+                        continue;
+                    }
+                    let row = &src[iy as usize * g.w..(iy as usize + 1) * g.w];
+                    for kj in 0..g.kw {
+                        let ix = (ox * g.stride[1] + kj * g.dil[1]) as isize - g.pad[1] as isize;
+                        if ix >= 0 && ix < g.w as isize {
+                            let v = row[ix as usize];
+                            if v > m || v.is_nan() {
+                                m = v;
+                            }
+                        }
+                    }
+                }
+                o[oy * g.ow + ox] = m;
+            }
         }
     });
 }

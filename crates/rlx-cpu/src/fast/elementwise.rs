@@ -445,7 +445,7 @@ pub fn broadcast(loc: &Loc, out: &[usize]) -> Loc {
 
 /// Fill `dst` with elements `start..start + dst.len()` (row-major over
 /// the view's dims) of `v`.
-fn load(v: &View, start: usize, dst: &mut [f32]) {
+pub(super) fn load(v: &View, start: usize, dst: &mut [f32]) {
     let loc = v.loc;
     if loc.is_contiguous() {
         let s = loc.offset - v.shift + start;

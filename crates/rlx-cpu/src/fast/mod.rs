@@ -90,6 +90,13 @@ pub enum Kind {
         geom: conv::TGeom,
         bias: bool,
     },
+    MaxPool {
+        geom: conv::Geom,
+    },
+    /// `x` indexed along `axis` by host indices.
+    Gather {
+        axis: usize,
+    },
     /// Inputs laid side by side along `axis`.
     Concat {
         axis: usize,
@@ -186,14 +193,23 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
         "softmax" | "log_softmax" => (f32s(inputs) && inputs.len() == 1).then_some(Kind::Softmax {
             log: op == "log_softmax",
         }),
-        // A gather of rows (axis 0) is an embedding lookup.
-        "gather" if attrs.int("axis").ok()? == 0 => {
+        // A gather of rows (axis 0) is an embedding lookup; along another
+        // axis, runs of the axes after it are copied.
+        "gather" => {
             let (t, ids) = (inputs.first()?, inputs.get(1)?);
-            (convert::is_float(t.dtype)
+            let axis = t.shape.axis(attrs.int("axis").ok()?).ok()?;
+            let ok = convert::is_float(t.dtype)
                 && t.shape.rank() >= 1
-                && matches!(ids.dtype, DType::I64 | DType::I32))
-            .then_some(Kind::Embedding)
+                && matches!(ids.dtype, DType::I64 | DType::I32);
+            ok.then_some(if axis == 0 {
+                Kind::Embedding
+            } else {
+                Kind::Gather { axis }
+            })
         }
+        "max_pool" => (f32s(inputs) && inputs.len() == 1)
+            .then(|| conv::pool_geom(inputs[0], attrs))?
+            .map(|geom| Kind::MaxPool { geom }),
         "embedding" => {
             let (t, ids) = (inputs.first()?, inputs.get(1)?);
             (convert::is_float(t.dtype)

@@ -114,3 +114,56 @@ pub fn softmax(out: &mut [f32], x: &View, len: usize, inner: usize, log: bool, p
         })
     });
 }
+
+/// softmax over an axis that is not the last, on contiguous `x` (`len`
+/// ≥ 1): per
+/// group of `len` rows of `inner` values, the max, the exponentials and
+/// their sum run along whole rows (vectorizable), not element by element
+/// down each column. One group per task.
+pub fn softmax_columns(out: &mut [f32], x: &[f32], len: usize, inner: usize) {
+    let group = len * inner;
+    for_chunks(out, group.max(1), |gi, o| {
+        let xs = &x[gi * group..(gi + 1) * group];
+        // The running max of each column, in the output's first row.
+        let (first, rest) = o.split_at_mut(inner);
+        first.copy_from_slice(&xs[..inner]);
+        for j in 1..len {
+            for (m, &v) in first.iter_mut().zip(&xs[j * inner..(j + 1) * inner]) {
+                if v > *m || v.is_nan() {
+                    *m = v;
+                }
+            }
+        }
+        // exp(x − max) into rows 1.., then row 0 (over the maxima).
+        for j in (1..len).rev() {
+            let row = &mut rest[(j - 1) * inner..j * inner];
+            for ((d, &v), &m) in row.iter_mut().zip(&xs[j * inner..(j + 1) * inner]).zip(first.iter()) {
+                *d = simd::exp::<simd::Plain>(v - m);
+            }
+        }
+        for (m, &v) in first.iter_mut().zip(&xs[..inner]) {
+            *m = simd::exp::<simd::Plain>(v - *m);
+        }
+        SUMS.with(|sums| {
+            let mut sums = sums.borrow_mut();
+            sums.clear();
+            sums.extend_from_slice(&o[..inner]);
+            for j in 1..len {
+                for (s, &e) in sums.iter_mut().zip(&o[j * inner..(j + 1) * inner]) {
+                    *s += e;
+                }
+            }
+            sums.iter_mut().for_each(|s| *s = 1.0 / *s);
+            for row in o.chunks_mut(inner) {
+                for (d, &inv) in row.iter_mut().zip(sums.iter()) {
+                    *d *= inv;
+                }
+            }
+        });
+    });
+}
+
+thread_local! {
+    /// Column sums of [`softmax_columns`], kept between runs.
+    static SUMS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}

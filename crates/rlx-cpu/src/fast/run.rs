@@ -412,7 +412,13 @@ impl FastProgram {
                 let ax = g.ty(node.inputs[0]).shape.axis(node.attrs.int("axis")?)?;
                 let len = x.loc.dims[ax];
                 let inner: usize = x.loc.dims[ax + 1..].iter().product();
-                norm::softmax(out, &x, len, inner, *log, &st.pool);
+                if inner > 1 && !*log {
+                    // Over an inner axis: whole rows at a time, on x made
+                    // contiguous first where it is a view.
+                    norm::softmax_columns(out, &own(&x), len, inner);
+                } else {
+                    norm::softmax(out, &x, len, inner, *log, &st.pool);
+                }
             }
             Kind::Constant => {}
             Kind::Where => {
@@ -445,6 +451,40 @@ impl FastProgram {
                 let (x, w) = (view(0)?, view(1)?);
                 let bias = if *bias { Some(view(2)?) } else { None };
                 conv::run_transpose(geom, &own(&x), &own(&w), bias.as_ref(), out);
+            }
+            Kind::MaxPool { geom } => {
+                let x = view(0)?;
+                conv::max_pool(geom, &own(&x), out);
+            }
+            Kind::Gather { axis } => {
+                let x = view(0)?;
+                let d = &x.loc.dims;
+                let (n, inner) = (d[*axis], d[axis + 1..].iter().product::<usize>());
+                let ids = host_of(1)?;
+                let idx: Cow<[i64]> = match (i64::unwrap(ids.data()), i32::unwrap(ids.data())) {
+                    (Some(v), _) => Cow::Borrowed(v),
+                    (None, Some(v)) => Cow::Owned(v.iter().map(|&x| x as i64).collect()),
+                    _ => return Err(fail(op, "indices must be i64 or i32")),
+                };
+                let mut rows = Vec::with_capacity(idx.len());
+                for &i in idx.iter() {
+                    let j = if i < 0 { i + n as i64 } else { i };
+                    if j < 0 || j >= n as i64 {
+                        return Err(fail(
+                            op,
+                            format!("index {i} is out of range for an axis of extent {n}"),
+                        ));
+                    }
+                    rows.push(j as usize);
+                }
+                let xs = own(&x);
+                let block = rows.len() * inner;
+                for (o, dst) in out.chunks_mut(block.max(1)).enumerate() {
+                    let src = &xs[o * n * inner..(o + 1) * n * inner];
+                    for (r, d) in rows.iter().zip(dst.chunks_mut(inner.max(1))) {
+                        d.copy_from_slice(&src[r * inner..(r + 1) * inner]);
+                    }
+                }
             }
             Kind::Concat { axis } => {
                 // Per outer index, each input's block of (len · inner).
@@ -517,6 +557,10 @@ impl FastProgram {
 fn own<'v>(v: &'v View) -> Cow<'v, [f32]> {
     match v.contiguous() {
         Some(s) => Cow::Borrowed(s),
-        None => (0..v.loc.numel()).map(|i| v.get(i)).collect(),
+        None => {
+            let mut c = vec![0.0; v.loc.numel()];
+            elementwise::load(v, 0, &mut c);
+            Cow::Owned(c)
+        }
     }
 }
