@@ -131,6 +131,17 @@ def main():
                     f"{r['onnxruntime']['p50_ms']:.2f} | **{r['ratio']:.2f}** | "
                     f"{r['rlx']['import_ms'] + r['rlx']['compile_ms']:.0f} | "
                     f"{r['onnxruntime']['session_ms']:.0f} |\n")
+        # Where rlx's time goes on the first model (its per-op profile).
+        name, rel, feeds = models(None)[0]
+        with tempfile.TemporaryDirectory() as tmp:
+            args = [RLX, "run", os.path.join(CACHE, rel), "-t", "2", "--runs", "20", "--profile"]
+            for n, v in feeds.items():
+                fn = os.path.join(tmp, n + ".npy")
+                np.save(fn, v)
+                args += ["--input", f"{n}={fn}"]
+            err = subprocess.run(args, check=True, capture_output=True, text=True).stderr
+        prof = err[err.index("per-op profile"):].strip()
+        f.write(f"\nWhere rlx's time goes, {name}, 2 threads (`rlx run MODEL --profile`):\n\n```\n{prof}\n```\n")
         f.write("\nDispatch (rlx):\n\n")
         for r in rows:
             if r["threads"] == rows[0]["threads"]:
