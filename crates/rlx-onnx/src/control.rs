@@ -162,7 +162,7 @@ impl Cx {
         let outs = outs?;
         let vals = outs
             .into_iter()
-            .map(|b| sub.to_value(b))
+            .map(|b| sub.value_of(b))
             .collect::<Result<Vec<_>, _>>()?;
         sub.b.finish(&vals).map_err(|e| e.to_string())
     }
@@ -226,7 +226,7 @@ pub(crate) fn if_op(cx: &mut Cx, node: &NodeProto, id: usize) -> R {
 fn stack(cx: &mut Cx, steps: Vec<Bound>, axis: i64) -> Result<Out, String> {
     let mut vals = Vec::new();
     for s in steps {
-        let v = cx.to_value(s)?;
+        let v = cx.value_of(s)?;
         vals.push(
             cx.b.op1("unsqueeze", &[v], Attrs::new().with("axes", vec![axis]))
                 .map_err(|e| e.to_string())?,

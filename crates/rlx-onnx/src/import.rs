@@ -279,7 +279,7 @@ impl Cx {
             .ok_or_else(|| format!("value `{name}` is used before it is defined"))
     }
 
-    pub(crate) fn to_value(&mut self, b: Bound) -> Result<ValueId, String> {
+    pub(crate) fn value_of(&mut self, b: Bound) -> Result<ValueId, String> {
         match b {
             Bound::Value(v) => Ok(v),
             Bound::Const(t) => self.b.constant(t).map_err(|e| e.to_string()),

@@ -394,7 +394,12 @@ pub fn run_transpose(g: &TGeom, x: &[f32], w: &[f32], bias: Option<&View>, out: 
 pub fn pool_geom(input: &TensorType, attrs: &Attrs) -> Option<Geom> {
     let kernel = attrs.ints("kernel").ok()?;
     let mut wdims = vec![input.dims().get(1).copied()?, 1];
-    wdims.extend(kernel.iter().map(|&k| usize::try_from(k).ok()).collect::<Option<Vec<_>>>()?);
+    wdims.extend(
+        kernel
+            .iter()
+            .map(|&k| usize::try_from(k).ok())
+            .collect::<Option<Vec<_>>>()?,
+    );
     let c = wdims[0];
     let w = TensorType::new(input.dtype, wdims);
     let g = geom_groups(&[input, &w], attrs, Some(c))?;

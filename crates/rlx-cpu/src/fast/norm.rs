@@ -137,7 +137,11 @@ pub fn softmax_columns(out: &mut [f32], x: &[f32], len: usize, inner: usize) {
         // exp(x − max) into rows 1.., then row 0 (over the maxima).
         for j in (1..len).rev() {
             let row = &mut rest[(j - 1) * inner..j * inner];
-            for ((d, &v), &m) in row.iter_mut().zip(&xs[j * inner..(j + 1) * inner]).zip(first.iter()) {
+            for ((d, &v), &m) in row
+                .iter_mut()
+                .zip(&xs[j * inner..(j + 1) * inner])
+                .zip(first.iter())
+            {
                 *d = simd::exp::<simd::Plain>(v - m);
             }
         }
