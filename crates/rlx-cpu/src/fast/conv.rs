@@ -14,6 +14,28 @@ use crate::kernels::gemm::{gemm_cols, gemm_into, Mat};
 use rlx_ir::{Attrs, TensorType};
 use std::cell::RefCell;
 
+/// An optional list attribute, `fill` for each of `len` axes when absent
+/// or empty; `None` when a value is negative.
+fn list_attr(attrs: &Attrs, name: &str, fill: usize, len: usize) -> Option<Vec<usize>> {
+    let v = match attrs.ints(name) {
+        Ok(v) if !v.is_empty() => v
+            .iter()
+            .map(|&x| usize::try_from(x).ok())
+            .collect::<Option<Vec<_>>>()?,
+        _ => vec![fill; len],
+    };
+    (v.len() == len).then_some(v)
+}
+
+/// Strides, dilations and pads (begins, then ends) of `sp` spatial axes.
+fn window(attrs: &Attrs, sp: usize) -> Option<(Vec<usize>, Vec<usize>, Vec<usize>)> {
+    Some((
+        list_attr(attrs, "strides", 1, sp)?,
+        list_attr(attrs, "dilations", 1, sp)?,
+        list_attr(attrs, "pads", 0, 2 * sp)?,
+    ))
+}
+
 /// The sizes of one 2-D conv (a 1-D conv is one of height 1).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Geom {
@@ -46,20 +68,7 @@ fn geom_groups(inputs: &[&TensorType], attrs: &Attrs, groups: Option<usize>) -> 
         return None;
     }
     let sp = r - 2;
-    let list = |name: &str, fill: usize, len: usize| -> Option<Vec<usize>> {
-        match attrs.ints(name) {
-            Ok(v) if !v.is_empty() => v.iter().map(|&x| usize::try_from(x).ok()).collect(),
-            _ => Some(vec![fill; len]),
-        }
-    };
-    let (s, d, p) = (
-        list("strides", 1, sp)?,
-        list("dilations", 1, sp)?,
-        list("pads", 0, 2 * sp)?,
-    );
-    if s.len() != sp || d.len() != sp || p.len() != 2 * sp {
-        return None;
-    }
+    let (s, d, p) = window(attrs, sp)?;
     let groups = match groups {
         Some(g) => g,
         None => usize::try_from(attrs.int("groups").unwrap_or(1)).ok()?,
@@ -284,21 +293,8 @@ pub fn tgeom(inputs: &[&TensorType], attrs: &Attrs) -> Option<TGeom> {
         return None;
     }
     let sp = r - 2;
-    let list = |name: &str, fill: usize, len: usize| -> Option<Vec<usize>> {
-        match attrs.ints(name) {
-            Ok(v) if !v.is_empty() => v.iter().map(|&x| usize::try_from(x).ok()).collect(),
-            _ => Some(vec![fill; len]),
-        }
-    };
-    let (s, d, p) = (
-        list("strides", 1, sp)?,
-        list("dilations", 1, sp)?,
-        list("pads", 0, 2 * sp)?,
-    );
-    let op = list("output_padding", 0, sp)?;
-    if s.len() != sp || d.len() != sp || p.len() != 2 * sp || op.len() != sp {
-        return None;
-    }
+    let (s, d, p) = window(attrs, sp)?;
+    let op = list_attr(attrs, "output_padding", 0, sp)?;
     let os: Vec<usize> = (0..sp)
         .map(|i| {
             let full =

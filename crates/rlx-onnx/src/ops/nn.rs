@@ -31,23 +31,9 @@ pub(super) fn layer_normalization(mut n: N, _op: &str) -> R {
     // Over the axes from `axis` on, with the statistics as outputs:
     // mean, 1/sqrt(var + eps), (x - mean)·that·scale + bias.
     let axes: Vec<i64> = (axis..rank as i64).collect();
-    let red = |n: &mut N, v: ValueId| {
-        n.op(
-            "reduce_mean",
-            &[v],
-            Attrs::new()
-                .with("axes", axes.clone())
-                .with("keepdim", true),
-        )
-    };
-    let mean = red(&mut n, x)?;
-    let c = n.op("sub", &[x, mean], Attrs::new())?;
-    let sq = n.op("mul", &[c, c], Attrs::new())?;
-    let var = red(&mut n, sq)?;
-    let e = n.scalar(eps, d)?;
-    let ve = n.op("add", &[var, e], Attrs::new())?;
-    let inv = n.op("rsqrt", &[ve], Attrs::new())?;
-    let norm = n.op("mul", &[c, inv], Attrs::new())?;
+    let Standard {
+        norm, mean, inv, ..
+    } = standardize(&mut n, x, axes, Some(eps))?;
     let mut y = n.op("mul", &[norm, g], Attrs::new())?;
     if n.name(2).is_some() {
         let b = n.v(2)?;
@@ -516,23 +502,12 @@ pub(super) fn batch_normalization(mut n: N, _op: &str) -> R {
     let mut cshape = vec![c];
     cshape.extend(std::iter::repeat_n(1, rank - 2));
     let axes: Vec<i64> = (0..rank as i64).filter(|&a| a != 1).collect();
-    let red = |n: &mut N, v: ValueId| {
-        n.op(
-            "reduce_mean",
-            &[v],
-            Attrs::new()
-                .with("axes", axes.clone())
-                .with("keepdim", true),
-        )
-    };
-    let bm = red(&mut n, x)?;
-    let xc = n.op("sub", &[x, bm], Attrs::new())?;
-    let sq = n.op("mul", &[xc, xc], Attrs::new())?;
-    let bv = red(&mut n, sq)?;
-    let e = n.scalar(eps, d)?;
-    let ve = n.op("add", &[bv, e], Attrs::new())?;
-    let inv = n.op("rsqrt", &[ve], Attrs::new())?;
-    let norm = n.op("mul", &[xc, inv], Attrs::new())?;
+    let Standard {
+        norm,
+        mean: bm,
+        var: bv,
+        ..
+    } = standardize(&mut n, x, axes, Some(eps))?;
     let sc = n.op(
         "reshape",
         &[scale],
@@ -692,21 +667,12 @@ pub(super) fn group_normalization(mut n: N, op: &str) -> R {
         return Err(format!("{c} channels do not split into {groups} groups"));
     }
     let eps = n.af("epsilon", 1e-5);
-    let dt = n.cx.b.dtype(x);
     let g = n.op(
         "reshape",
         &[x],
         Attrs::new().with("shape", vec![d[0] as i64, groups as i64, -1]),
     )?;
-    let red = Attrs::new().with("axes", vec![2i64]).with("keepdim", true);
-    let mean = n.op("reduce_mean", &[g], red.clone())?;
-    let xc = n.op("sub", &[g, mean], Attrs::new())?;
-    let sq = n.op("mul", &[xc, xc], Attrs::new())?;
-    let var = n.op("reduce_mean", &[sq], red)?;
-    let e = n.scalar(eps, dt)?;
-    let ve = n.op("add", &[var, e], Attrs::new())?;
-    let inv = n.op("rsqrt", &[ve], Attrs::new())?;
-    let norm = n.op("mul", &[xc, inv], Attrs::new())?;
+    let norm = standardize(&mut n, g, vec![2], Some(eps))?.norm;
     let shape: Vec<i64> = d.iter().map(|&v| v as i64).collect();
     let norm = n.op("reshape", &[norm], Attrs::new().with("shape", shape))?;
     // Per-channel parameters as (C, 1, …); per-group ones repeated first.
@@ -802,11 +768,47 @@ pub(super) fn shrink(mut n: N, _op: &str) -> R {
 pub(super) fn mean_variance_normalization(mut n: N, _op: &str) -> R {
     let x = n.v(0)?;
     let axes = n.aints("axes").unwrap_or_else(|| vec![0, 2, 3]);
+    let norm = standardize(&mut n, x, axes, None)?.norm;
+    Ok(vec![Out::Value(norm)])
+}
+
+/// `x` standardized over `axes` (kept as size 1).
+struct Standard {
+    /// (x − mean) · rsqrt(var + eps)
+    norm: ValueId,
+    mean: ValueId,
+    var: ValueId,
+    /// rsqrt(var + eps)
+    inv: ValueId,
+}
+
+/// Mean and variance of `x` over `axes`, and `x` standardized by them;
+/// `eps = None` divides by √var itself (MeanVarianceNormalization).
+fn standardize(
+    n: &mut N,
+    x: ValueId,
+    axes: Vec<i64>,
+    eps: Option<f64>,
+) -> Result<Standard, String> {
     let red = Attrs::new().with("axes", axes).with("keepdim", true);
     let mean = n.op("reduce_mean", &[x], red.clone())?;
     let xc = n.op("sub", &[x, mean], Attrs::new())?;
     let sq = n.op("mul", &[xc, xc], Attrs::new())?;
     let var = n.op("reduce_mean", &[sq], red)?;
-    let sd = n.op("sqrt", &[var], Attrs::new())?;
-    n.one("div", &[xc, sd], Attrs::new())
+    let ve = match eps {
+        Some(e) => {
+            let d = n.cx.b.dtype(x);
+            let e = n.scalar(e, d)?;
+            n.op("add", &[var, e], Attrs::new())?
+        }
+        None => var,
+    };
+    let inv = n.op("rsqrt", &[ve], Attrs::new())?;
+    let norm = n.op("mul", &[xc, inv], Attrs::new())?;
+    Ok(Standard {
+        norm,
+        mean,
+        var,
+        inv,
+    })
 }
