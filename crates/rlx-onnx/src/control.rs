@@ -310,6 +310,12 @@ pub(crate) fn scan_op(cx: &mut Cx, node: &NodeProto, id: usize) -> R {
             binds.push(Bound::Value(s));
         }
         let outs = cx.inline(body, &format!("scan{id}/{t}/"), binds)?;
+        if outs.len() < n_state {
+            return Err(format!(
+                "the body returns {} values for {n_state} states",
+                outs.len()
+            ));
+        }
         let (st, ys) = outs.split_at(n_state);
         states = st.to_vec();
         for (j, y) in ys.iter().enumerate() {
@@ -375,7 +381,13 @@ pub(crate) fn loop_op(cx: &mut Cx, node: &NodeProto, id: usize) -> R {
         let mut binds = vec![Bound::Const(iter), Bound::Const(c)];
         binds.extend(states.iter().cloned());
         let outs = cx.inline(body, &format!("loop{id}/{t}/"), binds)?;
-        let c_out = outs.first().ok_or("the body returns no condition")?;
+        if outs.len() < 1 + n_state {
+            return Err(format!(
+                "the body returns {} values for a condition and {n_state} states",
+                outs.len()
+            ));
+        }
+        let c_out = &outs[0];
         cond = match c_out {
             Bound::Const(c) => c
                 .to_f64_vec()

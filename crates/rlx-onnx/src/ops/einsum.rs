@@ -36,6 +36,11 @@ fn parse(eq: &str, ranks: &[usize]) -> Result<(Vec<Vec<char>>, Vec<char>), Strin
             ell = ell.max(r.saturating_sub(s.replace("...", "").chars().count()));
         }
     }
+    if ell > 26 {
+        return Err(format!(
+            "`...` stands for {ell} axes; at most 26 are supported"
+        ));
+    }
     let mut ins = Vec::new();
     for (s, &r) in specs.iter().zip(ranks) {
         let letters = s.replace("...", "");

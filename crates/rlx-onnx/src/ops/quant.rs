@@ -181,7 +181,13 @@ fn centred(n: &mut N, k: usize, zp: usize, rows: bool, conv_w: bool) -> Result<V
     let mut z = n.cast_to(z, DType::F32)?;
     let zd = n.dims(z);
     let vd = n.dims(vf);
-    if zd.iter().product::<usize>() > 1 {
+    let count: usize = zd.iter().product();
+    if count > 1 {
+        if zd.len() != 1 || vd.is_empty() {
+            return Err(format!(
+                "a zero point of shape {zd:?} for an operand of shape {vd:?} (a scalar or one per row, column or channel)"
+            ));
+        }
         let shape: Vec<i64> = if conv_w {
             let mut s = vec![1i64; vd.len()];
             s[0] = zd[0] as i64;
@@ -250,6 +256,11 @@ pub(super) fn q_linear(mut n: N, op: &str) -> R {
             return Ok(s);
         }
         let mut shape = vec![1i64; out_dims.len()];
+        if sd.len() != 1 || axis >= shape.len() {
+            return Err(format!(
+                "a scale of shape {sd:?} for a product of shape {out_dims:?} (a scalar or one per row, column or channel)"
+            ));
+        }
         shape[axis] = sd[0] as i64;
         n.op("reshape", &[s], Attrs::new().with("shape", shape))
     };
