@@ -407,3 +407,221 @@ pub(super) fn rotary_embedding(mut n: N, _op: &str) -> R {
         n.one("reshape", &[y], Attrs::new().with("shape", shape))
     }
 }
+
+/// [B, T, H·D] → [B, H, T, D].
+fn split_heads(n: &mut N, x: ValueId, h: usize) -> Result<ValueId, String> {
+    let d = n.dims(x);
+    if d.len() != 3 || h == 0 || d[2] % h != 0 {
+        return Err(format!("{d:?} does not split into {h} heads"));
+    }
+    let r = n.op(
+        "reshape",
+        &[x],
+        Attrs::new().with(
+            "shape",
+            vec![d[0] as i64, d[1] as i64, h as i64, (d[2] / h) as i64],
+        ),
+    )?;
+    n.op(
+        "permute",
+        &[r],
+        Attrs::new().with("perm", vec![0i64, 2, 1, 3]),
+    )
+}
+
+/// Step `t` of a [B, H, T, D] tensor: [B, H, D].
+fn step(n: &mut N, x: ValueId, t: usize) -> Result<ValueId, String> {
+    let s = n.op(
+        "narrow",
+        &[x],
+        Attrs::new()
+            .with("axis", 2i64)
+            .with("start", t as i64)
+            .with("len", 1i64),
+    )?;
+    n.op("squeeze", &[s], Attrs::new().with("axes", vec![2i64]))
+}
+
+/// ONNX `LinearAttention`: the recurrent state S (B, H_kv, d_k, d_v)
+/// updated per step — decayed by exp(decay) (gated rules), corrected by β
+/// toward v (delta rules), plus kᵀv — and read as scale · q·S; unrolled
+/// over the (static) sequence, in f32.
+pub(super) fn linear_attention(mut n: N, _op: &str) -> R {
+    let rule = n
+        .astr("update_rule")
+        .unwrap_or_else(|| "gated_delta".into());
+    let (gating, delta) = match rule.as_str() {
+        "linear" => (false, false),
+        "gated" => (true, false),
+        "delta" => (false, true),
+        "gated_delta" => (true, true),
+        o => return Err(format!("update_rule {o:?}")),
+    };
+    let (hq, hkv) = (n.ai("q_num_heads", 0), n.ai("kv_num_heads", 0));
+    if hq <= 0 || hkv <= 0 || hq % hkv != 0 {
+        return Err(format!(
+            "q_num_heads {hq} must be a positive multiple of kv_num_heads {hkv}"
+        ));
+    }
+    let (hq, hkv) = (hq as usize, hkv as usize);
+    if gating != n.name(4).is_some() || delta != n.name(5).is_some() {
+        return Err(format!(
+            "update_rule {rule:?} with decay / beta inputs that do not fit it"
+        ));
+    }
+    let q0 = n.v(0)?;
+    let out_d = n.cx.b.dtype(q0);
+    let f = |n: &mut N, k: usize| -> Result<ValueId, String> {
+        let v = n.v(k)?;
+        n.cast_to(v, DType::F32)
+    };
+    let (q, k, v) = (f(&mut n, 0)?, f(&mut n, 1)?, f(&mut n, 2)?);
+    let qd = n.dims(q);
+    if qd.len() != 3 {
+        return Err(format!("query must be rank 3 (B, T, H·D), got {qd:?}"));
+    }
+    let (b, t_len) = (qd[0], qd[1]);
+    if t_len > 4096 {
+        return Err(format!(
+            "a sequence of {t_len} steps is longer than rlx unrolls (4096)"
+        ));
+    }
+    let q4 = split_heads(&mut n, q, hq)?;
+    let k4 = split_heads(&mut n, k, hkv)?;
+    let v4 = split_heads(&mut n, v, hkv)?;
+    let (dk, dv) = (n.dims(k4)[3], n.dims(v4)[3]);
+    if n.dims(q4)[3] != dk {
+        return Err("query and key head sizes differ".into());
+    }
+    // Decay as [B, H_kv, T, 1 or d_k]; β as [B, H_kv or 1, T, 1].
+    let per_head = |n: &mut N, x: ValueId, heads: usize| -> Result<ValueId, String> {
+        let d = n.dims(x);
+        let last = *d.last().ok_or("a scalar decay or beta")?;
+        if d.len() != 3 || last % heads != 0 {
+            return Err(format!("{d:?} does not fit {heads} heads"));
+        }
+        split_heads(n, x, heads)
+    };
+    let decay = if gating {
+        let g = f(&mut n, 4)?;
+        let last = *n.dims(g).last().unwrap_or(&0);
+        if last != hkv && last != hkv * dk {
+            return Err(format!(
+                "decay's last axis {last} must be {hkv} or {}",
+                hkv * dk
+            ));
+        }
+        Some(per_head(&mut n, g, hkv)?)
+    } else {
+        None
+    };
+    let beta = if delta {
+        let bt = f(&mut n, 5)?;
+        let last = *n.dims(bt).last().unwrap_or(&0);
+        if last != hkv && last != 1 {
+            return Err(format!("beta's last axis {last} must be {hkv} or 1"));
+        }
+        Some(per_head(&mut n, bt, last)?)
+    } else {
+        None
+    };
+    let mut s = match n.name(3) {
+        Some(_) => {
+            let p = f(&mut n, 3)?;
+            if n.dims(p) != [b, hkv, dk, dv] {
+                return Err(format!(
+                    "past_state {:?}, expected {:?}",
+                    n.dims(p),
+                    [b, hkv, dk, dv]
+                ));
+            }
+            p
+        }
+        None => {
+            let z =
+                HostTensor::zeros(DType::F32, vec![b, hkv, dk, dv]).map_err(|e| e.to_string())?;
+            n.cx.b.constant(z).map_err(|e| e.to_string())?
+        }
+    };
+    let scale = match n.af("scale", 0.0) {
+        x if x == 0.0 => 1.0 / (dk as f64).sqrt(),
+        x => x,
+    };
+    let sc = n.scalar(scale, DType::F32)?;
+    let group = hq / hkv;
+    let unsq = |n: &mut N, x: ValueId, axis: i64| {
+        n.op("unsqueeze", &[x], Attrs::new().with("axes", vec![axis]))
+    };
+    let mut outs = Vec::with_capacity(t_len);
+    for t in 0..t_len {
+        let (kt, mut vt) = (step(&mut n, k4, t)?, step(&mut n, v4, t)?);
+        if let Some(g) = decay {
+            let gt = step(&mut n, g, t)?;
+            let e = n.op("exp", &[gt], Attrs::new())?;
+            let e = unsq(&mut n, e, -1)?;
+            s = n.op("mul", &[s, e], Attrs::new())?;
+        }
+        if let Some(bt) = beta {
+            // retrieved = k · S: [B, H, 1, d_k] @ [B, H, d_k, d_v].
+            let k1 = unsq(&mut n, kt, 2)?;
+            let r = n.op("matmul", &[k1, s], Attrs::new())?;
+            let r = n.op("squeeze", &[r], Attrs::new().with("axes", vec![2i64]))?;
+            let diff = n.op("sub", &[vt, r], Attrs::new())?;
+            let bs = step(&mut n, bt, t)?;
+            vt = n.op("mul", &[bs, diff], Attrs::new())?;
+        }
+        let kc = unsq(&mut n, kt, -1)?;
+        let vr = unsq(&mut n, vt, 2)?;
+        let kv = n.op("mul", &[kc, vr], Attrs::new())?;
+        s = n.op("add", &[s, kv], Attrs::new())?;
+        // Each key head serves `group` adjacent query heads.
+        let read = if group == 1 {
+            s
+        } else {
+            let u = unsq(&mut n, s, 2)?;
+            let bc = n.op(
+                "broadcast",
+                &[u],
+                Attrs::new().with(
+                    "shape",
+                    vec![b as i64, hkv as i64, group as i64, dk as i64, dv as i64],
+                ),
+            )?;
+            n.op(
+                "reshape",
+                &[bc],
+                Attrs::new().with("shape", vec![b as i64, hq as i64, dk as i64, dv as i64]),
+            )?
+        };
+        let qt = step(&mut n, q4, t)?;
+        let q1 = unsq(&mut n, qt, 2)?;
+        let o = n.op("matmul", &[q1, read], Attrs::new())?;
+        outs.push(n.op("mul", &[o, sc], Attrs::new())?);
+    }
+    // [B, Hq, T, d_v] → [B, T, Hq·d_v]
+    let y = if outs.len() == 1 {
+        outs[0]
+    } else {
+        n.op("concat", &outs, Attrs::new().with("axis", 2i64))?
+    };
+    let y = n.op(
+        "permute",
+        &[y],
+        Attrs::new().with("perm", vec![0i64, 2, 1, 3]),
+    )?;
+    let y = n.op(
+        "reshape",
+        &[y],
+        Attrs::new().with("shape", vec![b as i64, t_len as i64, (hq * dv) as i64]),
+    )?;
+    let state_d = match n.name(3) {
+        Some(_) => {
+            let p = n.v(3)?;
+            n.cx.b.dtype(p)
+        }
+        None => out_d,
+    };
+    let y = n.cast_to(y, out_d)?;
+    let s = n.cast_to(s, state_d)?;
+    Ok(vec![Out::Value(y), Out::Value(s)])
+}

@@ -176,6 +176,7 @@ pub fn supported() -> Vec<&'static str> {
         "Resize",
         "Upsample",
         "RotaryEmbedding",
+        "LinearAttention",
         "DFT",
         "Einsum",
         "CausalConvWithState",
@@ -458,6 +459,7 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
         }
         "Attention" => attention::attention(&mut n),
         "RotaryEmbedding" => attention::rotary_embedding(n, &op),
+        "LinearAttention" => attention::linear_attention(n, &op),
         "DFT" => signal::dft(n, &op),
         "Einsum" => einsum::einsum(n, &op),
         "CausalConvWithState" => nn::causal_conv_with_state(n, &op),
