@@ -128,6 +128,7 @@ function currentCode() {
 }
 
 async function loadExample(code = currentCode()) {
+  if (ctx.onnx) ctx.onnx.active = false;
   for (const c of ctx.cache.values()) c.then((r) => r.model?.dispose?.()).catch(() => {});
   ctx.cache.clear();
   ctx.boundWeights = null;
@@ -152,9 +153,74 @@ function syncControls() {
   for (const b of document.querySelectorAll('#tabs button')) b.setAttribute('aria-selected', String(b.dataset.view === ctx.state.view));
 }
 
+// Bring your own model: an .onnx file becomes the current graph (every
+// view works on it); its symbolic dimensions are asked for when it has any.
+async function importOnnx(dimsText) {
+  const info = $('#drop-info');
+  const dims = {};
+  for (const part of (dimsText || '').split(',').map((x) => x.trim()).filter(Boolean)) {
+    const [k, v] = part.split('=');
+    dims[k.trim()] = Number(v);
+  }
+  let graph;
+  try {
+    graph = rlx.Graph.fromOnnx(ctx.onnx.bytes, { dims });
+  } catch (e) {
+    const needsDims = e.code === 'format' && /dimension/.test(e.message);
+    info.innerHTML = `<pre class="error">${esc(e.code)}: ${esc(e.message)}</pre>` + (needsDims
+      ? `<p>Sizes of its symbolic dimensions: <input id="onnx-dims" class="mono" size="40" placeholder="batch=1, height=320, width=320" value="${esc(dimsText || '')}" />
+         <button id="onnx-import">import</button></p>` : '');
+    if (needsDims) $('#onnx-import').onclick = () => importOnnx($('#onnx-dims').value);
+    return;
+  }
+  for (const c of ctx.cache.values()) c.then((r) => r.model?.dispose?.()).catch(() => {});
+  ctx.cache.clear();
+  ctx.built = { graph, inputs: {} };
+  ctx.buildError = null;
+  ctx.example = null;
+  ctx.state.model = 'custom';
+  ctx.onnx.active = true;
+  writeState(ctx.state);
+  syncControls();
+  const ins = graph.inputs();
+  info.innerHTML = `<p><b>${esc(ctx.onnx.name)}</b>: imported as ${esc(graph.json().name)} (${graph.json().nodes.length} nodes); inputs ${ins.map((i) => `<span class="mono">${esc(i.name)}: ${esc(i.dtype)}[${i.shape.join(',')}]</span>`).join(', ')} — seeded random values, or drop a <span class="mono">NAME.npy</span> per input.</p>`;
+  await ctx.rerender();
+}
+
+// A little-endian .npy file (numpy.save, C order) as {shape, data}.
+function readNpy(buf) {
+  const b = new Uint8Array(buf);
+  const hlen = b[8] | (b[9] << 8);
+  const header = new TextDecoder().decode(b.subarray(10, 10 + hlen));
+  const descr = /'descr':\s*'([^']+)'/.exec(header)?.[1];
+  const shape = (/'shape':\s*\(([^)]*)\)/.exec(header)?.[1] ?? '').split(',').filter((x) => x.trim()).map(Number);
+  const kind = { '<f4': Float32Array, '<i8': BigInt64Array, '<i4': Int32Array, '|u1': Uint8Array, '|b1': Uint8Array }[descr];
+  if (!kind) throw new Error(`.npy dtype ${descr} is not supported here (f4, i8, i4, u1, b1)`);
+  return { shape, data: new kind(buf.slice(10 + hlen)) };
+}
+
 async function onFile(file) {
   const info = $('#drop-info');
   const ext = file.name.split('.').pop().toLowerCase();
+  if (ext === 'onnx') {
+    ctx.onnx = { name: file.name, bytes: new Uint8Array(await file.arrayBuffer()) };
+    return importOnnx('');
+  }
+  if (ext === 'npy') {
+    // An input value for the current graph, named by the file (images.npy → images).
+    const name = file.name.replace(/\.npy$/i, '');
+    try {
+      const t = readNpy(await file.arrayBuffer());
+      const inp = ctx.built?.graph.inputs().find((i) => i.name === name);
+      if (!inp) throw new Error(`the graph has no input \`${name}\` (its inputs: ${(ctx.built?.graph.inputs() ?? []).map((i) => i.name).join(', ')})`);
+      if (t.shape.join(',') !== inp.shape.join(',')) throw new Error(`${file.name} is [${t.shape}], the input \`${name}\` is ${inp.dtype}[${inp.shape}]`);
+      ctx.built.inputs = { ...(ctx.built.inputs || {}), [name]: t.data };
+      info.insertAdjacentHTML('beforeend', `<p><b>${esc(file.name)}</b> is input <span class="mono">${esc(name)}</span> at the next run.</p>`);
+    } catch (e) {
+      info.insertAdjacentHTML('beforeend', `<pre class="error">${esc(e.message)}</pre>`);
+    }
+    return;
+  }
   if (ext !== 'safetensors') { info.innerHTML = `<span class="bad">.${esc(ext)} is not accepted by this build (see the list above)</span>`; return; }
   try {
     const w = await rlx.loadSafetensors(await file.arrayBuffer());
@@ -182,9 +248,9 @@ async function main() {
   }
   $('#version').textContent = `rlx ${rlx.version}`;
   ctx.opsInfo = rlx.ops().map((o) => ({ ...o, name: o.name || o.kind }));
-  // Which formats this build reads: safetensors always; ONNX/GGUF once the package has importers.
-  const has = (k) => typeof rlx[k] === 'function';
-  const formats = ['.safetensors', ...(has('loadOnnx') ? ['.onnx'] : []), ...(has('loadGguf') ? ['.gguf'] : [])];
+  // Which formats this build reads: safetensors (weights), ONNX models and
+  // .npy inputs; GGUF once the package has that importer.
+  const formats = ['.safetensors', ...(typeof rlx.Graph.fromOnnx === 'function' ? ['.onnx', '.npy'] : []), ...(typeof rlx.loadGguf === 'function' ? ['.gguf'] : [])];
   $('#formats').textContent = `this build accepts: ${formats.join(', ')}`;
   $('#file').accept = formats.join(',');
 
@@ -225,7 +291,9 @@ async function main() {
   });
   window.addEventListener('hashchange', () => {
     const s = readState();
-    const modelChanged = s.model !== ctx.state.model;
+    // An imported .onnx stays the graph until another model is picked.
+    const modelChanged = s.model !== ctx.state.model && !(ctx.onnx?.active && s.model === 'custom');
+    if (s.model !== 'custom' && ctx.onnx) ctx.onnx.active = false;
     ctx.state = s;
     syncControls();
     (modelChanged ? loadExample() : Promise.resolve()).then(() => ctx.rerender());

@@ -296,6 +296,41 @@ test('a dropped .safetensors binds the graph inputs of the same names', async ()
   await page.close();
 });
 
+test('an .onnx file becomes the graph: its dims asked for, every view, a run on the cpu', async () => {
+  const repo = path.resolve(app, '..');
+  const yolo = path.join(repo, '.cache/models/nudenet-3.4.2/nudenet/320n.onnx');
+  assert(fs.existsSync(yolo), `${yolo} is missing: run ./scripts/fetch-models`);
+  const page = await open('model=mlp&device=cpu&view=hir');
+  await page.setInputFiles('#file', yolo);
+  // YOLOv8n's batch, height and width are symbolic: the playground asks.
+  await page.waitForSelector('#onnx-dims');
+  assert(/symbolic dimension/.test(await page.locator('#drop-info').innerText()), 'no symbolic-dimension message');
+  await page.fill('#onnx-dims', 'batch=1, height=320, width=320');
+  await page.click('#onnx-import');
+  await page.waitForFunction(() => /imported as/.test(document.querySelector('#drop-info').innerText));
+  await waitReady(page);
+  const inputs = await page.evaluate(() => window.__rlxPlayground.ctx.built.graph.inputs());
+  assert(JSON.stringify(inputs.map((i) => [i.name, i.shape])) === '[["images",[1,3,320,320]]]', JSON.stringify(inputs));
+  // The views work on it: the dispatch on the cpu (convs on the fast kernel) ...
+  await setHash(page, 'model=custom&device=cpu&view=dispatch');
+  const r = await page.evaluate(async () => {
+    const c = await window.__rlxPlayground.ctx.compiled('cpu', 'prefer_native');
+    return c.error ? { error: c.error } : { kernels: c.model.dispatchReport().nodes.filter((n) => n.op === 'conv').flatMap((n) => n.kernels) };
+  });
+  assert(!r.error && r.kernels.length > 50 && r.kernels.every((k) => k.startsWith('cpu::fast::conv')), JSON.stringify(r).slice(0, 300));
+  await shot(page, 'onnx-dispatch');
+  // ... and a run on seeded inputs: the detector's output shape.
+  await setHash(page, 'model=custom&device=cpu&view=run&runs=1');
+  const last = await page.evaluate(() => window.__rlxPlayground.lastRun);
+  const cpu = last.find((x) => x.device === 'cpu');
+  assert(cpu && !cpu.error && cpu.outputs[0].shape.join(',') === '1,22,2100', JSON.stringify(cpu?.error ?? cpu?.outputs?.[0]?.shape));
+  // WebGPU has no conv kernel yet: the run view shows that as an error, not a cpu run.
+  const gpu = last.find((x) => x.device === 'webgpu');
+  assert(gpu && gpu.error, `webgpu: ${JSON.stringify(gpu).slice(0, 200)}`);
+  await shot(page, 'onnx-run');
+  await page.close();
+});
+
 test('run a MiniLM layer: webgpu agrees with the cpu', async () => {
   const page = await open('model=minilm-layer&device=webgpu&view=run&runs=2');
   const [g, c] = await page.evaluate(() => window.__rlxPlayground.lastRun);

@@ -411,7 +411,7 @@ pub(super) fn rotary_embedding(mut n: N, _op: &str) -> R {
 /// [B, T, H·D] → [B, H, T, D].
 fn split_heads(n: &mut N, x: ValueId, h: usize) -> Result<ValueId, String> {
     let d = n.dims(x);
-    if d.len() != 3 || h == 0 || d[2] % h != 0 {
+    if d.len() != 3 || h == 0 || !d[2].is_multiple_of(h) {
         return Err(format!("{d:?} does not split into {h} heads"));
     }
     let r = n.op(
@@ -497,7 +497,7 @@ pub(super) fn linear_attention(mut n: N, _op: &str) -> R {
     let per_head = |n: &mut N, x: ValueId, heads: usize| -> Result<ValueId, String> {
         let d = n.dims(x);
         let last = *d.last().ok_or("a scalar decay or beta")?;
-        if d.len() != 3 || last % heads != 0 {
+        if d.len() != 3 || !last.is_multiple_of(heads) {
             return Err(format!("{d:?} does not fit {heads} heads"));
         }
         split_heads(n, x, heads)
@@ -543,8 +543,9 @@ pub(super) fn linear_attention(mut n: N, _op: &str) -> R {
             n.cx.b.constant(z).map_err(|e| e.to_string())?
         }
     };
+    // An absent or zero scale is 1/√d_k.
     let scale = match n.af("scale", 0.0) {
-        x if x == 0.0 => 1.0 / (dk as f64).sqrt(),
+        0.0 => 1.0 / (dk as f64).sqrt(),
         x => x,
     };
     let sc = n.scalar(scale, DType::F32)?;
