@@ -14,6 +14,7 @@ mod grid;
 mod index;
 mod math;
 mod nn;
+mod norm;
 mod quant;
 mod recurrent;
 mod resize;
@@ -185,6 +186,7 @@ pub fn supported() -> Vec<&'static str> {
         "InstanceNormalization",
         "GroupNormalization",
         "LRN",
+        "Col2Im",
         "If",
         "Loop",
         "Scan",
@@ -433,7 +435,7 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
         "LeakyRelu" => math::leaky_relu(n, &op),
         "IsInf" => math::is_inf(n, &op),
         "ArgMax" | "ArgMin" => math::arg_max(n, &op),
-        "LayerNormalization" => nn::layer_normalization(n, &op),
+        "LayerNormalization" => norm::layer_normalization(n, &op),
         "Trilu" => shape::trilu(n, &op),
         "Slice" => shape::slice_op(n, &op),
         "Split" => shape::split_op(n, &op),
@@ -451,7 +453,7 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
         "Gelu" => math::gelu(n, &op),
         "Conv" | "MaxPool" | "AveragePool" => nn::conv(n, &op),
         "GlobalAveragePool" | "GlobalMaxPool" => nn::global_average_pool(n, &op),
-        "RMSNormalization" => nn::r_m_s_normalization(n, &op),
+        "RMSNormalization" => norm::r_m_s_normalization(n, &op),
         "Pad" => shape::pad_op(n, &op),
         "TopK" => math::top_k(n, &op),
         "NegativeLogLikelihoodLoss" | "SoftmaxCrossEntropyLoss" => {
@@ -464,8 +466,9 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
         "Einsum" => einsum::einsum(n, &op),
         "CausalConvWithState" => nn::causal_conv_with_state(n, &op),
         "DepthToSpace" | "SpaceToDepth" => nn::depth_to_space(n, &op),
-        "InstanceNormalization" | "GroupNormalization" => nn::group_normalization(n, &op),
-        "LRN" => nn::lrn(n, &op),
+        "InstanceNormalization" | "GroupNormalization" => norm::group_normalization(n, &op),
+        "LRN" => norm::lrn(n, &op),
+        "Col2Im" => nn::col2im(n, &op),
         "If" => {
             let id = n.cx.next_instance();
             crate::control::if_op(n.cx, n.node, id)
@@ -481,7 +484,7 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
         "GridSample" => grid::grid_sample(n, &op),
         "AffineGrid" => grid::affine_grid(n, &op),
         "RNN" | "GRU" | "LSTM" => recurrent::recurrent(n, &op),
-        "MeanVarianceNormalization" => nn::mean_variance_normalization(n, &op),
+        "MeanVarianceNormalization" => norm::mean_variance_normalization(n, &op),
         "Shrink" => nn::shrink(n, &op),
         "Scatter" => shape::scatter_elements(n, &op),
         "HannWindow" | "HammingWindow" | "BlackmanWindow" => signal::window(n, &op),
@@ -494,8 +497,8 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
         "Compress" => index::compress(n, &op),
         "EyeLike" => index::eye_like(n, &op),
         "CenterCropPad" => index::center_crop_pad(n, &op),
-        "BatchNormalization" => nn::batch_normalization(n, &op),
-        "LpNormalization" => nn::lp_normalization(n, &op),
+        "BatchNormalization" => norm::batch_normalization(n, &op),
+        "LpNormalization" => norm::lp_normalization(n, &op),
         "LpPool" => nn::conv(n, &op),
         "BitShift" => math::bit_shift(n, &op),
         "Resize" | "Upsample" => resize::resize(n, &op),
