@@ -551,7 +551,7 @@ pub(super) fn col2im(mut n: N, _op: &str) -> R {
         ));
     }
     let k: usize = block.iter().map(|&b| b as usize).product();
-    if xd[1] % k != 0 {
+    if !xd[1].is_multiple_of(k) {
         return Err(format!(
             "{} rows are not a multiple of the block's {k} positions",
             xd[1]
