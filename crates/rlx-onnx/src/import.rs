@@ -6,7 +6,7 @@
 
 use crate::error::Missing;
 use crate::proto::{self, ModelProto, NodeProto};
-use crate::tensor::{dtype_of, to_host};
+use crate::tensor::{storage_of, to_host, F8};
 use crate::OnnxError;
 use prost::Message;
 use rlx_ir::{Graph, GraphBuilder, HostTensor, TensorType, ValueId};
@@ -76,9 +76,13 @@ pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Imported
         opset,
         missing: Vec::new(),
         instances: 0,
+        f8: HashMap::new(),
     };
     for t in &g.initializer {
         cx.consts.insert(t.name().to_string(), to_host(t)?);
+        if let Some(k) = F8::of(t.data_type()) {
+            cx.f8.insert(t.name().to_string(), k);
+        }
     }
     let mut inputs = Vec::new();
     for vi in &g.input {
@@ -90,7 +94,10 @@ pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Imported
             cx.consts.insert(name, t.clone());
             continue;
         }
-        let ty = value_type(vi, opts)?;
+        let (ty, f8) = value_type(vi, opts)?;
+        if let Some(k) = f8 {
+            cx.f8.insert(name.clone(), k);
+        }
         // Declared sizes within the limits before anything is built on them.
         limits
             .check_tensor_shape(&format!("input `{name}`"), ty.dtype, ty.dims())
@@ -126,7 +133,11 @@ pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Imported
     })
 }
 
-fn value_type(vi: &proto::ValueInfoProto, opts: &ImportOptions) -> Result<TensorType, OnnxError> {
+/// An input's type (float8 inputs are their bits, `u8`, with the kind).
+fn value_type(
+    vi: &proto::ValueInfoProto,
+    opts: &ImportOptions,
+) -> Result<(TensorType, Option<F8>), OnnxError> {
     use proto::tensor_shape_proto::dimension::Value;
     use proto::type_proto::Value as T;
     let name = vi.name();
@@ -136,11 +147,11 @@ fn value_type(vi: &proto::ValueInfoProto, opts: &ImportOptions) -> Result<Tensor
             "not a tensor (sequences, maps and optionals are not supported yet)".into(),
         ));
     };
-    let dtype = dtype_of(t.elem_type()).map_err(bad)?;
+    let (dtype, f8) = storage_of(t.elem_type()).map_err(bad)?;
     let given = opts.shapes.get(name);
     let Some(shape) = t.shape.as_ref() else {
         return match given {
-            Some(g) => Ok(TensorType::new(dtype, g.clone())),
+            Some(g) => Ok((TensorType::new(dtype, g.clone()), f8)),
             None => Err(bad(format!(
                 "no shape declared: give it (ImportOptions::shapes; `--shape {name}=D0,D1,…` \
                  or an --input file on the command line)"
@@ -188,7 +199,7 @@ fn value_type(vi: &proto::ValueInfoProto, opts: &ImportOptions) -> Result<Tensor
             },
         });
     }
-    Ok(TensorType::new(dtype, out))
+    Ok((TensorType::new(dtype, out), f8))
 }
 
 /// A value of the import: a graph value, or one known at import.
@@ -221,6 +232,8 @@ pub(crate) struct Cx {
     missing: Vec<Missing>,
     /// Control-flow nodes seen, to name their inlined copies apart.
     instances: usize,
+    /// Values that are float8 bits (u8) and their kind (`ops::float8`).
+    pub f8: HashMap<String, F8>,
 }
 
 impl Cx {
@@ -248,6 +261,7 @@ impl Cx {
             opset: self.opset,
             missing: Vec::new(),
             instances: 0,
+            f8: self.f8.clone(),
         }
     }
 
@@ -317,6 +331,15 @@ impl Cx {
             self.poisoned.extend(node.output.iter().cloned());
             return;
         }
+        let f8_in = node.input.iter().find(|n| self.f8.contains_key(*n));
+        if let (Some(v), false) = (f8_in, matches!(node.op_type(), "Cast" | "CastLike")) {
+            let m = miss(format!(
+                "input `{v}` is a float8 tensor, which rlx reads only through Cast and CastLike (it has no float8 type)"
+            ));
+            self.missing.push(m);
+            self.poisoned.extend(node.output.iter().cloned());
+            return;
+        }
         if let Some(outs) = self.fold(node) {
             for (name, t) in node.output.iter().zip(outs) {
                 if !name.is_empty() {
@@ -327,6 +350,13 @@ impl Cx {
         }
         match crate::ops::map(self, node) {
             Ok(outs) => {
+                let kind = match node.op_type() {
+                    "CastLike" => node.input.get(1).and_then(|n| self.f8.get(n)).copied(),
+                    _ => makes_f8(node),
+                };
+                if let (Some(k), Some(o)) = (kind, node.output.first()) {
+                    self.f8.insert(o.clone(), k);
+                }
                 for (name, out) in node.output.iter().zip(outs) {
                     if name.is_empty() {
                         continue;
@@ -370,6 +400,10 @@ impl Cx {
         if named.is_empty() || RANDOM.contains(&node.op_type()) || node.op_type() == "Constant" {
             return None;
         }
+        // float8 values are tagged by name: their casts map in place.
+        if named.iter().any(|n| self.f8.contains_key(*n)) || makes_f8(node).is_some() {
+            return None;
+        }
         let mut elems = 0usize;
         for n in &named {
             elems = elems.saturating_add(self.consts.get(*n)?.shape().numel());
@@ -388,6 +422,7 @@ impl Cx {
             opset: self.opset,
             missing: Vec::new(),
             instances: 0,
+            f8: HashMap::new(),
         };
         let outs = crate::ops::map(&mut sub, node).ok()?;
         let mut vals = Vec::new();
@@ -413,4 +448,13 @@ impl Cx {
             })
             .collect()
     }
+}
+
+/// The float8 kind a `Cast` node makes, if it makes one.
+fn makes_f8(node: &NodeProto) -> Option<F8> {
+    if node.op_type() != "Cast" {
+        return None;
+    }
+    let to = node.attribute.iter().find(|a| a.name() == "to")?.i();
+    F8::of(to as i32)
 }

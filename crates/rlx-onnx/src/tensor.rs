@@ -29,6 +29,84 @@ pub fn dtype_of(t: i32) -> Result<DType, String> {
     })
 }
 
+/// ONNX's 8-bit float kinds, kept as their bits in `u8` tensors
+/// (`ops::float8`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum F8 {
+    E4M3FN,
+    E4M3FNUZ,
+    E5M2,
+    E5M2FNUZ,
+}
+
+impl F8 {
+    /// The float8 kind of an ONNX element type, if it is one.
+    pub fn of(t: i32) -> Option<F8> {
+        Some(match DataType::try_from(t).ok()? {
+            DataType::Float8e4m3fn => F8::E4M3FN,
+            DataType::Float8e4m3fnuz => F8::E4M3FNUZ,
+            DataType::Float8e5m2 => F8::E5M2,
+            DataType::Float8e5m2fnuz => F8::E5M2FNUZ,
+            _ => return None,
+        })
+    }
+    pub fn mantissa_bits(self) -> u32 {
+        match self {
+            F8::E4M3FN | F8::E4M3FNUZ => 3,
+            _ => 2,
+        }
+    }
+    pub fn bias(self) -> i32 {
+        match self {
+            F8::E4M3FN => 7,
+            F8::E4M3FNUZ => 8,
+            F8::E5M2 => 15,
+            F8::E5M2FNUZ => 16,
+        }
+    }
+    pub fn fnuz(self) -> bool {
+        matches!(self, F8::E4M3FNUZ | F8::E5M2FNUZ)
+    }
+    pub fn max_value(self) -> f64 {
+        match self {
+            F8::E4M3FN => 448.0,
+            F8::E4M3FNUZ => 240.0,
+            F8::E5M2 | F8::E5M2FNUZ => 57344.0,
+        }
+    }
+    /// The code of the largest finite value.
+    pub fn max_code(self) -> u8 {
+        match self {
+            F8::E4M3FN => 0x7E,
+            F8::E5M2 => 0x7B,
+            F8::E4M3FNUZ | F8::E5M2FNUZ => 0x7F,
+        }
+    }
+    pub fn nan_code(self) -> u8 {
+        match self {
+            F8::E4M3FN => 0x7F,
+            F8::E5M2 => 0x7E,
+            F8::E4M3FNUZ | F8::E5M2FNUZ => 0x80,
+        }
+    }
+    /// What a value beyond the range becomes without saturation.
+    pub fn overflow_code(self) -> u8 {
+        match self {
+            F8::E5M2 => 0x7C, // inf
+            k => k.nan_code(),
+        }
+    }
+}
+
+/// The rlx dtype that holds an ONNX element type: its own, or `u8` bits
+/// for the float8 kinds (with the kind).
+pub fn storage_of(t: i32) -> Result<(DType, Option<F8>), String> {
+    match F8::of(t) {
+        Some(k) => Ok((DType::U8, Some(k))),
+        None => dtype_of(t).map(|d| (d, None)),
+    }
+}
+
 /// The ONNX element type of an rlx dtype.
 pub fn onnx_type(d: DType) -> Option<DataType> {
     Some(match d {
@@ -62,7 +140,8 @@ fn dims_of(t: &TensorProto) -> Result<Vec<usize>, OnnxError> {
 pub fn to_host(t: &TensorProto) -> Result<HostTensor, OnnxError> {
     let name = t.name();
     let bad = |m: String| OnnxError::Invalid(format!("tensor `{name}`: {m}"));
-    let dtype = dtype_of(t.data_type()).map_err(bad)?;
+    // float8 tensors hold their bits (one byte each) as u8.
+    let (dtype, _) = storage_of(t.data_type()).map_err(bad)?;
     let dims = dims_of(t)?;
     limits()
         .check_tensor_shape(&format!("tensor `{name}`"), dtype, &dims)

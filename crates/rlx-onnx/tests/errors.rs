@@ -306,3 +306,34 @@ fn a_loop_of_run_time_length_says_why() {
         "{s}"
     );
 }
+
+#[test]
+fn float8_values_reach_only_casts() {
+    // A float8 input is its bits (u8); Relu would take them for integers,
+    // so it is refused with the reason, while a Cast decodes them.
+    let mut x = input("x", &[DimValue(4)]);
+    if let Some(type_proto::Value::TensorType(t)) = x.r#type.as_mut().and_then(|t| t.value.as_mut())
+    {
+        t.elem_type = Some(17); // FLOAT8E4M3FN
+    }
+    let relu = model(
+        vec![node("Relu", "r", &["x"], &["y"])],
+        vec![x.clone()],
+        "y",
+    );
+    let e = import(&relu, &ImportOptions::default()).unwrap_err();
+    assert!(
+        e.to_string().contains("float8 tensor") && e.to_string().contains("Cast"),
+        "{e}"
+    );
+    let mut cast = node("Cast", "c", &["x"], &["y"]);
+    cast.attribute.push(rlx_onnx::proto::AttributeProto {
+        name: Some("to".into()),
+        r#type: Some(2), // INT
+        i: Some(1),      // FLOAT
+        ..Default::default()
+    });
+    let m = import(&model(vec![cast], vec![x], "y"), &ImportOptions::default()).unwrap();
+    assert_eq!(m.graph.input_types()[0].dtype, rlx_ir::DType::U8);
+    assert_eq!(m.graph.output_types()[0].dtype, rlx_ir::DType::F32);
+}

@@ -10,6 +10,7 @@ use rlx_ir::{Attrs, DType, HostTensor, ValueId};
 
 mod attention;
 mod einsum;
+pub(crate) mod float8;
 mod grid;
 mod index;
 mod math;

@@ -79,9 +79,35 @@ pub(super) fn concat_op(mut n: N, _op: &str) -> R {
 
 /// ONNX `Cast`.
 pub(super) fn cast_op(mut n: N, _op: &str) -> R {
+    let to = n.ai("to", 0) as i32;
+    let target = match crate::tensor::F8::of(to) {
+        Some(k) => Target::F8(k),
+        None => Target::Plain(dtype_of(to)?),
+    };
+    cast_into(&mut n, target)
+}
+
+/// What a Cast makes: an rlx dtype, or float8 bits of a kind.
+enum Target {
+    Plain(DType),
+    F8(crate::tensor::F8),
+}
+
+/// Input 0 cast to `target`, through f32 when either side is float8.
+fn cast_into(n: &mut N, target: Target) -> R {
     let x = n.v(0)?;
-    let to = dtype_of(n.ai("to", 0) as i32)?;
-    n.one("cast", &[x], Attrs::new().with("dtype", to))
+    let from = n.name(0).and_then(|s| n.cx.f8.get(s)).copied();
+    let x = match from {
+        Some(k) => super::float8::decode(n, x, k)?,
+        None => x,
+    };
+    match target {
+        Target::F8(k) => {
+            let saturate = n.ai("saturate", 1) != 0;
+            Ok(vec![Out::Value(super::float8::encode(n, x, k, saturate)?)])
+        }
+        Target::Plain(d) => n.one("cast", &[x], Attrs::new().with("dtype", d)),
+    }
 }
 
 /// ONNX `Where`.
@@ -261,9 +287,12 @@ pub(super) fn split_op(mut n: N, _op: &str) -> R {
 
 /// ONNX `CastLike`.
 pub(super) fn cast_like(mut n: N, _op: &str) -> R {
-    let (x, like) = (n.v(0)?, n.v(1)?);
-    let d = n.cx.b.dtype(like);
-    n.one("cast", &[x], Attrs::new().with("dtype", d))
+    let like = n.v(1)?;
+    let target = match n.name(1).and_then(|s| n.cx.f8.get(s)).copied() {
+        Some(k) => Target::F8(k),
+        None => Target::Plain(n.cx.b.dtype(like)),
+    };
+    cast_into(&mut n, target)
 }
 
 /// ONNX `Range`.

@@ -1,0 +1,116 @@
+//! ONNX's 8-bit floats (FLOAT8E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ). rlx has no
+//! float8 type: such a tensor is kept as its bit patterns in a `u8`
+//! tensor, and the import remembers which values are float8 (and which
+//! kind). Only `Cast` and `CastLike` read or make them — any other op fed
+//! one is refused, never handed bits it would take for integers.
+//!
+//! Decoding is a gather from the 256 values of the kind; encoding is
+//! arithmetic in f32: the exponent from log2 (corrected to exact powers of
+//! two), the significand rounded half to even, saturation or the overflow
+//! code, the sign bit, NaN — matching `ml_dtypes` (ONNX's reference).
+
+use super::*;
+use crate::tensor::F8;
+
+/// The value of every code of `k`, in code order.
+pub(crate) fn table(k: F8) -> Vec<f64> {
+    let (m, bias) = (k.mantissa_bits(), k.bias());
+    let emask = (1u32 << (7 - m)) - 1;
+    (0..256u32)
+        .map(|c| {
+            let neg = c & 0x80 != 0;
+            let (e, f) = ((c >> m) & emask, c & ((1 << m) - 1));
+            let v = match k {
+                F8::E4M3FNUZ | F8::E5M2FNUZ if c == 0x80 => return f64::NAN,
+                F8::E4M3FN if c & 0x7F == 0x7F => return f64::NAN,
+                F8::E5M2 if e == emask && f == 0 => f64::INFINITY,
+                F8::E5M2 if e == emask => return f64::NAN,
+                _ if e == 0 => f as f64 * 2f64.powi(1 - bias - m as i32),
+                _ => (1.0 + f as f64 / (1u32 << m) as f64) * 2f64.powi(e as i32 - bias),
+            };
+            if neg {
+                -v
+            } else {
+                v
+            }
+        })
+        .collect()
+}
+
+/// The float8 bits `v` (u8) as f32 values.
+pub(super) fn decode(n: &mut N, v: ValueId, k: F8) -> Result<ValueId, String> {
+    let t = HostTensor::from_f64(DType::F32, vec![256], table(k)).map_err(|e| e.to_string())?;
+    let t = n.cx.b.constant(t).map_err(|e| e.to_string())?;
+    let idx = n.cast_to(v, DType::I64)?;
+    n.op("gather", &[t, idx], Attrs::new().with("axis", 0i64))
+}
+
+/// `x` (any float type) as float8 bits of kind `k` (u8): round half to
+/// even; beyond the largest finite value the largest (`saturate`, and ±inf
+/// too) or the overflow code (inf for E5M2, else NaN).
+pub(super) fn encode(n: &mut N, x: ValueId, k: F8, saturate: bool) -> Result<ValueId, String> {
+    let x = n.cast_to(x, DType::F32)?;
+    let f = |n: &mut N, v: f64| n.scalar(v, DType::F32);
+    let (m, emin) = (k.mantissa_bits() as i32, 1 - k.bias());
+    let nan = n.op("isnan", &[x], Attrs::new())?;
+    // The sign bit, −0.0 included (1/−0 = −∞).
+    let zero = f(n, 0.0)?;
+    let lt = n.op("lt", &[x, zero], Attrs::new())?;
+    let eq = n.op("eq", &[x, zero], Attrs::new())?;
+    let rx = n.op("reciprocal", &[x], Attrs::new())?;
+    let rneg = n.op("lt", &[rx, zero], Attrs::new())?;
+    let nz = n.op("and", &[eq, rneg], Attrs::new())?;
+    let neg = n.op("or", &[lt, nz], Attrs::new())?;
+    let mut a = n.op("abs", &[x], Attrs::new())?;
+    if saturate {
+        a = n.op("clamp", &[a], Attrs::new().with("max", k.max_value()))?;
+    }
+    let inf = n.op("isinf", &[a], Attrs::new())?;
+    let bad = n.op("or", &[nan, inf], Attrs::new())?;
+    let a = n.op("where", &[bad, zero, a], Attrs::new())?;
+    // e = floor(log2 a), exact at powers of two, at least emin.
+    let l = n.op("log2", &[a], Attrs::new())?;
+    let l = n.op("floor", &[l], Attrs::new())?;
+    let l = n.op("clamp", &[l], Attrs::new().with("min", (emin - 1) as f64))?;
+    let one = f(n, 1.0)?;
+    let p = n.op("exp2", &[l], Attrs::new())?;
+    let high = n.op("gt", &[p, a], Attrs::new())?;
+    let lm = n.op("sub", &[l, one], Attrs::new())?;
+    let l = n.op("where", &[high, lm, l], Attrs::new())?;
+    let lp = n.op("add", &[l, one], Attrs::new())?;
+    let p2 = n.op("exp2", &[lp], Attrs::new())?;
+    let low = n.op("le", &[p2, a], Attrs::new())?;
+    let l = n.op("where", &[low, lp, l], Attrs::new())?;
+    let e = n.op("clamp", &[l], Attrs::new().with("min", emin as f64))?;
+    // significand in units of 2^(e − m), rounded half to even
+    let mv = f(n, m as f64)?;
+    let qe = n.op("sub", &[e, mv], Attrs::new())?;
+    let q = n.op("exp2", &[qe], Attrs::new())?;
+    let s = n.op("div", &[a, q], Attrs::new())?;
+    let s = n.op("round", &[s], Attrs::new())?;
+    // code = (e − emin)·2^m + s (a carry into the next exponent included)
+    let em = f(n, emin as f64)?;
+    let de = n.op("sub", &[e, em], Attrs::new())?;
+    let pm = f(n, (1u32 << m) as f64)?;
+    let hi = n.op("mul", &[de, pm], Attrs::new())?;
+    let code = n.op("add", &[hi, s], Attrs::new())?;
+    let (maxc, ovf) = (f(n, k.max_code() as f64)?, f(n, k.overflow_code() as f64)?);
+    let over = n.op("gt", &[code, maxc], Attrs::new())?;
+    let over = n.op("or", &[over, inf], Attrs::new())?;
+    let code = n.op("where", &[over, ovf, code], Attrs::new())?;
+    // The sign bit; the FNUZ kinds have no −0 and one NaN (0x80).
+    let c128 = f(n, 128.0)?;
+    let signed = n.op("add", &[code, c128], Attrs::new())?;
+    let sign_ok = if k.fnuz() {
+        let nz = n.op("ne", &[code, zero], Attrs::new())?;
+        let nn = n.op("ne", &[code, c128], Attrs::new())?;
+        let ok = n.op("and", &[nz, nn], Attrs::new())?;
+        n.op("and", &[neg, ok], Attrs::new())?
+    } else {
+        neg
+    };
+    let code = n.op("where", &[sign_ok, signed, code], Attrs::new())?;
+    let nanc = f(n, k.nan_code() as f64)?;
+    let code = n.op("where", &[nan, nanc, code], Attrs::new())?;
+    n.cast_to(code, DType::U8)
+}
