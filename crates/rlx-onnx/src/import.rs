@@ -6,7 +6,7 @@
 
 use crate::error::Missing;
 use crate::proto::{self, ModelProto, NodeProto};
-use crate::tensor::{storage_of, to_host, F8};
+use crate::tensor::{storage_of, to_host, Narrow};
 use crate::OnnxError;
 use prost::Message;
 use rlx_ir::{Graph, GraphBuilder, HostTensor, TensorType, ValueId};
@@ -76,12 +76,12 @@ pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Imported
         opset,
         missing: Vec::new(),
         instances: 0,
-        f8: HashMap::new(),
+        narrow: HashMap::new(),
     };
     for t in &g.initializer {
         cx.consts.insert(t.name().to_string(), to_host(t)?);
-        if let Some(k) = F8::of(t.data_type()) {
-            cx.f8.insert(t.name().to_string(), k);
+        if let Some(k) = Narrow::of(t.data_type()) {
+            cx.narrow.insert(t.name().to_string(), k);
         }
     }
     let mut inputs = Vec::new();
@@ -94,9 +94,9 @@ pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Imported
             cx.consts.insert(name, t.clone());
             continue;
         }
-        let (ty, f8) = value_type(vi, opts)?;
-        if let Some(k) = f8 {
-            cx.f8.insert(name.clone(), k);
+        let (ty, narrow) = value_type(vi, opts)?;
+        if let Some(k) = narrow {
+            cx.narrow.insert(name.clone(), k);
         }
         // Declared sizes within the limits before anything is built on them.
         limits
@@ -137,7 +137,7 @@ pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Imported
 fn value_type(
     vi: &proto::ValueInfoProto,
     opts: &ImportOptions,
-) -> Result<(TensorType, Option<F8>), OnnxError> {
+) -> Result<(TensorType, Option<Narrow>), OnnxError> {
     use proto::tensor_shape_proto::dimension::Value;
     use proto::type_proto::Value as T;
     let name = vi.name();
@@ -147,11 +147,11 @@ fn value_type(
             "not a tensor (sequences, maps and optionals are not supported yet)".into(),
         ));
     };
-    let (dtype, f8) = storage_of(t.elem_type()).map_err(bad)?;
+    let (dtype, narrow) = storage_of(t.elem_type()).map_err(bad)?;
     let given = opts.shapes.get(name);
     let Some(shape) = t.shape.as_ref() else {
         return match given {
-            Some(g) => Ok((TensorType::new(dtype, g.clone()), f8)),
+            Some(g) => Ok((TensorType::new(dtype, g.clone()), narrow)),
             None => Err(bad(format!(
                 "no shape declared: give it (ImportOptions::shapes; `--shape {name}=D0,D1,…` \
                  or an --input file on the command line)"
@@ -199,7 +199,7 @@ fn value_type(
             },
         });
     }
-    Ok((TensorType::new(dtype, out), f8))
+    Ok((TensorType::new(dtype, out), narrow))
 }
 
 /// A value of the import: a graph value, or one known at import.
@@ -232,8 +232,9 @@ pub(crate) struct Cx {
     missing: Vec<Missing>,
     /// Control-flow nodes seen, to name their inlined copies apart.
     instances: usize,
-    /// Values that are float8 bits (u8) and their kind (`ops::float8`).
-    pub f8: HashMap<String, F8>,
+    /// Values of a type rlx keeps wider (float8 bits, unpacked 4/2-bit
+    /// integers) and their ONNX type (`ops::float8`).
+    pub narrow: HashMap<String, Narrow>,
 }
 
 impl Cx {
@@ -261,7 +262,7 @@ impl Cx {
             opset: self.opset,
             missing: Vec::new(),
             instances: 0,
-            f8: self.f8.clone(),
+            narrow: self.narrow.clone(),
         }
     }
 
@@ -331,10 +332,14 @@ impl Cx {
             self.poisoned.extend(node.output.iter().cloned());
             return;
         }
-        let f8_in = node.input.iter().find(|n| self.f8.contains_key(*n));
-        if let (Some(v), false) = (f8_in, matches!(node.op_type(), "Cast" | "CastLike")) {
+        let narrow_in = node.input.iter().find(|n| self.narrow.contains_key(*n));
+        if let (Some(v), false) = (narrow_in, matches!(node.op_type(), "Cast" | "CastLike")) {
+            let what = match self.narrow[v] {
+                Narrow::F8(_) => "a float8 tensor",
+                Narrow::Int { .. } => "a 4- or 2-bit integer tensor",
+            };
             let m = miss(format!(
-                "input `{v}` is a float8 tensor, which rlx reads only through Cast and CastLike (it has no float8 type)"
+                "input `{v}` is {what}, which rlx reads only through Cast and CastLike (it has no such type)"
             ));
             self.missing.push(m);
             self.poisoned.extend(node.output.iter().cloned());
@@ -351,11 +356,11 @@ impl Cx {
         match crate::ops::map(self, node) {
             Ok(outs) => {
                 let kind = match node.op_type() {
-                    "CastLike" => node.input.get(1).and_then(|n| self.f8.get(n)).copied(),
-                    _ => makes_f8(node),
+                    "CastLike" => node.input.get(1).and_then(|n| self.narrow.get(n)).copied(),
+                    _ => makes_narrow(node),
                 };
                 if let (Some(k), Some(o)) = (kind, node.output.first()) {
-                    self.f8.insert(o.clone(), k);
+                    self.narrow.insert(o.clone(), k);
                 }
                 for (name, out) in node.output.iter().zip(outs) {
                     if name.is_empty() {
@@ -400,8 +405,8 @@ impl Cx {
         if named.is_empty() || RANDOM.contains(&node.op_type()) || node.op_type() == "Constant" {
             return None;
         }
-        // float8 values are tagged by name: their casts map in place.
-        if named.iter().any(|n| self.f8.contains_key(*n)) || makes_f8(node).is_some() {
+        // Narrow values are tagged by name: their casts map in place.
+        if named.iter().any(|n| self.narrow.contains_key(*n)) || makes_narrow(node).is_some() {
             return None;
         }
         let mut elems = 0usize;
@@ -422,7 +427,7 @@ impl Cx {
             opset: self.opset,
             missing: Vec::new(),
             instances: 0,
-            f8: HashMap::new(),
+            narrow: HashMap::new(),
         };
         let outs = crate::ops::map(&mut sub, node).ok()?;
         let mut vals = Vec::new();
@@ -450,11 +455,11 @@ impl Cx {
     }
 }
 
-/// The float8 kind a `Cast` node makes, if it makes one.
-fn makes_f8(node: &NodeProto) -> Option<F8> {
+/// The narrow type a `Cast` node makes, if it makes one.
+fn makes_narrow(node: &NodeProto) -> Option<Narrow> {
     if node.op_type() != "Cast" {
         return None;
     }
     let to = node.attribute.iter().find(|a| a.name() == "to")?.i();
-    F8::of(to as i32)
+    Narrow::of(to as i32)
 }

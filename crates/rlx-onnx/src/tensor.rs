@@ -98,13 +98,63 @@ impl F8 {
     }
 }
 
-/// The rlx dtype that holds an ONNX element type: its own, or `u8` bits
-/// for the float8 kinds (with the kind).
-pub fn storage_of(t: i32) -> Result<(DType, Option<F8>), String> {
-    match F8::of(t) {
-        Some(k) => Ok((DType::U8, Some(k))),
+/// ONNX element types rlx keeps in a wider one: float8 as its bits (`u8`),
+/// the 4- and 2-bit integers unpacked, one value per `i8` / `u8`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Narrow {
+    F8(F8),
+    Int { bits: u32, signed: bool },
+}
+
+impl Narrow {
+    pub fn of(t: i32) -> Option<Narrow> {
+        if let Some(k) = F8::of(t) {
+            return Some(Narrow::F8(k));
+        }
+        let (bits, signed) = match DataType::try_from(t).ok()? {
+            DataType::Int4 => (4, true),
+            DataType::Uint4 => (4, false),
+            DataType::Int2 => (2, true),
+            DataType::Uint2 => (2, false),
+            _ => return None,
+        };
+        Some(Narrow::Int { bits, signed })
+    }
+    /// The rlx dtype holding it.
+    pub fn storage(self) -> DType {
+        match self {
+            Narrow::Int { signed: true, .. } => DType::I8,
+            _ => DType::U8,
+        }
+    }
+}
+
+/// The rlx dtype that holds an ONNX element type: its own, or the wider
+/// one of a [`Narrow`] type (with the kind).
+pub fn storage_of(t: i32) -> Result<(DType, Option<Narrow>), String> {
+    match Narrow::of(t) {
+        Some(k) => Ok((k.storage(), Some(k))),
         None => dtype_of(t).map(|d| (d, None)),
     }
+}
+
+/// Packed `bits`-wide integers (lowest bits first in each byte) unpacked,
+/// sign-extended when `signed`.
+fn unpack(bytes: impl Iterator<Item = u8>, n: usize, bits: u32, signed: bool) -> Vec<i64> {
+    let per = (8 / bits) as usize;
+    let mask = (1u8 << bits) - 1;
+    let mut out = Vec::with_capacity(n);
+    for b in bytes {
+        for k in 0..per {
+            if out.len() == n {
+                break;
+            }
+            let v = ((b >> (k as u32 * bits)) & mask) as i64;
+            let half = 1i64 << (bits - 1);
+            out.push(if signed && v >= half { v - 2 * half } else { v });
+        }
+    }
+    out
 }
 
 /// The ONNX element type of an rlx dtype.
@@ -140,8 +190,9 @@ fn dims_of(t: &TensorProto) -> Result<Vec<usize>, OnnxError> {
 pub fn to_host(t: &TensorProto) -> Result<HostTensor, OnnxError> {
     let name = t.name();
     let bad = |m: String| OnnxError::Invalid(format!("tensor `{name}`: {m}"));
-    // float8 tensors hold their bits (one byte each) as u8.
-    let (dtype, _) = storage_of(t.data_type()).map_err(bad)?;
+    // float8 tensors hold their bits (one byte each) as u8; 4- and 2-bit
+    // integers are unpacked.
+    let (dtype, narrow) = storage_of(t.data_type()).map_err(bad)?;
     let dims = dims_of(t)?;
     limits()
         .check_tensor_shape(&format!("tensor `{name}`"), dtype, &dims)
@@ -153,6 +204,27 @@ pub fn to_host(t: &TensorProto) -> Result<HostTensor, OnnxError> {
     }
     let n: usize = dims.iter().product();
     let raw = t.raw_data();
+    if let Some(Narrow::Int { bits, signed }) = narrow {
+        let need = (n * bits as usize).div_ceil(8);
+        let vals = if !raw.is_empty() || n == 0 {
+            if raw.len() != need {
+                return Err(bad(format!(
+                    "raw_data holds {} bytes, {n} packed elements need {need}",
+                    raw.len()
+                )));
+            }
+            unpack(raw.iter().copied(), n, bits, signed)
+        } else {
+            if t.int32_data.len() != need {
+                return Err(bad(format!(
+                    "{} packed values for {n} elements",
+                    t.int32_data.len()
+                )));
+            }
+            unpack(t.int32_data.iter().map(|&v| v as u8), n, bits, signed)
+        };
+        return HostTensor::from_i64(dtype, dims, vals).map_err(OnnxError::from);
+    }
     let floats =
         |v: Vec<f64>| HostTensor::from_f64(dtype, dims.clone(), v).map_err(OnnxError::from);
     let ints = |v: Vec<i64>| HostTensor::from_i64(dtype, dims.clone(), v).map_err(OnnxError::from);

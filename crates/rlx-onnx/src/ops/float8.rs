@@ -114,3 +114,29 @@ pub(super) fn encode(n: &mut N, x: ValueId, k: F8, saturate: bool) -> Result<Val
     let code = n.op("where", &[nan, nanc, code], Attrs::new())?;
     n.cast_to(code, DType::U8)
 }
+
+/// `x` converted to a `bits`-wide integer as the reference does it: the
+/// value truncated toward zero, then wrapped modulo 2^bits (two's
+/// complement when `signed`), held in `storage` (i8 / u8).
+pub(super) fn wrap_int(
+    n: &mut N,
+    x: ValueId,
+    bits: u32,
+    signed: bool,
+    storage: DType,
+) -> Result<ValueId, String> {
+    let x = n.cast_to(x, DType::F32)?;
+    let t = n.op("trunc", &[x], Attrs::new())?;
+    let m = n.scalar((1u32 << bits) as f64, DType::F32)?;
+    let q = n.op("div", &[t, m], Attrs::new())?;
+    let q = n.op("floor", &[q], Attrs::new())?;
+    let qm = n.op("mul", &[q, m], Attrs::new())?;
+    let mut r = n.op("sub", &[t, qm], Attrs::new())?; // in [0, 2^bits)
+    if signed {
+        let half = n.scalar((1u32 << (bits - 1)) as f64, DType::F32)?;
+        let high = n.op("ge", &[r, half], Attrs::new())?;
+        let low = n.op("sub", &[r, m], Attrs::new())?;
+        r = n.op("where", &[high, low, r], Attrs::new())?;
+    }
+    n.cast_to(r, storage)
+}

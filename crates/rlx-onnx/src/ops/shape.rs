@@ -80,32 +80,37 @@ pub(super) fn concat_op(mut n: N, _op: &str) -> R {
 /// ONNX `Cast`.
 pub(super) fn cast_op(mut n: N, _op: &str) -> R {
     let to = n.ai("to", 0) as i32;
-    let target = match crate::tensor::F8::of(to) {
-        Some(k) => Target::F8(k),
+    let target = match crate::tensor::Narrow::of(to) {
+        Some(k) => Target::Narrow(k),
         None => Target::Plain(dtype_of(to)?),
     };
     cast_into(&mut n, target)
 }
 
-/// What a Cast makes: an rlx dtype, or float8 bits of a kind.
+/// What a Cast makes: an rlx dtype, or a type rlx keeps wider.
 enum Target {
     Plain(DType),
-    F8(crate::tensor::F8),
+    Narrow(crate::tensor::Narrow),
 }
 
-/// Input 0 cast to `target`, through f32 when either side is float8.
+/// Input 0 cast to `target`: float8 decoded from / encoded to its bits,
+/// 4- and 2-bit integers wrapped as the reference's conversion does.
 fn cast_into(n: &mut N, target: Target) -> R {
+    use crate::tensor::Narrow;
     let x = n.v(0)?;
-    let from = n.name(0).and_then(|s| n.cx.f8.get(s)).copied();
+    let from = n.name(0).and_then(|s| n.cx.narrow.get(s)).copied();
     let x = match from {
-        Some(k) => super::float8::decode(n, x, k)?,
-        None => x,
+        Some(Narrow::F8(k)) => super::float8::decode(n, x, k)?,
+        _ => x, // narrow integers are held as their values
     };
     match target {
-        Target::F8(k) => {
+        Target::Narrow(Narrow::F8(k)) => {
             let saturate = n.ai("saturate", 1) != 0;
             Ok(vec![Out::Value(super::float8::encode(n, x, k, saturate)?)])
         }
+        Target::Narrow(k @ Narrow::Int { bits, signed }) => Ok(vec![Out::Value(
+            super::float8::wrap_int(n, x, bits, signed, k.storage())?,
+        )]),
         Target::Plain(d) => n.one("cast", &[x], Attrs::new().with("dtype", d)),
     }
 }
@@ -288,8 +293,8 @@ pub(super) fn split_op(mut n: N, _op: &str) -> R {
 /// ONNX `CastLike`.
 pub(super) fn cast_like(mut n: N, _op: &str) -> R {
     let like = n.v(1)?;
-    let target = match n.name(1).and_then(|s| n.cx.f8.get(s)).copied() {
-        Some(k) => Target::F8(k),
+    let target = match n.name(1).and_then(|s| n.cx.narrow.get(s)).copied() {
+        Some(k) => Target::Narrow(k),
         None => Target::Plain(n.cx.b.dtype(like)),
     };
     cast_into(&mut n, target)
