@@ -333,13 +333,17 @@ impl Cx {
             return;
         }
         let narrow_in = node.input.iter().find(|n| self.narrow.contains_key(*n));
-        if let (Some(v), false) = (narrow_in, matches!(node.op_type(), "Cast" | "CastLike")) {
+        let reads_narrow = matches!(
+            node.op_type(),
+            "Cast" | "CastLike" | "QuantizeLinear" | "DequantizeLinear"
+        );
+        if let (Some(v), false) = (narrow_in, reads_narrow) {
             let what = match self.narrow[v] {
                 Narrow::F8(_) => "a float8 tensor",
                 Narrow::Int { .. } => "a 4- or 2-bit integer tensor",
             };
             let m = miss(format!(
-                "input `{v}` is {what}, which rlx reads only through Cast and CastLike (it has no such type)"
+                "input `{v}` is {what}, which rlx reads only through Cast, CastLike, QuantizeLinear and DequantizeLinear (it has no such type)"
             ));
             self.missing.push(m);
             self.poisoned.extend(node.output.iter().cloned());
@@ -355,11 +359,7 @@ impl Cx {
         }
         match crate::ops::map(self, node) {
             Ok(outs) => {
-                let kind = match node.op_type() {
-                    "CastLike" => node.input.get(1).and_then(|n| self.narrow.get(n)).copied(),
-                    _ => makes_narrow(node),
-                };
-                if let (Some(k), Some(o)) = (kind, node.output.first()) {
+                if let (Some(k), Some(o)) = (self.narrow_out(node), node.output.first()) {
                     self.narrow.insert(o.clone(), k);
                 }
                 for (name, out) in node.output.iter().zip(outs) {
@@ -406,7 +406,7 @@ impl Cx {
             return None;
         }
         // Narrow values are tagged by name: their casts map in place.
-        if named.iter().any(|n| self.narrow.contains_key(*n)) || makes_narrow(node).is_some() {
+        if named.iter().any(|n| self.narrow.contains_key(*n)) || self.narrow_out(node).is_some() {
             return None;
         }
         let mut elems = 0usize;
@@ -455,11 +455,20 @@ impl Cx {
     }
 }
 
-/// The narrow type a `Cast` node makes, if it makes one.
-fn makes_narrow(node: &NodeProto) -> Option<Narrow> {
-    if node.op_type() != "Cast" {
-        return None;
+impl Cx {
+    /// The narrow type (float8, 4/2-bit integers) a node's first output
+    /// has, if any: a Cast's `to`, a CastLike's `like`, a QuantizeLinear's
+    /// zero point (else its output_dtype).
+    fn narrow_out(&self, node: &NodeProto) -> Option<Narrow> {
+        let attr = |name: &str| node.attribute.iter().find(|a| a.name() == name);
+        match node.op_type() {
+            "Cast" => Narrow::of(attr("to")?.i() as i32),
+            "CastLike" => node.input.get(1).and_then(|n| self.narrow.get(n)).copied(),
+            "QuantizeLinear" => match node.input.get(2).filter(|n| !n.is_empty()) {
+                Some(z) => self.narrow.get(z).copied(),
+                None => Narrow::of(attr("output_dtype")?.i() as i32),
+            },
+            _ => None,
+        }
     }
-    let to = node.attribute.iter().find(|a| a.name() == "to")?.i();
-    Narrow::of(to as i32)
 }

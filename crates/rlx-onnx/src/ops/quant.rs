@@ -11,6 +11,7 @@
 //! float keeps anyway.
 
 use super::*;
+use crate::tensor::Narrow;
 
 /// A scale or zero point broadcast against `x` (`dims`): a scalar as is,
 /// a 1-D one along `axis`, a blocked one (`block` > 0, x's rank) repeated
@@ -74,16 +75,39 @@ fn param_f32(
     if n.name(k).is_none() {
         return Ok(None);
     }
-    let p = n.v(k)?;
-    let p = n.cast_to(p, DType::F32)?;
+    let p = as_f32(n, k)?;
     param_like(n, p, dims, axis, block).map(Some)
 }
 
-/// round-half-even(v) + zp, saturated to `to`'s range, as `to`.
-fn saturate(n: &mut N, v: ValueId, zp: Option<ValueId>, to: DType) -> Result<ValueId, String> {
-    let (lo, hi) = to
-        .int_range()
-        .ok_or_else(|| format!("quantizing to {to} is not supported yet"))?;
+/// Input `k`'s values in f32: float8 bits decoded, the rest converted.
+fn as_f32(n: &mut N, k: usize) -> Result<ValueId, String> {
+    let v = n.v(k)?;
+    match n.name(k).and_then(|s| n.cx.narrow.get(s)).copied() {
+        Some(Narrow::F8(kind)) => super::float8::decode(n, v, kind),
+        _ => n.cast_to(v, DType::F32),
+    }
+}
+
+/// What QuantizeLinear makes: an rlx integer type, or a narrow one.
+enum Quantized {
+    Plain(DType),
+    Narrow(Narrow),
+}
+
+/// round-half-even(v) + zp, saturated to `to`'s range (or `range`), as `to`.
+fn saturate(
+    n: &mut N,
+    v: ValueId,
+    zp: Option<ValueId>,
+    to: DType,
+    range: Option<(i64, i64)>,
+) -> Result<ValueId, String> {
+    let (lo, hi) = match range {
+        Some(r) => r,
+        None => to
+            .int_range()
+            .ok_or_else(|| format!("quantizing to {to} is not supported yet"))?,
+    };
     let mut r = n.op("round", &[v], Attrs::new())?;
     if let Some(z) = zp {
         r = n.op("add", &[r, z], Attrs::new())?;
@@ -96,26 +120,54 @@ fn saturate(n: &mut N, v: ValueId, zp: Option<ValueId>, to: DType) -> Result<Val
     n.cast_to(c, to)
 }
 
-/// ONNX `QuantizeLinear`: saturate(round(x / scale) + zero_point).
+/// ONNX `QuantizeLinear`: saturate(round(x / scale) + zero_point); to a
+/// float8 type, x / scale + zero_point converted (rounded half to even,
+/// saturated unless `saturate` = 0); to 4- and 2-bit integers, clamped to
+/// their range.
 pub(super) fn quantize_linear(mut n: N, _op: &str) -> R {
     let x = n.v(0)?;
     let dims = n.dims(x);
     let (axis, block) = (n.ai("axis", 1), n.ai("block_size", 0));
     let to = match n.name(2) {
-        Some(_) => {
-            let z = n.v(2)?;
-            n.cx.b.dtype(z)
-        }
-        None => match n.attr("output_dtype").map(|a| a.i()) {
-            Some(t) if t != 0 => dtype_of(t as i32)?,
-            _ => DType::U8,
+        Some(z) => match n.cx.narrow.get(z).copied() {
+            Some(k) => Quantized::Narrow(k),
+            None => {
+                let z = n.v(2)?;
+                Quantized::Plain(n.cx.b.dtype(z))
+            }
+        },
+        None => match n.attr("output_dtype").map(|a| a.i() as i32) {
+            Some(t) if t != 0 => match Narrow::of(t) {
+                Some(k) => Quantized::Narrow(k),
+                None => Quantized::Plain(dtype_of(t)?),
+            },
+            _ => Quantized::Plain(DType::U8),
         },
     };
     let xf = n.cast_to(x, DType::F32)?;
     let s = param_f32(&mut n, 1, &dims, axis, block)?.ok_or("the scale is missing")?;
     let zp = param_f32(&mut n, 2, &dims, axis, block)?;
     let q = n.op("div", &[xf, s], Attrs::new())?;
-    Ok(vec![Out::Value(saturate(&mut n, q, zp, to)?)])
+    let y = match to {
+        Quantized::Plain(d) => saturate(&mut n, q, zp, d, None)?,
+        Quantized::Narrow(k @ Narrow::Int { bits, signed }) => {
+            let (lo, hi) = if signed {
+                (-(1i64 << (bits - 1)), (1i64 << (bits - 1)) - 1)
+            } else {
+                (0, (1i64 << bits) - 1)
+            };
+            saturate(&mut n, q, zp, k.storage(), Some((lo, hi)))?
+        }
+        Quantized::Narrow(Narrow::F8(k)) => {
+            let v = match zp {
+                Some(z) => n.op("add", &[q, z], Attrs::new())?,
+                None => q,
+            };
+            let sat = n.ai("saturate", 1) != 0;
+            super::float8::encode(&mut n, v, k, sat)?
+        }
+    };
+    Ok(vec![Out::Value(y)])
 }
 
 /// ONNX `DequantizeLinear`: (x − zero_point) · scale, in the scale's type.
@@ -128,7 +180,7 @@ pub(super) fn dequantize_linear(mut n: N, _op: &str) -> R {
         Some(t) if t != 0 => dtype_of(t as i32)?,
         _ => n.cx.b.dtype(sv),
     };
-    let mut v = n.cast_to(x, DType::F32)?;
+    let mut v = as_f32(&mut n, 0)?;
     if let Some(z) = param_f32(&mut n, 2, &dims, axis, block)? {
         v = n.op("sub", &[v, z], Attrs::new())?;
     }
@@ -164,7 +216,7 @@ pub(super) fn dynamic_quantize_linear(mut n: N, _op: &str) -> R {
         Attrs::new().with("min", 0.0).with("max", 255.0),
     )?;
     let q = n.op("div", &[x, scale], Attrs::new())?;
-    let y = saturate(&mut n, q, Some(zpf), DType::U8)?;
+    let y = saturate(&mut n, q, Some(zpf), DType::U8, None)?;
     let zp = n.cast_to(zpf, DType::U8)?;
     Ok(vec![Out::Value(y), Out::Value(scale), Out::Value(zp)])
 }
@@ -282,5 +334,5 @@ pub(super) fn q_linear(mut n: N, op: &str) -> R {
         }
         None => (None, DType::U8),
     };
-    Ok(vec![Out::Value(saturate(&mut n, v, zp, to)?)])
+    Ok(vec![Out::Value(saturate(&mut n, v, zp, to, None)?)])
 }
