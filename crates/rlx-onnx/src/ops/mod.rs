@@ -187,6 +187,7 @@ pub fn supported() -> Vec<&'static str> {
         "InstanceNormalization",
         "GroupNormalization",
         "LRN",
+        "Swish",
         "Col2Im",
         "If",
         "Loop",
@@ -352,12 +353,19 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
     if let Some(&(_, r)) = BINARY.iter().find(|p| p.0 == op) {
         let (a, b) = (n.v(0)?, n.v(1)?);
         // Pow's exponent may have its own dtype; the IR's pow takes one.
-        let b = if op == "Pow" {
+        if op == "Pow" {
             let d = n.cx.b.dtype(a);
-            n.cast_to(b, d)?
-        } else {
-            b
-        };
+            if !d.is_float() {
+                // An integer base: computed in f64 (exact for the integer
+                // powers that fit) and brought back to its type.
+                let (af, bf) = (n.cast_to(a, DType::F64)?, n.cast_to(b, DType::F64)?);
+                let p = n.op("pow", &[af, bf], Attrs::new())?;
+                let p = n.op("trunc", &[p], Attrs::new())?;
+                return Ok(vec![Out::Value(n.cast_to(p, d)?)]);
+            }
+            let b = n.cast_to(b, d)?;
+            return n.one(r, &[a, b], Attrs::new());
+        }
         return n.one(r, &[a, b], Attrs::new());
     }
     if let Some(&(_, r)) = REDUCE.iter().find(|p| p.0 == op) {
@@ -405,11 +413,19 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
             let t = HostTensor::from_f64(d, out, vec![v; numel]).map_err(|e| e.to_string())?;
             return Ok(vec![Out::Const(t)]);
         }
+        // min / max of bools: the same over 0 / 1.
+        let boolean = n.cx.b.dtype(x) == DType::Bool;
+        let xr = if boolean { n.cast_to(x, DType::U8)? } else { x };
         let y = n.op(
             r,
-            &[x],
+            &[xr],
             Attrs::new().with("axes", axes).with("keepdim", keep),
         )?;
+        let y = if boolean {
+            n.cast_to(y, DType::Bool)?
+        } else {
+            y
+        };
         if op == "ReduceLogSum" {
             return n.one("log", &[y], Attrs::new());
         }
@@ -469,6 +485,15 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
         "DepthToSpace" | "SpaceToDepth" => nn::depth_to_space(n, &op),
         "InstanceNormalization" | "GroupNormalization" => norm::group_normalization(n, &op),
         "LRN" => norm::lrn(n, &op),
+        "Swish" => {
+            // x · sigmoid(alpha · x)
+            let x = n.v(0)?;
+            let d = n.cx.b.dtype(x);
+            let a = n.scalar(n.af("alpha", 1.0), d)?;
+            let ax = n.op("mul", &[x, a], Attrs::new())?;
+            let s = n.op("sigmoid", &[ax], Attrs::new())?;
+            n.one("mul", &[x, s], Attrs::new())
+        }
         "Col2Im" => nn::col2im(n, &op),
         "If" => {
             let id = n.cx.next_instance();

@@ -385,6 +385,40 @@ pub(super) fn pad_op(mut n: N, _op: &str) -> R {
     if pads.iter().any(|&p| p < 0) {
         return Err("negative pads (cropping) are not supported yet".into());
     }
+    if mode == "wrap" {
+        // The input repeated around itself: per axis, its last `begin`
+        // positions before it and its first `end` after it.
+        let mut y = x;
+        for a in 0..rank {
+            let (b, e, len) = (pads[a], pads[rank + a], n.dims(y)[a] as i64);
+            if b == 0 && e == 0 {
+                continue;
+            }
+            if b > len || e > len {
+                return Err(format!("wrap pads ({b}, {e}) exceed axis {a} of {len}"));
+            }
+            let cut = |n: &mut N, start: i64, l: i64| {
+                n.op(
+                    "narrow",
+                    &[y],
+                    Attrs::new()
+                        .with("axis", a as i64)
+                        .with("start", start)
+                        .with("len", l),
+                )
+            };
+            let mut parts = Vec::new();
+            if b > 0 {
+                parts.push(cut(&mut n, len - b, b)?);
+            }
+            parts.push(y);
+            if e > 0 {
+                parts.push(cut(&mut n, 0, e)?);
+            }
+            y = n.op("concat", &parts, Attrs::new().with("axis", a as i64))?;
+        }
+        return Ok(vec![Out::Value(y)]);
+    }
     n.one(
         "pad",
         &[x],
@@ -403,7 +437,54 @@ pub(super) fn scatter_elements(mut n: N, _op: &str) -> R {
     let r = match red.as_str() {
         "none" => "scatter",
         "add" => "scatter_add",
-        o => return Err(format!("reduction = {o:?} is not supported yet")),
+        "mul" | "max" | "min" => return scatter_elements_nd(&mut n, x, i, u, axis, &red),
+        o => return Err(format!("reduction = {o:?}")),
     };
     n.one(r, &[x, i, u], Attrs::new().with("axis", axis))
+}
+
+/// ScatterElements with a reduction the IR's `scatter` lacks, as
+/// `scatter_nd`: every index element's full coordinate — its own position
+/// on every axis but `axis`, the index there.
+fn scatter_elements_nd(n: &mut N, x: ValueId, i: ValueId, u: ValueId, axis: i64, red: &str) -> R {
+    let (xd, id) = (n.dims(x), n.dims(i));
+    let rank = xd.len();
+    let a = axis_in(axis, rank, rank.saturating_sub(1))?;
+    if id.len() != rank {
+        return Err(format!("indices {id:?} must have the rank of data {xd:?}"));
+    }
+    let numel = check_elems_of(DType::I64, &id)?;
+    // Negative indices count from the end.
+    let i64v = n.cast_to(i, DType::I64)?;
+    let (zero, ext) = (
+        n.scalar(0.0, DType::I64)?,
+        n.scalar(xd[a] as f64, DType::I64)?,
+    );
+    let neg = n.op("lt", &[i64v, zero], Attrs::new())?;
+    let up = n.op("add", &[i64v, ext], Attrs::new())?;
+    let iv = n.op("where", &[neg, up, i64v], Attrs::new())?;
+    let mut cols = Vec::with_capacity(rank);
+    for k in 0..rank {
+        let col = if k == a {
+            iv
+        } else {
+            let inner: usize = id[k + 1..].iter().product();
+            let v: Vec<f64> = (0..numel)
+                .map(|e| ((e / inner.max(1)) % id[k]) as f64)
+                .collect();
+            let t = HostTensor::from_f64(DType::I64, id.clone(), v).map_err(|e| e.to_string())?;
+            n.cx.b.constant(t).map_err(|e| e.to_string())?
+        };
+        cols.push(n.op(
+            "unsqueeze",
+            &[col],
+            Attrs::new().with("axes", vec![rank as i64]),
+        )?);
+    }
+    let coords = n.op("concat", &cols, Attrs::new().with("axis", rank as i64))?;
+    n.one(
+        "scatter_nd",
+        &[x, coords, u],
+        Attrs::new().with("reduction", red),
+    )
 }
