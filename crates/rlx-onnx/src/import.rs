@@ -326,7 +326,10 @@ impl Cx {
             opset,
             what,
         };
-        if !matches!(node.domain(), "" | "ai.onnx") {
+        // The training preview domain's optimizer steps are plain math.
+        let training = node.domain() == "ai.onnx.preview.training"
+            && matches!(node.op_type(), "Adagrad" | "Adam" | "Momentum");
+        if !matches!(node.domain(), "" | "ai.onnx") && !training {
             let m = miss(format!("domain `{}` is not supported", node.domain()));
             self.missing.push(m);
             self.poisoned.extend(node.output.iter().cloned());

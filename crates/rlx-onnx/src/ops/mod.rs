@@ -21,6 +21,7 @@ mod recurrent;
 mod resize;
 mod shape;
 mod signal;
+mod training;
 
 /// One output of a mapped node.
 pub(crate) enum Out {
@@ -187,6 +188,9 @@ pub fn supported() -> Vec<&'static str> {
         "InstanceNormalization",
         "GroupNormalization",
         "LRN",
+        "Adagrad",
+        "Adam",
+        "Momentum",
         "Swish",
         "Col2Im",
         "If",
@@ -485,6 +489,9 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
         "DepthToSpace" | "SpaceToDepth" => nn::depth_to_space(n, &op),
         "InstanceNormalization" | "GroupNormalization" => norm::group_normalization(n, &op),
         "LRN" => norm::lrn(n, &op),
+        "Adagrad" => training::adagrad(n, &op),
+        "Adam" => training::adam(n, &op),
+        "Momentum" => training::momentum(n, &op),
         "Swish" => {
             // x · sigmoid(alpha · x)
             let x = n.v(0)?;
