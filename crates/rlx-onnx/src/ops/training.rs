@@ -9,7 +9,7 @@ use super::*;
 /// of `per` input groups after R and T.
 fn common(n: &mut N, per: usize) -> Result<(ValueId, ValueId, usize), String> {
     let k = n.node.input.len().saturating_sub(2);
-    if k == 0 || k % per != 0 {
+    if k == 0 || !k.is_multiple_of(per) {
         return Err(format!(
             "{} inputs do not make R, T and groups of {per}",
             n.node.input.len()
