@@ -178,3 +178,107 @@ pub(super) fn center_crop_pad(mut n: N, _op: &str) -> R {
     )?;
     n.one("pad", &[y], Attrs::new().with("pads", pads))
 }
+
+/// An iota along axis `k` of `dims`: every element's coordinate on that
+/// axis, as an i64 constant of shape `dims`.
+fn coordinate(n: &mut N, dims: &[usize], k: usize) -> Result<ValueId, String> {
+    let numel = check_elems_of(DType::I64, dims)?;
+    let inner: usize = dims[k + 1..].iter().product();
+    let v: Vec<f64> = (0..numel)
+        .map(|e| ((e / inner.max(1)) % dims[k].max(1)) as f64)
+        .collect();
+    let t = HostTensor::from_f64(DType::I64, dims.to_vec(), v).map_err(|e| e.to_string())?;
+    n.cx.b.constant(t).map_err(|e| e.to_string())
+}
+
+/// ONNX `TensorScatter` (a KV cache's write): `update` written into
+/// `past_cache` along `axis` from each batch item's `write_indices` on
+/// (wrapping around in circular mode), as a `scatter_nd` over the full
+/// coordinates of the update's elements.
+pub(super) fn tensor_scatter(mut n: N, _op: &str) -> R {
+    let (cache, upd) = (n.v(0)?, n.v(1)?);
+    let (cd, ud) = (n.dims(cache), n.dims(upd));
+    let rank = cd.len();
+    let axis = axis_in(n.ai("axis", -2), rank, rank.saturating_sub(1))?;
+    let circular = match n.astr("mode").as_deref().unwrap_or("linear") {
+        "linear" => false,
+        "circular" => true,
+        o => return Err(format!("mode {o:?}")),
+    };
+    if ud.len() != rank
+        || (0..rank).any(|i| {
+            if i == axis {
+                ud[i] > cd[i]
+            } else {
+                ud[i] != cd[i]
+            }
+        })
+        || axis == 0
+    {
+        return Err(format!(
+            "update {ud:?} does not fit cache {cd:?} along axis {axis}"
+        ));
+    }
+    let mut cols = Vec::with_capacity(rank);
+    for k in 0..rank {
+        let mut col = coordinate(&mut n, &ud, k)?;
+        if k == axis {
+            // + write_indices[batch] (zeros when absent), wrapped if circular.
+            if n.name(2).is_some() {
+                let wi = n.v(2)?;
+                let wi = n.cast_to(wi, DType::I64)?;
+                let batch = coordinate(&mut n, &ud, 0)?;
+                let start = n.op("gather", &[wi, batch], Attrs::new().with("axis", 0i64))?;
+                col = n.op("add", &[col, start], Attrs::new())?;
+            }
+            if circular {
+                let m = n.scalar(cd[axis] as f64, DType::I64)?;
+                col = n.op("rem", &[col, m], Attrs::new())?;
+            }
+        }
+        cols.push(n.op(
+            "unsqueeze",
+            &[col],
+            Attrs::new().with("axes", vec![rank as i64]),
+        )?);
+    }
+    let coords = n.op("concat", &cols, Attrs::new().with("axis", rank as i64))?;
+    n.one(
+        "scatter_nd",
+        &[cache, coords, upd],
+        Attrs::new().with("reduction", "none"),
+    )
+}
+
+/// ONNX `ReverseSequence`: along `time_axis`, each batch item's first
+/// `sequence_lens[b]` steps reversed, the rest kept — a `gather_elements`
+/// with the reversed positions.
+pub(super) fn reverse_sequence(mut n: N, _op: &str) -> R {
+    let (x, lens) = (n.v(0)?, n.v(1)?);
+    let d = n.dims(x);
+    let rank = d.len();
+    let (ba, ta) = (n.ai("batch_axis", 1), n.ai("time_axis", 0));
+    let (ba, ta) = (
+        axis_in(ba, rank, rank.saturating_sub(1))?,
+        axis_in(ta, rank, rank.saturating_sub(1))?,
+    );
+    if ba == ta || rank < 2 {
+        return Err(format!(
+            "batch_axis {ba} and time_axis {ta} of a rank-{rank} input"
+        ));
+    }
+    let t = coordinate(&mut n, &d, ta)?;
+    let b = coordinate(&mut n, &d, ba)?;
+    let lens = n.cast_to(lens, DType::I64)?;
+    let l = n.op("gather", &[lens, b], Attrs::new().with("axis", 0i64))?;
+    let inside = n.op("lt", &[t, l], Attrs::new())?;
+    let one = n.scalar(1.0, DType::I64)?;
+    let lm = n.op("sub", &[l, one], Attrs::new())?;
+    let rev = n.op("sub", &[lm, t], Attrs::new())?;
+    let idx = n.op("where", &[inside, rev, t], Attrs::new())?;
+    n.one(
+        "gather_elements",
+        &[x, idx],
+        Attrs::new().with("axis", ta as i64),
+    )
+}
