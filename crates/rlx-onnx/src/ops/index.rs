@@ -6,9 +6,58 @@ use super::*;
 
 /// ONNX `GatherND`.
 pub(super) fn gather_nd(mut n: N, _op: &str) -> R {
-    let (x, i) = (n.v(0)?, n.v(1)?);
+    let x = n.v(0)?;
     let b = n.ai("batch_dims", 0);
+    // Indices known at import (a mask's row selection in exported
+    // transformers): a plain gather of rows of x with its leading axes
+    // flattened — every backend has gather; not every one gather_nd.
+    if b == 0 {
+        if let Some(idx) = n.name(1).and_then(|s| n.cx.consts.get(s)).cloned() {
+            if let Some(out) = gather_nd_rows(&mut n, x, &idx)? {
+                return Ok(vec![Out::Value(out)]);
+            }
+        }
+    }
+    let i = n.v(1)?;
     n.one("gather_nd", &[x, i], Attrs::new().with("batch_dims", b))
+}
+
+/// GatherND (no batch axes) with constant indices as a gather of rows:
+/// `None` when the indices are not integers of a usable shape.
+fn gather_nd_rows(n: &mut N, x: ValueId, idx: &HostTensor) -> Result<Option<ValueId>, String> {
+    let (xd, id) = (n.dims(x), idx.shape().dims().to_vec());
+    let Some(&k) = id.last() else { return Ok(None) };
+    if k == 0 || k > xd.len() {
+        return Ok(None);
+    }
+    let Ok(vals) = idx.to_i64_vec() else {
+        return Ok(None);
+    };
+    let mut lin = Vec::with_capacity(vals.len() / k);
+    for row in vals.chunks(k) {
+        let mut at = 0i64;
+        for (j, &v) in row.iter().enumerate() {
+            let d = xd[j] as i64;
+            let v = if v < 0 { v + d } else { v };
+            if !(0..d).contains(&v) {
+                return Err(format!("index {v} is out of range for an axis of {d}"));
+            }
+            at = at * d + v;
+        }
+        lin.push(at as f64);
+    }
+    let lead: usize = xd[..k].iter().product();
+    let mut shape = vec![lead as i64];
+    shape.extend(xd[k..].iter().map(|&d| d as i64));
+    let xr = n.op("reshape", &[x], Attrs::new().with("shape", shape))?;
+    let t = HostTensor::from_f64(DType::I64, id[..id.len() - 1].to_vec(), lin)
+        .map_err(|e| e.to_string())?;
+    let t = n.cx.b.constant(t).map_err(|e| e.to_string())?;
+    Ok(Some(n.op(
+        "gather",
+        &[xr, t],
+        Attrs::new().with("axis", 0i64),
+    )?))
 }
 
 /// ONNX `ScatterND` (reduction none, add, mul, max, min).
