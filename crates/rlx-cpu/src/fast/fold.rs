@@ -40,6 +40,13 @@ fn sole_user(g: &Graph, uses: &[usize], v: rlx_ir::ValueId, after: usize) -> Opt
     (after + 1..g.nodes.len()).find(|&j| g.nodes[j].inputs.contains(&v))
 }
 
+/// The one node that reads node `i`'s output, when only nodes that run
+/// nothing (views) come between: a kernel may compute it as it writes.
+fn next_user(g: &Graph, i: usize, no_op: &[bool], uses: &[usize]) -> Option<usize> {
+    let j = sole_user(g, uses, g.nodes[i].outputs[0], i)?;
+    (i + 1..j).all(|k| no_op[k]).then_some(j)
+}
+
 /// The reshape that merges attention node `i`'s heads, if attention can
 /// write that layout itself: its output (.., H, S, D) is read only through
 /// one view that swaps H and S, and that view only by a reshape (a copy).
@@ -132,13 +139,9 @@ pub fn residual_add(
     reads: &[Option<Loc>],
 ) -> Option<(usize, Fold)> {
     let v = g.nodes[i].outputs[0];
-    let j = sole_user(g, uses, v, i)?;
+    let j = next_user(g, i, no_op, uses)?;
     let add = &g.nodes[j];
-    if (i + 1..j).any(|k| !no_op[k])
-        || add.op.name() != "add"
-        || add.inputs.len() != 2
-        || add.outputs.len() != 1
-    {
+    if add.op.name() != "add" || add.inputs.len() != 2 || add.outputs.len() != 1 {
         return None;
     }
     let r = if add.inputs[0] == v {
@@ -189,9 +192,9 @@ pub fn activation_after(
     reads: &[Option<Loc>],
 ) -> Option<(usize, Fold)> {
     let v = g.nodes[i].outputs[0];
-    let j = sole_user(g, uses, v, i)?;
+    let j = next_user(g, i, no_op, uses)?;
     let n = &g.nodes[j];
-    if (i + 1..j).any(|k| !no_op[k]) || n.inputs.len() != 1 || n.outputs.len() != 1 {
+    if n.inputs.len() != 1 || n.outputs.len() != 1 {
         return None;
     }
     let act = match n.op.name() {

@@ -230,7 +230,7 @@ pub(super) fn center_crop_pad(mut n: N, _op: &str) -> R {
 
 /// An iota along axis `k` of `dims`: every element's coordinate on that
 /// axis, as an i64 constant of shape `dims`.
-fn coordinate(n: &mut N, dims: &[usize], k: usize) -> Result<ValueId, String> {
+pub(super) fn coordinate(n: &mut N, dims: &[usize], k: usize) -> Result<ValueId, String> {
     let numel = check_elems_of(DType::I64, dims)?;
     let inner: usize = dims[k + 1..].iter().product();
     let v: Vec<f64> = (0..numel)

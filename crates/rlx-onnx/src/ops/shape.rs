@@ -453,7 +453,6 @@ fn scatter_elements_nd(n: &mut N, x: ValueId, i: ValueId, u: ValueId, axis: i64,
     if id.len() != rank {
         return Err(format!("indices {id:?} must have the rank of data {xd:?}"));
     }
-    let numel = check_elems_of(DType::I64, &id)?;
     // Negative indices count from the end.
     let i64v = n.cast_to(i, DType::I64)?;
     let (zero, ext) = (
@@ -468,12 +467,7 @@ fn scatter_elements_nd(n: &mut N, x: ValueId, i: ValueId, u: ValueId, axis: i64,
         let col = if k == a {
             iv
         } else {
-            let inner: usize = id[k + 1..].iter().product();
-            let v: Vec<f64> = (0..numel)
-                .map(|e| ((e / inner.max(1)) % id[k]) as f64)
-                .collect();
-            let t = HostTensor::from_f64(DType::I64, id.clone(), v).map_err(|e| e.to_string())?;
-            n.cx.b.constant(t).map_err(|e| e.to_string())?
+            super::index::coordinate(n, &id, k)?
         };
         cols.push(n.op(
             "unsqueeze",
