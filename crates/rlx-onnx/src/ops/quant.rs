@@ -320,7 +320,7 @@ pub(super) fn q_linear(mut n: N, op: &str) -> R {
     // Per-axis scales: A's per row (axis −2), B's per column (last) or
     // per output channel (a conv's axis 1).
     let sa = scale_of(&mut n, 1, r.saturating_sub(2))?;
-    let sb = scale_of(&mut n, 4, if conv { 1 } else { r - 1 })?;
+    let sb = scale_of(&mut n, 4, if conv { 1 } else { r.saturating_sub(1) })?;
     let sy = n.v(6)?;
     let sy = n.cast_to(sy, DType::F32)?;
     let f = n.op("mul", &[sa, sb], Attrs::new())?;
