@@ -302,6 +302,34 @@ pub enum FormatError {
     /// duplicate or reserved name, a header over the size limit).
     #[error("cannot write tensor `{tensor}`: {reason}")]
     CannotWrite { tensor: String, reason: String },
+
+    /// A GGUF file's structure is wrong at byte `at`: bad magic or
+    /// version, a count or length past the end, an unknown value or ggml
+    /// type, a misaligned or out-of-file tensor.
+    #[error("{file}: at byte {at}: {what}")]
+    Gguf { file: String, at: u64, what: String },
+
+    /// A GGUF metadata key a reader needs is missing or of the wrong type.
+    #[error("{file}: GGUF metadata `{key}` {problem}; the file was not written for this use (check its architecture and the tool that made it)")]
+    GgufMetadata {
+        file: String,
+        key: String,
+        problem: String,
+    },
+
+    /// A tensor of a ggml type rlx holds only as raw bytes (IQ*, TQ*,
+    /// Q8_1, Q8_K, NVFP4, Q1_0).
+    #[error(
+        "{file}: tensor `{tensor}` is {ggml_type}, which rlx cannot load as a tensor (it loads \
+         F32, F16, BF16, F64, I8-I64, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K-Q6_K, MXFP4); \
+         requantize the model to one of these (e.g. with `rlx quantize`), or read its bytes \
+         with `raw_bytes`"
+    )]
+    GgufType {
+        file: String,
+        tensor: String,
+        ggml_type: String,
+    },
 }
 
 impl FormatError {
@@ -330,7 +358,10 @@ impl FormatError {
             | ShapeMismatch { file, .. }
             | DuplicateName { file, .. }
             | TooLarge { file, .. }
-            | NonFinite { file, .. } => Some(file),
+            | NonFinite { file, .. }
+            | Gguf { file, .. }
+            | GgufMetadata { file, .. }
+            | GgufType { file, .. } => Some(file),
             CannotWrite { .. } => None,
         }
     }
@@ -352,6 +383,7 @@ impl FormatError {
             | ShapeMismatch { tensor, .. }
             | DuplicateName { tensor, .. }
             | NonFinite { tensor, .. }
+            | GgufType { tensor, .. }
             | CannotWrite { tensor, .. } => Some(tensor),
             TooLarge { tensor, .. } => tensor.as_deref(),
             _ => None,

@@ -7,6 +7,9 @@
 //!   (works in wasm32) or memory-mapped (native, cargo feature `mmap`, on
 //!   by default), with conversion to rlx dtypes, shape-checked loading for
 //!   model builders ([`safetensors::SafetensorsFile::expect`]) and writing.
+//! * [`gguf`]: GGUF files (llama.cpp's container for quantized weights and
+//!   decoder metadata), read from bytes or a memory map and written byte
+//!   for byte as the `gguf` Python package writes them.
 //!
 //! Every failure is a [`FormatError`] naming the file, the tensor, what is
 //! wrong and what to do; no input makes this crate panic. The only `unsafe`
@@ -21,6 +24,7 @@
 )]
 
 pub mod error;
+pub mod gguf;
 #[cfg(all(feature = "mmap", not(target_arch = "wasm32")))]
 mod mmap;
 mod names;
@@ -28,4 +32,5 @@ pub mod npy;
 pub mod safetensors;
 
 pub use error::FormatError;
+pub use gguf::GgufFile;
 pub use safetensors::SafetensorsFile;

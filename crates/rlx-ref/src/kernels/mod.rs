@@ -9,6 +9,8 @@ mod fft;
 mod fused;
 pub mod gemm;
 mod index;
+#[cfg(feature = "quant")]
+mod kquant;
 mod linalg;
 mod misc;
 #[cfg(feature = "quant")]

@@ -21,7 +21,7 @@ pub(crate) const KERNELS: &[(&str, Kernel)] = &[("quantize", quantize), ("dequan
 
 /// Decodes one block (`bytes` of the dtype's block size) into `out`.
 type Decoder = fn(&[u8], &mut Vec<f64>);
-/// Encodes one block of 32 f32 values, appending its bytes to `out`.
+/// Encodes one block (32 or 256 f32 values), appending its bytes to `out`.
 type Encoder = fn(&[f32], &mut Vec<u8>);
 
 fn dequantize(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
@@ -325,30 +325,64 @@ fn dec_mxfp8(b: &[u8], out: &mut Vec<f64>) {
 
 fn quantize(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let out = cx.out_type(0);
-    let encode: Encoder = match out.dtype {
-        DType::Q4_0 => enc_q4_0,
-        DType::Q4_1 => enc_q4_1,
-        DType::Q5_0 => enc_q5_0,
-        DType::Q5_1 => enc_q5_1,
-        DType::Q8_0 => enc_q8_0,
-        DType::Mxfp4 => enc_mxfp4,
-        d => {
-            return Err(cx.fail(format!(
-                "quantize to {d} is not supported by the CPU backend yet"
-            )))
-        }
-    };
     // The input is f32 (the op admits only f32), so this is exact.
     let x: Vec<f32> = floats(cx.input(0))?.into_iter().map(|v| v as f32).collect();
-    let mut bytes = Vec::new();
-    for block in x.chunks_exact(32) {
-        encode(block, &mut bytes);
-    }
+    let bytes = quantize_values(out.dtype, &x).map_err(|e| cx.fail(e))?;
     Ok(vec![HostTensor::new(
         out.dtype,
         out.shape.clone(),
         TensorData::Packed(bytes),
     )?])
+}
+
+/// The dtypes [`quantize_values`] encodes.
+pub const QUANTIZABLE: [DType; 11] = [
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+    DType::Q2K,
+    DType::Q3K,
+    DType::Q4K,
+    DType::Q5K,
+    DType::Q6K,
+    DType::Mxfp4,
+];
+
+/// Encodes `x` (row-major, a whole number of blocks) as `dtype`, block by
+/// block, with the reference encoders: the `gguf` package's for the
+/// 32-element formats and MXFP4, ggml's for the k-quants (see
+/// [`kquant`](super::kquant)).
+pub fn quantize_values(dtype: DType, x: &[f32]) -> Result<Vec<u8>, String> {
+    let encode: Encoder = match dtype {
+        DType::Q4_0 => enc_q4_0,
+        DType::Q4_1 => enc_q4_1,
+        DType::Q5_0 => enc_q5_0,
+        DType::Q5_1 => enc_q5_1,
+        DType::Q8_0 => enc_q8_0,
+        DType::Q2K => super::kquant::enc_q2_k,
+        DType::Q3K => super::kquant::enc_q3_k,
+        DType::Q4K => super::kquant::enc_q4_k,
+        DType::Q5K => super::kquant::enc_q5_k,
+        DType::Q6K => super::kquant::enc_q6_k,
+        DType::Mxfp4 => enc_mxfp4,
+        d => return Err(format!("quantize to {d} is not supported")),
+    };
+    let Storage::Block { block, bytes } = dtype.storage() else {
+        unreachable!("every encoder above is for a block dtype")
+    };
+    if !x.len().is_multiple_of(block) {
+        return Err(format!(
+            "{} values are not a whole number of {dtype} blocks of {block}",
+            x.len()
+        ));
+    }
+    let mut out = Vec::with_capacity(x.len() / block * bytes);
+    for b in x.chunks_exact(block) {
+        encode(b, &mut out);
+    }
+    Ok(out)
 }
 
 // The encoders transcribe gguf/quants.py's numpy code in f32 arithmetic,
@@ -616,10 +650,10 @@ mod tests {
     }
 
     #[test]
-    fn quantize_to_k_quants_is_reported() {
+    fn quantize_to_mxfp8_is_reported() {
         let t = HostTensor::from_slice(&[0.0f32; 256], [256]).unwrap();
         let g = rlx_ir::text::parse(
-            "graph @g(%x: f32[256]) {\n  %1 = quantize(%x) {dtype=q4_k}\n  return %1\n}",
+            "graph @g(%x: f32[256]) {\n  %1 = quantize(%x) {dtype=mxfp8}\n  return %1\n}",
         )
         .unwrap();
         let e = crate::run_graph(&g, &[t]).unwrap_err();
