@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 mod device;
 mod embed;
+mod gguf;
 mod inspect;
 mod kernels;
 mod model;
@@ -21,6 +22,8 @@ Examples:
   rlx embed \"A man is eating food.\" \"A man eats bread.\" --cosine
   rlx run model.mir --input x=x.npy --output-dir out/
   rlx compile @minilm --print fusion
+  rlx inspect SmolLM2-135M-Instruct.Q4_1.gguf
+  rlx quantize model.safetensors model-q8_0.gguf --type q8_0
   rlx models fetch all-minilm-l6-v2
 
 Exit codes: 0 success, 1 failure, 2 bad command line, 3 bad or missing input
@@ -85,6 +88,17 @@ enum Cmd {
     Kernels(kernels::KernelArgs),
     /// The op-coverage table (markdown) from the backends' claims.
     Coverage,
+    /// Convert a model between safetensors and GGUF (f32, f16, bf16;
+    /// quantized GGUF tensors dequantize bit for bit as the reference does).
+    #[command(
+        after_help = "Examples:\n  rlx convert model.gguf model.safetensors\n  rlx convert model.safetensors model.gguf --type f16"
+    )]
+    Convert(gguf::ConvertArgs),
+    /// Quantize a model's weight matrices to a GGUF block type.
+    #[command(
+        after_help = "Examples:\n  rlx quantize model.safetensors model-q8_0.gguf --type q8_0\n  rlx quantize model.safetensors model-q4_k.gguf --type q4_k --fallback q8_0\n\nMatrices (rank >= --min-rank, default 2) whose rows are whole blocks are\nquantized; others stay as they are. The bytes equal the gguf Python package's\n(q4_0, q4_1, q5_0, q5_1, q8_0, mxfp4) and ggml's (q2_k ... q6_k)."
+    )]
+    Quantize(gguf::QuantizeArgs),
     /// Run a graph on inputs from .npy files and write its outputs as .npy.
     #[command(after_help = run::AFTER_HELP)]
     Run(run::RunArgs),
@@ -155,6 +169,8 @@ fn run(cmd: Cmd) -> CliResult {
         Cmd::Kernels(a) => kernels::kernels(a),
         Cmd::Coverage => inspect::coverage(),
         Cmd::Run(a) => run::run(a, &env),
+        Cmd::Convert(a) => gguf::convert(a),
+        Cmd::Quantize(a) => gguf::quantize(a),
         Cmd::Embed(a) => embed::embed(a, &env),
         Cmd::Bench(b) => embed::bench(b, &env),
         Cmd::Models(m) => models::models(m, &env),

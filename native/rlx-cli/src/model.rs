@@ -112,8 +112,11 @@ pub fn import_onnx(
 
 #[derive(Args)]
 pub struct InspectArgs {
-    /// The model (.onnx).
+    /// The model (.onnx, or .gguf: metadata and tensors).
     model: PathBuf,
+    /// Print JSON (GGUF files).
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     shape: ShapeArgs,
     /// Devices to plan the dispatch for, comma-separated (cpu, vulkan,
@@ -126,9 +129,12 @@ pub struct InspectArgs {
 /// op histogram (ONNX ops, and the rlx ops they became), the metadata, and
 /// per device how each node would run — or every node it cannot run.
 pub fn inspect(a: InspectArgs, env: &Env) -> CliResult {
+    if crate::gguf::is_gguf(&a.model) {
+        return crate::gguf::inspect(&a.model, a.json);
+    }
     if !is_onnx(&a.model) {
         return Err(CliError::usage(
-            "rlx inspect reads models (.onnx); for a MIR file use `rlx compile` or `rlx dispatch`",
+            "rlx inspect reads models (.onnx, .gguf); for a MIR file use `rlx compile` or `rlx dispatch`",
         ));
     }
     let bytes = read_model(&a.model)?;
