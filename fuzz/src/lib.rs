@@ -41,6 +41,11 @@ pub const TARGETS: &[Target] = &[
         about: "safetensors from a byte buffer: list, load every tensor, write back, re-read",
     },
     Target {
+        name: "gguf",
+        run: targets::gguf,
+        about: "GGUF from a byte buffer: metadata, every tensor (typed or raw), written back and re-read",
+    },
+    Target {
         name: "npy",
         run: targets::npy,
         about: ".npy reader: read, write back, re-read to an equal tensor",

@@ -282,7 +282,9 @@ pub fn onnx(data: &[u8]) {
     if let Ok(m) = <rlx_onnx::proto::ModelProto as prost::Message>::decode(data) {
         for vi in m.graph.iter().flat_map(|g| &g.input) {
             use rlx_onnx::proto::{tensor_shape_proto::dimension::Value, type_proto};
-            if let Some(type_proto::Value::TensorType(t)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+            if let Some(type_proto::Value::TensorType(t)) =
+                vi.r#type.as_ref().and_then(|t| t.value.as_ref())
+            {
                 for d in t.shape.iter().flat_map(|s| &s.dim) {
                     if let Some(Value::DimParam(p)) = &d.value {
                         opts.dims.insert(p.clone(), 2);
@@ -430,4 +432,85 @@ pub fn tokenizer_config(data: &[u8]) {
         assert_eq!(batch.ids.len(), batch.shape.0 * batch.shape.1, "batch ids");
     }
     let _ = tok.encode_batch(&texts, pad, Truncation::none());
+}
+
+/// GGUF from a byte buffer: every metadata value and tensor is read (as a
+/// tensor where rlx has the type, as bytes otherwise), then written back
+/// with `GgufWriter`: the written file must read to the same metadata and
+/// tensor bytes, and writing that again must give the same bytes.
+pub fn gguf(data: &[u8]) {
+    use rlx_formats::gguf::{GgufFile, GgufWriter};
+    crate::init();
+    let Ok(f) = GgufFile::from_bytes(data.to_vec()) else {
+        return;
+    };
+    let mut w = GgufWriter::new();
+    let mut writable = true;
+    for (k, v) in f.metadata() {
+        let _ = v.to_string();
+        writable &= w.metadata(k, v.clone()).is_ok();
+    }
+    let mut loaded = 0;
+    for t in f.tensors() {
+        let info = f
+            .info(&t.name)
+            .unwrap_or_else(|e| panic!("listed `{}` has no info: {e}", t.name));
+        assert_eq!(info, t);
+        let raw = f
+            .raw_bytes(&t.name)
+            .unwrap_or_else(|e| panic!("`{}`: {e}", t.name));
+        assert_eq!(raw.len() as u64, t.size);
+        if let Ok(h) = f.tensor(&t.name) {
+            assert_eq!(h.shape().dims(), &t.shape[..], "`{}`: shape", t.name);
+            assert_eq!(Some(h.dtype()), t.ggml_type.dtype());
+            loaded += 1;
+        }
+        writable &= w
+            .raw_tensor(&t.name, t.ggml_type, &t.shape, raw.to_vec())
+            .is_ok();
+    }
+    crate::note(|| {
+        format!(
+            "gguf: {} metadata, {loaded} of {} tensors load",
+            f.metadata().len(),
+            f.tensors().len()
+        )
+    });
+    // Empty arrays are legal to read but refused by the writer (as gguf's).
+    if !writable {
+        return;
+    }
+    let bytes = w.to_bytes();
+    let g = GgufFile::from_bytes(bytes.clone())
+        .unwrap_or_else(|e| panic!("a written file does not read: {e}"));
+    // Debug formatting compares NaN metadata values too (NaN != NaN);
+    // the idempotency check below compares their bits.
+    assert_eq!(
+        format!("{:?}", g.metadata()),
+        format!("{:?}", f.metadata()),
+        "metadata changed in the round trip"
+    );
+    assert_eq!(g.tensors().len(), f.tensors().len());
+    for t in f.tensors() {
+        assert!(
+            g.raw_bytes(&t.name).ok() == f.raw_bytes(&t.name).ok(),
+            "`{}` bytes changed",
+            t.name
+        );
+    }
+    let mut w2 = GgufWriter::new();
+    for (k, v) in g.metadata() {
+        w2.metadata(k, v.clone())
+            .expect("metadata that was written writes again");
+    }
+    for t in g.tensors() {
+        w2.raw_tensor(
+            &t.name,
+            t.ggml_type,
+            &t.shape,
+            g.raw_bytes(&t.name).unwrap().to_vec(),
+        )
+        .expect("a tensor that was written writes again");
+    }
+    assert!(w2.to_bytes() == bytes, "writing is not idempotent");
 }

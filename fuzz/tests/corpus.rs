@@ -63,6 +63,11 @@ fn safetensors() {
     replay("safetensors");
 }
 #[test]
+fn gguf() {
+    replay("gguf");
+}
+
+#[test]
 fn npy() {
     replay("npy");
 }

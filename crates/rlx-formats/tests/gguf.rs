@@ -389,3 +389,18 @@ fn missing_or_mistyped_metadata_names_the_key() {
         "{e}"
     );
 }
+
+#[test]
+fn alignment_from_copied_metadata_is_used_for_the_data() {
+    let mut w = GgufWriter::new();
+    w.metadata("general.alignment", Value::U32(64)).unwrap();
+    let t = HostTensor::new(DType::I32, [3], TensorData::I32(vec![0, 1, 2])).unwrap();
+    w.tensor("a", &t).unwrap();
+    let bytes = w.to_bytes();
+    assert_eq!(bytes.len(), 192);
+    let f = GgufFile::from_bytes(bytes).unwrap();
+    assert_eq!(f.tensor("a").unwrap(), t);
+    assert!(GgufWriter::new()
+        .metadata("general.alignment", Value::U64(64))
+        .is_err());
+}

@@ -42,23 +42,28 @@ impl GgufWriter {
     /// Sets the data alignment (a power of two; 32 by default) and records
     /// it as `general.alignment`, as `GGUFWriter.add_custom_alignment` does.
     pub fn alignment(&mut self, alignment: u32) -> Result<&mut Self, FormatError> {
-        if !alignment.is_power_of_two() {
-            return Err(refuse(
-                "general.alignment",
-                format!("{alignment} is not a power of two"),
-            ));
-        }
-        self.alignment = Some(alignment);
         self.metadata("general.alignment", Value::U32(alignment))
     }
 
     /// Adds a metadata entry (keys are unique; array items must all have
-    /// the declared type).
+    /// the declared type). `general.alignment` sets the data alignment, as
+    /// readers take it from there.
     pub fn metadata(&mut self, key: &str, value: Value) -> Result<&mut Self, FormatError> {
         if self.metadata.iter().any(|(k, _)| k == key) {
             return Err(refuse(key, "this metadata key was already added"));
         }
         check_value(key, &value)?;
+        if key == "general.alignment" {
+            match value {
+                Value::U32(a) if a.is_power_of_two() => self.alignment = Some(a),
+                ref v => {
+                    return Err(refuse(
+                        key,
+                        format!("{v} ({}) is not a u32 power of two", v.type_name()),
+                    ))
+                }
+            }
+        }
         self.metadata.push((key.to_string(), value));
         Ok(self)
     }
