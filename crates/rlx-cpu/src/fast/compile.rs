@@ -591,6 +591,7 @@ impl<'g> Planner<'g> {
             | Kind::Gather { .. }
             | Kind::Concat { .. }
             | Kind::Embedding
+            | Kind::DequantMatmul { .. }
             | Kind::Constant
             | Kind::Reduce { .. } => {}
         }

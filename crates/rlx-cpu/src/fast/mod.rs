@@ -54,6 +54,7 @@ mod layout;
 mod matmul;
 mod norm;
 pub(crate) mod par;
+mod qmatmul;
 mod reduce;
 mod run;
 pub mod simd;
@@ -108,6 +109,10 @@ pub enum Kind {
         log: bool,
     },
     Embedding,
+    /// `x · wᵀ` with `w` (n × k) in a GGUF block type, decoded as read.
+    DequantMatmul {
+        dtype: DType,
+    },
     /// Materialized once at compile time; nothing runs.
     Constant,
     /// `where(cond, x, y)` with a bool condition.
@@ -210,6 +215,12 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
         "max_pool" => (f32s(inputs) && inputs.len() == 1)
             .then(|| conv::pool_geom(inputs[0], attrs))?
             .map(|geom| Kind::MaxPool { geom }),
+        "dequant_matmul" => {
+            let (x, w) = (inputs.first()?, inputs.get(1)?);
+            let block = matches!(w.dtype.storage(), rlx_ir::dtype::Storage::Block { block, .. } if block >= 32);
+            (convert::is_float(x.dtype) && x.shape.rank() >= 1 && w.shape.rank() == 2 && block)
+                .then_some(Kind::DequantMatmul { dtype: w.dtype })
+        }
         "embedding" => {
             let (t, ids) = (inputs.first()?, inputs.get(1)?);
             (convert::is_float(t.dtype)
@@ -311,6 +322,11 @@ fn kernel_base_name(op: &str, kind: Option<Kind>, dtype: DType) -> String {
         Some(Kind::Matmul { .. }) if dtype == DType::F32 && amx::available() => format!(
             "cpu::fast::{op}<f32: AMX bf16x6 tiles (f32-accurate) for a resident weight of finite values and >= {} rows, else the gemm crate>",
             amx::MIN_ROWS
+        ),
+        Some(Kind::DequantMatmul { dtype: w }) => format!(
+            "cpu::fast::{op}<{w}: {} blocks decoded as read, f32 dot products (< {} rows) or decoded panels through GEMM>",
+            if qmatmul::has_fast_decoder(w) { "fast" } else { "reference-decoded" },
+            qmatmul::GEMM_ROWS
         ),
         Some(_) => format!("cpu::fast::{op}<{dtype}>"),
         None => format!("cpu::ref::{op}<{dtype}>"),

@@ -9,7 +9,7 @@ use super::layout::{Loc, Reader, Root, View};
 use super::state::State;
 use super::step::{Home, Step};
 use super::weights::{DotPlan, F32PackKind};
-use super::{attention, conv, fail, matmul, norm, reduce, FastProgram, Kind};
+use super::{attention, conv, fail, matmul, norm, qmatmul, reduce, FastProgram, Kind};
 use crate::kernels::{kernel, KernelCx};
 use crate::CpuError;
 use rlx_ir::{DType, Element, HostTensor, TensorType};
@@ -518,6 +518,17 @@ impl FastProgram {
                 len,
                 inner,
             } => reduce::run(out, &view(0)?, *outer, *len, *inner, *red),
+            Kind::DequantMatmul { dtype } => {
+                let xv = view(0)?;
+                let x = own(&xv);
+                let w = host_of(1)?;
+                let rlx_ir::TensorData::Packed(wb) = w.data() else {
+                    return Err(fail(op, "the weight is not packed blocks"));
+                };
+                let (n, k) = (w.shape().dims()[0], w.shape().dims()[1]);
+                let m = x.len() / k.max(1);
+                qmatmul::run(*dtype, wb, &x, m, n, k, out);
+            }
             Kind::Embedding => {
                 let table = view(0)?;
                 let rows = table.loc.dims[0];

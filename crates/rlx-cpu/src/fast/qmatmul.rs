@@ -1,0 +1,394 @@
+//! `dequant_matmul` on the fast engine: `y[m, n] = Σ_k x[m, k] · w[n, k]`
+//! with `w` in a GGUF block type, decoded block by block as it is read.
+//!
+//! The decoders below compute each weight with the reference's float32
+//! arithmetic (`rlx_ref::kernels::quant`), so a decoded weight is the
+//! reference's value bit for bit (checked in the tests); the products
+//! differ from the reference only by the order of the f32 sums.
+//!
+//! * Few rows (`m < GEMM_ROWS`, decoding one token): each weight row is
+//!   decoded one block at a time into a stack buffer and dotted with every
+//!   row of `x`, weight rows split across threads — the weights are
+//!   streamed once and never expanded in memory.
+//! * Many rows (a prompt): panels of `PANEL` weight rows are decoded to f32
+//!   and multiplied with the `gemm` crate, so decoding is paid once per
+//!   panel, not once per row of `x`.
+//!
+//! Types with a fast decoder here: Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K,
+//! Q6_K; every other block type decodes through the reference decoder
+//! (slower, same values). Not here yet: integer dot products (activations
+//! quantized to 8 bits, as llama.cpp does).
+
+use super::par;
+use super::simd::simd_fn;
+use crate::kernels::gemm::{gemm_into, Mat};
+use half::f16;
+use rlx_ir::dtype::Storage;
+use rlx_ir::DType;
+
+/// From this many rows of `x` on, panels are decoded and multiplied by GEMM.
+pub const GEMM_ROWS: usize = 8;
+/// Weight rows per decoded panel.
+const PANEL: usize = 128;
+/// The largest block (k-quants).
+const MAX_BLOCK: usize = 256;
+
+/// Whether `d` has a decoder of this module (the others use the reference's).
+pub fn has_fast_decoder(d: DType) -> bool {
+    fast_decoder(d).is_some()
+}
+
+type Decode = fn(&[u8], &mut [f32]);
+
+fn fast_decoder(d: DType) -> Option<Decode> {
+    Some(match d {
+        DType::Q4_0 => q4_0,
+        DType::Q4_1 => q4_1,
+        DType::Q5_0 => q5_0,
+        DType::Q8_0 => q8_0,
+        DType::Q4K => q4_k,
+        DType::Q5K => q5_k,
+        DType::Q6K => q6_k,
+        _ => return None,
+    })
+}
+
+fn f16_at(b: &[u8], at: usize) -> f32 {
+    f16::from_le_bytes([b[at], b[at + 1]]).to_f32()
+}
+
+#[inline(always)]
+fn q4_0(b: &[u8], out: &mut [f32]) {
+    let d = f16_at(b, 0);
+    let qs = &b[2..18];
+    for j in 0..16 {
+        out[j] = d * ((qs[j] & 0x0F) as f32 - 8.0);
+        out[j + 16] = d * ((qs[j] >> 4) as f32 - 8.0);
+    }
+}
+
+#[inline(always)]
+fn q4_1(b: &[u8], out: &mut [f32]) {
+    let (d, m) = (f16_at(b, 0), f16_at(b, 2));
+    let qs = &b[4..20];
+    for j in 0..16 {
+        out[j] = d * (qs[j] & 0x0F) as f32 + m;
+        out[j + 16] = d * (qs[j] >> 4) as f32 + m;
+    }
+}
+
+#[inline(always)]
+fn q5_0(b: &[u8], out: &mut [f32]) {
+    let d = f16_at(b, 0);
+    let h = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
+    let qs = &b[6..22];
+    for j in 0..16 {
+        let lo = (qs[j] & 0x0F) | ((((h >> j) & 1) as u8) << 4);
+        let hi = (qs[j] >> 4) | ((((h >> (j + 16)) & 1) as u8) << 4);
+        out[j] = d * (lo as f32 - 16.0);
+        out[j + 16] = d * (hi as f32 - 16.0);
+    }
+}
+
+#[inline(always)]
+fn q8_0(b: &[u8], out: &mut [f32]) {
+    let d = f16_at(b, 0);
+    for (o, &q) in out[..32].iter_mut().zip(&b[2..34]) {
+        *o = q as i8 as f32 * d;
+    }
+}
+
+/// The 6-bit (scale, min) pair `j` of Q4_K/Q5_K (ggml's `get_scale_min_k4`).
+#[inline(always)]
+fn scale_min(s: &[u8], j: usize) -> (u8, u8) {
+    if j < 4 {
+        (s[j] & 0x3F, s[j + 4] & 0x3F)
+    } else {
+        (
+            (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4),
+            (s[j + 4] >> 4) | ((s[j] >> 6) << 4),
+        )
+    }
+}
+
+/// Q4_K/Q5_K: per 64 elements (g), 32 low nibbles then 32 high nibbles of
+/// `qs[32g..32g + 32]`, the 5th bit (Q5_K) bit `2g`/`2g + 1` of `qh[l]`.
+#[inline(always)]
+fn k4(b: &[u8], qs: &[u8], qh: Option<&[u8]>, out: &mut [f32]) {
+    let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
+    let scales = &b[4..16];
+    for g in 0..4 {
+        for h in 0..2 {
+            let j = 2 * g + h;
+            let (sc, m) = scale_min(scales, j);
+            let (dl, ml) = (d * sc as f32, dmin * m as f32);
+            let o = &mut out[32 * j..32 * j + 32];
+            for l in 0..32 {
+                let mut q = (qs[32 * g + l] >> (4 * h)) & 0x0F;
+                if let Some(qh) = qh {
+                    q |= ((qh[l] >> j) & 1) << 4;
+                }
+                o[l] = dl * q as f32 - ml;
+            }
+        }
+    }
+}
+
+fn q4_k(b: &[u8], out: &mut [f32]) {
+    k4(b, &b[16..144], None, out)
+}
+
+fn q5_k(b: &[u8], out: &mut [f32]) {
+    k4(b, &b[48..176], Some(&b[16..48]), out)
+}
+
+/// Q6_K: ql[128], qh[64], scales[16] (i8), f16 d; x = (d·sc)·(q − 32).
+fn q6_k(b: &[u8], out: &mut [f32]) {
+    let (ql, qh, sc) = (&b[..128], &b[128..192], &b[192..208]);
+    let d = f16_at(b, 208);
+    for g in 0..2 {
+        for s in 0..4 {
+            // Elements 128g + 32s + l: low 4 bits from ql[64g + 32(s % 2) + l]
+            // (low nibble for s < 2), high 2 bits from qh[32g + l] >> 2s.
+            for l in 0..32 {
+                let e = 128 * g + 32 * s + l;
+                let lo = (ql[64 * g + 32 * (s % 2) + l] >> (4 * (s / 2))) & 0x0F;
+                let hi = (qh[32 * g + l] >> (2 * s)) & 3;
+                let q = (lo | (hi << 4)) as i8 - 32;
+                out[e] = (d * sc[e / 16] as i8 as f32) * q as f32;
+            }
+        }
+    }
+}
+
+/// Decodes whole blocks of `bytes` into `out` (as many elements).
+fn decode(dtype: DType, bytes: &[u8], out: &mut [f32]) {
+    let Storage::Block { block, bytes: bb } = dtype.storage() else {
+        unreachable!("dequant_matmul weights are block types (checked by select)")
+    };
+    match fast_decoder(dtype) {
+        Some(f) => {
+            for (b, o) in bytes.chunks_exact(bb).zip(out.chunks_exact_mut(block)) {
+                f(b, o);
+            }
+        }
+        None => {
+            let t = rlx_ir::HostTensor::new(
+                dtype,
+                [out.len()],
+                rlx_ir::TensorData::Packed(bytes.to_vec()),
+            )
+            .expect("the bytes of whole blocks");
+            let v = rlx_ref::kernels::quant::dequantize_values(&t).expect("a block dtype");
+            for (o, x) in out.iter_mut().zip(v) {
+                *o = x as f32;
+            }
+        }
+    }
+}
+
+simd_fn! {
+    /// `out[r][j] = x[r] · w[j0 + j]` for the rows `x` (m × k) and the
+    /// weight rows of this chunk, decoding each weight block once.
+    fn gemv_rows(
+        dtype: DType,
+        w: &[u8],
+        row_bytes: usize,
+        j0: usize,
+        x: &[f32],
+        m: usize,
+        k: usize,
+        n: usize,
+        out: &mut [f32],
+        cols: usize,
+    ) {
+        let Storage::Block { block, bytes: bb } = dtype.storage() else {
+            return;
+        };
+        let f = fast_decoder(dtype);
+        let mut buf = [0.0f32; MAX_BLOCK];
+        let mut acc = [[0.0f32; 8]; GEMM_ROWS];
+        for j in 0..cols {
+            let row = &w[(j0 + j) * row_bytes..(j0 + j + 1) * row_bytes];
+            for a in acc.iter_mut().take(m) {
+                *a = [0.0; 8];
+            }
+            for (bi, b) in row.chunks_exact(bb).enumerate() {
+                let dec = &mut buf[..block];
+                match f {
+                    Some(f) => f(b, dec),
+                    None => decode(dtype, b, dec),
+                }
+                for r in 0..m {
+                    let xs = &x[r * k + bi * block..r * k + (bi + 1) * block];
+                    let a = &mut acc[r];
+                    for (wc, xc) in dec.chunks_exact(8).zip(xs.chunks_exact(8)) {
+                        for l in 0..8 {
+                            a[l] = M::mad(wc[l], xc[l], a[l]);
+                        }
+                    }
+                }
+            }
+            for r in 0..m {
+                let a = &acc[r];
+                out[r * n + j] = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+            }
+        }
+    }
+}
+
+/// `out (m × n) = x (m × k) · wᵀ` for `w` (n × k) of block type `dtype`.
+pub fn run(dtype: DType, w: &[u8], x: &[f32], m: usize, n: usize, k: usize, out: &mut [f32]) {
+    let Storage::Block { block, bytes: bb } = dtype.storage() else {
+        return;
+    };
+    let row_bytes = k / block * bb;
+    if m < GEMM_ROWS {
+        // Each thread takes whole weight rows; results land in a
+        // per-chunk (m × chunk) buffer, then in their columns of `out`.
+        let chunk = par::chunk_len(n, 4, 16);
+        let parts = n.div_ceil(chunk);
+        let mut tiles: Vec<Vec<f32>> = vec![Vec::new(); parts];
+        par::for_chunks(&mut tiles, 1, |ci, t| {
+            let j0 = ci * chunk;
+            let cols = chunk.min(n - j0);
+            let mut tile = vec![0.0f32; m * cols];
+            gemv_rows(dtype, w, row_bytes, j0, x, m, k, cols, &mut tile, cols);
+            t[0] = tile;
+        });
+        for (ci, tile) in tiles.iter().enumerate() {
+            let j0 = ci * chunk;
+            let cols = tile.len() / m.max(1);
+            for r in 0..m {
+                out[r * n + j0..r * n + j0 + cols].copy_from_slice(&tile[r * cols..(r + 1) * cols]);
+            }
+        }
+        return;
+    }
+    let mut panel = vec![0.0f32; PANEL.min(n) * k];
+    for j0 in (0..n).step_by(PANEL) {
+        let rows = PANEL.min(n - j0);
+        let p = &mut panel[..rows * k];
+        {
+            let bytes = &w[j0 * row_bytes..(j0 + rows) * row_bytes];
+            // Decode rows in parallel: each chunk of the panel is whole rows.
+            let rows_per = par::chunk_len(rows, 1, 8);
+            par::for_chunks(p, rows_per * k, |ci, c| {
+                let r0 = ci * rows_per;
+                let nr = c.len() / k;
+                decode(dtype, &bytes[r0 * row_bytes..(r0 + nr) * row_bytes], c);
+            });
+        }
+        // The panel is (rows × k); read as its transpose (k × rows).
+        let b = Mat {
+            data: &panel[..rows * k],
+            rows: k,
+            cols: rows,
+            row_stride: 1,
+            col_stride: k,
+        };
+        let a = Mat::row_major(x, m, k);
+        let end = (m - 1) * n + j0 + rows;
+        gemm_into(a, b, &mut out[j0..end], n, false, true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rlx_ir::{HostTensor, TensorData};
+
+    fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (s >> 33) as u8
+            })
+            .collect()
+    }
+
+    /// Random blocks with sane f16 scales (random bytes there could be
+    /// NaN or ±inf, which compare unequal to themselves).
+    fn blocks(d: DType, count: usize) -> Vec<u8> {
+        let Storage::Block { bytes: bb, .. } = d.storage() else {
+            unreachable!()
+        };
+        let mut b = random_bytes(count * bb, d as u64 + 7);
+        let scale_at: &[usize] = match d {
+            DType::Q4_0 | DType::Q5_0 | DType::Q8_0 => &[0],
+            DType::Q4_1 | DType::Q5_1 | DType::Q4K | DType::Q5K => &[0, 2],
+            DType::Q2K => &[80, 82],
+            DType::Q6K => &[208],
+            _ => &[],
+        };
+        for blk in b.chunks_exact_mut(bb) {
+            for &at in scale_at {
+                blk[at + 1] &= 0x3B; // exponent well below inf/NaN
+            }
+        }
+        b
+    }
+
+    #[test]
+    fn fast_decoders_equal_the_reference_bit_for_bit() {
+        for d in [
+            DType::Q4_0,
+            DType::Q4_1,
+            DType::Q5_0,
+            DType::Q8_0,
+            DType::Q4K,
+            DType::Q5K,
+            DType::Q6K,
+        ] {
+            let Storage::Block { block, .. } = d.storage() else {
+                unreachable!()
+            };
+            let b = blocks(d, 40);
+            let mut got = vec![0.0f32; 40 * block];
+            decode(d, &b, &mut got);
+            let t = HostTensor::new(d, [40 * block], TensorData::Packed(b)).unwrap();
+            let want = rlx_ref::kernels::quant::dequantize_values(&t).unwrap();
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(g.to_bits(), (*w as f32).to_bits(), "{d} element {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn both_paths_match_dequantize_then_matmul() {
+        for d in [DType::Q4_0, DType::Q6K, DType::Q5_1, DType::Q2K] {
+            let Storage::Block { block, bytes: bb } = d.storage() else {
+                unreachable!()
+            };
+            let (n, k) = (37, 2 * block);
+            let wb = blocks(d, n * k / block);
+            assert_eq!(wb.len(), n * k / block * bb);
+            let t = HostTensor::new(d, [n, k], TensorData::Packed(wb.clone())).unwrap();
+            let wf = rlx_ref::kernels::quant::dequantize_values(&t).unwrap();
+            for m in [1, 3, GEMM_ROWS + 1] {
+                let x: Vec<f32> = (0..m * k)
+                    .map(|i| ((i * 7919) % 23) as f32 / 11.0 - 1.0)
+                    .collect();
+                let mut y = vec![0.0f32; m * n];
+                run(d, &wb, &x, m, n, k, &mut y);
+                for r in 0..m {
+                    for j in 0..n {
+                        let want: f64 = (0..k).map(|p| x[r * k + p] as f64 * wf[j * k + p]).sum();
+                        let scale: f64 = (0..k)
+                            .map(|p| (x[r * k + p] as f64 * wf[j * k + p]).abs())
+                            .sum();
+                        let err = (y[r * n + j] as f64 - want).abs();
+                        assert!(
+                            err <= 1e-5 * scale.max(1e-30),
+                            "{d} m={m} [{r},{j}]: {} vs {want}",
+                            y[r * n + j]
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
