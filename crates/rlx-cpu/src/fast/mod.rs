@@ -54,7 +54,7 @@ mod layout;
 mod matmul;
 mod norm;
 pub(crate) mod par;
-mod qmatmul;
+pub mod qmatmul;
 mod reduce;
 mod run;
 pub mod simd;

@@ -1,0 +1,70 @@
+//! The fast engine's `dequant_matmul` on one weight per block type: the
+//! weight-streaming rate (GB/s of quantized weights read per second) for a
+//! decode step (1 row) and the throughput of a prompt (64 rows), cycling
+//! through ~128 MB of weights so they come from memory, not cache. One
+//! line per type and row count. Not a comparison: llama.cpp's side goes in
+//! benches/ (see docs/gguf.md).
+//!
+//!     RLX_NUM_THREADS=2 cargo run --release -p rlx-cpu --example qmatmul -- [n] [k]
+
+use rlx_cpu::fast::qmatmul;
+use rlx_ir::dtype::Storage;
+use rlx_ir::DType;
+use std::time::Instant;
+
+fn main() {
+    let arg = |i: usize, d: usize| {
+        std::env::args()
+            .nth(i)
+            .and_then(|a| a.parse().ok())
+            .unwrap_or(d)
+    };
+    let (n, k) = (arg(1, 1536), arg(2, 1536));
+    rlx::env::init().unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2)
+    });
+    println!(
+        "simd {}, {} threads, weight {n} x {k}",
+        rlx_cpu::fast::simd::level_name(),
+        rlx_cpu::fast::threads()
+    );
+    for d in [
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q8_0,
+        DType::Q4K,
+        DType::Q5K,
+        DType::Q6K,
+    ] {
+        let Storage::Block { block, bytes } = d.storage() else {
+            continue;
+        };
+        let wbytes = n * k / block * bytes;
+        let copies = (128 << 20) / wbytes + 1;
+        let x: Vec<f32> = (0..n * k)
+            .map(|i| ((i * 7) % 19) as f32 / 9.0 - 1.0)
+            .collect();
+        let q = rlx_ref::kernels::quant::quantize_values(d, &x).unwrap();
+        let ws: Vec<Vec<u8>> = (0..copies).map(|_| q.clone()).collect();
+        for m in [1usize, 64] {
+            let a = &x[..m * k];
+            let mut c = vec![0f32; m * n];
+            let reps = if m == 1 { 4 * copies } else { copies.min(8) };
+            qmatmul::run(d, &ws[0], a, m, n, k, &mut c);
+            let t = Instant::now();
+            for r in 0..reps {
+                qmatmul::run(d, &ws[r % copies], a, m, n, k, &mut c);
+            }
+            let s = t.elapsed().as_secs_f64() / reps as f64;
+            println!(
+                "{:6} m={m:3}: {:8.3} ms  {:6.2} GB/s of weights  {:7.1} GFLOP/s",
+                d.name(),
+                s * 1e3,
+                wbytes as f64 / s / 1e9,
+                2.0 * (m * n * k) as f64 / s / 1e9
+            );
+        }
+    }
+}
