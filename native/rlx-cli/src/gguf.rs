@@ -229,9 +229,11 @@ pub fn convert(a: ConvertArgs) -> CliResult {
             "f32" => DType::F32,
             "f16" => DType::F16,
             "bf16" => DType::BF16,
-            _ => return Err(CliError::usage(format!(
+            _ => {
+                return Err(CliError::usage(format!(
                 "--type {s}: convert stores f32, f16 or bf16 (use `rlx quantize` for block types)"
-            ))),
+            )))
+            }
         }),
     };
     let m = load(&a.input)?;
