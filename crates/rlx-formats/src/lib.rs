@@ -30,6 +30,7 @@ mod mmap;
 mod names;
 pub mod npy;
 pub mod safetensors;
+mod source;
 
 pub use error::FormatError;
 pub use gguf::GgufFile;

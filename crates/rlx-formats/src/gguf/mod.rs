@@ -53,7 +53,7 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
-type Bytes = Arc<dyn AsRef<[u8]> + Send + Sync>;
+use crate::source::Bytes;
 
 /// One tensor's entry in the header.
 #[derive(Clone, Debug, PartialEq)]
@@ -100,40 +100,16 @@ impl GgufFile {
     /// [`SafetensorsFile::open`](crate::SafetensorsFile::open): a mapped
     /// file must not be modified while it is open.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, FormatError> {
-        #[cfg(all(feature = "mmap", not(target_arch = "wasm32")))]
-        {
-            let path = path.as_ref();
-            let label = path.display().to_string();
-            let io = |source| FormatError::Io {
-                file: label.clone(),
-                source,
-            };
-            let file = std::fs::File::open(path).map_err(io)?;
-            let map = crate::mmap::map(&file).map_err(io)?;
-            let mut f = Self::parse(Arc::new(map), label)?;
-            f.mapped = true;
-            Ok(f)
-        }
-        #[cfg(not(all(feature = "mmap", not(target_arch = "wasm32"))))]
-        {
-            Self::read(path)
-        }
+        let (bytes, label, mapped) = crate::source::open(path.as_ref())?;
+        let mut f = Self::parse(bytes, label)?;
+        f.mapped = mapped;
+        Ok(f)
     }
 
     /// Read a whole file into memory (no memory map).
     pub fn read(path: impl AsRef<Path>) -> Result<Self, FormatError> {
-        use std::io::Read;
-        let path = path.as_ref();
-        let label = path.display().to_string();
-        let io = |source| FormatError::Io {
-            file: label.clone(),
-            source,
-        };
-        let file = std::fs::File::open(path).map_err(io)?;
-        let len = file.metadata().map_err(io)?.len();
-        let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
-        file.take(len).read_to_end(&mut bytes).map_err(io)?;
-        Self::parse(Arc::new(bytes), label)
+        let (bytes, label) = crate::source::read(path.as_ref())?;
+        Self::parse(bytes, label)
     }
 
     /// Parse a file held in memory (errors name it `<memory>`).

@@ -69,7 +69,7 @@ use std::sync::Arc;
 /// Label used in errors for buffers given to [`SafetensorsFile::from_bytes`].
 pub const MEMORY_LABEL: &str = "<memory>";
 
-type Bytes = Arc<dyn AsRef<[u8]> + Send + Sync>;
+use crate::source::Bytes;
 
 /// One tensor's header entry.
 #[derive(Clone, Debug)]
@@ -126,24 +126,10 @@ impl SafetensorsFile {
     /// file and renaming it over the old one ([`write_file`] does), or use
     /// [`SafetensorsFile::read`].
     pub fn open(path: impl AsRef<Path>) -> Result<Self, FormatError> {
-        #[cfg(all(feature = "mmap", not(target_arch = "wasm32")))]
-        {
-            let path = path.as_ref();
-            let label = path.display().to_string();
-            let io = |source| FormatError::Io {
-                file: label.clone(),
-                source,
-            };
-            let file = std::fs::File::open(path).map_err(io)?;
-            let map = crate::mmap::map(&file).map_err(io)?;
-            let mut f = Self::parse(Arc::new(map), label)?;
-            f.mapped = true;
-            Ok(f)
-        }
-        #[cfg(not(all(feature = "mmap", not(target_arch = "wasm32"))))]
-        {
-            Self::read(path)
-        }
+        let (bytes, label, mapped) = crate::source::open(path.as_ref())?;
+        let mut f = Self::parse(bytes, label)?;
+        f.mapped = mapped;
+        Ok(f)
     }
 
     /// Read a whole file into memory (no memory map).
@@ -152,18 +138,8 @@ impl SafetensorsFile {
     /// file (a device, a pipe) reads as empty or truncated instead of
     /// exhausting memory; each tensor is then bounded by the header checks.
     pub fn read(path: impl AsRef<Path>) -> Result<Self, FormatError> {
-        use std::io::Read;
-        let path = path.as_ref();
-        let label = path.display().to_string();
-        let io = |source| FormatError::Io {
-            file: label.clone(),
-            source,
-        };
-        let file = std::fs::File::open(path).map_err(io)?;
-        let len = file.metadata().map_err(io)?.len();
-        let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
-        file.take(len).read_to_end(&mut bytes).map_err(io)?;
-        Self::parse(Arc::new(bytes), label)
+        let (bytes, label) = crate::source::read(path.as_ref())?;
+        Self::parse(bytes, label)
     }
 
     /// Parse a file held in memory: a `Vec<u8>`, an `Arc<[u8]>`, a

@@ -126,10 +126,9 @@ fn make_qkx2_quants(
     (scale, -min)
 }
 
-/// Signed levels for `x ≈ scale·(L − nmax)`, L in `0..2·nmax`, refined
-/// over 18 nearby scales with weights x² (ggml's `make_qx_quants` with
-/// `rmse_type` 1, the only one the k-quant encoders use).
-fn make_qx_quants(nmax: i32, x: &[f32], l_out: &mut [i8]) -> f32 {
+/// The value of largest magnitude (the first on ties), or `None` when
+/// every |x| is below [`GROUP_MAX_EPS`] (an all-zero group).
+fn signed_max(x: &[f32]) -> Option<f32> {
     let (mut max, mut amax) = (0.0f32, 0.0f32);
     for &v in x {
         if v.abs() > amax {
@@ -137,10 +136,17 @@ fn make_qx_quants(nmax: i32, x: &[f32], l_out: &mut [i8]) -> f32 {
             max = v;
         }
     }
-    if amax < GROUP_MAX_EPS {
+    (amax >= GROUP_MAX_EPS).then_some(max)
+}
+
+/// Signed levels for `x ≈ scale·(L − nmax)`, L in `0..2·nmax`, refined
+/// over 18 nearby scales with weights x² (ggml's `make_qx_quants` with
+/// `rmse_type` 1, the only one the k-quant encoders use).
+fn make_qx_quants(nmax: i32, x: &[f32], l_out: &mut [i8]) -> f32 {
+    let Some(max) = signed_max(x) else {
         l_out.fill(0);
         return 0.0;
-    }
+    };
     let level = |iscale: f32, v: f32| nearest_int(iscale * v).clamp(-nmax, nmax - 1);
     let sums = |iscale: f32| {
         let (mut sumlx, mut suml2) = (0.0f32, 0.0f32);
@@ -180,17 +186,10 @@ fn make_qx_quants(nmax: i32, x: &[f32], l_out: &mut [i8]) -> f32 {
 /// `x ≈ scale·L`, refined one element at a time with weights x² (ggml's
 /// `make_q3_quants` with `do_rmse`).
 fn make_q3_quants(nmax: i32, x: &[f32], l_out: &mut [i8]) -> f32 {
-    let (mut max, mut amax) = (0.0f32, 0.0f32);
-    for &v in x {
-        if v.abs() > amax {
-            amax = v.abs();
-            max = v;
-        }
-    }
-    if amax < GROUP_MAX_EPS {
+    let Some(max) = signed_max(x) else {
         l_out.fill(0);
         return 0.0;
-    }
+    };
     let iscale = -(nmax as f32) / max;
     let (mut sumlx, mut suml2) = (0.0f32, 0.0f32);
     for (o, &v) in l_out.iter_mut().zip(x) {
