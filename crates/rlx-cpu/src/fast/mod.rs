@@ -54,6 +54,8 @@ mod layout;
 mod matmul;
 mod norm;
 pub(crate) mod par;
+#[cfg(target_arch = "x86_64")]
+mod qdot_x86;
 pub mod qmatmul;
 mod reduce;
 mod run;
@@ -324,9 +326,10 @@ fn kernel_base_name(op: &str, kind: Option<Kind>, dtype: DType) -> String {
             amx::MIN_ROWS
         ),
         Some(Kind::DequantMatmul { dtype: w }) => format!(
-            "cpu::fast::{op}<{w}: {} blocks decoded as read, f32 dot products (< {} rows) or decoded panels through GEMM>",
+            "cpu::fast::{op}<{w}: {} blocks decoded as read; < {} rows: {} f32 dot products, more: decoded panels through GEMM>",
             if qmatmul::has_fast_decoder(w) { "fast" } else { "reference-decoded" },
-            qmatmul::GEMM_ROWS
+            qmatmul::GEMM_ROWS,
+            qmatmul::few_rows_kernel(w)
         ),
         Some(_) => format!("cpu::fast::{op}<{dtype}>"),
         None => format!("cpu::ref::{op}<{dtype}>"),

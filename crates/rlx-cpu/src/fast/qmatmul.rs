@@ -7,9 +7,11 @@
 //! differ from the reference only by the order of the f32 sums.
 //!
 //! * Few rows (`m < GEMM_ROWS`, decoding one token): each weight row is
-//!   decoded one block at a time into a stack buffer and dotted with every
-//!   row of `x`, weight rows split across threads — the weights are
-//!   streamed once and never expanded in memory.
+//!   decoded one block at a time and dotted with every row of `x`, weight
+//!   rows split across threads — the weights are streamed once and never
+//!   expanded in memory. On x86-64 with AVX2+FMA the seven main types
+//!   decode in registers (`qdot_x86`); elsewhere (and for the other types)
+//!   into a stack buffer, auto-vectorized per SIMD level.
 //! * Many rows (a prompt): panels of `PANEL` weight rows are decoded to f32
 //!   and multiplied with the `gemm` crate, so decoding is paid once per
 //!   panel, not once per row of `x`.
@@ -237,6 +239,21 @@ simd_fn! {
     }
 }
 
+/// The few-rows kernel `dtype` runs on this CPU, for the dispatch report.
+pub fn few_rows_kernel(dtype: DType) -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    if avx2_kernel(dtype) {
+        return "AVX2+FMA in-register decode and";
+    }
+    "auto-vectorized decode-to-buffer and"
+}
+
+/// Whether the few-rows path of `dtype` runs the AVX2 kernel here.
+#[cfg(target_arch = "x86_64")]
+pub fn avx2_kernel(dtype: DType) -> bool {
+    super::qdot_x86::handles(dtype) && super::qdot_x86::available()
+}
+
 /// `out (m × n) = x (m × k) · wᵀ` for `w` (n × k) of block type `dtype`.
 pub fn run(dtype: DType, w: &[u8], x: &[f32], m: usize, n: usize, k: usize, out: &mut [f32]) {
     let Storage::Block { block, bytes: bb } = dtype.storage() else {
@@ -253,6 +270,17 @@ pub fn run(dtype: DType, w: &[u8], x: &[f32], m: usize, n: usize, k: usize, out:
             let j0 = ci * chunk;
             let cols = chunk.min(n - j0);
             let mut tile = vec![0.0f32; m * cols];
+            #[cfg(target_arch = "x86_64")]
+            if avx2_kernel(dtype) {
+                // SAFETY: `avx2_kernel` checked the CPU's features; the
+                // bounds are the ones `gemv_rows` uses.
+                #[allow(unsafe_code)]
+                unsafe {
+                    super::qdot_x86::gemv(dtype, w, row_bytes, j0, x, m, k, &mut tile, cols, cols)
+                };
+                t[0] = tile;
+                return;
+            }
             gemv_rows(dtype, w, row_bytes, j0, x, m, k, cols, &mut tile, cols);
             t[0] = tile;
         });
@@ -359,7 +387,17 @@ mod tests {
 
     #[test]
     fn both_paths_match_dequantize_then_matmul() {
-        for d in [DType::Q4_0, DType::Q6K, DType::Q5_1, DType::Q2K] {
+        for d in [
+            DType::Q4_0,
+            DType::Q4_1,
+            DType::Q5_0,
+            DType::Q8_0,
+            DType::Q4K,
+            DType::Q5K,
+            DType::Q6K,
+            DType::Q5_1,
+            DType::Q2K,
+        ] {
             let Storage::Block { block, bytes: bb } = d.storage() else {
                 unreachable!()
             };

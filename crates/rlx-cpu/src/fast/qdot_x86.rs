@@ -1,0 +1,280 @@
+//! AVX2 + FMA decode-and-dot for GGUF blocks (Q4_0, Q4_1, Q5_0, Q8_0,
+//! Q4_K, Q5_K, Q6_K): the few-rows path of [`super::qmatmul`].
+//!
+//! Each block's integer levels are widened to f32 in registers (4 × 8
+//! lanes) and multiplied with the f32 activations; the block's scale is
+//! applied once to the block's sum: `Σ d·(q − 8)·x = d · Σ (q − 8)·x`. So
+//! no activation is rounded (unlike integer dot products), and the result
+//! differs from dequantize-then-matmul only by f32 rounding of the sums.
+#![allow(unsafe_code)]
+
+use rlx_ir::DType;
+use std::arch::x86_64::*;
+
+/// Whether this CPU runs these kernels.
+pub fn available() -> bool {
+    std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+}
+
+/// Whether `d` has a kernel here.
+pub fn handles(d: DType) -> bool {
+    matches!(
+        d,
+        DType::Q4_0
+            | DType::Q4_1
+            | DType::Q5_0
+            | DType::Q8_0
+            | DType::Q4K
+            | DType::Q5K
+            | DType::Q6K
+    )
+}
+
+/// Bytes per block (32 elements; 256 for the k-quants).
+fn block_bytes(d: DType) -> usize {
+    match d {
+        DType::Q4_0 => 18,
+        DType::Q4_1 => 20,
+        DType::Q5_0 => 22,
+        DType::Q4K => 144,
+        DType::Q5K => 176,
+        DType::Q6K => 210,
+        _ => 34,
+    }
+}
+
+/// Types whose weights have a min term (x = scale·q − min per 32).
+fn has_min(d: DType) -> bool {
+    matches!(d, DType::Q4_1 | DType::Q4K | DType::Q5K)
+}
+
+/// 32 level bytes (u8) → 4 × 8 f32 lanes in element order.
+#[inline(always)]
+unsafe fn widen32(q: __m256i) -> [__m256; 4] {
+    let lo = _mm256_castsi256_si128(q);
+    let hi = _mm256_extracti128_si256(q, 1);
+    let w = |v: __m128i| _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
+    [
+        w(lo),
+        w(_mm_srli_si128(lo, 8)),
+        w(hi),
+        w(_mm_srli_si128(hi, 8)),
+    ]
+}
+
+/// The 6-bit (scale, min) pair `j` of Q4_K/Q5_K.
+#[inline(always)]
+unsafe fn scale_min(s: *const u8, j: usize) -> (u8, u8) {
+    let at = |i: usize| *s.add(i);
+    if j < 4 {
+        (at(j) & 0x3F, at(j + 4) & 0x3F)
+    } else {
+        (
+            (at(j + 4) & 0x0F) | ((at(j - 4) >> 6) << 4),
+            (at(j + 4) >> 4) | ((at(j) >> 6) << 4),
+        )
+    }
+}
+
+/// Sub-block `j` (32 elements) of a k-quant super-block at `b`: levels as
+/// f32 (offset removed), the scales of its two halves of 16, and its min.
+#[inline(always)]
+unsafe fn decode_k(d: DType, b: *const u8, j: usize) -> ([__m256; 4], f32, f32, f32) {
+    let mask = _mm256_set1_epi8(0x0F);
+    match d {
+        DType::Q4K | DType::Q5K => {
+            let (dd, dmin) = (f16(b), f16(b.add(2)));
+            let (sc, m) = scale_min(b.add(4), j);
+            let (g, h) = (j / 2, j % 2);
+            let qs = if d == DType::Q4K {
+                b.add(16)
+            } else {
+                b.add(48)
+            };
+            let raw = _mm256_loadu_si256(qs.add(32 * g) as *const __m256i);
+            let mut q = _mm256_and_si256(
+                if h == 0 {
+                    raw
+                } else {
+                    _mm256_srli_epi16(raw, 4)
+                },
+                mask,
+            );
+            if d == DType::Q5K {
+                // Bit j of qh[l] is the 5th bit of element l.
+                let qh = _mm256_loadu_si256(b.add(16) as *const __m256i);
+                let bit = _mm256_and_si256(
+                    _mm256_srl_epi16(qh, _mm_cvtsi32_si128(j as i32)),
+                    _mm256_set1_epi8(1),
+                );
+                q = _mm256_or_si256(q, _mm256_slli_epi16(bit, 4));
+            }
+            let dl = dd * sc as f32;
+            (widen32(q), dl, dl, dmin * m as f32)
+        }
+        _ => {
+            // Q6_K: elements 128g + 32s + l.
+            let (g, s) = (j / 4, j % 4);
+            let ql = _mm256_loadu_si256(b.add(64 * g + 32 * (s % 2)) as *const __m256i);
+            let lo = _mm256_and_si256(if s < 2 { ql } else { _mm256_srli_epi16(ql, 4) }, mask);
+            let qh = _mm256_loadu_si256(b.add(128 + 32 * g) as *const __m256i);
+            let hi = _mm256_and_si256(
+                _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * s as i32)),
+                _mm256_set1_epi8(3),
+            );
+            let q = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+            let off = _mm256_set1_ps(32.0);
+            let v = widen32(q).map(|v| _mm256_sub_ps(v, off));
+            let dd = f16(b.add(208));
+            let sc = |i: usize| *b.add(192 + 8 * g + 2 * s + i) as i8 as f32;
+            (v, dd * sc(0), dd * sc(1), 0.0)
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn f16(p: *const u8) -> f32 {
+    half::f16::from_le_bytes([*p, *p.add(1)]).to_f32()
+}
+
+/// The low 8 bytes of `v` as 8 f32 lanes (unsigned).
+#[inline(always)]
+unsafe fn u8x8(v: __m128i) -> __m256i {
+    _mm256_cvtepu8_epi32(v)
+}
+
+/// 16 nibble bytes → the 32 levels as i32, in element order: low nibbles
+/// of bytes 0..16 are elements 0..16, high nibbles elements 16..32.
+#[inline(always)]
+unsafe fn nibbles(qs: *const u8) -> [__m256i; 4] {
+    let v = _mm_loadu_si128(qs as *const __m128i);
+    let mask = _mm_set1_epi8(0x0F);
+    let lo = _mm_and_si128(v, mask);
+    let hi = _mm_and_si128(_mm_srli_epi16(v, 4), mask);
+    [
+        u8x8(lo),
+        u8x8(_mm_srli_si128(lo, 8)),
+        u8x8(hi),
+        u8x8(_mm_srli_si128(hi, 8)),
+    ]
+}
+
+/// One block's levels as f32 (offset removed where the type has one),
+/// its scale d, and for Q4_1 its min m (x = d·q + m).
+#[inline(always)]
+unsafe fn decode(d: DType, b: *const u8) -> ([__m256; 4], f32, f32) {
+    let cvt = |v: __m256i| _mm256_cvtepi32_ps(v);
+    match d {
+        DType::Q4_0 => {
+            let q = nibbles(b.add(2));
+            let off = _mm256_set1_ps(8.0);
+            (q.map(|v| _mm256_sub_ps(cvt(v), off)), f16(b), 0.0)
+        }
+        DType::Q4_1 => {
+            let q = nibbles(b.add(4));
+            (q.map(cvt), f16(b), f16(b.add(2)))
+        }
+        DType::Q5_0 => {
+            let h = (b.add(2) as *const u32).read_unaligned();
+            let q = nibbles(b.add(6));
+            let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+            let one = _mm256_set1_epi32(1);
+            let off = _mm256_set1_ps(16.0);
+            let mut out = [_mm256_setzero_ps(); 4];
+            for (g, o) in out.iter_mut().enumerate() {
+                // Bit 8g + lane of qh is the 5th bit of element 8g + lane.
+                let bits = _mm256_srlv_epi32(_mm256_set1_epi32((h >> (8 * g)) as i32), lanes);
+                let hi = _mm256_slli_epi32(_mm256_and_si256(bits, one), 4);
+                *o = _mm256_sub_ps(cvt(_mm256_or_si256(q[g], hi)), off);
+            }
+            (out, f16(b), 0.0)
+        }
+        _ => {
+            let q = _mm256_loadu_si256(b.add(2) as *const __m256i);
+            let lo = _mm256_castsi256_si128(q);
+            let hi = _mm256_extracti128_si256(q, 1);
+            let w = |v: __m128i| cvt(_mm256_cvtepi8_epi32(v));
+            (
+                [
+                    w(lo),
+                    w(_mm_srli_si128(lo, 8)),
+                    w(hi),
+                    w(_mm_srli_si128(hi, 8)),
+                ],
+                f16(b),
+                0.0,
+            )
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn hsum(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    _mm_cvtss_f32(s)
+}
+
+/// `out[r·ldo + j] = x[r] · w[j0 + j]` for `m` (≤ 8) rows of `x` (m × k)
+/// and `cols` weight rows of `row_bytes` bytes each.
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA ([`available`]); `w` must hold rows
+/// `j0..j0 + cols` of `k / 32` blocks of `d`, `x` m·k values, `out` room
+/// for `(m − 1)·ldo + cols` values.
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gemv(
+    d: DType,
+    w: &[u8],
+    row_bytes: usize,
+    j0: usize,
+    x: &[f32],
+    m: usize,
+    k: usize,
+    out: &mut [f32],
+    ldo: usize,
+    cols: usize,
+) {
+    const MAX_M: usize = 8;
+    debug_assert!(m <= MAX_M && k.is_multiple_of(32));
+    let bb = block_bytes(d);
+    let nb = k / 32;
+    let kq = matches!(d, DType::Q4K | DType::Q5K | DType::Q6K);
+    // Minimums multiply the sum of each 32 values of x.
+    let mut xsum = vec![0.0f32; if has_min(d) { m * nb } else { 0 }];
+    for (i, s) in xsum.iter_mut().enumerate() {
+        let (r, b) = (i / nb, i % nb);
+        *s = x[r * k + b * 32..r * k + b * 32 + 32].iter().sum();
+    }
+    for j in 0..cols {
+        let row = w.as_ptr().add((j0 + j) * row_bytes);
+        let mut acc = [_mm256_setzero_ps(); MAX_M];
+        let mut mins = [0.0f32; MAX_M];
+        for b in 0..nb {
+            // Levels, the scales of the two halves, and the min.
+            let (v, s_lo, s_hi, min) = if kq {
+                decode_k(d, row.add(b / 8 * bb), b % 8)
+            } else {
+                let (v, s, m) = decode(d, row.add(b * bb));
+                (v, s, s, -m)
+            };
+            let (d_lo, d_hi) = (_mm256_set1_ps(s_lo), _mm256_set1_ps(s_hi));
+            for r in 0..m {
+                let xp = x.as_ptr().add(r * k + b * 32);
+                let mut lo = _mm256_mul_ps(v[0], _mm256_loadu_ps(xp));
+                lo = _mm256_fmadd_ps(v[1], _mm256_loadu_ps(xp.add(8)), lo);
+                let mut hi = _mm256_mul_ps(v[2], _mm256_loadu_ps(xp.add(16)));
+                hi = _mm256_fmadd_ps(v[3], _mm256_loadu_ps(xp.add(24)), hi);
+                acc[r] = _mm256_fmadd_ps(d_hi, hi, _mm256_fmadd_ps(d_lo, lo, acc[r]));
+                if has_min(d) {
+                    mins[r] -= min * xsum[r * nb + b];
+                }
+            }
+        }
+        for r in 0..m {
+            out[r * ldo + j] = hsum(acc[r]) + mins[r];
+        }
+    }
+}
