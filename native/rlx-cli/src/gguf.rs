@@ -183,6 +183,9 @@ fn load(path: &Path) -> CliResult<Model> {
 fn to_f32(name: &str, t: &HostTensor) -> CliResult<Vec<f32>> {
     let v = match t.data() {
         TensorData::F32(v) => return Ok(v.clone()),
+        TensorData::Packed(b) if rlx_cpu::fast::qmatmul::has_fast_decoder(t.dtype()) => {
+            return Ok(decode_parallel(t.dtype(), b, t.numel()))
+        }
         TensorData::Packed(_) => {
             dequantize_values(t).map_err(|e| CliError::input(format!("tensor `{name}`: {e}")))?
         }
@@ -197,6 +200,25 @@ fn to_f32(name: &str, t: &HostTensor) -> CliResult<Vec<f32>> {
         }
     };
     Ok(v.into_iter().map(|x| x as f32).collect())
+}
+
+/// The fast engine's block decoders (the reference's values bit for bit)
+/// on every core.
+fn decode_parallel(d: DType, bytes: &[u8], numel: usize) -> Vec<f32> {
+    let (block, bb) = match d.storage() {
+        rlx::ir::dtype::Storage::Block { block, bytes } => (block, bytes),
+        rlx::ir::dtype::Storage::Plain { .. } => (1, 1),
+    };
+    let mut out = vec![0.0f32; numel];
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let per = (numel / block).div_ceil(threads).max(1) * block;
+    std::thread::scope(|s| {
+        for (i, o) in out.chunks_mut(per).enumerate() {
+            let b = &bytes[i * per / block * bb..(i * per + o.len()) / block * bb];
+            s.spawn(move || rlx_cpu::fast::qmatmul::decode(d, b, o));
+        }
+    });
+    out
 }
 
 fn cast(name: &str, t: &HostTensor, to: DType) -> CliResult<HostTensor> {

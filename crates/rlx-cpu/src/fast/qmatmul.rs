@@ -163,10 +163,12 @@ fn q6_k(b: &[u8], out: &mut [f32]) {
     }
 }
 
-/// Decodes whole blocks of `bytes` into `out` (as many elements).
-fn decode(dtype: DType, bytes: &[u8], out: &mut [f32]) {
+/// Decodes whole blocks of `bytes` into `out` (as many elements): the
+/// reference's values (`dequantize_values`) bit for bit, fast for the
+/// types with a decoder here. `dtype` must be a block type.
+pub fn decode(dtype: DType, bytes: &[u8], out: &mut [f32]) {
     let Storage::Block { block, bytes: bb } = dtype.storage() else {
-        unreachable!("dequant_matmul weights are block types (checked by select)")
+        panic!("decode: {dtype} is not a block type")
     };
     match fast_decoder(dtype) {
         Some(f) => {
