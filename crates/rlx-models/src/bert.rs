@@ -334,6 +334,40 @@ impl Bert {
         }
     }
 
+    /// Post-training weight-only quantization: every dense layer's weight
+    /// (Q/K/V, attention output, intermediate, output) stored in the block
+    /// type `dtype` and multiplied by `dequant_matmul`; embeddings, norms
+    /// and biases stay f32. An error when a layer's input width is not a
+    /// whole number of the type's blocks (MiniLM's 384 takes the 32-element
+    /// types, not the 256-element k-quants).
+    pub fn with_weight_dtype(mut self, dtype: DType) -> Result<Bert, IrError> {
+        let rlx_ir::dtype::Storage::Block { block, .. } = dtype.storage() else {
+            return Err(IrError::Msg(format!(
+                "{dtype} is not a block-quantized type"
+            )));
+        };
+        for l in &mut self.root.layers {
+            let a = &mut l.attention;
+            for lin in [
+                &mut a.this.query,
+                &mut a.this.key,
+                &mut a.this.value,
+                &mut a.output.dense,
+                &mut l.intermediate,
+                &mut l.output.dense,
+            ] {
+                if lin.in_features % block != 0 {
+                    return Err(IrError::Msg(format!(
+                        "a dense layer has {} inputs, not a whole number of {dtype} blocks of {block}; use a 32-element type (q8_0, q4_0, q4_1, q5_0, q5_1, mxfp4)",
+                        lin.in_features
+                    )));
+                }
+                *lin = lin.clone().with_dtype(dtype);
+            }
+        }
+        Ok(self)
+    }
+
     /// The HIR model for a batch of `batch` sequences of `seq` tokens.
     pub fn model(&self, batch: usize, seq: usize) -> Model {
         let ids = TensorType::new(DType::I64, [batch, seq]);

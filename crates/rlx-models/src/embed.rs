@@ -68,6 +68,19 @@ fn read(dir: &Path, name: &str) -> Result<String, EmbedError> {
     })
 }
 
+/// `w` (f32, rows a whole number of blocks) in block type `dtype`, by the
+/// IR's `quantize` op on the CPU.
+fn quantize(w: &HostTensor, dtype: rlx_ir::DType) -> Result<HostTensor, EmbedError> {
+    let d: Vec<String> = w.shape().dims().iter().map(|d| d.to_string()).collect();
+    let src = format!(
+        "graph @quantize(%w: f32[{}]) {{\n  %q = quantize(%w) {{dtype={dtype}}}\n  return %q\n}}",
+        d.join(",")
+    );
+    let g = rlx_ir::text::parse(&src)?;
+    let out = rlx::compile(&g, Device::Cpu)?.run(std::slice::from_ref(w))?;
+    Ok(out.into_iter().next().expect("one output"))
+}
+
 impl SentenceEmbedder {
     /// Load from a model directory, reporting progress.
     pub fn load(
@@ -128,6 +141,37 @@ impl SentenceEmbedder {
             session: Session::new(CompileOptions::default()),
             batch_size: 16,
         })
+    }
+
+    /// Post-training weight-only quantization ([`Bert::with_weight_dtype`]):
+    /// every dense layer's f32 weight is quantized to `dtype` (the
+    /// reference encoders, bytes as the `gguf` package makes them) and the
+    /// encoder is rebuilt with `dequant_matmul`. Compiled programs are
+    /// dropped. Returns the weight bytes before and after.
+    pub fn quantize_weights(&mut self, dtype: rlx_ir::DType) -> Result<(usize, usize), EmbedError> {
+        let bert = Bert::new(self.config.clone(), true).with_weight_dtype(dtype)?;
+        let params = bert.parameters();
+        let bytes = |ts: &[HostTensor]| -> usize {
+            ts.iter()
+                .map(|t| {
+                    rlx_ir::limits::tensor_bytes(t.dtype(), t.shape().dims()).unwrap_or(0) as usize
+                })
+                .sum()
+        };
+        let before = bytes(&self.weights);
+        let mut weights = Vec::with_capacity(params.len());
+        for (p, w) in params.iter().zip(&self.weights) {
+            weights.push(if p.ty.dtype == w.dtype() {
+                w.clone()
+            } else {
+                quantize(w, p.ty.dtype)?
+            });
+        }
+        let after = bytes(&weights);
+        self.bert = bert;
+        self.weights = weights;
+        self.session = Session::new(CompileOptions::default());
+        Ok((before, after))
     }
 
     /// The tokenizer's ids for `text` (truncated as the model will see it).

@@ -75,3 +75,65 @@ fn minilm_matches_sentence_transformers() {
     assert!(after.hits > before.hits);
     assert_eq!(again, got);
 }
+
+/// Post-training weight-only quantization of the dense layers, against the
+/// same f32 sentence-transformers vectors: the mean and worst cosine per
+/// type over the reference sentences are printed; the bounds below are the
+/// worst measured less a margin (2026-12-03: q8_0 0.99940, q5_0 0.96765,
+/// q4_0 0.87292 — every dense layer quantized, no calibration; see
+/// docs/gguf.md).
+#[test]
+fn minilm_with_quantized_weights_stays_close_to_sentence_transformers() {
+    let dir = model_dir();
+    let reference: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("tests/vectors/minilm/reference.json")).unwrap(),
+    )
+    .unwrap();
+    let items = reference["items"].as_array().unwrap();
+    let texts: Vec<&str> = items.iter().map(|i| i["text"].as_str().unwrap()).collect();
+    let want: Vec<Vec<f32>> = items
+        .iter()
+        .map(|i| {
+            i["embedding"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap() as f32)
+                .collect()
+        })
+        .collect();
+    for (ty, min_cos, max_bytes) in [
+        (rlx_ir::DType::Q8_0, 0.999, 60_000_000),
+        (rlx_ir::DType::Q5_0, 0.96, 56_000_000),
+        (rlx_ir::DType::Q4_0, 0.85, 54_500_000),
+    ] {
+        let mut model = SentenceEmbedder::load(&dir, |_| {}).unwrap();
+        let (before, after) = model.quantize_weights(ty).unwrap();
+        assert!(
+            after < before && after <= max_bytes,
+            "{ty}: {before} -> {after} bytes"
+        );
+        let got = model.embed(&texts).unwrap();
+        let cos: Vec<f64> = got
+            .iter()
+            .zip(&want)
+            .map(|(g, w)| SentenceEmbedder::cosine(g, w))
+            .collect();
+        let worst = cos.iter().copied().fold(f64::INFINITY, f64::min);
+        let mean = cos.iter().sum::<f64>() / cos.len() as f64;
+        eprintln!(
+            "{ty}: {before} -> {after} bytes, cosine mean {mean:.6}, worst {worst:.6} over {} sentences",
+            texts.len()
+        );
+        assert!(worst >= min_cos, "{ty}: worst cosine {worst} < {min_cos}");
+    }
+    let mut model = SentenceEmbedder::load(&dir, |_| {}).unwrap();
+    let e = model
+        .quantize_weights(rlx_ir::DType::Q4K)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("384 inputs, not a whole number of q4_k blocks of 256"),
+        "{e}"
+    );
+}

@@ -36,6 +36,10 @@ pub struct EmbedArgs {
     /// The model directory (config.json, tokenizer.json, model.safetensors).
     #[arg(long, value_name = "DIR")]
     model: Option<PathBuf>,
+    /// Quantize the dense layers' weights to this GGUF block type first
+    /// (post-training, weight-only: q8_0, q4_0, q4_1, q5_0, q5_1, mxfp4).
+    #[arg(long, value_name = "TYPE")]
+    quantize: Option<String>,
     /// Sentences per forward pass.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
     batch_size: u32,
@@ -73,8 +77,29 @@ pub struct BenchArgs {
     /// The model directory.
     #[arg(long, value_name = "DIR")]
     model: Option<PathBuf>,
+    /// Quantize the dense layers' weights to this GGUF block type first
+    /// (post-training, weight-only: q8_0, q4_0, q4_1, q5_0, q5_1, mxfp4).
+    #[arg(long, value_name = "TYPE")]
+    quantize: Option<String>,
     #[command(flatten)]
     run: RunFlags,
+}
+
+/// `--quantize TYPE`: the dense weights in a block type, sizes printed.
+fn quantize(m: &mut SentenceEmbedder, ty: Option<&str>) -> CliResult {
+    let Some(ty) = ty else { return Ok(()) };
+    let d: rlx::DType = ty.to_ascii_lowercase().parse().map_err(|_| {
+        CliError::usage(format!(
+            "--quantize {ty}: not a dtype name (q8_0, q4_0, q4_1, q5_0, q5_1, mxfp4)"
+        ))
+    })?;
+    let (before, after) = m.quantize_weights(d).map_err(embed_err)?;
+    eprintln!(
+        "quantized the dense weights to {d}: {:.1} MB -> {:.1} MB in all",
+        before as f64 / 1e6,
+        after as f64 / 1e6
+    );
+    Ok(())
 }
 
 fn embed_err(e: EmbedError) -> CliError {
@@ -168,6 +193,7 @@ pub fn embed(mut a: EmbedArgs, env: &Env) -> CliResult {
     let dev = device::resolve(&a.run, env)?;
     let dir = crate::models::minilm_dir(a.model.as_ref(), env)?;
     let mut m = load(&dir)?;
+    quantize(&mut m, a.quantize.as_deref())?;
     m.set_device(dev);
     m.batch_size = a.batch_size as usize;
 
@@ -239,7 +265,8 @@ pub fn bench(cmd: BenchCmd, env: &Env) -> CliResult {
     let BenchCmd::Minilm(a) = cmd;
     let dev = device::resolve(&a.run, env)?;
     let dir = crate::models::minilm_dir(a.model.as_ref(), env)?;
-    let m = load(&dir)?;
+    let mut m = load(&dir)?;
+    quantize(&mut m, a.quantize.as_deref())?;
     let (bert, weights) = (m.bert(), m.weights());
     let seq = a.seq as usize;
     let runs = a.runs as usize;

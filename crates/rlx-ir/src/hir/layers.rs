@@ -4,6 +4,12 @@ use super::*;
 
 /// `y = act(x · Wᵀ + b)` over the last axis (PyTorch `nn.Linear`).
 /// Parameters: `weight` (out, in), `bias` (out).
+///
+/// With a block-quantized `dtype` (`q8_0`, `q4_0`, … — post-training
+/// weight-only quantization) the weight is stored in that type, the bias
+/// in f32, and the product is `dequant_matmul(x, W)` (W decoded as it is
+/// read) followed by the bias add and the activation; `in_features` must
+/// be a whole number of the type's blocks.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Linear {
     pub in_features: usize,
@@ -30,10 +36,25 @@ impl Linear {
         self.activation = activation;
         self
     }
-    /// Builder-style: parameter element type.
+    /// Builder-style: parameter element type (a block type quantizes the
+    /// weight; see the type's docs).
     pub fn with_dtype(mut self, dtype: DType) -> Self {
         self.dtype = dtype;
         self
+    }
+
+    /// Whether the weight is block-quantized.
+    pub fn quantized(&self) -> bool {
+        matches!(self.dtype.storage(), crate::dtype::Storage::Block { block, .. } if block >= 32)
+    }
+
+    /// The type of the bias and the output: f32 for a quantized weight.
+    pub fn compute_dtype(&self) -> DType {
+        if self.quantized() {
+            DType::F32
+        } else {
+            self.dtype
+        }
     }
 }
 
@@ -57,13 +78,26 @@ impl Block for Linear {
             [self.out_features, self.in_features],
         )];
         if self.bias {
-            p.push(Param::new("bias", self.dtype, [self.out_features]));
+            p.push(Param::new(
+                "bias",
+                self.compute_dtype(),
+                [self.out_features],
+            ));
         }
         p
     }
     fn lower(&self, cx: &mut Lower, inputs: &[ValueId]) -> Result<Vec<ValueId>, IrError> {
         let [x] = inputs_n(inputs)?;
         expect_last(cx, x, self.in_features, "(..., in_features)")?;
+        if self.quantized() {
+            let w = cx.param("weight")?;
+            let mut y = cx.binary("dequant_matmul", x, w)?;
+            if self.bias {
+                let b = cx.param("bias")?;
+                y = cx.binary("add", y, b)?;
+            }
+            return Ok(vec![self.activation.apply(cx, y)?]);
+        }
         // The weight is stored (out, in) as in PyTorch; the product wants (in, out).
         let w = cx.param("weight")?;
         let wt = cx.permute(w, &[1, 0])?;
@@ -97,10 +131,25 @@ impl Embedding {
             dtype: DType::F32,
         }
     }
-    /// Builder-style: parameter element type.
+    /// Builder-style: parameter element type (a block type quantizes the
+    /// weight; see the type's docs).
     pub fn with_dtype(mut self, dtype: DType) -> Self {
         self.dtype = dtype;
         self
+    }
+
+    /// Whether the weight is block-quantized.
+    pub fn quantized(&self) -> bool {
+        matches!(self.dtype.storage(), crate::dtype::Storage::Block { block, .. } if block >= 32)
+    }
+
+    /// The type of the bias and the output: f32 for a quantized weight.
+    pub fn compute_dtype(&self) -> DType {
+        if self.quantized() {
+            DType::F32
+        } else {
+            self.dtype
+        }
     }
 }
 
@@ -143,10 +192,25 @@ impl LayerNorm {
             dtype: DType::F32,
         }
     }
-    /// Builder-style: parameter element type.
+    /// Builder-style: parameter element type (a block type quantizes the
+    /// weight; see the type's docs).
     pub fn with_dtype(mut self, dtype: DType) -> Self {
         self.dtype = dtype;
         self
+    }
+
+    /// Whether the weight is block-quantized.
+    pub fn quantized(&self) -> bool {
+        matches!(self.dtype.storage(), crate::dtype::Storage::Block { block, .. } if block >= 32)
+    }
+
+    /// The type of the bias and the output: f32 for a quantized weight.
+    pub fn compute_dtype(&self) -> DType {
+        if self.quantized() {
+            DType::F32
+        } else {
+            self.dtype
+        }
     }
 }
 
@@ -190,10 +254,25 @@ impl RmsNorm {
             dtype: DType::F32,
         }
     }
-    /// Builder-style: parameter element type.
+    /// Builder-style: parameter element type (a block type quantizes the
+    /// weight; see the type's docs).
     pub fn with_dtype(mut self, dtype: DType) -> Self {
         self.dtype = dtype;
         self
+    }
+
+    /// Whether the weight is block-quantized.
+    pub fn quantized(&self) -> bool {
+        matches!(self.dtype.storage(), crate::dtype::Storage::Block { block, .. } if block >= 32)
+    }
+
+    /// The type of the bias and the output: f32 for a quantized weight.
+    pub fn compute_dtype(&self) -> DType {
+        if self.quantized() {
+            DType::F32
+        } else {
+            self.dtype
+        }
     }
 }
 
