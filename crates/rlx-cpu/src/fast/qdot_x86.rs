@@ -1,4 +1,4 @@
-//! AVX2 + FMA decode-and-dot for GGUF blocks (Q4_0, Q4_1, Q5_0, Q8_0,
+//! AVX2 + FMA (+ F16C for the scales) decode-and-dot for GGUF blocks (Q4_0, Q4_1, Q5_0, Q8_0,
 //! Q4_K, Q5_K, Q6_K): the few-rows path of [`super::qmatmul`].
 //!
 //! Each block's integer levels are widened to f32 in registers (4 × 8
@@ -13,7 +13,9 @@ use std::arch::x86_64::*;
 
 /// Whether this CPU runs these kernels.
 pub fn available() -> bool {
-    std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    std::is_x86_feature_detected!("avx2")
+        && std::is_x86_feature_detected!("fma")
+        && std::is_x86_feature_detected!("f16c")
 }
 
 /// Whether `d` has a kernel here.
@@ -132,9 +134,11 @@ unsafe fn decode_k(d: DType, b: *const u8, j: usize) -> ([__m256; 4], f32, f32, 
     }
 }
 
+/// An f16 scale, converted by F16C (exact, as `half` is).
 #[inline(always)]
 unsafe fn f16(p: *const u8) -> f32 {
-    half::f16::from_le_bytes([*p, *p.add(1)]).to_f32()
+    let bits = (p as *const u16).read_unaligned();
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
 }
 
 /// The low 8 bytes of `v` as 8 f32 lanes (unsigned).
@@ -220,10 +224,10 @@ unsafe fn hsum(v: __m256) -> f32 {
 /// and `cols` weight rows of `row_bytes` bytes each.
 ///
 /// # Safety
-/// The CPU must have AVX2 and FMA ([`available`]); `w` must hold rows
+/// The CPU must have AVX2, FMA and F16C ([`available`]); `w` must hold rows
 /// `j0..j0 + cols` of `k / 32` blocks of `d`, `x` m·k values, `out` room
 /// for `(m − 1)·ldo + cols` values.
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn gemv(
     d: DType,
