@@ -48,19 +48,23 @@ fn main() {
             .collect();
         let q = rlx_ref::kernels::quant::quantize_values(d, &x).unwrap();
         let ws: Vec<Vec<u8>> = (0..copies).map(|_| q.clone()).collect();
-        for m in [1usize, 64] {
+        for (m, q8) in [(1usize, false), (1, true), (64, false)] {
+            if q8 && !qmatmul::q8_kernel(d) {
+                continue;
+            }
             let a = &x[..m * k];
             let mut c = vec![0f32; m * n];
             let reps = if m == 1 { 4 * copies } else { copies.min(8) };
-            qmatmul::run(d, &ws[0], a, m, n, k, &mut c);
+            qmatmul::run(d, q8, &ws[0], a, m, n, k, &mut c);
             let t = Instant::now();
             for r in 0..reps {
-                qmatmul::run(d, &ws[r % copies], a, m, n, k, &mut c);
+                qmatmul::run(d, q8, &ws[r % copies], a, m, n, k, &mut c);
             }
             let s = t.elapsed().as_secs_f64() / reps as f64;
             println!(
-                "{:6} m={m:3}: {:8.3} ms  {:6.2} GB/s of weights  {:7.1} GFLOP/s",
+                "{:6} m={m:3}{}: {:8.3} ms  {:6.2} GB/s of weights  {:7.1} GFLOP/s",
                 d.name(),
+                if q8 { " q8" } else { "   " },
                 s * 1e3,
                 wbytes as f64 / s / 1e9,
                 2.0 * (m * n * k) as f64 / s / 1e9

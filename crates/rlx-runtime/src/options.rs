@@ -45,6 +45,11 @@ pub struct CpuOptions {
     /// bf16 products as AVX512-BF16 dot products where the CPU has them
     /// (off: widened to f32 GEMMs).
     pub bf16_dot: bool,
+    /// `dequant_matmul` of few rows (decoding a token) rounds each 32
+    /// activations to 8-bit integers and multiplies with integer dot
+    /// products, as llama.cpp does: faster, not exact (off, the default:
+    /// f32 activations, equal to dequantize-then-matmul up to f32 sums).
+    pub q8_activations: bool,
 }
 
 impl Default for CpuOptions {
@@ -53,6 +58,7 @@ impl Default for CpuOptions {
             engine: CpuEngine::Fast,
             amx: true,
             bf16_dot: true,
+            q8_activations: false,
         }
     }
 }

@@ -36,7 +36,7 @@ pub use vars::{Var, OTHER_VARS, VARS};
 /// Every `RLX_*` setting of the process, parsed.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct EnvOptions {
-    /// `RLX_CPU_ENGINE`, `RLX_CPU_AMX`, `RLX_CPU_BF16DOT`.
+    /// `RLX_CPU_ENGINE`, `RLX_CPU_AMX`, `RLX_CPU_BF16DOT`, `RLX_CPU_Q8_ACTIVATIONS`.
     pub cpu: CpuOptions,
     /// `RLX_NUM_THREADS` (unset: all cores).
     pub threads: Option<usize>,
@@ -155,6 +155,7 @@ pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<EnvOptions
     }
     o.cpu.amx = switch(&get, "RLX_CPU_AMX", o.cpu.amx)?;
     o.cpu.bf16_dot = switch(&get, "RLX_CPU_BF16DOT", o.cpu.bf16_dot)?;
+    o.cpu.q8_activations = switch(&get, "RLX_CPU_Q8_ACTIVATIONS", o.cpu.q8_activations)?;
     o.profile = switch(&get, "RLX_PROFILE", false)?;
 
     // wgpu.

@@ -114,6 +114,9 @@ pub enum Kind {
     /// `x · wᵀ` with `w` (n × k) in a GGUF block type, decoded as read.
     DequantMatmul {
         dtype: DType,
+        /// 8-bit activations and integer dot products for few rows
+        /// (`CpuOptions::q8_activations`, where this CPU has the kernel).
+        q8: bool,
     },
     /// Materialized once at compile time; nothing runs.
     Constant,
@@ -221,7 +224,10 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
             let (x, w) = (inputs.first()?, inputs.get(1)?);
             let block = matches!(w.dtype.storage(), rlx_ir::dtype::Storage::Block { block, .. } if block >= 32);
             (convert::is_float(x.dtype) && x.shape.rank() >= 1 && w.shape.rank() == 2 && block)
-                .then_some(Kind::DequantMatmul { dtype: w.dtype })
+                .then(|| Kind::DequantMatmul {
+                    dtype: w.dtype,
+                    q8: crate::options::current().q8_activations && qmatmul::q8_kernel(w.dtype),
+                })
         }
         "embedding" => {
             let (t, ids) = (inputs.first()?, inputs.get(1)?);
@@ -325,11 +331,15 @@ fn kernel_base_name(op: &str, kind: Option<Kind>, dtype: DType) -> String {
             "cpu::fast::{op}<f32: AMX bf16x6 tiles (f32-accurate) for a resident weight of finite values and >= {} rows, else the gemm crate>",
             amx::MIN_ROWS
         ),
-        Some(Kind::DequantMatmul { dtype: w }) => format!(
-            "cpu::fast::{op}<{w}: {} blocks decoded as read; < {} rows: {} f32 dot products, more: decoded panels through GEMM>",
+        Some(Kind::DequantMatmul { dtype: w, q8 }) => format!(
+            "cpu::fast::{op}<{w}: {} blocks decoded as read; < {} rows: {}, more: decoded panels through GEMM>",
             if qmatmul::has_fast_decoder(w) { "fast" } else { "reference-decoded" },
             qmatmul::GEMM_ROWS,
-            qmatmul::few_rows_kernel(w)
+            if q8 {
+                "activations rounded to 8 bits, AVX2 integer dot products (q8_activations)"
+            } else {
+                qmatmul::few_rows_kernel(w)
+            }
         ),
         Some(_) => format!("cpu::fast::{op}<{dtype}>"),
         None => format!("cpu::ref::{op}<{dtype}>"),

@@ -250,6 +250,57 @@ pub fn few_rows_kernel(dtype: DType) -> &'static str {
     "auto-vectorized decode-to-buffer and"
 }
 
+/// Calls a kernel generic over its row count with `m` (1..GEMM_ROWS) as
+/// a constant, so the per-row accumulators stay in registers.
+#[cfg(target_arch = "x86_64")]
+macro_rules! with_rows {
+    ($m:expr, |$M:ident| $call:expr) => {
+        match $m {
+            1 => {
+                const $M: usize = 1;
+                $call
+            }
+            2 => {
+                const $M: usize = 2;
+                $call
+            }
+            3 => {
+                const $M: usize = 3;
+                $call
+            }
+            4 => {
+                const $M: usize = 4;
+                $call
+            }
+            5 => {
+                const $M: usize = 5;
+                $call
+            }
+            6 => {
+                const $M: usize = 6;
+                $call
+            }
+            _ => {
+                const $M: usize = 7;
+                $call
+            }
+        }
+    };
+}
+
+/// Whether `dtype` has the 8-bit-activation kernel on this CPU.
+pub fn q8_kernel(dtype: DType) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        super::qdot_x86::handles_q8(dtype) && super::qdot_x86::available()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = dtype;
+        false
+    }
+}
+
 /// Whether the few-rows path of `dtype` runs the AVX2 kernel here.
 #[cfg(target_arch = "x86_64")]
 pub fn avx2_kernel(dtype: DType) -> bool {
@@ -257,11 +308,32 @@ pub fn avx2_kernel(dtype: DType) -> bool {
 }
 
 /// `out (m × n) = x (m × k) · wᵀ` for `w` (n × k) of block type `dtype`.
-pub fn run(dtype: DType, w: &[u8], x: &[f32], m: usize, n: usize, k: usize, out: &mut [f32]) {
+///
+/// `q8`: the few-rows path rounds activations to 8 bits and uses integer
+/// dot products (only where [`q8_kernel`] says so; ignored elsewhere).
+#[allow(clippy::too_many_arguments)]
+pub fn run(
+    dtype: DType,
+    q8: bool,
+    w: &[u8],
+    x: &[f32],
+    m: usize,
+    n: usize,
+    k: usize,
+    out: &mut [f32],
+) {
     let Storage::Block { block, bytes: bb } = dtype.storage() else {
         return;
     };
     let row_bytes = k / block * bb;
+    if m == 0 || n == 0 {
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    let xq =
+        (q8 && m < GEMM_ROWS && q8_kernel(dtype)).then(|| super::qdot_x86::quantize_rows(x, m, k));
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = q8;
     if m < GEMM_ROWS {
         // Each thread takes whole weight rows; results land in a
         // per-chunk (m × chunk) buffer, then in their columns of `out`.
@@ -273,12 +345,27 @@ pub fn run(dtype: DType, w: &[u8], x: &[f32], m: usize, n: usize, k: usize, out:
             let cols = chunk.min(n - j0);
             let mut tile = vec![0.0f32; m * cols];
             #[cfg(target_arch = "x86_64")]
+            if let Some(xq) = &xq {
+                // SAFETY: `q8_kernel` checked the CPU's features; `xq`
+                // holds the m rows of k values.
+                #[allow(unsafe_code)]
+                unsafe {
+                    with_rows!(m, |M| super::qdot_x86::gemv_q8::<M>(
+                        dtype, w, row_bytes, j0, xq, k, &mut tile, cols, cols
+                    ))
+                };
+                t[0] = tile;
+                return;
+            }
+            #[cfg(target_arch = "x86_64")]
             if avx2_kernel(dtype) {
                 // SAFETY: `avx2_kernel` checked the CPU's features; the
                 // bounds are the ones `gemv_rows` uses.
                 #[allow(unsafe_code)]
                 unsafe {
-                    super::qdot_x86::gemv(dtype, w, row_bytes, j0, x, m, k, &mut tile, cols, cols)
+                    with_rows!(m, |M| super::qdot_x86::gemv::<M>(
+                        dtype, w, row_bytes, j0, x, k, &mut tile, cols, cols
+                    ))
                 };
                 t[0] = tile;
                 return;
@@ -413,7 +500,7 @@ mod tests {
                     .map(|i| ((i * 7919) % 23) as f32 / 11.0 - 1.0)
                     .collect();
                 let mut y = vec![0.0f32; m * n];
-                run(d, &wb, &x, m, n, k, &mut y);
+                run(d, false, &wb, &x, m, n, k, &mut y);
                 for r in 0..m {
                     for j in 0..n {
                         let want: f64 = (0..k).map(|p| x[r * k + p] as f64 * wf[j * k + p]).sum();
@@ -424,6 +511,63 @@ mod tests {
                         assert!(
                             err <= 1e-5 * scale.max(1e-30),
                             "{d} m={m} [{r},{j}]: {} vs {want}",
+                            y[r * n + j]
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// With 8-bit activations each x is off by at most half its block's
+    /// step (max|x|/254), so |error| ≤ Σ |w|·max|x_block|/254 (+ f32
+    /// rounding): that bound, exactly, for every type and row.
+    #[test]
+    fn q8_activations_stay_within_their_rounding_bound() {
+        for d in [
+            DType::Q4_0,
+            DType::Q4_1,
+            DType::Q5_0,
+            DType::Q8_0,
+            DType::Q4K,
+            DType::Q5K,
+            DType::Q6K,
+        ] {
+            if !q8_kernel(d) {
+                return;
+            }
+            let Storage::Block { block, .. } = d.storage() else {
+                unreachable!()
+            };
+            let (n, k) = (21, 2 * block);
+            let wb = blocks(d, n * k / block);
+            let t = HostTensor::new(d, [n, k], TensorData::Packed(wb.clone())).unwrap();
+            let wf = rlx_ref::kernels::quant::dequantize_values(&t).unwrap();
+            for m in [1, 5] {
+                let x: Vec<f32> = (0..m * k)
+                    .map(|i| ((i * 7919) % 23) as f32 / 11.0 - 1.0)
+                    .collect();
+                let mut y = vec![0.0f32; m * n];
+                run(d, true, &wb, &x, m, n, k, &mut y);
+                for r in 0..m {
+                    let amax: Vec<f64> = x[r * k..(r + 1) * k]
+                        .chunks(32)
+                        .map(|c| c.iter().fold(0.0f64, |a, v| a.max(v.abs() as f64)))
+                        .collect();
+                    for j in 0..n {
+                        let want: f64 = (0..k).map(|p| x[r * k + p] as f64 * wf[j * k + p]).sum();
+                        let scale: f64 = (0..k)
+                            .map(|p| (x[r * k + p] as f64 * wf[j * k + p]).abs())
+                            .sum();
+                        let bound: f64 = (0..k)
+                            .map(|p| wf[j * k + p].abs() * amax[p / 32] / 254.0)
+                            .sum::<f64>()
+                            * 1.001
+                            + 1e-5 * scale;
+                        let err = (y[r * n + j] as f64 - want).abs();
+                        assert!(
+                            err <= bound,
+                            "{d} m={m} [{r},{j}]: {} vs {want}, bound {bound}",
                             y[r * n + j]
                         );
                     }

@@ -518,7 +518,7 @@ impl FastProgram {
                 len,
                 inner,
             } => reduce::run(out, &view(0)?, *outer, *len, *inner, *red),
-            Kind::DequantMatmul { dtype } => {
+            Kind::DequantMatmul { dtype, q8 } => {
                 let xv = view(0)?;
                 let x = own(&xv);
                 let w = host_of(1)?;
@@ -527,7 +527,7 @@ impl FastProgram {
                 };
                 let (n, k) = (w.shape().dims()[0], w.shape().dims()[1]);
                 let m = x.len() / k.max(1);
-                qmatmul::run(*dtype, wb, &x, m, n, k, out);
+                qmatmul::run(*dtype, *q8, wb, &x, m, n, k, out);
             }
             Kind::Embedding => {
                 let table = view(0)?;
