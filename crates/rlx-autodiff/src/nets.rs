@@ -43,6 +43,27 @@ struct Spec {
     image: Vec<usize>,
     classes: usize,
     body: fn(&mut GraphBuilder, &[ValueId], ValueId) -> Result<ValueId>,
+    /// Weights (rank 2, fan-in a whole number of blocks) seen through
+    /// [`fake_quant`] in this block type: quantization-aware training.
+    fake_quant: Option<DType>,
+}
+
+/// Quantization-aware training's view of a weight `w` (in, out): the
+/// values a `dtype` model would use — each output's column quantized in
+/// blocks along the inputs, as `dequant_matmul` stores it (out, in) — with
+/// a straight-through gradient: `w + stop_gradient(dequantize(quantize(wᵀ))ᵀ − w)`,
+/// whose forward value is the quantized weight and whose gradient with
+/// respect to `w` is the identity.
+pub fn fake_quant(b: &mut GraphBuilder, w: ValueId, dtype: DType) -> Result<ValueId> {
+    let t =
+        |b: &mut GraphBuilder, v| b.op1("permute", &[v], Attrs::new().with("perm", vec![1i64, 0]));
+    let wt = t(b, w)?;
+    let q = b.op1("quantize", &[wt], Attrs::new().with("dtype", dtype))?;
+    let dq = b.op1("dequantize", &[q], Attrs::new().with("dtype", DType::F32))?;
+    let back = t(b, dq)?;
+    let diff = b.binary("sub", back, w)?;
+    let cut = b.unary("stop_gradient", diff)?;
+    Ok(b.binary("add", w, cut)?)
 }
 
 fn graphs(spec: &Spec, batch: usize, seed: u64) -> Result<Net> {
@@ -59,11 +80,18 @@ fn graphs(spec: &Spec, batch: usize, seed: u64) -> Result<Net> {
         .collect::<Result<Vec<_>, _>>()?;
     let build = |with_loss: bool| -> Result<Graph> {
         let mut b = GraphBuilder::new(if with_loss { "loss" } else { "logits" });
-        let ps: Vec<ValueId> = spec
+        let mut ps: Vec<ValueId> = spec
             .params
             .iter()
             .map(|(n, d, _)| b.input(n.clone(), TensorType::new(DType::F32, d.clone())))
             .collect();
+        if let Some(q) = spec.fake_quant {
+            for (p, (_, d, _)) in ps.iter_mut().zip(&spec.params) {
+                if quantizable(d, q) {
+                    *p = fake_quant(&mut b, *p, q)?;
+                }
+            }
+        }
         let mut xd = vec![batch];
         xd.extend(&spec.image);
         let x = b.input("x", TensorType::new(DType::F32, xd));
@@ -108,8 +136,32 @@ fn mlp_body(b: &mut GraphBuilder, p: &[ValueId], x: ValueId) -> Result<ValueId> 
     Ok(h)
 }
 
+/// Whether a parameter of shape `d` is a weight `fake_quant` applies to:
+/// rank 2 with a fan-in (rows) that is a whole number of `q` blocks.
+pub fn quantizable(d: &[usize], q: DType) -> bool {
+    let block = match q.storage() {
+        rlx_ir::dtype::Storage::Block { block, .. } => block,
+        rlx_ir::dtype::Storage::Plain { .. } => return false,
+    };
+    d.len() == 2 && d[0].is_multiple_of(block)
+}
+
 /// An MLP with ReLU between layers, e.g. `sizes = [784, 512, 512, 10]`.
 pub fn mlp(sizes: &[usize], batch: usize, seed: u64) -> Result<Net> {
+    mlp_quant(sizes, batch, seed, None)
+}
+
+/// [`mlp`] whose weights go through [`fake_quant`] in `fake_quant`'s block
+/// type where their fan-in allows (784 inputs do not divide into blocks of
+/// 32, so the first layer of the MNIST MLP stays f32): the loss graph for
+/// quantization-aware training, and a logits graph that computes what the
+/// quantized model does.
+pub fn mlp_quant(
+    sizes: &[usize],
+    batch: usize,
+    seed: u64,
+    fake_quant: Option<DType>,
+) -> Result<Net> {
     let mut params = vec![];
     for (l, w) in sizes.windows(2).enumerate() {
         params.push((format!("fc{}.weight", l + 1), vec![w[0], w[1]], w[0]));
@@ -121,6 +173,7 @@ pub fn mlp(sizes: &[usize], batch: usize, seed: u64) -> Result<Net> {
             image: vec![sizes[0]],
             classes: *sizes.last().unwrap(),
             body: mlp_body,
+            fake_quant,
         },
         batch,
         seed,
@@ -181,6 +234,7 @@ pub fn lenet5(batch: usize, seed: u64) -> Result<Net> {
             image: vec![1, 28, 28],
             classes: 10,
             body: lenet_body,
+            fake_quant: None,
         },
         batch,
         seed,
