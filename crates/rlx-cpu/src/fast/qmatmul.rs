@@ -245,9 +245,10 @@ simd_fn! {
 pub fn few_rows_kernel(dtype: DType) -> &'static str {
     #[cfg(target_arch = "x86_64")]
     if avx2_kernel(dtype) {
-        return "AVX2+FMA in-register decode and";
+        return "AVX2+FMA in-register decode and f32 dot products";
     }
-    "auto-vectorized decode-to-buffer and"
+    let _ = dtype;
+    "decode to a buffer (auto-vectorized) and f32 dot products"
 }
 
 /// Calls a kernel generic over its row count with `m` (1..GEMM_ROWS) as
