@@ -223,11 +223,15 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
         "dequant_matmul" => {
             let (x, w) = (inputs.first()?, inputs.get(1)?);
             let block = matches!(w.dtype.storage(), rlx_ir::dtype::Storage::Block { block, .. } if block >= 32);
-            (convert::is_float(x.dtype) && x.shape.rank() >= 1 && w.shape.rank() == 2 && block)
-                .then(|| Kind::DequantMatmul {
-                    dtype: w.dtype,
-                    q8: crate::options::current().q8_activations && qmatmul::q8_kernel(w.dtype),
-                })
+            (convert::is_float(x.dtype)
+                && x.shape.rank() >= 1
+                && w.shape.rank() == 2
+                && block
+                && qmatmul::supported(w.dtype))
+            .then(|| Kind::DequantMatmul {
+                dtype: w.dtype,
+                q8: crate::options::current().q8_activations && qmatmul::q8_kernel(w.dtype),
+            })
         }
         "embedding" => {
             let (t, ids) = (inputs.first()?, inputs.get(1)?);

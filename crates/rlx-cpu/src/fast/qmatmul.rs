@@ -40,6 +40,13 @@ pub fn has_fast_decoder(d: DType) -> bool {
     fast_decoder(d).is_some()
 }
 
+/// Whether this engine runs `dequant_matmul` with weights of type `d`:
+/// every block type with the `quant` feature (the reference decoder for
+/// the rest), else only those with a decoder here.
+pub fn supported(d: DType) -> bool {
+    cfg!(feature = "quant") || has_fast_decoder(d)
+}
+
 type Decode = fn(&[u8], &mut [f32]);
 
 fn fast_decoder(d: DType) -> Option<Decode> {
@@ -176,6 +183,11 @@ pub fn decode(dtype: DType, bytes: &[u8], out: &mut [f32]) {
                 f(b, o);
             }
         }
+        #[cfg(not(feature = "quant"))]
+        None => {
+            unreachable!("select() picks only types with a decoder here without the quant feature")
+        }
+        #[cfg(feature = "quant")]
         None => {
             let t = rlx_ir::HostTensor::new(
                 dtype,
@@ -411,7 +423,7 @@ pub fn run(
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "quant"))]
 mod tests {
     use super::*;
     use rlx_ir::{HostTensor, TensorData};
