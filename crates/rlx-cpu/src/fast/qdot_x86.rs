@@ -32,17 +32,20 @@ pub fn handles(d: DType) -> bool {
     )
 }
 
-/// Bytes per block (32 elements; 256 for the k-quants).
-fn block_bytes(d: DType) -> usize {
-    match d {
-        DType::Q4_0 => 18,
-        DType::Q4_1 => 20,
-        DType::Q5_0 => 22,
-        DType::Q4K => 144,
-        DType::Q5K => 176,
-        DType::Q6K => 210,
-        _ => 34,
-    }
+/// The types with kernels here, indexed by the kernels' const parameter.
+pub const TYPES: [DType; 7] = [
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q8_0,
+    DType::Q4K,
+    DType::Q5K,
+    DType::Q6K,
+];
+
+/// The index of `d` in [`TYPES`].
+pub fn type_index(d: DType) -> Option<u8> {
+    TYPES.iter().position(|&t| t == d).map(|i| i as u8)
 }
 
 /// Types whose weights have a min term (x = scale·q − min per 32).
@@ -50,12 +53,18 @@ fn has_min(d: DType) -> bool {
     matches!(d, DType::Q4_1 | DType::Q4K | DType::Q5K)
 }
 
-/// 32 level bytes (u8) → 4 × 8 f32 lanes in element order.
+/// 32 level bytes (signed or unsigned) as 4 × 8 f32 lanes, element order.
 #[inline(always)]
-unsafe fn widen32(q: __m256i) -> [__m256; 4] {
+unsafe fn widen(q: __m256i, signed: bool) -> [__m256; 4] {
     let lo = _mm256_castsi256_si128(q);
     let hi = _mm256_extracti128_si256(q, 1);
-    let w = |v: __m128i| _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
+    let w = |v: __m128i| {
+        _mm256_cvtepi32_ps(if signed {
+            _mm256_cvtepi8_epi32(v)
+        } else {
+            _mm256_cvtepu8_epi32(v)
+        })
+    };
     [
         w(lo),
         w(_mm_srli_si128(lo, 8)),
@@ -78,138 +87,11 @@ unsafe fn scale_min(s: *const u8, j: usize) -> (u8, u8) {
     }
 }
 
-/// Sub-block `j` (32 elements) of a k-quant super-block at `b`: levels as
-/// f32 (offset removed), the scales of its two halves of 16, and its min.
-#[inline(always)]
-unsafe fn decode_k(d: DType, b: *const u8, j: usize) -> ([__m256; 4], f32, f32, f32) {
-    let mask = _mm256_set1_epi8(0x0F);
-    match d {
-        DType::Q4K | DType::Q5K => {
-            let (dd, dmin) = (f16(b), f16(b.add(2)));
-            let (sc, m) = scale_min(b.add(4), j);
-            let (g, h) = (j / 2, j % 2);
-            let qs = if d == DType::Q4K {
-                b.add(16)
-            } else {
-                b.add(48)
-            };
-            let raw = _mm256_loadu_si256(qs.add(32 * g) as *const __m256i);
-            let mut q = _mm256_and_si256(
-                if h == 0 {
-                    raw
-                } else {
-                    _mm256_srli_epi16(raw, 4)
-                },
-                mask,
-            );
-            if d == DType::Q5K {
-                // Bit j of qh[l] is the 5th bit of element l.
-                let qh = _mm256_loadu_si256(b.add(16) as *const __m256i);
-                let bit = _mm256_and_si256(
-                    _mm256_srl_epi16(qh, _mm_cvtsi32_si128(j as i32)),
-                    _mm256_set1_epi8(1),
-                );
-                q = _mm256_or_si256(q, _mm256_slli_epi16(bit, 4));
-            }
-            let dl = dd * sc as f32;
-            (widen32(q), dl, dl, dmin * m as f32)
-        }
-        _ => {
-            // Q6_K: elements 128g + 32s + l.
-            let (g, s) = (j / 4, j % 4);
-            let ql = _mm256_loadu_si256(b.add(64 * g + 32 * (s % 2)) as *const __m256i);
-            let lo = _mm256_and_si256(if s < 2 { ql } else { _mm256_srli_epi16(ql, 4) }, mask);
-            let qh = _mm256_loadu_si256(b.add(128 + 32 * g) as *const __m256i);
-            let hi = _mm256_and_si256(
-                _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * s as i32)),
-                _mm256_set1_epi8(3),
-            );
-            let q = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
-            let off = _mm256_set1_ps(32.0);
-            let v = widen32(q).map(|v| _mm256_sub_ps(v, off));
-            let dd = f16(b.add(208));
-            let sc = |i: usize| *b.add(192 + 8 * g + 2 * s + i) as i8 as f32;
-            (v, dd * sc(0), dd * sc(1), 0.0)
-        }
-    }
-}
-
 /// An f16 scale, converted by F16C (exact, as `half` is).
 #[inline(always)]
 unsafe fn f16(p: *const u8) -> f32 {
     let bits = (p as *const u16).read_unaligned();
     _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
-}
-
-/// The low 8 bytes of `v` as 8 f32 lanes (unsigned).
-#[inline(always)]
-unsafe fn u8x8(v: __m128i) -> __m256i {
-    _mm256_cvtepu8_epi32(v)
-}
-
-/// 16 nibble bytes → the 32 levels as i32, in element order: low nibbles
-/// of bytes 0..16 are elements 0..16, high nibbles elements 16..32.
-#[inline(always)]
-unsafe fn nibbles(qs: *const u8) -> [__m256i; 4] {
-    let v = _mm_loadu_si128(qs as *const __m128i);
-    let mask = _mm_set1_epi8(0x0F);
-    let lo = _mm_and_si128(v, mask);
-    let hi = _mm_and_si128(_mm_srli_epi16(v, 4), mask);
-    [
-        u8x8(lo),
-        u8x8(_mm_srli_si128(lo, 8)),
-        u8x8(hi),
-        u8x8(_mm_srli_si128(hi, 8)),
-    ]
-}
-
-/// One block's levels as f32 (offset removed where the type has one),
-/// its scale d, and for Q4_1 its min m (x = d·q + m).
-#[inline(always)]
-unsafe fn decode(d: DType, b: *const u8) -> ([__m256; 4], f32, f32) {
-    let cvt = |v: __m256i| _mm256_cvtepi32_ps(v);
-    match d {
-        DType::Q4_0 => {
-            let q = nibbles(b.add(2));
-            let off = _mm256_set1_ps(8.0);
-            (q.map(|v| _mm256_sub_ps(cvt(v), off)), f16(b), 0.0)
-        }
-        DType::Q4_1 => {
-            let q = nibbles(b.add(4));
-            (q.map(cvt), f16(b), f16(b.add(2)))
-        }
-        DType::Q5_0 => {
-            let h = (b.add(2) as *const u32).read_unaligned();
-            let q = nibbles(b.add(6));
-            let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-            let one = _mm256_set1_epi32(1);
-            let off = _mm256_set1_ps(16.0);
-            let mut out = [_mm256_setzero_ps(); 4];
-            for (g, o) in out.iter_mut().enumerate() {
-                // Bit 8g + lane of qh is the 5th bit of element 8g + lane.
-                let bits = _mm256_srlv_epi32(_mm256_set1_epi32((h >> (8 * g)) as i32), lanes);
-                let hi = _mm256_slli_epi32(_mm256_and_si256(bits, one), 4);
-                *o = _mm256_sub_ps(cvt(_mm256_or_si256(q[g], hi)), off);
-            }
-            (out, f16(b), 0.0)
-        }
-        _ => {
-            let q = _mm256_loadu_si256(b.add(2) as *const __m256i);
-            let lo = _mm256_castsi256_si128(q);
-            let hi = _mm256_extracti128_si256(q, 1);
-            let w = |v: __m128i| cvt(_mm256_cvtepi8_epi32(v));
-            (
-                [
-                    w(lo),
-                    w(_mm_srli_si128(lo, 8)),
-                    w(hi),
-                    w(_mm_srli_si128(hi, 8)),
-                ],
-                f16(b),
-                0.0,
-            )
-        }
-    }
 }
 
 #[inline(always)]
@@ -229,8 +111,7 @@ unsafe fn hsum(v: __m256) -> f32 {
 /// for `(m − 1)·ldo + cols` values.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn gemv<const M: usize>(
-    d: DType,
+pub unsafe fn gemv<const M: usize, const D: u8>(
     w: &[u8],
     row_bytes: usize,
     j0: usize,
@@ -241,10 +122,10 @@ pub unsafe fn gemv<const M: usize>(
     cols: usize,
 ) {
     debug_assert!(k.is_multiple_of(32));
+    // A constant: every per-type branch below folds away.
+    let d = TYPES[D as usize];
     let m = M;
-    let bb = block_bytes(d);
     let nb = k / 32;
-    let kq = matches!(d, DType::Q4K | DType::Q5K | DType::Q6K);
     // Minimums multiply the sum of each 32 values of x.
     let mut xsum = vec![0.0f32; if has_min(d) { M * nb } else { 0 }];
     for (i, s) in xsum.iter_mut().enumerate() {
@@ -255,24 +136,31 @@ pub unsafe fn gemv<const M: usize>(
         let row = w.as_ptr().add((j0 + j) * row_bytes);
         let mut acc = [_mm256_setzero_ps(); M];
         let mut mins = [0.0f32; M];
-        for b in 0..nb {
-            // Levels, the scales of the two halves, and the min.
-            let (v, s_lo, s_hi, min) = if kq {
-                decode_k(d, row.add(b / 8 * bb), b % 8)
-            } else {
-                let (v, s, m) = decode(d, row.add(b * bb));
-                (v, s, s, -m)
-            };
-            let (d_lo, d_hi) = (_mm256_set1_ps(s_lo), _mm256_set1_ps(s_hi));
-            for r in 0..m {
-                let xp = x.as_ptr().add(r * k + b * 32);
-                let mut lo = _mm256_mul_ps(v[0], _mm256_loadu_ps(xp));
-                lo = _mm256_fmadd_ps(v[1], _mm256_loadu_ps(xp.add(8)), lo);
-                let mut hi = _mm256_mul_ps(v[2], _mm256_loadu_ps(xp.add(16)));
-                hi = _mm256_fmadd_ps(v[3], _mm256_loadu_ps(xp.add(24)), hi);
-                acc[r] = _mm256_fmadd_ps(d_hi, hi, _mm256_fmadd_ps(d_lo, lo, acc[r]));
-                if has_min(d) {
-                    mins[r] -= min * xsum[r * nb + b];
+        // The 8 sub-blocks of a k-quant super-block as one unrolled
+        // group, so its scales and shared bytes are read once.
+        let group = if matches!(d, DType::Q4K | DType::Q5K | DType::Q6K) {
+            8
+        } else {
+            1
+        };
+        for g in 0..nb / group {
+            for jj in 0..group {
+                let b = g * group + jj;
+                // Levels (widened to f32), the scales of the two halves,
+                // and the min.
+                let (q, signed, s_lo, s_hi, min) = levels(d, row, b);
+                let v = widen(q, signed);
+                let (d_lo, d_hi) = (_mm256_set1_ps(s_lo), _mm256_set1_ps(s_hi));
+                for r in 0..m {
+                    let xp = x.as_ptr().add(r * k + b * 32);
+                    let mut lo = _mm256_mul_ps(v[0], _mm256_loadu_ps(xp));
+                    lo = _mm256_fmadd_ps(v[1], _mm256_loadu_ps(xp.add(8)), lo);
+                    let mut hi = _mm256_mul_ps(v[2], _mm256_loadu_ps(xp.add(16)));
+                    hi = _mm256_fmadd_ps(v[3], _mm256_loadu_ps(xp.add(24)), hi);
+                    acc[r] = _mm256_fmadd_ps(d_hi, hi, _mm256_fmadd_ps(d_lo, lo, acc[r]));
+                    if has_min(d) {
+                        mins[r] -= min * xsum[r * nb + b];
+                    }
                 }
             }
         }
@@ -341,7 +229,10 @@ unsafe fn levels(d: DType, row: *const u8, b: usize) -> (__m256i, bool, f32, f32
         }
         DType::Q4_1 => {
             let p = row.add(b * 20);
-            (nib(p.add(4)), false, f16(p), f16(p), -f16(p.add(2)))
+            {
+                let s = f16(p);
+                (nib(p.add(4)), false, s, s, -f16(p.add(2)))
+            }
         }
         DType::Q5_0 => {
             let p = row.add(b * 22);
@@ -438,8 +329,7 @@ unsafe fn levels(d: DType, row: *const u8, b: usize) -> (__m256i, bool, f32, f32
 /// As [`gemv`]; `xq` holds `m` rows of `k` values.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn gemv_q8<const M: usize>(
-    d: DType,
+pub unsafe fn gemv_q8<const M: usize, const D: u8>(
     w: &[u8],
     row_bytes: usize,
     j0: usize,
@@ -450,6 +340,8 @@ pub unsafe fn gemv_q8<const M: usize>(
     cols: usize,
 ) {
     debug_assert!(k.is_multiple_of(32));
+    // A constant: every per-type branch below folds away.
+    let d = TYPES[D as usize];
     let m = M;
     let nb = k / 32;
     let ones = _mm256_set1_epi16(1);
@@ -457,28 +349,43 @@ pub unsafe fn gemv_q8<const M: usize>(
         let row = w.as_ptr().add((j0 + j) * row_bytes);
         let mut acc = [_mm256_setzero_ps(); M];
         let mut mins = [0.0f32; M];
-        for b in 0..nb {
-            let (q, signed, s_lo, s_hi, min) = levels(d, row, b);
-            let (aw, sign_src) = if signed {
-                (_mm256_sign_epi8(q, q), q)
-            } else {
-                (q, _mm256_set1_epi8(1))
-            };
-            let scales = _mm256_setr_ps(s_lo, s_lo, s_lo, s_lo, s_hi, s_hi, s_hi, s_hi);
-            for r in 0..m {
-                let i = r * nb + b;
-                let x = _mm256_loadu_si256(xq.q.as_ptr().add(i * 32) as *const __m256i);
-                // |w| · (x with w's sign) = w · x, with |w| unsigned for maddubs.
-                let xs = if signed {
-                    _mm256_sign_epi8(x, sign_src)
+        // The 8 sub-blocks of a k-quant super-block as one unrolled
+        // group, so its scales and shared bytes are read once.
+        let group = if matches!(d, DType::Q4K | DType::Q5K | DType::Q6K) {
+            8
+        } else {
+            1
+        };
+        for g in 0..nb / group {
+            for jj in 0..group {
+                let b = g * group + jj;
+                let (q, signed, s_lo, s_hi, min) = levels(d, row, b);
+                let (aw, sign_src) = if signed {
+                    (_mm256_sign_epi8(q, q), q)
                 } else {
-                    x
+                    (q, _mm256_set1_epi8(1))
                 };
-                let dot = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xs), ones);
-                let sc = _mm256_mul_ps(scales, _mm256_set1_ps(*xq.d.get_unchecked(i)));
-                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), sc, acc[r]);
-                if min != 0.0 {
-                    mins[r] -= min * xq.sum.get_unchecked(i);
+                // Only Q6_K has two scales per 32 values.
+                let scales = if d == DType::Q6K {
+                    _mm256_setr_ps(s_lo, s_lo, s_lo, s_lo, s_hi, s_hi, s_hi, s_hi)
+                } else {
+                    _mm256_set1_ps(s_lo)
+                };
+                for r in 0..m {
+                    let i = r * nb + b;
+                    let x = _mm256_loadu_si256(xq.q.as_ptr().add(i * 32) as *const __m256i);
+                    // |w| · (x with w's sign) = w · x, with |w| unsigned for maddubs.
+                    let xs = if signed {
+                        _mm256_sign_epi8(x, sign_src)
+                    } else {
+                        x
+                    };
+                    let dot = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xs), ones);
+                    let sc = _mm256_mul_ps(scales, _mm256_set1_ps(*xq.d.get_unchecked(i)));
+                    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), sc, acc[r]);
+                    if min != 0.0 {
+                        mins[r] -= min * xq.sum.get_unchecked(i);
+                    }
                 }
             }
         }

@@ -263,42 +263,59 @@ pub fn few_rows_kernel(dtype: DType) -> &'static str {
     "decode to a buffer (auto-vectorized) and f32 dot products"
 }
 
-/// Calls a kernel generic over its row count with `m` (1..GEMM_ROWS) as
-/// a constant, so the per-row accumulators stay in registers.
+/// Calls a kernel generic over its row count `M` (1..GEMM_ROWS) and its
+/// weight type `D` (an index of `qdot_x86::TYPES`) with both as constants,
+/// so the per-row accumulators stay in registers and the per-type branches
+/// fold away.
 #[cfg(target_arch = "x86_64")]
-macro_rules! with_rows {
-    ($m:expr, |$M:ident| $call:expr) => {
-        match $m {
-            1 => {
-                const $M: usize = 1;
-                $call
-            }
-            2 => {
-                const $M: usize = 2;
-                $call
-            }
-            3 => {
-                const $M: usize = 3;
-                $call
-            }
-            4 => {
-                const $M: usize = 4;
-                $call
-            }
-            5 => {
-                const $M: usize = 5;
-                $call
-            }
-            6 => {
-                const $M: usize = 6;
-                $call
-            }
-            _ => {
-                const $M: usize = 7;
-                $call
-            }
+macro_rules! with_kernel {
+    ($m:expr, $dtype:expr, |$M:ident, $D:ident| $call:expr) => {{
+        macro_rules! rows {
+            ($d:literal) => {{
+                const $D: u8 = $d;
+                match $m {
+                    1 => {
+                        const $M: usize = 1;
+                        $call
+                    }
+                    2 => {
+                        const $M: usize = 2;
+                        $call
+                    }
+                    3 => {
+                        const $M: usize = 3;
+                        $call
+                    }
+                    4 => {
+                        const $M: usize = 4;
+                        $call
+                    }
+                    5 => {
+                        const $M: usize = 5;
+                        $call
+                    }
+                    6 => {
+                        const $M: usize = 6;
+                        $call
+                    }
+                    _ => {
+                        const $M: usize = 7;
+                        $call
+                    }
+                }
+            }};
         }
-    };
+        match super::qdot_x86::type_index($dtype) {
+            Some(0) => rows!(0),
+            Some(1) => rows!(1),
+            Some(2) => rows!(2),
+            Some(3) => rows!(3),
+            Some(4) => rows!(4),
+            Some(5) => rows!(5),
+            Some(6) => rows!(6),
+            _ => unreachable!("the caller checked that the type has a kernel"),
+        }
+    }};
 }
 
 /// Whether `dtype` has the 8-bit-activation kernel on this CPU.
@@ -363,8 +380,8 @@ pub fn run(
                 // holds the m rows of k values.
                 #[allow(unsafe_code)]
                 unsafe {
-                    with_rows!(m, |M| super::qdot_x86::gemv_q8::<M>(
-                        dtype, w, row_bytes, j0, xq, k, &mut tile, cols, cols
+                    with_kernel!(m, dtype, |M, D| super::qdot_x86::gemv_q8::<M, D>(
+                        w, row_bytes, j0, xq, k, &mut tile, cols, cols
                     ))
                 };
                 t[0] = tile;
@@ -376,8 +393,8 @@ pub fn run(
                 // bounds are the ones `gemv_rows` uses.
                 #[allow(unsafe_code)]
                 unsafe {
-                    with_rows!(m, |M| super::qdot_x86::gemv::<M>(
-                        dtype, w, row_bytes, j0, x, k, &mut tile, cols, cols
+                    with_kernel!(m, dtype, |M, D| super::qdot_x86::gemv::<M, D>(
+                        w, row_bytes, j0, x, k, &mut tile, cols, cols
                     ))
                 };
                 t[0] = tile;
