@@ -48,7 +48,7 @@ fn main() {
             .collect();
         let q = rlx_ref::kernels::quant::quantize_values(d, &x).unwrap();
         let ws: Vec<Vec<u8>> = (0..copies).map(|_| q.clone()).collect();
-        for (m, q8) in [(1usize, false), (1, true), (64, false)] {
+        for (m, q8) in [(1usize, false), (1, true), (64, false), (64, true)] {
             if q8 && !qmatmul::q8_kernel(d) {
                 continue;
             }
