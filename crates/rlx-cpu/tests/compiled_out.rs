@@ -43,3 +43,18 @@ fn quant_is_either_available_or_reported_as_compiled_out() {
         );
     }
 }
+
+/// A weight whose rows are not whole blocks (48 values of q4_0: 1.5
+/// blocks) is a type error naming the rows, not a silently misread matrix.
+#[test]
+fn dequant_matmul_rows_must_be_whole_blocks() {
+    let e = text::parse(
+        "graph @g(%x: f32[1,48], %w: q4_0[2,48]) {\n  %y = dequant_matmul(%x, %w)\n  return %y\n}",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("rows of 48 values, not a whole number of q4_0 blocks"),
+        "{e}"
+    );
+}

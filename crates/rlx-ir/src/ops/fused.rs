@@ -475,6 +475,13 @@ fn dequant_matmul(cx: &InferCx) -> R {
         ));
     }
     let k = *x.dims().last().ok_or("x must have rank >= 1")?;
+    if w.dtype.storage_bytes(w.dims()[1]).is_none() {
+        return Err(format!(
+            "the weight {w} has rows of {} values, not a whole number of {} blocks",
+            w.dims()[1],
+            w.dtype
+        ));
+    }
     if w.dims()[1] != k {
         return Err(format!(
             "x has K = {k}, the weight {} has K = {}",
