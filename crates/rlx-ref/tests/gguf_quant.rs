@@ -49,3 +49,33 @@ fn a_partial_block_is_an_error() {
         "{e}"
     );
 }
+
+/// Any f32 bits (NaN, ±inf, subnormals, huge values) quantize without a
+/// panic, to the right number of bytes, for every type.
+#[test]
+fn arbitrary_floats_never_panic() {
+    let mut s = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    for round in 0..40 {
+        let x: Vec<f32> = (0..512)
+            .map(|i| match (round + i) % 7 {
+                0 => f32::NAN,
+                1 => f32::INFINITY * if i % 2 == 0 { 1.0 } else { -1.0 },
+                2 => f32::from_bits(next() as u32 & 0x007f_ffff), // subnormal
+                3 => 3.0e38,
+                _ => f32::from_bits(next() as u32),
+            })
+            .collect();
+        for d in QUANTIZABLE {
+            let Ok(b) = quantize_values(d, &x) else {
+                panic!("{d}: refused")
+            };
+            assert_eq!(Some(b.len()), d.storage_bytes(x.len()), "{d}");
+        }
+    }
+}
