@@ -17,8 +17,8 @@
 //!   panel, not once per row of `x`.
 //!
 //! Types with a fast decoder here: Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K,
-//! Q6_K; every other block type decodes through the reference decoder
-//! (slower, same values). Not here yet: integer dot products (activations
+//! Q6_K, MXFP4, MXFP8; every other block type decodes through the
+//! reference decoder (slower, same values). Not here yet: integer dot products (activations
 //! quantized to 8 bits, as llama.cpp does).
 
 use super::par;
@@ -64,6 +64,8 @@ fn fast_decoder(d: DType) -> Option<Decode> {
         DType::Q4K => q4_k,
         DType::Q5K => q5_k,
         DType::Q6K => q6_k,
+        DType::Mxfp4 => mxfp4,
+        DType::Mxfp8 => mxfp8,
         _ => return None,
     })
 }
@@ -173,6 +175,43 @@ fn q6_k(b: &[u8], out: &mut [f32]) {
                 out[e] = (d * sc[e / 16] as i8 as f32) * q as f32;
             }
         }
+    }
+}
+
+/// Doubled E2M1 values by 4-bit code (ggml's `kvalues_mxfp4`).
+const E2M1_X2: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
+
+/// MXFP4: E8M0 byte (half the scale, as ggml stores it), 16 nibble bytes.
+fn mxfp4(b: &[u8], out: &mut [f32]) {
+    let e = b[0];
+    let d = f32::from_bits(if e < 2 {
+        0x0020_0000u32 << e
+    } else {
+        ((e as u32) - 1) << 23
+    });
+    for j in 0..16 {
+        out[j] = d * E2M1_X2[(b[1 + j] & 0x0F) as usize] as f32;
+        out[j + 16] = d * E2M1_X2[(b[1 + j] >> 4) as usize] as f32;
+    }
+}
+
+/// MXFP8: E8M0 scale (0xFF: NaN), 32 E4M3FN codes; the product is exact
+/// in f64 and rounded once to f32, as the reference's values are.
+fn mxfp8(b: &[u8], out: &mut [f32]) {
+    let scale = if b[0] == 0xFF {
+        f64::NAN
+    } else {
+        2f64.powi(b[0] as i32 - 127)
+    };
+    for (o, &c) in out[..32].iter_mut().zip(&b[1..33]) {
+        let sign = if c & 0x80 != 0 { -1.0 } else { 1.0 };
+        let (e, m) = ((c >> 3) & 0x0F, c & 0x07);
+        let mag = match (e, m) {
+            (0x0F, 0x07) => f64::NAN,
+            (0, _) => m as f64 * 2f64.powi(-9),
+            _ => (1.0 + m as f64 / 8.0) * 2f64.powi(e as i32 - 7),
+        };
+        *o = (scale * sign * mag) as f32;
     }
 }
 
@@ -501,6 +540,14 @@ mod tests {
             for &at in scale_at {
                 blk[at + 1] &= 0x3B; // exponent well below inf/NaN
             }
+            if matches!(d, DType::Mxfp4 | DType::Mxfp8) {
+                blk[0] = 110 + blk[0] % 30; // scales 2^-17 .. 2^12
+            }
+            if d == DType::Mxfp8 {
+                for c in &mut blk[1..] {
+                    *c &= 0xFE; // no S.1111.111 (NaN) code
+                }
+            }
         }
         b
     }
@@ -515,6 +562,8 @@ mod tests {
             DType::Q4K,
             DType::Q5K,
             DType::Q6K,
+            DType::Mxfp4,
+            DType::Mxfp8,
         ] {
             let Storage::Block { block, .. } = d.storage() else {
                 unreachable!()
@@ -542,6 +591,8 @@ mod tests {
             DType::Q6K,
             DType::Q5_1,
             DType::Q2K,
+            DType::Mxfp4,
+            DType::Mxfp8,
         ] {
             let Storage::Block { block, bytes: bb } = d.storage() else {
                 unreachable!()
