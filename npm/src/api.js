@@ -700,7 +700,7 @@ async function textOf(src, what) {
 
 // ---- weights, compile, run ---------------------------------------------------
 
-/** Named tensors from a safetensors file. */
+/** Named tensors from a safetensors or GGUF file. */
 export class Weights {
   constructor(w) {
     this._w = w;
@@ -721,6 +721,8 @@ export class Weights {
     return call(() => w.get(name));
   }
   get bytes() { return call(() => this._live("Weights.bytes").bytes); }
+  /** A GGUF file's metadata (`{}` for safetensors): key → number, boolean, string or array. */
+  metadata() { return JSON.parse(call(() => this._live("Weights.metadata").metadataJson())); }
   /** Free them now (models compiled with them keep their own reference). Idempotent. */
   dispose() { this._w?.free(); this._w = null; }
 }
@@ -733,6 +735,20 @@ export async function loadSafetensors(src, opts = {}) {
   const { bytes, label } = await bytesOf(src, onProgress, "safetensors");
   onProgress?.({ stage: "weights", message: `parsing ${label}` });
   return new Weights(call(() => raw.Weights.fromSafetensors(bytes, label)));
+}
+
+/**
+ * Load a .gguf file (llama.cpp's format) from an ArrayBuffer, Uint8Array,
+ * Response or URL: every tensor (block types such as q4_0 and q4_k stay
+ * packed) and the metadata (`weights.metadata()`).
+ */
+export async function loadGguf(src, opts = {}) {
+  guard();
+  opts = checkOptions("loadGguf", opts, ["onProgress"]);
+  const onProgress = checkCallback("loadGguf", "onProgress", opts.onProgress);
+  const { bytes, label } = await bytesOf(src, onProgress, "gguf");
+  onProgress?.({ stage: "weights", message: `parsing ${label}` });
+  return new Weights(call(() => raw.Weights.fromGguf(bytes, label)));
 }
 
 /** One value of `run()`'s inputs: a typed array, or `{data, shape}` checked against the input. */

@@ -161,9 +161,16 @@ export class Weights {
   info(name: string): { dtype: DType; shape: number[] };
   get(name: string): OutputTensor;
   readonly bytes: number;
+  /** A GGUF file's metadata (`{}` for safetensors weights). */
+  metadata(): Record<string, number | boolean | string | unknown[]>;
   dispose(): void;
 }
 export function loadSafetensors(
+  src: ArrayBuffer | ArrayBufferView | Response | URL | string,
+  opts?: { onProgress?: (p: Progress) => void },
+): Promise<Weights>;
+/** A .gguf file: every tensor (block types stay packed) and its metadata. */
+export function loadGguf(
   src: ArrayBuffer | ArrayBufferView | Response | URL | string,
   opts?: { onProgress?: (p: Progress) => void },
 ): Promise<Weights>;
