@@ -66,7 +66,10 @@ impl Weights {
     pub fn from_gguf_file(file: &GgufFile) -> Result<Weights, JsValue> {
         let mut tensors = Map::new();
         for t in file.tensors() {
-            tensors.insert(t.name.clone(), Rc::new(file.tensor(&t.name).map_err(format_err)?));
+            tensors.insert(
+                t.name.clone(),
+                Rc::new(file.tensor(&t.name).map_err(format_err)?),
+            );
         }
         let meta: serde_json::Map<String, serde_json::Value> = file
             .metadata()
