@@ -53,24 +53,39 @@ fn has_min(d: DType) -> bool {
     matches!(d, DType::Q4_1 | DType::Q4K | DType::Q5K)
 }
 
-/// 32 level bytes (signed or unsigned) as 4 × 8 f32 lanes, element order.
+/// 32 level bytes (signed or unsigned) as 4 × 8 f32 lanes without a
+/// shuffle: vector `c` holds byte `c` of each 32-bit lane, so lane `i` of
+/// vector `c` is element `4i + c`. The activations are permuted to match
+/// once per call ([`permute_x`]).
 #[inline(always)]
 unsafe fn widen(q: __m256i, signed: bool) -> [__m256; 4] {
-    let lo = _mm256_castsi256_si128(q);
-    let hi = _mm256_extracti128_si256(q, 1);
-    let w = |v: __m128i| {
-        _mm256_cvtepi32_ps(if signed {
-            _mm256_cvtepi8_epi32(v)
+    let byte = |c: i32| {
+        let v = if signed {
+            // Sign-extend byte c: move it to the top, shift back arithmetically.
+            _mm256_srai_epi32(_mm256_sllv_epi32(q, _mm256_set1_epi32(24 - 8 * c)), 24)
         } else {
-            _mm256_cvtepu8_epi32(v)
-        })
+            _mm256_and_si256(
+                _mm256_srlv_epi32(q, _mm256_set1_epi32(8 * c)),
+                _mm256_set1_epi32(0xFF),
+            )
+        };
+        _mm256_cvtepi32_ps(v)
     };
-    [
-        w(lo),
-        w(_mm_srli_si128(lo, 8)),
-        w(hi),
-        w(_mm_srli_si128(hi, 8)),
-    ]
+    [byte(0), byte(1), byte(2), byte(3)]
+}
+
+/// `x` (rows of k, k a multiple of 32) in the order [`widen`] produces:
+/// per 32 values, position `8c + i` holds value `4i + c`.
+fn permute_x(x: &[f32]) -> Vec<f32> {
+    let mut out = vec![0.0f32; x.len()];
+    for (o, blk) in out.chunks_exact_mut(32).zip(x.chunks_exact(32)) {
+        for c in 0..4 {
+            for i in 0..8 {
+                o[8 * c + i] = blk[4 * i + c];
+            }
+        }
+    }
+    out
 }
 
 /// The 6-bit (scale, min) pair `j` of Q4_K/Q5_K.
@@ -127,6 +142,7 @@ pub unsafe fn gemv<const M: usize, const D: u8>(
     let m = M;
     let nb = k / 32;
     // Minimums multiply the sum of each 32 values of x.
+    let xq = permute_x(&x[..M * k]);
     let mut xsum = vec![0.0f32; if has_min(d) { M * nb } else { 0 }];
     for (i, s) in xsum.iter_mut().enumerate() {
         let (r, b) = (i / nb, i % nb);
@@ -150,14 +166,20 @@ pub unsafe fn gemv<const M: usize, const D: u8>(
                 // and the min.
                 let (q, signed, s_lo, s_hi, min) = levels(d, row, b);
                 let v = widen(q, signed);
-                let (d_lo, d_hi) = (_mm256_set1_ps(s_lo), _mm256_set1_ps(s_hi));
+                // Lanes 0-3 are elements 0-15, lanes 4-7 elements 16-31:
+                // Q6_K's two scales per 32 split the lanes.
+                let scales = if d == DType::Q6K {
+                    _mm256_setr_ps(s_lo, s_lo, s_lo, s_lo, s_hi, s_hi, s_hi, s_hi)
+                } else {
+                    _mm256_set1_ps(s_lo)
+                };
                 for r in 0..m {
-                    let xp = x.as_ptr().add(r * k + b * 32);
-                    let mut lo = _mm256_mul_ps(v[0], _mm256_loadu_ps(xp));
-                    lo = _mm256_fmadd_ps(v[1], _mm256_loadu_ps(xp.add(8)), lo);
-                    let mut hi = _mm256_mul_ps(v[2], _mm256_loadu_ps(xp.add(16)));
-                    hi = _mm256_fmadd_ps(v[3], _mm256_loadu_ps(xp.add(24)), hi);
-                    acc[r] = _mm256_fmadd_ps(d_hi, hi, _mm256_fmadd_ps(d_lo, lo, acc[r]));
+                    let xp = xq.as_ptr().add(r * k + b * 32);
+                    let mut s0 = _mm256_mul_ps(v[0], _mm256_loadu_ps(xp));
+                    let mut s1 = _mm256_mul_ps(v[1], _mm256_loadu_ps(xp.add(8)));
+                    s0 = _mm256_fmadd_ps(v[2], _mm256_loadu_ps(xp.add(16)), s0);
+                    s1 = _mm256_fmadd_ps(v[3], _mm256_loadu_ps(xp.add(24)), s1);
+                    acc[r] = _mm256_fmadd_ps(scales, _mm256_add_ps(s0, s1), acc[r]);
                     if has_min(d) {
                         mins[r] -= min * xsum[r * nb + b];
                     }
