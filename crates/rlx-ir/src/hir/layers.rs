@@ -131,25 +131,10 @@ impl Embedding {
             dtype: DType::F32,
         }
     }
-    /// Builder-style: parameter element type (a block type quantizes the
-    /// weight; see the type's docs).
+    /// Builder-style: parameter element type.
     pub fn with_dtype(mut self, dtype: DType) -> Self {
         self.dtype = dtype;
         self
-    }
-
-    /// Whether the weight is block-quantized.
-    pub fn quantized(&self) -> bool {
-        matches!(self.dtype.storage(), crate::dtype::Storage::Block { block, .. } if block >= 32)
-    }
-
-    /// The type of the bias and the output: f32 for a quantized weight.
-    pub fn compute_dtype(&self) -> DType {
-        if self.quantized() {
-            DType::F32
-        } else {
-            self.dtype
-        }
     }
 }
 
@@ -192,8 +177,7 @@ impl LayerNorm {
             dtype: DType::F32,
         }
     }
-    /// Builder-style: parameter element type (a block type quantizes the
-    /// weight; see the type's docs).
+    /// Builder-style: parameter element type.
     pub fn with_dtype(mut self, dtype: DType) -> Self {
         self.dtype = dtype;
         self
@@ -254,8 +238,7 @@ impl RmsNorm {
             dtype: DType::F32,
         }
     }
-    /// Builder-style: parameter element type (a block type quantizes the
-    /// weight; see the type's docs).
+    /// Builder-style: parameter element type.
     pub fn with_dtype(mut self, dtype: DType) -> Self {
         self.dtype = dtype;
         self
