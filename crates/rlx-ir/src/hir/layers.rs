@@ -182,20 +182,6 @@ impl LayerNorm {
         self.dtype = dtype;
         self
     }
-
-    /// Whether the weight is block-quantized.
-    pub fn quantized(&self) -> bool {
-        matches!(self.dtype.storage(), crate::dtype::Storage::Block { block, .. } if block >= 32)
-    }
-
-    /// The type of the bias and the output: f32 for a quantized weight.
-    pub fn compute_dtype(&self) -> DType {
-        if self.quantized() {
-            DType::F32
-        } else {
-            self.dtype
-        }
-    }
 }
 
 impl Block for LayerNorm {
@@ -242,20 +228,6 @@ impl RmsNorm {
     pub fn with_dtype(mut self, dtype: DType) -> Self {
         self.dtype = dtype;
         self
-    }
-
-    /// Whether the weight is block-quantized.
-    pub fn quantized(&self) -> bool {
-        matches!(self.dtype.storage(), crate::dtype::Storage::Block { block, .. } if block >= 32)
-    }
-
-    /// The type of the bias and the output: f32 for a quantized weight.
-    pub fn compute_dtype(&self) -> DType {
-        if self.quantized() {
-            DType::F32
-        } else {
-            self.dtype
-        }
     }
 }
 
