@@ -101,6 +101,7 @@ fn every_target_is_tested() {
             "ir_text",
             "ir_json",
             "safetensors",
+            "gguf",
             "npy",
             "tokenizer",
             "tokenizer_config",

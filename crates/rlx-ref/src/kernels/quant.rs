@@ -353,7 +353,7 @@ pub const QUANTIZABLE: [DType; 11] = [
 /// Encodes `x` (row-major, a whole number of blocks) as `dtype`, block by
 /// block, with the reference encoders: the `gguf` package's for the
 /// 32-element formats and MXFP4, ggml's for the k-quants (see
-/// [`kquant`](super::kquant)).
+/// `kernels/kquant.rs`).
 pub fn quantize_values(dtype: DType, x: &[f32]) -> Result<Vec<u8>, String> {
     let encode: Encoder = match dtype {
         DType::Q4_0 => enc_q4_0,
