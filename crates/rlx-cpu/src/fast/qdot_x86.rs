@@ -20,16 +20,7 @@ pub fn available() -> bool {
 
 /// Whether `d` has a kernel here.
 pub fn handles(d: DType) -> bool {
-    matches!(
-        d,
-        DType::Q4_0
-            | DType::Q4_1
-            | DType::Q5_0
-            | DType::Q8_0
-            | DType::Q4K
-            | DType::Q5K
-            | DType::Q6K
-    )
+    type_index(d).is_some()
 }
 
 /// The types with kernels here, indexed by the kernels' const parameter.
@@ -220,11 +211,6 @@ pub fn quantize_rows(x: &[f32], m: usize, k: usize) -> Q8Rows {
         r.q.extend(blk.iter().map(|v| (v * id).round() as i8));
     }
     r
-}
-
-/// Whether `d` has an 8-bit-activation kernel here.
-pub fn handles_q8(d: DType) -> bool {
-    handles(d)
 }
 
 /// One 32-element sub-block's weight levels as bytes (element order),

@@ -64,7 +64,9 @@ fn fast_decoder(d: DType) -> Option<Decode> {
         DType::Q4K => q4_k,
         DType::Q5K => q5_k,
         DType::Q6K => q6_k,
+        #[cfg(feature = "quant")]
         DType::Mxfp4 => mxfp4,
+        #[cfg(feature = "quant")]
         DType::Mxfp8 => mxfp8,
         _ => return None,
     })
@@ -178,17 +180,12 @@ fn q6_k(b: &[u8], out: &mut [f32]) {
     }
 }
 
-/// Doubled E2M1 values by 4-bit code (ggml's `kvalues_mxfp4`).
-const E2M1_X2: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
-
-/// MXFP4: E8M0 byte (half the scale, as ggml stores it), 16 nibble bytes.
+/// MXFP4: E8M0 byte (half the scale, as ggml stores it), 16 nibble bytes;
+/// the code tables are the reference's.
+#[cfg(feature = "quant")]
 fn mxfp4(b: &[u8], out: &mut [f32]) {
-    let e = b[0];
-    let d = f32::from_bits(if e < 2 {
-        0x0020_0000u32 << e
-    } else {
-        ((e as u32) - 1) << 23
-    });
+    use rlx_ref::kernels::quant::{e8m0_half, E2M1_X2};
+    let d = e8m0_half(b[0]);
     for j in 0..16 {
         out[j] = d * E2M1_X2[(b[1 + j] & 0x0F) as usize] as f32;
         out[j + 16] = d * E2M1_X2[(b[1 + j] >> 4) as usize] as f32;
@@ -197,6 +194,7 @@ fn mxfp4(b: &[u8], out: &mut [f32]) {
 
 /// MXFP8: E8M0 scale (0xFF: NaN), 32 E4M3FN codes; the product is exact
 /// in f64 and rounded once to f32, as the reference's values are.
+#[cfg(feature = "quant")]
 fn mxfp8(b: &[u8], out: &mut [f32]) {
     let scale = if b[0] == 0xFF {
         f64::NAN
@@ -204,14 +202,7 @@ fn mxfp8(b: &[u8], out: &mut [f32]) {
         2f64.powi(b[0] as i32 - 127)
     };
     for (o, &c) in out[..32].iter_mut().zip(&b[1..33]) {
-        let sign = if c & 0x80 != 0 { -1.0 } else { 1.0 };
-        let (e, m) = ((c >> 3) & 0x0F, c & 0x07);
-        let mag = match (e, m) {
-            (0x0F, 0x07) => f64::NAN,
-            (0, _) => m as f64 * 2f64.powi(-9),
-            _ => (1.0 + m as f64 / 8.0) * 2f64.powi(e as i32 - 7),
-        };
-        *o = (scale * sign * mag) as f32;
+        *o = (scale * rlx_ref::kernels::quant::e4m3fn(c)) as f32;
     }
 }
 
@@ -378,7 +369,7 @@ fn q8_groups(dtype: DType, w: &[u8], x: &[f32], m: usize, n: usize, k: usize, ou
 pub fn q8_kernel(dtype: DType) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        super::qdot_x86::handles_q8(dtype) && super::qdot_x86::available()
+        super::qdot_x86::handles(dtype) && super::qdot_x86::available()
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

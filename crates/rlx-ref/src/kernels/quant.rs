@@ -272,13 +272,13 @@ fn dec_q6_k(b: &[u8], out: &mut Vec<f64>) {
 
 /// E2M1 values, doubled (so they are integers), indexed by the 4-bit code:
 /// gguf's `kvalues` (ggml's `kvalues_mxfp4`).
-const E2M1_X2: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
+pub const E2M1_X2: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
 
 /// Half the E8M0 scale, 2^(e − 128), as an f32 (ggml's
 /// `ggml_e8m0_to_fp32_half`; e = 0 and 1 give subnormals). Paired with the
 /// doubled E2M1 values this is the scale 2^(e − 127). Like ggml, e = 0xFF
 /// is not treated as NaN.
-fn e8m0_half(e: u8) -> f32 {
+pub fn e8m0_half(e: u8) -> f32 {
     let bits = if e < 2 {
         0x0020_0000u32 << e
     } else {
@@ -299,7 +299,7 @@ fn dec_mxfp4(b: &[u8], out: &mut Vec<f64>) {
 
 /// An OCP float8 E4M3FN code: bias 7, no infinities, S.1111.111 is NaN,
 /// exponent field 0 is subnormal (m·2⁻⁹).
-fn e4m3fn(c: u8) -> f64 {
+pub fn e4m3fn(c: u8) -> f64 {
     let sign = if c & 0x80 != 0 { -1.0 } else { 1.0 };
     let (e, m) = ((c >> 3) & 0x0F, c & 0x07);
     let mag = match (e, m) {
