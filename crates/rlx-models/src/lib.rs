@@ -10,5 +10,6 @@ pub mod bert;
 pub mod config;
 pub mod dsl_block;
 pub mod embed;
+pub mod llm;
 
 pub use embed::{EmbedError, Progress, SentenceEmbedder};

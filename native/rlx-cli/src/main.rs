@@ -12,6 +12,7 @@ mod embed;
 mod gguf;
 mod inspect;
 mod kernels;
+mod llm;
 mod model;
 mod models;
 mod out;
@@ -23,6 +24,7 @@ Examples:
   rlx run model.mir --input x=x.npy --output-dir out/
   rlx compile @minilm --print fusion
   rlx inspect SmolLM2-135M-Instruct.Q4_1.gguf
+  rlx generate --model SmolLM2-135M-Instruct.Q4_1.gguf \"The capital of France is\"
   rlx quantize model.safetensors model-q8_0.gguf --type q8_0
   rlx models fetch all-minilm-l6-v2
 
@@ -105,6 +107,12 @@ enum Cmd {
     /// Sentence embeddings with all-MiniLM-L6-v2.
     #[command(after_help = embed::EMBED_HELP)]
     Embed(embed::EmbedArgs),
+    /// Generate text with a decoder LLM from a GGUF file (streams tokens).
+    #[command(after_help = llm::GENERATE_HELP)]
+    Generate(llm::GenerateArgs),
+    /// Chat with a decoder LLM from a GGUF file (its chat template, streaming).
+    #[command(after_help = llm::CHAT_HELP)]
+    Chat(llm::ChatArgs),
     /// Benchmarks: `rlx bench minilm` times the MiniLM encoder forward.
     #[command(subcommand)]
     Bench(embed::BenchCmd),
@@ -154,6 +162,8 @@ fn run(cmd: Cmd) -> CliResult {
         Cmd::Run(a) => a.threads(),
         Cmd::Embed(a) => a.threads(),
         Cmd::Bench(embed::BenchCmd::Minilm(a)) => a.threads(),
+        Cmd::Generate(a) => a.threads(),
+        Cmd::Chat(a) => a.threads(),
         _ => None,
     };
     // Limits, threads, the backends' options; the GPU backends (`vulkan`,
@@ -173,6 +183,8 @@ fn run(cmd: Cmd) -> CliResult {
         Cmd::Quantize(a) => gguf::quantize(a),
         Cmd::Embed(a) => embed::embed(a, &env),
         Cmd::Bench(b) => embed::bench(b, &env),
+        Cmd::Generate(a) => llm::generate(a, &env),
+        Cmd::Chat(a) => llm::chat(a, &env),
         Cmd::Models(m) => models::models(m, &env),
         Cmd::Demo => inspect::demo(),
         Cmd::Playground { port } => playground(port),

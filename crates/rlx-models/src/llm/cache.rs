@@ -1,0 +1,219 @@
+//! The key/value cache and one forward step over it.
+//!
+//! Each layer's keys and values live in a (1, kv_heads, capacity, head_dim)
+//! tensor. A step runs the decoder graph compiled for (T new tokens,
+//! P = capacity cached positions): the graph reads the whole cache, a
+//! keep-mask says which positions are filled (and, for sliding layers,
+//! within the window), and the graph returns the new tokens' keys and
+//! values, which are written into the cache in place. Capacities are
+//! powers of two from 64 up to the context limit, so a generation compiles
+//! a handful of graphs, each once, and the cache grows by copying at most
+//! log₂(context) times.
+
+use super::load::LlmModel;
+use super::LlmError;
+use rlx::{Compiled, Device, HostTensor, Session};
+use rlx_ir::tensor::TensorData;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Prompt tokens per prefill graph: prompts are padded to a multiple of
+/// `PAD` and longer ones are run in chunks of `CHUNK`.
+const PAD: usize = 16;
+pub(crate) const CHUNK: usize = 256;
+const MIN_CAPACITY: usize = 64;
+
+/// The cache of one generation.
+pub(crate) struct KvCache {
+    capacity: usize,
+    /// Filled positions.
+    pub len: usize,
+    k: Vec<HostTensor>,
+    v: Vec<HostTensor>,
+}
+
+impl KvCache {
+    pub fn new() -> KvCache {
+        KvCache {
+            capacity: 0,
+            len: 0,
+            k: vec![],
+            v: vec![],
+        }
+    }
+}
+
+/// Compiled graphs by (T, P), on one device.
+pub(crate) struct Steps<'m> {
+    model: &'m LlmModel,
+    pub device: Device,
+    pub limit: usize,
+    compiled: HashMap<(usize, usize), Arc<Compiled>>,
+    session: Session,
+}
+
+fn bucket(n: usize, limit: usize) -> usize {
+    n.max(MIN_CAPACITY).next_power_of_two().min(limit)
+}
+
+fn f32_data(t: HostTensor) -> Vec<f32> {
+    match t.into_data() {
+        TensorData::F32(v) => v,
+        _ => unreachable!("the cache is f32"),
+    }
+}
+
+impl<'m> Steps<'m> {
+    pub fn new(model: &'m LlmModel, device: Device, limit: usize) -> Steps<'m> {
+        Steps {
+            model,
+            device,
+            limit,
+            compiled: HashMap::new(),
+            session: Session::new(rlx::CompileOptions::default()),
+        }
+    }
+
+    /// The graph for (t, p), compiled on first use.
+    pub fn compiled(&mut self, t: usize, p: usize) -> Result<Arc<Compiled>, LlmError> {
+        if let Some(c) = self.compiled.get(&(t, p)) {
+            return Ok(c.clone());
+        }
+        let g = self.model.decoder.model(t, p).to_mir()?;
+        let c = self.session.compile(&g, self.device)?;
+        let first = self.model.decoder.data_inputs(p);
+        c.keep_resident(&(first..first + self.model.weights().len()).collect::<Vec<_>>());
+        self.compiled.insert((t, p), c.clone());
+        Ok(c)
+    }
+
+    /// Grow the cache to hold `need` positions (copying what it has).
+    fn reserve(&self, cache: &mut KvCache, need: usize) -> Result<(), LlmError> {
+        if need <= cache.capacity {
+            return Ok(());
+        }
+        let c = &self.model.config;
+        let cap = bucket(need, self.limit);
+        let (kvh, d, filled) = (c.kv_heads, c.head_dim, cache.len);
+        let grow = |old: Option<HostTensor>| -> Result<HostTensor, LlmError> {
+            let mut data = vec![0f32; kvh * cap * d];
+            if let Some(o) = old {
+                let src = f32_data(o);
+                let old_cap = src.len() / (kvh * d);
+                for h in 0..kvh {
+                    let n = filled * d;
+                    data[h * cap * d..h * cap * d + n]
+                        .copy_from_slice(&src[h * old_cap * d..h * old_cap * d + n]);
+                }
+            }
+            Ok(HostTensor::new(
+                rlx_ir::DType::F32,
+                [1, kvh, cap, d],
+                TensorData::F32(data),
+            )?)
+        };
+        let mut k = std::mem::take(&mut cache.k).into_iter();
+        let mut v = std::mem::take(&mut cache.v).into_iter();
+        for _ in 0..c.layers {
+            cache.k.push(grow(k.next())?);
+            cache.v.push(grow(v.next())?);
+        }
+        cache.capacity = cap;
+        Ok(())
+    }
+
+    /// Run `tokens` (at most [`CHUNK`]) after the cached ones; returns the
+    /// logits of the last token and writes the tokens' keys and values.
+    pub fn step(&mut self, cache: &mut KvCache, tokens: &[u32]) -> Result<Vec<f32>, LlmError> {
+        let n = tokens.len();
+        debug_assert!(n > 0 && n <= CHUNK);
+        let len = cache.len;
+        if len + n > self.limit {
+            return Err(LlmError::Context {
+                limit: self.limit,
+                wanted: len + n,
+                prompt: len,
+            });
+        }
+        let t = if n == 1 { 1 } else { n.next_multiple_of(PAD) };
+        // A first prefill attends to nothing cached.
+        self.reserve(cache, len + n)?;
+        let p = if len == 0 { 0 } else { cache.capacity };
+        let compiled = self.compiled(t, p)?;
+        let inputs = self.step_inputs(len, n, t, p, tokens)?;
+        let mut refs: Vec<&HostTensor> = inputs.iter().collect();
+        if p > 0 {
+            for (k, v) in cache.k.iter().zip(&cache.v) {
+                refs.extend([k, v]);
+            }
+        }
+        refs.extend(self.model.weights());
+        let outs = compiled.run_refs(&refs)?;
+        let mut outs = outs.into_iter();
+        let logits = outs.next().expect("logits").to_vec::<f32>()?;
+        let c = &self.model.config;
+        let (kvh, d, cap) = (c.kv_heads, c.head_dim, cache.capacity);
+        for layer in 0..c.layers {
+            for store in [&mut cache.k, &mut cache.v] {
+                let new = outs.next().expect("one key and one value output per layer");
+                let new = new.to_vec::<f32>()?;
+                let slot = std::mem::replace(&mut store[layer], HostTensor::scalar(0f32));
+                let mut data = f32_data(slot);
+                for h in 0..kvh {
+                    let dst = (h * cap + len) * d;
+                    let src = h * t * d;
+                    data[dst..dst + n * d].copy_from_slice(&new[src..src + n * d]);
+                }
+                store[layer] =
+                    HostTensor::new(rlx_ir::DType::F32, [1, kvh, cap, d], TensorData::F32(data))?;
+            }
+        }
+        cache.len += n;
+        Ok(logits)
+    }
+
+    /// tokens, last, RoPE tables, masks for `n` real tokens padded to `t`
+    /// at positions `len..`, over `p` cache slots.
+    fn step_inputs(
+        &self,
+        len: usize,
+        n: usize,
+        t: usize,
+        p: usize,
+        tokens: &[u32],
+    ) -> Result<Vec<HostTensor>, LlmError> {
+        let c = &self.model.config;
+        let mut ids: Vec<i64> = tokens.iter().map(|&x| x as i64).collect();
+        ids.resize(t, 0);
+        let pos: Vec<usize> = (len..len + t).collect();
+        let half = c.head_dim / 2;
+        let (cos, sin) = c.rope_tables(&pos, false);
+        let (cos_l, sin_l) = c.rope_tables(&pos, true);
+        let window = c.sliding_window;
+        let mask = |local: bool| {
+            let s = p + t;
+            let mut m = vec![false; t * s];
+            for i in 0..t {
+                let qpos = len + i;
+                let near = |kpos: usize| !local || window == 0 || qpos - kpos < window;
+                for j in 0..len.min(p) {
+                    m[i * s + j] = near(j);
+                }
+                for j in 0..=i {
+                    m[i * s + p + j] = near(len + j);
+                }
+            }
+            HostTensor::from_slice(&m, [1, 1, 1, t, s])
+        };
+        Ok(vec![
+            HostTensor::from_slice(&ids, [1, t])?,
+            HostTensor::from_slice(&[(n - 1) as i64], [1])?,
+            HostTensor::from_slice(&cos, [t, half])?,
+            HostTensor::from_slice(&sin, [t, half])?,
+            HostTensor::from_slice(&cos_l, [t, half])?,
+            HostTensor::from_slice(&sin_l, [t, half])?,
+            mask(false)?,
+            mask(true)?,
+        ])
+    }
+}

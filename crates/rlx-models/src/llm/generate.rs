@@ -1,0 +1,319 @@
+//! Generation: prefill the prompt, then decode one token at a time,
+//! streaming each token's text as soon as it is whole UTF-8 and not
+//! possibly the start of a stop string.
+
+use super::cache::{KvCache, Steps, CHUNK};
+use super::load::LlmModel;
+use super::sample::{pick, Rng, Sampling};
+use super::LlmError;
+use rlx::Device;
+use super::tok_stub::StreamDecoder;
+use std::time::{Duration, Instant};
+
+/// What to generate.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GenerateOptions {
+    /// New tokens at most.
+    pub max_tokens: usize,
+    pub sampling: Sampling,
+    /// Generation ends when the text contains one of these (it is not
+    /// part of the output).
+    pub stop: Vec<String>,
+    /// Stop at an end-of-generation token (EOS, EOT); off to always
+    /// produce `max_tokens` (as parity runs do).
+    pub stop_at_eos: bool,
+    /// Add the tokenizer's BOS/EOS as the model expects (`add_bos_token`).
+    pub add_special: bool,
+}
+
+impl GenerateOptions {
+    /// Greedy, `max_tokens` new tokens, stopping at EOS.
+    pub fn greedy(max_tokens: usize) -> GenerateOptions {
+        GenerateOptions {
+            max_tokens,
+            sampling: Sampling::greedy(),
+            stop: vec![],
+            stop_at_eos: true,
+            add_special: true,
+        }
+    }
+}
+
+/// Why a generation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FinishReason {
+    /// `max_tokens` were generated.
+    Length,
+    /// An end-of-generation token.
+    Eos,
+    /// A stop string.
+    Stop,
+    /// The context is full.
+    Context,
+}
+
+impl FinishReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            FinishReason::Length => "length",
+            FinishReason::Eos => "eos",
+            FinishReason::Stop => "stop",
+            FinishReason::Context => "context",
+        }
+    }
+}
+
+/// One generated token.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Token {
+    pub id: u32,
+    /// The text this token completes (may be empty: part of a UTF-8
+    /// character, held back as a possible stop string, or a special token).
+    pub text: String,
+}
+
+/// Compiles and caches the decoder graphs for one model and device.
+pub struct Generator<'m> {
+    model: &'m LlmModel,
+    steps: Steps<'m>,
+}
+
+/// Timings of the last generation.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Timings {
+    pub prompt_tokens: usize,
+    pub prefill: Duration,
+    pub generated: usize,
+    pub decode: Duration,
+}
+
+impl<'m> Generator<'m> {
+    pub(crate) fn new(model: &'m LlmModel, device: Device) -> Generator<'m> {
+        let limit = model.config.context_length.min(4096);
+        Generator {
+            model,
+            steps: Steps::new(model, device, limit),
+        }
+    }
+
+    /// The context limit: prompt plus generated tokens (default: the
+    /// model's trained context, at most 4096).
+    pub fn context(&self) -> usize {
+        self.steps.limit
+    }
+
+    /// Set the context limit; an error above the model's trained context.
+    pub fn set_context(&mut self, n: usize) -> Result<(), LlmError> {
+        let max = self.model.config.context_length;
+        if n == 0 || n > max {
+            return Err(LlmError::Options(format!(
+                "context {n} must be in 1..={max} (the model's trained context)"
+            )));
+        }
+        self.steps.limit = n;
+        Ok(())
+    }
+
+    /// The device the graphs run on.
+    pub fn device(&self) -> Device {
+        self.steps.device
+    }
+
+    /// The compiled graph for `t` new tokens over `past` cache slots
+    /// (its dispatch report says how each node runs).
+    pub fn compiled(&mut self, t: usize, past: usize) -> Result<std::sync::Arc<rlx::Compiled>, LlmError> {
+        self.steps.compiled(t, past)
+    }
+
+    /// The logits after `ids` (a fresh cache), and the logits of each
+    /// next step fed `then` one token at a time: for parity checks.
+    pub fn logits(&mut self, ids: &[u32], then: &[u32]) -> Result<Vec<Vec<f32>>, LlmError> {
+        let mut cache = KvCache::new();
+        let mut out = vec![self.prefill(&mut cache, ids)?];
+        for &t in then {
+            out.push(self.steps.step(&mut cache, &[t])?);
+        }
+        Ok(out)
+    }
+
+    fn prefill(&mut self, cache: &mut KvCache, ids: &[u32]) -> Result<Vec<f32>, LlmError> {
+        if ids.is_empty() {
+            return Err(LlmError::Options(
+                "the prompt is empty (no tokens to start from)".into(),
+            ));
+        }
+        if ids.len() > self.steps.limit {
+            return Err(LlmError::Context {
+                limit: self.steps.limit,
+                wanted: ids.len(),
+                prompt: ids.len(),
+            });
+        }
+        let mut logits = vec![];
+        for chunk in ids.chunks(CHUNK) {
+            logits = self.steps.step(cache, chunk)?;
+        }
+        Ok(logits)
+    }
+
+    /// Generate from a text prompt.
+    pub fn generate(
+        &mut self,
+        prompt: &str,
+        opts: &GenerateOptions,
+    ) -> Result<Stream<'_, 'm>, LlmError> {
+        let ids = self
+            .model
+            .tokenizer
+            .encode(prompt, opts.add_special, true);
+        self.generate_ids(&ids, opts)
+    }
+
+    /// Generate from prompt token ids: the prompt is prefilled here (so a
+    /// bad prompt is an error before any token), tokens come from the
+    /// returned iterator.
+    pub fn generate_ids(
+        &mut self,
+        ids: &[u32],
+        opts: &GenerateOptions,
+    ) -> Result<Stream<'_, 'm>, LlmError> {
+        opts.sampling.check()?;
+        let start = Instant::now();
+        let mut cache = KvCache::new();
+        let logits = self.prefill(&mut cache, ids)?;
+        let timings = Timings {
+            prompt_tokens: ids.len(),
+            prefill: start.elapsed(),
+            ..Timings::default()
+        };
+        Ok(Stream {
+            rng: Rng::new(opts.sampling.seed),
+            opts: opts.clone(),
+            history: ids.to_vec(),
+            decoder: StreamDecoder::new(),
+            pending: String::new(),
+            text: String::new(),
+            logits: Some(logits),
+            generated: 0,
+            finish: None,
+            cache,
+            timings,
+            gen: self,
+        })
+    }
+}
+
+/// The tokens of one generation, as they are made.
+pub struct Stream<'g, 'm> {
+    gen: &'g mut Generator<'m>,
+    cache: KvCache,
+    opts: GenerateOptions,
+    rng: Rng,
+    history: Vec<u32>,
+    decoder: StreamDecoder,
+    /// Text decoded but not yet yielded (a possible stop-string prefix).
+    pending: String,
+    /// All text yielded.
+    text: String,
+    logits: Option<Vec<f32>>,
+    generated: usize,
+    finish: Option<FinishReason>,
+    timings: Timings,
+}
+
+impl Stream<'_, '_> {
+    /// Why the generation ended (`None` while it runs).
+    pub fn finish_reason(&self) -> Option<FinishReason> {
+        self.finish
+    }
+
+    /// The text yielded so far.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Prefill and decode timings so far.
+    pub fn timings(&self) -> &Timings {
+        &self.timings
+    }
+
+    /// How much of `pending` may be yielded: all but a tail that could
+    /// still grow into a stop string.
+    fn safe_len(&self) -> usize {
+        let p = &self.pending;
+        let mut keep = p.len();
+        for s in &self.opts.stop {
+            for (i, _) in p.char_indices() {
+                if s.starts_with(&p[i..]) {
+                    keep = keep.min(i);
+                    break;
+                }
+            }
+        }
+        keep
+    }
+
+    fn next_token(&mut self) -> Result<Option<Token>, LlmError> {
+        if self.finish.is_some() {
+            return Ok(None);
+        }
+        let Some(mut logits) = self.logits.take() else {
+            return Ok(None);
+        };
+        let start = Instant::now();
+        let tok = &self.gen.model.tokenizer;
+        let id = pick(&self.opts.sampling, &mut logits, &self.history, &mut self.rng);
+        self.history.push(id);
+        self.generated += 1;
+        let eog = tok.is_eog(id);
+        if !(eog && self.opts.stop_at_eos) {
+            self.pending.push_str(&self.decoder.push(tok, id));
+        }
+        let mut text;
+        if let Some((at, _)) = self
+            .opts
+            .stop
+            .iter()
+            .filter_map(|s| self.pending.find(s.as_str()).map(|i| (i, s)))
+            .min()
+        {
+            self.pending.truncate(at);
+            text = std::mem::take(&mut self.pending);
+            self.finish = Some(FinishReason::Stop);
+        } else {
+            let keep = self.safe_len();
+            text = self.pending[..keep].to_string();
+            self.pending.drain(..keep);
+            if eog && self.opts.stop_at_eos {
+                self.finish = Some(FinishReason::Eos);
+            } else if self.generated >= self.opts.max_tokens {
+                self.finish = Some(FinishReason::Length);
+            } else if self.cache.len >= self.gen.steps.limit {
+                self.finish = Some(FinishReason::Context);
+            }
+            if self.finish.is_some() {
+                text.push_str(&std::mem::take(&mut self.pending));
+            }
+        }
+        if self.finish.is_none() {
+            self.logits = Some(self.gen.steps.step(&mut self.cache, &[id])?);
+        }
+        self.text.push_str(&text);
+        self.timings.generated = self.generated;
+        self.timings.decode += start.elapsed();
+        Ok(Some(Token { id, text }))
+    }
+}
+
+impl Iterator for Stream<'_, '_> {
+    type Item = Result<Token, LlmError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.next_token() {
+            Ok(t) => t.map(Ok),
+            Err(e) => {
+                self.finish = Some(FinishReason::Length);
+                Some(Err(e))
+            }
+        }
+    }
+}

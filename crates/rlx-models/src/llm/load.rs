@@ -1,0 +1,221 @@
+//! Loading a decoder from a GGUF file: config, tokenizer and weights, each
+//! checked against what the architecture needs before any graph is built.
+
+use super::blocks::{DecoderModel, WeightTypes};
+use super::config::LlmConfig;
+use super::generate::Generator;
+use super::LlmError;
+use crate::Progress;
+use rlx::{Device, HostTensor};
+use rlx_formats::GgufFile;
+use rlx_ir::DType;
+use super::tok_stub::{LlmTokenizer, LlmVocab};
+use std::path::Path;
+
+/// A loaded decoder LLM: config, tokenizer, the block tree and its weights.
+pub struct LlmModel {
+    pub config: LlmConfig,
+    pub decoder: DecoderModel,
+    pub tokenizer: LlmTokenizer,
+    /// The Jinja chat template the file carries, if any.
+    pub chat_template: Option<String>,
+    /// The file's `general.name`, or its path.
+    pub name: String,
+    weights: Vec<HostTensor>,
+}
+
+/// Each matrix's graph dtype: block types stay quantized, everything else
+/// is taken as f32.
+struct FileTypes<'a>(&'a GgufFile);
+
+impl WeightTypes for FileTypes<'_> {
+    fn dtype_of(&self, name: &str) -> DType {
+        match self.0.info(name).ok().and_then(|i| i.ggml_type.dtype()) {
+            Some(d) if matches!(d.storage(), rlx_ir::dtype::Storage::Block { block, .. } if block >= 32) => d,
+            _ => DType::F32,
+        }
+    }
+    fn has(&self, name: &str) -> bool {
+        self.0.info(name).is_ok()
+    }
+}
+
+/// `t` decoded to f32 by the IR's `dequantize` (or `cast`) on the CPU.
+fn to_f32(t: HostTensor) -> Result<HostTensor, LlmError> {
+    if t.dtype() == DType::F32 {
+        return Ok(t);
+    }
+    let dims: Vec<String> = t.shape().dims().iter().map(|d| d.to_string()).collect();
+    let op = if t.dtype().is_quantized() {
+        "dequantize"
+    } else {
+        "cast"
+    };
+    let src = format!(
+        "graph @to_f32(%w: {}[{}]) {{\n  %y = {op}(%w) {{dtype=f32}}\n  return %y\n}}",
+        t.dtype(),
+        dims.join(",")
+    );
+    let g = rlx_ir::text::parse(&src)?;
+    let out = rlx::compile(&g, Device::Cpu)?.run(std::slice::from_ref(&t))?;
+    Ok(out.into_iter().next().expect("one output"))
+}
+
+/// The tokenizer metadata of `file` (`tokenizer.ggml.*`).
+pub fn vocab_of(file: &GgufFile) -> Result<LlmVocab, LlmError> {
+    let strings = |key: &str| -> Result<Vec<String>, LlmError> {
+        match file.get(key) {
+            None => Ok(vec![]),
+            Some(_) => file
+                .array(key)?
+                .iter()
+                .map(|v| {
+                    v.as_str().map(str::to_string).ok_or_else(|| LlmError::Config {
+                        file: file.label().into(),
+                        what: format!("`{key}` holds a non-string"),
+                    })
+                })
+                .collect(),
+        }
+    };
+    let numbers = |key: &str| -> Result<Vec<f64>, LlmError> {
+        match file.get(key) {
+            None => Ok(vec![]),
+            Some(_) => file
+                .array(key)?
+                .iter()
+                .map(|v| {
+                    v.as_f64().ok_or_else(|| LlmError::Config {
+                        file: file.label().into(),
+                        what: format!("`{key}` holds a non-number"),
+                    })
+                })
+                .collect(),
+        }
+    };
+    let id = |key: &str| -> Result<Option<u32>, LlmError> {
+        match file.get(key) {
+            None => Ok(None),
+            Some(_) => Ok(u32::try_from(file.uint(key)?).ok()),
+        }
+    };
+    let flag = |key: &str| match file.get(key) {
+        Some(rlx_formats::gguf::Value::Bool(b)) => Some(*b),
+        _ => None,
+    };
+    Ok(LlmVocab {
+        model: file.str("tokenizer.ggml.model")?.to_string(),
+        pre: file.str("tokenizer.ggml.pre").ok().map(str::to_string),
+        tokens: strings("tokenizer.ggml.tokens")?,
+        scores: numbers("tokenizer.ggml.scores")?
+            .into_iter()
+            .map(|s| s as f32)
+            .collect(),
+        token_type: numbers("tokenizer.ggml.token_type")?
+            .into_iter()
+            .map(|s| s as i32)
+            .collect(),
+        merges: strings("tokenizer.ggml.merges")?,
+        bos: id("tokenizer.ggml.bos_token_id")?,
+        eos: id("tokenizer.ggml.eos_token_id")?,
+        eot: id("tokenizer.ggml.eot_token_id")?,
+        eom: id("tokenizer.ggml.eom_token_id")?,
+        unk: id("tokenizer.ggml.unknown_token_id")?,
+        pad: id("tokenizer.ggml.padding_token_id")?,
+        add_bos: flag("tokenizer.ggml.add_bos_token"),
+        add_eos: flag("tokenizer.ggml.add_eos_token"),
+        add_space_prefix: flag("tokenizer.ggml.add_space_prefix"),
+        ..LlmVocab::default()
+    })
+}
+
+impl LlmModel {
+    /// Open a GGUF file (memory-mapped natively) and load it.
+    pub fn open(
+        path: impl AsRef<Path>,
+        progress: impl FnMut(Progress),
+    ) -> Result<LlmModel, LlmError> {
+        let file = GgufFile::open(path)?;
+        Self::from_gguf(&file, progress)
+    }
+
+    /// Load from an opened GGUF file: the config, the tokenizer, then every
+    /// weight the architecture names, each checked for shape. Nothing is
+    /// compiled yet.
+    pub fn from_gguf(
+        file: &GgufFile,
+        mut progress: impl FnMut(Progress),
+    ) -> Result<LlmModel, LlmError> {
+        let config = LlmConfig::from_gguf(file)?;
+        let tokenizer = LlmTokenizer::new(vocab_of(file)?)?;
+        let decoder = DecoderModel::new(config.clone(), &FileTypes(file));
+        let params = decoder.parameters();
+        let total = params.len();
+        let mut weights = Vec::with_capacity(total);
+        for (i, p) in params.iter().enumerate() {
+            // A tied output projection reads the embedding table.
+            let name = if p.name == "output.weight" && config.tied_embeddings {
+                "token_embd.weight"
+            } else {
+                p.name.as_str()
+            };
+            let bad = |what: String| LlmError::Tensor {
+                file: file.label().into(),
+                tensor: name.into(),
+                what,
+            };
+            let info = file.info(name).map_err(|_| {
+                bad(format!(
+                    "missing; the {} architecture needs it",
+                    config.arch.name()
+                ))
+            })?;
+            if info.shape != p.ty.dims() {
+                return Err(bad(format!(
+                    "shape {:?}, the config implies {:?}",
+                    info.shape,
+                    p.ty.dims()
+                )));
+            }
+            let t = file.tensor(name)?;
+            let t = if t.dtype() == p.ty.dtype {
+                t
+            } else {
+                to_f32(t)?
+            };
+            weights.push(t);
+            progress(Progress::Weights { done: i + 1, total });
+        }
+        progress(Progress::Ready {
+            parameters: params.iter().map(|p| p.ty.shape.numel()).sum(),
+            bytes: weights
+                .iter()
+                .map(|t| {
+                    rlx_ir::limits::tensor_bytes(t.dtype(), t.shape().dims()).unwrap_or(0) as usize
+                })
+                .sum(),
+        });
+        let name = file
+            .str("general.name")
+            .map(str::to_string)
+            .unwrap_or_else(|_| file.label().to_string());
+        Ok(LlmModel {
+            config,
+            decoder,
+            tokenizer,
+            chat_template: file.str("tokenizer.chat_template").ok().map(str::to_string),
+            name,
+            weights,
+        })
+    }
+
+    /// The weights, in the decoder graph's parameter order.
+    pub fn weights(&self) -> &[HostTensor] {
+        &self.weights
+    }
+
+    /// A generator on `device` (its compiled graphs and cache are its own).
+    pub fn generator(&self, device: Device) -> Generator<'_> {
+        Generator::new(self, device)
+    }
+}

@@ -1,0 +1,72 @@
+//! Decoder LLMs from GGUF: the architecture from the file's metadata
+//! ([`LlmConfig`]), the tokenizer from its vocabulary, the weights by
+//! tensor name (block-quantized matrices stay quantized and run through
+//! `dequant_matmul`), and a [`Generator`] that prefills, decodes with a
+//! key/value cache and samples, streaming tokens.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), rlx_models::llm::LlmError> {
+//! use rlx_models::llm::{GenerateOptions, LlmModel};
+//! let model = LlmModel::open("SmolLM2-135M-Instruct.Q4_1.gguf", |_| {})?;
+//! let mut gen = model.generator(rlx::Device::Cpu);
+//! for token in gen.generate("The capital of France is", &GenerateOptions::greedy(16))? {
+//!     print!("{}", token?.text);
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+mod blocks;
+mod cache;
+pub mod config;
+mod generate;
+mod load;
+pub mod sample;
+mod template;
+mod tok_stub;
+
+pub use blocks::{DecoderModel, WeightTypes};
+pub use config::{Arch, LlmConfig, RopeScaling};
+pub use generate::{FinishReason, GenerateOptions, Generator, Stream, Timings, Token};
+pub use load::LlmModel;
+pub use sample::Sampling;
+pub use template::ChatMessage;
+
+use thiserror::Error;
+
+/// Why loading a model or generating failed.
+#[derive(Debug, Error)]
+pub enum LlmError {
+    /// The GGUF file cannot be read or lacks what the model needs.
+    #[error(transparent)]
+    Format(#[from] rlx_formats::FormatError),
+    /// The file's hyper-parameters are unusable.
+    #[error("{file}: {what}")]
+    Config { file: String, what: String },
+    /// A tensor the architecture needs is missing or has the wrong shape.
+    #[error("{file}: tensor `{tensor}`: {what}")]
+    Tensor {
+        file: String,
+        tensor: String,
+        what: String,
+    },
+    #[error(transparent)]
+    Tokenizer(#[from] rlx_tokenizers::TokenizerError),
+    /// The prompt plus the tokens to generate exceed the context.
+    #[error("the context holds {limit} tokens; {wanted} were asked for (prompt {prompt}); shorten the prompt or raise --context")]
+    Context {
+        limit: usize,
+        wanted: usize,
+        prompt: usize,
+    },
+    /// A bad option (sampling parameters, context size).
+    #[error("{0}")]
+    Options(String),
+    /// The chat template failed to render.
+    #[error("chat template: {0}")]
+    Template(String),
+    #[error(transparent)]
+    Model(#[from] rlx::Error),
+    #[error(transparent)]
+    Ir(#[from] rlx_ir::IrError),
+}

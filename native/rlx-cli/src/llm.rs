@@ -1,0 +1,281 @@
+//! `rlx generate` and `rlx chat`: text from a decoder LLM in a GGUF file.
+
+use crate::device::{self, Env};
+use crate::out::{CliError, CliResult, Exit};
+use crate::RunFlags;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use rlx_models::llm::{ChatMessage, GenerateOptions, LlmError, LlmModel, Sampling, Stream};
+use rlx_models::Progress;
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::time::Instant;
+
+pub const GENERATE_HELP: &str = "\
+Architectures: llama (SmolLM2, Llama), qwen2, gemma3, read from the GGUF's
+metadata; quantized weights stay quantized. Greedy unless --temperature > 0.
+
+Examples:
+  rlx generate --model SmolLM2-135M-Instruct.Q4_1.gguf \"The capital of France is\"
+  rlx generate --model m.gguf --max-tokens 200 --temperature 0.8 --top-p 0.95 --seed 7 \"Once upon a time\"
+  rlx generate --model m.gguf --chat \"Write a haiku about Rust\"
+  rlx generate --model m.gguf --json --max-tokens 16 \"def fib(n):\"";
+
+pub const CHAT_HELP: &str = "\
+Type a message and press Enter; the reply streams as it is generated.
+/reset starts a new conversation, /quit (or end of input) leaves.
+
+Example:
+  rlx chat --model SmolLM2-135M-Instruct.Q4_1.gguf --system \"You are terse.\"";
+
+/// The model and sampling flags shared by `generate` and `chat`.
+#[derive(Args)]
+pub struct LlmFlags {
+    /// The GGUF file.
+    #[arg(long, short = 'm', value_name = "FILE.gguf")]
+    model: PathBuf,
+    /// New tokens at most.
+    #[arg(long, short = 'n', default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    max_tokens: u32,
+    /// Always the most likely token (the default; overrides --temperature).
+    #[arg(long)]
+    greedy: bool,
+    /// Sampling temperature (0: greedy).
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f32,
+    /// Sample among the K most likely tokens (0: all).
+    #[arg(long, default_value_t = 0)]
+    top_k: usize,
+    /// Sample within the smallest set of probability P.
+    #[arg(long, default_value_t = 1.0)]
+    top_p: f32,
+    /// Drop tokens less likely than P × the most likely.
+    #[arg(long, default_value_t = 0.0)]
+    min_p: f32,
+    /// Penalize tokens already seen (1: off).
+    #[arg(long, default_value_t = 1.0)]
+    repetition_penalty: f32,
+    /// Seed of the sampler.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Stop when the text contains S (repeatable).
+    #[arg(long, value_name = "S")]
+    stop: Vec<String>,
+    /// Context limit in tokens (prompt + generated; default: the model's, at most 4096).
+    #[arg(long, value_name = "N")]
+    context: Option<usize>,
+    #[command(flatten)]
+    run: RunFlags,
+}
+
+impl LlmFlags {
+    pub fn threads(&self) -> Option<usize> {
+        self.run.threads
+    }
+
+    fn options(&self) -> GenerateOptions {
+        let temperature = if self.greedy { 0.0 } else { self.temperature };
+        GenerateOptions {
+            max_tokens: self.max_tokens as usize,
+            sampling: Sampling {
+                temperature,
+                top_k: self.top_k,
+                top_p: self.top_p,
+                min_p: self.min_p,
+                repetition_penalty: self.repetition_penalty,
+                seed: self.seed,
+            },
+            stop: self.stop.clone(),
+            stop_at_eos: true,
+            add_special: true,
+        }
+    }
+}
+
+#[derive(Args)]
+pub struct GenerateArgs {
+    /// The prompt.
+    prompt: String,
+    /// Wrap the prompt as a user message in the model's chat template.
+    #[arg(long)]
+    chat: bool,
+    /// Print {"tokens": [generated ids], "text": ..., ...} instead of streaming.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    flags: LlmFlags,
+}
+
+#[derive(Args)]
+pub struct ChatArgs {
+    /// A system message first.
+    #[arg(long, value_name = "TEXT")]
+    system: Option<String>,
+    #[command(flatten)]
+    flags: LlmFlags,
+}
+
+impl GenerateArgs {
+    pub fn threads(&self) -> Option<usize> {
+        self.flags.threads()
+    }
+}
+impl ChatArgs {
+    pub fn threads(&self) -> Option<usize> {
+        self.flags.threads()
+    }
+}
+
+fn llm_err(e: LlmError) -> CliError {
+    let exit = match &e {
+        LlmError::Model(_) => Exit::Failure,
+        LlmError::Options(_) => Exit::Usage,
+        LlmError::Context { .. } => Exit::Limit,
+        _ => Exit::Input,
+    };
+    CliError::new(exit, e.to_string())
+}
+
+/// Load with a progress bar on stderr, then one line saying what loaded.
+fn load(path: &PathBuf) -> CliResult<LlmModel> {
+    let bar = ProgressBar::new(0).with_style(
+        ProgressStyle::with_template("{msg:>12} [{bar:30}] {pos}/{len}")
+            .expect("static template")
+            .progress_chars("#>-"),
+    );
+    let start = Instant::now();
+    let m = LlmModel::open(path, |p| match p {
+        Progress::Weights { done, total } => {
+            bar.set_message("weights");
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        }
+        Progress::Ready { parameters, bytes } => {
+            bar.finish_and_clear();
+            eprintln!(
+                "loaded {} ({:.1}M parameters, {:.1} MB) in {:.2} s",
+                path.display(),
+                parameters as f64 / 1e6,
+                bytes as f64 / 1e6,
+                start.elapsed().as_secs_f64()
+            );
+        }
+        Progress::Reading(_) => {}
+    })
+    .map_err(llm_err)?;
+    bar.finish_and_clear();
+    Ok(m)
+}
+
+/// Print tokens as they come; returns the stream's summary line.
+fn stream_out(mut s: Stream) -> CliResult<String> {
+    let mut out = std::io::stdout().lock();
+    for t in s.by_ref() {
+        let t = t.map_err(llm_err)?;
+        write!(out, "{}", t.text)?;
+        out.flush()?;
+    }
+    writeln!(out)?;
+    Ok(summary(&s))
+}
+
+fn summary(s: &Stream) -> String {
+    let t = s.timings();
+    let rate = |n: usize, d: std::time::Duration| n as f64 / d.as_secs_f64().max(1e-9);
+    format!(
+        "prompt {} tokens at {:.1} tok/s, generated {} at {:.1} tok/s (ended by {})",
+        t.prompt_tokens,
+        rate(t.prompt_tokens, t.prefill),
+        t.generated,
+        rate(t.generated, t.decode),
+        s.finish_reason().map_or("error", |f| f.name())
+    )
+}
+
+pub fn generate(a: GenerateArgs, env: &Env) -> CliResult {
+    let opts = a.flags.options();
+    opts.sampling.check().map_err(llm_err)?;
+    let dev = device::resolve(&a.flags.run, env)?;
+    let model = load(&a.flags.model)?;
+    let prompt = if a.chat {
+        model
+            .chat_prompt(&[ChatMessage::new("user", &a.prompt)], true)
+            .map_err(llm_err)?
+    } else {
+        a.prompt.clone()
+    };
+    let mut gen = model.generator(dev);
+    if let Some(n) = a.flags.context {
+        gen.set_context(n).map_err(llm_err)?;
+    }
+    let stream = gen.generate(&prompt, &opts).map_err(llm_err)?;
+    if !a.json {
+        let line = stream_out(stream)?;
+        eprintln!("{line}");
+        return Ok(());
+    }
+    let mut s = stream;
+    let mut ids = vec![];
+    for t in s.by_ref() {
+        ids.push(t.map_err(llm_err)?.id);
+    }
+    let t = s.timings();
+    let v = serde_json::json!({
+        "tokens": ids,
+        "text": s.text(),
+        "finish_reason": s.finish_reason().map(|f| f.name()),
+        "prompt_tokens": t.prompt_tokens,
+        "prefill_seconds": t.prefill.as_secs_f64(),
+        "decode_seconds": t.decode.as_secs_f64(),
+    });
+    println!("{v}");
+    Ok(())
+}
+
+pub fn chat(a: ChatArgs, env: &Env) -> CliResult {
+    let opts = a.flags.options();
+    opts.sampling.check().map_err(llm_err)?;
+    let dev = device::resolve(&a.flags.run, env)?;
+    let model = load(&a.flags.model)?;
+    let mut gen = model.generator(dev);
+    if let Some(n) = a.flags.context {
+        gen.set_context(n).map_err(llm_err)?;
+    }
+    let fresh = || -> Vec<ChatMessage> {
+        a.system
+            .iter()
+            .map(|s| ChatMessage::new("system", s))
+            .collect()
+    };
+    let mut messages = fresh();
+    eprintln!("chatting with {} — /reset, /quit", model.name);
+    let stdin = std::io::stdin();
+    loop {
+        eprint!("> ");
+        let mut line = String::new();
+        if stdin.lock().read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        match line.trim() {
+            "" => continue,
+            "/quit" | "/exit" => return Ok(()),
+            "/reset" => {
+                messages = fresh();
+                continue;
+            }
+            text => messages.push(ChatMessage::new("user", text)),
+        }
+        let prompt = model.chat_prompt(&messages, true).map_err(llm_err)?;
+        let s = gen.generate(&prompt, &opts).map_err(llm_err)?;
+        let mut s = s;
+        let mut out = std::io::stdout().lock();
+        for t in s.by_ref() {
+            let t = t.map_err(llm_err)?;
+            write!(out, "{}", t.text)?;
+            out.flush()?;
+        }
+        writeln!(out)?;
+        eprintln!("[{}]", summary(&s));
+        messages.push(ChatMessage::new("assistant", s.text().trim()));
+    }
+}
