@@ -33,7 +33,11 @@ fn ids(v: &serde_json::Value) -> Vec<u32> {
 }
 
 /// The stored full logits of one step, if the reference kept them.
-fn stored_logits(dir: &std::path::Path, reference: &serde_json::Value, step: &serde_json::Value) -> Option<Vec<f32>> {
+fn stored_logits(
+    dir: &std::path::Path,
+    reference: &serde_json::Value,
+    step: &serde_json::Value,
+) -> Option<Vec<f32>> {
     let off = step["offset_bytes"].as_u64()? as usize;
     let file = reference["logits_file"].as_str()?;
     let bytes = std::fs::read(dir.join(file)).ok()?;
@@ -59,10 +63,40 @@ fn check(name: &str, prompts: usize, required: bool) -> Option<String> {
             "{} not found — run ./scripts/fetch-models (./scripts/setup does)",
             path.display()
         );
-        eprintln!("{name}: {} not found (./scripts/fetch-models --all); skipped", path.display());
+        eprintln!(
+            "{name}: {} not found (./scripts/fetch-models --all); skipped",
+            path.display()
+        );
         return None;
     }
     let model = LlmModel::open(&path, |_| {}).unwrap();
+    // The tokenizer: the prompts and the hard strings give transformers' ids.
+    let tok = &model.tokenizer;
+    let mut cases = 0;
+    for p in reference["prompts"].as_array().unwrap() {
+        let add = p["add_special_tokens"].as_bool().unwrap_or(true);
+        let text = p["text"].as_str().unwrap();
+        assert_eq!(
+            tok.encode(text, add, true),
+            ids(&p["prompt_ids"]),
+            "{name}: prompt {text:?}"
+        );
+        cases += 1;
+    }
+    for c in reference["tokenizer_cases"].as_array().unwrap() {
+        let text = c["text"].as_str().unwrap();
+        assert_eq!(
+            tok.encode(text, false, true),
+            ids(&c["ids"]),
+            "{name}: {text:?}"
+        );
+        assert_eq!(
+            tok.encode(text, true, true),
+            ids(&c["ids_with_special_tokens"]),
+            "{name}: {text:?} with special tokens"
+        );
+        cases += 1;
+    }
     let mut gen = model.generator(rlx::Device::Cpu);
     let mut opts = GenerateOptions::greedy(64);
     opts.stop_at_eos = false;
@@ -107,7 +141,10 @@ fn check(name: &str, prompts: usize, required: bool) -> Option<String> {
                     .unwrap()
                     .iter()
                     .map(|e| {
-                        let (id, v) = (e[0].as_u64().unwrap() as usize, e[1].as_f64().unwrap() as f32);
+                        let (id, v) = (
+                            e[0].as_u64().unwrap() as usize,
+                            e[1].as_f64().unwrap() as f32,
+                        );
                         (ours[id] - v).abs()
                     })
                     .fold(0f32, f32::max),
@@ -116,9 +153,12 @@ fn check(name: &str, prompts: usize, required: bool) -> Option<String> {
         }
     }
     // f32 with another summation order: a few 1e-3 on logits of ~±20.
-    assert!(worst_logit < 2e-2, "{name}: logits max abs error {worst_logit}");
+    assert!(
+        worst_logit < 2e-2,
+        "{name}: logits max abs error {worst_logit}"
+    );
     Some(format!(
-        "{name}: {identical}/{} prompts token-identical (64 tokens each), logits max abs error {worst_logit:.2e}",
+        "{name}: {cases} strings tokenized as transformers does; {identical}/{} prompts token-identical (64 tokens each), logits max abs error {worst_logit:.2e}",
         prompts.min(items.len())
     ))
 }
@@ -139,7 +179,10 @@ fn smollm2_matches_transformers() {
 #[test]
 fn qwen2_and_gemma3_match_transformers_when_fetched() {
     for name in ["qwen2", "gemma3"] {
-        if root().join(format!("tests/vectors/llm/{name}.json")).exists() {
+        if root()
+            .join(format!("tests/vectors/llm/{name}.json"))
+            .exists()
+        {
             if let Some(line) = check(name, prompts(), false) {
                 eprintln!("{line}");
             }

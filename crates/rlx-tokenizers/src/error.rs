@@ -55,6 +55,26 @@ pub enum TokenizerError {
         /// What is wrong.
         message: String,
     },
+    /// An LLM vocabulary ([`LlmVocab`](crate::LlmVocab)) names a tokenizer
+    /// model or pre-tokenizer that is not implemented here.
+    #[error("GGUF vocabulary: {what} `{name}` is not supported (supported: {supported})")]
+    UnsupportedVocab {
+        /// `tokenizer model` or `pre-tokenizer`.
+        what: &'static str,
+        /// The name found in the vocabulary.
+        name: String,
+        /// The names that are implemented.
+        supported: &'static str,
+    },
+    /// An LLM vocabulary is inconsistent: a merge without a space, a special
+    /// token id out of range, `scores`/`token_type` shorter than `tokens`, …
+    #[error("GGUF vocabulary: {field}: {message}")]
+    InvalidVocab {
+        /// The metadata field at fault (`tokenizer.ggml.merges`, …).
+        field: &'static str,
+        /// What is wrong.
+        message: String,
+    },
     /// `max_length` leaves no room for the special tokens the post-processor adds.
     #[error("truncation max_length {max_length} is shorter than the {added} special tokens added to every sequence")]
     TruncationTooShort {

@@ -20,6 +20,9 @@
 //! (a BPE model, another normalizer, …) is a typed [`TokenizerError`].
 //! Encoding never fails or panics on any input string.
 //!
+//! For GGUF language models, [`LlmTokenizer`] (module [`llm`]) is
+//! llama.cpp's byte-level BPE and SentencePiece tokenizers.
+//!
 //! ```no_run
 //! # fn main() -> Result<(), rlx_tokenizers::TokenizerError> {
 //! use rlx_tokenizers::{Padding, Tokenizer};
@@ -37,6 +40,7 @@ mod added;
 mod config;
 mod encoding;
 mod error;
+pub mod llm;
 mod normalizer;
 mod tokenizer;
 mod unicode;
@@ -45,5 +49,6 @@ mod wordpiece;
 pub use added::AddedToken;
 pub use encoding::{Batch, Direction, Encoding, PadTo, Padding, Truncation, TruncationStrategy};
 pub use error::{Result, TokenizerError};
+pub use llm::{LlmTokenizer, LlmVocab, StreamDecoder};
 pub use normalizer::BertNormalizer;
 pub use tokenizer::{Tokenizer, VocabOptions};

@@ -48,7 +48,9 @@ impl Arch {
 pub enum RopeScaling {
     None,
     /// Positions divided by `factor`.
-    Linear { factor: f64 },
+    Linear {
+        factor: f64,
+    },
 }
 
 /// Everything the decoder graph needs.
@@ -207,13 +209,22 @@ impl LlmConfig {
             ));
         }
         if !self.head_dim.is_multiple_of(2) {
-            return Err(format!("head dim {} is odd (RoPE rotates pairs)", self.head_dim));
+            return Err(format!(
+                "head dim {} is odd (RoPE rotates pairs)",
+                self.head_dim
+            ));
         }
         if !(self.rms_eps.is_finite() && self.rms_eps > 0.0) {
-            return Err(format!("rms epsilon {} is not a positive number", self.rms_eps));
+            return Err(format!(
+                "rms epsilon {} is not a positive number",
+                self.rms_eps
+            ));
         }
         if !(self.rope_base.is_finite() && self.rope_base > 1.0) {
-            return Err(format!("rope base {} is not a number above 1", self.rope_base));
+            return Err(format!(
+                "rope base {} is not a number above 1",
+                self.rope_base
+            ));
         }
         Ok(())
     }
@@ -234,7 +245,11 @@ impl LlmConfig {
     /// `pos.len() × head_dim/2`, computed in f32 as `transformers` does
     /// (inverse frequencies in f32, angle = position · inv_freq in f32).
     pub fn rope_tables(&self, pos: &[usize], local: bool) -> (Vec<f32>, Vec<f32>) {
-        let base = if local { self.rope_base_local } else { self.rope_base };
+        let base = if local {
+            self.rope_base_local
+        } else {
+            self.rope_base
+        };
         let half = self.head_dim / 2;
         let inv: Vec<f32> = (0..half)
             .map(|i| {

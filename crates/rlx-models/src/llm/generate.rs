@@ -7,7 +7,7 @@ use super::load::LlmModel;
 use super::sample::{pick, Rng, Sampling};
 use super::LlmError;
 use rlx::Device;
-use super::tok_stub::StreamDecoder;
+use rlx_tokenizers::StreamDecoder;
 use std::time::{Duration, Instant};
 
 /// What to generate.
@@ -121,7 +121,11 @@ impl<'m> Generator<'m> {
 
     /// The compiled graph for `t` new tokens over `past` cache slots
     /// (its dispatch report says how each node runs).
-    pub fn compiled(&mut self, t: usize, past: usize) -> Result<std::sync::Arc<rlx::Compiled>, LlmError> {
+    pub fn compiled(
+        &mut self,
+        t: usize,
+        past: usize,
+    ) -> Result<std::sync::Arc<rlx::Compiled>, LlmError> {
         self.steps.compiled(t, past)
     }
 
@@ -162,10 +166,7 @@ impl<'m> Generator<'m> {
         prompt: &str,
         opts: &GenerateOptions,
     ) -> Result<Stream<'_, 'm>, LlmError> {
-        let ids = self
-            .model
-            .tokenizer
-            .encode(prompt, opts.add_special, true);
+        let ids = self.model.tokenizer.encode(prompt, opts.add_special, true);
         self.generate_ids(&ids, opts)
     }
 
@@ -190,7 +191,7 @@ impl<'m> Generator<'m> {
             rng: Rng::new(opts.sampling.seed),
             opts: opts.clone(),
             history: ids.to_vec(),
-            decoder: StreamDecoder::new(),
+            decoder: self.model.tokenizer.stream_decoder(),
             pending: String::new(),
             text: String::new(),
             logits: Some(logits),
@@ -210,7 +211,7 @@ pub struct Stream<'g, 'm> {
     opts: GenerateOptions,
     rng: Rng,
     history: Vec<u32>,
-    decoder: StreamDecoder,
+    decoder: StreamDecoder<'m>,
     /// Text decoded but not yet yielded (a possible stop-string prefix).
     pending: String,
     /// All text yielded.
@@ -261,13 +262,17 @@ impl Stream<'_, '_> {
             return Ok(None);
         };
         let start = Instant::now();
-        let tok = &self.gen.model.tokenizer;
-        let id = pick(&self.opts.sampling, &mut logits, &self.history, &mut self.rng);
+        let id = pick(
+            &self.opts.sampling,
+            &mut logits,
+            &self.history,
+            &mut self.rng,
+        );
         self.history.push(id);
         self.generated += 1;
-        let eog = tok.is_eog(id);
+        let eog = self.gen.model.tokenizer.is_eog(id);
         if !(eog && self.opts.stop_at_eos) {
-            self.pending.push_str(&self.decoder.push(tok, id));
+            self.pending.push_str(&self.decoder.push(id));
         }
         let mut text;
         if let Some((at, _)) = self
@@ -292,6 +297,7 @@ impl Stream<'_, '_> {
                 self.finish = Some(FinishReason::Context);
             }
             if self.finish.is_some() {
+                self.pending.push_str(&self.decoder.finish());
                 text.push_str(&std::mem::take(&mut self.pending));
             }
         }

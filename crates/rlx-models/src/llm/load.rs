@@ -9,7 +9,7 @@ use crate::Progress;
 use rlx::{Device, HostTensor};
 use rlx_formats::GgufFile;
 use rlx_ir::DType;
-use super::tok_stub::{LlmTokenizer, LlmVocab};
+use rlx_tokenizers::{LlmTokenizer, LlmVocab};
 use std::path::Path;
 
 /// A loaded decoder LLM: config, tokenizer, the block tree and its weights.
@@ -31,7 +31,9 @@ struct FileTypes<'a>(&'a GgufFile);
 impl WeightTypes for FileTypes<'_> {
     fn dtype_of(&self, name: &str) -> DType {
         match self.0.info(name).ok().and_then(|i| i.ggml_type.dtype()) {
-            Some(d) if matches!(d.storage(), rlx_ir::dtype::Storage::Block { block, .. } if block >= 32) => d,
+            Some(d) if matches!(d.storage(), rlx_ir::dtype::Storage::Block { block, .. } if block >= 32) => {
+                d
+            }
             _ => DType::F32,
         }
     }
@@ -70,10 +72,12 @@ pub fn vocab_of(file: &GgufFile) -> Result<LlmVocab, LlmError> {
                 .array(key)?
                 .iter()
                 .map(|v| {
-                    v.as_str().map(str::to_string).ok_or_else(|| LlmError::Config {
-                        file: file.label().into(),
-                        what: format!("`{key}` holds a non-string"),
-                    })
+                    v.as_str()
+                        .map(str::to_string)
+                        .ok_or_else(|| LlmError::Config {
+                            file: file.label().into(),
+                            what: format!("`{key}` holds a non-string"),
+                        })
                 })
                 .collect(),
         }
@@ -125,6 +129,7 @@ pub fn vocab_of(file: &GgufFile) -> Result<LlmVocab, LlmError> {
         add_bos: flag("tokenizer.ggml.add_bos_token"),
         add_eos: flag("tokenizer.ggml.add_eos_token"),
         add_space_prefix: flag("tokenizer.ggml.add_space_prefix"),
+        name: file.str("general.name").ok().map(str::to_string),
         ..LlmVocab::default()
     })
 }
@@ -187,7 +192,12 @@ impl LlmModel {
             progress(Progress::Weights { done: i + 1, total });
         }
         progress(Progress::Ready {
-            parameters: params.iter().map(|p| p.ty.shape.numel()).sum(),
+            // A tied output projection is the embedding table, counted once.
+            parameters: params
+                .iter()
+                .filter(|p| !(config.tied_embeddings && p.name == "output.weight"))
+                .map(|p| p.ty.shape.numel())
+                .sum(),
             bytes: weights
                 .iter()
                 .map(|t| {

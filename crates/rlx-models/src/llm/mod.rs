@@ -23,7 +23,6 @@ mod generate;
 mod load;
 pub mod sample;
 mod template;
-mod tok_stub;
 
 pub use blocks::{DecoderModel, WeightTypes};
 pub use config::{Arch, LlmConfig, RopeScaling};

@@ -52,7 +52,11 @@ impl LlmModel {
         env.add_template("chat", src)
             .map_err(|e| LlmError::Template(e.to_string()))?;
         let tok = &self.tokenizer;
-        let text = |id: Option<u32>| id.map(|i| tok.token(i).to_string()).unwrap_or_default();
+        let text = |id: Option<u32>| {
+            id.and_then(|i| tok.token(i))
+                .unwrap_or_default()
+                .to_string()
+        };
         env.get_template("chat")
             .and_then(|t| {
                 t.render(minijinja::context! {
