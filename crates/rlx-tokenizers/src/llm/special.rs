@@ -146,6 +146,14 @@ impl Specials {
         (eot, eom): (Option<u32>, Option<u32>),
         name: Option<&str>,
     ) -> Self {
+        // The file's own types decide what is split out of text when it
+        // has any: llama.cpp also marks tokens control by their text (a
+        // normal `</s>` in Qwen2.5's vocabulary), which transformers, the
+        // model's own tokenizer, leaves as text. They still end generation.
+        let file_attrs = attrs.clone();
+        let typed = file_attrs
+            .iter()
+            .any(|a| a & (attr::CONTROL | attr::USER_DEFINED) != 0);
         let find = |list: &[&str]| list.iter().find_map(|t| token_to_id.get(*t).copied());
         let control = |id: Option<u32>, attrs: &mut Vec<u8>| {
             if let Some(id) = id {
@@ -199,7 +207,12 @@ impl Specials {
         }
         let mut split_order: Vec<u32> = (0..tokens.len() as u32)
             .filter(|&id| {
-                attrs[id as usize] & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0
+                let a = if typed && attrs[id as usize] != attr::USER_DEFINED {
+                    file_attrs[id as usize]
+                } else {
+                    attrs[id as usize]
+                };
+                a & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0
             })
             .collect();
         split_order.sort_by_key(|&id| std::cmp::Reverse(text(id).len()));
