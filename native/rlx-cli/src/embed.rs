@@ -54,6 +54,11 @@ pub enum BenchCmd {
         after_help = "Example:\n  rlx bench minilm --batches 1,8 --runs 50 --device cpu --threads 2"
     )]
     Minilm(BenchArgs),
+    /// Prefill and decode tokens/s of a GGUF decoder LLM (llama-bench's pp/tg).
+    #[command(
+        after_help = "Example:\n  rlx bench llm --model SmolLM2-135M-Instruct.Q4_1.gguf --prompt 512 --gen 128 --threads 2"
+    )]
+    Llm(crate::llm::BenchLlmArgs),
 }
 
 #[derive(Args)]
@@ -262,7 +267,10 @@ pub fn embed(mut a: EmbedArgs, env: &Env) -> CliResult {
 /// `rlx bench minilm`: p50 latency of the encoder forward (the same graph
 /// the embedder runs, without tokenization) on synthetic ids.
 pub fn bench(cmd: BenchCmd, env: &Env) -> CliResult {
-    let BenchCmd::Minilm(a) = cmd;
+    let a = match cmd {
+        BenchCmd::Minilm(a) => a,
+        BenchCmd::Llm(a) => return crate::llm::bench(a, env),
+    };
     let dev = device::resolve(&a.run, env)?;
     let dir = crate::models::minilm_dir(a.model.as_ref(), env)?;
     let mut m = load(&dir)?;

@@ -279,3 +279,107 @@ pub fn chat(a: ChatArgs, env: &Env) -> CliResult {
         messages.push(ChatMessage::new("assistant", s.text().trim()));
     }
 }
+
+#[derive(Args)]
+pub struct BenchLlmArgs {
+    /// The GGUF file.
+    #[arg(long, short = 'm', value_name = "FILE.gguf")]
+    model: PathBuf,
+    /// Prompt tokens (prefill), as llama-bench's -p.
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=32768))]
+    prompt: u32,
+    /// Generated tokens (decode), as llama-bench's -n.
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=32768))]
+    gen: u32,
+    /// Timed repetitions (after one untimed run that compiles every graph).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    runs: u32,
+    /// Print the results as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    run: RunFlags,
+}
+
+impl BenchLlmArgs {
+    pub fn threads(&self) -> Option<usize> {
+        self.run.threads
+    }
+}
+
+/// `rlx bench llm`: synthetic prompt ids (a fixed-seed LCG, as llama-bench
+/// uses random tokens), greedy decode that ignores EOS; prefill and decode
+/// timed separately, mean and standard deviation over the runs.
+pub fn bench(a: BenchLlmArgs, env: &Env) -> CliResult {
+    let dev = device::resolve(&a.run, env)?;
+    let model = load(&a.model)?;
+    let mut gen = model.generator(dev);
+    let (p, n) = (a.prompt as usize, a.gen as usize);
+    let need = p + n;
+    if need > gen.context() {
+        gen.set_context(need).map_err(llm_err)?;
+    }
+    let mut state = 42u64;
+    let vocab = model.config.vocab_size as u64;
+    let ids: Vec<u32> = (0..p)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 33) % vocab) as u32
+        })
+        .collect();
+    // As llama-bench: pp is the prompt alone (one token sampled from its
+    // logits); tg decodes n tokens from a one-token context.
+    let mut pp_opts = GenerateOptions::greedy(1);
+    pp_opts.stop_at_eos = false;
+    let mut tg_opts = GenerateOptions::greedy(n + 1);
+    tg_opts.stop_at_eos = false;
+    let (mut pp, mut tg) = (vec![], vec![]);
+    for run in 0..=a.runs {
+        let mut s = gen.generate_ids(&ids, &pp_opts).map_err(llm_err)?;
+        for t in s.by_ref() {
+            t.map_err(llm_err)?;
+        }
+        let prefill = p as f64 / s.timings().prefill.as_secs_f64();
+        drop(s);
+        let mut s = gen.generate_ids(&ids[..1], &tg_opts).map_err(llm_err)?;
+        for t in s.by_ref() {
+            t.map_err(llm_err)?;
+        }
+        // n + 1 tokens: the first comes from the prompt's logits, then n
+        // decode steps (the last token's step is not run).
+        let decode = n as f64 / s.timings().decode.as_secs_f64();
+        if run > 0 {
+            pp.push(prefill);
+            tg.push(decode);
+        }
+        eprintln!(
+            "{} run: prefill {prefill:.1} tok/s, decode {decode:.1} tok/s",
+            if run == 0 { "warm-up" } else { "timed" },
+        );
+    }
+    let stats = |v: &[f64]| {
+        let m = v.iter().sum::<f64>() / v.len() as f64;
+        let sd = (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len() as f64).sqrt();
+        (m, sd)
+    };
+    let ((ppm, pps), (tgm, tgs)) = (stats(&pp), stats(&tg));
+    if a.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "model": a.model.display().to_string(),
+                "device": dev.to_string(),
+                "prompt": p, "gen": n, "runs": a.runs,
+                "prefill_tok_s": ppm, "prefill_sd": pps,
+                "decode_tok_s": tgm, "decode_sd": tgs,
+            })
+        );
+    } else {
+        println!("| model | device | test | tok/s |\n|---|---|---|---:|");
+        println!("| {} | {dev} | pp{p} | {ppm:.1} ± {pps:.1} |", model.name);
+        println!("| {} | {dev} | tg{n} | {tgm:.1} ± {tgs:.1} |", model.name);
+    }
+    Ok(())
+}

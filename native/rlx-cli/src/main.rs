@@ -162,6 +162,7 @@ fn run(cmd: Cmd) -> CliResult {
         Cmd::Run(a) => a.threads(),
         Cmd::Embed(a) => a.threads(),
         Cmd::Bench(embed::BenchCmd::Minilm(a)) => a.threads(),
+        Cmd::Bench(embed::BenchCmd::Llm(a)) => a.threads(),
         Cmd::Generate(a) => a.threads(),
         Cmd::Chat(a) => a.threads(),
         _ => None,

