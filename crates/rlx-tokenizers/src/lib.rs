@@ -49,6 +49,6 @@ mod wordpiece;
 pub use added::AddedToken;
 pub use encoding::{Batch, Direction, Encoding, PadTo, Padding, Truncation, TruncationStrategy};
 pub use error::{Result, TokenizerError};
-pub use llm::{LlmTokenizer, LlmVocab, StreamDecoder};
+pub use llm::{LlmTokenizer, LlmVocab, StreamDecoder, Utf8Stream};
 pub use normalizer::BertNormalizer;
 pub use tokenizer::{Tokenizer, VocabOptions};

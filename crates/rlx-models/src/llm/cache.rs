@@ -43,9 +43,9 @@ impl KvCache {
     }
 }
 
-/// Compiled graphs by (T, P), on one device.
-pub(crate) struct Steps<'m> {
-    model: &'m LlmModel,
+/// Compiled graphs by (T, P), on one device, for one model (every method
+/// takes that model: the graphs hold its shapes).
+pub struct Steps {
     pub device: Device,
     pub limit: usize,
     compiled: HashMap<(usize, usize), Arc<Compiled>>,
@@ -63,10 +63,19 @@ fn f32_data(t: HostTensor) -> Vec<f32> {
     }
 }
 
-impl<'m> Steps<'m> {
-    pub fn new(model: &'m LlmModel, device: Device, limit: usize) -> Steps<'m> {
+impl Steps {
+    /// Graphs of `model` on `device`, with the default context limit.
+    pub fn for_model(model: &LlmModel, device: Device) -> Steps {
+        Steps::new(device, super::generate::default_context(model))
+    }
+
+    /// Set the context limit; an error above the model's trained context.
+    pub fn set_context(&mut self, model: &LlmModel, n: usize) -> Result<(), LlmError> {
+        super::generate::set_context(model, self, n)
+    }
+
+    pub(crate) fn new(device: Device, limit: usize) -> Steps {
         Steps {
-            model,
             device,
             limit,
             compiled: HashMap::new(),
@@ -75,24 +84,29 @@ impl<'m> Steps<'m> {
     }
 
     /// The graph for (t, p), compiled on first use.
-    pub fn compiled(&mut self, t: usize, p: usize) -> Result<Arc<Compiled>, LlmError> {
+    pub fn compiled(
+        &mut self,
+        model: &LlmModel,
+        t: usize,
+        p: usize,
+    ) -> Result<Arc<Compiled>, LlmError> {
         if let Some(c) = self.compiled.get(&(t, p)) {
             return Ok(c.clone());
         }
-        let g = self.model.decoder.model(t, p).to_mir()?;
+        let g = model.decoder.model(t, p).to_mir()?;
         let c = self.session.compile(&g, self.device)?;
-        let first = self.model.decoder.data_inputs(p);
-        c.keep_resident(&(first..first + self.model.weights().len()).collect::<Vec<_>>());
+        let first = model.decoder.data_inputs(p);
+        c.keep_resident(&(first..first + model.weights().len()).collect::<Vec<_>>());
         self.compiled.insert((t, p), c.clone());
         Ok(c)
     }
 
     /// Grow the cache to hold `need` positions (copying what it has).
-    fn reserve(&self, cache: &mut KvCache, need: usize) -> Result<(), LlmError> {
+    fn reserve(&self, model: &LlmModel, cache: &mut KvCache, need: usize) -> Result<(), LlmError> {
         if need <= cache.capacity {
             return Ok(());
         }
-        let c = &self.model.config;
+        let c = &model.config;
         let cap = bucket(need, self.limit);
         let (kvh, d, filled) = (c.kv_heads, c.head_dim, cache.len);
         let grow = |old: Option<HostTensor>| -> Result<HostTensor, LlmError> {
@@ -124,7 +138,12 @@ impl<'m> Steps<'m> {
 
     /// Run `tokens` (at most [`CHUNK`]) after the cached ones; returns the
     /// logits of the last token and writes the tokens' keys and values.
-    pub fn step(&mut self, cache: &mut KvCache, tokens: &[u32]) -> Result<Vec<f32>, LlmError> {
+    pub(crate) fn step(
+        &mut self,
+        model: &LlmModel,
+        cache: &mut KvCache,
+        tokens: &[u32],
+    ) -> Result<Vec<f32>, LlmError> {
         let n = tokens.len();
         debug_assert!(n > 0 && n <= CHUNK);
         let len = cache.len;
@@ -137,21 +156,21 @@ impl<'m> Steps<'m> {
         }
         let t = if n == 1 { 1 } else { n.next_multiple_of(PAD) };
         // A first prefill attends to nothing cached.
-        self.reserve(cache, len + n)?;
+        self.reserve(model, cache, len + n)?;
         let p = if len == 0 { 0 } else { cache.capacity };
-        let compiled = self.compiled(t, p)?;
-        let inputs = self.step_inputs(len, n, t, p, tokens)?;
+        let compiled = self.compiled(model, t, p)?;
+        let inputs = step_inputs(model, len, n, t, p, tokens)?;
         let mut refs: Vec<&HostTensor> = inputs.iter().collect();
         if p > 0 {
             for (k, v) in cache.k.iter().zip(&cache.v) {
                 refs.extend([k, v]);
             }
         }
-        refs.extend(self.model.weights());
+        refs.extend(model.weights());
         let outs = compiled.run_refs(&refs)?;
         let mut outs = outs.into_iter();
         let logits = outs.next().expect("logits").to_vec::<f32>()?;
-        let c = &self.model.config;
+        let c = &model.config;
         let (kvh, d, cap) = (c.kv_heads, c.head_dim, cache.capacity);
         for layer in 0..c.layers {
             for store in [&mut cache.k, &mut cache.v] {
@@ -171,49 +190,49 @@ impl<'m> Steps<'m> {
         cache.len += n;
         Ok(logits)
     }
+}
 
-    /// tokens, last, RoPE tables, masks for `n` real tokens padded to `t`
-    /// at positions `len..`, over `p` cache slots.
-    fn step_inputs(
-        &self,
-        len: usize,
-        n: usize,
-        t: usize,
-        p: usize,
-        tokens: &[u32],
-    ) -> Result<Vec<HostTensor>, LlmError> {
-        let c = &self.model.config;
-        let mut ids: Vec<i64> = tokens.iter().map(|&x| x as i64).collect();
-        ids.resize(t, 0);
-        let pos: Vec<usize> = (len..len + t).collect();
-        let half = c.head_dim / 2;
-        let (cos, sin) = c.rope_tables(&pos, false);
-        let (cos_l, sin_l) = c.rope_tables(&pos, true);
-        let window = c.sliding_window;
-        let mask = |local: bool| {
-            let s = p + t;
-            let mut m = vec![false; t * s];
-            for i in 0..t {
-                let qpos = len + i;
-                let near = |kpos: usize| !local || window == 0 || qpos - kpos < window;
-                for j in 0..len.min(p) {
-                    m[i * s + j] = near(j);
-                }
-                for j in 0..=i {
-                    m[i * s + p + j] = near(len + j);
-                }
+/// tokens, last, RoPE tables, masks for `n` real tokens padded to `t` at
+/// positions `len..`, over `p` cache slots.
+fn step_inputs(
+    model: &LlmModel,
+    len: usize,
+    n: usize,
+    t: usize,
+    p: usize,
+    tokens: &[u32],
+) -> Result<Vec<HostTensor>, LlmError> {
+    let c = &model.config;
+    let mut ids: Vec<i64> = tokens.iter().map(|&x| x as i64).collect();
+    ids.resize(t, 0);
+    let pos: Vec<usize> = (len..len + t).collect();
+    let half = c.head_dim / 2;
+    let (cos, sin) = c.rope_tables(&pos, false);
+    let (cos_l, sin_l) = c.rope_tables(&pos, true);
+    let window = c.sliding_window;
+    let mask = |local: bool| {
+        let s = p + t;
+        let mut m = vec![false; t * s];
+        for i in 0..t {
+            let qpos = len + i;
+            let near = |kpos: usize| !local || window == 0 || qpos - kpos < window;
+            for j in 0..len.min(p) {
+                m[i * s + j] = near(j);
             }
-            HostTensor::from_slice(&m, [1, 1, 1, t, s])
-        };
-        Ok(vec![
-            HostTensor::from_slice(&ids, [1, t])?,
-            HostTensor::from_slice(&[(n - 1) as i64], [1])?,
-            HostTensor::from_slice(&cos, [t, half])?,
-            HostTensor::from_slice(&sin, [t, half])?,
-            HostTensor::from_slice(&cos_l, [t, half])?,
-            HostTensor::from_slice(&sin_l, [t, half])?,
-            mask(false)?,
-            mask(true)?,
-        ])
-    }
+            for j in 0..=i {
+                m[i * s + p + j] = near(len + j);
+            }
+        }
+        HostTensor::from_slice(&m, [1, 1, 1, t, s])
+    };
+    Ok(vec![
+        HostTensor::from_slice(&ids, [1, t])?,
+        HostTensor::from_slice(&[(n - 1) as i64], [1])?,
+        HostTensor::from_slice(&cos, [t, half])?,
+        HostTensor::from_slice(&sin, [t, half])?,
+        HostTensor::from_slice(&cos_l, [t, half])?,
+        HostTensor::from_slice(&sin_l, [t, half])?,
+        mask(false)?,
+        mask(true)?,
+    ])
 }

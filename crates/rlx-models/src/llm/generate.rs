@@ -2,12 +2,13 @@
 //! streaming each token's text as soon as it is whole UTF-8 and not
 //! possibly the start of a stop string.
 
-use super::cache::{KvCache, Steps, CHUNK};
+pub use super::cache::Steps;
+use super::cache::{KvCache, CHUNK};
 use super::load::LlmModel;
 use super::sample::{pick, Rng, Sampling};
 use super::LlmError;
 use rlx::Device;
-use rlx_tokenizers::StreamDecoder;
+use rlx_tokenizers::Utf8Stream;
 use std::time::{Duration, Instant};
 
 /// What to generate.
@@ -75,7 +76,7 @@ pub struct Token {
 /// Compiles and caches the decoder graphs for one model and device.
 pub struct Generator<'m> {
     model: &'m LlmModel,
-    steps: Steps<'m>,
+    steps: Steps,
 }
 
 /// Timings of the last generation.
@@ -87,12 +88,28 @@ pub struct Timings {
     pub decode: Duration,
 }
 
+/// The default context limit: the model's trained context, at most 4096.
+pub(crate) fn default_context(model: &LlmModel) -> usize {
+    model.config.context_length.min(4096)
+}
+
+/// Set `steps`' context limit; an error above the model's trained context.
+pub(crate) fn set_context(model: &LlmModel, steps: &mut Steps, n: usize) -> Result<(), LlmError> {
+    let max = model.config.context_length;
+    if n == 0 || n > max {
+        return Err(LlmError::Options(format!(
+            "context {n} must be in 1..={max} (the model's trained context)"
+        )));
+    }
+    steps.limit = n;
+    Ok(())
+}
+
 impl<'m> Generator<'m> {
     pub(crate) fn new(model: &'m LlmModel, device: Device) -> Generator<'m> {
-        let limit = model.config.context_length.min(4096);
         Generator {
             model,
-            steps: Steps::new(model, device, limit),
+            steps: Steps::new(device, default_context(model)),
         }
     }
 
@@ -104,14 +121,7 @@ impl<'m> Generator<'m> {
 
     /// Set the context limit; an error above the model's trained context.
     pub fn set_context(&mut self, n: usize) -> Result<(), LlmError> {
-        let max = self.model.config.context_length;
-        if n == 0 || n > max {
-            return Err(LlmError::Options(format!(
-                "context {n} must be in 1..={max} (the model's trained context)"
-            )));
-        }
-        self.steps.limit = n;
-        Ok(())
+        set_context(self.model, &mut self.steps, n)
     }
 
     /// The device the graphs run on.
@@ -126,38 +136,18 @@ impl<'m> Generator<'m> {
         t: usize,
         past: usize,
     ) -> Result<std::sync::Arc<rlx::Compiled>, LlmError> {
-        self.steps.compiled(t, past)
+        self.steps.compiled(self.model, t, past)
     }
 
     /// The logits after `ids` (a fresh cache), and the logits of each
     /// next step fed `then` one token at a time: for parity checks.
     pub fn logits(&mut self, ids: &[u32], then: &[u32]) -> Result<Vec<Vec<f32>>, LlmError> {
         let mut cache = KvCache::new();
-        let mut out = vec![self.prefill(&mut cache, ids)?];
+        let mut out = vec![prefill(self.model, &mut self.steps, &mut cache, ids)?];
         for &t in then {
-            out.push(self.steps.step(&mut cache, &[t])?);
+            out.push(self.steps.step(self.model, &mut cache, &[t])?);
         }
         Ok(out)
-    }
-
-    fn prefill(&mut self, cache: &mut KvCache, ids: &[u32]) -> Result<Vec<f32>, LlmError> {
-        if ids.is_empty() {
-            return Err(LlmError::Options(
-                "the prompt is empty (no tokens to start from)".into(),
-            ));
-        }
-        if ids.len() > self.steps.limit {
-            return Err(LlmError::Context {
-                limit: self.steps.limit,
-                wanted: ids.len(),
-                prompt: ids.len(),
-            });
-        }
-        let mut logits = vec![];
-        for chunk in ids.chunks(CHUNK) {
-            logits = self.steps.step(cache, chunk)?;
-        }
-        Ok(logits)
     }
 
     /// Generate from a text prompt.
@@ -178,40 +168,45 @@ impl<'m> Generator<'m> {
         ids: &[u32],
         opts: &GenerateOptions,
     ) -> Result<Stream<'_, 'm>, LlmError> {
-        opts.sampling.check()?;
-        let start = Instant::now();
-        let mut cache = KvCache::new();
-        let logits = self.prefill(&mut cache, ids)?;
-        let timings = Timings {
-            prompt_tokens: ids.len(),
-            prefill: start.elapsed(),
-            ..Timings::default()
-        };
-        Ok(Stream {
-            rng: Rng::new(opts.sampling.seed),
-            opts: opts.clone(),
-            history: ids.to_vec(),
-            decoder: self.model.tokenizer.stream_decoder(),
-            pending: String::new(),
-            text: String::new(),
-            logits: Some(logits),
-            generated: 0,
-            finish: None,
-            cache,
-            timings,
-            gen: self,
-        })
+        let state = Generation::start(self.model, &mut self.steps, ids, opts)?;
+        Ok(Stream { gen: self, state })
     }
 }
 
-/// The tokens of one generation, as they are made.
-pub struct Stream<'g, 'm> {
-    gen: &'g mut Generator<'m>,
+fn prefill(
+    model: &LlmModel,
+    steps: &mut Steps,
+    cache: &mut KvCache,
+    ids: &[u32],
+) -> Result<Vec<f32>, LlmError> {
+    if ids.is_empty() {
+        return Err(LlmError::Options(
+            "the prompt is empty (no tokens to start from)".into(),
+        ));
+    }
+    if ids.len() > steps.limit {
+        return Err(LlmError::Context {
+            limit: steps.limit,
+            wanted: ids.len(),
+            prompt: ids.len(),
+        });
+    }
+    let mut logits = vec![];
+    for chunk in ids.chunks(CHUNK) {
+        logits = steps.step(model, cache, chunk)?;
+    }
+    Ok(logits)
+}
+
+/// The state of one generation, owning its cache: what [`Stream`] drives
+/// with its generator's model and graphs, and what the browser build holds
+/// between calls from JavaScript.
+pub struct Generation {
     cache: KvCache,
     opts: GenerateOptions,
     rng: Rng,
     history: Vec<u32>,
-    decoder: StreamDecoder<'m>,
+    bytes: Utf8Stream,
     /// Text decoded but not yet yielded (a possible stop-string prefix).
     pending: String,
     /// All text yielded.
@@ -222,7 +217,37 @@ pub struct Stream<'g, 'm> {
     timings: Timings,
 }
 
-impl Stream<'_, '_> {
+impl Generation {
+    /// Check the options and prefill `ids`.
+    pub fn start(
+        model: &LlmModel,
+        steps: &mut Steps,
+        ids: &[u32],
+        opts: &GenerateOptions,
+    ) -> Result<Generation, LlmError> {
+        opts.sampling.check()?;
+        let start = Instant::now();
+        let mut cache = KvCache::new();
+        let logits = prefill(model, steps, &mut cache, ids)?;
+        Ok(Generation {
+            rng: Rng::new(opts.sampling.seed),
+            opts: opts.clone(),
+            history: ids.to_vec(),
+            bytes: Utf8Stream::default(),
+            pending: String::new(),
+            text: String::new(),
+            logits: Some(logits),
+            generated: 0,
+            finish: None,
+            cache,
+            timings: Timings {
+                prompt_tokens: ids.len(),
+                prefill: start.elapsed(),
+                ..Timings::default()
+            },
+        })
+    }
+
     /// Why the generation ended (`None` while it runs).
     pub fn finish_reason(&self) -> Option<FinishReason> {
         self.finish
@@ -254,7 +279,12 @@ impl Stream<'_, '_> {
         keep
     }
 
-    fn next_token(&mut self) -> Result<Option<Token>, LlmError> {
+    /// The next token, or `None` once the generation has ended.
+    pub fn next_token(
+        &mut self,
+        model: &LlmModel,
+        steps: &mut Steps,
+    ) -> Result<Option<Token>, LlmError> {
         if self.finish.is_some() {
             return Ok(None);
         }
@@ -262,6 +292,7 @@ impl Stream<'_, '_> {
             return Ok(None);
         };
         let start = Instant::now();
+        let tok = &model.tokenizer;
         let id = pick(
             &self.opts.sampling,
             &mut logits,
@@ -270,9 +301,9 @@ impl Stream<'_, '_> {
         );
         self.history.push(id);
         self.generated += 1;
-        let eog = self.gen.model.tokenizer.is_eog(id);
+        let eog = tok.is_eog(id);
         if !(eog && self.opts.stop_at_eos) {
-            self.pending.push_str(&self.decoder.push(id));
+            self.pending.push_str(&self.bytes.push(tok.token_bytes(id)));
         }
         let mut text;
         if let Some((at, _)) = self
@@ -293,16 +324,16 @@ impl Stream<'_, '_> {
                 self.finish = Some(FinishReason::Eos);
             } else if self.generated >= self.opts.max_tokens {
                 self.finish = Some(FinishReason::Length);
-            } else if self.cache.len >= self.gen.steps.limit {
+            } else if self.cache.len >= steps.limit {
                 self.finish = Some(FinishReason::Context);
             }
             if self.finish.is_some() {
-                self.pending.push_str(&self.decoder.finish());
+                self.pending.push_str(&self.bytes.finish());
                 text.push_str(&std::mem::take(&mut self.pending));
             }
         }
         if self.finish.is_none() {
-            self.logits = Some(self.gen.steps.step(&mut self.cache, &[id])?);
+            self.logits = Some(steps.step(model, &mut self.cache, &[id])?);
         }
         self.text.push_str(&text);
         self.timings.generated = self.generated;
@@ -311,13 +342,36 @@ impl Stream<'_, '_> {
     }
 }
 
+/// The tokens of one generation, as they are made.
+pub struct Stream<'g, 'm> {
+    gen: &'g mut Generator<'m>,
+    state: Generation,
+}
+
+impl Stream<'_, '_> {
+    /// Why the generation ended (`None` while it runs).
+    pub fn finish_reason(&self) -> Option<FinishReason> {
+        self.state.finish
+    }
+
+    /// The text yielded so far.
+    pub fn text(&self) -> &str {
+        &self.state.text
+    }
+
+    /// Prefill and decode timings so far.
+    pub fn timings(&self) -> &Timings {
+        &self.state.timings
+    }
+}
+
 impl Iterator for Stream<'_, '_> {
     type Item = Result<Token, LlmError>;
     fn next(&mut self) -> Option<Self::Item> {
-        match self.next_token() {
+        match self.state.next_token(self.gen.model, &mut self.gen.steps) {
             Ok(t) => t.map(Ok),
             Err(e) => {
-                self.finish = Some(FinishReason::Length);
+                self.state.finish = Some(FinishReason::Length);
                 Some(Err(e))
             }
         }

@@ -26,7 +26,9 @@ mod template;
 
 pub use blocks::{DecoderModel, WeightTypes};
 pub use config::{Arch, LlmConfig, RopeScaling};
-pub use generate::{FinishReason, GenerateOptions, Generator, Stream, Timings, Token};
+pub use generate::{
+    FinishReason, GenerateOptions, Generation, Generator, Steps, Stream, Timings, Token,
+};
 pub use load::LlmModel;
 pub use sample::Sampling;
 pub use template::ChatMessage;

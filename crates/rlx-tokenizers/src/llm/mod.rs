@@ -16,7 +16,7 @@ mod stream;
 
 use std::collections::HashMap;
 
-pub use stream::StreamDecoder;
+pub use stream::{StreamDecoder, Utf8Stream};
 
 use crate::TokenizerError;
 use special::{attr, Fragment, Specials};

@@ -19,22 +19,44 @@ use super::LlmTokenizer;
 #[derive(Debug)]
 pub struct StreamDecoder<'a> {
     tok: &'a LlmTokenizer,
-    pending: Vec<u8>,
+    bytes: Utf8Stream,
 }
 
 impl<'a> StreamDecoder<'a> {
     pub(crate) fn new(tok: &'a LlmTokenizer) -> Self {
         StreamDecoder {
             tok,
-            pending: Vec::new(),
+            bytes: Utf8Stream::default(),
         }
     }
 
     /// Add one token; returns the text it completes (possibly empty).
-    /// Control tokens add nothing. Bytes that can never become valid UTF-8
-    /// come out as U+FFFD at once rather than blocking what follows.
+    /// Control tokens add nothing.
     pub fn push(&mut self, id: u32) -> String {
-        self.pending.extend_from_slice(self.tok.token_bytes(id));
+        self.bytes.push(self.tok.token_bytes(id))
+    }
+
+    /// The bytes still held (an unfinished character), as U+FFFD; the
+    /// decoder is then empty.
+    pub fn finish(&mut self) -> String {
+        self.bytes.finish()
+    }
+}
+
+/// The byte side of [`StreamDecoder`], owning no tokenizer (for state that
+/// must outlive a borrow, as a generation held across calls from
+/// JavaScript): complete UTF-8 characters out, an unfinished one held.
+#[derive(Clone, Debug, Default)]
+pub struct Utf8Stream {
+    pending: Vec<u8>,
+}
+
+impl Utf8Stream {
+    /// Add bytes; returns the text they complete (possibly empty). Bytes
+    /// that can never become valid UTF-8 come out as U+FFFD at once rather
+    /// than blocking what follows.
+    pub fn push(&mut self, bytes: &[u8]) -> String {
+        self.pending.extend_from_slice(bytes);
         let mut out = String::new();
         loop {
             match std::str::from_utf8(&self.pending) {
@@ -63,8 +85,7 @@ impl<'a> StreamDecoder<'a> {
         }
     }
 
-    /// The bytes still held (an unfinished character), as U+FFFD; the
-    /// decoder is then empty.
+    /// The bytes still held, as U+FFFD; then empty.
     pub fn finish(&mut self) -> String {
         let s = String::from_utf8_lossy(&self.pending).into_owned();
         self.pending.clear();
