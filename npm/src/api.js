@@ -4,6 +4,8 @@
 // the core module) and `rlx/full` (full.js, plus naga's MSL/HLSL/GLSL/
 // SPIR-V translators); each passes its own glue and .wasm URL, written as
 // literals there so bundlers find the files.
+import { makeLlm } from "./llm.js";
+
 let initWasm;
 let raw;
 let wasmUrl;
@@ -1038,6 +1040,17 @@ async function embed(texts, opts) {
 }
 
 export const pipelines = { embed, createEmbedder };
+
+// ---- decoder LLMs (llm.js) ------------------------------------------------------
+
+const llm = makeLlm({
+  call, guard, invalid, checkOptions, checkCallback, checkDevice, bytesOf, isPlainObject, describe, RlxError,
+  raw: () => raw,
+});
+/** A decoder LLM from a GGUF file: see llm.js and npm/API.md. */
+export const Llm = llm.Llm;
+/** Load a decoder LLM (llama, qwen2, gemma3) from a .gguf file. */
+export const loadLlm = llm.loadLlm;
 
 /** Internal: panics inside the module (the panic-boundary test uses it). */
 export function __testPanic() {

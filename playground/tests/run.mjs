@@ -90,6 +90,22 @@ for (const [model, device] of EX) {
   });
 }
 
+test('chat: SmolLM2 answers in the page on the wasm CPU, with tokens/s and the decode step\'s kernels', async () => {
+  const page = await open('model=mlp&device=cpu&view=chat');
+  await page.click('#chat-send');
+  await page.waitForFunction(() => window.__rlxPlayground.chat, null, { timeout: 300000 });
+  const r = await page.evaluate(() => window.__rlxPlayground.chat);
+  assert(!r.error, `chat failed: ${r.error}`);
+  // Greedy: transformers' SmolLM2 answers this with Paris.
+  assert(/Paris/.test(r.text), `reply: ${JSON.stringify(r.text)}`);
+  assert(r.stats.generated > 0 && r.stats.tokensPerSecond > 0, `stats: ${JSON.stringify(r.stats)}`);
+  assert(r.kernels > 100, `decode-step report lists ${r.kernels} nodes`);
+  const table = await page.locator('#chat-dispatch').innerText();
+  assert(/dequant_matmul/.test(table), 'the kernel table does not show dequant_matmul');
+  await shot(page, 'chat');
+  await page.close();
+});
+
 test('search highlights and clicking a node shows op, shape, dtype, attributes', async () => {
   const page = await open('model=attention&device=cpu&view=mir');
   await page.fill('#search', 'attention');

