@@ -6,6 +6,9 @@
 //! applied once to the block's sum: `Σ d·(q − 8)·x = d · Σ (q − 8)·x`. So
 //! no activation is rounded (unlike integer dot products), and the result
 //! differs from dequantize-then-matmul only by f32 rounding of the sums.
+//! The lanes hold a block's values in whatever order widens them in the
+//! fewest instructions; the activations are permuted to that order once
+//! per call ([`prepare`]), not once per weight row.
 #![allow(unsafe_code)]
 
 use rlx_ir::DType;
@@ -47,7 +50,7 @@ fn has_min(d: DType) -> bool {
 /// 32 level bytes (signed or unsigned) as 4 × 8 f32 lanes without a
 /// shuffle: vector `c` holds byte `c` of each 32-bit lane, so lane `i` of
 /// vector `c` is element `4i + c`. The activations are permuted to match
-/// once per call ([`permute_x`]).
+/// once per call ([`prepare`]).
 #[inline(always)]
 unsafe fn widen(q: __m256i, signed: bool) -> [__m256; 4] {
     let byte = |c: i32| {
@@ -63,20 +66,6 @@ unsafe fn widen(q: __m256i, signed: bool) -> [__m256; 4] {
         _mm256_cvtepi32_ps(v)
     };
     [byte(0), byte(1), byte(2), byte(3)]
-}
-
-/// `x` (rows of k, k a multiple of 32) in the order [`widen`] produces:
-/// per 32 values, position `8c + i` holds value `4i + c`.
-fn permute_x(x: &[f32]) -> Vec<f32> {
-    let mut out = vec![0.0f32; x.len()];
-    for (o, blk) in out.chunks_exact_mut(32).zip(x.chunks_exact(32)) {
-        for c in 0..4 {
-            for i in 0..8 {
-                o[8 * c + i] = blk[4 * i + c];
-            }
-        }
-    }
-    out
 }
 
 /// The 6-bit (scale, min) pair `j` of Q4_K/Q5_K.
@@ -108,77 +97,225 @@ unsafe fn hsum(v: __m256) -> f32 {
     _mm_cvtss_f32(s)
 }
 
-/// `out[r·ldo + j] = x[r] · w[j0 + j]` for the `M` rows of `x` (M × k)
-/// and `cols` weight rows of `row_bytes` bytes each.
+/// The element of a 32-value block that position `p` (vector `p / 8`,
+/// lane `p % 8`) of [`unit`]'s widened vectors holds.
+fn element(d: DType, p: usize) -> usize {
+    let (v, i) = (p / 8, p % 8);
+    match d {
+        // Lane i of a zero-extended u16 holds bytes 2i and 2i + 1 (see `unit`).
+        DType::Q4_0 | DType::Q4_1 | DType::Q4K => 16 * (v / 2) + 2 * i + v % 2,
+        DType::Q8_0 => p,
+        // [`widen`]'s order.
+        _ => 4 * i + v,
+    }
+}
+
+/// The activations of one call, prepared once for every weight row:
+/// permuted to [`unit`]'s order (rows of `k`), with each 32 values' f32
+/// sum (natural order) for the types with a min term.
+pub struct Prepared {
+    x: Vec<f32>,
+    sum: Vec<f32>,
+}
+
+/// Prepares `m` rows of `k` values (k a multiple of 32) for [`gemv`] on `d`.
+pub fn prepare(d: DType, x: &[f32], m: usize, k: usize) -> Prepared {
+    let x = &x[..m * k];
+    let order: [usize; 32] = std::array::from_fn(|p| element(d, p));
+    let mut px = vec![0.0f32; x.len()];
+    for (o, blk) in px.chunks_exact_mut(32).zip(x.chunks_exact(32)) {
+        for (o, &e) in o.iter_mut().zip(&order) {
+            *o = blk[e];
+        }
+    }
+    let sum = if has_min(d) {
+        x.chunks_exact(32).map(|b| b.iter().sum()).collect()
+    } else {
+        Vec::new()
+    };
+    Prepared { x: px, sum }
+}
+
+/// Eight u16 (16 bytes at `p`) zero-extended to the eight 32-bit lanes.
+#[inline(always)]
+unsafe fn zx16(p: *const u8) -> __m256i {
+    _mm256_cvtepu16_epi32(_mm_loadu_si128(p as *const __m128i))
+}
+
+/// The four nibbles of [`zx16`]'s lanes (bits 0-3, 4-7, 8-11, 12-15) as
+/// f32: unsigned, or (`signed`, after flipping each nibble's top bit)
+/// sign-extended, which maps q to q − 8.
+#[inline(always)]
+unsafe fn nibbles(w: __m256i, signed: bool) -> [__m256; 4] {
+    let v = if signed {
+        let w = _mm256_xor_si256(w, _mm256_set1_epi32(0x8888));
+        [
+            _mm256_srai_epi32::<28>(_mm256_slli_epi32::<28>(w)),
+            _mm256_srai_epi32::<28>(_mm256_slli_epi32::<24>(w)),
+            _mm256_srai_epi32::<28>(_mm256_slli_epi32::<20>(w)),
+            _mm256_srai_epi32::<28>(_mm256_slli_epi32::<16>(w)),
+        ]
+    } else {
+        let m = _mm256_set1_epi32(0x0F);
+        [
+            _mm256_and_si256(w, m),
+            _mm256_and_si256(_mm256_srli_epi32::<4>(w), m),
+            _mm256_and_si256(_mm256_srli_epi32::<8>(w), m),
+            _mm256_srli_epi32::<12>(w),
+        ]
+    };
+    [
+        _mm256_cvtepi32_ps(v[0]),
+        _mm256_cvtepi32_ps(v[1]),
+        _mm256_cvtepi32_ps(v[2]),
+        _mm256_cvtepi32_ps(v[3]),
+    ]
+}
+
+/// Eight i8 at `p` as f32.
+#[inline(always)]
+unsafe fn i8x8(p: *const u8) -> __m256 {
+    _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(p as *const __m128i)))
+}
+
+/// Nibble `c` (bits 4c..4c + 3) of [`zx16`]'s lanes as f32.
+#[inline(always)]
+unsafe fn nibble(w: __m256i, c: usize) -> __m256 {
+    let v = _mm256_srl_epi32(w, _mm_cvtsi32_si128(4 * c as i32));
+    _mm256_cvtepi32_ps(if c == 3 {
+        v
+    } else {
+        _mm256_and_si256(v, _mm256_set1_epi32(0x0F))
+    })
+}
+
+/// Weight block `b` (of 32 values) of `row` widened to f32 in the order
+/// of [`element`], its scale per lane, and its min (x = scale·q − min).
+/// Q4_0, Q4_1, Q4_K and Q8_0 widen with one zero/sign extension per 8 or
+/// 16 values (fewer instructions than [`widen`], which the rest use).
+#[inline(always)]
+unsafe fn unit(d: DType, row: *const u8, b: usize) -> ([__m256; 4], __m256, f32) {
+    match d {
+        DType::Q4_0 | DType::Q4_1 => {
+            let q4_1 = d == DType::Q4_1;
+            let p = row.add(b * if q4_1 { 20 } else { 18 });
+            // Lane i: byte 2i (elements 2i, 2i + 16), byte 2i + 1 (2i + 1, 2i + 17).
+            let [a, b, c, e] = nibbles(zx16(p.add(if q4_1 { 4 } else { 2 })), !q4_1);
+            let min = if q4_1 { -f16(p.add(2)) } else { 0.0 };
+            ([a, c, b, e], _mm256_set1_ps(f16(p)), min)
+        }
+        DType::Q8_0 => {
+            let p = row.add(b * 34 + 2);
+            let v = [i8x8(p), i8x8(p.add(8)), i8x8(p.add(16)), i8x8(p.add(24))];
+            (v, _mm256_set1_ps(f16(p.sub(2))), 0.0)
+        }
+        DType::Q4K => {
+            let p = row.add(b / 8 * 144);
+            let j = b % 8;
+            let (sc, m) = scale_min(p.add(4), j);
+            // Sub-blocks 2g and 2g + 1 are the low and high nibbles of the
+            // same 32 bytes: lane i of each half holds bytes 2i and 2i + 1.
+            let qs = p.add(16 + 32 * (j / 2));
+            let t = j % 2;
+            let (lo, hi) = (zx16(qs), zx16(qs.add(16)));
+            let v = [
+                nibble(lo, t),
+                nibble(lo, 2 + t),
+                nibble(hi, t),
+                nibble(hi, 2 + t),
+            ];
+            (
+                v,
+                _mm256_set1_ps(f16(p) * sc as f32),
+                f16(p.add(2)) * m as f32,
+            )
+        }
+        _ => {
+            let (q, signed, s_lo, s_hi, min) = levels(d, row, b);
+            // Lanes 0-3 are elements 0-15, lanes 4-7 elements 16-31:
+            // Q6_K's two scales per 32 split the lanes.
+            let scales = if d == DType::Q6K {
+                _mm256_setr_ps(s_lo, s_lo, s_lo, s_lo, s_hi, s_hi, s_hi, s_hi)
+            } else {
+                _mm256_set1_ps(s_lo)
+            };
+            (widen(q, signed), scales, min)
+        }
+    }
+}
+
+/// `out[r·ldo + j] = x[r] · w[j0 + j]` for the `M` rows of `x` (prepared
+/// by [`prepare`]) and `cols` weight rows of `row_bytes` bytes each.
 ///
 /// # Safety
 /// The CPU must have AVX2, FMA and F16C ([`available`]); `w` must hold rows
-/// `j0..j0 + cols` of `k / 32` blocks of `d`, `x` m·k values, `out` room
-/// for `(m − 1)·ldo + cols` values.
+/// `j0..j0 + cols` of `k / 32` blocks of `d`, `x` m·k values prepared for
+/// `d`, `out` room for `(m − 1)·ldo + cols` values.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn gemv<const M: usize, const D: u8>(
     w: &[u8],
     row_bytes: usize,
     j0: usize,
-    x: &[f32],
+    x: &Prepared,
     k: usize,
     out: &mut [f32],
     ldo: usize,
     cols: usize,
 ) {
-    debug_assert!(k.is_multiple_of(32));
+    debug_assert!(k.is_multiple_of(32) && x.x.len() >= M * k);
     // A constant: every per-type branch below folds away.
     let d = TYPES[D as usize];
-    let m = M;
     let nb = k / 32;
-    // Minimums multiply the sum of each 32 values of x.
-    let xq = permute_x(&x[..M * k]);
-    let mut xsum = vec![0.0f32; if has_min(d) { M * nb } else { 0 }];
-    for (i, s) in xsum.iter_mut().enumerate() {
-        let (r, b) = (i / nb, i % nb);
-        *s = x[r * k + b * 32..r * k + b * 32 + 32].iter().sum();
-    }
+    // One weight row at a time: two interleaved rows (independent
+    // accumulators, shared activation loads) ran no faster from cache and
+    // up to 1.8× slower from memory (Q8_0), and prefetching ahead slowed
+    // Q4_1 (measured on AVX2, Zen 3).
     for j in 0..cols {
         let row = w.as_ptr().add((j0 + j) * row_bytes);
         let mut acc = [_mm256_setzero_ps(); M];
         let mut mins = [0.0f32; M];
-        // The 8 sub-blocks of a k-quant super-block as one unrolled
-        // group, so its scales and shared bytes are read once.
-        let group = if matches!(d, DType::Q4K | DType::Q5K | DType::Q6K) {
-            8
-        } else {
-            1
-        };
-        for g in 0..nb / group {
-            for jj in 0..group {
-                let b = g * group + jj;
-                // Levels (widened to f32), the scales of the two halves,
-                // and the min.
-                let (q, signed, s_lo, s_hi, min) = levels(d, row, b);
-                let v = widen(q, signed);
-                // Lanes 0-3 are elements 0-15, lanes 4-7 elements 16-31:
-                // Q6_K's two scales per 32 split the lanes.
-                let scales = if d == DType::Q6K {
-                    _mm256_setr_ps(s_lo, s_lo, s_lo, s_lo, s_hi, s_hi, s_hi, s_hi)
-                } else {
-                    _mm256_set1_ps(s_lo)
-                };
-                for r in 0..m {
-                    let xp = xq.as_ptr().add(r * k + b * 32);
+        // A macro, not a closure: a closure does not inherit the target
+        // features, and its intrinsics would stay calls.
+        macro_rules! step {
+            ($b:expr) => {{
+                let b = $b;
+                let (v, scales, min) = unit(d, row, b);
+                for r in 0..M {
+                    let xp = x.x.as_ptr().add(r * k + b * 32);
                     let mut s0 = _mm256_mul_ps(v[0], _mm256_loadu_ps(xp));
                     let mut s1 = _mm256_mul_ps(v[1], _mm256_loadu_ps(xp.add(8)));
                     s0 = _mm256_fmadd_ps(v[2], _mm256_loadu_ps(xp.add(16)), s0);
                     s1 = _mm256_fmadd_ps(v[3], _mm256_loadu_ps(xp.add(24)), s1);
                     acc[r] = _mm256_fmadd_ps(scales, _mm256_add_ps(s0, s1), acc[r]);
                     if has_min(d) {
-                        mins[r] -= min * xsum[r * nb + b];
+                        mins[r] -= min * x.sum.get_unchecked(r * nb + b);
                     }
                 }
+            }};
+        }
+        if matches!(d, DType::Q4K | DType::Q5K | DType::Q6K) {
+            // The 8 sub-blocks of a k-quant super-block written out, so
+            // that `b % 8` is a constant in each (its scales' and bytes'
+            // offsets); with `b % 8` unknown, Q4_K ran 2× slower.
+            for s in 0..nb / 8 {
+                let g = 8 * s;
+                step!(g);
+                step!(g + 1);
+                step!(g + 2);
+                step!(g + 3);
+                step!(g + 4);
+                step!(g + 5);
+                step!(g + 6);
+                step!(g + 7);
+            }
+        } else {
+            for b in 0..nb {
+                step!(b);
             }
         }
-        for r in 0..m {
-            out[r * ldo + j] = hsum(acc[r]) + mins[r];
+        for r in 0..M {
+            *out.get_unchecked_mut(r * ldo + j) = hsum(acc[r]) + mins[r];
         }
     }
 }

@@ -240,8 +240,8 @@ pub fn decode(dtype: DType, bytes: &[u8], out: &mut [f32]) {
 }
 
 simd_fn! {
-    /// `out[r][j] = x[r] · w[j0 + j]` for the rows `x` (m × k) and the
-    /// weight rows of this chunk, decoding each weight block once.
+    /// `out[r·ldo + j] = x[r] · w[j0 + j]` for the rows `x` (m × k) and
+    /// the `cols` weight rows of this chunk, decoding each weight block once.
     fn gemv_rows(
         dtype: DType,
         w: &[u8],
@@ -250,9 +250,9 @@ simd_fn! {
         x: &[f32],
         m: usize,
         k: usize,
-        n: usize,
-        out: &mut [f32],
         cols: usize,
+        out: &mut [f32],
+        ldo: usize,
     ) {
         let Storage::Block { block, bytes: bb } = dtype.storage() else {
             return;
@@ -283,7 +283,7 @@ simd_fn! {
             }
             for r in 0..m {
                 let a = &acc[r];
-                out[r * n + j] = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+                out[r * ldo + j] = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
             }
         }
     }
@@ -419,16 +419,13 @@ pub fn run(
         (q8 && m < GEMM_ROWS && q8_kernel(dtype)).then(|| super::qdot_x86::quantize_rows(x, m, k));
     #[cfg(not(target_arch = "x86_64"))]
     let _ = q8;
+    #[cfg(target_arch = "x86_64")]
+    let xp = (xq.is_none() && m < GEMM_ROWS && avx2_kernel(dtype))
+        .then(|| super::qdot_x86::prepare(dtype, x, m, k));
     if m < GEMM_ROWS {
-        // Each thread takes whole weight rows; results land in a
-        // per-chunk (m × chunk) buffer, then in their columns of `out`.
-        let chunk = par::chunk_len(n, 4, 16);
-        let parts = n.div_ceil(chunk);
-        let mut tiles: Vec<Vec<f32>> = vec![Vec::new(); parts];
-        par::for_chunks(&mut tiles, 1, |ci, t| {
-            let j0 = ci * chunk;
-            let cols = chunk.min(n - j0);
-            let mut tile = vec![0.0f32; m * cols];
+        // Each thread takes whole weight rows: `cols` rows from `j0` into
+        // `o` (row r of x at `o[r·ldo..]`).
+        let kernel = |j0: usize, cols: usize, o: &mut [f32], ldo: usize| {
             #[cfg(target_arch = "x86_64")]
             if let Some(xq) = &xq {
                 // SAFETY: `q8_kernel` checked the CPU's features; `xq`
@@ -436,26 +433,42 @@ pub fn run(
                 #[allow(unsafe_code)]
                 unsafe {
                     with_kernel!(m, dtype, |M, D| super::qdot_x86::gemv_q8::<M, D>(
-                        w, row_bytes, j0, xq, k, &mut tile, cols, cols
+                        w, row_bytes, j0, xq, k, o, ldo, cols
                     ))
                 };
-                t[0] = tile;
                 return;
             }
             #[cfg(target_arch = "x86_64")]
-            if avx2_kernel(dtype) {
-                // SAFETY: `avx2_kernel` checked the CPU's features; the
-                // bounds are the ones `gemv_rows` uses.
+            if let Some(xp) = &xp {
+                // SAFETY: `avx2_kernel` checked the CPU's features; `xp`
+                // holds the m rows of k values prepared for `dtype`.
                 #[allow(unsafe_code)]
                 unsafe {
                     with_kernel!(m, dtype, |M, D| super::qdot_x86::gemv::<M, D>(
-                        w, row_bytes, j0, x, k, &mut tile, cols, cols
+                        w, row_bytes, j0, xp, k, o, ldo, cols
                     ))
                 };
-                t[0] = tile;
                 return;
             }
-            gemv_rows(dtype, w, row_bytes, j0, x, m, k, cols, &mut tile, cols);
+            gemv_rows(dtype, w, row_bytes, j0, x, m, k, cols, o, ldo);
+        };
+        let chunk = par::chunk_len(n, 4, 16);
+        if m == 1 {
+            // One row: each chunk of `out` is its weight rows' results.
+            par::for_chunks(&mut out[..n], chunk, |ci, o| {
+                kernel(ci * chunk, o.len(), o, 0)
+            });
+            return;
+        }
+        // Results land in a per-chunk (m × chunk) buffer, then in their
+        // columns of `out`.
+        let parts = n.div_ceil(chunk);
+        let mut tiles: Vec<Vec<f32>> = vec![Vec::new(); parts];
+        par::for_chunks(&mut tiles, 1, |ci, t| {
+            let j0 = ci * chunk;
+            let cols = chunk.min(n - j0);
+            let mut tile = vec![0.0f32; m * cols];
+            kernel(j0, cols, &mut tile, cols);
             t[0] = tile;
         });
         for (ci, tile) in tiles.iter().enumerate() {
