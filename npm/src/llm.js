@@ -121,8 +121,8 @@ export function makeLlm(h) {
 
   /**
    * Load a decoder LLM from a .gguf file (ArrayBuffer, Uint8Array, Response,
-   * URL or path in Node). `device`: 'cpu' (the wasm CPU engine) — WebGPU
-   * has no quantized matmul kernel yet and is refused with RlxError 'device'.
+   * URL or path in Node). `device`: 'cpu' (the wasm CPU engine) — 'webgpu'
+   * is refused with RlxError 'device' (decode steps run synchronously).
    */
   async function loadLlm(src, opts = {}) {
     guard();

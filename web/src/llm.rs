@@ -36,15 +36,16 @@ pub struct Llm {
 }
 
 fn device(devices: &[String]) -> Result<rlx::Device, JsValue> {
-    // The decoder's quantized matmuls run on the CPU engine; WebGPU has no
-    // dequant_matmul kernel yet, so asking for it alone is refused, and in
-    // a chain it is skipped with that reason (the wrapper reports it).
+    // The page drives the decoder's steps synchronously, which only the CPU
+    // engine can; WebGPU (whose dequant_matmul kernel runs natively on
+    // Vulkan) needs the steps made asynchronous first, so asking for it
+    // alone is refused with that reason.
     match devices.iter().find(|d| d.as_str() == "cpu") {
         Some(_) => Ok(rlx::Device::Cpu),
         None => Err(err(
             "device",
             format!(
-                "none of [{}] runs decoder LLMs in the browser build yet: WebGPU has no dequant_matmul kernel; use device 'cpu'",
+                "none of [{}] runs decoder LLMs in the browser build yet: its decode steps run synchronously, and WebGPU's dequant_matmul runs only asynchronously in the page; use device 'cpu'",
                 devices.join(", ")
             ),
         )),
@@ -99,7 +100,11 @@ impl Llm {
     /// The prompt for `messages` (JSON `[{role, content}]`) by the file's
     /// chat template.
     #[wasm_bindgen(js_name = chatPrompt)]
-    pub fn chat_prompt(&self, messages: &str, add_generation_prompt: bool) -> Result<String, JsValue> {
+    pub fn chat_prompt(
+        &self,
+        messages: &str,
+        add_generation_prompt: bool,
+    ) -> Result<String, JsValue> {
         let s = self.live()?;
         let v: Vec<serde_json::Value> = serde_json::from_str(messages)
             .map_err(|e| err("invalid_argument", format!("messages: {e}")))?;
@@ -108,7 +113,10 @@ impl Llm {
             .map(|m| {
                 let f = |k: &str| {
                     m[k].as_str().map(str::to_string).ok_or_else(|| {
-                        err("invalid_argument", format!("every message needs a string `{k}`"))
+                        err(
+                            "invalid_argument",
+                            format!("every message needs a string `{k}`"),
+                        )
                     })
                 };
                 Ok(ChatMessage {
@@ -117,7 +125,9 @@ impl Llm {
                 })
             })
             .collect::<Result<Vec<_>, JsValue>>()?;
-        s.model.chat_prompt(&msgs, add_generation_prompt).map_err(llm_err)
+        s.model
+            .chat_prompt(&msgs, add_generation_prompt)
+            .map_err(llm_err)
     }
 
     /// Token ids of `text`.
@@ -164,7 +174,11 @@ impl Llm {
             },
             stop: o["stop"]
                 .as_array()
-                .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(str::to_string))
+                        .collect()
+                })
                 .unwrap_or_default(),
             stop_at_eos: o["stopAtEos"].as_bool().unwrap_or(true),
             add_special: o["addSpecial"].as_bool().unwrap_or(true),
@@ -213,9 +227,14 @@ pub struct LlmStream {
 #[wasm_bindgen]
 impl LlmStream {
     /// The next token as `{id, text}`, or `null` when the generation ended.
-    pub fn next(&mut self) -> Result<JsValue, JsValue> {
+    #[wasm_bindgen(js_name = next)]
+    pub fn next_token(&mut self) -> Result<JsValue, JsValue> {
         let mut steps = self.s.steps.borrow_mut();
-        match self.g.next_token(&self.s.model, &mut steps).map_err(llm_err)? {
+        match self
+            .g
+            .next_token(&self.s.model, &mut steps)
+            .map_err(llm_err)?
+        {
             None => Ok(JsValue::NULL),
             Some(t) => {
                 let o = js_sys::Object::new();

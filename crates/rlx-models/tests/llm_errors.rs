@@ -163,7 +163,7 @@ fn the_context_limit_is_an_error_for_a_prompt_and_a_stop_for_generation() {
     let mut o = GenerateOptions::greedy(100);
     o.stop_at_eos = false;
     let mut s = g.generate_ids(&(0..10).collect::<Vec<_>>(), &o).unwrap();
-    let n = s.by_ref().map(|t| t.unwrap()).count();
+    let n = s.by_ref().inspect(|t| assert!(t.is_ok())).count();
     // 10 prompt tokens + 6 fed back fill the 16 positions; the 7th is
     // sampled from the last logits and not fed.
     assert_eq!(n, 7);

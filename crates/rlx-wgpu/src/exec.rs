@@ -27,6 +27,12 @@ pub fn to_words(t: &HostTensor, wide: bool) -> Result<Vec<u8>, WgpuError> {
         TensorData::I32(v) => bytemuck::cast_slice(v).to_vec(),
         TensorData::I64(v) => bytemuck::cast_slice(v).to_vec(),
         TensorData::Bool(v) => v.iter().flat_map(|&b| (b as u32).to_le_bytes()).collect(),
+        // Block-quantized weights: their bytes as they are.
+        TensorData::Packed(v) if crate::wgsl::quant::decodes(t.dtype()) => {
+            let mut b = v.clone();
+            b.resize(b.len().div_ceil(4) * 4, 0);
+            b
+        }
         _ => {
             return Err(WgpuError::Input(format!(
                 "dtype {} is not held on the GPU",
@@ -34,6 +40,17 @@ pub fn to_words(t: &HostTensor, wide: bool) -> Result<Vec<u8>, WgpuError> {
             )))
         }
     })
+}
+
+/// Bytes of the buffer holding graph input `t`: its elements in the GPU
+/// layout, or a block-quantized weight's bytes padded to whole words plus
+/// two (the decoders read 8 bytes from any byte address, so up to 3 words).
+pub fn input_bytes(t: &TensorType, wide: bool) -> usize {
+    if crate::wgsl::quant::decodes(t.dtype) {
+        let b = t.dtype.storage_bytes(t.shape.numel()).unwrap_or(0);
+        return b.div_ceil(4) * 4 + 8;
+    }
+    t.shape.numel() * elem_bytes(t.dtype, wide)
 }
 
 fn from_words(ty: &TensorType, bytes: &[u8], wide: bool) -> Result<HostTensor, WgpuError> {
@@ -188,7 +205,7 @@ impl GpuProgram {
         let wide = low.f16_wide;
         let mut inputs = Vec::new();
         for (i, t) in input_types.iter().enumerate() {
-            let bytes = (t.shape.numel() * elem_bytes(t.dtype, wide)) as u64;
+            let bytes = input_bytes(t, wide) as u64;
             check_size(&ctx, &format!("input {i} ({t})"), bytes)?;
             inputs.push(storage(
                 &ctx,
@@ -354,6 +371,8 @@ impl GpuProgram {
                 TensorData::F32(v) => bytemuck::cast_slice(v),
                 TensorData::I32(v) => bytemuck::cast_slice(v),
                 TensorData::I64(v) => bytemuck::cast_slice(v),
+                // Whole words already (GGUF rows usually are): no copy.
+                TensorData::Packed(v) if v.len() % 4 == 0 => v,
                 _ => {
                     owned = to_words(t, self.wide)?;
                     &owned

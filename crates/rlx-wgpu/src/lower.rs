@@ -47,11 +47,26 @@ fn plan_bytes(d: DType) -> Result<usize, WgpuError> {
 fn check_dtype(d: DType) -> Result<(), WgpuError> {
     match d {
         DType::F32 | DType::F16 | DType::I32 | DType::I64 | DType::Bool => Ok(()),
+        d if wgsl::quant::decodes(d) => Err(unsupported(
+            "tensor",
+            format!(
+                "{d} values are held on the GPU only as graph inputs (weights, raw bytes read by dequant_matmul), not computed into the arena"
+            ),
+        )),
         d => Err(unsupported(
             "tensor",
-            format!("dtype {d} is not held on the GPU (f32, f16, i32, i64, bool are)"),
+            format!("dtype {d} is not held on the GPU (f32, f16, i32, i64, bool are; q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k, q6_k graph inputs as raw bytes)"),
         )),
     }
+}
+
+/// A graph input's dtype: the held ones, or a block type `dequant_matmul`
+/// decodes (kept as raw bytes).
+fn check_input_dtype(d: DType) -> Result<(), WgpuError> {
+    if wgsl::quant::decodes(d) {
+        return Ok(());
+    }
+    check_dtype(d)
 }
 
 fn ints(n: &Node, k: &str) -> Result<Vec<i64>, WgpuError> {
@@ -135,7 +150,7 @@ pub fn lower_with_options(
     let mut loc: HashMap<ValueId, TensorRef> = HashMap::new();
     for (i, &v) in g.inputs.iter().enumerate() {
         let ty = g.ty(v);
-        check_dtype(ty.dtype)?;
+        check_input_dtype(ty.dtype)?;
         loc.insert(
             v,
             TensorRef::contiguous(BufId::Input(i), ty.dtype, ty.dims(), 0).widened(wide),
@@ -148,7 +163,16 @@ pub fn lower_with_options(
     for node in &g.nodes {
         for &o in &node.outputs {
             let ty = g.ty(o);
-            check_dtype(ty.dtype)?;
+            // Block-quantized bytes: a graph input moved to the device, or
+            // a view of one (no kernel writes them).
+            let from_input =
+                |v: &ValueId| matches!(loc.get(v), Some(r) if matches!(r.buf, BufId::Input(_)));
+            let block_ok = wgsl::quant::decodes(ty.dtype)
+                && (node.op.name() == "transfer" || view.contains_key(&o))
+                && node.inputs.first().is_some_and(from_input);
+            if !block_ok {
+                check_dtype(ty.dtype)?;
+            }
             let r = match node.op.name() {
                 // Host↔device moves are the run's uploads and readbacks.
                 "transfer" => loc[&node.inputs[0]].clone(),
@@ -243,6 +267,7 @@ pub fn lower_with_options(
     let mut outputs = Vec::new();
     for (k, &o) in g.outputs.iter().enumerate() {
         let r = loc[&o].clone();
+        check_dtype(r.dtype)?;
         if r.is_contiguous() {
             outputs.push(r);
         } else if r.is_half() {
@@ -629,6 +654,7 @@ fn node_kernels(
                 one(wgsl::attention::kernel(name, &att)?)
             }
         }
+        "dequant_matmul" => one(wgsl::quant::kernel(name, &ins[0], &ins[1], out)?),
         "gather" | "index_select" => {
             let ax = axis(node, "axis", rank)?;
             one(wgsl::index::kernel(name, &ins[0], &ins[1], ax, out)?)
@@ -671,6 +697,12 @@ pub fn structural_claims() -> Vec<(&'static str, Vec<DType>)> {
     .into_iter()
     .map(|o| (o, held()))
     .collect();
+    // Block-quantized weights move to the device as raw bytes.
+    if let Some((_, d)) = v.iter_mut().find(|(o, _)| *o == "transfer") {
+        d.extend(wgsl::quant::DTYPES);
+    }
+    // Keyed by x's dtype; `select` checks the weight's.
+    v.push(("dequant_matmul", f()));
     for o in [
         "softmax",
         "log_softmax",

@@ -11,6 +11,9 @@ use rlx_runtime::NodeQuery;
 
 /// `Ok` if the WGSL kernels run this node, else why not.
 pub fn check(node: &NodeQuery) -> Result<(), String> {
+    if node.op == "dequant_matmul" {
+        return dequant_matmul(node);
+    }
     if node.op != "fused_elementwise" {
         return Ok(());
     }
@@ -33,6 +36,29 @@ pub fn check(node: &NodeQuery) -> Result<(), String> {
                 names.join(", ")
             ));
         }
+    }
+    Ok(())
+}
+
+/// `dequant_matmul` decodes the GGUF block types of `wgsl::quant` in the
+/// shader; other weight types (and weights that are not (N, K)) are not.
+fn dequant_matmul(node: &NodeQuery) -> Result<(), String> {
+    let Some(w) = node.inputs.get(1) else {
+        return Err("dequant_matmul without a weight".into());
+    };
+    if !crate::wgsl::quant::decodes(w.dtype) {
+        let names: Vec<&str> = crate::wgsl::quant::DTYPES
+            .iter()
+            .map(|d| d.name())
+            .collect();
+        return Err(format!(
+            "no WGSL kernel decodes {} weights ({} are decoded)",
+            w.dtype,
+            names.join(", ")
+        ));
+    }
+    if w.rank() != 2 {
+        return Err(format!("the weight {w} is not (N, K)"));
     }
     Ok(())
 }

@@ -62,6 +62,11 @@ fn gather_embedding() {
 }
 
 #[test]
+fn dequant_matmul_block_types() {
+    run_group(cases::dequant_matmul());
+}
+
+#[test]
 fn shape_ops_and_views() {
     run_group(cases::shape_ops_and_views());
 }

@@ -50,3 +50,36 @@ fn a_region_with_wgsl_forms_is_selected() {
     let l = legalize(&g, &backend, &DispatchOptions::new(Policy::NativeOnly)).unwrap();
     assert_eq!(l.report.nodes[0].kernels, ["wgsl::fused_elementwise<i32>"]);
 }
+
+#[test]
+fn dequant_matmul_is_selected_for_the_decoded_block_types_and_refused_for_others() {
+    let backend = WgpuBackend::new(Device::Vulkan);
+    let src = |w: &str| {
+        format!(
+            "graph @g(%x: f32[2, 256], %w: {w}[5, 256]) {{\n  %y = dequant_matmul(%x, %w) : f32[2, 5]\n  return %y\n}}"
+        )
+    };
+    for w in [
+        "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_k", "q5_k", "q6_k",
+    ] {
+        let g = text::parse(&src(w)).unwrap();
+        let l = legalize(&g, &backend, &DispatchOptions::new(Policy::NativeOnly))
+            .unwrap_or_else(|e| panic!("{w}: {e}"));
+        let n = l.report.nodes.iter().find(|n| n.op == "dequant_matmul");
+        assert_eq!(
+            n.map(|n| n.kernels.clone()),
+            Some(vec!["wgsl::dequant_matmul<f32>".to_string()]),
+            "{w}"
+        );
+    }
+    // Q2_K has no WGSL decoder: refused with the reason, before any build.
+    let g = text::parse(&src("q2_k")).unwrap();
+    let Err(e) = legalize(&g, &backend, &DispatchOptions::new(Policy::NativeOnly)) else {
+        panic!("a q2_k dequant_matmul was selected");
+    };
+    let s = e.to_string();
+    assert!(
+        s.contains("`dequant_matmul`") && s.contains("no WGSL kernel decodes q2_k weights"),
+        "{s}"
+    );
+}

@@ -47,6 +47,18 @@ fn graphs() -> Vec<rlx::Graph> {
         &[(f, vec![2, 4, 8]), (f, vec![2, 6, 8]), (f, vec![2, 6, 8])],
         Attrs::new().with("mask_kind", "causal"),
     ));
+    // dequant_matmul: the gemv kernel (word-aligned Q4_K blocks) and the
+    // tiled one (2-byte-aligned Q8_0 blocks).
+    v.push(common::one_op(
+        "dequant_matmul",
+        &[(f, vec![1, 256]), (DType::Q4K, vec![5, 256])],
+        Attrs::new(),
+    ));
+    v.push(common::one_op(
+        "dequant_matmul",
+        &[(f, vec![33, 64]), (DType::Q8_0, vec![5, 64])],
+        Attrs::new(),
+    ));
     // The encoder block in f16: kernels over `array<f16>` buffers.
     let text = rlx::ir::text::print(&v[0]).replace("f32", "f16");
     v.push(rlx::ir::text::parse(&text).unwrap());

@@ -130,7 +130,6 @@ pub fn vocab_of(file: &GgufFile) -> Result<LlmVocab, LlmError> {
         add_eos: flag("tokenizer.ggml.add_eos_token"),
         add_space_prefix: flag("tokenizer.ggml.add_space_prefix"),
         name: file.str("general.name").ok().map(str::to_string),
-        ..LlmVocab::default()
     })
 }
 

@@ -18,8 +18,8 @@ pub struct Sampling {
     pub top_p: f32,
     /// Drop tokens less likely than min_p × the most likely one (0: none).
     pub min_p: f32,
-    /// > 1 discourages tokens already in the prompt or the output
-    /// (a positive logit is divided by it, a negative one multiplied).
+    /// Above 1 discourages tokens already in the prompt or the output (a
+    /// positive logit is divided by it, a negative one multiplied).
     pub repetition_penalty: f32,
     pub seed: u64,
 }

@@ -18,6 +18,7 @@ pub mod expr;
 pub mod index;
 pub mod matmul;
 pub mod norm;
+pub mod quant;
 pub mod reduce;
 
 use crate::error::WgpuError;

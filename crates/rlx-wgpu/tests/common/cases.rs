@@ -60,6 +60,7 @@ pub fn groups() -> Vec<(&'static str, Group)> {
         ("matmul_shapes_and_epilogues", matmul_shapes_and_epilogues),
         ("attention_masks", attention_masks),
         ("gather_embedding", gather_embedding),
+        ("dequant_matmul", dequant_matmul),
         ("shape_ops_and_views", shape_ops_and_views),
         ("fused_regions", fused_regions),
         ("decomposed", decomposed),
@@ -724,5 +725,7 @@ pub fn attention_masks() -> Vec<Case> {
 
 mod graphs;
 mod movement;
+mod quant;
 pub use graphs::*;
 pub use movement::*;
+pub use quant::*;
