@@ -122,11 +122,7 @@ fn embed_err(e: EmbedError) -> CliError {
 /// A progress bar on stderr while weights load (hidden when stderr is not
 /// a terminal), then one line with what was loaded.
 fn load(dir: &std::path::Path) -> CliResult<SentenceEmbedder> {
-    let bar = ProgressBar::new(0).with_style(
-        ProgressStyle::with_template("{msg:>12} [{bar:30}] {pos}/{len}")
-            .expect("static template")
-            .progress_chars("#>-"),
-    );
+    let bar = crate::out::load_bar();
     let start = Instant::now();
     let m = SentenceEmbedder::load(dir, |p| match p {
         Progress::Reading(f) => bar.set_message(f),

@@ -4,7 +4,6 @@ use crate::device::{self, Env};
 use crate::out::{CliError, CliResult, Exit};
 use crate::RunFlags;
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 use rlx_models::llm::{ChatMessage, GenerateOptions, LlmError, LlmModel, Sampling, Stream};
 use rlx_models::Progress;
 use std::io::{BufRead, Write};
@@ -138,11 +137,7 @@ fn llm_err(e: LlmError) -> CliError {
 
 /// Load with a progress bar on stderr, then one line saying what loaded.
 fn load(path: &PathBuf) -> CliResult<LlmModel> {
-    let bar = ProgressBar::new(0).with_style(
-        ProgressStyle::with_template("{msg:>12} [{bar:30}] {pos}/{len}")
-            .expect("static template")
-            .progress_chars("#>-"),
-    );
+    let bar = crate::out::load_bar();
     let start = Instant::now();
     let m = LlmModel::open(path, |p| match p {
         Progress::Weights { done, total } => {
@@ -167,8 +162,8 @@ fn load(path: &PathBuf) -> CliResult<LlmModel> {
     Ok(m)
 }
 
-/// Print tokens as they come; returns the stream's summary line.
-fn stream_out(mut s: Stream) -> CliResult<String> {
+/// Print tokens as they come, then a newline.
+fn stream_out(s: &mut Stream) -> CliResult {
     let mut out = std::io::stdout().lock();
     for t in s.by_ref() {
         let t = t.map_err(llm_err)?;
@@ -176,7 +171,7 @@ fn stream_out(mut s: Stream) -> CliResult<String> {
         out.flush()?;
     }
     writeln!(out)?;
-    Ok(summary(&s))
+    Ok(())
 }
 
 fn summary(s: &Stream) -> String {
@@ -208,13 +203,12 @@ pub fn generate(a: GenerateArgs, env: &Env) -> CliResult {
     if let Some(n) = a.flags.context {
         gen.set_context(n).map_err(llm_err)?;
     }
-    let stream = gen.generate(&prompt, &opts).map_err(llm_err)?;
+    let mut s = gen.generate(&prompt, &opts).map_err(llm_err)?;
     if !a.json {
-        let line = stream_out(stream)?;
-        eprintln!("{line}");
+        stream_out(&mut s)?;
+        eprintln!("{}", summary(&s));
         return Ok(());
     }
-    let mut s = stream;
     let mut ids = vec![];
     for t in s.by_ref() {
         ids.push(t.map_err(llm_err)?.id);
@@ -266,15 +260,8 @@ pub fn chat(a: ChatArgs, env: &Env) -> CliResult {
             text => messages.push(ChatMessage::new("user", text)),
         }
         let prompt = model.chat_prompt(&messages, true).map_err(llm_err)?;
-        let s = gen.generate(&prompt, &opts).map_err(llm_err)?;
-        let mut s = s;
-        let mut out = std::io::stdout().lock();
-        for t in s.by_ref() {
-            let t = t.map_err(llm_err)?;
-            write!(out, "{}", t.text)?;
-            out.flush()?;
-        }
-        writeln!(out)?;
+        let mut s = gen.generate(&prompt, &opts).map_err(llm_err)?;
+        stream_out(&mut s)?;
         eprintln!("[{}]", summary(&s));
         messages.push(ChatMessage::new("assistant", s.text().trim()));
     }

@@ -122,3 +122,13 @@ impl Drop for Out {
         let _ = self.0.flush();
     }
 }
+
+/// The bar drawn while a model's weights load (hidden when stderr is not a
+/// terminal): a message, the bar, tensors done of total.
+pub fn load_bar() -> indicatif::ProgressBar {
+    indicatif::ProgressBar::new(0).with_style(
+        indicatif::ProgressStyle::with_template("{msg:>12} [{bar:30}] {pos}/{len}")
+            .expect("static template")
+            .progress_chars("#>-"),
+    )
+}
