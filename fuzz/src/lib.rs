@@ -46,6 +46,11 @@ pub const TARGETS: &[Target] = &[
         about: "GGUF from a byte buffer: metadata, every tensor (typed or raw), written back and re-read",
     },
     Target {
+        name: "llm_tokenizer",
+        run: targets::llm_tokenizer,
+        about: "GGUF LLM tokenizers (BPE, SentencePiece) from a fuzzed vocabulary: encode any text; byte-level BPE decodes it back",
+    },
+    Target {
         name: "npy",
         run: targets::npy,
         about: ".npy reader: read, write back, re-read to an equal tensor",

@@ -514,3 +514,94 @@ pub fn gguf(data: &[u8]) {
     }
     assert!(w2.to_bytes() == bytes, "writing is not idempotent");
 }
+
+/// The GGUF LLM tokenizers (`rlx_tokenizers::LlmTokenizer`). The input is
+/// split at the first 0xFF byte: before it, one vocabulary entry per line
+/// (a line with one space is also tried as a merge; the first byte picks
+/// the model and pre-tokenizer); after it, the text. A vocabulary that is
+/// refused must be a typed error; a built one must encode any text, and
+/// for byte-level BPE with every byte in the vocabulary decode must give
+/// the text back.
+pub fn llm_tokenizer(data: &[u8]) {
+    use rlx_tokenizers::{LlmTokenizer, LlmVocab};
+    crate::init();
+    let Some((&sel, rest)) = data.split_first() else {
+        return;
+    };
+    let cut = rest.iter().position(|&b| b == 0xFF).unwrap_or(rest.len());
+    let (vocab, text) = (&rest[..cut], rest.get(cut + 1..).unwrap_or(&[]));
+    let text = String::from_utf8_lossy(text);
+    let lines: Vec<String> = String::from_utf8_lossy(vocab)
+        .lines()
+        .take(512)
+        .map(str::to_string)
+        .collect();
+    const PRE: [&str; 6] = ["default", "gpt-2", "llama-bpe", "qwen2", "smollm", "falcon"];
+    let bpe = sel % 2 == 0;
+    // Byte-level BPE: the 256 byte characters first, so every text encodes.
+    let mut tokens: Vec<String> = if bpe {
+        (0u32..256)
+            .map(|b| {
+                let direct = (33..=126).contains(&b) || (161..=172).contains(&b) || b >= 174;
+                let n = (0..b)
+                    .filter(|&c| !((33..=126).contains(&c) || (161..=172).contains(&c) || c >= 174))
+                    .count() as u32;
+                char::from_u32(if direct { b } else { 256 + n })
+                    .unwrap()
+                    .to_string()
+            })
+            .collect()
+    } else {
+        (0..256).map(|b| format!("<0x{b:02X}>")).collect()
+    };
+    tokens.extend(lines.iter().cloned());
+    let n = tokens.len();
+    let v = LlmVocab {
+        model: if bpe { "gpt2" } else { "llama" }.into(),
+        pre: Some(PRE[(sel as usize / 2) % PRE.len()].into()),
+        merges: lines
+            .iter()
+            .filter(|l| l.matches(' ').count() == 1)
+            .cloned()
+            .collect(),
+        scores: (0..n).map(|i| -(i as f32)).collect(),
+        token_type: (0..n)
+            .map(|i| {
+                if i < 256 && !bpe {
+                    6
+                } else if sel & 4 != 0 && i == n - 1 {
+                    3
+                } else {
+                    1
+                }
+            })
+            .collect(),
+        eos: Some((n - 1) as u32),
+        ..LlmVocab::default()
+    };
+    let Ok(tok) = LlmTokenizer::new(v) else {
+        return;
+    };
+    for (add, parse) in [(false, false), (true, true)] {
+        let ids = tok.encode(&text, add, parse);
+        assert!(
+            ids.iter().all(|&i| (i as usize) < n),
+            "an id outside the vocabulary"
+        );
+        let mut stream = tok.stream_decoder();
+        let streamed: String =
+            ids.iter().map(|&i| stream.push(i)).collect::<String>() + &stream.finish();
+        let _ = streamed;
+    }
+    if bpe {
+        let ids = tok.encode(&text, false, false);
+        assert_eq!(tok.decode(&ids), text, "byte-level BPE lost text");
+    }
+    crate::note(|| {
+        format!(
+            "llm_tokenizer: {} tokens, {} chars",
+            n,
+            text.chars().count()
+        )
+    });
+}

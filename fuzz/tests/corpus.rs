@@ -66,6 +66,10 @@ fn safetensors() {
 fn gguf() {
     replay("gguf");
 }
+#[test]
+fn llm_tokenizer() {
+    replay("llm_tokenizer");
+}
 
 #[test]
 fn npy() {
@@ -102,6 +106,7 @@ fn every_target_is_tested() {
             "ir_json",
             "safetensors",
             "gguf",
+            "llm_tokenizer",
             "npy",
             "tokenizer",
             "tokenizer_config",

@@ -11,7 +11,7 @@
 //! inputs and every backend runs it as it runs any other.
 
 use super::config::{Arch, LlmConfig};
-use rlx_ir::hir::{Activation, Block, Embedding, Linear, Lower, Model, RmsNorm};
+use rlx_ir::hir::{Activation, Block, Linear, Lower, Model, RmsNorm};
 use rlx_ir::{Attrs, DType, IrError, TensorType, ValueId};
 
 /// Per-step inputs shared by every layer.
@@ -207,10 +207,14 @@ impl Block for Layer {
     }
 }
 
-/// The whole decoder: embedding, layers, final norm, output projection.
+/// The whole decoder: layers, final norm, output projection. The token
+/// embedding is looked up on the host ([`super::embed::TokenTable`]): the
+/// table stays in the file's (quantized) type and only the step's rows are
+/// decoded, instead of a whole f32 table (670 MB for Gemma-3's) held for a
+/// gather of a few rows.
 #[derive(Clone)]
 struct Decoder {
-    embed: Embedding,
+    hidden: usize,
     embed_scale: Option<f64>,
     layers: Vec<Layer>,
     norm: RmsNorm,
@@ -225,7 +229,7 @@ impl Block for Decoder {
         "DecoderLM"
     }
     fn children(&self) -> Vec<(String, &dyn Block)> {
-        let mut c: Vec<(String, &dyn Block)> = vec![("token_embd".into(), &self.embed)];
+        let mut c: Vec<(String, &dyn Block)> = vec![];
         for (i, l) in self.layers.iter().enumerate() {
             c.push((format!("blk.{i}"), l));
         }
@@ -233,14 +237,14 @@ impl Block for Decoder {
         c.push(("output".into(), &self.output));
         c
     }
-    /// Inputs: tokens (1, T) i64, last (1) i64 (the row whose logits are
-    /// wanted), cos, sin, cos_local, sin_local, mask, mask_local, then per
-    /// layer past keys and values (1, kvh, P, D) when P > 0.
+    /// Inputs: the tokens' embedding rows (1, T, hidden) f32, last (1)
+    /// i64 (the row whose logits are wanted), cos, sin, cos_local,
+    /// sin_local, mask, mask_local, then per layer past keys and values
+    /// (1, kvh, P, D) when P > 0.
     /// Outputs: logits (1, vocab), then per layer new keys and values.
     fn lower(&self, cx: &mut Lower, inputs: &[ValueId]) -> Result<Vec<ValueId>, IrError> {
-        let (tokens, last) = (inputs[0], inputs[1]);
+        let (mut x, last) = (inputs[0], inputs[1]);
         let step = &inputs[2..8];
-        let mut x = cx.child1("token_embd", &self.embed, &[tokens])?;
         if let Some(s) = self.embed_scale {
             // gemma: the embedding times √hidden, rounded to the compute type.
             let c = cx
@@ -349,7 +353,7 @@ impl DecoderModel {
             "output.weight"
         };
         let root = Decoder {
-            embed: Embedding::new(c.vocab_size, h),
+            hidden: h,
             embed_scale: gemma.then(|| (h as f64).sqrt()),
             layers,
             norm: norm(h),
@@ -369,7 +373,7 @@ impl DecoderModel {
         let table = TensorType::new(DType::F32, [t, half]);
         let mask = TensorType::new(DType::Bool, [1, 1, 1, t, past + t]);
         let mut m = Model::new("decoder", root)
-            .with_input("tokens", TensorType::new(DType::I64, [1, t]))
+            .with_input("embeddings", TensorType::new(DType::F32, [1, t, self.root.hidden]))
             .with_input("last", TensorType::new(DType::I64, [1]))
             .with_input("cos", table.clone())
             .with_input("sin", table.clone())

@@ -192,7 +192,7 @@ impl Steps {
     }
 }
 
-/// tokens, last, RoPE tables, masks for `n` real tokens padded to `t` at
+/// Embedding rows, last, RoPE tables, masks for `n` real tokens padded to `t` at
 /// positions `len..`, over `p` cache slots.
 fn step_inputs(
     model: &LlmModel,
@@ -203,8 +203,6 @@ fn step_inputs(
     tokens: &[u32],
 ) -> Result<Vec<HostTensor>, LlmError> {
     let c = &model.config;
-    let mut ids: Vec<i64> = tokens.iter().map(|&x| x as i64).collect();
-    ids.resize(t, 0);
     let pos: Vec<usize> = (len..len + t).collect();
     let half = c.head_dim / 2;
     let (cos, sin) = c.rope_tables(&pos, false);
@@ -226,7 +224,7 @@ fn step_inputs(
         HostTensor::from_slice(&m, [1, 1, 1, t, s])
     };
     Ok(vec![
-        HostTensor::from_slice(&ids, [1, t])?,
+        model.embed(tokens, t)?,
         HostTensor::from_slice(&[(n - 1) as i64], [1])?,
         HostTensor::from_slice(&cos, [t, half])?,
         HostTensor::from_slice(&sin, [t, half])?,

@@ -3,6 +3,7 @@
 
 use super::blocks::{DecoderModel, WeightTypes};
 use super::config::LlmConfig;
+use super::embed::TokenTable;
 use super::generate::Generator;
 use super::LlmError;
 use crate::Progress;
@@ -22,6 +23,8 @@ pub struct LlmModel {
     /// The file's `general.name`, or its path.
     pub name: String,
     weights: Vec<HostTensor>,
+    /// `token_embd.weight`, in the file's type.
+    embedding: TokenTable,
 }
 
 /// Each matrix's graph dtype: block types stay quantized, everything else
@@ -190,15 +193,20 @@ impl LlmModel {
             weights.push(t);
             progress(Progress::Weights { done: i + 1, total });
         }
+        let embedding = Self::token_table(file, &config, &params)?;
         progress(Progress::Ready {
             // A tied output projection is the embedding table, counted once.
-            parameters: params
-                .iter()
-                .filter(|p| !(config.tied_embeddings && p.name == "output.weight"))
-                .map(|p| p.ty.shape.numel())
-                .sum(),
+            parameters: params.iter().map(|p| p.ty.shape.numel()).sum::<usize>()
+                + match &embedding {
+                    TokenTable::Own(t) => t.shape().numel(),
+                    TokenTable::Weight(_) => 0,
+                },
             bytes: weights
                 .iter()
+                .chain(match &embedding {
+                    TokenTable::Own(t) => Some(t),
+                    TokenTable::Weight(_) => None,
+                })
                 .map(|t| {
                     rlx_ir::limits::tensor_bytes(t.dtype(), t.shape().dims()).unwrap_or(0) as usize
                 })
@@ -215,6 +223,55 @@ impl LlmModel {
             chat_template: file.str("tokenizer.chat_template").ok().map(str::to_string),
             name,
             weights,
+            embedding,
+        })
+    }
+
+    /// The embedding table: the tied output projection's weight, or
+    /// `token_embd.weight` read in its stored type after a shape check.
+    fn token_table(
+        file: &GgufFile,
+        config: &LlmConfig,
+        params: &[rlx_ir::hir::Param],
+    ) -> Result<TokenTable, LlmError> {
+        const NAME: &str = "token_embd.weight";
+        if config.tied_embeddings {
+            let i = params
+                .iter()
+                .position(|p| p.name == "output.weight")
+                .expect("a decoder has an output projection");
+            return Ok(TokenTable::Weight(i));
+        }
+        let bad = |what: String| LlmError::Tensor {
+            file: file.label().into(),
+            tensor: NAME.into(),
+            what,
+        };
+        let info = file.info(NAME).map_err(|_| {
+            bad(format!("missing; the {} architecture needs it", config.arch.name()))
+        })?;
+        let want = [config.vocab_size, config.hidden];
+        if info.shape != want {
+            return Err(bad(format!("shape {:?}, the config implies {want:?}", info.shape)));
+        }
+        let t = file.tensor(NAME)?;
+        if !(t.dtype().is_float() || t.dtype().is_quantized()) {
+            return Err(bad(format!("type {}, not a float or block type", t.dtype())));
+        }
+        Ok(TokenTable::Own(t))
+    }
+
+    /// The embedding rows of `ids`, as (1, t, hidden) f32 (zero rows pad
+    /// past `ids.len()`).
+    pub(crate) fn embed(&self, ids: &[u32], t: usize) -> Result<HostTensor, LlmError> {
+        let table = match &self.embedding {
+            TokenTable::Own(t) => t,
+            TokenTable::Weight(i) => &self.weights[*i],
+        };
+        super::embed::rows(table, ids, t).map_err(|what| LlmError::Tensor {
+            file: self.name.clone(),
+            tensor: "token_embd.weight".into(),
+            what,
         })
     }
 

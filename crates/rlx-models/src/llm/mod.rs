@@ -19,6 +19,7 @@
 mod blocks;
 mod cache;
 pub mod config;
+mod embed;
 mod generate;
 mod load;
 pub mod sample;

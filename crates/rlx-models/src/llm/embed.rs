@@ -1,0 +1,59 @@
+//! The token embedding, looked up on the host.
+//!
+//! A step needs T rows of a (vocab, hidden) table; decoding the whole table
+//! to f32 at load (as a graph `gather` over an f32 input needs) costs
+//! vocab × hidden × 4 bytes — 670 MB for Gemma-3's 262k × 640 — and on
+//! wgpu it exceeds the adapter's storage-binding limit. So the table stays
+//! in the file's type (a tied output projection reads the same bytes
+//! through `dequant_matmul`) and each step decodes only its rows, with the
+//! reference decoders (bit-exact vs `gguf`), and passes them to the graph.
+
+use rlx::HostTensor;
+use rlx_ir::dtype::Storage;
+use rlx_ir::{DType, TensorData};
+
+/// Where the table's bytes are: its own tensor, or (tied embeddings) the
+/// output projection's weight among the graph's parameters.
+pub(crate) enum TokenTable {
+    Own(HostTensor),
+    Weight(usize),
+}
+
+/// `ids`' rows of `table` ((vocab, hidden), any float or block type) as
+/// (1, t, hidden) f32; rows past `ids.len()` (padding) are zero.
+pub(crate) fn rows(table: &HostTensor, ids: &[u32], t: usize) -> Result<HostTensor, String> {
+    let dims = table.shape().dims();
+    let (vocab, h) = (dims[0], dims[1]);
+    let mut out = vec![0f32; t * h];
+    for (&id, dst) in ids.iter().zip(out.chunks_exact_mut(h)) {
+        let r = id as usize;
+        if r >= vocab {
+            return Err(format!("token id {r} is outside the {vocab}-token table"));
+        }
+        row_into(table, r, dst)?;
+    }
+    HostTensor::new(DType::F32, [1, t, h], TensorData::F32(out)).map_err(|e| e.to_string())
+}
+
+fn row_into(table: &HostTensor, r: usize, dst: &mut [f32]) -> Result<(), String> {
+    let h = dst.len();
+    let span = r * h..(r + 1) * h;
+    match table.data() {
+        TensorData::F32(v) => dst.copy_from_slice(&v[span]),
+        TensorData::F16(v) => dst.iter_mut().zip(&v[span]).for_each(|(d, s)| *d = s.to_f32()),
+        TensorData::BF16(v) => dst.iter_mut().zip(&v[span]).for_each(|(d, s)| *d = s.to_f32()),
+        TensorData::Packed(bytes) => {
+            let Storage::Block { block, bytes: per } = table.dtype().storage() else {
+                return Err(format!("a {} table is not a block type", table.dtype()));
+            };
+            let row_bytes = h / block * per;
+            let row = bytes[r * row_bytes..(r + 1) * row_bytes].to_vec();
+            let t = HostTensor::new(table.dtype(), [1, h], TensorData::Packed(row))
+                .map_err(|e| e.to_string())?;
+            let v = rlx_ref::kernels::quant::dequantize_values(&t)?;
+            dst.iter_mut().zip(v).for_each(|(d, s)| *d = s as f32);
+        }
+        _ => return Err(format!("a {} embedding table", table.dtype())),
+    }
+    Ok(())
+}
