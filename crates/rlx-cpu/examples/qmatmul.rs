@@ -48,23 +48,36 @@ fn main() {
             .collect();
         let q = rlx_ref::kernels::quant::quantize_values(d, &x).unwrap();
         let ws: Vec<Vec<u8>> = (0..copies).map(|_| q.clone()).collect();
-        for (m, q8) in [(1usize, false), (1, true), (64, false), (64, true)] {
+        // The decode row on every f32 kernel this CPU has, then the
+        // default kernel for the rest.
+        let few = qmatmul::FewRows::all(d);
+        let cases = few.iter().map(|&f| (1usize, false, f)).chain([
+            (1, true, few[0]),
+            (64, false, few[0]),
+            (64, true, few[0]),
+        ]);
+        for (m, q8, path) in cases {
             if q8 && !qmatmul::q8_kernel(d) {
                 continue;
             }
             let a = &x[..m * k];
             let mut c = vec![0f32; m * n];
             let reps = if m == 1 { 4 * copies } else { copies.min(8) };
-            qmatmul::run(d, q8, &ws[0], a, m, n, k, &mut c);
+            qmatmul::run_on(path, d, q8, &ws[0], a, m, n, k, &mut c);
             let t = Instant::now();
             for r in 0..reps {
-                qmatmul::run(d, q8, &ws[r % copies], a, m, n, k, &mut c);
+                qmatmul::run_on(path, d, q8, &ws[r % copies], a, m, n, k, &mut c);
             }
             let s = t.elapsed().as_secs_f64() / reps as f64;
             println!(
-                "{:6} m={m:3}{}: {:8.3} ms  {:6.2} GB/s of weights  {:7.1} GFLOP/s",
+                "{:6} m={m:3}{} {:8}: {:8.3} ms  {:6.2} GB/s of weights  {:7.1} GFLOP/s",
                 d.name(),
                 if q8 { " q8" } else { "   " },
+                if q8 {
+                    "int8".to_string()
+                } else {
+                    format!("{path:?}")
+                },
                 s * 1e3,
                 wbytes as f64 / s / 1e9,
                 2.0 * (m * n * k) as f64 / s / 1e9

@@ -101,6 +101,10 @@ pub struct GenerateArgs {
     /// Print {"tokens": [generated ids], "text": ..., ...} instead of streaming.
     #[arg(long)]
     json: bool,
+    /// After generating, print the decode step's dispatch report (how each
+    /// node of the one-token graph runs on the device) to stderr.
+    #[arg(long)]
+    dispatch: bool,
     #[command(flatten)]
     flags: LlmFlags,
 }
@@ -207,7 +211,8 @@ pub fn generate(a: GenerateArgs, env: &Env) -> CliResult {
     if !a.json {
         stream_out(&mut s)?;
         eprintln!("{}", summary(&s));
-        return Ok(());
+        drop(s);
+        return print_dispatch(a.dispatch, &mut gen);
     }
     let mut ids = vec![];
     for t in s.by_ref() {
@@ -223,6 +228,20 @@ pub fn generate(a: GenerateArgs, env: &Env) -> CliResult {
         "decode_seconds": t.decode.as_secs_f64(),
     });
     println!("{v}");
+    drop(s);
+    print_dispatch(a.dispatch, &mut gen)
+}
+
+/// The dispatch report of one decode step over the smallest cache.
+fn print_dispatch(on: bool, gen: &mut rlx_models::llm::Generator) -> CliResult {
+    if on {
+        let c = gen.compiled(1, 64.min(gen.context())).map_err(llm_err)?;
+        eprintln!(
+            "decode step (1 token over 64 cached): {}",
+            crate::run::dispatch_summary(&c)
+        );
+        eprintln!("{}", c.dispatch_report());
+    }
     Ok(())
 }
 
@@ -352,6 +371,12 @@ pub fn bench(a: BenchLlmArgs, env: &Env) -> CliResult {
         (m, sd)
     };
     let ((ppm, pps), (tgm, tgs)) = (stats(&pp), stats(&tg));
+    if rlx_cpu::profile::enabled() {
+        eprintln!(
+            "per-op profile (RLX_PROFILE=1), every run:\n{}",
+            rlx_cpu::profile::report()
+        );
+    }
     if a.json {
         println!(
             "{}",

@@ -55,6 +55,8 @@ mod matmul;
 mod norm;
 pub(crate) mod par;
 #[cfg(target_arch = "x86_64")]
+mod qdot_x512;
+#[cfg(target_arch = "x86_64")]
 mod qdot_x86;
 pub mod qmatmul;
 mod reduce;

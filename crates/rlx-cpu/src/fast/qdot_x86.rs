@@ -43,7 +43,7 @@ pub fn type_index(d: DType) -> Option<u8> {
 }
 
 /// Types whose weights have a min term (x = scale·q − min per 32).
-fn has_min(d: DType) -> bool {
+pub(super) fn has_min(d: DType) -> bool {
     matches!(d, DType::Q4_1 | DType::Q4K | DType::Q5K)
 }
 
@@ -70,7 +70,7 @@ unsafe fn widen(q: __m256i, signed: bool) -> [__m256; 4] {
 
 /// The 6-bit (scale, min) pair `j` of Q4_K/Q5_K.
 #[inline(always)]
-unsafe fn scale_min(s: *const u8, j: usize) -> (u8, u8) {
+pub(super) unsafe fn scale_min(s: *const u8, j: usize) -> (u8, u8) {
     let at = |i: usize| *s.add(i);
     if j < 4 {
         (at(j) & 0x3F, at(j + 4) & 0x3F)
@@ -84,7 +84,7 @@ unsafe fn scale_min(s: *const u8, j: usize) -> (u8, u8) {
 
 /// An f16 scale, converted by F16C (exact, as `half` is).
 #[inline(always)]
-unsafe fn f16(p: *const u8) -> f32 {
+pub(super) unsafe fn f16(p: *const u8) -> f32 {
     let bits = (p as *const u16).read_unaligned();
     _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
 }
@@ -114,14 +114,29 @@ fn element(d: DType, p: usize) -> usize {
 /// permuted to [`unit`]'s order (rows of `k`), with each 32 values' f32
 /// sum (natural order) for the types with a min term.
 pub struct Prepared {
-    x: Vec<f32>,
-    sum: Vec<f32>,
+    pub(super) x: Vec<f32>,
+    pub(super) sum: Vec<f32>,
 }
 
 /// Prepares `m` rows of `k` values (k a multiple of 32) for [`gemv`] on `d`.
 pub fn prepare(d: DType, x: &[f32], m: usize, k: usize) -> Prepared {
+    prepare_in(d, x, m, k, |p| element(d, p))
+}
+
+/// [`prepare`] in natural order (for [`super::qdot_x512`]).
+pub fn prepare_natural(d: DType, x: &[f32], m: usize, k: usize) -> Prepared {
+    prepare_in(d, x, m, k, |p| p)
+}
+
+fn prepare_in(
+    d: DType,
+    x: &[f32],
+    m: usize,
+    k: usize,
+    element: impl Fn(usize) -> usize,
+) -> Prepared {
     let x = &x[..m * k];
-    let order: [usize; 32] = std::array::from_fn(|p| element(d, p));
+    let order: [usize; 32] = std::array::from_fn(element);
     let mut px = vec![0.0f32; x.len()];
     for (o, blk) in px.chunks_exact_mut(32).zip(x.chunks_exact(32)) {
         for (o, &e) in o.iter_mut().zip(&order) {
@@ -354,7 +369,7 @@ pub fn quantize_rows(x: &[f32], m: usize, k: usize) -> Q8Rows {
 /// whether they are signed (offset removed) or unsigned, the scales of its
 /// two halves of 16, and its min (x = scale·q − min).
 #[inline(always)]
-unsafe fn levels(d: DType, row: *const u8, b: usize) -> (__m256i, bool, f32, f32, f32) {
+pub(super) unsafe fn levels(d: DType, row: *const u8, b: usize) -> (__m256i, bool, f32, f32, f32) {
     let mask = _mm256_set1_epi8(0x0F);
     let nib = |qs: *const u8| {
         let v = _mm_loadu_si128(qs as *const __m128i);

@@ -289,14 +289,54 @@ simd_fn! {
     }
 }
 
+/// The f32-activation kernels of the few-rows path.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum FewRows {
+    /// `qdot_x512`: AVX-512F, levels via table permutes.
+    Avx512,
+    /// `qdot_x86`: AVX2 + FMA + F16C.
+    Avx2,
+    /// Decode to a buffer (auto-vectorized), then dot products.
+    Portable,
+}
+
+impl FewRows {
+    /// The widest kernel this CPU has for `dtype`.
+    pub fn best(dtype: DType) -> FewRows {
+        Self::all(dtype)[0]
+    }
+
+    /// Every kernel this CPU can run for `dtype`, widest first (tests run
+    /// each, so no path rots on a machine that would never pick it).
+    pub fn all(dtype: DType) -> Vec<FewRows> {
+        let mut v = vec![];
+        #[cfg(target_arch = "x86_64")]
+        if super::qdot_x86::handles(dtype) {
+            if super::qdot_x512::available() {
+                v.push(FewRows::Avx512);
+            }
+            if super::qdot_x86::available() {
+                v.push(FewRows::Avx2);
+            }
+        }
+        let _ = dtype;
+        v.push(FewRows::Portable);
+        v
+    }
+
+    /// For the dispatch report.
+    pub fn describe(self) -> &'static str {
+        match self {
+            FewRows::Avx512 => "AVX-512 in-register decode (table permutes) and f32 dot products",
+            FewRows::Avx2 => "AVX2+FMA in-register decode and f32 dot products",
+            FewRows::Portable => "decode to a buffer (auto-vectorized) and f32 dot products",
+        }
+    }
+}
+
 /// The few-rows kernel `dtype` runs on this CPU, for the dispatch report.
 pub fn few_rows_kernel(dtype: DType) -> &'static str {
-    #[cfg(target_arch = "x86_64")]
-    if avx2_kernel(dtype) {
-        return "AVX2+FMA in-register decode and f32 dot products";
-    }
-    let _ = dtype;
-    "decode to a buffer (auto-vectorized) and f32 dot products"
+    FewRows::best(dtype).describe()
 }
 
 /// Calls a kernel generic over its row count `M` (1..GEMM_ROWS) and its
@@ -378,18 +418,28 @@ pub fn q8_kernel(dtype: DType) -> bool {
     }
 }
 
-/// Whether the few-rows path of `dtype` runs the AVX2 kernel here.
-#[cfg(target_arch = "x86_64")]
-pub fn avx2_kernel(dtype: DType) -> bool {
-    super::qdot_x86::handles(dtype) && super::qdot_x86::available()
-}
-
 /// `out (m × n) = x (m × k) · wᵀ` for `w` (n × k) of block type `dtype`.
 ///
 /// `q8`: the few-rows path rounds activations to 8 bits and uses integer
 /// dot products (only where [`q8_kernel`] says so; ignored elsewhere).
 #[allow(clippy::too_many_arguments)]
 pub fn run(
+    dtype: DType,
+    q8: bool,
+    w: &[u8],
+    x: &[f32],
+    m: usize,
+    n: usize,
+    k: usize,
+    out: &mut [f32],
+) {
+    run_on(FewRows::best(dtype), dtype, q8, w, x, m, n, k, out)
+}
+
+/// [`run`] with the f32 few-rows path on `few` (one of [`FewRows::all`]).
+#[allow(clippy::too_many_arguments)]
+pub fn run_on(
+    few: FewRows,
     dtype: DType,
     q8: bool,
     w: &[u8],
@@ -420,8 +470,15 @@ pub fn run(
     #[cfg(not(target_arch = "x86_64"))]
     let _ = q8;
     #[cfg(target_arch = "x86_64")]
-    let xp = (xq.is_none() && m < GEMM_ROWS && avx2_kernel(dtype))
-        .then(|| super::qdot_x86::prepare(dtype, x, m, k));
+    let xp = (xq.is_none() && m < GEMM_ROWS && few != FewRows::Portable).then(|| {
+        if few == FewRows::Avx512 {
+            super::qdot_x86::prepare_natural(dtype, x, m, k)
+        } else {
+            super::qdot_x86::prepare(dtype, x, m, k)
+        }
+    });
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = few;
     if m < GEMM_ROWS {
         // Each thread takes whole weight rows: `cols` rows from `j0` into
         // `o` (row r of x at `o[r·ldo..]`).
@@ -439,8 +496,20 @@ pub fn run(
                 return;
             }
             #[cfg(target_arch = "x86_64")]
+            if let (Some(xp), FewRows::Avx512) = (&xp, few) {
+                // SAFETY: `FewRows::all` checked the CPU's features; `xp`
+                // holds the m rows of k values in natural order.
+                #[allow(unsafe_code)]
+                unsafe {
+                    with_kernel!(m, dtype, |M, D| super::qdot_x512::gemv::<M, D>(
+                        w, row_bytes, j0, xp, k, o, ldo, cols
+                    ))
+                };
+                return;
+            }
+            #[cfg(target_arch = "x86_64")]
             if let Some(xp) = &xp {
-                // SAFETY: `avx2_kernel` checked the CPU's features; `xp`
+                // SAFETY: `FewRows::all` checked the CPU's features; `xp`
                 // holds the m rows of k values prepared for `dtype`.
                 #[allow(unsafe_code)]
                 unsafe {
@@ -606,12 +675,15 @@ mod tests {
             assert_eq!(wb.len(), n * k / block * bb);
             let t = HostTensor::new(d, [n, k], TensorData::Packed(wb.clone())).unwrap();
             let wf = rlx_ref::kernels::quant::dequantize_values(&t).unwrap();
-            for m in [1, 3, GEMM_ROWS + 1] {
+            for (m, few) in [1, 3, GEMM_ROWS + 1]
+                .into_iter()
+                .flat_map(|m| FewRows::all(d).into_iter().map(move |f| (m, f)))
+            {
                 let x: Vec<f32> = (0..m * k)
                     .map(|i| ((i * 7919) % 23) as f32 / 11.0 - 1.0)
                     .collect();
                 let mut y = vec![0.0f32; m * n];
-                run(d, false, &wb, &x, m, n, k, &mut y);
+                run_on(few, d, false, &wb, &x, m, n, k, &mut y);
                 for r in 0..m {
                     for j in 0..n {
                         let want: f64 = (0..k).map(|p| x[r * k + p] as f64 * wf[j * k + p]).sum();
@@ -621,7 +693,7 @@ mod tests {
                         let err = (y[r * n + j] as f64 - want).abs();
                         assert!(
                             err <= 1e-5 * scale.max(1e-30),
-                            "{d} m={m} [{r},{j}]: {} vs {want}",
+                            "{d} m={m} {few:?} [{r},{j}]: {} vs {want}",
                             y[r * n + j]
                         );
                     }

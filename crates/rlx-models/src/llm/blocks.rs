@@ -373,7 +373,10 @@ impl DecoderModel {
         let table = TensorType::new(DType::F32, [t, half]);
         let mask = TensorType::new(DType::Bool, [1, 1, 1, t, past + t]);
         let mut m = Model::new("decoder", root)
-            .with_input("embeddings", TensorType::new(DType::F32, [1, t, self.root.hidden]))
+            .with_input(
+                "embeddings",
+                TensorType::new(DType::F32, [1, t, self.root.hidden]),
+            )
             .with_input("last", TensorType::new(DType::I64, [1]))
             .with_input("cos", table.clone())
             .with_input("sin", table.clone())

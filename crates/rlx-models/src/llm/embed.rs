@@ -40,8 +40,14 @@ fn row_into(table: &HostTensor, r: usize, dst: &mut [f32]) -> Result<(), String>
     let span = r * h..(r + 1) * h;
     match table.data() {
         TensorData::F32(v) => dst.copy_from_slice(&v[span]),
-        TensorData::F16(v) => dst.iter_mut().zip(&v[span]).for_each(|(d, s)| *d = s.to_f32()),
-        TensorData::BF16(v) => dst.iter_mut().zip(&v[span]).for_each(|(d, s)| *d = s.to_f32()),
+        TensorData::F16(v) => dst
+            .iter_mut()
+            .zip(&v[span])
+            .for_each(|(d, s)| *d = s.to_f32()),
+        TensorData::BF16(v) => dst
+            .iter_mut()
+            .zip(&v[span])
+            .for_each(|(d, s)| *d = s.to_f32()),
         TensorData::Packed(bytes) => {
             let Storage::Block { block, bytes: per } = table.dtype().storage() else {
                 return Err(format!("a {} table is not a block type", table.dtype()));

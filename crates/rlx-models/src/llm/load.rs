@@ -248,15 +248,24 @@ impl LlmModel {
             what,
         };
         let info = file.info(NAME).map_err(|_| {
-            bad(format!("missing; the {} architecture needs it", config.arch.name()))
+            bad(format!(
+                "missing; the {} architecture needs it",
+                config.arch.name()
+            ))
         })?;
         let want = [config.vocab_size, config.hidden];
         if info.shape != want {
-            return Err(bad(format!("shape {:?}, the config implies {want:?}", info.shape)));
+            return Err(bad(format!(
+                "shape {:?}, the config implies {want:?}",
+                info.shape
+            )));
         }
         let t = file.tensor(NAME)?;
         if !(t.dtype().is_float() || t.dtype().is_quantized()) {
-            return Err(bad(format!("type {}, not a float or block type", t.dtype())));
+            return Err(bad(format!(
+                "type {}, not a float or block type",
+                t.dtype()
+            )));
         }
         Ok(TokenTable::Own(t))
     }
