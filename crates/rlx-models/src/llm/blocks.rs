@@ -218,7 +218,11 @@ struct Decoder {
     embed_scale: Option<f64>,
     layers: Vec<Layer>,
     norm: RmsNorm,
-    output: Linear,
+    /// The output projection, in row slices of at most
+    /// [`OUTPUT_SLICE_BYTES`] (one for most models).
+    output: Vec<Linear>,
+    /// The vocabulary rows of each output slice.
+    output_rows: Vec<std::ops::Range<usize>>,
     softcap: f64,
     /// Cached positions the graph attends to (0: a first prefill).
     past: usize,
@@ -234,7 +238,9 @@ impl Block for Decoder {
             c.push((format!("blk.{i}"), l));
         }
         c.push(("output_norm".into(), &self.norm));
-        c.push(("output".into(), &self.output));
+        for (i, o) in self.output.iter().enumerate() {
+            c.push((output_child(i, self.output.len()), o));
+        }
         c
     }
     /// Inputs: the tokens' embedding rows (1, T, hidden) f32, last (1)
@@ -266,7 +272,15 @@ impl Block for Decoder {
         // Only the wanted row goes through the norm and the projection.
         let x = cx.op1("index_select", &[x, last], Attrs::new().with("axis", 1i64))?;
         let x = cx.child1("output_norm", &self.norm, &[x])?;
-        let mut logits = cx.child1("output", &self.output, &[x])?;
+        let n = self.output.len();
+        let parts = (0..n)
+            .map(|i| cx.child1(&output_child(i, n), &self.output[i], &[x]))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut logits = if n == 1 {
+            parts[0]
+        } else {
+            cx.op1("concat", &parts, Attrs::new().with("axis", 2i64))?
+        };
         if self.softcap > 0.0 {
             let c = cx
                 .builder()
@@ -282,6 +296,34 @@ impl Block for Decoder {
         let mut all = vec![cx.reshape(logits, &[1, v])?];
         all.extend(outs);
         Ok(all)
+    }
+}
+
+/// The largest output-projection slice. WebGPU's default storage-buffer
+/// binding limit is 128 MiB, and Gemma-3's (262144 × 640 Q8_0, 170 MiB)
+/// and Qwen2.5's (151936 × 896 Q8_0, 138 MiB) projections exceed it; in
+/// slices (one `dequant_matmul` each, logits concatenated) every backend
+/// runs them. Smaller projections stay one `output` child.
+pub const OUTPUT_SLICE_BYTES: u64 = 128 << 20;
+
+/// The row ranges of a (vocab, hidden) output projection of `dtype`.
+pub fn output_slices(vocab: usize, hidden: usize, dtype: DType) -> Vec<std::ops::Range<usize>> {
+    let row = rlx_ir::limits::tensor_bytes(dtype, &[1, hidden]).unwrap_or(1).max(1);
+    let rows = ((OUTPUT_SLICE_BYTES / row) as usize).max(1);
+    let parts = vocab.div_ceil(rows).max(1);
+    // Equal parts (not full slices and a remainder): fewer distinct shapes.
+    let per = vocab.div_ceil(parts);
+    (0..parts)
+        .map(|i| i * per..((i + 1) * per).min(vocab))
+        .collect()
+}
+
+/// The block name of output slice `i` of `n`: `output` when whole.
+fn output_child(i: usize, n: usize) -> String {
+    if n == 1 {
+        "output".into()
+    } else {
+        format!("output_slice{i}")
     }
 }
 
@@ -352,12 +394,17 @@ impl DecoderModel {
         } else {
             "output.weight"
         };
+        let output_rows = output_slices(c.vocab_size, h, types.dtype_of(output_name));
         let root = Decoder {
             hidden: h,
             embed_scale: gemma.then(|| (h as f64).sqrt()),
             layers,
             norm: norm(h),
-            output: Linear::new(h, c.vocab_size, false).with_dtype(types.dtype_of(output_name)),
+            output: output_rows
+                .iter()
+                .map(|r| Linear::new(h, r.len(), false).with_dtype(types.dtype_of(output_name)))
+                .collect(),
+            output_rows,
             softcap: c.logit_softcap,
             past: 0,
         };
@@ -398,6 +445,28 @@ impl DecoderModel {
     /// Number of data inputs before the parameters.
     pub fn data_inputs(&self, past: usize) -> usize {
         8 + if past > 0 { 2 * self.config.layers } else { 0 }
+    }
+
+    /// Where parameter `name` comes from in the GGUF file: the tensor
+    /// (a tied output projection reads the embedding table) and, for an
+    /// output slice, its rows.
+    pub fn source(&self, name: &str) -> (String, Option<std::ops::Range<usize>>) {
+        let out = if self.config.tied_embeddings {
+            "token_embd.weight"
+        } else {
+            "output.weight"
+        };
+        if name == "output.weight" {
+            return (out.into(), None);
+        }
+        let slice = name
+            .strip_prefix("output_slice")
+            .and_then(|r| r.strip_suffix(".weight"))
+            .and_then(|i| i.parse::<usize>().ok());
+        match slice {
+            Some(i) => (out.into(), self.root.output_rows.get(i).cloned()),
+            None => (name.into(), None),
+        }
     }
 
     /// Every parameter (GGUF name and expected type), in graph order.

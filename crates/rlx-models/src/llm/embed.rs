@@ -13,24 +13,37 @@ use rlx_ir::dtype::Storage;
 use rlx_ir::{DType, TensorData};
 
 /// Where the table's bytes are: its own tensor, or (tied embeddings) the
-/// output projection's weight among the graph's parameters.
+/// output projection's weights among the graph's parameters, as (weight
+/// index, first row) per row slice.
 pub(crate) enum TokenTable {
     Own(HostTensor),
-    Weight(usize),
+    Weight(Vec<(usize, usize)>),
 }
 
-/// `ids`' rows of `table` ((vocab, hidden), any float or block type) as
-/// (1, t, hidden) f32; rows past `ids.len()` (padding) are zero.
-pub(crate) fn rows(table: &HostTensor, ids: &[u32], t: usize) -> Result<HostTensor, String> {
-    let dims = table.shape().dims();
-    let (vocab, h) = (dims[0], dims[1]);
+/// `ids`' rows of the table held in `parts` ((rows, hidden) tensors of any
+/// float or block type, each with its first row, in order) as (1, t,
+/// hidden) f32; rows past `ids.len()` (padding) are zero.
+pub(crate) fn rows(
+    parts: &[(&HostTensor, usize)],
+    ids: &[u32],
+    t: usize,
+) -> Result<HostTensor, String> {
+    let (last, first) = parts.last().ok_or("no embedding table")?;
+    let dims = last.shape().dims();
+    let (vocab, h) = (first + dims[0], dims[1]);
     let mut out = vec![0f32; t * h];
     for (&id, dst) in ids.iter().zip(out.chunks_exact_mut(h)) {
         let r = id as usize;
         if r >= vocab {
             return Err(format!("token id {r} is outside the {vocab}-token table"));
         }
-        row_into(table, r, dst)?;
+        // The last slice that starts at or before r holds it.
+        let (table, start) = parts
+            .iter()
+            .rev()
+            .find(|(_, s)| *s <= r)
+            .expect("the first slice starts at row 0");
+        row_into(table, r - start, dst)?;
     }
     HostTensor::new(DType::F32, [1, t, h], TensorData::F32(out)).map_err(|e| e.to_string())
 }

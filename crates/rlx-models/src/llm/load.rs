@@ -66,6 +66,29 @@ fn to_f32(t: HostTensor) -> Result<HostTensor, LlmError> {
     Ok(out.into_iter().next().expect("one output"))
 }
 
+/// Rows `rows` of the (vocab, `hidden`) tensor `name`: block types sliced
+/// from the file's bytes (the whole table is never copied), others read
+/// whole and sliced.
+fn tensor_rows(
+    file: &GgufFile,
+    name: &str,
+    rows: std::ops::Range<usize>,
+    hidden: usize,
+) -> Result<HostTensor, LlmError> {
+    let dtype = file.info(name)?.ggml_type.dtype();
+    if let Some(d) = dtype.filter(|d| d.is_quantized()) {
+        let row = rlx_ir::limits::tensor_bytes(d, &[1, hidden]).unwrap_or(0) as usize;
+        let bytes = &file.raw_bytes(name)?[rows.start * row..rows.end * row];
+        let data = rlx_ir::TensorData::Packed(bytes.to_vec());
+        return Ok(HostTensor::new(d, [rows.len(), hidden], data)?);
+    }
+    let all = to_f32(file.tensor(name)?)?.to_vec::<f32>()?;
+    Ok(HostTensor::from_slice(
+        &all[rows.start * hidden..rows.end * hidden],
+        [rows.len(), hidden],
+    )?)
+}
+
 /// The tokenizer metadata of `file` (`tokenizer.ggml.*`).
 pub fn vocab_of(file: &GgufFile) -> Result<LlmVocab, LlmError> {
     let strings = |key: &str| -> Result<Vec<String>, LlmError> {
@@ -160,12 +183,8 @@ impl LlmModel {
         let total = params.len();
         let mut weights = Vec::with_capacity(total);
         for (i, p) in params.iter().enumerate() {
-            // A tied output projection reads the embedding table.
-            let name = if p.name == "output.weight" && config.tied_embeddings {
-                "token_embd.weight"
-            } else {
-                p.name.as_str()
-            };
+            let (name, rows) = decoder.source(&p.name);
+            let name = name.as_str();
             let bad = |what: String| LlmError::Tensor {
                 file: file.label().into(),
                 tensor: name.into(),
@@ -177,14 +196,21 @@ impl LlmModel {
                     config.arch.name()
                 ))
             })?;
-            if info.shape != p.ty.dims() {
+            // An output slice is rows of the whole (vocab, hidden) matrix.
+            let whole = match &rows {
+                Some(_) => vec![config.vocab_size, config.hidden],
+                None => p.ty.dims().to_vec(),
+            };
+            if info.shape != whole {
                 return Err(bad(format!(
-                    "shape {:?}, the config implies {:?}",
+                    "shape {:?}, the config implies {whole:?}",
                     info.shape,
-                    p.ty.dims()
                 )));
             }
-            let t = file.tensor(name)?;
+            let t = match rows {
+                Some(r) => tensor_rows(file, name, r, config.hidden)?,
+                None => file.tensor(name)?,
+            };
             let t = if t.dtype() == p.ty.dtype {
                 t
             } else {
@@ -193,7 +219,7 @@ impl LlmModel {
             weights.push(t);
             progress(Progress::Weights { done: i + 1, total });
         }
-        let embedding = Self::token_table(file, &config, &params)?;
+        let embedding = Self::token_table(file, &config, &decoder, &params)?;
         progress(Progress::Ready {
             // A tied output projection is the embedding table, counted once.
             parameters: params.iter().map(|p| p.ty.shape.numel()).sum::<usize>()
@@ -232,15 +258,21 @@ impl LlmModel {
     fn token_table(
         file: &GgufFile,
         config: &LlmConfig,
+        decoder: &DecoderModel,
         params: &[rlx_ir::hir::Param],
     ) -> Result<TokenTable, LlmError> {
         const NAME: &str = "token_embd.weight";
         if config.tied_embeddings {
-            let i = params
+            // The output projection's weights (one, or its row slices).
+            let parts = params
                 .iter()
-                .position(|p| p.name == "output.weight")
-                .expect("a decoder has an output projection");
-            return Ok(TokenTable::Weight(i));
+                .enumerate()
+                .filter_map(|(i, p)| match decoder.source(&p.name) {
+                    (n, rows) if n == NAME => Some((i, rows.map_or(0, |r| r.start))),
+                    _ => None,
+                })
+                .collect();
+            return Ok(TokenTable::Weight(parts));
         }
         let bad = |what: String| LlmError::Tensor {
             file: file.label().into(),
@@ -273,11 +305,11 @@ impl LlmModel {
     /// The embedding rows of `ids`, as (1, t, hidden) f32 (zero rows pad
     /// past `ids.len()`).
     pub(crate) fn embed(&self, ids: &[u32], t: usize) -> Result<HostTensor, LlmError> {
-        let table = match &self.embedding {
-            TokenTable::Own(t) => t,
-            TokenTable::Weight(i) => &self.weights[*i],
+        let parts: Vec<(&HostTensor, usize)> = match &self.embedding {
+            TokenTable::Own(t) => vec![(t, 0)],
+            TokenTable::Weight(w) => w.iter().map(|&(i, r)| (&self.weights[i], r)).collect(),
         };
-        super::embed::rows(table, ids, t).map_err(|what| LlmError::Tensor {
+        super::embed::rows(&parts, ids, t).map_err(|what| LlmError::Tensor {
             file: self.name.clone(),
             tensor: "token_embd.weight".into(),
             what,
