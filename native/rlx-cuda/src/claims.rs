@@ -97,6 +97,10 @@ pub fn claims() -> Claims {
         add(op, FLOATS);
         add(op, INTS);
     }
+    // GGUF block weights: moved to the device as their raw bytes, read by
+    // dequant_matmul (keyed by x's dtype; `select` checks the weight's).
+    add("transfer", &crate::codegen::kernels::quant::DTYPES);
+    add("dequant_matmul", &crate::codegen::kernels::quant::X_DTYPES);
     add("reduce_any", &[DType::Bool]);
     add("reduce_all", &[DType::Bool]);
     for v in ops.values_mut() {

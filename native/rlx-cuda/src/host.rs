@@ -4,7 +4,8 @@ use crate::error::CudaError;
 use half::{bf16, f16};
 use rlx_ir::{DType, HostTensor, Shape, TensorData};
 
-/// The elements of `t` as bytes (all stored dtypes are plain old data).
+/// The elements of `t` as bytes (all stored dtypes are plain old data;
+/// a block-quantized tensor is its packed bytes, copied as they are).
 pub fn bytes_of(t: &HostTensor) -> Result<&[u8], CudaError> {
     fn raw<T>(v: &[T]) -> &[u8] {
         // SAFETY: T is one of bool/ints/floats/half types: no padding, any
@@ -22,6 +23,7 @@ pub fn bytes_of(t: &HostTensor) -> Result<&[u8], CudaError> {
         TensorData::BF16(v) => raw(v),
         TensorData::F32(v) => raw(v),
         TensorData::F64(v) => raw(v),
+        TensorData::Packed(v) if t.dtype().is_quantized() => v,
         _ => {
             return Err(CudaError::Input(format!(
                 "dtype {} cannot be copied to the GPU",
@@ -63,6 +65,7 @@ pub fn from_bytes(dtype: DType, shape: Shape, b: &[u8]) -> Result<HostTensor, Cu
         DType::BF16 => TensorData::BF16(typed::<bf16>(b)),
         DType::F32 => TensorData::F32(typed(b)),
         DType::F64 => TensorData::F64(typed(b)),
+        d if d.is_quantized() => TensorData::Packed(b.to_vec()),
         d => {
             return Err(CudaError::Input(format!(
                 "dtype {d} cannot be copied from the GPU"

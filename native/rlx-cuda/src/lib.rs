@@ -128,6 +128,9 @@ impl Backend for CudaBackend {
             "attention" => format!(
                 "cuda::nvrtc_attention<{dtype}> (>= 48 heads: cublas_gemm_batched + nvrtc_softmax + cublas_gemm_batched)"
             ),
+            "dequant_matmul" => format!(
+                "cuda::nvrtc_dequant_matmul<{dtype}> (GGUF blocks decoded in the kernel: gemv up to 8 rows, 64x64 tiles above)"
+            ),
             _ => format!("cuda::nvrtc_{op}<{dtype}>"),
         }
     }

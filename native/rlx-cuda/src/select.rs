@@ -3,7 +3,8 @@
 //! building — a region op without a CUDA expression, a mask kind or an
 //! activation the kernels lack. Checked during legalization without a GPU,
 //! so the dispatch report and the `DispatchError` show each refusal with
-//! its reason before anything is built.
+//! its reason before anything is built (a `dequant_matmul` whose weight
+//! type has no CUDA decoder, say).
 
 use crate::codegen::expr;
 use rlx_runtime::NodeQuery;
@@ -42,6 +43,27 @@ pub fn check(node: &NodeQuery) -> Result<(), String> {
                 ))
             }
         }
+        "dequant_matmul" => dequant_matmul(node),
         _ => Ok(()),
     }
+}
+
+/// `dequant_matmul` decodes the GGUF block types of `kernels::quant` in
+/// the kernel; other weight types (Q2_K, Q3_K, MXFP4, ...) are not.
+fn dequant_matmul(node: &NodeQuery) -> Result<(), String> {
+    use crate::codegen::kernels::quant;
+    let Some(w) = node.inputs.get(1) else {
+        return Err("dequant_matmul without a weight".into());
+    };
+    if !quant::decodes(w.dtype) {
+        return Err(format!(
+            "no CUDA kernel decodes {} weights ({} are decoded)",
+            w.dtype,
+            quant::names()
+        ));
+    }
+    if w.rank() != 2 {
+        return Err(format!("the weight {w} is not (N, K)"));
+    }
+    Ok(())
 }

@@ -15,6 +15,8 @@
 //! so, where no `g++` with C++20 exists.
 
 mod common;
+#[path = "emulate_cases/quant.rs"]
+mod quant;
 use common::ClaimsOnly;
 use rlx_cuda::plan::{self, AttnSplit, Launch, Ptr, Root};
 use rlx_ir::text::parse;

@@ -12,6 +12,10 @@
 //! * `gpu sgemm` — our own fp32 GEMM kernels, each forced, against the CPU.
 //! * `gpu hgemm` — our own f16/bf16 tensor-core GEMM kernels, each forced, against the CPU.
 //! * `gpu mma-peak` — the tensor cores' `mma.sync` throughput ceiling (TFLOP/s).
+//! * `gpu quant` — `dequant_matmul` over GGUF block weights against the
+//!   CPU, and its gemv's time at 4096 × 4096.
+//! * `gpu llm [--tiny-only]` — quantized llamas written here as GGUF
+//!   (random weights): logits and greedy tokens vs the CPU, decode speed.
 //!
 //! One module per suite; this file holds what they share (seeded inputs,
 //! tolerances, the CUDA compile with the environment's options).
@@ -20,12 +24,14 @@ mod copies;
 mod gemm;
 mod minilm;
 mod parity;
+mod quant;
 mod train;
 
 use copies::copies;
 use gemm::{hgemm, mma_peak, sgemm};
 use minilm::minilm;
 use parity::{extra_inputs, parity};
+use quant::{llm, quant};
 use train::{train, train_ref};
 
 use rlx::{CompileOptions, Target};
@@ -148,6 +154,8 @@ fn main() {
         Some("hgemm") => hgemm(),
         Some("mma-peak") => mma_peak(),
         Some("train") => train(&args[2..]),
+        Some("quant") => quant(),
+        Some("llm") => llm(&args[2..]),
         _ => {
             eprintln!("usage: gpu parity [DIR] | gpu minilm --weights F --config F [...]");
             2

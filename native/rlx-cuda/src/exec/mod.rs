@@ -446,4 +446,12 @@ impl Executable for CudaExecutable {
     fn run(&self, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
         Ok(self.run_cuda(inputs)?)
     }
+
+    /// Weights stay on the device after their first upload (through
+    /// `rlx::Compiled::keep_resident`: an LLM's decode steps would
+    /// otherwise copy every weight in on every token).
+    fn keep_resident(&self, inputs: &[usize]) -> bool {
+        CudaExecutable::keep_resident(self, inputs);
+        true
+    }
 }

@@ -328,6 +328,7 @@ pub(super) fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaEr
             }
         }
         "attention" => attention(p, i, node, &out)?,
+        "dequant_matmul" => super::quant::dequant_matmul(p, i, node, &out)?,
         _ => return Err(unsupported(i, node, "no CUDA lowering")),
     }
     Ok(())

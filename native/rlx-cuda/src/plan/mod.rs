@@ -14,6 +14,7 @@ mod inline;
 mod lower;
 mod mask;
 mod movement;
+mod quant;
 mod reduce;
 
 use crate::options::CudaOptions;
@@ -546,7 +547,9 @@ fn plan_once(
     };
     for (i, &v) in g.inputs.iter().enumerate() {
         let ty = g.ty(v);
-        if ctype::storage(ty.dtype).is_none() {
+        // Block-quantized weights are held as their raw bytes, read only
+        // by the dequant_matmul kernels that decode them.
+        if ctype::storage(ty.dtype).is_none() && !kernels::quant::decodes(ty.dtype) {
             return Err(CudaError::Input(format!(
                 "graph input {i} has dtype {}, which CUDA kernels cannot hold",
                 ty.dtype

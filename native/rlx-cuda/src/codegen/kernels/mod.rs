@@ -2,7 +2,8 @@
 //! strides and attribute values are constants in the text.
 //!
 //! One module per family: `pointwise` (elementwise loops), `reduction`,
-//! `rows` (softmax, norms, gather), `attention_spec` (what the attention
+//! `rows` (softmax, norms, gather), `quant` (dequant_matmul over GGUF
+//! block weights), `attention_spec` (what the attention
 //! kernels share), `attention_simt` and `attention_mma` (tensor cores).
 //! This module holds the index arithmetic they all write.
 
@@ -10,6 +11,7 @@ mod attention_mma;
 mod attention_simt;
 mod attention_spec;
 mod pointwise;
+pub mod quant;
 mod reduction;
 mod rows;
 
