@@ -37,6 +37,21 @@ export function makeLlm(h) {
   }
 
   /** A loaded decoder LLM (llama, qwen2, gemma3) from a GGUF file. */
+  // A zero-delay task: a MessageChannel message, not `setTimeout(0)`,
+  // which browsers clamp to 4 ms once timers nest five deep (each token's
+  // yield runs in the previous one's timer task, so every token after the
+  // fifth would wait 4 ms).
+  const yieldToPage = () =>
+    new Promise((resolve) => {
+      if (typeof MessageChannel === "undefined") return setTimeout(resolve, 0);
+      const c = new MessageChannel();
+      c.port1.onmessage = () => {
+        c.port1.close();
+        resolve();
+      };
+      c.port2.postMessage(0);
+    });
+
   class Llm {
     constructor(l) {
       this._l = l;
@@ -93,7 +108,7 @@ export function makeLlm(h) {
           generated++;
           yield t;
           // Let the page paint and handle input between tokens.
-          await new Promise((r) => setTimeout(r, 0));
+          await yieldToPage();
         }
         const t2 = now();
         this.stats = {
