@@ -2,7 +2,7 @@
 // thread) vs @wllama/wllama (llama.cpp compiled to wasm) on 1 and 2
 // threads, same GGUF (SmolLM2-135M-Instruct Q4_1 from ./scripts/fetch-models),
 // one page (page/llm.html), engines one after another. Prefill of a
-// ~512-token prompt (pp) and 128 greedy tokens from a short prompt (tg),
+// 443-token prompt (pp) and 128 greedy tokens from a short prompt (tg),
 // EOS ignored. Writes OUT.json and OUT.md.
 //
 //   node benches/web/llm.mjs [--engines rlx-wasm,wllama-1t,wllama-2t] [--runs 3]
@@ -133,7 +133,10 @@ async function main() {
   let md = `# Decoder LLM in Chromium: rlx (wasm) vs wllama\n\n`;
   md += `Machine: ${cpu} (${isa}), ${os.cpus().length} cores; ${chromiumVersion}, headless; page cross-origin isolated: ${isolated}. `;
   md += `Model: ${file}. rlx ${rlx.version} (npm package, wasm CPU engine, 1 thread); @wllama/wllama ${wllamaVersion} (llama.cpp in wasm, all layers on the CPU). `;
-  md += `pp: prefill of a ~512-token prompt; tg: ${a.gen} greedy tokens from a short prompt, EOS ignored. Mean ± sd of ${a.runs} runs after one untimed run. rlx / engine > 1: rlx is faster.\n\n`;
+  const ok = results.filter((r) => !r.error);
+  const ppTokens = [...new Set(ok.map((r) => r.pp[0].tokens))].join(" / ");
+  const same = ok.length > 1 && ok.every((r) => r.sample === ok[0].sample);
+  md += `pp: prefill of a ${ppTokens}-token prompt; tg: ${a.gen} greedy tokens from a short prompt, EOS ignored${same ? " (every engine generated the same text)" : ""}. Mean ± sd of ${a.runs} runs after one untimed run. rlx / engine > 1: rlx is faster.\n\n`;
   md += `| engine | pp tok/s | tg tok/s | rlx / engine (pp) | rlx / engine (tg) | load (ms) |\n|---|---:|---:|---:|---:|---:|\n`;
   for (const r of results) {
     md += `| ${r.engine}${r.multithread ? " (threads on)" : ""} | ${row(r, "pp")} | ${row(r, "tg")} | ${ratio(r, "pp")} | ${ratio(r, "tg")} | ${r.error ? "" : r.load.toFixed(0)} |\n`;
