@@ -308,7 +308,9 @@ pub const OUTPUT_SLICE_BYTES: u64 = 128 << 20;
 
 /// The row ranges of a (vocab, hidden) output projection of `dtype`.
 pub fn output_slices(vocab: usize, hidden: usize, dtype: DType) -> Vec<std::ops::Range<usize>> {
-    let row = rlx_ir::limits::tensor_bytes(dtype, &[1, hidden]).unwrap_or(1).max(1);
+    let row = rlx_ir::limits::tensor_bytes(dtype, &[1, hidden])
+        .unwrap_or(1)
+        .max(1);
     let rows = ((OUTPUT_SLICE_BYTES / row) as usize).max(1);
     let parts = vocab.div_ceil(rows).max(1);
     // Equal parts (not full slices and a remainder): fewer distinct shapes.
