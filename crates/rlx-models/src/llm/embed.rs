@@ -6,11 +6,45 @@
 //! wgpu it exceeds the adapter's storage-binding limit. So the table stays
 //! in the file's type (a tied output projection reads the same bytes
 //! through `dequant_matmul`) and each step decodes only its rows, with the
-//! reference decoders (bit-exact vs `gguf`), and passes them to the graph.
+//! IR's `dequantize` on the CPU (bit-exact vs `gguf`; one graph per table,
+//! compiled on first use), and passes them to the graph.
 
 use rlx::HostTensor;
 use rlx_ir::dtype::Storage;
 use rlx_ir::{DType, TensorData};
+use std::sync::{Arc, Mutex};
+
+/// The compiled `dequantize` of one (1, hidden) row, made on first use.
+#[derive(Default)]
+pub(crate) struct RowDecoder(Mutex<Option<Arc<rlx::Compiled>>>);
+
+impl RowDecoder {
+    fn decode(&self, row: HostTensor) -> Result<Vec<f32>, String> {
+        let c = {
+            let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            match &*g {
+                Some(c) => c.clone(),
+                None => {
+                    let graph = super::load::dequantize_graph(row.dtype(), row.shape().dims())
+                        .map_err(|e| e.to_string())?;
+                    let c = Arc::new(
+                        rlx::compile(&graph, rlx::Device::Cpu).map_err(|e| e.to_string())?,
+                    );
+                    *g = Some(c.clone());
+                    c
+                }
+            }
+        };
+        let out = c
+            .run(std::slice::from_ref(&row))
+            .map_err(|e| e.to_string())?;
+        out.into_iter()
+            .next()
+            .expect("one output")
+            .to_vec::<f32>()
+            .map_err(|e| e.to_string())
+    }
+}
 
 /// Where the table's bytes are: its own tensor, or (tied embeddings) the
 /// output projection's weights among the graph's parameters, as (weight
@@ -25,6 +59,7 @@ pub(crate) enum TokenTable {
 /// hidden) f32; rows past `ids.len()` (padding) are zero.
 pub(crate) fn rows(
     parts: &[(&HostTensor, usize)],
+    dec: &RowDecoder,
     ids: &[u32],
     t: usize,
 ) -> Result<HostTensor, String> {
@@ -43,12 +78,12 @@ pub(crate) fn rows(
             .rev()
             .find(|(_, s)| *s <= r)
             .expect("the first slice starts at row 0");
-        row_into(table, r - start, dst)?;
+        row_into(table, dec, r - start, dst)?;
     }
     HostTensor::new(DType::F32, [1, t, h], TensorData::F32(out)).map_err(|e| e.to_string())
 }
 
-fn row_into(table: &HostTensor, r: usize, dst: &mut [f32]) -> Result<(), String> {
+fn row_into(table: &HostTensor, dec: &RowDecoder, r: usize, dst: &mut [f32]) -> Result<(), String> {
     let h = dst.len();
     let span = r * h..(r + 1) * h;
     match table.data() {
@@ -69,8 +104,7 @@ fn row_into(table: &HostTensor, r: usize, dst: &mut [f32]) -> Result<(), String>
             let row = bytes[r * row_bytes..(r + 1) * row_bytes].to_vec();
             let t = HostTensor::new(table.dtype(), [1, h], TensorData::Packed(row))
                 .map_err(|e| e.to_string())?;
-            let v = rlx_ref::kernels::quant::dequantize_values(&t)?;
-            dst.iter_mut().zip(v).for_each(|(d, s)| *d = s as f32);
+            dst.copy_from_slice(&dec.decode(t)?);
         }
         _ => return Err(format!("a {} embedding table", table.dtype())),
     }

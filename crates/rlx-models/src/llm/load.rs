@@ -25,6 +25,8 @@ pub struct LlmModel {
     weights: Vec<HostTensor>,
     /// `token_embd.weight`, in the file's type.
     embedding: TokenTable,
+    /// Decodes its rows (block types).
+    row_decoder: super::embed::RowDecoder,
 }
 
 /// Each matrix's graph dtype: block types stay quantized, everything else
@@ -45,23 +47,28 @@ impl WeightTypes for FileTypes<'_> {
     }
 }
 
-/// `t` decoded to f32 by the IR's `dequantize` (or `cast`) on the CPU.
-fn to_f32(t: HostTensor) -> Result<HostTensor, LlmError> {
-    if t.dtype() == DType::F32 {
-        return Ok(t);
-    }
-    let dims: Vec<String> = t.shape().dims().iter().map(|d| d.to_string()).collect();
-    let op = if t.dtype().is_quantized() {
+/// The graph that decodes a `dtype` tensor of `dims` to f32: the IR's
+/// `dequantize` (a block type) or `cast`.
+pub(crate) fn dequantize_graph(dtype: DType, dims: &[usize]) -> Result<rlx::Graph, LlmError> {
+    let dims: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+    let op = if dtype.is_quantized() {
         "dequantize"
     } else {
         "cast"
     };
     let src = format!(
-        "graph @to_f32(%w: {}[{}]) {{\n  %y = {op}(%w) {{dtype=f32}}\n  return %y\n}}",
-        t.dtype(),
+        "graph @to_f32(%w: {dtype}[{}]) {{\n  %y = {op}(%w) {{dtype=f32}}\n  return %y\n}}",
         dims.join(",")
     );
-    let g = rlx_ir::text::parse(&src)?;
+    Ok(rlx_ir::text::parse(&src)?)
+}
+
+/// `t` decoded to f32 by the IR's `dequantize` (or `cast`) on the CPU.
+fn to_f32(t: HostTensor) -> Result<HostTensor, LlmError> {
+    if t.dtype() == DType::F32 {
+        return Ok(t);
+    }
+    let g = dequantize_graph(t.dtype(), t.shape().dims())?;
     let out = rlx::compile(&g, Device::Cpu)?.run(std::slice::from_ref(&t))?;
     Ok(out.into_iter().next().expect("one output"))
 }
@@ -250,6 +257,7 @@ impl LlmModel {
             name,
             weights,
             embedding,
+            row_decoder: Default::default(),
         })
     }
 
@@ -309,7 +317,7 @@ impl LlmModel {
             TokenTable::Own(t) => vec![(t, 0)],
             TokenTable::Weight(w) => w.iter().map(|&(i, r)| (&self.weights[i], r)).collect(),
         };
-        super::embed::rows(&parts, ids, t).map_err(|what| LlmError::Tensor {
+        super::embed::rows(&parts, &self.row_decoder, ids, t).map_err(|what| LlmError::Tensor {
             file: self.name.clone(),
             tensor: "token_embd.weight".into(),
             what,
