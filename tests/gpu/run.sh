@@ -57,6 +57,10 @@ $RUN/gpu copies 2>&1 | tee /tmp/rlx-copies.log; count /tmp/rlx-copies.log; cat /
 $RUN/gpu sgemm 2>&1 | tee /tmp/rlx-sgemm.log; count /tmp/rlx-sgemm.log; cat /tmp/rlx-sgemm.log >> "$OUTDIR/parity.log"
 # Our own f16/bf16 tensor-core GEMM kernels, each forced (also in parity.log).
 $RUN/gpu hgemm 2>&1 | tee /tmp/rlx-hgemm.log; count /tmp/rlx-hgemm.log; cat /tmp/rlx-hgemm.log >> "$OUTDIR/parity.log"
+# dequant_matmul over GGUF block weights vs the CPU, gemv timings; quantized
+# llamas (random weights) vs the CPU, decode speed (also in parity.log).
+$RUN/gpu quant 2>&1 | tee /tmp/rlx-quant.log; count /tmp/rlx-quant.log; cat /tmp/rlx-quant.log >> "$OUTDIR/parity.log"
+$RUN/gpu llm 2>&1 | tee /tmp/rlx-llm.log; count /tmp/rlx-llm.log; cat /tmp/rlx-llm.log >> "$OUTDIR/parity.log"
 BATCHES=${BATCHES:-1,2,4,8,16,32}
 $RUN/gpu minilm --weights $RUN/model.fp16.safetensors --config $RUN/config.json --batches "$BATCHES" \
   --check 1,8,32 --runs ${RUNS:-50} --modes ${MODES:-fp32,tf32,fp16} --profile --json "$OUTDIR/rlx_cuda.json" 2>&1 | tee "$OUTDIR/minilm.log"
