@@ -110,3 +110,65 @@ fn row_into(table: &HostTensor, dec: &RowDecoder, r: usize, dst: &mut [f32]) -> 
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::blocks::{output_slices, OUTPUT_SLICE_BYTES};
+
+    #[test]
+    fn output_slices_cover_the_vocabulary_under_the_binding_limit() {
+        // Gemma-3's projection (262144 × 640 Q8_0, 170 MiB) and a small one.
+        for (vocab, hidden, d, parts) in
+            [(262144, 640, DType::Q8_0, 2), (49152, 576, DType::Q8_0, 1)]
+        {
+            let s = output_slices(vocab, hidden, d);
+            assert_eq!(s.len(), parts);
+            assert_eq!(s[0].start, 0);
+            assert_eq!(s.last().unwrap().end, vocab);
+            for (a, b) in s.iter().zip(s.iter().skip(1)) {
+                assert_eq!(a.end, b.start);
+            }
+            for r in &s {
+                let bytes = rlx_ir::limits::tensor_bytes(d, &[r.len(), hidden]).unwrap();
+                assert!(bytes <= OUTPUT_SLICE_BYTES, "{r:?}: {bytes} bytes");
+            }
+        }
+    }
+
+    #[test]
+    fn rows_come_from_the_slice_that_holds_them() {
+        // A 5 × 3 table in two slices (rows 0-2, 3-4), one f32, one f16.
+        let a =
+            HostTensor::from_slice(&[0f32, 1., 2., 10., 11., 12., 20., 21., 22.], [3, 3]).unwrap();
+        let b16: Vec<half::f16> = [30f32, 31., 32., 40., 41., 42.]
+            .iter()
+            .map(|&v| half::f16::from_f32(v))
+            .collect();
+        let b = HostTensor::new(DType::F16, [2, 3], TensorData::F16(b16)).unwrap();
+        let dec = RowDecoder::default();
+        let got = rows(&[(&a, 0), (&b, 3)], &dec, &[4, 0, 3, 2], 5).unwrap();
+        assert_eq!(got.shape().dims(), &[1, 5, 3]);
+        let v = got.to_vec::<f32>().unwrap();
+        assert_eq!(
+            v,
+            [40., 41., 42., 0., 1., 2., 30., 31., 32., 20., 21., 22., 0., 0., 0.]
+        );
+        let err = rows(&[(&a, 0), (&b, 3)], &dec, &[5], 1).unwrap_err();
+        assert!(err.contains("outside the 5-token table"), "{err}");
+    }
+
+    #[test]
+    fn block_rows_decode_as_the_ir_dequantize_does() {
+        // Two Q8_0 rows of 32: scale 0.5 (f16 0x3800), levels i and -i.
+        let mut bytes = vec![];
+        for sign in [1i8, -1] {
+            bytes.extend([0x00, 0x38]);
+            bytes.extend((0..32).map(|i| (sign * i as i8) as u8));
+        }
+        let t = HostTensor::new(DType::Q8_0, [2, 32], TensorData::Packed(bytes)).unwrap();
+        let got = rows(&[(&t, 0)], &RowDecoder::default(), &[1], 1).unwrap();
+        let want: Vec<f32> = (0..32).map(|i| -0.5 * i as f32).collect();
+        assert_eq!(got.to_vec::<f32>().unwrap(), want);
+    }
+}
