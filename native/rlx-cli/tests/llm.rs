@@ -71,6 +71,21 @@ fn generate_json_gives_transformers_greedy_tokens() {
 }
 
 #[test]
+fn generate_dispatch_shows_the_decode_step() {
+    let (code, _, err) = rlx(&["generate", "-m", &smollm2(), "-n", "2", "--dispatch", "Hi"]);
+    assert_eq!(code, Some(0), "{err}");
+    // Every node native on the CPU, the quantized matrices through the
+    // fast dequant_matmul (SmolLM2: Q4_1 layers, a Q8_0 output).
+    assert!(
+        err.contains("decode step (1 token over 64 cached): dispatch on cpu"),
+        "{err}"
+    );
+    assert!(err.contains("0 common-ir"), "{err}");
+    assert!(err.contains("cpu::fast::dequant_matmul<q4_1"), "{err}");
+    assert!(err.contains("cpu::fast::dequant_matmul<q8_0"), "{err}");
+}
+
+#[test]
 fn generate_errors_have_exit_codes() {
     // A missing file: bad input (3).
     let (code, _, err) = rlx(&["generate", "-m", "/nonexistent.gguf", "hi"]);
