@@ -204,6 +204,19 @@ impl Program {
                 inputs: 1,
             });
         }
+        if op == "swiglu" && inputs.len() == 2 {
+            // silu(gate) · up (one shape, checked by the type rule).
+            return Some(Program {
+                instrs: vec![
+                    Instr::Load(0),
+                    Instr::Load(1),
+                    Instr::Un(Un::Silu, 0),
+                    Instr::Bin(Bin::Mul, 2, 1),
+                ],
+                out: 3,
+                inputs: 2,
+            });
+        }
         let b = binary(op)?;
         (inputs.len() == 2).then(|| Program {
             instrs: vec![Instr::Load(0), Instr::Load(1), Instr::Bin(b, 0, 1)],
