@@ -73,6 +73,34 @@ fn to_f32(t: HostTensor) -> Result<HostTensor, LlmError> {
     Ok(out.into_iter().next().expect("one output"))
 }
 
+/// That `file` has tensor `name` of shape `want`: a typed error naming it
+/// otherwise (missing, or the shape the config does not imply).
+fn check_tensor(
+    file: &GgufFile,
+    config: &LlmConfig,
+    name: &str,
+    want: &[usize],
+) -> Result<(), LlmError> {
+    let bad = |what: String| LlmError::Tensor {
+        file: file.label().into(),
+        tensor: name.into(),
+        what,
+    };
+    let info = file.info(name).map_err(|_| {
+        bad(format!(
+            "missing; the {} architecture needs it",
+            config.arch.name()
+        ))
+    })?;
+    if info.shape != want {
+        return Err(bad(format!(
+            "shape {:?}, the config implies {want:?}",
+            info.shape
+        )));
+    }
+    Ok(())
+}
+
 /// Rows `rows` of the (vocab, `hidden`) tensor `name`: block types sliced
 /// from the file's bytes (the whole table is never copied), others read
 /// whole and sliced.
@@ -192,28 +220,12 @@ impl LlmModel {
         for (i, p) in params.iter().enumerate() {
             let (name, rows) = decoder.source(&p.name);
             let name = name.as_str();
-            let bad = |what: String| LlmError::Tensor {
-                file: file.label().into(),
-                tensor: name.into(),
-                what,
-            };
-            let info = file.info(name).map_err(|_| {
-                bad(format!(
-                    "missing; the {} architecture needs it",
-                    config.arch.name()
-                ))
-            })?;
             // An output slice is rows of the whole (vocab, hidden) matrix.
             let whole = match &rows {
                 Some(_) => vec![config.vocab_size, config.hidden],
                 None => p.ty.dims().to_vec(),
             };
-            if info.shape != whole {
-                return Err(bad(format!(
-                    "shape {:?}, the config implies {whole:?}",
-                    info.shape,
-                )));
-            }
+            check_tensor(file, &config, name, &whole)?;
             let t = match rows {
                 Some(r) => tensor_rows(file, name, r, config.hidden)?,
                 None => file.tensor(name)?,
@@ -282,30 +294,14 @@ impl LlmModel {
                 .collect();
             return Ok(TokenTable::Weight(parts));
         }
-        let bad = |what: String| LlmError::Tensor {
-            file: file.label().into(),
-            tensor: NAME.into(),
-            what,
-        };
-        let info = file.info(NAME).map_err(|_| {
-            bad(format!(
-                "missing; the {} architecture needs it",
-                config.arch.name()
-            ))
-        })?;
-        let want = [config.vocab_size, config.hidden];
-        if info.shape != want {
-            return Err(bad(format!(
-                "shape {:?}, the config implies {want:?}",
-                info.shape
-            )));
-        }
+        check_tensor(file, config, NAME, &[config.vocab_size, config.hidden])?;
         let t = file.tensor(NAME)?;
         if !(t.dtype().is_float() || t.dtype().is_quantized()) {
-            return Err(bad(format!(
-                "type {}, not a float or block type",
-                t.dtype()
-            )));
+            return Err(LlmError::Tensor {
+                file: file.label().into(),
+                tensor: NAME.into(),
+                what: format!("type {}, not a float or block type", t.dtype()),
+            });
         }
         Ok(TokenTable::Own(t))
     }
