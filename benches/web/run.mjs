@@ -15,12 +15,11 @@ import os from "node:os";
 import path from "node:path";
 import { execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
 import { startServer } from "./server.mjs";
+import { CHROMIUM, openPage } from "./browser.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, "../..");
-const CHROMIUM = "/usr/lib/chromium/chromium";
 
 const ALL = ["ort-wasm", "tjs-wasm", "rlx-cpu", "ort-webgpu", "tjs-webgpu", "rlx-webgpu"];
 // Diagnostics, only when named in --engines; rlx-cpu-simd128 (rlx's simd128 core forced, for the A/B against the
@@ -108,28 +107,7 @@ async function main() {
   const loadStart = load();
   const server = await startServer(0);
   const origin = `http://127.0.0.1:${server.address().port}`;
-  const profile = fs.mkdtempSync(path.join(os.tmpdir(), "rlx-bench-web-"));
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [
-      "--enable-unsafe-webgpu",
-      "--no-sandbox",
-      "--no-first-run",
-      "--disable-quic",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
-  const blocked = [];
-  await context.route("**/*", (route) => {
-    const u = route.request().url();
-    if (u.startsWith(origin + "/")) return route.continue();
-    blocked.push(u);
-    return route.abort();
-  });
-  const page = context.pages()[0] ?? (await context.newPage());
+  const { context, page, blocked, close } = await openPage(origin, ["--enable-unsafe-webgpu"]);
   await page.exposeFunction("benchLog", (m) => log(m));
   page.on("pageerror", (e) => log("page error:", e.message));
   page.on("console", (m) => {
@@ -197,9 +175,8 @@ async function main() {
     }
   }
   const browserVersion = context.browser()?.version() ?? null;
-  await context.close();
+  await close();
   server.close();
-  fs.rmSync(profile, { recursive: true, force: true });
 
   const pkg = (p) => JSON.parse(fs.readFileSync(path.join(HERE, "node_modules", p, "package.json"), "utf8")).version;
   let cpu = null;
