@@ -83,3 +83,16 @@ fn dequant_matmul_is_selected_for_the_decoded_block_types_and_refused_for_others
         "{s}"
     );
 }
+
+/// The fuser moves one-element constants into a region's body; the WGSL
+/// kernels write them as literals. Before, every region holding one (any
+/// `x * 0.5 + 1`) was refused and ran op by op through its decomposition.
+#[test]
+fn a_region_with_scalar_constants_is_native() {
+    let src = "graph @g(%x: f32[4]) {\n  %r = fused_elementwise(%x) {body=graph @region(%in0: f32[4]) {\n    %1 = constant() {value=tensor<f32[]> [0.5]} : f32[]\n    %2 = mul(%in0, %1) : f32[4]\n    %3 = constant() {value=tensor<f32[]> [inf]} : f32[]\n    %4 = add(%2, %3) : f32[4]\n    return %4\n  }}\n  return %r\n}";
+    let g = text::parse(src).unwrap();
+    let backend = WgpuBackend::new(Device::Vulkan);
+    let l = legalize(&g, &backend, &DispatchOptions::new(Policy::NativeOnly)).unwrap();
+    assert_eq!(l.report.nodes[0].path, DispatchPath::Native);
+    assert_eq!(l.report.nodes[0].kernels, ["wgsl::fused_elementwise<f32>"]);
+}

@@ -256,6 +256,9 @@ pub fn claims() -> Vec<(&'static str, Vec<DType>)> {
 /// bound to `let`s, so they may be repeated). `dt`: input dtype of the
 /// op's first operand; `out`: result dtype. `None`: no kernel.
 pub fn apply(op: &str, a: &[String], dt: &[DType], out: DType, attrs: &Attrs) -> Option<String> {
+    if op == "constant" {
+        return constant(attrs, out);
+    }
     let x = a.first()?;
     let d0 = *dt.first()?;
     if op == "cast" {
@@ -305,6 +308,22 @@ pub fn apply(op: &str, a: &[String], dt: &[DType], out: DType, attrs: &Attrs) ->
         return unary(op, x, d0);
     }
     binary(op, x, &a[1], d0)
+}
+
+/// A scalar constant inside a region (the fuser moves one-element
+/// constants into the body) as a literal of the compute type.
+fn constant(attrs: &Attrs, out: DType) -> Option<String> {
+    let t = attrs.tensor("value").ok()?;
+    if t.shape().numel() != 1 {
+        return None;
+    }
+    let v = *t.to_f64_vec().ok()?.first()?;
+    Some(match out {
+        DType::F32 | DType::F16 => f32_lit(v),
+        DType::I32 => format!("i32({})", v as i32),
+        DType::Bool => (if v != 0.0 { "true" } else { "false" }).to_string(),
+        _ => return None,
+    })
 }
 
 fn unary(op: &str, x: &str, d: DType) -> Option<String> {
