@@ -51,7 +51,7 @@ HERE = Path(__file__).resolve().parent
 OUT_DIR = HERE / "ops"
 OPS_SRC = HERE.parent.parent / "crates" / "rlx-ir" / "src" / "ops"
 OP_SOURCES = ["elementwise.rs", "reduce.rs", "linalg.rs", "shape.rs", "index.rs",
-              "signal.rs", "control.rs", "misc.rs", "fused.rs", "region.rs"]
+              "signal.rs", "control.rs", "misc.rs", "fused.rs", "region.rs", "formula.rs"]
 
 # Reference computations deliberately produce NaN/inf (log(0), 0/0, ...).
 np.seterr(all="ignore")
@@ -2548,8 +2548,8 @@ def gen_misc():
 
 def defined_ops() -> list[str]:
     """Every op name in the op tables: the first string argument of each
-    def(...)/un(...)/bin(...)/red(...)/sh(...)/fused(...) entry."""
-    pat = re.compile(r"\b(?:def|un|bin|red|sh|fused)\(\s*\"([A-Za-z0-9_]+)\"")
+    def(...)/un(...)/bin(...)/red(...)/sh(...)/fused(...)/formula(...) entry."""
+    pat = re.compile(r"\b(?:def|un|bin|red|sh|fused|formula)\(\s*\"([A-Za-z0-9_]+)\"")
     names = []
     for f in OP_SOURCES:
         names += pat.findall((OPS_SRC / f).read_text())

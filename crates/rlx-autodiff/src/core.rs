@@ -104,9 +104,9 @@ pub fn backprop(
         };
         b.set_origin(n.origin.as_ref().map(|o| format!("{o}/grad")));
         let gi = match r {
-            Rule::Unary(d) => {
+            Rule::Unary(_) | Rule::Derivative(_) => {
                 let g = gs[0].expect("unary op with a cotangent");
-                let dx = d(b, n.inputs[0], n.outputs[0])?;
+                let dx = r.derivative(b, n.inputs[0], n.outputs[0])?;
                 vec![Some(emit::mul(b, g, dx)?)]
             }
             Rule::General { vjp, .. } => vjp(b, &cx, &gs)?,
@@ -169,8 +169,8 @@ pub fn push_tangents(
             wants: &wants,
         };
         let outs = match r {
-            Rule::Unary(d) => {
-                let dx = d(b, n.inputs[0], n.outputs[0])?;
+            Rule::Unary(_) | Rule::Derivative(_) => {
+                let dx = r.derivative(b, n.inputs[0], n.outputs[0])?;
                 vec![Some(emit::mul(b, ts[0].unwrap(), dx)?)]
             }
             Rule::General {

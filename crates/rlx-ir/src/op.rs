@@ -30,6 +30,25 @@ pub type InferFn = fn(&InferCx) -> Result<Vec<TensorType>, String>;
 /// Rewrites a fused op into primitive ops appended to the builder.
 pub type DecomposeFn = fn(&mut GraphBuilder, &[ValueId], &Attrs) -> Result<Vec<ValueId>, IrError>;
 
+/// `f'(x)` of a unary op from `x` and `y = f(x)`, in primitive ops
+/// appended to the builder (autodiff's rule when the op carries one).
+pub type DerivFn = fn(&mut GraphBuilder, ValueId, ValueId) -> Result<ValueId, IrError>;
+
+/// How backends get an op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Lowering {
+    /// Backends run it with kernels of their own; a backend without one
+    /// runs its decomposition (when it has one) through the legalizer.
+    Kernel,
+    /// An elementwise op defined by its scalar formula: the decomposition,
+    /// written in elementwise primitives only, is the op. The optimizer
+    /// inlines it before region fusion, so every backend's code generator
+    /// compiles the formula into one kernel with no table entry of its own;
+    /// the reference interpreter evaluates the same formula.
+    Formula,
+}
+
 /// The family an op belongs to (for listing and for backends' claims).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -102,15 +121,25 @@ pub struct OpDef {
     pub dtypes: &'static [DType],
     pub attrs: &'static [AttrSpec],
     pub infer: InferFn,
-    /// Present exactly for fused ops.
+    /// Present exactly for fused ops (and formula ops: their formula).
     pub decompose: Option<DecomposeFn>,
     pub grad: Grad,
     pub doc: &'static str,
+    /// How backends get it (see [`Lowering`]).
+    pub lowering: Lowering,
+    /// `f'(x)` for a differentiable unary op whose derivative is written
+    /// on its definition (autodiff uses it when it has no rule of its own).
+    pub derivative: Option<DerivFn>,
 }
 
 impl OpDef {
     pub fn is_fused(&self) -> bool {
         self.decompose.is_some()
+    }
+
+    /// Defined by a scalar formula (see [`Lowering::Formula`]).
+    pub fn is_formula(&self) -> bool {
+        self.lowering == Lowering::Formula
     }
 
     /// The registry row shown by `rlx ops --json` and the npm package's
@@ -130,6 +159,7 @@ impl OpDef {
             "dtypes": self.dtypes.iter().map(|t| t.name()).collect::<Vec<_>>(),
             "attributes": attrs,
             "fused": self.is_fused(),
+            "lowering": self.lowering,
             "differentiable": self.grad == Grad::Differentiable,
             "doc": self.doc,
         })

@@ -10,63 +10,61 @@
 //! runs it (`cargo test --release -p rlx-cuda --test vectors`, or the
 //! carried binary).
 
-use rlx::{CompileOptions, Target};
-use rlx_ir::{Graph, HostTensor};
-use rlx_ref::conformance::{run_file_on, Extra, RunError};
-use rlx_runtime::{Device, DispatchOptions, Policy, RuntimeError};
+use rlx::conformance::{engine, is_formula, run_file_on, vector_files, Extra};
+use rlx::CompileOptions;
+use rlx_runtime::{Device, DispatchOptions, Policy};
+use std::path::Path;
 use std::sync::Arc;
 
-/// CUDA as a conformance engine: a dispatch refusal is `Unsupported`;
-/// every other error (planning, code generation, the run) is `Failed`.
-fn cuda(g: Graph, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, RunError> {
-    let opts = CompileOptions {
-        optimize: false,
+/// CUDA as a conformance engine (native-only dispatch: a refusal skips the
+/// case), with the optimizer on or off.
+fn cuda_opts(optimize: bool) -> CompileOptions {
+    CompileOptions {
+        optimize,
         dispatch: DispatchOptions::new(Policy::NativeOnly),
         ..Default::default()
-    };
-    let c = rlx::compile_with(&g, Target::Device(Device::Cuda), &opts).map_err(|e| match e {
-        rlx::Error::Runtime(RuntimeError::Dispatch(_)) => RunError::Unsupported(e.to_string()),
-        e => RunError::Failed(e.to_string()),
-    })?;
-    c.run(inputs).map_err(|e| RunError::Failed(e.to_string()))
+    }
+}
+
+/// The CUDA backend registered, or why there is none (no driver, no GPU).
+fn register() -> Result<(), String> {
+    let backend = rlx_cuda::CudaBackend::new().map_err(|e| e.to_string())?;
+    rlx::init();
+    rlx_runtime::register_backend(Arc::new(backend));
+    Ok(())
+}
+
+/// The vectors of the checkout this was built in, or (a test binary carried
+/// to the GPU machine) of the repository root it runs in.
+fn vector_dir() -> &'static Path {
+    let built = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/vectors/ops"
+    ));
+    if built.is_dir() {
+        built
+    } else {
+        Path::new("tests/vectors/ops")
+    }
 }
 
 #[test]
 fn reference_vectors_on_cuda() {
-    let backend = match rlx_cuda::CudaBackend::new() {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("skipped: {e}");
-            return;
-        }
-    };
-    rlx::init();
-    rlx_runtime::register_backend(Arc::new(backend));
-    // The checkout this was built in, or (a test binary carried to the GPU
-    // machine) the repository root it runs in.
-    let built = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/vectors/ops");
-    let dir = if std::path::Path::new(built).is_dir() {
-        built
-    } else {
-        "tests/vectors/ops"
-    };
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .expect("tests/vectors/ops")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    files.sort();
-    let engine = Extra {
+    if let Err(e) = register() {
+        eprintln!("skipped: {e}");
+        return;
+    }
+    let files = vector_files(vector_dir(), |_| true).expect("tests/vectors/ops");
+    let cuda = engine(Device::Cuda, cuda_opts(false));
+    let x = Extra {
         label: " (cuda)",
         runs: &|_| true,
         engine: &cuda,
         tol: &rlx_cuda::tolerance,
     };
     let (mut runs, mut skipped, mut failures) = (0, 0, Vec::new());
-    for f in &files {
-        let file: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
-        let r = run_file_on(&file, &engine);
+    for file in &files {
+        let r = run_file_on(file, &x);
         runs += r.runs;
         skipped += r.skipped;
         failures.extend(r.failures);
@@ -79,4 +77,35 @@ fn reference_vectors_on_cuda() {
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(runs > 500, "only {runs} cases ran natively on CUDA");
+}
+
+/// The ops defined by a scalar formula, compiled as users compile them: the
+/// optimizer inlines each formula into one region, which becomes one NVRTC
+/// kernel from the same expression table as every region.
+#[test]
+fn formula_ops_on_cuda() {
+    if let Err(e) = register() {
+        eprintln!("skipped: {e}");
+        return;
+    }
+    let files = vector_files(vector_dir(), is_formula).expect("tests/vectors/ops");
+    let cuda = engine(Device::Cuda, cuda_opts(true));
+    let x = Extra {
+        label: " (cuda, compiled)",
+        runs: &|_| true,
+        engine: &cuda,
+        tol: &rlx_cuda::tolerance,
+    };
+    for f in &files {
+        let r = run_file_on(f, &x);
+        eprintln!(
+            "{}: {} passed, {} failed, {} refused",
+            r.op,
+            r.runs - r.failures.len(),
+            r.failures.len(),
+            r.skipped
+        );
+        assert!(r.failures.is_empty(), "{}", r.failures.join("\n"));
+        assert_eq!(r.skipped, 0, "{}: cases refused on CUDA", r.op);
+    }
 }

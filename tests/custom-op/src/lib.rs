@@ -2,7 +2,7 @@
 //! with its own type rule, CPU kernel and decomposition into primitives —
 //! without editing any rlx crate.
 
-use rlx::custom::{register, Arity, Category, CpuError, Grad, InferCx, KernelCx, OpDef};
+use rlx::custom::{register, Arity, Category, CpuError, Grad, InferCx, KernelCx, Lowering, OpDef};
 use rlx::ir::{Attrs, GraphBuilder, IrError, TensorType, ValueId};
 use rlx::HostTensor;
 use std::sync::OnceLock;
@@ -41,6 +41,8 @@ pub fn def(name: &'static str) -> OpDef {
         decompose: Some(decompose),
         grad: Grad::Differentiable,
         doc: "x / (1 + |x|)",
+        lowering: Lowering::Kernel,
+        derivative: None,
     }
 }
 

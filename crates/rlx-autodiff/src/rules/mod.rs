@@ -61,6 +61,9 @@ pub type ExpandFn = fn(&mut GraphBuilder, &[ValueId], &Attrs) -> Result<Vec<Valu
 #[derive(Clone, Copy)]
 pub enum Rule {
     Unary(DerivFn),
+    /// A unary op whose `f'(x)` is written on its definition
+    /// (`OpDef::derivative`; the ops defined by a scalar formula).
+    Derivative(rlx_ir::op::DerivFn),
     General {
         vjp: VjpFn,
         jvp: Jvp,
@@ -93,9 +96,32 @@ fn table() -> &'static BTreeMap<&'static str, Rule> {
     })
 }
 
-/// The rule for `op`, if one is written.
+impl Rule {
+    /// `f'(x)` of a unary rule, from `x` and `y = f(x)`.
+    pub(crate) fn derivative(
+        self,
+        b: &mut GraphBuilder,
+        x: ValueId,
+        y: ValueId,
+    ) -> Result<ValueId> {
+        match self {
+            Rule::Unary(d) => d(b, x, y),
+            Rule::Derivative(d) => Ok(d(b, x, y)?),
+            _ => Err(crate::error::AdError::Arg(
+                "internal: a derivative asked of a rule that is not unary".into(),
+            )),
+        }
+    }
+}
+
+/// The rule for `op`: one written here, or the derivative on its
+/// definition.
 pub fn rule(op: &str) -> Option<Rule> {
-    table().get(op).copied()
+    table().get(op).copied().or_else(|| {
+        rlx_ir::lookup(op)
+            .and_then(|d| d.derivative)
+            .map(Rule::Derivative)
+    })
 }
 
 /// Names of every op with a rule.

@@ -3,6 +3,7 @@
 
 pub mod control;
 pub mod elementwise;
+pub mod formula;
 pub mod fused;
 pub mod index;
 pub mod linalg;
@@ -33,6 +34,7 @@ pub fn builtin() -> impl Iterator<Item = &'static OpDef> {
         signal::SIGNAL,
         control::CONTROL,
         fused::FUSED,
+        formula::FORMULA,
         region::REGION,
         misc::MISC,
     ]
@@ -76,6 +78,8 @@ pub(crate) const fn def(
         decompose,
         grad,
         doc,
+        lowering: crate::op::Lowering::Kernel,
+        derivative: None,
     }
 }
 

@@ -154,6 +154,17 @@ impl Fuse {
         let mut rep = FuseReport::default();
         // Dead readers would make live patterns look shared.
         let mut cur = dce(g)?;
+        if self.regions {
+            // Ops defined by a scalar formula become their primitives here,
+            // so the regions below compile each formula into one kernel on
+            // every backend (none has a kernel of its own for them).
+            // (Sub-graphs too; the count is of the top level.)
+            let n = cur.nodes.iter().filter(|n| n.op.is_formula()).count();
+            cur = rlx_ir::decompose::expand_fused(&cur, &|d| d.is_formula())?;
+            if n > 0 {
+                rep.fired.insert("formula", n);
+            }
+        }
         for _ in 0..MAX_ROUNDS {
             rep.rounds += 1;
             let (next, fired) = self.rules.apply(&cur)?;

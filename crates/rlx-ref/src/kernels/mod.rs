@@ -133,7 +133,36 @@ pub fn compiled_out() -> &'static [(&'static str, &'static str)] {
 
 /// The kernel for `op`, if any.
 pub fn kernel(op: &str) -> Option<Kernel> {
-    registry().read().ok()?.get(op).copied()
+    let k = registry().read().ok()?.get(op).copied();
+    k.or_else(|| {
+        rlx_ir::lookup(op)
+            .filter(|d| d.is_formula())
+            .map(|_| formula as Kernel)
+    })
+}
+
+/// An op defined by its scalar formula (`rlx_ir::op::Lowering::Formula`):
+/// the formula's graph, built for these inputs' types, run by this
+/// interpreter. No op of that kind has a kernel of its own.
+fn formula(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
+    let decompose = rlx_ir::lookup(cx.op)
+        .and_then(|d| d.decompose)
+        .ok_or_else(|| cx.fail("a formula op without its formula"))?;
+    let mut b = rlx_ir::GraphBuilder::new(cx.op);
+    let xs: Vec<rlx_ir::ValueId> = cx
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(k, t)| {
+            b.input(
+                format!("x{k}"),
+                TensorType::new(t.dtype(), t.shape().clone()),
+            )
+        })
+        .collect();
+    let ys = decompose(&mut b, &xs, cx.attrs)?;
+    let g = b.finish(&ys)?;
+    crate::interp::run_graph_refs(&g, cx.inputs)
 }
 
 pub fn has_kernel(op: &str) -> bool {
