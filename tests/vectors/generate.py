@@ -547,6 +547,23 @@ def gen_unary():
             x = tensor(dt, vals)
             add_case(op, f"{dt}_edges", [x], tensor(dt, ref(x.i64())))
 
+    # erfinv (defined by a scalar formula, f16/bf16/f32): the middle, the
+    # tails up to 1 - 1e-6, the edges (+-1 -> +-inf, |x| > 1 -> NaN).
+    def erfinv_sample(r, s):
+        v = r.uniform(-0.999, 0.999, s)
+        tail = np.sign(r.uniform(-1, 1, s)) * (1 - 10.0 ** -r.uniform(1, 6, s))
+        return np.where(r.random(s) < 0.3, tail, v)
+    erng = rng_for("erfinv")  # its own stream: the other ops' vectors stay as they were
+    for dt, shape in (("f32", (4, 6)), ("f16", (2, 4)), ("bf16", (2, 4)), ("f64", (3, 4))):
+        x = tensor(dt, erfinv_sample(erng, shape))
+        # f64: Newton-refined; erf(y) - x loses digits toward +-1.
+        tol = (1e-11, 1e-12) if dt == "f64" else None
+        add_case("erfinv", dt, [x], tensor(dt, scipy.special.erfinv(x.f64())), tol=tol)
+    x = tensor("f32", SPECIAL + [1e-30, -3e-8, 0.99999994, -0.9999999])
+    add_case("erfinv", "special_values_f32", [x], tensor("f32", scipy.special.erfinv(x.f64())))
+    x = tensor("f32", np.zeros((2, 0)))
+    add_case("erfinv", "empty_f32", [x], tensor("f32", np.zeros((2, 0))))
+
     x = tensor("bool", [True, False, True])
     add_case("not", "bool", [x], tensor("bool", ~x.a))
     x = rbool(rng, (2, 3))

@@ -18,7 +18,6 @@ use crate::error::IrError;
 use crate::graph::{GraphBuilder, ValueId};
 use crate::op::{Arity::Exact, Category as C, DerivFn, Grad, Lowering};
 
-#[allow(dead_code)] // until the first formula op
 /// A unary op defined by `value` (and differentiated by `derivative`).
 const fn formula(
     name: &'static str,
@@ -48,7 +47,6 @@ const fn formula(
 }
 
 /// The builder calls a formula is written with.
-#[allow(dead_code)]
 pub(crate) struct Fx<'a> {
     pub b: &'a mut GraphBuilder,
     /// The compute dtype (f32 for 16-bit inputs).
@@ -57,7 +55,6 @@ pub(crate) struct Fx<'a> {
 
 type Fr = Result<ValueId, IrError>;
 
-#[allow(dead_code)]
 impl Fx<'_> {
     pub fn c(&mut self, v: f64) -> Fr {
         self.b.scalar(v, self.dt)
@@ -92,7 +89,6 @@ impl Fx<'_> {
     }
 }
 
-#[allow(dead_code)]
 /// Run `f` on `x` in the formula's compute type: 16-bit floats are widened
 /// to f32 first and the result rounded back once.
 pub(crate) fn widened(
@@ -119,7 +115,6 @@ pub(crate) fn widened(
     }
 }
 
-#[allow(unused_macros)]
 /// Adapts a one-input formula `fn(&mut Fx, x) -> y` to [`DecomposeFn`].
 macro_rules! formula_fn {
     ($name:ident, $body:path) => {
@@ -129,4 +124,87 @@ macro_rules! formula_fn {
     };
 }
 
-pub static FORMULA: &[OpDef] = &[];
+// ---- erfinv ----
+
+/// Giles' single-precision approximation ("Approximating the erfinv
+/// function", GPU Computing Gems, 2011): with w = -ln((1-x)(1+x)), a
+/// degree-8 polynomial in w - 2.5 for w < 5, else in sqrt(w) - 3; relative
+/// error below 4e-7; f64 refines it by Newton's method on erf. ±1 give
+/// ±inf (the polynomial does not reach there), |x| > 1 and NaN give NaN
+/// (the logarithm's).
+fn erfinv(f: &mut Fx, x: ValueId) -> Fr {
+    const CENTRAL: [f64; 9] = [
+        2.81022636e-08,
+        3.43273939e-07,
+        -3.5233877e-06,
+        -4.39150654e-06,
+        0.00021858087,
+        -0.00125372503,
+        -0.00417768164,
+        0.246640727,
+        1.50140941,
+    ];
+    const TAIL: [f64; 9] = [
+        -0.000200214257,
+        0.000100950558,
+        0.00134934322,
+        -0.00367342844,
+        0.00573950773,
+        -0.0076224613,
+        0.00943887047,
+        1.00167406,
+        2.83297682,
+    ];
+    let lo = f.c_bin(1.0, "sub", x)?;
+    let hi = f.bin_c("add", x, 1.0)?;
+    let prod = f.op2("mul", lo, hi)?;
+    let ln = f.op("log", prod)?;
+    let w = f.op("neg", ln)?;
+    let wc = f.bin_c("sub", w, 2.5)?;
+    let central = f.horner(wc, &CENTRAL)?;
+    let sw = f.op("sqrt", w)?;
+    let wt = f.bin_c("sub", sw, 3.0)?;
+    let tail = f.horner(wt, &TAIL)?;
+    let small = f.bin_c("lt", w, 5.0)?;
+    let p = f.select(small, central, tail)?;
+    let mut y = f.op2("mul", p, x)?;
+    if f.dt == DType::F64 {
+        // Two Newton steps on erf(y) = x: about 1e-14 relative for
+        // |x| <= 0.999, fewer digits toward ±1 where erf(y) - x cancels.
+        for _ in 0..2 {
+            y = newton_erf(f, x, y)?;
+        }
+    }
+    let ax = f.op("abs", x)?;
+    let edge = f.bin_c("eq", ax, 1.0)?;
+    let inf = f.bin_c("mul", x, f64::INFINITY)?;
+    f.select(edge, inf, y)
+}
+formula_fn!(erfinv_d, erfinv);
+
+/// y - (erf(y) - x) / erf'(y), with erf'(y) = 2/sqrt(pi) · e^(-y²).
+fn newton_erf(f: &mut Fx, x: ValueId, y: ValueId) -> Fr {
+    let e = f.op("erf", y)?;
+    let r = f.op2("sub", e, x)?;
+    let y2 = f.op2("mul", y, y)?;
+    let g = f.op("exp", y2)?;
+    let step = f.op2("mul", r, g)?;
+    let step = f.bin_c("mul", step, std::f64::consts::PI.sqrt() / 2.0)?;
+    f.op2("sub", y, step)
+}
+
+/// erfinv'(x) = sqrt(pi)/2 · e^(y²).
+fn erfinv_grad(b: &mut GraphBuilder, _x: ValueId, y: ValueId) -> Fr {
+    let y2 = b.binary("mul", y, y)?;
+    let e = b.unary("exp", y2)?;
+    let c = b.scalar(std::f64::consts::PI.sqrt() / 2.0, b.dtype(y))?;
+    b.binary("mul", e, c)
+}
+
+pub static FORMULA: &[OpDef] = &[formula(
+    "erfinv",
+    FLOAT,
+    erfinv_d,
+    Some(erfinv_grad),
+    "inverse of erf on (-1, 1); ±1 give ±inf, |x| > 1 NaN",
+)];
