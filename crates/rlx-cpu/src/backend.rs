@@ -6,7 +6,9 @@ use crate::CpuError;
 use rlx_ir::lir::Program;
 use rlx_ir::HostTensor;
 use rlx_ref::{compiled_out, kernel_names};
-use rlx_runtime::{Backend, Claims, Device, Executable, NodeQuery, RuntimeError};
+use rlx_runtime::{
+    Backend, Claims, Device, Executable, KernelTime, NodeQuery, Profile, RuntimeError,
+};
 use std::sync::Arc;
 
 /// The CPU backend, with the options its compiles use.
@@ -62,6 +64,31 @@ impl Executable for CpuExecutable {
             CpuExecutable::Reference(p) => rlx_ref::run_graph_refs(&p.graph, inputs),
         }
         .map_err(to_runtime)
+    }
+
+    /// Each op timed on the host clock around its kernel (natively only:
+    /// wasm32 has no clock).
+    fn profile(&self, inputs: &[&HostTensor]) -> Result<Profile, RuntimeError> {
+        if cfg!(target_arch = "wasm32") {
+            return Err(RuntimeError::Config(
+                "the CPU profile needs a clock, which wasm32 lacks".into(),
+            ));
+        }
+        let (r, rows) = rlx_ref::profile::measure(|| self.run(inputs));
+        r?;
+        let mut p = Profile::from_calls(
+            std::iter::empty(),
+            "CPU: host clock around each op's kernel",
+        );
+        p.kernels = rows
+            .into_iter()
+            .map(|(kernel, calls, s)| KernelTime {
+                kernel,
+                calls,
+                ms: s * 1e3,
+            })
+            .collect();
+        Ok(p)
     }
 
     /// Transposed weights are then made on the next run only.

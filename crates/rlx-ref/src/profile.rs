@@ -64,6 +64,24 @@ pub fn report() -> String {
     s
 }
 
+/// Run `f` with profiling on, from an empty table, and return what it
+/// measured: (op, calls, seconds), hottest first. Profiled runs are
+/// serialized; the table is process-wide, so ops other threads run
+/// meanwhile are counted too. The previous table is lost and the previous
+/// on/off state restored.
+pub fn measure<T>(f: impl FnOnce() -> T) -> (T, Vec<(String, usize, f64)>) {
+    static ONE: Mutex<()> = Mutex::new(());
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    reset();
+    let was = set_enabled(true);
+    let r = f();
+    set_enabled(was);
+    let m = table().lock().map(|m| m.clone()).unwrap_or_default();
+    let mut rows: Vec<(String, usize, f64)> = m.into_iter().map(|(k, (n, t))| (k, n, t)).collect();
+    rows.sort_by(|a, b| b.2.total_cmp(&a.2));
+    (r, rows)
+}
+
 /// Forget everything measured so far.
 pub fn reset() {
     if let Ok(mut m) = table().lock() {

@@ -2,6 +2,7 @@
 
 use crate::device::Device;
 use crate::legalize::DispatchError;
+use crate::profile::Profile;
 use rlx_ir::lir::Program;
 use rlx_ir::{Attrs, DType, HostTensor, IrError, TensorType};
 use serde::Serialize;
@@ -88,6 +89,15 @@ pub trait Executable: Send + Sync {
         inputs: &'a [&'a HostTensor],
     ) -> LocalFuture<'a, Result<Vec<HostTensor>, RuntimeError>> {
         Box::pin(std::future::ready(self.run(inputs)))
+    }
+    /// Run on `inputs` and time each kernel (the profile says how: the
+    /// backends measure differently). A backend that cannot time its
+    /// kernels says so with an error; nothing is guessed.
+    fn profile(&self, inputs: &[&HostTensor]) -> Result<Profile, RuntimeError> {
+        let _ = inputs;
+        Err(RuntimeError::Config(
+            "this backend cannot time its kernels".into(),
+        ))
     }
 }
 

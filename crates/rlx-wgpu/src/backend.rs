@@ -224,6 +224,35 @@ impl Executable for WgpuExecutable {
             ))
         }
     }
+
+    /// GPU timestamps between dispatches where the adapter has them (median
+    /// of 5 passes), else each kernel alone in its own submit on the host
+    /// clock (for finding slow kernels, not for totals). Natively only.
+    fn profile(&self, inputs: &[&HostTensor]) -> Result<rlx_runtime::Profile, RuntimeError> {
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            // A run first: it uploads the inputs the kernels then read.
+            self.run(inputs)?;
+            let per = self
+                .program
+                .profile_kernels(5)
+                .map_err(|e| rt(self.device, e))?;
+            let how = if self.program.timestamps() {
+                "wgpu: GPU timestamps between dispatches, median of 5 passes"
+            } else {
+                "wgpu: each kernel alone in its own submit, host clock (no GPU timestamps)"
+            };
+            Ok(rlx_runtime::Profile::from_calls(per, how))
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            let _ = inputs;
+            Err(rt(
+                self.device,
+                WgpuError::Gpu("the browser cannot block on a profile".into()),
+            ))
+        }
+    }
 }
 
 impl Backend for WgpuBackend {

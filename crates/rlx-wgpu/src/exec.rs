@@ -547,6 +547,11 @@ impl GpuProgram {
         Ok(t0.elapsed().as_secs_f64() / repeats.max(1) as f64)
     }
 
+    /// Whether [`GpuProgram::profile_kernels`] reads GPU timestamps.
+    pub fn timestamps(&self) -> bool {
+        self.ctx.info.timestamps
+    }
+
     /// Milliseconds per kernel. With GPU timestamps (`AdapterInfo::timestamps`):
     /// stamps between the dispatches of whole passes, each kernel's time
     /// being the median over `repeats` passes of the interval from its

@@ -8,7 +8,7 @@ use rlx_ir::{Graph, HostTensor};
 use rlx_opt::{MemoryReport, PipelineReport};
 use rlx_runtime::{
     backend_for, legalize, Backend, Device, DeviceRouter, DispatchOptions, DispatchReport,
-    Executable, Legalized, RuntimeError,
+    Executable, Legalized, Profile, RuntimeError,
 };
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Once, RwLock};
@@ -114,6 +114,12 @@ impl Compiled {
     /// [`Compiled::run`] on borrowed inputs (no copies of large tensors).
     pub fn run_refs(&self, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, Error> {
         Ok(self.exe.run(inputs)?)
+    }
+
+    /// Run on `inputs` and time each kernel, on whatever device this was
+    /// compiled for (the profile says how that backend measured).
+    pub fn profile(&self, inputs: &[&HostTensor]) -> Result<Profile, Error> {
+        Ok(self.exe.profile(inputs)?)
     }
 
     /// Promise that graph inputs `inputs` (by index; typically the

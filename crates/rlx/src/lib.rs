@@ -37,8 +37,8 @@ pub use rlx_ir as ir;
 pub use rlx_ir::{Attrs, DType, Graph, HostTensor, Shape, TensorType};
 pub use rlx_runtime::options::WgpuOptions;
 pub use rlx_runtime::{
-    Device, DeviceRouter, DispatchError, DispatchOptions, DispatchPath, DispatchReport, Policy,
-    RuntimeError,
+    Device, DeviceRouter, DispatchError, DispatchOptions, DispatchPath, DispatchReport, KernelTime,
+    Policy, Profile, RuntimeError,
 };
 pub use session::{CacheStats, Session};
 

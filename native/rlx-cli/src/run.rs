@@ -50,7 +50,8 @@ pub struct RunArgs {
     /// Print the full dispatch report (a one-line summary is always printed).
     #[arg(long)]
     report: bool,
-    /// Print the time per op kind over all runs (CPU), hottest first.
+    /// After the timed runs, one more run timing each kernel on the device
+    /// (its backend says how), hottest first.
     #[arg(long)]
     profile: bool,
     /// Run this many times and print the latency (p50, min).
@@ -227,10 +228,6 @@ pub fn run(a: RunArgs, env: &Env) -> CliResult {
     if a.report {
         eprintln!("{}", m.dispatch_report());
     }
-    if a.profile {
-        rlx_cpu::profile::reset();
-        rlx_cpu::profile::set_enabled(true);
-    }
     let mut times = Vec::with_capacity(a.runs as usize);
     let mut outs = Vec::new();
     for _ in 0..a.runs {
@@ -246,12 +243,9 @@ pub fn run(a: RunArgs, env: &Env) -> CliResult {
         times[0]
     );
     if a.profile {
-        rlx_cpu::profile::set_enabled(false);
-        eprintln!(
-            "per-op profile, {} run(s):\n{}",
-            a.runs,
-            rlx_cpu::profile::report()
-        );
+        // Through the backend trait: any device times its own kernels.
+        let refs: Vec<&rlx::HostTensor> = inputs.iter().collect();
+        eprintln!("{}", m.profile(&refs)?);
     }
     write_outputs(&g, &outs, a.output_dir.as_ref())
 }

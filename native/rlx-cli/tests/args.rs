@@ -374,3 +374,29 @@ fn run_imports_onnx_models() {
     assert_eq!(c, 2, "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `run --profile` asks the compiled program's backend (the trait, not the
+/// CPU's global table), so it times kernels on the device it ran on.
+#[test]
+fn run_profile_times_kernels_on_the_device_it_ran_on() {
+    for (device, how) in [("cpu", "CPU: host clock"), ("vulkan", "wgpu: ")] {
+        let (c, _, err) = code(&rlx(&[
+            "run",
+            BLOCK,
+            "--random",
+            "0",
+            "--profile",
+            "--device",
+            device,
+        ]));
+        assert!(c == 0, "{device}: exit {c}: {err}");
+        assert!(
+            err.contains("per-kernel profile") && err.contains(how),
+            "{device}: {err}"
+        );
+        assert!(
+            err.lines().any(|l| l.starts_with("total")),
+            "{device}: {err}"
+        );
+    }
+}

@@ -107,5 +107,14 @@ fn formula_ops_on_cuda() {
         );
         assert!(r.failures.is_empty(), "{}", r.failures.join("\n"));
         assert_eq!(r.skipped, 0, "{}: cases refused on CUDA", r.op);
+        // The profile through the backend trait: the one region kernel.
+        let g = rlx::ir::text::parse(f["cases"][0]["graph"].as_str().unwrap()).unwrap();
+        let c = rlx::compile(&g, Device::Cuda).unwrap();
+        let ty = g.ty(g.inputs[0]);
+        let x = rlx::HostTensor::zeros(ty.dtype, ty.shape.clone()).unwrap();
+        let p = c.profile(&[&x]).unwrap();
+        eprintln!("{p}");
+        assert!(p.how.starts_with("CUDA"), "{p}");
+        assert_eq!(p.kernels.len(), 1, "{p}");
     }
 }

@@ -454,4 +454,16 @@ impl Executable for CudaExecutable {
         CudaExecutable::keep_resident(self, inputs);
         true
     }
+
+    /// Each launch timed alone (a CUDA graph of copies of it between two
+    /// events, so host launch gaps are not counted), after a run that
+    /// uploads the inputs; kernels named as in the dispatch report.
+    fn profile(&self, inputs: &[&HostTensor]) -> Result<rlx_runtime::Profile, RuntimeError> {
+        self.run_cuda(inputs)?;
+        let per = CudaExecutable::profile(self)?;
+        Ok(rlx_runtime::Profile::from_calls(
+            per.into_iter().map(|(_, _, k, ms)| (k, ms as f64)),
+            "CUDA: each launch alone in a CUDA graph, between events",
+        ))
+    }
 }
