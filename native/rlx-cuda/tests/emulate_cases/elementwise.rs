@@ -1,0 +1,124 @@
+//! Elementwise, gather and whole-model plans in the CPU emulation (part
+//! of `emulate.rs`, split out by what it holds): fused gathers, vectorized
+//! loads and stores, values recomputed by their readers, a small BERT end
+//! to end, the error flag of an out-of-range index.
+
+use super::*;
+use crate::attention::EMBEDDINGS_LN;
+
+#[test]
+fn gather_read_by_its_elementwise_reader() {
+    check(
+        "gather_outer",
+        "graph @g(%t: f32[4,5,6], %i: i64[7], %b: f32[6]) {\n  %x = gather(%t, %i) {axis=1}\n  %y = add(%x, %b)\n  return %y\n}",
+    );
+}
+
+#[test]
+fn vectorized_elementwise_kernels() {
+    // Bias + GELU after a GEMM (8 f16 / 4 f32 per thread), a row broadcast
+    // along the last axis, an elementwise chain in place.
+    check(
+        "bias_gelu",
+        "graph @g(%x: f32[4,64], %w: f32[64,48], %b: f32[48]) {\n  %y = matmul_bias_act(%x, %w, %b) {activation=\"gelu\"}\n  return %y\n}",
+    );
+    check(
+        "row_broadcast",
+        "graph @g(%x: f32[8,16], %y: f32[8,1]) {\n  %z = mul(%x, %y)\n  %e = exp(%z)\n  return %e\n}",
+    );
+}
+
+/// sentence-transformers' pooling head as rlx-models builds it: the
+/// mask's cast is read by the masked sum and the count, the mean by the
+/// squared norm and the final division.
+const POOLING: &str = "graph @g(%x: f32[2,8,16], %m: i64[2,8]) {\n  %mf = cast(%m) {dtype=f32}\n  %m3 = unsqueeze(%mf) {axes=[-1]}\n  %hm = mul(%x, %m3)\n  %s = reduce_sum(%hm) {axes=[1]}\n  %c = reduce_sum(%m3) {axes=[1]}\n  %cc = clamp(%c) {min=1e-9}\n  %mean = div(%s, %cc)\n  %sq = mul(%mean, %mean)\n  %ss = reduce_sum(%sq) {axes=[-1], keepdim=true}\n  %nc = fused_elementwise(%ss) {body=graph @region(%in0: f32[2,1]) {\n    %1 = sqrt(%in0) : f32[2,1]\n    %2 = clamp(%1) {min=1e-12} : f32[2,1]\n    return %2\n  }}\n  %o = div(%mean, %nc)\n  return %o\n}";
+
+/// A value read by two standalone elementwise kernels, one through a
+/// transposing view.
+const TWO_READERS: &str = "graph @g(%x: f32[4,8], %y: f32[4,8], %z: f32[8,4]) {\n  %a = exp(%x)\n  %b = add(%a, %y)\n  %t = permute(%a) {perm=[1, 0]}\n  %c = mul(%t, %z)\n  return %b, %c\n}";
+
+#[test]
+fn values_recomputed_by_their_readers() {
+    // The pooling head: the cast and the mean are not kernels of their
+    // own (launches: masked sum, count + clamp, squared norm + sqrt +
+    // clamp + division), and the results match the CPU in every dtype.
+    let kernels_of = |text: &str| {
+        let p = plan_of(text).unwrap();
+        let ops: Vec<String> = p
+            .kernels
+            .iter()
+            .map(|(n, _)| p.node_ops[*n].clone())
+            .collect();
+        (p.launches.len(), ops)
+    };
+    let (n, ops) = kernels_of(POOLING);
+    assert_eq!(n, 3, "pooling launches: {ops:?}");
+    assert_eq!(ops, ["reduce_sum", "reduce_sum", "reduce_sum"]);
+    check("pooling_recomputed", POOLING);
+    let (n, ops) = kernels_of(TWO_READERS);
+    assert_eq!(n, 2, "launches: {ops:?}");
+    assert!(!ops.contains(&"exp".to_string()));
+    check("two_readers_recomputed", TWO_READERS);
+}
+
+#[test]
+fn small_bert_end_to_end() {
+    if !gxx_ok() {
+        eprintln!("no g++: not emulated");
+        return;
+    }
+    // f32 strict; f16 against the CPU's f16 run of the same graph, with
+    // the plain and the tensor-core attention.
+    for (dt, tc, tol) in [
+        ("f32", false, 1e-5),
+        ("f16", false, 2e-3),
+        ("f16", true, 2e-3),
+    ] {
+        let (p, g, ins) = small_bert(dt, tc);
+        let kernels = p.source.replace(rlx_cuda::ctype::PREAMBLE, "");
+        assert_eq!(kernels.contains("mma_f16("), tc);
+        // Per layer: QKV GEMM, attention (one kernel: tensor-core or
+        // tiled f32), output GEMM + residual, norm, up GEMM, bias + GELU,
+        // down GEMM + residual, norm; embeddings + norm one kernel; the
+        // pooling head three reductions (the mask's cast and the mean
+        // recomputed by their readers).
+        let tail: Vec<&str> = p.kernels[p.kernels.len() - 3..]
+            .iter()
+            .map(|(n, _)| p.node_ops[*n].as_str())
+            .collect();
+        assert_eq!(tail, ["reduce_sum"; 3], "{dt} pooling head");
+        assert_eq!(p.launches.len(), 1 + 2 * 8 + 3, "{dt} tc {tc} launches");
+        let exe = build(&format!("small_bert_{dt}_{tc}"), &[&p]).unwrap();
+        let (got, err) = exec(&exe, 0, &p, &ins).unwrap();
+        assert_eq!(err, 0);
+        let want = rlx_cpu::run_graph(&g, &ins).unwrap();
+        for (k, (o, w)) in got.iter().zip(&want).enumerate() {
+            let d = max_rel(o, w);
+            eprintln!("small BERT {dt} (tensor cores: {tc}) output {k}: max rel diff {d:e}");
+            assert!(
+                d <= tol,
+                "small BERT {dt} (tensor cores: {tc}) output {k}: max rel diff {d:e} > {tol:e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_index_out_of_range_in_a_fused_gather_sets_the_error_flag() {
+    if !gxx_ok() {
+        eprintln!("no g++: not emulated");
+        return;
+    }
+    let mut ins = inputs_for(EMBEDDINGS_LN);
+    let mut ids = vec![1f64; 32];
+    ids[17] = 10.0;
+    ins[0] = HostTensor::from_f64(DType::I64, ins[0].shape().clone(), ids).unwrap();
+    let (_, err) = emulate("embeddings_oob", EMBEDDINGS_LN, &ins);
+    // Node index + 1 of the word-embedding lookup.
+    let g = parse(EMBEDDINGS_LN).unwrap();
+    let l = legalize(&g, &ClaimsOnly, &DispatchOptions::default()).unwrap();
+    let ir = rlx_opt::plan(l.graph).unwrap();
+    let p = plan::plan(&ir).unwrap();
+    assert!(err > 0, "no error reported");
+    assert_eq!(p.node_ops[(err - 1) as usize], "embedding");
+}
