@@ -12,9 +12,7 @@
 #   Env: BATCHES, MODES, RUNS trim the MiniLM run; AUTOTUNE_AB=1 repeats its
 #   timings with RLX_CUDA_AUTOTUNE=0 (the cuBLASLt heuristic's first pick) at
 #   AB_BATCHES (default 1,8,32); SPLIT_AB=1 repeats the fp16 timings under
-#   each RLX_CUDA_ATTN_SPLIT (at SPLIT_BATCHES, default BATCHES); PDL_AB=1
-#   repeats the fp16 timings + profile with RLX_CUDA_PDL=1 (programmatic
-#   dependent launch, off by default; at PDL_BATCHES, default BATCHES);
+#   each RLX_CUDA_ATTN_SPLIT (at SPLIT_BATCHES, default BATCHES);
 #   ATTN_AB="96 192" repeats the fp32 timings + profile with each
 #   RLX_CUDA_ATTN_GEMM_HEADS (the head count from which fp32 attention runs
 #   as batched GEMMs; at ATTN_BATCHES, default 4,8,16). Each A/B log is an
@@ -82,17 +80,6 @@ if [ -n "${SPLIT_AB:-}" ]; then
       --batches "${SPLIT_BATCHES:-$BATCHES}" --check 1 --runs ${RUNS:-50} --modes fp16 --profile 2>&1
   done | tee "$OUTDIR/minilm-split-ab.log"
   grep -q '^FAIL' "$OUTDIR/minilm-split-ab.log" && failed=$((failed + 1))
-fi
-# PDL_AB=1: the fp16 MiniLM timings + profile again with programmatic
-# dependent launch (RLX_CUDA_PDL=1), for the A/B of it. (The runs at
-# 8c445c9 and 07638e6 had it on by default and this A/B with
-# RLX_CUDA_PDL=0.)
-if [ -n "${PDL_AB:-}" ]; then
-  { echo "== RLX_CUDA_PDL=1"
-    RLX_CUDA_PDL=1 $RUN/gpu minilm --weights $RUN/model.fp16.safetensors --config $RUN/config.json \
-      --batches "${PDL_BATCHES:-$BATCHES}" --check 1 --runs ${RUNS:-50} --modes fp16 --profile 2>&1
-  } | tee "$OUTDIR/minilm-pdl-ab.log"
-  grep -q '^FAIL' "$OUTDIR/minilm-pdl-ab.log" && failed=$((failed + 1))
 fi
 # ATTN_AB="N ...": fp32 MiniLM timings + profile with the default head
 # threshold and with each RLX_CUDA_ATTN_GEMM_HEADS=N, one after another.

@@ -139,14 +139,4 @@ static __device__ __forceinline__ void ldsm4t(unsigned* r, const void* p) {
 }
 static __device__ __forceinline__ unsigned pack_f16(float lo, float hi) { unsigned d; asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo)); return d; }
 static __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) { unsigned d; asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo)); return d; }
-static __device__ __forceinline__ void grid_dep_wait() {
-#ifdef RLX_PDL
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-static __device__ __forceinline__ void grid_dep_launch() {
-#ifdef RLX_PDL
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
 "#;

@@ -9,19 +9,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// The NVRTC options every generated module is compiled with, for `arch`
-/// (e.g. `compute_90`), with programmatic dependent launch compiled in or
-/// not. IEEE division and square root: parity with the reference.
-pub fn nvrtc_options(arch: &'static str, pdl: bool) -> cudarc::nvrtc::CompileOptions {
+/// (e.g. `compute_90`). IEEE division and square root: parity with the reference.
+pub fn nvrtc_options(arch: &'static str) -> cudarc::nvrtc::CompileOptions {
     cudarc::nvrtc::CompileOptions {
         arch: Some(arch),
         prec_div: Some(true),
         prec_sqrt: Some(true),
         fmad: Some(true),
-        options: if pdl {
-            vec![crate::pdl::PDL_DEFINE.to_string()]
-        } else {
-            vec![]
-        },
         ..Default::default()
     }
 }
@@ -180,15 +174,13 @@ impl Gpu {
         }))
     }
 
-    /// Compile `source` with NVRTC (once per distinct source and `pdl`)
-    /// and load it; `pdl` compiles the kernels' programmatic-dependent-
-    /// launch instructions in (see `pdl.rs`; sm_90+ only).
-    pub fn module(&self, source: &str, pdl: bool) -> Result<Arc<CudaModule>, CudaError> {
-        let key = format!("{}{source}", if pdl { crate::pdl::PDL_DEFINE } else { "" });
+    /// Compile `source` with NVRTC (once per distinct source) and load it.
+    pub fn module(&self, source: &str) -> Result<Arc<CudaModule>, CudaError> {
+        let key = source.to_string();
         if let Some(m) = self.modules.lock().ok().and_then(|m| m.get(&key).cloned()) {
             return Ok(m);
         }
-        let opts = nvrtc_options(self.arch, pdl);
+        let opts = nvrtc_options(self.arch);
         let ptx =
             cudarc::nvrtc::compile_ptx_with_opts(source, opts).map_err(|e| CudaError::Nvrtc {
                 log: match e {

@@ -6,7 +6,7 @@
 
 use crate::error::CudaError;
 use crate::options::CudaOptions;
-use crate::{hgemm, lt_search, pdl, plan, sgemm, tune};
+use crate::{hgemm, lt_search, plan, sgemm, tune};
 
 impl CudaOptions {
     /// The default options with each `RLX_CUDA_*` variable `lookup` returns
@@ -22,7 +22,6 @@ impl CudaOptions {
                 get(plan::ATTN_GEMM_HEADS_ENV).as_deref(),
             )?,
             attn_rows: plan::parse_attn_rows(get(plan::ATTN_ROWS_ENV).as_deref())?,
-            pdl: pdl::parse_pdl(get(pdl::PDL_ENV).as_deref())?,
             autotune: tune::parse_autotune(get(tune::AUTOTUNE_ENV).as_deref())?,
             tune_log: switch(
                 tune::TUNE_LOG_ENV,
@@ -39,13 +38,12 @@ impl CudaOptions {
     }
 
     /// The names of the variables [`CudaOptions::from_lookup`] reads.
-    pub const VARS: [&'static str; 9] = [
+    pub const VARS: [&'static str; 8] = [
         sgemm::SGEMM_ENV,
         hgemm::HGEMM_ENV,
         plan::ATTN_SPLIT_ENV,
         plan::ATTN_GEMM_HEADS_ENV,
         plan::ATTN_ROWS_ENV,
-        pdl::PDL_ENV,
         tune::AUTOTUNE_ENV,
         tune::TUNE_LOG_ENV,
         lt_search::SEARCH_ENV,

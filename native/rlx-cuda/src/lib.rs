@@ -25,7 +25,6 @@ pub mod hgemm;
 pub mod host;
 pub mod lt_search;
 pub mod options;
-pub mod pdl;
 pub mod plan;
 pub mod select;
 pub mod sgemm;

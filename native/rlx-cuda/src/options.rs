@@ -24,8 +24,6 @@ pub struct CudaOptions {
     pub attn_gemm_heads: usize,
     /// The 4-rows-per-warp fp32 attention kernel (`RLX_CUDA_ATTN_ROWS`).
     pub attn_rows: bool,
-    /// Programmatic dependent launch on compute capability 9.0+ (`RLX_CUDA_PDL`).
-    pub pdl: bool,
     /// Time cuBLASLt's candidates per GEMM shape (`RLX_CUDA_AUTOTUNE`).
     pub autotune: bool,
     /// Print every tuned candidate's time to stderr (`RLX_CUDA_TUNE_LOG`).
@@ -44,7 +42,6 @@ impl Default for CudaOptions {
             attn_split: AttnSplit::Auto,
             attn_gemm_heads: ATTN_GEMM_HEADS,
             attn_rows: true,
-            pdl: false,
             autotune: true,
             tune_log: false,
             lt_search: false,

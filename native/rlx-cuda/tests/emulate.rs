@@ -167,8 +167,6 @@ inline void ldsm4t(unsigned* r, const void* p) {
 }
 // Programmatic dependent launch: launches run one after another here, so
 // the previous grid is always complete when a kernel starts.
-inline void grid_dep_wait() {}
-inline void grid_dep_launch() {}
 
 // Every block of the grid, one after another; a block's threads at once.
 // A thread that returns drops out of its block's and warp's barriers.

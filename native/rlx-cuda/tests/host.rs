@@ -261,30 +261,16 @@ fn generated_sources_compile_with_nvrtc_where_available() {
             sources.push(planned(&src.replace("f32", dt)).source);
         }
     }
-    // With and without the programmatic-dependent-launch instructions
-    // (the MiniLM sources; the others without, as on pre-sm_90 GPUs).
-    for (k, src) in sources.iter().enumerate() {
-        for pdl in [false, true] {
-            if pdl && k >= 4 {
-                continue;
-            }
-            let opts = rlx_cuda::device::nvrtc_options("compute_90", pdl);
-            match cudarc::nvrtc::compile_ptx_with_opts(src, opts) {
-                Ok(ptx) => {
-                    let ptx = ptx.to_src();
-                    assert_eq!(ptx.contains("griddepcontrol.wait"), pdl, "pdl {pdl}");
-                    assert_eq!(ptx.contains("griddepcontrol.launch_dependents"), pdl);
+    for src in &sources {
+        let opts = rlx_cuda::device::nvrtc_options("compute_90");
+        if let Err(e) = cudarc::nvrtc::compile_ptx_with_opts(src, opts) {
+            let log = match e {
+                cudarc::nvrtc::CompileError::CompileError { log, .. } => {
+                    log.to_string_lossy().into_owned()
                 }
-                Err(e) => {
-                    let log = match e {
-                        cudarc::nvrtc::CompileError::CompileError { log, .. } => {
-                            log.to_string_lossy().into_owned()
-                        }
-                        other => format!("{other:?}"),
-                    };
-                    panic!("NVRTC: {log}");
-                }
-            }
+                other => format!("{other:?}"),
+            };
+            panic!("NVRTC: {log}");
         }
     }
 }
@@ -299,7 +285,7 @@ fn sgemm_kernels_compile_without_local_memory() {
         eprintln!("libnvrtc not found: NVRTC compile test skipped");
         return;
     }
-    let opts = rlx_cuda::device::nvrtc_options("compute_90", false);
+    let opts = rlx_cuda::device::nvrtc_options("compute_90");
     let ptx = match cudarc::nvrtc::compile_ptx_with_opts(rlx_cuda::sgemm::source(), opts) {
         Ok(p) => p.to_src(),
         Err(cudarc::nvrtc::CompileError::CompileError { log, .. }) => {
@@ -331,7 +317,7 @@ fn hgemm_kernels_compile_without_local_memory() {
     for d in [rlx_ir::DType::F16, rlx_ir::DType::BF16] {
         let gelu = rlx_cuda::codegen::expr::unary("gelu", d, "y").unwrap();
         for act in [None, Some(gelu.as_str())] {
-            let opts = rlx_cuda::device::nvrtc_options("compute_90", false);
+            let opts = rlx_cuda::device::nvrtc_options("compute_90");
             let ptx =
                 match cudarc::nvrtc::compile_ptx_with_opts(rlx_cuda::hgemm::source(d, act), opts) {
                     Ok(p) => p.to_src(),
@@ -762,13 +748,12 @@ fn cuda_options_from_lookup() {
         "RLX_CUDA_ATTN_SPLIT" => Some("w4".into()),
         "RLX_CUDA_AUTOTUNE" => Some("0".into()),
         "RLX_CUDA_ATTN_GEMM_HEADS" => Some("96".into()),
-        "RLX_CUDA_PDL" => Some("1".into()),
         "RLX_CUDA_HGEMM" => Some("auto".into()),
         _ => None,
     })
     .unwrap();
     assert_eq!(o.attn_split, rlx_cuda::plan::AttnSplit::Warps(4));
-    assert!(!o.autotune && o.pdl);
+    assert!(!o.autotune);
     assert_eq!(o.attn_gemm_heads, 96);
     assert_eq!(o.hgemm, rlx_cuda::hgemm::Mode::Auto);
     for var in CudaOptions::VARS {
@@ -792,50 +777,4 @@ fn the_edge_collects_every_cuda_variable() {
     ours.sort();
     edge_sorted.sort();
     assert_eq!(ours, edge_sorted);
-}
-
-#[test]
-fn pdl_values_parse_or_are_typed_errors() {
-    use rlx_cuda::pdl::parse_pdl;
-    assert!(!parse_pdl(None).unwrap());
-    assert!(parse_pdl(Some("1")).unwrap());
-    assert!(!parse_pdl(Some("0")).unwrap());
-    match parse_pdl(Some("yes")) {
-        Err(CudaError::Input(m)) => assert!(m.contains("RLX_CUDA_PDL"), "{m}"),
-        other => panic!("expected a typed error, got {other:?}"),
-    }
-}
-
-/// Programmatic dependent launch: every generated kernel waits for the
-/// grid before it as its first statement (before any read or early
-/// return), and the helpers emit `griddepcontrol` only when the module is
-/// compiled with `RLX_PDL` (sm_90+).
-#[test]
-fn every_kernel_first_waits_for_its_predecessor() {
-    let mut n = 0;
-    for src in [EMBEDDINGS_LN, NONZERO_MASK_TC, BIAS_GELU, GATHER_OUTER_AXIS] {
-        for dt in ["f32", "f16"] {
-            let p = planned_lir(&src.replace("f32", dt));
-            let kernels = p.source.replace(rlx_cuda::ctype::PREAMBLE, "");
-            for body in kernels.split("__global__ void ").skip(1) {
-                let open = body.find('{').unwrap();
-                let first = body[open + 1..].trim_start();
-                assert!(
-                    first.starts_with("grid_dep_wait(); grid_dep_launch();"),
-                    "{body}"
-                );
-                n += 1;
-            }
-        }
-    }
-    assert!(n >= 8, "{n} kernels");
-    let pre = rlx_cuda::ctype::PREAMBLE;
-    for (helper, ptx) in [
-        ("grid_dep_wait", "griddepcontrol.wait;"),
-        ("grid_dep_launch", "griddepcontrol.launch_dependents;"),
-    ] {
-        let at = pre.find(&format!("void {helper}()")).unwrap();
-        let def = &pre[at..at + pre[at..].find("\n}").unwrap()];
-        assert!(def.contains("#ifdef RLX_PDL") && def.contains(ptx), "{def}");
-    }
 }

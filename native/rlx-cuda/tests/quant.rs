@@ -102,7 +102,7 @@ fn generated_dequant_sources_compile_with_nvrtc_where_available() {
         }
     }
     let src = m.source();
-    let opts = rlx_cuda::device::nvrtc_options("compute_90", false);
+    let opts = rlx_cuda::device::nvrtc_options("compute_90");
     let ptx = match cudarc::nvrtc::compile_ptx_with_opts(&src, opts) {
         Ok(p) => p.to_src(),
         Err(cudarc::nvrtc::CompileError::CompileError { log, .. }) => {

@@ -51,7 +51,6 @@ pub const VARS: &[Var] = &[
     v("RLX_CUDA_ATTN_SPLIT", "0, 1, auto, w1, w2, w4, w8", "auto", "CudaOptions::attn_split"),
     v("RLX_CUDA_ATTN_GEMM_HEADS", "integer", "48", "CudaOptions::attn_gemm_heads"),
     v("RLX_CUDA_ATTN_ROWS", "0, 1", "1", "CudaOptions::attn_rows"),
-    v("RLX_CUDA_PDL", "0, 1", "0", "CudaOptions::pdl"),
     v("RLX_CUDA_AUTOTUNE", "0, 1", "1", "CudaOptions::autotune"),
     v("RLX_CUDA_TUNE_LOG", "0, 1", "0", "CudaOptions::tune_log"),
     v("RLX_CUDA_LT_SEARCH", "0, 1", "0", "CudaOptions::lt_search"),

@@ -269,11 +269,9 @@ extern "C" __global__ void mma_peak_{chains}(float* out, int iters) {{
 "#
         );
     }
-    let ptx = cudarc::nvrtc::compile_ptx_with_opts(
-        &src,
-        rlx_cuda::device::nvrtc_options("compute_90", false),
-    )
-    .expect("NVRTC");
+    let ptx =
+        cudarc::nvrtc::compile_ptx_with_opts(&src, rlx_cuda::device::nvrtc_options("compute_90"))
+            .expect("NVRTC");
     let m = ctx.load_module(ptx).expect("module");
     let (blocks, threads, iters) = (sms * 4, 128u32, 20_000i32);
     let mut out = stream

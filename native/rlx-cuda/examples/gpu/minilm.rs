@@ -186,9 +186,8 @@ pub(super) fn minilm(args: &[String]) -> usize {
                 .unwrap();
             let eager_ms = time_exe(&eager, &inputs, runs);
             println!(
-                "minilm {mode} B={b} seq={seq}: p50 {graph_ms:.3} ms (CUDA graph), {eager_ms:.3} ms (eager launches), {e2e_ms:.3} ms (CUDA graph + pinned async copies of ids/mask in, outputs out); {} launches, compile {compile_ms:.0} ms, PDL {}",
+                "minilm {mode} B={b} seq={seq}: p50 {graph_ms:.3} ms (CUDA graph), {eager_ms:.3} ms (eager launches), {e2e_ms:.3} ms (CUDA graph + pinned async copies of ids/mask in, outputs out); {} launches, compile {compile_ms:.0} ms",
                 exe.launch_count(),
-                if exe.pdl() { "on" } else { "off" }
             );
             // Which cuBLASLt algorithm each GEMM shape runs (tuned at
             // compile unless RLX_CUDA_AUTOTUNE=0), once per shape.
@@ -227,7 +226,7 @@ pub(super) fn minilm(args: &[String]) -> usize {
                 }
             }
             json.push(serde_json::json!({"impl": "rlx-cuda", "mode": mode, "batch": b, "seq": seq,
-                "p50_ms_graph": graph_ms, "p50_ms_eager": eager_ms, "p50_ms_e2e_copies": e2e_ms, "launches": exe.launch_count(), "pdl": exe.pdl(), "min_cosine_vs_cpu": cos,
+                "p50_ms_graph": graph_ms, "p50_ms_eager": eager_ms, "p50_ms_e2e_copies": e2e_ms, "launches": exe.launch_count(), "min_cosine_vs_cpu": cos,
                 "profile_ms_by_op": profile, "gemm_algos": algos}));
         }
     }

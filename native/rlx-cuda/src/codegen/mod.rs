@@ -22,23 +22,7 @@ impl Module {
             return n.clone();
         }
         let name = format!("k{}", self.names.len());
-        // Every kernel first waits for the grid before it, then lets the
-        // next one be scheduled (programmatic dependent launch, `pdl.rs`;
-        // no-ops unless the module is compiled for it). The parameter
-        // list holds no brace, so the first one after the name opens
-        // the body.
-        let body = match text
-            .find("@NAME@")
-            .and_then(|at| text[at..].find('{').map(|b| at + b))
-        {
-            Some(open) => format!(
-                "{}\n  grid_dep_wait(); grid_dep_launch();{}",
-                &text[..=open],
-                &text[open + 1..]
-            ),
-            None => text.clone(),
-        };
-        self.src.push_str(&body.replace("@NAME@", &name));
+        self.src.push_str(&text.replace("@NAME@", &name));
         self.src.push('\n');
         self.names.insert(text, name.clone());
         name

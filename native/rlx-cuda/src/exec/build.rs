@@ -18,8 +18,7 @@ use std::sync::{Arc, Mutex};
 impl CudaExecutable {
     pub(crate) fn new(gpu: Arc<Gpu>, plan: Plan, opts: CudaOptions) -> Result<Self, CudaError> {
         gpu.ctx.bind_to_thread()?;
-        let pdl = crate::pdl::pdl_for(opts.pdl, gpu.cc);
-        let module = gpu.module(&plan.source, pdl)?;
+        let module = gpu.module(&plan.source)?;
         let arena = DevBuf::new(&gpu.ctx, plan.arena_bytes)?;
         // Input buffers: grouped inputs (weights of batched sibling GEMMs)
         // back to back in one allocation, the others in their own.
@@ -236,7 +235,6 @@ impl CudaExecutable {
             node_ops: plan.node_ops,
             kernels: plan.kernels,
             gemm_algos,
-            pdl,
             source: plan.source,
             state: Mutex::new(State {
                 graph: None,

@@ -43,18 +43,10 @@ pub(super) enum Resolved {
 }
 
 impl CudaExecutable {
-    /// Enqueue one launch; `programmatic`: as a programmatic dependent
-    /// of the kernel before it (`pdl.rs`; only a kernel after a kernel).
-    pub(super) fn launch(&self, l: &Resolved, programmatic: bool) -> Result<(), CudaError> {
+    /// Enqueue one launch.
+    pub(super) fn launch(&self, l: &Resolved) -> Result<(), CudaError> {
         let stream = &self.gpu.stream;
         match l {
-            // SAFETY: as below; the kernel waits for its predecessor
-            // before its first read (`grid_dep_wait`).
-            Resolved::Kernel {
-                func, cfg, args, ..
-            } if programmatic => unsafe {
-                crate::pdl::launch_programmatic(stream, func, cfg, args)?
-            },
             Resolved::Kernel { .. } => launch_plain(stream, l)?,
             Resolved::Lt(g) => g.launch(&self.gpu)?,
             Resolved::Batched(g, [pa, pb, pc]) => {

@@ -245,7 +245,7 @@ impl LtGemm {
         let ws = gpu.lt_workspace.bytes;
         let mut own = Vec::new();
         if mode != sgemm::Mode::Off && sgemm::eligible(g, ptrs, tf32) {
-            let module = gpu.module(&sgemm::source(), false)?;
+            let module = gpu.module(&sgemm::source())?;
             if opts.tune_log {
                 for t in sgemm::TILES {
                     let f = module.load_function(&t.name())?;
@@ -274,7 +274,7 @@ impl LtGemm {
         if hmode != hgemm::Mode::Off && hgemm::eligible(g, ptrs) {
             let act = g.tail.as_ref().filter(|_| tail.is_some());
             let src = hgemm::source(g.dtype, act.map(|t| t.act.as_str()));
-            let module = gpu.module(&src, false)?;
+            let module = gpu.module(&src)?;
             for (i, t) in hgemm::TILES.iter().enumerate() {
                 if matches!(hmode, hgemm::Mode::Force(f) if f != i) {
                     continue;

@@ -61,9 +61,6 @@ pub struct CudaExecutable {
     /// (launch index, description) of every cuBLASLt GEMM: its shape and
     /// which algorithm runs (tuned or the heuristic's pick).
     gemm_algos: Vec<(usize, String)>,
-    /// Kernels following a kernel are launched as programmatic
-    /// dependents (`pdl.rs`).
-    pdl: bool,
     source: String,
     state: Mutex<State>,
     _arena: DevBuf,
@@ -86,12 +83,6 @@ fn upload_once(dst: u64, t: &HostTensor) -> Result<(), CudaError> {
 }
 
 impl CudaExecutable {
-    /// Whether kernels are launched as programmatic dependents of the
-    /// launch before them (sm_90+ with [`crate::pdl::PDL_ENV`]=1).
-    pub fn pdl(&self) -> bool {
-        self.pdl
-    }
-
     /// The generated CUDA C of this program.
     pub fn source(&self) -> &str {
         &self.source
@@ -180,18 +171,8 @@ impl CudaExecutable {
         let stream = &self.gpu.stream;
         // SAFETY: err is a live 4-byte device buffer.
         unsafe { result::memset_d8_async(self.err.ptr, 0, 4, stream.cu_stream()) }?;
-        // Each of our kernels after another launch (ours or a cuBLAS(Lt)
-        // GEMM's kernel) may be scheduled before that one ends (PDL): it
-        // waits for it in full before reading anything, and a GEMM
-        // kernel that never signals its dependents counts as signalling
-        // when it completes. GEMMs are launched as usual (they wait for
-        // everything before them), and so is the first kernel, after the
-        // memset of the error flag.
-        let mut after_launch = false;
         for (_, l) in &self.launches {
-            let is_kernel = matches!(l, Resolved::Kernel { .. });
-            self.launch(l, self.pdl && after_launch && is_kernel)?;
-            after_launch = true;
+            self.launch(l)?;
         }
         for &(o, i) in feedback {
             let (ty, src) = &self.outputs[o];
@@ -419,7 +400,7 @@ impl CudaExecutable {
         for (at, (node, l)) in self.launches.iter().enumerate() {
             stream.synchronize()?;
             stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-            let r = (0..REPEATS).try_for_each(|_| self.launch(l, false));
+            let r = (0..REPEATS).try_for_each(|_| self.launch(l));
             let g = stream.end_capture(sys::CUgraphInstantiate_flags(0))?;
             r?;
             let g = g.ok_or_else(|| CudaError::Driver("graph capture produced no graph".into()))?;
