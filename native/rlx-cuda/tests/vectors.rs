@@ -26,12 +26,18 @@ fn cuda_opts(optimize: bool) -> CompileOptions {
     }
 }
 
-/// The CUDA backend registered, or why there is none (no driver, no GPU).
+/// The CUDA backend registered (once per process: the tests run on
+/// parallel threads, and two backends created at once crashed the process
+/// on the H100), or why there is none (no driver, no GPU).
 fn register() -> Result<(), String> {
-    let backend = rlx_cuda::CudaBackend::new().map_err(|e| e.to_string())?;
-    rlx::init();
-    rlx_runtime::register_backend(Arc::new(backend));
-    Ok(())
+    static ONCE: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    ONCE.get_or_init(|| {
+        let backend = rlx_cuda::CudaBackend::new().map_err(|e| e.to_string())?;
+        rlx::init();
+        rlx_runtime::register_backend(Arc::new(backend));
+        Ok(())
+    })
+    .clone()
 }
 
 /// The vectors of the checkout this was built in, or (a test binary carried

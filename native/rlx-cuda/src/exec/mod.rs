@@ -443,7 +443,9 @@ impl Executable for CudaExecutable {
         self.run_cuda(inputs)?;
         let per = CudaExecutable::profile(self)?;
         Ok(rlx_runtime::Profile::from_calls(
-            per.into_iter().map(|(_, _, k, ms)| (k, ms as f64)),
+            // The op, then the kernel (a generated one's name is only `kN`).
+            per.into_iter()
+                .map(|(_, op, k, ms)| (format!("{op} [{k}]"), ms as f64)),
             "CUDA: each launch alone in a CUDA graph, between events",
         ))
     }
