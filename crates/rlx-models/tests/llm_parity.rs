@@ -189,3 +189,49 @@ fn qwen2_and_gemma3_match_transformers_when_fetched() {
         }
     }
 }
+
+/// Poll a future to the end on this thread (the CPU's async steps are
+/// ready at once; no executor needed).
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+    }
+}
+
+/// The asynchronous steps (what the page drives on WebGPU) give the same
+/// greedy tokens as transformers, through `Generation::start_async` and
+/// `next_token_async`.
+#[test]
+fn smollm2_async_steps_match_transformers() {
+    use rlx_models::llm::{Generation, Steps};
+    let dir = root().join("tests/vectors/llm");
+    let reference: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("smollm2.json")).unwrap()).unwrap();
+    let path = model_path(reference["file"].as_str().unwrap());
+    assert!(
+        path.exists(),
+        "{} not found — run ./scripts/fetch-models",
+        path.display()
+    );
+    let model = LlmModel::open(&path, |_| {}).unwrap();
+    let mut steps = Steps::for_model(&model, rlx::Device::Cpu);
+    let mut opts = GenerateOptions::greedy(64);
+    opts.stop_at_eos = false;
+    let p = &reference["prompts"][0];
+    let mut g = block_on(Generation::start_async(
+        &model,
+        &mut steps,
+        &ids(&p["prompt_ids"]),
+        &opts,
+    ))
+    .unwrap();
+    let mut got = vec![];
+    while let Some(t) = block_on(g.next_token_async(&model, &mut steps)).unwrap() {
+        got.push(t.id);
+    }
+    assert_eq!(got, ids(&p["generated_ids"]));
+}

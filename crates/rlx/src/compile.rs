@@ -116,6 +116,12 @@ impl Compiled {
         Ok(self.exe.run(inputs)?)
     }
 
+    /// [`Compiled::run_refs`] without blocking the thread (the browser's
+    /// WebGPU runs only this way; other backends run `run_refs`).
+    pub async fn run_refs_async(&self, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, Error> {
+        Ok(self.exe.run_async(inputs).await?)
+    }
+
     /// Run on `inputs` and time each kernel, on whatever device this was
     /// compiled for (the profile says how that backend measured).
     pub fn profile(&self, inputs: &[&HostTensor]) -> Result<Profile, Error> {
@@ -207,6 +213,22 @@ pub fn compile_with(
 ) -> Result<Compiled, Error> {
     let planned = plan_with(graph, target, opts)?;
     let exe = planned.backend.compile(planned.program.clone())?;
+    Ok(planned.finish(exe))
+}
+
+/// [`compile_with`] where building the executable must not block (the
+/// browser's WebGPU: `Backend::compile_async`). Elsewhere the same as
+/// `compile_with`.
+pub async fn compile_with_async(
+    graph: &Graph,
+    target: impl Into<Target>,
+    opts: &CompileOptions,
+) -> Result<Compiled, Error> {
+    let planned = plan_with(graph, target, opts)?;
+    let exe = planned
+        .backend
+        .compile_async(planned.program.clone())
+        .await?;
     Ok(planned.finish(exe))
 }
 

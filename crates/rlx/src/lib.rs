@@ -27,8 +27,8 @@ mod error;
 mod session;
 
 pub use compile::{
-    compile, compile_with, init, plan_with, set_default_route, set_print_reports, Amp,
-    CompileOptions, Compiled, Planned, Ptq, Target,
+    compile, compile_with, compile_with_async, init, plan_with, set_default_route,
+    set_print_reports, Amp, CompileOptions, Compiled, Planned, Ptq, Target,
 };
 pub use dsl::{Tensor, Trace};
 pub use error::Error;

@@ -95,10 +95,31 @@ impl Steps {
         }
         let g = model.decoder.model(t, p).to_mir()?;
         let c = self.session.compile(&g, self.device)?;
+        Ok(self.keep(model, t, p, c))
+    }
+
+    /// [`Steps::compiled`], building without blocking (WebGPU in the page).
+    pub async fn compiled_async(
+        &mut self,
+        model: &LlmModel,
+        t: usize,
+        p: usize,
+    ) -> Result<Arc<Compiled>, LlmError> {
+        if let Some(c) = self.compiled.get(&(t, p)) {
+            return Ok(c.clone());
+        }
+        let g = model.decoder.model(t, p).to_mir()?;
+        let opts = rlx::CompileOptions::default();
+        let c = Arc::new(rlx::compile_with_async(&g, self.device, &opts).await?);
+        Ok(self.keep(model, t, p, c))
+    }
+
+    /// Hold `c` as the graph for (t, p), its weights resident.
+    fn keep(&mut self, model: &LlmModel, t: usize, p: usize, c: Arc<Compiled>) -> Arc<Compiled> {
         let first = model.decoder.data_inputs(p);
         c.keep_resident(&(first..first + model.weights().len()).collect::<Vec<_>>());
         self.compiled.insert((t, p), c.clone());
-        Ok(c)
+        c
     }
 
     /// Grow the cache to hold `need` positions (copying what it has).
@@ -144,6 +165,34 @@ impl Steps {
         cache: &mut KvCache,
         tokens: &[u32],
     ) -> Result<Vec<f32>, LlmError> {
+        let step = self.prepare(model, cache, tokens)?;
+        let compiled = self.compiled(model, step.t, step.p)?;
+        let outs = compiled.run_refs(&step.refs(model, cache))?;
+        step.absorb(model, cache, outs)
+    }
+
+    /// [`Steps::step`] without blocking (the browser's WebGPU compiles and
+    /// runs only asynchronously).
+    pub(crate) async fn step_async(
+        &mut self,
+        model: &LlmModel,
+        cache: &mut KvCache,
+        tokens: &[u32],
+    ) -> Result<Vec<f32>, LlmError> {
+        let step = self.prepare(model, cache, tokens)?;
+        let compiled = self.compiled_async(model, step.t, step.p).await?;
+        let outs = compiled.run_refs_async(&step.refs(model, cache)).await?;
+        step.absorb(model, cache, outs)
+    }
+
+    /// The cache grown for `tokens` and the step's inputs (an error past
+    /// the context limit, before any work).
+    fn prepare(
+        &self,
+        model: &LlmModel,
+        cache: &mut KvCache,
+        tokens: &[u32],
+    ) -> Result<Step, LlmError> {
         let n = tokens.len();
         debug_assert!(n > 0 && n <= CHUNK);
         let len = cache.len;
@@ -158,24 +207,64 @@ impl Steps {
         // A first prefill attends to nothing cached.
         self.reserve(model, cache, len + n)?;
         let p = if len == 0 { 0 } else { cache.capacity };
-        let compiled = self.compiled(model, t, p)?;
         let inputs = step_inputs(model, len, n, t, p, tokens)?;
-        let mut refs: Vec<&HostTensor> = inputs.iter().collect();
-        if p > 0 {
+        Ok(Step {
+            n,
+            len,
+            t,
+            p,
+            inputs,
+        })
+    }
+}
+
+/// One step's shape and inputs, between [`Steps::prepare`] and
+/// [`Step::absorb`].
+struct Step {
+    /// Real tokens, cached before them, padded tokens, cache slots read.
+    n: usize,
+    len: usize,
+    t: usize,
+    p: usize,
+    inputs: Vec<HostTensor>,
+}
+
+impl Step {
+    /// The graph's inputs: the step's, the cache (when it reads one), the
+    /// weights.
+    fn refs<'a>(&'a self, model: &'a LlmModel, cache: &'a KvCache) -> Vec<&'a HostTensor> {
+        let mut refs: Vec<&HostTensor> = self.inputs.iter().collect();
+        if self.p > 0 {
             for (k, v) in cache.k.iter().zip(&cache.v) {
                 refs.extend([k, v]);
             }
         }
         refs.extend(model.weights());
-        let outs = compiled.run_refs(&refs)?;
+        refs
+    }
+
+    /// Write the new keys and values into the cache; the last token's
+    /// logits.
+    fn absorb(
+        self,
+        model: &LlmModel,
+        cache: &mut KvCache,
+        outs: Vec<HostTensor>,
+    ) -> Result<Vec<f32>, LlmError> {
+        let (n, len, t) = (self.n, self.len, self.t);
         let mut outs = outs.into_iter();
-        let logits = outs.next().expect("logits").to_vec::<f32>()?;
+        let missing = || {
+            LlmError::Model(rlx::Error::Runtime(rlx::RuntimeError::Config(
+            "the decoder graph returned fewer outputs than logits + a key and a value per layer"
+                .into(),
+        )))
+        };
+        let logits = outs.next().ok_or_else(missing)?.to_vec::<f32>()?;
         let c = &model.config;
         let (kvh, d, cap) = (c.kv_heads, c.head_dim, cache.capacity);
         for layer in 0..c.layers {
             for store in [&mut cache.k, &mut cache.v] {
-                let new = outs.next().expect("one key and one value output per layer");
-                let new = new.to_vec::<f32>()?;
+                let new = outs.next().ok_or_else(missing)?.to_vec::<f32>()?;
                 let slot = std::mem::replace(&mut store[layer], HostTensor::scalar(0f32));
                 let mut data = f32_data(slot);
                 for h in 0..kvh {

@@ -193,12 +193,8 @@ impl<'m> Generator<'m> {
     }
 }
 
-fn prefill(
-    model: &LlmModel,
-    steps: &mut Steps,
-    cache: &mut KvCache,
-    ids: &[u32],
-) -> Result<Vec<f32>, LlmError> {
+/// Check that `ids` can start a generation within the context.
+fn check_prompt(steps: &Steps, ids: &[u32]) -> Result<(), LlmError> {
     if ids.is_empty() {
         return Err(LlmError::Options(
             "the prompt is empty (no tokens to start from)".into(),
@@ -211,9 +207,33 @@ fn prefill(
             prompt: ids.len(),
         });
     }
+    Ok(())
+}
+
+fn prefill(
+    model: &LlmModel,
+    steps: &mut Steps,
+    cache: &mut KvCache,
+    ids: &[u32],
+) -> Result<Vec<f32>, LlmError> {
+    check_prompt(steps, ids)?;
     let mut logits = vec![];
     for chunk in ids.chunks(CHUNK) {
         logits = steps.step(model, cache, chunk)?;
+    }
+    Ok(logits)
+}
+
+async fn prefill_async(
+    model: &LlmModel,
+    steps: &mut Steps,
+    cache: &mut KvCache,
+    ids: &[u32],
+) -> Result<Vec<f32>, LlmError> {
+    check_prompt(steps, ids)?;
+    let mut logits = vec![];
+    for chunk in ids.chunks(CHUNK) {
+        logits = steps.step_async(model, cache, chunk).await?;
     }
     Ok(logits)
 }
@@ -249,7 +269,31 @@ impl Generation {
         let start = Clock::start();
         let mut cache = KvCache::new();
         let logits = prefill(model, steps, &mut cache, ids)?;
-        Ok(Generation {
+        Ok(Generation::new(ids, opts, cache, logits, start))
+    }
+
+    /// [`Generation::start`] without blocking (WebGPU in the page).
+    pub async fn start_async(
+        model: &LlmModel,
+        steps: &mut Steps,
+        ids: &[u32],
+        opts: &GenerateOptions,
+    ) -> Result<Generation, LlmError> {
+        opts.sampling.check()?;
+        let start = Clock::start();
+        let mut cache = KvCache::new();
+        let logits = prefill_async(model, steps, &mut cache, ids).await?;
+        Ok(Generation::new(ids, opts, cache, logits, start))
+    }
+
+    fn new(
+        ids: &[u32],
+        opts: &GenerateOptions,
+        cache: KvCache,
+        logits: Vec<f32>,
+        start: Clock,
+    ) -> Generation {
+        Generation {
             rng: Rng::new(opts.sampling.seed),
             opts: opts.clone(),
             history: ids.to_vec(),
@@ -265,7 +309,7 @@ impl Generation {
                 prefill: start.elapsed(),
                 ..Timings::default()
             },
-        })
+        }
     }
 
     /// Why the generation ended (`None` while it runs).
@@ -305,13 +349,45 @@ impl Generation {
         model: &LlmModel,
         steps: &mut Steps,
     ) -> Result<Option<Token>, LlmError> {
-        if self.finish.is_some() {
-            return Ok(None);
-        }
-        let Some(mut logits) = self.logits.take() else {
+        let start = Clock::start();
+        let Some(token) = self.sample(model, steps.limit) else {
             return Ok(None);
         };
+        if self.finish.is_none() {
+            self.logits = Some(steps.step(model, &mut self.cache, &[token.id])?);
+        }
+        self.timings.decode += start.elapsed();
+        Ok(Some(token))
+    }
+
+    /// [`Generation::next_token`] without blocking (WebGPU in the page).
+    pub async fn next_token_async(
+        &mut self,
+        model: &LlmModel,
+        steps: &mut Steps,
+    ) -> Result<Option<Token>, LlmError> {
         let start = Clock::start();
+        let Some(token) = self.sample(model, steps.limit) else {
+            return Ok(None);
+        };
+        if self.finish.is_none() {
+            let logits = steps
+                .step_async(model, &mut self.cache, &[token.id])
+                .await?;
+            self.logits = Some(logits);
+        }
+        self.timings.decode += start.elapsed();
+        Ok(Some(token))
+    }
+
+    /// Pick the next token from the last logits and decide whether the
+    /// generation ends with it (the step that feeds it back is the
+    /// caller's); `None` once it has ended.
+    fn sample(&mut self, model: &LlmModel, limit: usize) -> Option<Token> {
+        if self.finish.is_some() {
+            return None;
+        }
+        let mut logits = self.logits.take()?;
         let tok = &model.tokenizer;
         let id = pick(
             &self.opts.sampling,
@@ -344,7 +420,7 @@ impl Generation {
                 self.finish = Some(FinishReason::Eos);
             } else if self.generated >= self.opts.max_tokens {
                 self.finish = Some(FinishReason::Length);
-            } else if self.cache.len >= steps.limit {
+            } else if self.cache.len >= limit {
                 self.finish = Some(FinishReason::Context);
             }
             if self.finish.is_some() {
@@ -352,13 +428,9 @@ impl Generation {
                 text.push_str(&std::mem::take(&mut self.pending));
             }
         }
-        if self.finish.is_none() {
-            self.logits = Some(steps.step(model, &mut self.cache, &[id])?);
-        }
         self.text.push_str(&text);
         self.timings.generated = self.generated;
-        self.timings.decode += start.elapsed();
-        Ok(Some(Token { id, text }))
+        Some(Token { id, text })
     }
 }
 
