@@ -1044,7 +1044,7 @@ export const pipelines = { embed, createEmbedder };
 // ---- decoder LLMs (llm.js) ------------------------------------------------------
 
 const llm = makeLlm({
-  call, guard, invalid, checkOptions, checkCallback, checkDevice, bytesOf, isPlainObject, describe, RlxError,
+  call, acall, guard, invalid, checkOptions, checkCallback, checkDevice, bytesOf, isPlainObject, describe, RlxError,
   raw: () => raw,
 });
 /** A decoder LLM from a GGUF file: see llm.js and npm/API.md. */

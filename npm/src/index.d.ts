@@ -196,6 +196,8 @@ export interface GenerateStats {
 }
 /** A decoder LLM (llama, qwen2, gemma3) from a GGUF file. */
 export class Llm {
+  /** 'webgpu' or 'cpu': where the graphs run. */
+  readonly device: "webgpu" | "cpu";
   readonly config: {
     name: string; architecture: string; vocabSize: number; hidden: number; layers: number; heads: number;
     kvHeads: number; headDim: number; contextLength: number; context: number; hasChatTemplate: boolean;

@@ -8,7 +8,7 @@ const GENERATE_OPTIONS = [
 ];
 
 export function makeLlm(h) {
-  const { call, guard, invalid, checkOptions, checkCallback, checkDevice, bytesOf, isPlainObject, describe, RlxError } = h;
+  const { call, acall, guard, invalid, checkOptions, checkCallback, checkDevice, bytesOf, isPlainObject, describe, RlxError } = h;
 
   function checkGenerate(where, opts) {
     if (!isPlainObject(opts)) throw invalid(where, `options must be an object, got ${describe(opts)}`);
@@ -61,6 +61,8 @@ export function makeLlm(h) {
       if (!this._l) throw new RlxError("disposed", `${where}: this Llm was disposed (llm.dispose() was called); load another`);
       return this._l;
     }
+    /** 'webgpu' or 'cpu': where the graphs run (the first of the device list this page has). */
+    get device() { return call(() => this._live("Llm.device").device); }
     /** {name, architecture, vocabSize, hidden, layers, heads, kvHeads, headDim, contextLength, context, hasChatTemplate} */
     get config() { return JSON.parse(call(() => this._live("Llm.config").configJson())); }
     /** Token ids of `text` (with the model's BOS/EOS when `addSpecial`). */
@@ -98,12 +100,13 @@ export function makeLlm(h) {
       if (ids === undefined && typeof prompt !== "string") throw invalid(where, `prompt must be a string or token ids, got ${describe(prompt)}`);
       const now = () => (typeof performance !== "undefined" ? performance.now() : Date.now());
       const t0 = now();
-      const s = call(() => l.start(ids ? "" : prompt, ids, JSON.stringify(o)));
+      // Prefill (the first graphs compile here; on WebGPU, asynchronously).
+      const s = await acall(() => l.start(ids ? "" : prompt, ids, JSON.stringify(o)));
       const t1 = now();
       let generated = 0;
       try {
         for (;;) {
-          const t = call(() => s.next());
+          const t = await acall(() => s.next());
           if (t === null) break;
           generated++;
           yield t;
@@ -136,8 +139,10 @@ export function makeLlm(h) {
 
   /**
    * Load a decoder LLM from a .gguf file (ArrayBuffer, Uint8Array, Response,
-   * URL or path in Node). `device`: 'cpu' (the wasm CPU engine) — 'webgpu'
-   * is refused with RlxError 'device' (decode steps run synchronously).
+   * URL or path in Node). `device`: 'webgpu' (f32 activations; the block
+   * weights decoded in the shader), 'cpu' (the wasm CPU engine), or a list
+   * tried in order (['webgpu', 'cpu']); `llm.device` says which was taken.
+   * A device the page lacks is RlxError 'device' naming why.
    */
   async function loadLlm(src, opts = {}) {
     guard();

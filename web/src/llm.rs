@@ -1,9 +1,12 @@
 //! Decoder LLMs in the page (`rlx.loadLlm`): a GGUF file held in memory,
 //! its tokenizer and chat template, and generations the wrapper drives one
 //! token per call (an async iterator in JavaScript, so the page stays
-//! responsive between tokens). The graphs run on the wasm CPU engine.
+//! responsive between tokens). The graphs run on WebGPU (compiled and run
+//! asynchronously: the page cannot block on the GPU) or the wasm CPU
+//! engine, whichever the caller's device list names first and the page has.
 
 use crate::error::{err, format_err, ir_err, rlx_err};
+use rlx::Device;
 use rlx_formats::GgufFile;
 use rlx_models::llm::{
     ChatMessage, GenerateOptions, Generation, LlmError, LlmModel, Sampling, Steps,
@@ -11,6 +14,7 @@ use rlx_models::llm::{
 use std::cell::RefCell;
 use std::rc::Rc;
 use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::future_to_promise;
 
 fn llm_err(e: LlmError) -> JsValue {
     match e {
@@ -26,6 +30,7 @@ fn llm_err(e: LlmError) -> JsValue {
 
 struct State {
     model: LlmModel,
+    device: Device,
     steps: RefCell<Steps>,
 }
 
@@ -35,21 +40,43 @@ pub struct Llm {
     s: Option<Rc<State>>,
 }
 
-fn device(devices: &[String]) -> Result<rlx::Device, JsValue> {
-    // The page drives the decoder's steps synchronously, which only the CPU
-    // engine can; WebGPU (whose dequant_matmul kernel runs natively on
-    // Vulkan) needs the steps made asynchronous first, so asking for it
-    // alone is refused with that reason.
-    match devices.iter().find(|d| d.as_str() == "cpu") {
-        Some(_) => Ok(rlx::Device::Cpu),
-        None => Err(err(
-            "device",
-            format!(
-                "none of [{}] runs decoder LLMs in the browser build yet: its decode steps run synchronously, and WebGPU's dequant_matmul runs only asynchronously in the page; use device 'cpu'",
-                devices.join(", ")
-            ),
-        )),
+/// The first device of `devices` this page can run the model on: 'webgpu'
+/// where the build has it and the browser has `navigator.gpu`, 'cpu'.
+/// Every device passed over is named in the error when none is left.
+fn device(devices: &[String]) -> Result<Device, JsValue> {
+    let mut why = Vec::new();
+    for d in devices {
+        match d.as_str() {
+            "cpu" => return Ok(Device::Cpu),
+            "webgpu" | "gpu" => {
+                #[cfg(feature = "webgpu")]
+                match crate::gpu::unavailable() {
+                    None => return Ok(Device::WebGpu),
+                    Some(w) => why.push(format!("webgpu: {w}")),
+                }
+                #[cfg(not(feature = "webgpu"))]
+                why.push("webgpu: not in this build".to_string());
+            }
+            other => why.push(format!("`{other}`: unknown device (use 'webgpu' or 'cpu')")),
+        }
     }
+    Err(err(
+        "device",
+        format!(
+            "no device in [{}] can run this model: {}",
+            devices.join(", "),
+            why.join("; ")
+        ),
+    ))
+}
+
+/// A second call while a step is running (the JavaScript wrapper awaits
+/// each one; this is someone calling the raw object concurrently).
+fn busy() -> JsValue {
+    err(
+        "invalid_argument",
+        "this model is busy with another step; await the previous call first",
+    )
 }
 
 #[wasm_bindgen]
@@ -63,7 +90,11 @@ impl Llm {
         drop(file);
         let steps = RefCell::new(Steps::for_model(&model, dev));
         Ok(Llm {
-            s: Some(Rc::new(State { model, steps })),
+            s: Some(Rc::new(State {
+                model,
+                device: dev,
+                steps,
+            })),
         })
     }
 
@@ -73,6 +104,16 @@ impl Llm {
                 "disposed",
                 "this Llm was disposed (llm.dispose() was called); load another",
             )
+        })
+    }
+
+    /// The device the graphs run on (`webgpu` or `cpu`).
+    #[wasm_bindgen(getter)]
+    pub fn device(&self) -> Result<String, JsValue> {
+        let s = self.live()?;
+        Ok(match s.device {
+            Device::WebGpu => "webgpu".into(),
+            d => d.to_string(),
         })
     }
 
@@ -91,7 +132,7 @@ impl Llm {
             "kvHeads": c.kv_heads,
             "headDim": c.head_dim,
             "contextLength": c.context_length,
-            "context": s.steps.borrow().limit,
+            "context": s.steps.try_borrow().map_err(|_| busy())?.limit,
             "hasChatTemplate": s.model.chat_template.is_some(),
         })
         .to_string())
@@ -144,71 +185,66 @@ impl Llm {
     #[wasm_bindgen(js_name = setContext)]
     pub fn set_context(&self, n: u32) -> Result<(), JsValue> {
         let s = self.live()?;
-        let r = s.steps.borrow_mut().set_context(&s.model, n as usize);
+        let r = s
+            .steps
+            .try_borrow_mut()
+            .map_err(|_| busy())?
+            .set_context(&s.model, n as usize);
         r.map_err(llm_err)
     }
 
     /// Start a generation from `prompt` (text, or token ids when `ids` is
-    /// given): the prompt is prefilled here. `options` is JSON:
-    /// maxTokens, temperature, topK, topP, minP, repetitionPenalty, seed,
-    /// stop (strings), stopAtEos, addSpecial.
+    /// given); resolves once the prompt is prefilled (the first graphs
+    /// compile here). `options` is JSON: maxTokens, temperature, topK,
+    /// topP, minP, repetitionPenalty, seed, stop (strings), stopAtEos,
+    /// addSpecial.
     pub fn start(
         &self,
         prompt: &str,
         ids: Option<Vec<u32>>,
         options: &str,
-    ) -> Result<LlmStream, JsValue> {
+    ) -> Result<js_sys::Promise, JsValue> {
         let s = self.live()?;
-        let o: serde_json::Value = serde_json::from_str(options)
-            .map_err(|e| err("invalid_argument", format!("options: {e}")))?;
-        let num = |k: &str, d: f64| o[k].as_f64().unwrap_or(d);
-        let opts = GenerateOptions {
-            max_tokens: num("maxTokens", 128.0) as usize,
-            sampling: Sampling {
-                temperature: num("temperature", 0.0) as f32,
-                top_k: num("topK", 0.0) as usize,
-                top_p: num("topP", 1.0) as f32,
-                min_p: num("minP", 0.0) as f32,
-                repetition_penalty: num("repetitionPenalty", 1.0) as f32,
-                seed: num("seed", 0.0) as u64,
-            },
-            stop: o["stop"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|v| v.as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default(),
-            stop_at_eos: o["stopAtEos"].as_bool().unwrap_or(true),
-            add_special: o["addSpecial"].as_bool().unwrap_or(true),
-        };
+        let opts = options_from(options)?;
         let ids = match ids {
             Some(ids) => ids,
             None => s.model.tokenizer.encode(prompt, opts.add_special, true),
         };
-        let g = {
-            let mut steps = s.steps.borrow_mut();
-            Generation::start(&s.model, &mut steps, &ids, &opts).map_err(llm_err)?
-        };
-        Ok(LlmStream {
-            s,
-            g,
-            prompt_tokens: ids.len(),
-        })
+        Ok(future_to_promise(async move {
+            // WebGPU's device first: a browser without an adapter is a
+            // 'device' error here, before any work.
+            #[cfg(feature = "webgpu")]
+            if s.device == Device::WebGpu {
+                crate::gpu::context().await.map_err(|m| err("device", m))?;
+            }
+            let g = {
+                let mut steps = s.steps.try_borrow_mut().map_err(|_| busy())?;
+                Generation::start_async(&s.model, &mut steps, &ids, &opts)
+                    .await
+                    .map_err(llm_err)?
+            };
+            Ok(LlmStream {
+                s,
+                g: Rc::new(RefCell::new(g)),
+                prompt_tokens: ids.len(),
+            }
+            .into())
+        }))
     }
 
     /// The dispatch report of the decode graph for the current cache
-    /// capacity (JSON): which kernel runs each node of a decode step.
+    /// capacity (JSON): which kernel runs each node of a decode step
+    /// (planned only, so no executable is built for it).
     #[wasm_bindgen(js_name = decodeReport)]
     pub fn decode_report(&self, past: u32) -> Result<String, JsValue> {
         let s = self.live()?;
-        let c = s
+        let r = s
             .steps
-            .borrow_mut()
-            .compiled(&s.model, 1, past.max(1) as usize)
+            .try_borrow_mut()
+            .map_err(|_| busy())?
+            .report(&s.model, 1, past.max(1) as usize)
             .map_err(llm_err)?;
-        Ok(c.dispatch_report().to_json().to_string())
+        Ok(r.to_json().to_string())
     }
 
     pub fn dispose(&mut self) {
@@ -216,46 +252,79 @@ impl Llm {
     }
 }
 
+/// The generation options from their JSON.
+fn options_from(options: &str) -> Result<GenerateOptions, JsValue> {
+    let o: serde_json::Value = serde_json::from_str(options)
+        .map_err(|e| err("invalid_argument", format!("options: {e}")))?;
+    let num = |k: &str, d: f64| o[k].as_f64().unwrap_or(d);
+    Ok(GenerateOptions {
+        max_tokens: num("maxTokens", 128.0) as usize,
+        sampling: Sampling {
+            temperature: num("temperature", 0.0) as f32,
+            top_k: num("topK", 0.0) as usize,
+            top_p: num("topP", 1.0) as f32,
+            min_p: num("minP", 0.0) as f32,
+            repetition_penalty: num("repetitionPenalty", 1.0) as f32,
+            seed: num("seed", 0.0) as u64,
+        },
+        stop: o["stop"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        stop_at_eos: o["stopAtEos"].as_bool().unwrap_or(true),
+        add_special: o["addSpecial"].as_bool().unwrap_or(true),
+    })
+}
+
 /// One generation in progress.
 #[wasm_bindgen]
 pub struct LlmStream {
     s: Rc<State>,
-    g: Generation,
+    g: Rc<RefCell<Generation>>,
     prompt_tokens: usize,
 }
 
 #[wasm_bindgen]
 impl LlmStream {
-    /// The next token as `{id, text}`, or `null` when the generation ended.
-    #[wasm_bindgen(js_name = next)]
-    pub fn next_token(&mut self) -> Result<JsValue, JsValue> {
-        let mut steps = self.s.steps.borrow_mut();
-        match self
-            .g
-            .next_token(&self.s.model, &mut steps)
-            .map_err(llm_err)?
-        {
-            None => Ok(JsValue::NULL),
-            Some(t) => {
-                let o = js_sys::Object::new();
-                js_sys::Reflect::set(&o, &"id".into(), &t.id.into())?;
-                js_sys::Reflect::set(&o, &"text".into(), &t.text.into())?;
-                Ok(o.into())
+    /// Resolves to the next token as `{id, text}`, or `null` when the
+    /// generation ended.
+    pub fn next(&self) -> js_sys::Promise {
+        let (s, g) = (self.s.clone(), self.g.clone());
+        future_to_promise(async move {
+            let mut steps = s.steps.try_borrow_mut().map_err(|_| busy())?;
+            let mut g = g.try_borrow_mut().map_err(|_| busy())?;
+            match g
+                .next_token_async(&s.model, &mut steps)
+                .await
+                .map_err(llm_err)?
+            {
+                None => Ok(JsValue::NULL),
+                Some(t) => {
+                    let o = js_sys::Object::new();
+                    js_sys::Reflect::set(&o, &"id".into(), &t.id.into())?;
+                    js_sys::Reflect::set(&o, &"text".into(), &t.text.into())?;
+                    Ok(o.into())
+                }
             }
-        }
+        })
     }
 
     /// Why the generation ended (`length`, `eos`, `stop`, `context`), or
     /// `null` while it runs.
     #[wasm_bindgen(getter, js_name = finishReason)]
-    pub fn finish_reason(&self) -> Option<String> {
-        self.g.finish_reason().map(|f| f.name().to_string())
+    pub fn finish_reason(&self) -> Result<Option<String>, JsValue> {
+        let g = self.g.try_borrow().map_err(|_| busy())?;
+        Ok(g.finish_reason().map(|f| f.name().to_string()))
     }
 
     /// The text generated so far.
     #[wasm_bindgen(getter)]
-    pub fn text(&self) -> String {
-        self.g.text().to_string()
+    pub fn text(&self) -> Result<String, JsValue> {
+        Ok(self.g.try_borrow().map_err(|_| busy())?.text().to_string())
     }
 
     /// Tokens in the prompt.

@@ -143,6 +143,17 @@ try {
     check("LLM: greedy tokens equal transformers'", l.ids.join(",") === p.generated_ids.slice(0, 16).join(","), `${l.ids} vs ${p.generated_ids.slice(0, 16)}`);
     check("LLM: tokens/s reported", l.stats.tokensPerSecond > 0, `${l.stats.tokensPerSecond.toFixed(1)} tok/s decode, prefill ${l.stats.prefillMs.toFixed(0)} ms, load ${l.loadMs.toFixed(0)} ms`);
   }
+  // On WebGPU: the same tokens, the block weights decoded by the WGSL
+  // dequant_matmul. SwiftShader is slow (about 5 min for the prefill and
+  // 30 s a token on 2 cores), so 2 tokens: the prefill graph and one
+  // decode step over the cache.
+  const w = (await open(false, { llm: "/models/smollm2.gguf", prompt: p.text, max: "2", device: "webgpu" })).llm;
+  check("LLM: SmolLM2 generated on WebGPU", w?.device === "webgpu" && w?.ids?.length === 2, JSON.stringify(w?.error ?? w?.stats ?? w));
+  if (w?.ids) {
+    check("LLM on WebGPU: greedy tokens equal transformers'", w.ids.join(",") === p.generated_ids.slice(0, 2).join(","), `${w.ids} vs ${p.generated_ids.slice(0, 2)}; prefill ${w.stats.prefillMs.toFixed(0)} ms, decode ${w.stats.decodeMs.toFixed(0)} ms`);
+    const q = (w.report?.nodes ?? []).filter((n) => n.op === "dequant_matmul");
+    check("LLM on WebGPU: dequant_matmul runs in WGSL", q.length > 0 && q.every((n) => n.path === "native" && n.kernels.every((k) => k.startsWith("wgsl::"))), JSON.stringify(q[0] ?? w.report)?.slice(0, 200));
+  }
 } finally {
   await browser.close();
   server.close();

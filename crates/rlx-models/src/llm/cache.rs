@@ -114,6 +114,22 @@ impl Steps {
         Ok(self.keep(model, t, p, c))
     }
 
+    /// The dispatch report of the graph for (t, p): the compiled one's, or
+    /// a plan's (no executable is built, so it needs no GPU and no await).
+    pub fn report(
+        &mut self,
+        model: &LlmModel,
+        t: usize,
+        p: usize,
+    ) -> Result<rlx::DispatchReport, LlmError> {
+        if let Some(c) = self.compiled.get(&(t, p)) {
+            return Ok(c.dispatch_report().clone());
+        }
+        let g = model.decoder.model(t, p).to_mir()?;
+        let opts = rlx::CompileOptions::default();
+        Ok(rlx::plan_with(&g, self.device, &opts)?.report)
+    }
+
     /// Hold `c` as the graph for (t, p), its weights resident.
     fn keep(&mut self, model: &LlmModel, t: usize, p: usize, c: Arc<Compiled>) -> Arc<Compiled> {
         let first = model.decoder.data_inputs(p);

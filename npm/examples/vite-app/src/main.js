@@ -75,12 +75,12 @@ async function onnxDemo(url, inputUrl) {
   return result;
 }
 
-// Text generation in the page (?llm=URL.gguf&prompt=...): a GGUF decoder
-// streaming tokens, greedy.
-async function llmDemo(url, prompt, maxTokens) {
+// Text generation in the page (?llm=URL.gguf&prompt=...[&device=webgpu]):
+// a GGUF decoder streaming tokens, greedy.
+async function llmDemo(url, prompt, maxTokens, device) {
   await rlx.init();
   const t0 = performance.now();
-  const llm = await rlx.loadLlm(url, { onProgress });
+  const llm = await rlx.loadLlm(url, { onProgress, device });
   const loadMs = performance.now() - t0;
   const ids = [];
   let text = "";
@@ -89,14 +89,18 @@ async function llmDemo(url, prompt, maxTokens) {
     text += t.text;
     log(`token ${t.id} ${JSON.stringify(t.text)}`);
   }
-  const result = { ids, text, loadMs, stats: llm.stats, config: llm.config };
+  const result = { ids, text, loadMs, stats: llm.stats, config: llm.config, device: llm.device, report: llm.decodeReport(64) };
   llm.dispose();
   return result;
 }
 
 async function main() {
   if (params.has("llm")) {
-    window.__rlx = { llm: await llmDemo(params.get("llm"), params.get("prompt"), Number(params.get("max") ?? 16)) };
+    try {
+      window.__rlx = { llm: await llmDemo(params.get("llm"), params.get("prompt"), Number(params.get("max") ?? 16), params.get("device") ?? "cpu") };
+    } catch (e) {
+      window.__rlx = { llm: { error: { code: e.code, message: e.message } } };
+    }
     document.title = "done";
     return;
   }
