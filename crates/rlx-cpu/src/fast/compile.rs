@@ -592,6 +592,7 @@ impl<'g> Planner<'g> {
             | Kind::Concat { .. }
             | Kind::Embedding
             | Kind::DequantMatmul { .. }
+            | Kind::Rope { .. }
             | Kind::Constant
             | Kind::Reduce { .. } => {}
         }

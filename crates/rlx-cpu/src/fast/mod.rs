@@ -60,6 +60,7 @@ mod qdot_x512;
 mod qdot_x86;
 pub mod qmatmul;
 mod reduce;
+mod rope;
 mod run;
 pub mod simd;
 mod state;
@@ -119,6 +120,10 @@ pub enum Kind {
         /// 8-bit activations and integer dot products for few rows
         /// (`CpuOptions::q8_activations`, where this CPU has the kernel).
         q8: bool,
+    },
+    /// Rotary position embedding of one input (`rope`), f32.
+    Rope {
+        interleaved: bool,
     },
     /// Materialized once at compile time; nothing runs.
     Constant,
@@ -218,6 +223,14 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
             } else {
                 Kind::Gather { axis }
             })
+        }
+        "rope" => {
+            (inputs.len() == 3 && inputs.iter().all(|t| t.dtype == DType::F32) && rank(0) >= 2)
+                .then(|| {
+                    Some(Kind::Rope {
+                        interleaved: attrs.bool("interleaved").ok()?,
+                    })
+                })?
         }
         "max_pool" => (f32s(inputs) && inputs.len() == 1)
             .then(|| conv::pool_geom(inputs[0], attrs))?

@@ -9,7 +9,7 @@ use super::layout::{Loc, Reader, Root, View};
 use super::state::State;
 use super::step::{Home, Step};
 use super::weights::{DotPlan, F32PackKind};
-use super::{attention, conv, fail, matmul, norm, qmatmul, reduce, FastProgram, Kind};
+use super::{attention, conv, fail, matmul, norm, qmatmul, reduce, rope, FastProgram, Kind};
 use crate::kernels::{kernel, KernelCx};
 use crate::CpuError;
 use rlx_ir::{DType, Element, HostTensor, TensorType};
@@ -419,6 +419,12 @@ impl FastProgram {
                 } else {
                     norm::softmax(out, &x, len, inner, *log, &st.pool);
                 }
+            }
+            Kind::Rope { interleaved } => {
+                let (x, c, s) = (view(0)?, view(1)?, view(2)?);
+                let r = x.loc.dims.len();
+                let (seq, d) = (x.loc.dims[r - 2], x.loc.dims[r - 1]);
+                rope::rope(out, &own(&x), &own(&c), &own(&s), seq, d, *interleaved);
             }
             Kind::Constant => {}
             Kind::Where => {
