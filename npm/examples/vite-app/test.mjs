@@ -74,14 +74,14 @@ function worstCosine(vecs) {
   return worst;
 }
 
-async function open(noGpu, query) {
+async function open(noGpu, query, timeout = 8 * 60_000) {
   const page = await browser.newPage();
   page.on("console", (m) => process.env.VERBOSE && console.log("  page:", m.text()));
   page.on("pageerror", (e) => console.log("  page error:", e.message));
   if (noGpu) await page.addInitScript(() => Object.defineProperty(Navigator.prototype, "gpu", { get: () => undefined }));
   const q = new URLSearchParams(query ?? { texts: JSON.stringify(items.map((i) => i.text)) });
   await page.goto(`${base}?${q}`);
-  await page.waitForFunction(() => document.title === "done", null, { timeout: 8 * 60_000 });
+  await page.waitForFunction(() => document.title === "done", null, { timeout });
   const r = await page.evaluate(() => window.__rlx);
   await page.close();
   return r;
@@ -144,15 +144,19 @@ try {
     check("LLM: tokens/s reported", l.stats.tokensPerSecond > 0, `${l.stats.tokensPerSecond.toFixed(1)} tok/s decode, prefill ${l.stats.prefillMs.toFixed(0)} ms, load ${l.loadMs.toFixed(0)} ms`);
   }
   // On WebGPU: the same tokens, the block weights decoded by the WGSL
-  // dequant_matmul. SwiftShader is slow (about 5 min for the prefill and
-  // 30 s a token on 2 cores), so 2 tokens: the prefill graph and one
-  // decode step over the cache.
-  const w = (await open(false, { llm: "/models/smollm2.gguf", prompt: p.text, max: "2", device: "webgpu" })).llm;
+  // dequant_matmul. Opt-in (RLX_TEST_WEBGPU_LLM=1): SwiftShader takes 5 to
+  // 8 minutes on 2 cores for the prefill and a decode step (2 tokens),
+  // more than the CI's time allows for one check.
+  if (!process.env.RLX_TEST_WEBGPU_LLM) {
+    console.log("skip LLM on WebGPU (RLX_TEST_WEBGPU_LLM=1 runs it; SwiftShader: 5-8 min)");
+  } else {
+  const w = (await open(false, { llm: "/models/smollm2.gguf", prompt: p.text, max: "2", device: "webgpu" }, 15 * 60_000)).llm;
   check("LLM: SmolLM2 generated on WebGPU", w?.device === "webgpu" && w?.ids?.length === 2, JSON.stringify(w?.error ?? w?.stats ?? w));
   if (w?.ids) {
     check("LLM on WebGPU: greedy tokens equal transformers'", w.ids.join(",") === p.generated_ids.slice(0, 2).join(","), `${w.ids} vs ${p.generated_ids.slice(0, 2)}; prefill ${w.stats.prefillMs.toFixed(0)} ms, decode ${w.stats.decodeMs.toFixed(0)} ms`);
     const q = (w.report?.nodes ?? []).filter((n) => n.op === "dequant_matmul");
     check("LLM on WebGPU: dequant_matmul runs in WGSL", q.length > 0 && q.every((n) => n.path === "native" && n.kernels.every((k) => k.startsWith("wgsl::"))), JSON.stringify(q[0] ?? w.report)?.slice(0, 200));
+  }
   }
 } finally {
   await browser.close();
