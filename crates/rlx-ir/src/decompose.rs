@@ -29,7 +29,9 @@ pub fn expand_fused(g: &Graph, expand: &dyn Fn(&OpDef) -> bool) -> Result<Graph,
     )))
 }
 
-fn needs_expansion(g: &Graph, expand: &dyn Fn(&OpDef) -> bool) -> Result<bool, IrError> {
+/// Whether `g` (or a sub-graph) has a fused node `expand` says yes to:
+/// callers check this first to keep the copy [`expand_fused`] makes.
+pub fn needs_expansion(g: &Graph, expand: &dyn Fn(&OpDef) -> bool) -> Result<bool, IrError> {
     let _level = nesting::enter(&format!("looking for fused ops in graph `{}`", g.name))?;
     for n in &g.nodes {
         if n.op.is_fused() && expand(n.op.def()) {

@@ -158,11 +158,15 @@ impl Fuse {
             // Ops defined by a scalar formula become their primitives here,
             // so the regions below compile each formula into one kernel on
             // every backend (none has a kernel of its own for them).
-            // (Sub-graphs too; the count is of the top level.)
-            let n = cur.nodes.iter().filter(|n| n.op.is_formula()).count();
-            cur = rlx_ir::decompose::expand_fused(&cur, &|d| d.is_formula())?;
-            if n > 0 {
-                rep.fired.insert("formula", n);
+            // (Sub-graphs too; the count is of the top level.) Most graphs
+            // hold none: checked first, so they are not copied.
+            let formula = |d: &rlx_ir::OpDef| d.is_formula();
+            if rlx_ir::decompose::needs_expansion(&cur, &formula)? {
+                let n = cur.nodes.iter().filter(|n| n.op.is_formula()).count();
+                cur = rlx_ir::decompose::expand_fused(&cur, &formula)?;
+                if n > 0 {
+                    rep.fired.insert("formula", n);
+                }
             }
         }
         for _ in 0..MAX_ROUNDS {
