@@ -2269,6 +2269,66 @@ def gen_fused():
                  acc=True, names=["a", "b", "sa", "sb"])
 
 
+def gen_folds():
+    """Ops that fold a following node into a kernel: a residual add into the
+    matmul epilogue, the head merge into attention. References in NumPy
+    (attention's as for `attention`, then transposed and reshaped)."""
+    rng = rng_for("matmul_residual")
+    for name, sa, sb, bias, act, dt in (("residual_f32", (3, 4), (4, 5), False, "none", "f32"),
+                                        ("bias_f32", (2, 3, 4), (4, 5), True, "none", "f32"),
+                                        ("batched_weight_f32", (2, 3, 4), (2, 4, 2), False, "none", "f32"),
+                                        ("gelu_bias_f32", (3, 4), (4, 5), True, "gelu", "f32"),
+                                        ("relu_f16", (2, 8), (8, 3), True, "relu", "f16"),
+                                        ("silu_bf16", (2, 4), (4, 3), False, "silu", "bf16"),
+                                        ("f64", (2, 3), (3, 2), True, "none", "f64")):
+        a, b = randn(rng, dt, sa), randn(rng, dt, sb)
+        y = a.f64() @ b.f64()
+        ins, names = [a, b], ["a", "b", "res"]
+        r = randn(rng, dt, y.shape)
+        ins.append(r)
+        if bias:
+            bv = randn(rng, dt, (y.shape[-1],))
+            ins.append(bv)
+            names.append("bias")
+            y = y + bv.f64()
+        if dt in ("f16", "bf16"):
+            # The unfused graph rounds the epilogue's result before the add.
+            y = tensor(dt, ACTIVATIONS[act](y)).f64()
+        else:
+            y = ACTIVATIONS[act](y)
+        add_case("matmul_residual", name, ins, tensor(dt, y + r.f64()), {} if act == "none" else {"activation": act},
+                 acc=True, names=names)
+
+    rng = rng_for("attention_merged")
+    def merged(name, qs, ks, vs, kind="none", mask=None, window=0, scale=None, dt="f32"):
+        q, k, v = randn(rng, dt, qs), randn(rng, dt, ks), randn(rng, dt, vs)
+        ins = [q, k, v] + ([mask] if mask is not None else [])
+        m = None if mask is None else (mask.a if mask.dtype == "bool" else mask.f64())
+        y = attention_ref(q.f64(), k.f64(), v.f64(), kind, m, window, scale)
+        r = y.ndim
+        y = np.swapaxes(y, r - 3, r - 2)
+        y = y.reshape(y.shape[:r - 2] + (y.shape[r - 2] * y.shape[r - 1],))
+        attrs = {}
+        if kind != "none":
+            attrs["mask_kind"] = kind
+        if window:
+            attrs["window"] = window
+        if scale is not None:
+            attrs["scale"] = scale
+        add_case("attention_merged", name, ins, tensor(dt, y), attrs, acc=True,
+                 names=["q", "k", "v", "mask"][: len(ins)])
+
+    merged("bert_f32", (2, 4, 5, 8), (2, 4, 5, 8), (2, 4, 5, 8))
+    merged("causal_f32", (1, 3, 4, 4), (1, 3, 4, 4), (1, 3, 4, 2), "causal")
+    merged("rank3_kv_cache_f32", (2, 2, 4), (2, 5, 4), (2, 5, 3), "causal")
+    bias = randn(rng, "f32", (2, 1, 1, 6))
+    merged("bias_mask_f32", (2, 2, 3, 4), (2, 2, 6, 4), (2, 2, 6, 4), "bias", bias)
+    merged("window_scale_f32", (1, 2, 5, 4), (1, 2, 5, 4), (1, 2, 5, 4), "sliding_window", window=2, scale=0.3)
+    merged("f16", (1, 2, 3, 8), (1, 2, 3, 8), (1, 2, 3, 8), dt="f16")
+    merged("bf16", (1, 2, 3, 4), (1, 2, 3, 4), (1, 2, 3, 4), dt="bf16")
+    merged("f64", (1, 2, 3, 4), (1, 2, 3, 4), (1, 2, 3, 4), "causal", dt="f64")
+
+
 def gen_fused_elementwise():
     """A region of elementwise ops run as one kernel: each op of the body
     rounds to its dtype, as it would unfused."""
@@ -2591,7 +2651,7 @@ def write_all() -> int:
 
 def main() -> int:
     for gen in (gen_unary, gen_binary, gen_where_clamp_cast, gen_reduce, gen_matmul, gen_shape, gen_index,
-                gen_signal, gen_control, gen_fused, gen_fused_elementwise, gen_quant, gen_misc):
+                gen_signal, gen_control, gen_fused, gen_folds, gen_fused_elementwise, gen_quant, gen_misc):
         gen()
     ops = defined_ops()
     unknown = sorted(set(CASES) - set(ops))

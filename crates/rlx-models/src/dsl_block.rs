@@ -138,7 +138,7 @@ mod tests {
     use rlx::{CompileOptions, Device, HostTensor};
 
     #[test]
-    fn fusion_finds_attention_layer_norm_gelu_and_epilogues_and_keeps_results() {
+    fn fusion_finds_attention_layer_norm_gelu_epilogues_and_folds_and_keeps_results() {
         let s = BlockShape {
             batch: 2,
             seq: 8,
@@ -164,7 +164,12 @@ mod tests {
             .iter()
             .map(|n| n.op.name())
             .collect();
-        for op in ["attention", "layer_norm", "matmul_bias_act"] {
+        for op in [
+            "attention_merged",
+            "layer_norm",
+            "matmul_bias_act",
+            "matmul_residual",
+        ] {
             assert!(ops.contains(&op), "{op} not fused: {ops:?}");
         }
         assert!(

@@ -390,7 +390,7 @@ fn encoder_block_in_f16_and_bf16_matches_f32_reference() {
         let kernels = fast_kernels_only(&c, name);
         assert!(kernels
             .iter()
-            .any(|k| k.starts_with(&format!("cpu::fast::attention<{name}>"))));
+            .any(|k| k.starts_with(&format!("cpu::fast::attention_merged<{name}>"))));
         assert!(c.keep_resident(&(2..g.inputs.len()).collect::<Vec<_>>()));
         let hins: Vec<HostTensor> = ins.iter().map(|t| to_dtype(t, dtype)).collect();
         let dots = rlx_cpu::fast::bf16dot::calls();

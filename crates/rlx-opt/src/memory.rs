@@ -20,7 +20,8 @@
 //!   a `fused_elementwise` region, one elementwise loop) takes over the
 //!   buffer of an input that dies at that node and has the output's dtype
 //!   and shape — unless another input of the node reads the same buffer
-//!   (through a view, say).
+//!   (through a view, say). So does `matmul_residual` over its residual
+//!   (a transformer's residual stream stays in one buffer).
 //!
 //! Graph inputs stay in the caller's memory (no slot). [`check_plan`]
 //! re-derives liveness from a [`Program`] and verifies that no two
@@ -219,12 +220,20 @@ fn check_sizes(g: &Graph, lim: &Limits) -> Result<(), OptError> {
     Ok(())
 }
 
-/// Elementwise ops whose output may overwrite an input (a fused region
-/// is one elementwise loop, so it may too).
-fn elementwise(node: &Node) -> bool {
-    (matches!(node.op.category, Category::Unary | Category::Binary)
-        || node.op.name() == "fused_elementwise")
-        && node.outputs.len() == 1
+/// The inputs node's output may overwrite: any input of an elementwise op
+/// (a fused region is one elementwise loop, so any of its too), and the
+/// residual of `matmul_residual`, which the GEMM's epilogue reads element
+/// by element just before writing it.
+fn donors(node: &Node) -> &[ValueId] {
+    if node.outputs.len() != 1 {
+        return &[];
+    }
+    match node.op.name() {
+        "fused_elementwise" => &node.inputs,
+        "matmul_residual" => &node.inputs[2..3],
+        _ if matches!(node.op.category, Category::Unary | Category::Binary) => &node.inputs,
+        _ => &[],
+    }
 }
 
 /// Plan `graph` into an LIR program (see the module docs).
@@ -305,9 +314,9 @@ pub fn plan_with_report(graph: Graph) -> Result<(Program, MemoryReport), OptErro
                 let ty = g.ty(o);
                 let bytes = bytes_of(ty)?;
                 let size = align(bytes);
-                let donor = (elementwise(node) && size > 0)
+                let donor = (size > 0)
                     .then(|| {
-                        node.inputs.iter().copied().find(|&x| {
+                        donors(node).iter().copied().find(|&x| {
                             matches!(storage[x.index()], Storage::Owned)
                                 && last[x.index()] == i
                                 && g.ty(x) == ty
@@ -397,8 +406,8 @@ pub fn plan_with_report(graph: Graph) -> Result<(Program, MemoryReport), OptErro
 /// views read within their base (a slot or a graph input, never another
 /// view) and their base lives as long as they are used; each non-view node
 /// has one step, in order; and no two stored values that are live at the
-/// same time share bytes — except an elementwise node's output taking over
-/// the buffer of an input that dies there (and that no other input of the
+/// same time share bytes — except an elementwise node's (or
+/// `matmul_residual`'s) output taking over the buffer of an input that dies there (and that no other input of the
 /// node reads). Liveness is re-derived from the program's graph, not taken
 /// from the planner.
 pub fn check_plan(p: &Program) -> Result<(), String> {
@@ -521,8 +530,7 @@ pub fn check_plan(p: &Program) -> Result<(), String> {
         let i = start[&y.value];
         let node = &g.nodes[i];
         end[&x.value] == i
-            && elementwise(node)
-            && node.inputs.contains(&x.value)
+            && donors(node).contains(&x.value)
             && node.outputs.contains(&y.value)
             && x.offset == y.offset
             && x.bytes == y.bytes
@@ -610,6 +618,37 @@ mod tests {
         assert_ne!(off(t), off(m2));
         assert_eq!(off(m2), off(e)); // e's buffer, freed after the first matmul
         assert_eq!(r.arena_bytes, 2048);
+    }
+
+    #[test]
+    fn matmul_residual_writes_over_its_residual_only() {
+        let mut b = GraphBuilder::new("g");
+        let x = b.input("x", f32t(&[16, 16]));
+        let w = b.input("w", f32t(&[16, 16]));
+        let a = b.unary("exp", x).unwrap();
+        let r = b.unary("tanh", x).unwrap();
+        // a and r both die at the fused node: only r may be taken over.
+        let y = b
+            .op1("matmul_residual", &[a, w, r], rlx_ir::Attrs::new())
+            .unwrap();
+        let g = b.finish(&[y]).unwrap();
+        let (p, rep) = plan_with_report(g).unwrap();
+        check_plan(&p).unwrap();
+        let off = |v: ValueId| p.slots.iter().find(|s| s.value == v).unwrap().offset;
+        assert_eq!(off(y), off(r));
+        assert_ne!(off(y), off(a));
+        assert_eq!(rep.in_place, 1);
+        // The checker refuses the product written over `a` instead.
+        let mut bad = p.clone();
+        let (ya, aa) = (off(y), off(a));
+        for s in &mut bad.slots {
+            if s.value == y {
+                s.offset = aa;
+            } else if s.value == r {
+                s.offset = ya;
+            }
+        }
+        assert!(check_plan(&bad).is_err());
     }
 
     #[test]

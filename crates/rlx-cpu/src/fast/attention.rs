@@ -72,6 +72,18 @@ pub fn run(out: &mut [f32], q: &View, k: &View, v: &View, mask: &Mask, dm: &Dims
     });
 }
 
+/// The dims attention computes, (.., H, Sq, Dv), from its output's: the
+/// same, or when `merged`, (.., Sq, H·Dv) with the heads split off again.
+pub fn unmerged(out: &[usize], dv: usize, merged: bool) -> Vec<usize> {
+    let r = out.len();
+    if !merged || r < 2 {
+        return out.to_vec();
+    }
+    let mut d = out[..r - 2].to_vec();
+    d.extend([out[r - 1] / dv.max(1), out[r - 2], dv]);
+    d
+}
+
 /// [`run`] with the output written with its heads merged: for `q` of
 /// (outer..., H, Sq, D), `out` is (outer..., Sq, H·Dv) row-major — the
 /// layout `reshape(permute(attention, (.., Sq, H, Dv)))` copies it into,

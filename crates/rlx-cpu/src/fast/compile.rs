@@ -5,15 +5,15 @@
 
 use super::convert::{self, Fmt};
 use super::elementwise;
-use super::fold::{activation_after, merge_heads, residual_add, Fold};
+use super::fold::{activation_after, Fold};
 use super::layout::{row_major, Loc, Root};
 use super::state::State;
 use super::step::{Home, StageIn, Step};
 use super::weights::{
-    dot_plan, f32_pack_kind, f32_pack_plan, prep_need, transposed_copies, DotPlan, F32Pack,
-    F32PackKind, Need, Pack, Prep,
+    dot_plan, f32_pack_kind, f32_pack_plan, prep_need, transposed_copies, F32Pack, F32PackKind,
+    Need, Pack, Prep,
 };
-use super::{attention, bf16dot, bounds, fail, matmul, select, FastProgram, Kind};
+use super::{attention, bf16dot, bounds, fail, select, FastProgram, Kind};
 use crate::kernels::amx;
 use crate::CpuError;
 use rlx_ir::lir::Program;
@@ -330,7 +330,11 @@ impl<'g> Planner<'g> {
             (out_loc.offset, out_fmt)
         });
         let dot = match &kind {
-            Kind::Matmul { bias, .. } if bf16dot::available() => {
+            Kind::Matmul {
+                bias,
+                residual: false,
+                ..
+            } if bf16dot::available() => {
                 dot_plan(g, node, &self.homes, &self.preps, &mut self.packs, *bias)
             }
             _ => None,
@@ -344,7 +348,7 @@ impl<'g> Planner<'g> {
             mask_strides,
             host_strides,
         } = self.fit_operands(&kind, node, &types, out_ty, &mut args)?;
-        let fold = self.fold(&kind, ni, &args, dot, out_half.is_some(), &out_loc);
+        let fold = self.fold(&kind, ni, &args, out_half.is_some(), &out_loc);
         Ok(Step::Fast {
             kind,
             args,
@@ -528,17 +532,18 @@ impl<'g> Planner<'g> {
                     };
                 }
             }
-            Kind::Attention => {
+            Kind::Attention { merged } => {
                 let (q, k) = (types[0], types[1]);
                 let r = q.shape.rank();
                 let (sq, sk) = (q.dims()[r - 2], k.dims()[r - 2]);
+                let out_dims = attention::unmerged(out_ty.dims(), types[2].dims()[r - 1], *merged);
                 *scratch = (*scratch).max(attention::scratch(sk));
                 let kind_s = node.attrs.str("mask_kind").map_err(CpuError::Ir)?;
                 let window = node.attrs.int("window").map_err(CpuError::Ir)?;
                 if let Some(m) = rlx_ir::ops::fused::attention_mask(kind_s, sq, sk, window) {
                     mask = m;
                 }
-                let mut full = out_ty.dims()[..r - 2].to_vec();
+                let mut full = out_dims[..r - 2].to_vec();
                 full.extend([sq, sk]);
                 if let Some(mt) = types.get(3) {
                     let ml = Loc {
@@ -610,27 +615,13 @@ impl<'g> Planner<'g> {
         kind: &Kind,
         ni: usize,
         args: &[Option<Loc>],
-        dot: Option<DotPlan>,
         out_half: bool,
         out_loc: &Loc,
     ) -> Option<Fold> {
         let g = self.g;
         let (j, f) = match kind {
-            Kind::Matmul {
-                act: matmul::Act::None,
-                ..
-            } if dot.is_none() && !out_half && out_loc.root == Root::Arena => {
-                residual_add(g, ni, &self.homes, &self.no_op, &self.uses, args)
-            }
             Kind::Conv { .. } if !out_half && out_loc.root == Root::Arena => {
                 activation_after(g, ni, &self.homes, &self.no_op, &self.uses, args)
-            }
-            Kind::Attention if !out_half => {
-                merge_heads(g, ni, &self.homes, &self.uses).map(|(j, f, moved)| {
-                    let y = g.nodes[j].outputs[0];
-                    self.homes[y.index()] = Home::Mem(moved, Fmt::F32);
-                    (j, f)
-                })
             }
             _ => None,
         }?;

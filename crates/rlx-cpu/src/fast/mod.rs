@@ -86,8 +86,15 @@ pub enum Kind {
     Matmul {
         act: matmul::Act,
         bias: bool,
+        /// `matmul_residual`: the product is added onto its residual
+        /// (input 2; the bias, if any, is input 3).
+        residual: bool,
     },
-    Attention,
+    /// `attention`, or `attention_merged` (`merged`: the output is written
+    /// with its heads merged, (.., Sq, H·Dv)).
+    Attention {
+        merged: bool,
+    },
     Conv {
         geom: conv::Geom,
         bias: bool,
@@ -156,10 +163,25 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
                 Kind::Matmul {
                     act,
                     bias: inputs.len() == 3,
+                    residual: false,
                 },
             )
         }
-        "attention" => {
+        // The GEMM accumulates onto the residual, then adds the bias: an
+        // f32 product without activation (the activation would apply to
+        // the sum).
+        "matmul_residual" => {
+            let act = matmul::activation(attrs.str("activation").ok()?)?;
+            let f32_only = inputs.iter().all(|t| t.dtype == DType::F32);
+            (f32_only && act == matmul::Act::None && rank(0) >= 2 && rank(1) >= 2).then_some(
+                Kind::Matmul {
+                    act,
+                    bias: inputs.len() == 4,
+                    residual: true,
+                },
+            )
+        }
+        "attention" | "attention_merged" => {
             let kind = attrs.str("mask_kind").ok()?;
             let qkv_ok = f32s(&inputs[..3.min(inputs.len())]) && rank(0) >= 2;
             let mask_ok = match (kind, inputs.get(3)) {
@@ -168,7 +190,8 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
                 ("bias", Some(m)) => convert::is_float(m.dtype),
                 _ => false,
             };
-            (qkv_ok && mask_ok).then_some(Kind::Attention)
+            let merged = op == "attention_merged";
+            (qkv_ok && mask_ok && (!merged || rank(0) >= 3)).then_some(Kind::Attention { merged })
         }
         "conv" => {
             let bias_ok = inputs
@@ -312,22 +335,7 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
 
 /// The kernel name the dispatch report shows for a node.
 pub fn kernel_name(op: &str, inputs: &[&TensorType], attrs: &Attrs, dtype: DType) -> String {
-    let kind = select(op, inputs, attrs);
-    // Whether this node folds in a following residual add depends on its
-    // neighbours and the memory plan, so the report says where it can.
-    let folds = matches!(
-        kind,
-        Some(Kind::Matmul {
-            act: matmul::Act::None,
-            ..
-        })
-    ) && dtype == DType::F32;
-    let name = kernel_base_name(op, kind, dtype);
-    if folds {
-        format!("{name} (+ a following residual add, where the memory plan allows)")
-    } else {
-        name
-    }
+    kernel_base_name(op, select(op, inputs, attrs), dtype)
 }
 
 fn kernel_base_name(op: &str, kind: Option<Kind>, dtype: DType) -> String {
@@ -340,7 +348,7 @@ fn kernel_base_name(op: &str, kind: Option<Kind>, dtype: DType) -> String {
         // The browser build runs its f32 products on rlx's simd128 kernel
         // (`kernels::gemm128`), not the `gemm` crate as natively; the
         // report says whether it was built with relaxed SIMD's FMA.
-        Some(Kind::Matmul { .. } | Kind::Attention) if cfg!(target_arch = "wasm32") => format!(
+        Some(Kind::Matmul { .. } | Kind::Attention { .. }) if cfg!(target_arch = "wasm32") => format!(
             "cpu::fast::{op}<{dtype}: gemm128 {} {}x{}>",
             crate::kernels::gemm128::VARIANT,
             crate::kernels::gemm128::MR,

@@ -276,7 +276,7 @@ impl FastProgram {
                     elementwise::run(p, out, &srcs, &st.pool);
                 }
             }
-            Kind::Matmul { act, bias } if dot.is_some() => {
+            Kind::Matmul { act, bias, .. } if dot.is_some() => {
                 let Some(p) = dot else { unreachable!() };
                 let bias = if *bias { Some(view(2)?) } else { None };
                 let packed = st.packed[p.pack]
@@ -309,9 +309,17 @@ impl FastProgram {
                 matmul::run_bf16(out, n, a, p.lda, packed, bias.as_ref(), *act, half);
                 return Ok(true);
             }
-            Kind::Matmul { act, bias } => {
+            Kind::Matmul {
+                act,
+                bias,
+                residual,
+            } => {
                 let (a, b) = (view(0)?, view(1)?);
-                let bias = if *bias { Some(view(2)?) } else { None };
+                let bias = if *bias {
+                    Some(view(2 + *residual as usize)?)
+                } else {
+                    None
+                };
                 // A 16-bit output is rounded by the GEMM's epilogue, block
                 // by block while it is in cache.
                 let half = out_half.map(|(off, fmt)| (&mut st.half[off..off + out.len()], fmt));
@@ -322,16 +330,12 @@ impl FastProgram {
                     }
                     Some(i) => matmul::Packed::Gemm128(&st.f32_packed[i]),
                 };
-                let residual = match fold.map(|f| &f.kind) {
-                    Some(FoldKind::Residual { from }) => {
-                        if let Some(from) = from {
-                            let (data, shift) = rd.slice(from).map_err(|_| overlap())?;
-                            out.copy_from_slice(&data[from.offset - shift..][..out.len()]);
-                        }
-                        true
-                    }
-                    _ => false,
-                };
+                // The GEMM accumulates onto the residual: already in the
+                // output's slot when the memory plan wrote it in place,
+                // copied there first otherwise.
+                if *residual && !rd.is_output(args[2].as_ref().ok_or_else(overlap)?) {
+                    out.copy_from_slice(&own(&view(2)?));
+                }
                 matmul::run(
                     out,
                     out_dims,
@@ -341,11 +345,11 @@ impl FastProgram {
                     bias.as_ref(),
                     *act,
                     half,
-                    residual,
+                    *residual,
                 );
                 return Ok(true);
             }
-            Kind::Attention => {
+            Kind::Attention { merged } => {
                 let (q, k, v) = (view(0)?, view(1)?, view(2)?);
                 let r = q.loc.dims.len();
                 let d = q.loc.dims[r - 1];
@@ -353,8 +357,8 @@ impl FastProgram {
                     Some(_) => node.attrs.float("scale")?,
                     None => 1.0 / (d as f64).sqrt(),
                 } as f32;
-                // The node's own dims (its output may be written merged).
-                let att_dims = g.ty(out_v).dims();
+                // The unmerged dims (.., H, Sq, Dv).
+                let att_dims = &attention::unmerged(g.ty(out_v).dims(), v.loc.dims[r - 1], *merged);
                 let dims = attention::Dims {
                     batch: &att_dims[..r - 2],
                     sq: q.loc.dims[r - 2],
@@ -381,11 +385,10 @@ impl FastProgram {
                         attention::Mask::Bias(bias_view)
                     }
                 };
-                match fold.map(|f| &f.kind) {
-                    Some(FoldKind::MergeHeads) => {
-                        attention::run_merged(out, &q, &k, &v, &m, &dims, &st.pool)
-                    }
-                    _ => attention::run(out, &q, &k, &v, &m, &dims, &st.pool),
+                if *merged {
+                    attention::run_merged(out, &q, &k, &v, &m, &dims, &st.pool)
+                } else {
+                    attention::run(out, &q, &k, &v, &m, &dims, &st.pool)
                 }
             }
             Kind::Norm { centered } => {

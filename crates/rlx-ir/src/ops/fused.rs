@@ -322,6 +322,41 @@ fn attention_d(b: B, x: &[ValueId], a: &Attrs) -> Out {
     Ok(vec![b.binary("matmul", p, v)?])
 }
 
+/// `attention_merged`: attention's type with the heads merged, (..., H,
+/// Sq, Dv) → (..., Sq, H·Dv).
+fn attention_merged(cx: &InferCx) -> R {
+    let t = attention(cx)?.remove(0);
+    let d = t.dims();
+    let r = d.len();
+    if r < 3 {
+        return Err(format!(
+            "merging heads needs q, k, v of rank >= 3 (..., H, S, D); the scores are {}",
+            t.shape
+        ));
+    }
+    let mut dims = d[..r - 3].to_vec();
+    dims.extend([d[r - 2], d[r - 3] * d[r - 1]]);
+    one(TensorType::new(t.dtype, dims))
+}
+
+/// The head merge after attention: `reshape(permute(attention(..)))`,
+/// heads and rows swapped, then heads and features joined.
+fn attention_merged_d(b: B, x: &[ValueId], a: &Attrs) -> Out {
+    let y = attention_d(b, x, a)?[0];
+    let d = b.shape(y).dims().to_vec();
+    let r = d.len();
+    let mut perm: Vec<i64> = (0..r as i64).collect();
+    perm.swap(r - 3, r - 2);
+    let p = b.op1("permute", &[y], Attrs::new().with("perm", perm))?;
+    let mut to: Vec<i64> = d[..r - 3].iter().map(|&n| n as i64).collect();
+    to.extend([d[r - 2] as i64, (d[r - 3] * d[r - 1]) as i64]);
+    Ok(vec![b.op1(
+        "reshape",
+        &[p],
+        Attrs::new().with("shape", to),
+    )?])
+}
+
 // ---- rotary embeddings ----
 
 fn rope_check(cx: &InferCx, x: usize) -> Result<TensorType, String> {
@@ -467,6 +502,34 @@ fn matmul_bias_act_d(b: B, x: &[ValueId], a: &Attrs) -> Out {
     Ok(vec![y])
 }
 
+/// `matmul_residual`: inputs (a, b, r, [bias]); the product's type, which
+/// `r` must have exactly (a residual is never broadcast).
+fn matmul_residual(cx: &InferCx) -> R {
+    let mut ins = cx.inputs[..2].to_vec();
+    ins.extend(cx.inputs.get(3).cloned());
+    let t = crate::graph::infer(
+        crate::op::Op::named("matmul_bias_act").map_err(|e| e.to_string())?,
+        &ins,
+        cx.attrs,
+    )?
+    .remove(0);
+    let r = &cx.inputs[2];
+    if *r != t {
+        return Err(format!(
+            "the residual must be {t} (the product's type), got {r}"
+        ));
+    }
+    one(t)
+}
+
+/// `act(a @ b + bias) + r`: the epilogue, then the residual added.
+fn matmul_residual_d(b: B, x: &[ValueId], a: &Attrs) -> Out {
+    let mut ins = vec![x[0], x[1]];
+    ins.extend(x.get(3));
+    let y = matmul_bias_act_d(b, &ins, a)?[0];
+    Ok(vec![b.binary("add", y, x[2])?])
+}
+
 fn dequant_matmul(cx: &InferCx) -> R {
     let (x, w) = (&cx.inputs[0], &cx.inputs[1]);
     if !x.dtype.is_float() || !w.dtype.is_quantized() || w.rank() != 2 {
@@ -600,12 +663,18 @@ pub static FUSED: &[OpDef] = &[
         &[attr("mask_kind", K::Str, D::Str("none")), attr("window", K::Int, D::Int(0)), attr("scale", K::Float, D::Optional)],
         attention, attention_d,
         "softmax(q·kᵀ·scale + mask)·v; mask none / causal / sliding_window / custom (bool keep) / bias (additive); fully masked rows give NaN"),
+    fused("attention_merged", Between(3, 4), FLOAT,
+        &[attr("mask_kind", K::Str, D::Str("none")), attr("window", K::Int, D::Int(0)), attr("scale", K::Float, D::Optional)],
+        attention_merged, attention_merged_d,
+        "attention written with its heads merged: q, k, v (..., H, S, D) give (..., Sq, H·Dv), the layout the output projection reads"),
     fused("rope", Exact(3), FLOAT, &[attr("interleaved", K::Bool, D::Bool(false))], rope, rope_d,
         "rotary embedding of (..., S, D) with cos, sin of (S, D/2): halves (NeoX) or even/odd pairs (interleaved)"),
     fused("qk_rope", Exact(4), FLOAT, &[attr("interleaved", K::Bool, D::Bool(false))], qk_rope, qk_rope_d,
         "rope applied to q and k with shared cos, sin; outputs q', k'"),
     fused("matmul_bias_act", Between(2, 3), FLOAT, &[attr("activation", K::Str, D::Str("none"))], matmul_bias_act,
         matmul_bias_act_d, "act(a @ b + bias): the matmul epilogue"),
+    fused("matmul_residual", Between(3, 4), FLOAT, &[attr("activation", K::Str, D::Str("none"))], matmul_residual,
+        matmul_residual_d, "act(a @ b + bias) + r, inputs (a, b, r, [bias]): a residual add folded into the matmul epilogue"),
     fused("dequant_matmul", Exact(2), FLOAT, &[], dequant_matmul, dequant_matmul_d,
         "x (..., K) times the transpose of a quantized (N, K) weight"),
     fused("scaled_matmul", Exact(4), FLOAT, &[attr("block", K::Int, D::Int(32))], scaled_matmul, scaled_matmul_d,

@@ -4,8 +4,9 @@
 //! order, or `div` by one; none means scale 1), then optionally masked:
 //!
 //! * `scores + bias` (a float mask of the scores' type at most) → mask_kind
-//!   `bias` (also `matmul_bias_act{none}(q, kt, bias)`, what `matmul_bias`
-//!   makes of an unscaled `q @ kt + bias`);
+//!   `bias` (also `matmul_bias_act{none}(q, kt, bias)` and
+//!   `matmul_residual{none}(q, kt, bias)`, what `matmul_bias` and
+//!   `matmul_residual` make of an unscaled `q @ kt + bias`);
 //! * `where(keep, scores, -inf)` → `causal` or `sliding_window` when `keep`
 //!   is the constant those kinds stand for, else `custom` with `keep`.
 //!
@@ -49,9 +50,14 @@ fn scores<'a>(cx: &RuleCx<'a>, s: ValueId) -> Option<Scores<'a>> {
         nodes.push(mm);
         return Some((mm.inputs[0], mm.inputs[1], scale, None, nodes));
     }
-    let mba = prod(cx, mm_v, "matmul_bias_act").filter(|n| {
+    // An unscaled `q @ kt + bias` is an epilogue already: a per-column bias
+    // (`matmul_bias`) or one of the scores' own type (`matmul_residual`).
+    let epilogue = |n: &&Node| {
         n.inputs.len() == 3 && n.attrs.str("activation").ok() == Some("none") && nodes.is_empty()
-    })?;
+    };
+    let mba = prod(cx, mm_v, "matmul_bias_act")
+        .filter(epilogue)
+        .or_else(|| prod(cx, mm_v, "matmul_residual").filter(epilogue))?;
     nodes.push(mba);
     Some((
         mba.inputs[0],

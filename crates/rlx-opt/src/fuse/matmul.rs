@@ -7,6 +7,13 @@
 //! * `matmul_act`: `act(matmul_bias_act{none}(..))` or `act(a @ b)` for an
 //!   activation the op knows (relu, gelu, gelu_tanh, silu, sigmoid, tanh)
 //!   → `matmul_bias_act {activation = act}`.
+//! * `matmul_residual`: `y + r` where `y` is a `matmul` or `matmul_bias_act`
+//!   read by nothing else and `r` has the sum's type exactly (a residual
+//!   stream, not a bias) → `matmul_residual(a, b, r, [bias])`: the add
+//!   happens in the GEMM's epilogue, and the memory plan may write the
+//!   result over `r`. Decided here, once, for every backend; one that does
+//!   not take the fused op runs its decomposition (the epilogue, then the
+//!   add).
 
 use super::pattern::{closed, fits, orders, prod, vanished};
 use crate::rules::{Candidate, Rule, RuleCx};
@@ -50,6 +57,25 @@ fn matmul_act(cx: &RuleCx, c: &Candidate) -> Option<Vec<ValueId>> {
         .then(|| node.inputs.clone())
 }
 
+/// `y + r`, `y` a matmul or its epilogue read only here, `r` of the sum's
+/// type: the inputs and attributes of `matmul_residual`.
+fn matmul_residual(cx: &RuleCx, c: &Candidate) -> Option<(Vec<ValueId>, Attrs)> {
+    orders(&c.inputs).into_iter().find_map(|(y, r)| {
+        let node = prod(cx, y, "matmul").or_else(|| prod(cx, y, "matmul_bias_act"))?;
+        if r == y || *cx.ty(r) != c.out_types[0] {
+            return None;
+        }
+        let mut ins = vec![node.inputs[0], node.inputs[1], r];
+        ins.extend(node.inputs.get(2));
+        let attrs = match node.attrs.str("activation") {
+            Ok(act) => Attrs::new().with("activation", act),
+            Err(_) => Attrs::new(),
+        };
+        (closed(cx, c, &[node]) && fits(cx, c, "matmul_residual", &ins, &attrs))
+            .then_some((ins, attrs))
+    })
+}
+
 /// `a @ b + bias` (bias along the last axis) → `matmul_bias_act`.
 pub const MATMUL_BIAS: Rule = Rule {
     name: "matmul_bias",
@@ -76,4 +102,17 @@ pub const MATMUL_ACT: Rule = Rule {
         )
     },
     doc: "act(matmul_bias_act{none}(..)) or act(a @ b) → matmul_bias_act{act}",
+};
+
+/// `epilogue(..) + r` (r of the sum's type) → `matmul_residual`.
+pub const MATMUL_RESIDUAL: Rule = Rule {
+    name: "matmul_residual",
+    ops: &["add"],
+    matches: |cx, c| matmul_residual(cx, c).is_some(),
+    replace: |em, c| {
+        let (ins, attrs) =
+            matmul_residual(&em.cx(), c).ok_or_else(|| vanished("matmul_residual"))?;
+        em.emit("matmul_residual", &ins, attrs)
+    },
+    doc: "act(a @ b [+ bias]) + r (r of the sum's type) → matmul_residual",
 };

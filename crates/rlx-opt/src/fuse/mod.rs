@@ -19,6 +19,8 @@
 //! | `matmul_bias` | `a @ b + bias`, bias along the last axis only | `matmul_bias_act{none}` |
 //! | `matmul_act` | `act(matmul_bias_act{none})`, `act(a @ b)` | `matmul_bias_act{act}` |
 //! | `attention` | `softmax(q @ kᵀ · s [+ bias / where(keep, ·, −inf)]) @ v` | `attention` (scale, mask_kind none/bias/custom/causal/sliding_window) |
+//! | `matmul_residual` | `act(a @ b [+ bias]) + r`, `r` of the sum's type | `matmul_residual` |
+//! | `attention_merged` | `reshape(permute(attention))` merging the heads | `attention_merged` |
 //! | `packed_qkv_attention` | attention on narrow×3 of one packed projection | attention on views ([`qkv`]) |
 //! | `qk_rope` (pairing) | two `rope`s sharing cos, sin | `qk_rope` |
 //! | regions | maximal single-use elementwise chains, ≥ 2 ops | `fused_elementwise` |
@@ -33,6 +35,7 @@
 
 mod activation;
 mod attention;
+mod heads;
 mod matmul;
 mod norm;
 mod pattern;
@@ -63,7 +66,9 @@ pub static FUSION_RULES: &[Rule] = &[
     activation::SWIGLU,
     matmul::MATMUL_BIAS,
     matmul::MATMUL_ACT,
+    matmul::MATMUL_RESIDUAL,
     attention::ATTENTION,
+    heads::ATTENTION_MERGED,
     qkv::PACKED_QKV,
 ];
 

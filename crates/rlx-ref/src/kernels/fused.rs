@@ -354,9 +354,13 @@ pub(crate) const KERNELS: &[(&str, Kernel)] = &[
     ("silu", silu_k),
     ("swiglu", swiglu),
     ("attention", attention),
+    // Folds: attention then its head merge (a copy); the epilogue, rounded,
+    // then the residual add.
+    ("attention_merged", super::by_decomposition),
     ("rope", rope),
     ("qk_rope", rope),
     ("matmul_bias_act", matmul_bias_act),
+    ("matmul_residual", super::by_decomposition),
     #[cfg(feature = "quant")]
     ("dequant_matmul", dequant_matmul),
     ("scaled_matmul", scaled_matmul),

@@ -137,17 +137,19 @@ pub fn kernel(op: &str) -> Option<Kernel> {
     k.or_else(|| {
         rlx_ir::lookup(op)
             .filter(|d| d.is_formula())
-            .map(|_| formula as Kernel)
+            .map(|_| by_decomposition as Kernel)
     })
 }
 
-/// An op defined by its scalar formula (`rlx_ir::op::Lowering::Formula`):
-/// the formula's graph, built for these inputs' types, run by this
-/// interpreter. No op of that kind has a kernel of its own.
-fn formula(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
+/// An op run as its decomposition, built for these inputs' types, by this
+/// interpreter: every op defined by its scalar formula
+/// (`rlx_ir::op::Lowering::Formula`), and the fused ops whose meaning is
+/// exactly their decomposition's, roundings included (a fold of a
+/// following node into a kernel).
+pub(crate) fn by_decomposition(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let decompose = rlx_ir::lookup(cx.op)
         .and_then(|d| d.decompose)
-        .ok_or_else(|| cx.fail("a formula op without its formula"))?;
+        .ok_or_else(|| cx.fail("an op without a decomposition"))?;
     let mut b = rlx_ir::GraphBuilder::new(cx.op);
     let xs: Vec<rlx_ir::ValueId> = cx
         .inputs
