@@ -276,14 +276,19 @@ impl Backend for WgpuBackend {
                 format!("wgsl::{op}<f16 held as f32: adapter lacks shader-f16>")
             }
             (rlx_ir::DType::F16, Some(true))
-                if matches!(op, "matmul" | "matmul_bias_act") && self.coop() =>
+                if matches!(op, "matmul" | "matmul_bias_act" | "matmul_residual")
+                    && self.coop() =>
             {
                 format!("wgsl::{op}<f16 on cooperative matrices (tensor cores), f32 accumulation>")
             }
-            (rlx_ir::DType::F16, Some(true)) if op == "attention" && self.coop() => format!(
-                "wgsl::attention<f16 on cooperative matrices (tensor cores) where head dims are multiples of 16, the keys fit {} KiB of staging and the query tiles are few (small batches), else the tiled kernel; f32 accumulation>",
+            (rlx_ir::DType::F16, Some(true))
+                if matches!(op, "attention" | "attention_merged") && self.coop() =>
+            {
+                format!(
+                "wgsl::{op}<f16 on cooperative matrices (tensor cores) where head dims are multiples of 16, the keys fit {} KiB of staging and the query tiles are few (small batches), else the tiled kernel; f32 accumulation>",
                 crate::wgsl::attention_coop::SHARED_MAX / 1024
-            ),
+            )
+            }
             _ => format!("wgsl::{op}<{dtype}>"),
         }
     }

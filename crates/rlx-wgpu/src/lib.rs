@@ -13,7 +13,6 @@ pub mod claims;
 pub mod context;
 pub mod error;
 pub mod exec;
-pub mod fuse;
 pub mod lower;
 pub mod offline;
 mod oneshot;

@@ -226,7 +226,6 @@ pub fn lower_with_options(
         !(matches!(node.op.name(), "transfer" | "constant" | "arange")
             || node.outputs.iter().all(|o| view.contains_key(o)))
     };
-    let fusions = crate::fuse::find(p, &loc, &|v| view.contains_key(&v), &has_kernel);
     for (si, step) in p.steps.iter().enumerate() {
         let [ni] = step.nodes[..] else {
             return Err(unsupported(
@@ -235,32 +234,14 @@ pub fn lower_with_options(
             ));
         };
         let node = &g.nodes[ni];
-        if !has_kernel(ni) || fusions.skip.contains(&ni) {
+        if !has_kernel(ni) {
             continue;
         }
         let ins: Vec<TensorRef> = node.inputs.iter().map(|v| loc[v].clone()).collect();
-        let mut outs: Vec<TensorRef> = node.outputs.iter().map(|v| loc[v].clone()).collect();
+        let outs: Vec<TensorRef> = node.outputs.iter().map(|v| loc[v].clone()).collect();
         let dt = ins.first().map(|t| t.dtype).unwrap_or(outs[0].dtype);
-        let mut name = format!("s{si}_{}_{}", node.op.name(), dt.name());
-        let mut residual = None;
-        if let Some(&(add, other)) = fusions.residual.get(&ni) {
-            outs = vec![loc[&g.nodes[add].outputs[0]].clone()];
-            residual = Some(loc[&other].clone());
-            name.push_str("_add");
-        }
-        if let Some(dst) = fusions.heads.get(&ni) {
-            outs = vec![dst.clone()];
-            name.push_str("_merge_heads");
-        }
-        kernels.extend(node_kernels(
-            &name,
-            node,
-            &ins,
-            &outs,
-            residual.as_ref(),
-            caps,
-            opts,
-        )?);
+        let name = format!("s{si}_{}_{}", node.op.name(), dt.name());
+        kernels.extend(node_kernels(&name, node, &ins, &outs, caps, opts)?);
     }
     // Graph outputs must be contiguous for readback; copy the rest into
     // scratch words at the end of the arena.
@@ -416,13 +397,28 @@ fn flat_copy(name: &str, src: &TensorRef, dst: &TensorRef) -> Result<Kernel, Wgp
     )
 }
 
+/// Attention's (.., H, Sq, Dv) result as a strided view of its merged
+/// output (.., Sq, H·Dv): that buffer seen as (.., Sq, H, Dv), its middle
+/// axes swapped.
+fn heads_view(merged: &TensorRef, dv: usize) -> Option<TensorRef> {
+    let d = &merged.dims;
+    let r = d.len();
+    if r < 2 || dv == 0 || d[r - 1] % dv != 0 {
+        return None;
+    }
+    let mut split = d[..r - 1].to_vec();
+    split.extend([d[r - 1] / dv, dv]);
+    let mut perm: Vec<usize> = (0..=r).collect();
+    perm.swap(r - 2, r - 1);
+    Some(merged.reshaped(&split)?.permuted(&perm))
+}
+
 /// The kernels of one node.
 fn node_kernels(
     name: &str,
     node: &Node,
     ins: &[TensorRef],
     outs: &[TensorRef],
-    residual: Option<&TensorRef>,
     caps: Caps,
     opts: &WgpuOptions,
 ) -> Result<Vec<Kernel>, WgpuError> {
@@ -604,7 +600,7 @@ fn node_kernels(
                 caps.subgroups,
             )?)
         }
-        "matmul" | "matmul_bias_act" => {
+        "matmul" | "matmul_bias_act" | "matmul_residual" => {
             let act = match op {
                 "matmul" => "none",
                 _ => node
@@ -612,10 +608,18 @@ fn node_kernels(
                     .str("activation")
                     .map_err(|e| unsupported(op, e.to_string()))?,
             };
+            // matmul_residual: (a, b, r, [bias]); the epilogue adds r
+            // after the activation, reading it before writing the same
+            // element (the memory plan may put the output over r).
+            let (bias, residual) = match op {
+                "matmul" => (None, None),
+                "matmul_bias_act" => (ins.get(2), None),
+                _ => (ins.get(3), ins.get(2)),
+            };
             let mm = wgsl::matmul::Matmul {
                 a: &ins[0],
                 b: &ins[1],
-                bias: if op == "matmul" { None } else { ins.get(2) },
+                bias,
                 act,
                 residual,
                 out,
@@ -629,7 +633,18 @@ fn node_kernels(
                 wgsl::matmul::kernel(name, &mm)
             }
         }
-        "attention" => {
+        "attention" | "attention_merged" => {
+            // Merged heads: the output (.., Sq, H·Dv) seen as (.., Sq, H,
+            // Dv) and its middle axes swapped back, so the kernel writes
+            // (.., H, Sq, Dv) through those strides.
+            let merged;
+            let out = if op == "attention_merged" {
+                merged = heads_view(out, ins[2].dims[rank - 1])
+                    .ok_or_else(|| unsupported(op, "output is not a (.., Sq, H·Dv) buffer"))?;
+                &merged
+            } else {
+                out
+            };
             let kind = node
                 .attrs
                 .str("mask_kind")
@@ -710,7 +725,9 @@ pub fn structural_claims() -> Vec<(&'static str, Vec<DType>)> {
         "rms_norm",
         "matmul",
         "matmul_bias_act",
+        "matmul_residual",
         "attention",
+        "attention_merged",
     ] {
         v.push((o, f()));
     }
