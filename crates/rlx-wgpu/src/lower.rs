@@ -403,7 +403,7 @@ fn flat_copy(name: &str, src: &TensorRef, dst: &TensorRef) -> Result<Kernel, Wgp
 fn heads_view(merged: &TensorRef, dv: usize) -> Option<TensorRef> {
     let d = &merged.dims;
     let r = d.len();
-    if r < 2 || dv == 0 || d[r - 1] % dv != 0 {
+    if r < 2 || dv == 0 || !d[r - 1].is_multiple_of(dv) {
         return None;
     }
     let mut split = d[..r - 1].to_vec();

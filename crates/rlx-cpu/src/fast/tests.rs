@@ -386,7 +386,7 @@ fn matmul_residual_accumulates_onto_its_residual() {
         // else and also gemm128.
         for with_amx in [true, false] {
             let compile = || FastProgram::compile(prog.clone()).unwrap();
-            let mut p = if with_amx {
+            let p = if with_amx {
                 compile()
             } else {
                 amx::without(compile)
