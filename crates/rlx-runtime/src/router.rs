@@ -201,8 +201,10 @@ fn node_flops(g: &Graph, n: &rlx_ir::Node) -> f64 {
         })
     };
     match n.op.name() {
-        "matmul" | "matmul_bias_act" | "dequant_matmul" => 2.0 * out * dim(0, 1).unwrap_or(1.0),
-        "attention" => 4.0 * out * dim(1, 2).unwrap_or(1.0),
+        "matmul" | "matmul_bias_act" | "matmul_residual" | "dequant_matmul" => {
+            2.0 * out * dim(0, 1).unwrap_or(1.0)
+        }
+        "attention" | "attention_merged" => 4.0 * out * dim(1, 2).unwrap_or(1.0),
         "conv" => match n.inputs.get(1).map(|&v| g.ty(v)) {
             // Each output element costs one multiply-add per weight of its group.
             Some(w) => 2.0 * out * w.shape.numel() as f64 / w.dims()[0].max(1) as f64,

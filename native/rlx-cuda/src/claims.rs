@@ -44,6 +44,7 @@ const FLOAT_KERNELS: &[&str] = &[
     "rms_norm",
     "matmul",
     "matmul_bias_act",
+    "matmul_residual",
     "reduce_logsumexp",
     "reduce_variance",
     "clamp",
@@ -90,6 +91,7 @@ pub fn claims() -> Claims {
     }
     // Attention computes in f32 (scores, softmax, accumulation): not f64.
     add("attention", &[DType::F16, DType::BF16, DType::F32]);
+    add("attention_merged", &[DType::F16, DType::BF16, DType::F32]);
     for op in FLOAT_REDUCE {
         add(op, FLOATS);
     }

@@ -120,11 +120,14 @@ impl Backend for CudaBackend {
         // The kernel family; which variant a node gets depends on its
         // shapes and neighbours (CudaExecutable::kernels lists each launch).
         match op {
-            "matmul" => format!("cuda::cublasLt_matmul<{dtype}> (+ residual add; algorithm timed at compile)"),
+            "matmul" => format!("cuda::cublasLt_matmul<{dtype}> (algorithm timed at compile)"),
             "matmul_bias_act" => format!(
-                "cuda::cublasLt_gemm_bias<{dtype}> (+ residual add; other activations: cublasLt + nvrtc epilogue)"
+                "cuda::cublasLt_gemm_bias<{dtype}> (other activations: cublasLt + nvrtc epilogue)"
             ),
-            "attention" => format!(
+            "matmul_residual" => format!(
+                "cuda::cublasLt_gemm_bias_residual<{dtype}> (D = A·B + bias + R in the epilogue; with an activation: cublasLt to scratch + nvrtc epilogue)"
+            ),
+            "attention" | "attention_merged" => format!(
                 "cuda::nvrtc_attention<{dtype}> (>= 48 heads: cublas_gemm_batched + nvrtc_softmax + cublas_gemm_batched)"
             ),
             "dequant_matmul" => format!(

@@ -16,7 +16,7 @@ pub fn check(node: &NodeQuery) -> Result<(), String> {
             let body = node.attrs.graph("body").map_err(|e| e.to_string())?;
             crate::plan::region_form(body)
         }
-        "attention" => {
+        "attention" | "attention_merged" => {
             let kind = node.attrs.str("mask_kind").unwrap_or("none");
             let has_mask = node.inputs.len() > 3;
             match (kind, has_mask) {
@@ -32,7 +32,7 @@ pub fn check(node: &NodeQuery) -> Result<(), String> {
                 )),
             }
         }
-        "matmul_bias_act" => {
+        "matmul_bias_act" | "matmul_residual" => {
             let act = node.attrs.str("activation").unwrap_or("none");
             if act == "none" || expr::unary(act, node.dtype, "y").is_some() {
                 Ok(())

@@ -96,6 +96,18 @@ fn planned_lir(text: &str) -> plan::Plan {
     plan::plan(&program).unwrap()
 }
 
+/// [`planned_lir`] after rlx-opt's pipeline, which decides the folds
+/// (`matmul_residual`, `attention_merged`) the planner lowers.
+fn fused_lir(text: &str) -> plan::Plan {
+    let g = parse(text).unwrap();
+    let eval = |g: &rlx_ir::Graph, i: &[rlx_ir::HostTensor]| {
+        rlx_cpu::run_graph(g, i).map_err(|e| e.to_string())
+    };
+    let (opt, _) = rlx_opt::compile_pipeline(&g, eval).unwrap();
+    let l = legalize(&opt, &ClaimsOnly, &DispatchOptions::default()).unwrap();
+    plan::plan(&rlx_opt::plan(l.graph).unwrap()).unwrap()
+}
+
 fn gemms(p: &plan::Plan) -> Vec<&plan::Gemm> {
     p.launches
         .iter()
@@ -108,7 +120,7 @@ fn gemms(p: &plan::Plan) -> Vec<&plan::Gemm> {
 
 #[test]
 fn linear_then_residual_add_is_one_gemm_with_epilogues() {
-    let p = planned_lir(
+    let p = fused_lir(
         "graph @g(%x: f32[3,8,16], %w: f32[16,16], %b: f32[16], %r: f32[3,8,16]) {\n  %y = matmul_bias_act(%x, %w, %b)\n  %z = add(%y, %r)\n  return %z\n}",
     );
     let g = gemms(&p);
@@ -120,22 +132,38 @@ fn linear_then_residual_add_is_one_gemm_with_epilogues() {
     assert!(!p.source.contains("(x0 + x1)"), "{}", p.source);
 }
 
+/// The fold is decided on the graph, not on the schedule: a residual
+/// computed after the product is added in its epilogue all the same; with
+/// an activation, the product goes to scratch and one kernel applies the
+/// activation and adds the residual.
 #[test]
-fn residual_is_not_fused_when_the_add_reads_a_later_value() {
-    // The add's other operand is computed after the matmul: no fusion.
-    let p = planned_lir(
+fn residual_computed_later_or_after_an_activation() {
+    let p = fused_lir(
         "graph @g(%x: f32[8,16], %w: f32[16,16], %r: f32[8,16]) {\n  %y = matmul(%x, %w)\n  %e = exp(%r)\n  %z = add(%y, %e)\n  return %z\n}",
     );
+    assert_eq!(p.kernels_of("matmul_residual"), 1, "{:?}", p.kernels);
     let g = gemms(&p);
-    assert_eq!(g.len(), 1);
-    assert!(g[0].residual.is_none());
-    assert!(p.source.contains("(x0 + x1)"));
+    assert!(g.len() == 1 && g[0].residual.is_some(), "{g:?}");
+    let p = fused_lir(
+        "graph @g(%x: f32[8,16], %w: f32[16,16], %b: f32[16], %r: f32[8,16]) {\n  %y = matmul_bias_act(%x, %w, %b) {activation=\"relu\"}\n  %z = add(%y, %r)\n  return %z\n}",
+    );
+    let g = gemms(&p);
+    assert!(
+        g.len() == 1 && g[0].residual.is_none() && g[0].bias.is_none(),
+        "{g:?}"
+    );
+    assert_eq!(p.kernels_of("matmul_residual"), 2, "{:?}", p.kernels);
+    assert!(
+        p.source.contains("(x0 + x1)") && p.source.contains("+ x2)"),
+        "{}",
+        p.source
+    );
 }
 
 #[test]
 fn attention_writes_into_the_following_permute_reshape() {
     let src = "graph @g(%q: f32[2,4,16,8], %k: f32[2,4,16,8], %v: f32[2,4,16,8]) {\n  %o = attention(%q, %k, %v)\n  %p = permute(%o) {perm=[0,2,1,3]}\n  %r = reshape(%p) {shape=[2,16,32]}\n  return %r\n}";
-    let p = planned_lir(src);
+    let p = fused_lir(src);
     let reshape_kernels = p.kernels_of("reshape");
     assert_eq!(reshape_kernels, 0, "{:?}", p.kernels);
     // The attention output stride over heads is the head dim (8), over rows 32.
@@ -202,10 +230,10 @@ fn f16_attention_keeps_scores_on_chip_with_tensor_cores() {
         p.scratch
     );
     // Each attention is one launch.
-    let att = p.kernels_of("attention");
+    let att = p.kernels_of("attention_merged");
     assert_eq!(att, 6);
-    // It writes the merged-heads layout in place over q/k/v (one block per
-    // head reads before it writes): no reshape copies left.
+    // It writes the merged-heads layout (attention_merged): no reshape
+    // copies left.
     let reshapes = p.kernels_of("reshape");
     assert_eq!(reshapes, 0, "{:?}", p.kernels);
     assert_eq!(p.launches.len(), 52);
@@ -387,7 +415,7 @@ fn minilm_plans_with_fused_epilogues_and_attention_layout() {
     // q/k/v then live in scratch, apart from the merged-heads buffer, so
     // the attention writes that layout directly: no reshape copies.
     assert_eq!(count("reshape"), 0);
-    assert_eq!(count("attention"), 6);
+    assert_eq!(count("attention_merged"), 6);
     // Every linear without an activation has its bias (and the residual
     // add after the output projections) in the cuBLASLt epilogue.
     let with_residual = p
@@ -397,6 +425,7 @@ fn minilm_plans_with_fused_epilogues_and_attention_layout() {
         .count();
     assert_eq!(with_residual, 12);
     assert_eq!(count("add"), 0);
+    assert_eq!(count("matmul_residual"), 12);
 }
 
 #[test]
@@ -426,16 +455,19 @@ fn staging_layout_packs_aligned_and_disjoint() {
     assert_eq!(pack(&[]), (vec![], 0));
 }
 
+/// `attention_merged` gets a buffer of its own (q, k and v are freed only
+/// after its step), so the tensor-core kernel (f16) and the f32 one both
+/// write the merged layout, and no copy is left.
 #[test]
-fn tensor_core_attention_writes_in_place_only_over_an_identical_layout() {
+fn merged_attention_writes_its_own_buffer_on_every_path() {
     let src = "graph @g(%x: f16[2,128,384], %y: f16[2,128,384], %z: f16[2,128,384]) {\n  %a = neg(%x)\n  %b = neg(%y)\n  %c = neg(%z)\n  %ra = reshape(%a) {shape=[2,128,12,32]}\n  %rb = reshape(%b) {shape=[2,128,12,32]}\n  %rc = reshape(%c) {shape=[2,128,12,32]}\n  %q = permute(%ra) {perm=[0,2,1,3]}\n  %k = permute(%rb) {perm=[0,2,1,3]}\n  %v = permute(%rc) {perm=[0,2,1,3]}\n  %o = attention(%q, %k, %v)\n  %p = permute(%o) {perm=[0,2,1,3]}\n  %r = reshape(%p) {shape=[2,128,384]}\n  return %r\n}";
-    let p = planned_lir(src);
+    let p = fused_lir(src);
     let reshapes = |p: &plan::Plan| p.kernels_of("reshape");
     assert_eq!(reshapes(&p), 0, "{:?}", p.kernels);
-    // The same graph in f32 (no tensor-core kernel) keeps the copy whenever
-    // the merged output shares a buffer with q/k/v.
-    let p32 = planned_lir(&src.replace("f16", "f32"));
-    assert_eq!(reshapes(&p32), 1, "{:?}", p32.kernels);
+    assert!(calls_mma(&p));
+    let p32 = fused_lir(&src.replace("f16", "f32"));
+    assert_eq!(reshapes(&p32), 0, "{:?}", p32.kernels);
+    assert_eq!(p32.kernels_of("attention_merged"), 1, "{:?}", p32.kernels);
     assert!(p32.source.contains("warp_max"));
     assert!(!calls_mma(&p32));
 }
@@ -682,7 +714,7 @@ fn minilm_f32_attention_path_follows_the_head_count() {
     for b in [1usize, 2, 4, 8, 32] {
         let p = minilm_plan_as(b, "f32", true);
         assert_eq!(batched(&p), 0, "B={b}");
-        assert_eq!(p.kernels_of("attention"), 6, "B={b}");
+        assert_eq!(p.kernels_of("attention_merged"), 6, "B={b}");
         let rows = p.source.contains("float4 kt[");
         assert_eq!(rows, b >= 4, "B={b}: 4-rows-per-warp kernel");
     }
@@ -724,7 +756,7 @@ fn minilm_attention_blocks_follow_the_grid_size() {
             .filter_map(|l| match l {
                 plan::Launch::Kernel {
                     node, grid, block, ..
-                } if p.node_ops[*node] == "attention" => Some((*grid, *block)),
+                } if p.node_ops[*node] == "attention_merged" => Some((*grid, *block)),
                 _ => None,
             })
             .collect();

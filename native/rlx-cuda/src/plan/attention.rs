@@ -1,11 +1,12 @@
 //! Attention: a fused kernel, or batched cuBLAS GEMMs around a masked softmax.
 
-use super::fuse::fuse_permute_reshape;
 use super::gemm::mat_layout;
 use super::mask;
 use super::*;
 use crate::codegen::kernels::{AttentionSpec, MmaBlocks};
 
+/// `attention`, or `attention_merged`: the same kernels writing the
+/// (.., H, Sq, Dv) result through the strides of the merged output.
 pub(super) fn attention(
     p: &mut Planner,
     i: usize,
@@ -15,6 +16,14 @@ pub(super) fn attention(
     let q = p.loc(node.inputs[0])?;
     let k = p.loc(node.inputs[1])?;
     let v = p.loc(node.inputs[2])?;
+    let merged;
+    let out = if node.op.name() == "attention_merged" {
+        merged = heads_view(out, *v.dims.last().unwrap_or(&1))
+            .ok_or_else(|| unsupported(i, node, "the output is not a (.., Sq, H·Dv) buffer"))?;
+        &merged
+    } else {
+        out
+    };
     let r = out.dims.len() - 2;
     let batch = out.dims[..r].to_vec();
     let (sq, dh) = (q.dims[r], q.dims[r + 1]);
@@ -72,11 +81,6 @@ pub(super) fn attention(
             ))
         }
     };
-    // Write straight into a following permute + reshape's buffer if possible.
-    let mut reads = vec![q.clone(), k.clone(), v.clone()];
-    if let Some(&m) = node.inputs.get(3) {
-        reads.push(mask::mask_loc(p, m)?);
-    }
     // The tensor-core kernel (below) for f16/bf16 on sm_80+.
     let nb: usize = batch.iter().product();
     let same = [&q, &k, &v].iter().all(|l| l.dtype == out.dtype);
@@ -90,18 +94,6 @@ pub(super) fn attention(
         && sk % 16 == 0
         && sk <= 128;
     let blocks = mma_blocks(p.attn_split, nb, sq);
-    // Each warp reads its own Q rows (before a barrier) before writing
-    // those rows, so the output may be written over q when laid out
-    // exactly like it. With one block per head (sq <= 16·warps), which
-    // reads all of the head's K and V before the barrier, over k or v too
-    // (a merged-heads buffer may be q's, k's or v's); with several blocks
-    // per head one block's rows could land before another has staged K/V.
-    let one_block = sq <= 16 * blocks.warps as usize;
-    let in_place = [mma, mma && one_block, mma && one_block];
-    let out = &match fuse_permute_reshape(p, i, node, &reads, &in_place)? {
-        Some(l) => l,
-        None => out.clone(),
-    };
     let os = out.strides.clone();
     args.push(out.ptr());
     if sq == 0 || nb == 0 {
@@ -372,3 +364,24 @@ fn mma_blocks(split: AttnSplit, heads: usize, sq: usize) -> MmaBlocks {
 /// at 12–192 heads (2 warps up to 96 heads, 4 at 192); at 384 heads 8
 /// warps (0.080 ms) — minilm-cuda-split-ab.log.
 const MMA_MIN_BLOCKS: usize = 384;
+
+/// Attention's (.., H, Sq, Dv) result as a strided view of its merged
+/// output (.., Sq, H·Dv): that buffer seen as (.., Sq, H, Dv), its middle
+/// axes swapped.
+fn heads_view(merged: &Loc, dv: usize) -> Option<Loc> {
+    let d = &merged.dims;
+    let r = d.len();
+    if r < 2 || dv == 0 || !d[r - 1].is_multiple_of(dv) || !merged.is_contiguous() {
+        return None;
+    }
+    let mut dims = d[..r - 1].to_vec();
+    dims.extend([d[r - 1] / dv, dv]);
+    let mut strides = contiguous(&dims);
+    dims.swap(r - 2, r - 1);
+    strides.swap(r - 2, r - 1);
+    Some(Loc {
+        dims,
+        strides,
+        ..merged.clone()
+    })
+}

@@ -258,17 +258,12 @@ pub(super) fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaEr
             matmul(p, i, node, a.clone(), b.clone(), &out)?;
             let act = attrs.str("activation").unwrap_or("none").to_string();
             let single = p.launches.len() == before + 1;
-            // cuBLASLt epilogues: the bias (a contiguous vector over the
-            // last axis), and a following residual `add` (D = A·B + bias + R).
+            // The cuBLASLt bias epilogue (a contiguous vector over the
+            // last axis).
             if single && act == "none" {
-                if let Some(bias) = bias_vector(p, node, &out)? {
-                    let residual = fuse_residual(p, i, node, &[&a, &b])?;
+                if let Some(bias) = bias_vector(p, node.inputs.get(2).copied(), &out)? {
                     if let Some(Launch::Gemm { gemm, .. }) = p.launches.last_mut() {
                         gemm.bias = bias;
-                        if let Some((r, d)) = residual {
-                            gemm.residual = Some(r.ptr());
-                            gemm.c = d.ptr();
-                        }
                     }
                     if bias.is_some() || op == "matmul" {
                         return Ok(());
@@ -310,7 +305,8 @@ pub(super) fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaEr
                 // GEMM kernels can fold into their epilogue (`hgemm.rs`).
                 if single && act != "none" && p.launches.len() == before + 2 {
                     let e = expr::unary(&act, out.dtype, "y");
-                    if let (Some(bias), Some(act)) = (bias_vector(p, node, &out)?, e) {
+                    let bias = bias_vector(p, node.inputs.get(2).copied(), &out)?;
+                    if let (Some(bias), Some(act)) = (bias, e) {
                         if let Some(Launch::Gemm { gemm, .. }) = p.launches.get_mut(before) {
                             if gemm.bias.is_none() && gemm.residual.is_none() {
                                 gemm.tail = Some(Tail { bias, act });
@@ -327,7 +323,8 @@ pub(super) fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaEr
                 }
             }
         }
-        "attention" => attention(p, i, node, &out)?,
+        "matmul_residual" => matmul_residual(p, i, node, &out)?,
+        "attention" | "attention_merged" => attention(p, i, node, &out)?,
         "dequant_matmul" => super::quant::dequant_matmul(p, i, node, &out)?,
         _ => return Err(unsupported(i, node, "no CUDA lowering")),
     }
@@ -337,8 +334,12 @@ pub(super) fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaEr
 /// The bias of a matmul node (its third input) when it is one vector
 /// along the output's last axis, as GEMM epilogues take it: `Some(None)`
 /// without a bias, `None` when the bias is shaped otherwise.
-fn bias_vector(p: &Planner, node: &Node, out: &Loc) -> Result<Option<Option<Ptr>>, CudaError> {
-    let Some(&bv) = node.inputs.get(2) else {
+fn bias_vector(
+    p: &Planner,
+    bias: Option<ValueId>,
+    out: &Loc,
+) -> Result<Option<Option<Ptr>>, CudaError> {
+    let Some(bv) = bias else {
         return Ok(Some(None));
     };
     let bl = p.loc(bv)?;
@@ -346,6 +347,78 @@ fn bias_vector(p: &Planner, node: &Node, out: &Loc) -> Result<Option<Option<Ptr>
     let r = st.len();
     let vector = st[r - 1] == 1 && st[..r - 1].iter().all(|&x| x == 0);
     Ok(vector.then(|| Some(bl.ptr())))
+}
+
+/// `matmul_residual(a, b, r, [bias])`, the fold rlx-opt decided:
+/// act(a·b + bias) + r. Without an activation, one cuBLASLt GEMM whose
+/// epilogue adds the bias vector and r (D = A·B + bias + R, beta = 1),
+/// where D may be R itself — the memory plan's in-place residual stream.
+/// Otherwise (an activation, a bias that is not a vector, a product of
+/// several launches) the product goes to scratch and one elementwise
+/// kernel writes act(y + bias) + r, reading each element of r before
+/// writing it.
+fn matmul_residual(p: &mut Planner, i: usize, node: &Node, out: &Loc) -> Result<(), CudaError> {
+    let act = node.attrs.str("activation").unwrap_or("none").to_string();
+    let (a, b, r) = (
+        p.loc(node.inputs[0])?,
+        p.loc(node.inputs[1])?,
+        p.loc(node.inputs[2])?,
+    );
+    let bias = node.inputs.get(3).copied();
+    let epilogue = act == "none" && r.is_contiguous() && r.dims == out.dims && r.dtype == out.dtype;
+    if let (true, Some(bias_ptr)) = (epilogue, bias_vector(p, bias, out)?) {
+        // Try the one-GEMM form; the launches (and any operand copies
+        // cached for later nodes) are undone if the product needs more.
+        let mark = (
+            p.launches.len(),
+            p.kernels.len(),
+            p.contiguous_cache.clone(),
+        );
+        matmul(p, i, node, a.clone(), b.clone(), out)?;
+        if p.launches.len() == mark.0 + 1 {
+            if let Some(Launch::Gemm { gemm, .. }) = p.launches.last_mut() {
+                gemm.bias = bias_ptr;
+                gemm.residual = Some(r.ptr());
+                return Ok(());
+            }
+        }
+        p.launches.truncate(mark.0);
+        p.kernels.truncate(mark.1);
+        p.contiguous_cache = mark.2;
+    }
+    let y = p.scratch_loc(out.dtype, &out.dims);
+    matmul(p, i, node, a, b, &y)?;
+    let mut ins = vec![Operand::plain(y.dtype, y.strides.clone())];
+    let mut args = vec![y.ptr()];
+    let mut e = "x0".to_string();
+    if let Some(bv) = bias {
+        let bl = p.loc(bv)?;
+        ins.push(Operand::plain(bl.dtype, broadcast_strides(&bl, &out.dims)));
+        args.push(bl.ptr());
+        e = "(x0 + x1)".into();
+    }
+    if act != "none" {
+        let s = expr::unary(&act, out.dtype, "y")
+            .ok_or_else(|| unsupported(i, node, format!("activation {act}")))?;
+        e = format!(
+            "([&]() {{ {} y = {e}; return {s}; }}())",
+            ctype::compute(out.dtype)
+        );
+    }
+    let k = ins.len();
+    ins.push(Operand::plain(r.dtype, broadcast_strides(&r, &out.dims)));
+    args.push(r.ptr());
+    let e = format!("({e} + x{k})");
+    args.push(out.ptr());
+    let outs = [(out.dtype, out.strides.clone())];
+    let n_in = args.len() - 1;
+    let n_out: usize = out.dims.iter().product();
+    let vec = vector_width(&out.dims, &ins, &args[..n_in], &outs, &args[n_in..]);
+    let text = kernels::elementwise_vec(&out.dims, &ins, &outs, "", &[e], vec);
+    if n_out > 0 {
+        p.kernel(text, grid_for(n_out / vec), 256, 0, args, false);
+    }
+    Ok(())
 }
 
 /// A norm node's first normalized axis and the elements per row.

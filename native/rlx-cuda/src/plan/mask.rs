@@ -63,7 +63,7 @@ pub(super) fn fold_nonzero_mask(p: &mut Planner, i: usize, node: &Node) -> Resul
                 continue;
             }
             let ok = u > i
-                && n.op.name() == "attention"
+                && matches!(n.op.name(), "attention" | "attention_merged")
                 && n.attrs.str("mask_kind").unwrap_or("none") == "custom"
                 && n.inputs.len() == 4
                 && !n.inputs[..3].iter().any(views_of_out);

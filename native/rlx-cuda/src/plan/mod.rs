@@ -20,7 +20,6 @@ mod reduce;
 use crate::options::CudaOptions;
 use attention::attention;
 use elementwise::{elementwise_parts, is_elementwise, vector_width, ElementwiseParts};
-use fuse::fuse_residual;
 use gemm::matmul;
 use lower::{lower, norm_axis, norm_takes_producer};
 use movement::table_copy;
