@@ -26,9 +26,18 @@ fn cuda_opts(optimize: bool) -> CompileOptions {
     }
 }
 
-/// The CUDA backend registered (once per process: the tests run on
-/// parallel threads, and two backends created at once crashed the process
-/// on the H100), or why there is none (no driver, no GPU).
+/// One test at a time on the GPU: the two tests on parallel threads,
+/// compiling and running through one registered backend at once, killed
+/// the process on the H100 without a message (2026-12-06; each alone, or
+/// with `--test-threads=1`, passes).
+fn gpu() -> std::sync::MutexGuard<'static, ()> {
+    static GPU: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    GPU.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The CUDA backend registered (once per process: two backends created
+/// at once crashed the process on the H100), or why there is none (no
+/// driver, no GPU).
 fn register() -> Result<(), String> {
     static ONCE: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
     ONCE.get_or_init(|| {
@@ -56,6 +65,7 @@ fn vector_dir() -> &'static Path {
 
 #[test]
 fn reference_vectors_on_cuda() {
+    let _gpu = gpu();
     if let Err(e) = register() {
         eprintln!("skipped: {e}");
         return;
@@ -90,6 +100,7 @@ fn reference_vectors_on_cuda() {
 /// kernel from the same expression table as every region.
 #[test]
 fn formula_ops_on_cuda() {
+    let _gpu = gpu();
     if let Err(e) = register() {
         eprintln!("skipped: {e}");
         return;
