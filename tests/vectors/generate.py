@@ -2299,6 +2299,20 @@ def gen_folds():
         add_case("matmul_residual", name, ins, tensor(dt, y + r.f64()), {} if act == "none" else {"activation": act},
                  acc=True, names=names)
 
+    rng = rng_for("conv_act")
+    for name, xs, ws, bias, attrs, act, dt in (
+            ("2d_relu_bias", (1, 3, 6, 6), (4, 3, 3, 3), True, {"pads": [1, 1, 1, 1]}, "relu", "f32"),
+            ("2d_silu_stride", (2, 2, 7, 5), (3, 2, 3, 2), False, {"strides": [2, 1]}, "silu", "f32"),
+            ("2d_depthwise_sigmoid", (1, 4, 5, 5), (4, 1, 3, 3), True, {"pads": [1, 1, 1, 1], "groups": 4}, "sigmoid", "f32"),
+            ("1d_gelu", (1, 2, 9), (3, 2, 3), True, {"dilations": [2]}, "gelu", "f32"),
+            ("2d_none", (1, 2, 4, 4), (2, 2, 2, 2), False, {}, "none", "f32"),
+            ("2d_tanh_f64", (1, 2, 4, 4), (3, 2, 3, 3), True, {"pads": [1, 1, 1, 1]}, "tanh", "f64")):
+        x, w = randn(rng, dt, xs), randn(rng, dt, ws, 0.5)
+        ins = [x, w] + ([randn(rng, dt, (ws[0],))] if bias else [])
+        y = onnx_both("Conv", [t.f64() for t in ins], conv_attrs_onnx(attrs))[0]
+        add_case("conv_act", name, ins, tensor(dt, ACTIVATIONS[act](y)), {**attrs, "activation": act}, acc=True,
+                 names=["x", "w", "b"][: len(ins)])
+
     rng = rng_for("attention_merged")
     def merged(name, qs, ks, vs, kind="none", mask=None, window=0, scale=None, dt="f32"):
         q, k, v = randn(rng, dt, qs), randn(rng, dt, ks), randn(rng, dt, vs)

@@ -5,7 +5,6 @@
 
 use super::convert::{self, Fmt};
 use super::elementwise;
-use super::fold::{activation_after, Fold};
 use super::layout::{row_major, Loc, Root};
 use super::state::State;
 use super::step::{Home, StageIn, Step};
@@ -248,11 +247,8 @@ struct Planner<'g> {
     stage_len: usize,
     stage_out_len: usize,
     amx_scratch: usize,
-    /// Nodes that run nothing (views, constants), each value's uses, and
-    /// the nodes folded into a kernel before them.
+    /// Nodes that run nothing (views, constants).
     no_op: Vec<bool>,
-    uses: Vec<usize>,
-    folded: Vec<bool>,
 }
 
 impl<'g> Planner<'g> {
@@ -267,12 +263,6 @@ impl<'g> Planner<'g> {
                         || layout.is_const[n.outputs[0].index()])
             })
             .collect();
-        let mut uses = vec![0usize; g.values.len()];
-        for n in &g.nodes {
-            for v in &n.inputs {
-                uses[v.index()] += 1;
-            }
-        }
         Planner {
             g,
             homes: layout.homes,
@@ -290,8 +280,6 @@ impl<'g> Planner<'g> {
             stage_out_len: 0,
             amx_scratch: 0,
             no_op,
-            uses,
-            folded: vec![false; g.nodes.len()],
         }
     }
 
@@ -302,9 +290,6 @@ impl<'g> Planner<'g> {
         let node = &g.nodes[ni];
         if self.no_op[ni] {
             return Ok(Step::View);
-        }
-        if self.folded[ni] {
-            return Ok(Step::Folded);
         }
         let out_float = node.outputs.len() == 1 && convert::is_float(g.ty(node.outputs[0]).dtype);
         let types: Vec<&TensorType> = node.inputs.iter().map(|&v| g.ty(v)).collect();
@@ -348,7 +333,6 @@ impl<'g> Planner<'g> {
             mask_strides,
             host_strides,
         } = self.fit_operands(&kind, node, &types, out_ty, &mut args)?;
-        let fold = self.fold(&kind, ni, &args, out_half.is_some(), &out_loc);
         Ok(Step::Fast {
             kind,
             args,
@@ -359,7 +343,6 @@ impl<'g> Planner<'g> {
             out_half,
             dot,
             f32_pack,
-            fold,
         })
     }
 
@@ -606,26 +589,5 @@ impl<'g> Planner<'g> {
             mask_strides,
             host_strides,
         })
-    }
-
-    /// The following node node `ni`'s kernel computes as it writes its
-    /// output ([`Fold`]), marked folded so that it runs nothing.
-    fn fold(
-        &mut self,
-        kind: &Kind,
-        ni: usize,
-        args: &[Option<Loc>],
-        out_half: bool,
-        out_loc: &Loc,
-    ) -> Option<Fold> {
-        let g = self.g;
-        let (j, f) = match kind {
-            Kind::Conv { .. } if !out_half && out_loc.root == Root::Arena => {
-                activation_after(g, ni, &self.homes, &self.no_op, &self.uses, args)
-            }
-            _ => None,
-        }?;
-        self.folded[j] = true;
-        Some(f)
     }
 }

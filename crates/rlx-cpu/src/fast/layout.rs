@@ -65,12 +65,6 @@ impl Loc {
         true
     }
 
-    /// Whether both live in the arena and their spans share an element.
-    pub fn overlaps_in_arena(&self, other: &Loc) -> bool {
-        let (a, b) = (self.span(), other.span());
-        self.root == Root::Arena && other.root == Root::Arena && a.start < b.end && b.start < a.end
-    }
-
     /// The element range the view touches, relative to its root.
     pub fn span(&self) -> Range<usize> {
         if self.numel() == 0 {

@@ -147,8 +147,8 @@ fn product(a: Mat<f32>, b: Weight, c: &mut [f32], ldc: usize, acc: bool) {
 /// `packed`, when not `No`, is `b` (2-D) packed once. With `half`,
 /// each finished block of `out` is also rounded into it (a 16-bit output),
 /// while the block is in cache. With `residual`, `out` already holds a
-/// residual the product is added to — a following `add` folded into this
-/// product (`act` is then `None`: out = residual + a·b + bias).
+/// residual the product is added to (`matmul_residual`, rlx-opt's fold of
+/// a following `add`; `act` is then `None`: out = residual + a·b + bias).
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     out: &mut [f32],

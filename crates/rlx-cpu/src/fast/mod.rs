@@ -49,7 +49,6 @@ mod compile;
 mod conv;
 mod convert;
 mod elementwise;
-mod fold;
 mod layout;
 mod matmul;
 mod norm;
@@ -98,6 +97,8 @@ pub enum Kind {
     Conv {
         geom: conv::Geom,
         bias: bool,
+        /// Applied to the rows as they are written (`conv_act`).
+        act: matmul::Act,
     },
     ConvTranspose {
         geom: conv::TGeom,
@@ -193,15 +194,22 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
             let merged = op == "attention_merged";
             (qkv_ok && mask_ok && (!merged || rank(0) >= 3)).then_some(Kind::Attention { merged })
         }
-        "conv" => {
+        // `conv_act` (rlx-opt's fold of a following activation): the
+        // activation is applied to each row as it is written.
+        "conv" | "conv_act" => {
             let bias_ok = inputs
                 .get(2)
                 .is_none_or(|b| b.shape.numel() == inputs[1].dims()[0]);
+            let act = match op {
+                "conv" => matmul::Act::None,
+                _ => matmul::activation(attrs.str("activation").ok()?)?,
+            };
             (inputs.len() >= 2 && f32s(inputs) && bias_ok)
                 .then(|| conv::geom(inputs, attrs))?
                 .map(|geom| Kind::Conv {
                     geom,
                     bias: inputs.len() == 3,
+                    act,
                 })
         }
         "conv_transpose" => {
@@ -403,7 +411,7 @@ fn fail(op: &str, msg: impl Into<String>) -> CpuError {
 }
 
 impl FastProgram {
-    /// (fast kernels, reference kernels, views and folded adds) in this
+    /// (fast kernels, reference kernels, views) in this
     /// program.
     pub fn counts(&self) -> (usize, usize, usize) {
         let mut c = (0, 0, 0);
@@ -411,7 +419,7 @@ impl FastProgram {
             match s {
                 Step::Fast { .. } => c.0 += 1,
                 Step::Ref => c.1 += 1,
-                Step::View | Step::Folded => c.2 += 1,
+                Step::View => c.2 += 1,
             }
         }
         c

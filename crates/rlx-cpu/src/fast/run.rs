@@ -4,7 +4,6 @@
 
 use super::convert::{self, narrow_into, widen_into, Fmt, Raw};
 use super::elementwise::{self, Src};
-use super::fold::{Fold, FoldKind};
 use super::layout::{Loc, Reader, Root, View};
 use super::state::State;
 use super::step::{Home, Step};
@@ -26,7 +25,7 @@ impl FastProgram {
         self.prepare_weights(st, inputs)?;
         for (i, (node, step)) in g.nodes.iter().zip(&self.steps).enumerate() {
             match step {
-                Step::View | Step::Folded => {}
+                Step::View => {}
                 Step::Ref => {
                     crate::profile::time(node.op.name(), || self.run_ref(st, node, inputs))
                         .map_err(|e| e.at_node(i))?
@@ -41,7 +40,6 @@ impl FastProgram {
                     out_half,
                     dot,
                     f32_pack,
-                    fold,
                 } => crate::profile::time(node.op.name(), || {
                     for s in stage_in {
                         let dst = &mut st.stage[s.to..s.to + s.from.len()];
@@ -59,7 +57,6 @@ impl FastProgram {
                         *out_half,
                         *dot,
                         *f32_pack,
-                        fold.as_ref(),
                         inputs,
                     )?;
                     if let (Some((off, fmt)), false) = (*out_half, stored) {
@@ -185,18 +182,15 @@ impl FastProgram {
         out_half: Option<(usize, Fmt)>,
         dot: Option<DotPlan>,
         f32_pack: Option<usize>,
-        fold: Option<&Fold>,
         inputs: &[&HostTensor],
     ) -> Result<bool, CpuError> {
         let staged_out = out_half.is_some();
         let g = &self.graph;
         let op = node.op.name();
         let out_v = node.outputs[0];
-        // A kernel with a folded node writes that node's slot.
-        let out_loc = match (fold, &self.homes[out_v.index()]) {
-            (Some(f), _) => &f.out,
-            (None, Home::Mem(l, _)) => l,
-            (None, Home::Host(_)) => {
+        let out_loc = match &self.homes[out_v.index()] {
+            Home::Mem(l, _) => l,
+            Home::Host(_) => {
                 return Err(fail(
                     op,
                     "fast kernel without an arena output (an engine bug)",
@@ -445,16 +439,12 @@ impl FastProgram {
                 let (x, y) = (src(1)?, src(2)?);
                 elementwise::select(out, cond, mask_strides, &x, &y, out_dims, &st.pool);
             }
-            Kind::Conv { geom, bias } => {
+            Kind::Conv { geom, bias, act } => {
                 let (x, w) = (view(0)?, view(1)?);
                 let bias = if *bias { Some(view(2)?) } else { None };
                 // Strided operands (a view the memory plan made) are
                 // gathered first; the kernel reads rows.
-                let act = match fold.map(|f| &f.kind) {
-                    Some(FoldKind::Act(a)) => *a,
-                    _ => matmul::Act::None,
-                };
-                conv::run(geom, &own(&x), &own(&w), bias.as_ref(), act, out);
+                conv::run(geom, &own(&x), &own(&w), bias.as_ref(), *act, out);
             }
             Kind::ConvTranspose { geom, bias } => {
                 let (x, w) = (view(0)?, view(1)?);

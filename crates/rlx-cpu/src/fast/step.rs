@@ -2,7 +2,6 @@
 //! value lives while the steps run.
 
 use super::convert::Fmt;
-use super::fold::Fold;
 use super::layout::Loc;
 use super::weights::DotPlan;
 use super::Kind;
@@ -51,10 +50,6 @@ pub enum Step {
         /// An f32 matmul whose weight, when resident, is packed once for
         /// gemm128 (`f32_packs[i]`).
         f32_pack: Option<usize>,
-        /// A following node this one computes as it writes its output.
-        fold: Option<Fold>,
     },
     Ref,
-    /// Computed by an earlier node's kernel ([`Fold`]); nothing runs.
-    Folded,
 }

@@ -1,6 +1,6 @@
 //! The engine's own tests: prepared copies and packs made only where read,
-//! concurrent runs, folded residual adds and merged attention heads, each
-//! checked against the reference kernels.
+//! concurrent runs, the folds rlx-opt decides (`matmul_residual`,
+//! `attention_merged`), each checked against the reference kernels.
 
 use super::weights::Need;
 use super::*;
@@ -348,12 +348,10 @@ fn assert_close(got: &HostTensor, want: &HostTensor, what: impl Fn(usize) -> Str
     }
 }
 
-/// A residual `add` after a matmul is folded into it — in place over
-/// the residual (its last use), copied first (the residual lives on),
-/// or read from a graph input — on every GEMM path (few rows: columns
-/// split across threads; up to 1024: one threaded call; more: row
-/// blocks; a resident weight: gemm128, and the AMX tiles where the CPU
-/// has them), against the reference kernels.
+/// The residual accumulated in place, copied first or read from a graph
+/// input, on every GEMM path (few rows: columns split across threads; up
+/// to 1024: one threaded call; more: row blocks; a resident weight:
+/// gemm128, and the AMX tiles where the CPU has them).
 /// `matmul_residual` (the fold rlx-opt makes of `add(matmul, r)`): the
 /// GEMM accumulates onto the residual — in place where the memory plan
 /// put the output over it, copied into the output first where the
@@ -496,5 +494,27 @@ fn attention_with_additive_row_masks_matches_reference() {
         let refs: Vec<&HostTensor> = ins.iter().collect();
         let want = &crate::run_graph_refs(&g, &refs).unwrap()[0];
         assert_close(&p.run(&refs).unwrap()[0], want, |i| format!("{mask} [{i}]"));
+    }
+}
+
+/// `conv_act` (rlx-opt's fold of an activation after a conv) runs as one
+/// fast conv that applies the activation to its rows, against the
+/// reference (the conv, then the activation).
+#[test]
+fn conv_act_applies_its_activation_as_it_writes() {
+    for act in ["relu", "silu", "sigmoid", "gelu_tanh"] {
+        let src = format!(
+            "graph @g(%x: f32[2,3,9,8], %w: f32[5,3,3,3], %b: f32[5]) {{
+  %y = conv_act(%x, %w, %b) {{pads=[1, 1, 1, 1], strides=[2, 1], activation=\"{act}\"}}
+  return %y
+}}"
+        );
+        let g = rlx_ir::text::parse(&src).unwrap();
+        let fp = FastProgram::compile(rlx_ir::lir::Program::from_graph(g.clone())).unwrap();
+        assert_eq!(fp.counts(), (1, 0, 0), "{act}: one fast kernel");
+        let ins = random_inputs(&g, 40);
+        let refs: Vec<&HostTensor> = ins.iter().collect();
+        let want = &crate::run_graph_refs(&g, &refs).unwrap()[0];
+        assert_close(&fp.run(&refs).unwrap()[0], want, |i| format!("{act} [{i}]"));
     }
 }

@@ -530,6 +530,33 @@ fn matmul_residual_d(b: B, x: &[ValueId], a: &Attrs) -> Out {
     Ok(vec![b.binary("add", y, x[2])?])
 }
 
+/// `conv_act`: the convolution's type, once `activation` is one the
+/// epilogue knows.
+fn conv_act(cx: &InferCx) -> R {
+    let act = string(cx, "activation")?;
+    if !ACTIVATIONS.contains(&act) {
+        return Err(format!(
+            "activation must be one of {ACTIVATIONS:?}, got {act:?}"
+        ));
+    }
+    crate::graph::infer(
+        crate::op::Op::named("conv").map_err(|e| e.to_string())?,
+        cx.inputs,
+        cx.attrs,
+    )
+}
+
+/// `act(conv(x, w, [bias]))`.
+fn conv_act_d(b: B, x: &[ValueId], a: &Attrs) -> Out {
+    let mut conv = a.clone();
+    conv.0.remove("activation");
+    let y = b.op1("conv", x, conv)?;
+    match a.str("activation")? {
+        "none" => Ok(vec![y]),
+        act => Ok(vec![b.unary(act, y)?]),
+    }
+}
+
 fn dequant_matmul(cx: &InferCx) -> R {
     let (x, w) = (&cx.inputs[0], &cx.inputs[1]);
     if !x.dtype.is_float() || !w.dtype.is_quantized() || w.rank() != 2 {
@@ -675,6 +702,10 @@ pub static FUSED: &[OpDef] = &[
         matmul_bias_act_d, "act(a @ b + bias): the matmul epilogue"),
     fused("matmul_residual", Between(3, 4), FLOAT, &[attr("activation", K::Str, D::Str("none"))], matmul_residual,
         matmul_residual_d, "act(a @ b + bias) + r, inputs (a, b, r, [bias]): a residual add folded into the matmul epilogue"),
+    fused("conv_act", Between(2, 3), FLOAT,
+        &[attr("strides", K::Ints, D::Ints(&[])), attr("pads", K::Ints, D::Ints(&[])), attr("dilations", K::Ints, D::Ints(&[])),
+          attr("groups", K::Int, D::Int(1)), attr("activation", K::Str, D::Str("none"))],
+        conv_act, conv_act_d, "act(conv(x, w, [bias])): an activation applied as the convolution writes its rows"),
     fused("dequant_matmul", Exact(2), FLOAT, &[], dequant_matmul, dequant_matmul_d,
         "x (..., K) times the transpose of a quantized (N, K) weight"),
     fused("scaled_matmul", Exact(4), FLOAT, &[attr("block", K::Int, D::Int(32))], scaled_matmul, scaled_matmul_d,

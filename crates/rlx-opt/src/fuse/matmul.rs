@@ -7,6 +7,8 @@
 //! * `matmul_act`: `act(matmul_bias_act{none}(..))` or `act(a @ b)` for an
 //!   activation the op knows (relu, gelu, gelu_tanh, silu, sigmoid, tanh)
 //!   → `matmul_bias_act {activation = act}`.
+//! * `conv_act`: `act(conv(..))`, the conv read only by the activation →
+//!   `conv_act` (the activation applied to rows as they are written).
 //! * `matmul_residual`: `y + r` where `y` is a `matmul` or `matmul_bias_act`
 //!   read by nothing else and `r` has the sum's type exactly (a residual
 //!   stream, not a bias) → `matmul_residual(a, b, r, [bias])`: the add
@@ -19,8 +21,8 @@ use super::pattern::{closed, fits, orders, prod, vanished};
 use crate::rules::{Candidate, Rule, RuleCx};
 use rlx_ir::{Attrs, TensorType, ValueId};
 
-/// The activations `matmul_bias_act` applies (besides `none`).
-const ACTS: &[&str] = &["relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh"];
+/// The activations `matmul_bias_act` and `conv_act` apply (besides `none`).
+pub(super) const ACTS: &[&str] = &["relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh"];
 
 /// `bias` broadcasts over every axis of `out` but the last.
 fn per_column(bias: &TensorType, out: &TensorType) -> bool {
@@ -115,4 +117,26 @@ pub const MATMUL_RESIDUAL: Rule = Rule {
         em.emit("matmul_residual", &ins, attrs)
     },
     doc: "act(a @ b [+ bias]) + r (r of the sum's type) → matmul_residual",
+};
+
+/// `act(conv(..))` (the conv read only here): the attributes of `conv_act`.
+fn conv_act(cx: &RuleCx, c: &Candidate) -> Option<(Vec<ValueId>, Attrs)> {
+    let node = prod(cx, c.inputs[0], "conv")?;
+    let mut attrs = node.attrs.clone();
+    attrs.set("activation", c.op.name());
+    (closed(cx, c, &[node]) && fits(cx, c, "conv_act", &node.inputs, &attrs))
+        .then(|| (node.inputs.clone(), attrs))
+}
+
+/// `act(conv(..))` → `conv_act`: the activation applied to each row of the
+/// convolution's output as it is written.
+pub const CONV_ACT: Rule = Rule {
+    name: "conv_act",
+    ops: ACTS,
+    matches: |cx, c| conv_act(cx, c).is_some(),
+    replace: |em, c| {
+        let (ins, attrs) = conv_act(&em.cx(), c).ok_or_else(|| vanished("conv_act"))?;
+        em.emit("conv_act", &ins, attrs)
+    },
+    doc: "act(conv(x, w, [bias])) → conv_act",
 };

@@ -19,6 +19,7 @@
 //! | `matmul_bias` | `a @ b + bias`, bias along the last axis only | `matmul_bias_act{none}` |
 //! | `matmul_act` | `act(matmul_bias_act{none})`, `act(a @ b)` | `matmul_bias_act{act}` |
 //! | `attention` | `softmax(q @ kᵀ · s [+ bias / where(keep, ·, −inf)]) @ v` | `attention` (scale, mask_kind none/bias/custom/causal/sliding_window) |
+//! | `conv_act` | `act(conv(..))`, the conv read only there | `conv_act` |
 //! | `matmul_residual` | `act(a @ b [+ bias]) + r`, `r` of the sum's type | `matmul_residual` |
 //! | `attention_merged` | `reshape(permute(attention))` merging the heads | `attention_merged` |
 //! | `packed_qkv_attention` | attention on narrow×3 of one packed projection | attention on views ([`qkv`]) |
@@ -67,6 +68,7 @@ pub static FUSION_RULES: &[Rule] = &[
     matmul::MATMUL_BIAS,
     matmul::MATMUL_ACT,
     matmul::MATMUL_RESIDUAL,
+    matmul::CONV_ACT,
     attention::ATTENTION,
     heads::ATTENTION_MERGED,
     qkv::PACKED_QKV,

@@ -361,6 +361,8 @@ pub(crate) const KERNELS: &[(&str, Kernel)] = &[
     ("qk_rope", rope),
     ("matmul_bias_act", matmul_bias_act),
     ("matmul_residual", super::by_decomposition),
+    // The convolution, rounded, then its activation.
+    ("conv_act", super::by_decomposition),
     #[cfg(feature = "quant")]
     ("dequant_matmul", dequant_matmul),
     ("scaled_matmul", scaled_matmul),
