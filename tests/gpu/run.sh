@@ -9,14 +9,7 @@
 #   (cosine vs CPU, latency), and with --bench the PyTorch side too.
 #   Prints `N passed, M failed`; results (JSON, logs; 8 files at most, the
 #   GPU machine's limit) go to $OUT or .cuda-run/out.
-#   Env: BATCHES, MODES, RUNS trim the MiniLM run; AUTOTUNE_AB=1 repeats its
-#   timings with RLX_CUDA_AUTOTUNE=0 (the cuBLASLt heuristic's first pick) at
-#   AB_BATCHES (default 1,8,32); SPLIT_AB=1 repeats the fp16 timings under
-#   each RLX_CUDA_ATTN_SPLIT (at SPLIT_BATCHES, default BATCHES);
-#   ATTN_AB="96 192" repeats the fp32 timings + profile with each
-#   RLX_CUDA_ATTN_GEMM_HEADS (the head count from which fp32 attention runs
-#   as batched GEMMs; at ATTN_BATCHES, default 4,8,16). Each A/B log is an
-#   8th file: with two of them, one file does not come back.
+#   Env: BATCHES, MODES, RUNS trim the MiniLM run.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 RUN=.cuda-run
@@ -62,36 +55,6 @@ $RUN/gpu llm 2>&1 | tee /tmp/rlx-llm.log; count /tmp/rlx-llm.log; cat /tmp/rlx-l
 BATCHES=${BATCHES:-1,2,4,8,16,32}
 $RUN/gpu minilm --weights $RUN/model.fp16.safetensors --config $RUN/config.json --batches "$BATCHES" \
   --check 1,8,32 --runs ${RUNS:-50} --modes ${MODES:-fp32,tf32,fp16} --profile --json "$OUTDIR/rlx_cuda.json" 2>&1 | tee "$OUTDIR/minilm.log"
-# AUTOTUNE_AB=1: the MiniLM timings again (at AB_BATCHES) with the
-# heuristic's first cuBLASLt pick (RLX_CUDA_AUTOTUNE=0), for the A/B of the
-# GEMM tuning.
-if [ -n "${AUTOTUNE_AB:-}" ]; then
-  RLX_CUDA_AUTOTUNE=0 $RUN/gpu minilm --weights $RUN/model.fp16.safetensors --config $RUN/config.json --batches "${AB_BATCHES:-1,8,32}" \
-    --check 1 --runs ${RUNS:-50} --modes ${MODES:-fp32,tf32,fp16} 2>&1 | tee "$OUTDIR/minilm-notune.log"
-fi
-# SPLIT_AB=1: the fp16 MiniLM timings + profile again (at SPLIT_BATCHES)
-# with each RLX_CUDA_ATTN_SPLIT (0 = the first tensor-core attention, one
-# block of 8 warps per head; w1..w8 = that many warps per block), for the
-# A/B of the attention's block split.
-if [ -n "${SPLIT_AB:-}" ]; then
-  for s in 0 w1 w2 w4 w8; do
-    echo "== RLX_CUDA_ATTN_SPLIT=$s"
-    RLX_CUDA_ATTN_SPLIT=$s $RUN/gpu minilm --weights $RUN/model.fp16.safetensors --config $RUN/config.json \
-      --batches "${SPLIT_BATCHES:-$BATCHES}" --check 1 --runs ${RUNS:-50} --modes fp16 --profile 2>&1
-  done | tee "$OUTDIR/minilm-split-ab.log"
-  grep -q '^FAIL' "$OUTDIR/minilm-split-ab.log" && failed=$((failed + 1))
-fi
-# ATTN_AB="N ...": fp32 MiniLM timings + profile with the default head
-# threshold and with each RLX_CUDA_ATTN_GEMM_HEADS=N, one after another.
-if [ -n "${ATTN_AB:-}" ]; then
-  for h in default $ATTN_AB; do
-    echo "== RLX_CUDA_ATTN_GEMM_HEADS=$h"
-    ( [ "$h" = default ] || export RLX_CUDA_ATTN_GEMM_HEADS=$h
-      $RUN/gpu minilm --weights $RUN/model.fp16.safetensors --config $RUN/config.json \
-        --batches "${ATTN_BATCHES:-4,8,16}" --check 1 --runs ${RUNS:-50} --modes fp32 --profile 2>&1 )
-  done | tee "$OUTDIR/minilm-attn-ab.log"
-  grep -q '^FAIL' "$OUTDIR/minilm-attn-ab.log" && failed=$((failed + 1))
-fi
 mp=$(grep -c '^PASS minilm' "$OUTDIR/minilm.log"); mf=$(grep -c '^FAIL minilm' "$OUTDIR/minilm.log")
 [ -s "$OUTDIR/rlx_cuda.json" ] || mf=$((mf + 1))
 passed=$((passed + mp)); failed=$((failed + mf))

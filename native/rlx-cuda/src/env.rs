@@ -6,7 +6,7 @@
 
 use crate::error::CudaError;
 use crate::options::CudaOptions;
-use crate::{hgemm, lt_search, plan, sgemm, tune};
+use crate::{hgemm, lt_search, sgemm, tune};
 
 impl CudaOptions {
     /// The default options with each `RLX_CUDA_*` variable `lookup` returns
@@ -17,12 +17,6 @@ impl CudaOptions {
         Ok(CudaOptions {
             sgemm: sgemm::parse_mode(get(sgemm::SGEMM_ENV).as_deref())?,
             hgemm: hgemm::parse_mode(get(hgemm::HGEMM_ENV).as_deref())?,
-            attn_split: plan::parse_attn_split(get(plan::ATTN_SPLIT_ENV).as_deref())?,
-            attn_gemm_heads: plan::parse_attn_gemm_heads(
-                get(plan::ATTN_GEMM_HEADS_ENV).as_deref(),
-            )?,
-            attn_rows: plan::parse_attn_rows(get(plan::ATTN_ROWS_ENV).as_deref())?,
-            autotune: tune::parse_autotune(get(tune::AUTOTUNE_ENV).as_deref())?,
             tune_log: switch(
                 tune::TUNE_LOG_ENV,
                 get(tune::TUNE_LOG_ENV).as_deref(),
@@ -38,13 +32,9 @@ impl CudaOptions {
     }
 
     /// The names of the variables [`CudaOptions::from_lookup`] reads.
-    pub const VARS: [&'static str; 8] = [
+    pub const VARS: [&'static str; 4] = [
         sgemm::SGEMM_ENV,
         hgemm::HGEMM_ENV,
-        plan::ATTN_SPLIT_ENV,
-        plan::ATTN_GEMM_HEADS_ENV,
-        plan::ATTN_ROWS_ENV,
-        tune::AUTOTUNE_ENV,
         tune::TUNE_LOG_ENV,
         lt_search::SEARCH_ENV,
     ];

@@ -3,7 +3,7 @@
 //! tuning are fields here; [`CudaOptions::from_lookup`] (in `env.rs`, the
 //! crate's one edge) parses those variables' values.
 
-use crate::plan::{AttnSplit, ATTN_GEMM_HEADS};
+use crate::plan::AttnSplit;
 use crate::{hgemm, sgemm};
 
 /// Options of one CUDA compilation.
@@ -17,15 +17,9 @@ pub struct CudaOptions {
     pub sgemm: sgemm::Mode,
     /// Our f16/bf16 GEMM kernels against cuBLASLt's (`RLX_CUDA_HGEMM`).
     pub hgemm: hgemm::Mode,
-    /// How tensor-core attention spreads a head over blocks (`RLX_CUDA_ATTN_SPLIT`).
+    /// How tensor-core attention spreads a head over blocks: by the grid
+    /// size, or a forced width (for tests of each kernel shape).
     pub attn_split: AttnSplit,
-    /// Heads from which fp32 attention runs as batched GEMMs
-    /// (`RLX_CUDA_ATTN_GEMM_HEADS`).
-    pub attn_gemm_heads: usize,
-    /// The 4-rows-per-warp fp32 attention kernel (`RLX_CUDA_ATTN_ROWS`).
-    pub attn_rows: bool,
-    /// Time cuBLASLt's candidates per GEMM shape (`RLX_CUDA_AUTOTUNE`).
-    pub autotune: bool,
     /// Print every tuned candidate's time to stderr (`RLX_CUDA_TUNE_LOG`).
     pub tune_log: bool,
     /// Also time cuBLASLt's whole configuration space (`RLX_CUDA_LT_SEARCH`).
@@ -40,9 +34,6 @@ impl Default for CudaOptions {
             sgemm: sgemm::Mode::Auto,
             hgemm: hgemm::Mode::Off,
             attn_split: AttnSplit::Auto,
-            attn_gemm_heads: ATTN_GEMM_HEADS,
-            attn_rows: true,
-            autotune: true,
             tune_log: false,
             lt_search: false,
         }

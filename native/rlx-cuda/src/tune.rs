@@ -8,21 +8,12 @@
 //! layers of a model (and its eager, graph and profiled executables)
 //! run one tuned algorithm per shape instead of six noisy picks.
 
-use crate::error::CudaError;
 use crate::plan::Gemm;
 use rlx_ir::DType;
-
-/// The environment variable that turns tuning off (`0`) for A/B runs.
-pub const AUTOTUNE_ENV: &str = "RLX_CUDA_AUTOTUNE";
 
 /// `1`: each tuned GEMM prints every candidate's time to stderr (for
 /// tuning our own kernels).
 pub const TUNE_LOG_ENV: &str = "RLX_CUDA_TUNE_LOG";
-
-/// Whether tuning is on, from the value of [`AUTOTUNE_ENV`] (unset: on).
-pub fn parse_autotune(v: Option<&str>) -> Result<bool, CudaError> {
-    crate::env::switch(AUTOTUNE_ENV, v, true)
-}
 
 /// Everything the candidates and their speed depend on: the GEMM's
 /// shape, layouts, types, epilogue and the alignment of its pointers (an
@@ -185,18 +176,6 @@ impl std::fmt::Display for Choice {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn env_values() {
-        assert!(parse_autotune(None).unwrap());
-        assert!(parse_autotune(Some("1")).unwrap());
-        assert!(!parse_autotune(Some("0")).unwrap());
-        assert!(!parse_autotune(Some(" 0 ")).unwrap());
-        assert!(matches!(
-            parse_autotune(Some("off")),
-            Err(CudaError::Input(m)) if m.contains("RLX_CUDA_AUTOTUNE")
-        ));
-    }
 
     #[test]
     fn pick_keeps_the_first_unless_clearly_faster() {

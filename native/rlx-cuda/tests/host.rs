@@ -686,19 +686,6 @@ fn a_nonzero_mask_read_only_by_attention_is_not_stored() {
     assert!(kernel_ops(&p).contains(&"ne"), "{:?}", p.kernels);
 }
 
-#[test]
-fn attention_split_values_parse_or_are_typed_errors() {
-    use rlx_cuda::plan::{parse_attn_split, AttnSplit};
-    assert_eq!(parse_attn_split(None).unwrap(), AttnSplit::Auto);
-    assert_eq!(parse_attn_split(Some("auto")).unwrap(), AttnSplit::Auto);
-    assert_eq!(parse_attn_split(Some("0")).unwrap(), AttnSplit::Off);
-    assert_eq!(parse_attn_split(Some("w4")).unwrap(), AttnSplit::Warps(4));
-    match parse_attn_split(Some("3")) {
-        Err(CudaError::Input(m)) => assert!(m.contains("RLX_CUDA_ATTN_SPLIT"), "{m}"),
-        other => panic!("expected a typed error, got {other:?}"),
-    }
-}
-
 /// MiniLM fp32 attention (12 heads per sequence) by head count, as the
 /// H200 A/B chose (benches/results/minilm-cuda-attn-ab.log): the tiled
 /// kernel below 48 heads, the 4-rows-per-warp kernel from 48 — one launch
@@ -717,28 +704,6 @@ fn minilm_f32_attention_path_follows_the_head_count() {
         assert_eq!(p.kernels_of("attention_merged"), 6, "B={b}");
         let rows = p.source.contains("float4 kt[");
         assert_eq!(rows, b >= 4, "B={b}: 4-rows-per-warp kernel");
-    }
-}
-
-#[test]
-fn attention_rows_values_parse_or_are_typed_errors() {
-    use rlx_cuda::plan::parse_attn_rows;
-    assert!(parse_attn_rows(None).unwrap());
-    assert!(!parse_attn_rows(Some("0")).unwrap());
-    match parse_attn_rows(Some("off")) {
-        Err(CudaError::Input(m)) => assert!(m.contains("RLX_CUDA_ATTN_ROWS"), "{m}"),
-        other => panic!("expected a typed error, got {other:?}"),
-    }
-}
-
-#[test]
-fn attention_gemm_heads_values_parse_or_are_typed_errors() {
-    use rlx_cuda::plan::{parse_attn_gemm_heads, ATTN_GEMM_HEADS};
-    assert_eq!(parse_attn_gemm_heads(None).unwrap(), ATTN_GEMM_HEADS);
-    assert_eq!(parse_attn_gemm_heads(Some(" 96 ")).unwrap(), 96);
-    match parse_attn_gemm_heads(Some("many")) {
-        Err(CudaError::Input(m)) => assert!(m.contains("RLX_CUDA_ATTN_GEMM_HEADS"), "{m}"),
-        other => panic!("expected a typed error, got {other:?}"),
     }
 }
 
@@ -777,17 +742,16 @@ fn cuda_options_from_lookup() {
     let none = CudaOptions::from_lookup(|_| None).unwrap();
     assert_eq!(none, CudaOptions::default());
     let o = CudaOptions::from_lookup(|n| match n {
-        "RLX_CUDA_ATTN_SPLIT" => Some("w4".into()),
-        "RLX_CUDA_AUTOTUNE" => Some("0".into()),
-        "RLX_CUDA_ATTN_GEMM_HEADS" => Some("96".into()),
+        "RLX_CUDA_TUNE_LOG" => Some("1".into()),
         "RLX_CUDA_HGEMM" => Some("auto".into()),
+        // Settled A/B knobs, deleted: no longer read.
+        "RLX_CUDA_ATTN_SPLIT" | "RLX_CUDA_AUTOTUNE" => Some("bogus".into()),
         _ => None,
     })
     .unwrap();
-    assert_eq!(o.attn_split, rlx_cuda::plan::AttnSplit::Warps(4));
-    assert!(!o.autotune);
-    assert_eq!(o.attn_gemm_heads, 96);
+    assert!(o.tune_log);
     assert_eq!(o.hgemm, rlx_cuda::hgemm::Mode::Auto);
+    assert_eq!(o.attn_split, rlx_cuda::plan::AttnSplit::Auto);
     for var in CudaOptions::VARS {
         match CudaOptions::from_lookup(|n| (n == var).then(|| "bogus".into())) {
             Err(CudaError::Input(m)) => assert!(m.contains(var) && m.contains("bogus"), "{m}"),

@@ -129,8 +129,8 @@ fn limits_take_byte_suffixes() {
 
 #[test]
 fn cuda_variables_are_collected_for_rlx_cuda() {
-    let o = with(&[("RLX_CUDA_AUTOTUNE", "0"), ("RLX_CUDA_NOT_A_KNOB", "1")]).unwrap();
-    assert_eq!(o.cuda_var("RLX_CUDA_AUTOTUNE").as_deref(), Some("0"));
+    let o = with(&[("RLX_CUDA_TUNE_LOG", "1"), ("RLX_CUDA_NOT_A_KNOB", "1")]).unwrap();
+    assert_eq!(o.cuda_var("RLX_CUDA_TUNE_LOG").as_deref(), Some("1"));
     assert_eq!(o.cuda.len(), 1);
 }
 

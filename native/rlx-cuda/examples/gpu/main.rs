@@ -124,8 +124,8 @@ fn main() {
     if args.get(1).map(|s| s.as_str()) == Some("train-ref") {
         std::process::exit(train_ref(&args[2..]) as i32);
     }
-    // RLX_* settings (RLX_CUDA_AUTOTUNE=0, RLX_CUDA_ATTN_SPLIT=w4, ... for
-    // tests/gpu/run.sh's A/B runs) through the one edge.
+    // RLX_* settings (RLX_CUDA_HGEMM=auto, RLX_CUDA_TUNE_LOG=1, ...)
+    // through the one edge.
     let env = rlx::env::init().unwrap_or_else(|e| {
         eprintln!("{e}");
         std::process::exit(2)

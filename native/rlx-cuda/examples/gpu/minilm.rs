@@ -190,7 +190,7 @@ pub(super) fn minilm(args: &[String]) -> usize {
                 exe.launch_count(),
             );
             // Which cuBLASLt algorithm each GEMM shape runs (tuned at
-            // compile unless RLX_CUDA_AUTOTUNE=0), once per shape.
+            // compile), once per shape.
             let mut algos = std::collections::BTreeSet::new();
             for (_, d) in exe.gemm_algos() {
                 algos.insert(d.replace(", cached", ""));

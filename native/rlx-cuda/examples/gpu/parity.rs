@@ -240,12 +240,12 @@ pub(super) fn parity(dir: &str) -> usize {
     }
     // Shapes the vectors do not reach: many heads (the cuBLAS attention
     // path), GEMM epilogues with a residual (cuBLASLt), long norm rows.
-    // The tensor-core cases again under each block split of
-    // `CudaOptions::attn_split` (the backend `compile_cuda` finds): the first
-    // version (0) and forced widths, besides the automatic pick.
+    // The tensor-core cases again under forced block widths of
+    // `CudaOptions::attn_split` (the backend `compile_cuda` finds), besides
+    // the automatic pick.
     let splits = |name: &str| -> &'static [&'static str] {
         if name.starts_with("attention_tc") {
-            &["", "0", "w1", "w2", "w8"]
+            &["", "w1", "w2", "w8"]
         } else {
             &[""]
         }
@@ -258,10 +258,9 @@ pub(super) fn parity(dir: &str) -> usize {
         // The split asked for (empty: the environment's), on the backend
         // `compile_cuda` finds.
         let opts = CudaOptions {
-            attn_split: if split.is_empty() {
-                env_opts().attn_split
-            } else {
-                rlx_cuda::plan::parse_attn_split(Some(split)).expect("a known split")
+            attn_split: match split.strip_prefix('w') {
+                Some(w) => rlx_cuda::plan::AttnSplit::Warps(w.parse().expect("a width")),
+                None => env_opts().attn_split,
             },
             ..env_opts()
         };

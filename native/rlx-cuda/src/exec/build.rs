@@ -77,7 +77,6 @@ impl CudaExecutable {
         };
         let mut funcs = std::collections::HashMap::new();
         let mut launches = Vec::new();
-        let autotune = opts.autotune;
         // (launch index, GEMM shape and its algorithm choice).
         let mut gemm_algos = Vec::new();
         // A generated kernel's launch, its function loaded once.
@@ -172,7 +171,7 @@ impl CudaExecutable {
                             &opts,
                             tail,
                         )?;
-                        if autotune && LtGemm::worth_tuning(gemm) {
+                        if LtGemm::worth_tuning(gemm) {
                             lt.tune(&gpu, opts.tune_log)?;
                         }
                         skip = lt.fused();

@@ -128,7 +128,7 @@ pub(super) fn attention(
     // f16/bf16 on tensor cores, scores kept in registers (they never reach
     // global memory): one launch whatever the head count.
     if mma {
-        let smem = kernels::attention_mma_smem(&spec, blocks);
+        let smem = kernels::attention_mma_smem(&spec);
         let text = kernels::attention_mma(&spec, blocks);
         let warps = blocks.warps;
         let grid = ((sq as u32).div_ceil(16 * warps), nb as u32, 1);
@@ -144,13 +144,7 @@ pub(super) fn attention(
     // B=8 0.945 -> 0.896); below 48 heads within noise of the tiled kernel
     // (B=1 0.400 vs 0.396), which stays there.
     let rw = kernels::ATTN_ROWS_PER_WARP as usize;
-    if p.attn_rows
-        && out.dtype == DType::F32
-        && nb >= ATTN_ROWS_HEADS
-        && sk <= 256
-        && dh % 4 == 0
-        && sk % 4 == 0
-    {
+    if out.dtype == DType::F32 && nb >= ATTN_ROWS_HEADS && sk <= 256 && dh % 4 == 0 && sk % 4 == 0 {
         let warps = if nb * sq.div_ceil(8 * rw) < 264 {
             4u32
         } else {
@@ -166,7 +160,7 @@ pub(super) fn attention(
     }
     // Many heads: two batched cuBLAS GEMMs (tensor cores for f16/bf16/TF32)
     // around a masked softmax kernel. Few heads: one fused kernel launch.
-    if nb >= p.attn_gemm_heads && os[r + 1] == 1 {
+    if nb >= ATTN_GEMM_HEADS && os[r + 1] == 1 {
         let lq = mat_layout(sq, dh, qs[r], qs[r + 1]);
         let lkt = mat_layout(dh, sk, ks[r + 1], ks[r]);
         let lv = mat_layout(sk, dv, vs[r], vs[r + 1]);
@@ -336,26 +330,17 @@ const ATTN_ROWS_HEADS: usize = 48;
 fn mma_blocks(split: AttnSplit, heads: usize, sq: usize) -> MmaBlocks {
     let tiles = sq.div_ceil(16).max(1);
     let most = tiles.min(8) as u32;
-    match split {
-        AttnSplit::Off => MmaBlocks {
-            warps: most,
-            batched: false,
-        },
-        AttnSplit::Warps(w) => MmaBlocks {
-            warps: w.min(most).max(1),
-            batched: true,
-        },
+    let warps = match split {
+        AttnSplit::Warps(w) => w.min(most).max(1),
         AttnSplit::Auto => {
             let mut w = most.next_power_of_two().min(8);
             while w > 2 && heads * tiles.div_ceil(w as usize) < MMA_MIN_BLOCKS {
                 w /= 2;
             }
-            MmaBlocks {
-                warps: w.min(most),
-                batched: true,
-            }
+            w.min(most)
         }
-    }
+    };
+    MmaBlocks { warps }
 }
 
 /// About three blocks per SM of an H100/H200 (132 SMs). Measured on the

@@ -214,12 +214,6 @@ struct Planner<'a> {
     tensor_cores: bool,
     /// How the tensor-core attention spreads a head over blocks.
     attn_split: AttnSplit,
-    /// From this many heads on, attention without tensor cores runs as
-    /// batched cuBLAS GEMMs around a softmax, below it as one fused kernel.
-    attn_gemm_heads: usize,
-    /// Attention without tensor cores may use the 4-rows-per-warp kernel
-    /// (else the one-row-per-warp tiled kernel).
-    attn_rows: bool,
     input_groups: Vec<Vec<usize>>,
     /// Elementwise results not computed where their node stands: the
     /// reduction that reads them computes them (see `reduce.rs`).
@@ -381,66 +375,21 @@ impl<'a> Planner<'a> {
 }
 
 /// How the f16/bf16 tensor-core attention spreads a head over thread
-/// blocks: `CudaOptions::attn_split`, from [`ATTN_SPLIT_ENV`] at the edge
-/// (for A/B runs).
+/// blocks (`CudaOptions::attn_split`). The A/B that chose the automatic
+/// widths is settled (benches/results/minilm-cuda-split-ab.log); forced
+/// widths remain for the tests that run each kernel shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AttnSplit {
-    /// The first version: one block of up to 8 warps per 128 query rows,
-    /// K/V staged by block-strided loops (`0`).
-    Off,
-    /// Warps per block chosen by the grid size (unset, `1` or `auto`).
+    /// Warps per block chosen by the grid size.
     Auto,
-    /// This many warps per block, at most one per 16 rows (`w1`, `w2`,
-    /// `w4`, `w8`).
+    /// This many warps per block, at most one per 16 rows.
     Warps(u32),
 }
 
-/// The environment variable that picks the [`AttnSplit`].
-pub const ATTN_SPLIT_ENV: &str = "RLX_CUDA_ATTN_SPLIT";
-
-/// The [`AttnSplit`] a value of [`ATTN_SPLIT_ENV`] names.
-pub fn parse_attn_split(v: Option<&str>) -> Result<AttnSplit, CudaError> {
-    match v.map(str::trim) {
-        None | Some("") | Some("1") | Some("auto") => Ok(AttnSplit::Auto),
-        Some("0") => Ok(AttnSplit::Off),
-        Some("w1") => Ok(AttnSplit::Warps(1)),
-        Some("w2") => Ok(AttnSplit::Warps(2)),
-        Some("w4") => Ok(AttnSplit::Warps(4)),
-        Some("w8") => Ok(AttnSplit::Warps(8)),
-        Some(other) => Err(CudaError::Input(format!(
-            "{ATTN_SPLIT_ENV} must be 0, 1, auto, w1, w2, w4 or w8, got {other:?}"
-        ))),
-    }
-}
-
-/// The environment variable that sets `Planner::attn_gemm_heads` (for
-/// A/B runs; unset: [`ATTN_GEMM_HEADS`]).
-pub const ATTN_GEMM_HEADS_ENV: &str = "RLX_CUDA_ATTN_GEMM_HEADS";
-
 /// The head count from which attention without tensor cores (fp32) runs as
-/// batched GEMMs: below it the fused tiled kernel's one launch wins.
+/// batched GEMMs: below it the fused kernels' one launch wins (H200 A/B,
+/// benches/results/minilm-cuda-attn-ab.log).
 pub const ATTN_GEMM_HEADS: usize = 48;
-
-/// The head threshold a value of [`ATTN_GEMM_HEADS_ENV`] names.
-pub fn parse_attn_gemm_heads(v: Option<&str>) -> Result<usize, CudaError> {
-    match v.map(str::trim) {
-        None | Some("") => Ok(ATTN_GEMM_HEADS),
-        Some(s) => s.parse::<usize>().map_err(|_| {
-            CudaError::Input(format!(
-                "{ATTN_GEMM_HEADS_ENV} must be a head count (a whole number), got {s:?}"
-            ))
-        }),
-    }
-}
-
-/// The environment variable that turns the 4-rows-per-warp attention
-/// kernel off (`0`, for A/B runs; unset or `1`: on).
-pub const ATTN_ROWS_ENV: &str = "RLX_CUDA_ATTN_ROWS";
-
-/// Whether a value of [`ATTN_ROWS_ENV`] turns the kernel on.
-pub fn parse_attn_rows(v: Option<&str>) -> Result<bool, CudaError> {
-    crate::env::switch(ATTN_ROWS_ENV, v, true)
-}
 
 /// Plan `program` for an sm_80+ GPU: every value placed, every node lowered.
 pub fn plan(program: &Program) -> Result<Plan, CudaError> {
@@ -467,8 +416,7 @@ pub fn plan_with(
     plan_opts(program, tensor_cores, &opts)
 }
 
-/// [`plan_for`] following `opts` (attention split, the GEMM-heads
-/// threshold, the 4-rows-per-warp kernel).
+/// [`plan_for`] following `opts` (the attention split).
 pub fn plan_opts(
     program: &Program,
     tensor_cores: bool,
@@ -493,8 +441,7 @@ fn plan_once(
     opts: &CudaOptions,
     no_inline: &std::collections::HashSet<ValueId>,
 ) -> Result<Result<Plan, Vec<ValueId>>, CudaError> {
-    let (attn_split, attn_gemm_heads, attn_rows) =
-        (opts.attn_split, opts.attn_gemm_heads, opts.attn_rows);
+    let attn_split = opts.attn_split;
     let g = &program.graph;
     let slots: HashMap<ValueId, usize> =
         program.slots.iter().map(|s| (s.value, s.offset)).collect();
@@ -526,8 +473,6 @@ fn plan_once(
         slots: slots.clone(),
         tensor_cores,
         attn_split,
-        attn_gemm_heads,
-        attn_rows,
         input_groups: vec![],
         deferred: HashMap::new(),
         gathers: HashMap::new(),

@@ -12,13 +12,6 @@ pub struct MmaBlocks {
     /// Warps per block, 16 query rows each (any count up to 8; the
     /// planner picks 2, 4 or 8).
     pub warps: u32,
-    /// Stage K and V row-major with `cp.async` (every 16-byte copy of a
-    /// thread in flight at once, thread count baked in) and a row-broadcast
-    /// mask with all its loads before its stores: one memory round trip
-    /// instead of one per loop iteration. `false`: the first version's
-    /// block-strided loops and transposed V (kept for the A/B,
-    /// `RLX_CUDA_ATTN_SPLIT=0`).
-    pub batched: bool,
 }
 
 /// Attention on tensor cores for f16/bf16 (sm_80+): each warp owns 16 query
@@ -45,7 +38,13 @@ pub fn attention_mma(a: &AttentionSpec, blocks: MmaBlocks) -> String {
         mask,
         ..
     } = *a;
-    let MmaBlocks { warps, batched } = blocks;
+    // K and V are staged row-major with `cp.async` (every 16-byte copy of
+    // a thread in flight at once, thread count baked in), and a
+    // row-broadcast mask with all its loads before its stores: one memory
+    // round trip instead of one per loop iteration. (The first version's
+    // block-strided loops and transposed V lost the A/B and are gone:
+    // benches/results/minilm-cuda-split-ab.log.)
+    let MmaBlocks { warps } = blocks;
     let nt = (warps * 32) as usize;
     let r = batch.len();
     let t = a.strides();
@@ -87,20 +86,14 @@ pub fn attention_mma(a: &AttentionSpec, blocks: MmaBlocks) -> String {
             } else {
                 format!("(float)({m}) * {l2e}")
             };
-            let ms = format!("float* ms = (float*)(ks + {});", mma_v_end(a, batched));
-            if batched {
-                let n = sk.div_ceil(nt);
-                mask_loads = format!(
-                    "float mv[{n}];\n  #pragma unroll\n  for (int i = 0; i < {n}; ++i) {{ int j = threadIdx.x + i * {nt}; mv[i] = j < {sk} ? ({val}) : 0.f; }}"
-                );
-                mask_stores = format!(
-                    "{ms}\n  #pragma unroll\n  for (int i = 0; i < {n}; ++i) {{ int j = threadIdx.x + i * {nt}; if (j < {sk}) ms[j] = mv[i]; }}"
-                );
-            } else {
-                mask_stores = format!(
-                    "{ms} for (int j = threadIdx.x; j < {sk}; j += blockDim.x) ms[j] = {val};"
-                );
-            }
+            let ms = format!("float* ms = (float*)(ks + {});", mma_v_end(a));
+            let n = sk.div_ceil(nt);
+            mask_loads = format!(
+                "float mv[{n}];\n  #pragma unroll\n  for (int i = 0; i < {n}; ++i) {{ int j = threadIdx.x + i * {nt}; mv[i] = j < {sk} ? ({val}) : 0.f; }}"
+            );
+            mask_stores = format!(
+                "{ms}\n  #pragma unroll\n  for (int i = 0; i < {n}; ++i) {{ int j = threadIdx.x + i * {nt}; if (j < {sk}) ms[j] = mv[i]; }}"
+            );
             mask_code = if keep {
                 "if (ms[j] != 0.f) s = -__int_as_float(0x7f800000);".into()
             } else {
@@ -113,17 +106,13 @@ pub fn attention_mma(a: &AttentionSpec, blocks: MmaBlocks) -> String {
         _ => ("f16", "f2h"),
     };
     let rows = 16 * warps;
-    let (stage_kv, vp) = if batched {
-        (stage_async(a, nt), dv + 8)
-    } else {
-        (stage_blockwise(a), sk + 8)
-    };
+    let (stage_kv, vp) = (stage_async(a, nt), dv + 8);
     // The B operand of Q·Kᵀ: K[n·8 + g][c·16 + 2·t4 (+1, +8, +9)]. With
     // heads a multiple of 32 (and K row-major, 16-byte rows), one
     // `ldmatrix.x4` per 8 keys loads it for two k steps; else two 32-bit
     // shared loads per MMA.
     let mma = format!("mma_{ty}");
-    let k_frag = if batched && dh.is_multiple_of(32) {
+    let k_frag = if dh.is_multiple_of(32) {
         format!(
             "#pragma unroll
     for (int c2 = 0; c2 < {dh} / 32; ++c2) {{
@@ -143,7 +132,7 @@ pub fn attention_mma(a: &AttentionSpec, blocks: MmaBlocks) -> String {
     // row-major V with dv a multiple of 16: one `ldmatrix.x4.trans` per
     // two 8-wide column tiles; else one 32-bit load from transposed V, or
     // two 16-bit loads from row-major V, per MMA.
-    let v_frag = if batched && dv.is_multiple_of(16) {
+    let v_frag = if dv.is_multiple_of(16) {
         format!(
             "#pragma unroll
     for (int n = 0; n < {dv} / 8; n += 2) {{
@@ -152,17 +141,10 @@ pub fn attention_mma(a: &AttentionSpec, blocks: MmaBlocks) -> String {
     }}"
         )
     } else {
-        let load = if batched {
-            format!(
-                "const unsigned short* vv = vs + (c * 16 + 2 * t4) * {vp} + n * 8 + g;
+        let load = format!(
+            "const unsigned short* vv = vs + (c * 16 + 2 * t4) * {vp} + n * 8 + g;
       unsigned b0 = (unsigned)vv[0] | ((unsigned)vv[{vp}] << 16), b1 = (unsigned)vv[8 * {vp}] | ((unsigned)vv[9 * {vp}] << 16);"
-            )
-        } else {
-            format!(
-                "const unsigned short* vv = vs + (n * 8 + g) * {vp} + c * 16 + 2 * t4;
-      unsigned b0 = *(const unsigned*)vv, b1 = *(const unsigned*)(vv + 8);"
-            )
-        };
+        );
         format!(
             "#pragma unroll
     for (int n = 0; n < {dv} / 8; ++n) {{
@@ -178,7 +160,7 @@ pub fn attention_mma(a: &AttentionSpec, blocks: MmaBlocks) -> String {
     // would spill far more: no cap. Blocks of fewer warps are chosen for
     // small grids, where occupancy does not matter but the staged loads
     // held in registers do: no cap either.
-    let bounds = if dh <= 32 && dv <= 32 && (warps == 8 || !batched) {
+    let bounds = if dh <= 32 && dv <= 32 && warps == 8 {
         format!("__launch_bounds__({}, {}) ", warps * 32, 24 / warps)
     } else {
         String::new()
@@ -274,20 +256,15 @@ pub fn attention_mma(a: &AttentionSpec, blocks: MmaBlocks) -> String {
 
 /// Where the row-broadcast mask starts in the tensor-core attention's
 /// shared memory, in 16-bit elements: after K ([sk][dh + 8]) and V
-/// (transposed [dv][sk + 8], or with `batched` row-major [sk][dv + 8]).
-fn mma_v_end(a: &AttentionSpec, batched: bool) -> usize {
-    let v = if batched {
-        a.sk * (a.dv + 8)
-    } else {
-        a.dv * (a.sk + 8)
-    };
-    a.sk * (a.dh + 8) + v
+/// (row-major [sk][dv + 8]).
+fn mma_v_end(a: &AttentionSpec) -> usize {
+    a.sk * (a.dh + 8) + a.sk * (a.dv + 8)
 }
 
 /// Dynamic shared memory of [`attention_mma`]: K, V, then room for a
 /// row-broadcast mask (f32).
-pub fn attention_mma_smem(a: &AttentionSpec, blocks: MmaBlocks) -> usize {
-    mma_v_end(a, blocks.batched) * 2 + a.sk * 4
+pub fn attention_mma_smem(a: &AttentionSpec) -> usize {
+    mma_v_end(a) * 2 + a.sk * 4
 }
 
 /// Staging K and V (row-major, rows padded to dh + 8 and dv + 8) with
@@ -335,60 +312,5 @@ fn stage_async(a: &AttentionSpec, nt: usize) -> String {
         "if (((((unsigned long long)k) | ((unsigned long long)v)) & 15ull) == 0) {{\n    {}\n    cp_async_wait_all();\n  }} else {{\n    {}\n  }}",
         copies.join("\n    "),
         scalar.join("\n    ")
-    )
-}
-
-/// The first version's staging (`RLX_CUDA_ATTN_SPLIT=0`, for the A/B):
-/// K row-major, V transposed ([dv][sk + 8]), block-strided loops with one
-/// load in flight per thread per iteration; 16-byte loads when rows are
-/// contiguous and 16-byte aligned, else one element per load.
-fn stage_blockwise(a: &AttentionSpec) -> String {
-    let t = a.strides();
-    let ((kr, kc), (vr, vc)) = (t.k, t.v);
-    let sk = a.sk;
-    // Element (j, t) of the source goes to dst[j * pitch + t], or with
-    // `transpose` to dst[t * pitch + j].
-    let stage = |dst: &str,
-                 src: &str,
-                 n: usize,
-                 pitch: usize,
-                 rs: i64,
-                 cs: i64,
-                 transpose: bool| {
-        let at = |j: &str, t: &str| {
-            if transpose {
-                format!("{t} * {pitch} + {j}")
-            } else {
-                format!("{j} * {pitch} + {t}")
-            }
-        };
-        let scalar = format!(
-            "for (int e = threadIdx.x; e < {sk} * {n}; e += blockDim.x) {{ int j = e / {n}, t = e % {n}; {dst}[{}] = {src}[j * {rs}LL + t * {cs}LL].b; }}",
-            at("j", "t")
-        );
-        if cs == 1 && rs % 8 == 0 && n.is_multiple_of(8) {
-            let put = if transpose {
-                format!(
-                    "v16b w = *(const v16b*)({src} + j * {rs}LL + t); unsigned u[4] = {{w.x, w.y, w.z, w.w}}; for (int h = 0; h < 8; ++h) {dst}[{}] = (unsigned short)(u[h >> 1] >> ((h & 1) * 16));",
-                    at("j", "(t + h)")
-                )
-            } else {
-                format!(
-                    "*(v16b*)({dst} + {}) = *(const v16b*)({src} + j * {rs}LL + t);",
-                    at("j", "t")
-                )
-            };
-            format!(
-                "if ((((unsigned long long){src}) & 15ull) == 0) {{ for (int e = threadIdx.x; e < {sk} * {n8}; e += blockDim.x) {{ int j = e / {n8}, t = (e % {n8}) * 8; {put} }} }} else {{ {scalar} }}",
-                n8 = n / 8
-            )
-        } else {
-            scalar
-        }
-    };
-    format!(
-        "{}\n  {}",
-        stage("ks", "k", a.dh, a.dh + 8, kr, kc, false),
-        stage("vs", "v", a.dv, a.sk + 8, vr, vc, true)
     )
 }
