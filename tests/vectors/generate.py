@@ -2085,6 +2085,18 @@ ACTIVATIONS = {"none": lambda x: x, "relu": lambda x: np.maximum(x, 0), "gelu": 
                "silu": silu_ref, "sigmoid": sigmoid, "tanh": np.tanh}
 
 
+def attention_attrs(kind, window, scale):
+    """The attributes of an attention case (defaults left out)."""
+    attrs = {}
+    if kind != "none":
+        attrs["mask_kind"] = kind
+    if window:
+        attrs["window"] = window
+    if scale is not None:
+        attrs["scale"] = scale
+    return attrs
+
+
 def attention_ref(q, k, v, kind="none", mask=None, window=0, scale=None):
     d = q.shape[-1]
     s = np.matmul(q, np.swapaxes(k, -1, -2)) * (1 / math.sqrt(d) if scale is None else scale)
@@ -2322,13 +2334,7 @@ def gen_folds():
         r = y.ndim
         y = np.swapaxes(y, r - 3, r - 2)
         y = y.reshape(y.shape[:r - 2] + (y.shape[r - 2] * y.shape[r - 1],))
-        attrs = {}
-        if kind != "none":
-            attrs["mask_kind"] = kind
-        if window:
-            attrs["window"] = window
-        if scale is not None:
-            attrs["scale"] = scale
+        attrs = attention_attrs(kind, window, scale)
         add_case("attention_merged", name, ins, tensor(dt, y), attrs, acc=True,
                  names=["q", "k", "v", "mask"][: len(ins)])
 
@@ -2397,13 +2403,7 @@ def gen_attention(rng):
             o = onnx_ref("Attention", [q.f64(), k.f64(), v.f64()] + ([m] if m is not None else []), attrs_onnx,
                          opset=23)[0]
             check_close("attention vs ONNX Attention", o, y, 1e-6, 1e-6)
-        attrs = {}
-        if kind != "none":
-            attrs["mask_kind"] = kind
-        if window:
-            attrs["window"] = window
-        if scale is not None:
-            attrs["scale"] = scale
+        attrs = attention_attrs(kind, window, scale)
         add_case("attention", name, ins, tensor(dt, y), attrs, acc=True, names=["q", "k", "v", "mask"][: len(ins)])
 
     case("none_f32", (1, 2, 3, 4), (1, 2, 3, 4), (1, 2, 3, 4))
