@@ -236,6 +236,22 @@ fn donors(node: &Node) -> &[ValueId] {
     }
 }
 
+/// Whether no other operand of `node` reads donor `x`'s memory: an
+/// elementwise op may read `x` itself in several positions (each element
+/// is read before it is written), never through another view of it;
+/// `matmul_residual`'s GEMM reads `a` and `b` whole while it writes, so
+/// neither may be the residual (`x @ x + x` is not planned in place).
+fn others_clear(node: &Node, x: ValueId, root: impl Fn(ValueId) -> ValueId) -> bool {
+    match node.op.name() {
+        "matmul_residual" => node
+            .inputs
+            .iter()
+            .enumerate()
+            .all(|(k, &u)| k == 2 || root(u) != x),
+        _ => node.inputs.iter().all(|&u| u == x || root(u) != x),
+    }
+}
+
 /// Plan `graph` into an LIR program (see the module docs).
 pub fn plan(graph: Graph) -> Result<Program, OptError> {
     Ok(plan_with_report(graph)?.0)
@@ -321,7 +337,7 @@ pub fn plan_with_report(graph: Graph) -> Result<(Program, MemoryReport), OptErro
                                 && last[x.index()] == i
                                 && g.ty(x) == ty
                                 && !handed_over.contains(&x)
-                                && node.inputs.iter().all(|&u| u == x || root(u) != x)
+                                && others_clear(node, x, root)
                         })
                     })
                     .flatten();
@@ -535,10 +551,7 @@ pub fn check_plan(p: &Program) -> Result<(), String> {
             && x.offset == y.offset
             && x.bytes == y.bytes
             && x.ty == y.ty
-            && node
-                .inputs
-                .iter()
-                .all(|&u| u == x.value || root(u) != x.value)
+            && others_clear(node, x.value, root)
     };
     let mut order: Vec<&BufferSlot> = p.slots.iter().filter(|s| s.bytes > 0).collect();
     order.sort_by_key(|s| s.offset);

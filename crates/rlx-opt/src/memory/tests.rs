@@ -237,3 +237,24 @@ fn values_under_the_tensor_bound_still_fit_the_arena_bound() {
     assert_eq!(l.value, 36 << 30);
     assert!(l.what.contains("`cos`"), "{}", l.what);
 }
+
+/// `x @ x + x` (found by the fuzzer): the residual is also the GEMM's
+/// operands, which it reads whole while it writes, so the output gets a
+/// buffer of its own; the checker refuses it written over `x`.
+#[test]
+fn matmul_residual_over_an_operand_is_never_in_place() {
+    let mut b = GraphBuilder::new("g");
+    let a = b.input("a", f32t(&[4, 4]));
+    let x = b.unary("exp", a).unwrap();
+    let y = b.op1("matmul_residual", &[x, x, x], Attrs::new()).unwrap();
+    let g = b.finish(&[y]).unwrap();
+    let (p, rep) = plan_with_report(g).unwrap();
+    check_plan(&p).unwrap();
+    let off = |v: ValueId| p.slots.iter().find(|s| s.value == v).unwrap().offset;
+    assert_ne!(off(y), off(x));
+    assert_eq!(rep.in_place, 0);
+    let mut bad = p.clone();
+    let xo = off(x);
+    bad.slots.iter_mut().find(|s| s.value == y).unwrap().offset = xo;
+    assert!(check_plan(&bad).is_err());
+}
