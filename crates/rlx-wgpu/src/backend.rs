@@ -294,7 +294,7 @@ impl Backend for WgpuBackend {
     }
 
     fn select(&self, node: &rlx_runtime::NodeQuery) -> Result<String, String> {
-        crate::select::check(node)?;
+        crate::select::check(node, &self.opts)?;
         Ok(self.kernel_name(node.op, node.dtype))
     }
 

@@ -6,13 +6,16 @@
 //! refusal with its reason before anything is built.
 
 use crate::wgsl::expr::apply;
+use crate::WgpuOptions;
 use rlx_ir::DType;
 use rlx_runtime::NodeQuery;
 
 /// `Ok` if the WGSL kernels run this node, else why not.
-pub fn check(node: &NodeQuery) -> Result<(), String> {
-    if node.op == "dequant_matmul" {
-        return dequant_matmul(node);
+pub fn check(node: &NodeQuery, opts: &WgpuOptions) -> Result<(), String> {
+    match node.op {
+        "dequant_matmul" => return dequant_matmul(node),
+        "matmul" | "matmul_bias_act" | "matmul_residual" => return matmul(node, opts),
+        _ => {}
     }
     if node.op != "fused_elementwise" {
         return Ok(());
@@ -61,4 +64,35 @@ fn dequant_matmul(node: &NodeQuery) -> Result<(), String> {
         return Err(format!("the weight {w} is not (N, K)"));
     }
     Ok(())
+}
+
+/// A matmul whose workgroup grid would exceed WebGPU's per-axis limit
+/// (a batch of over 65,535 small products, say).
+fn matmul(node: &NodeQuery, opts: &WgpuOptions) -> Result<(), String> {
+    let (Some(a), Some(b)) = (node.inputs.first(), node.inputs.get(1)) else {
+        return Ok(());
+    };
+    let (ad, bd) = (a.dims(), b.dims());
+    let mat = |d: &[usize], left: bool| -> (usize, usize) {
+        match d.len() {
+            0 => (1, 1),
+            1 if left => (1, d[0]),
+            1 => (d[0], 1),
+            r => (d[r - 2], d[r - 1]),
+        }
+    };
+    let ((m, k), (_, n)) = (mat(ad, true), mat(bd, false));
+    let batch = |d: &[usize]| d[..d.len().saturating_sub(2)].to_vec();
+    let (ba, bb) = (batch(ad), batch(bd));
+    let rank = ba.len().max(bb.len());
+    let at = |v: &[usize], i: usize| {
+        let off = rank - v.len();
+        if i < off {
+            1
+        } else {
+            v[i - off]
+        }
+    };
+    let nb: usize = (0..rank).map(|i| at(&ba, i).max(at(&bb, i))).product();
+    crate::wgsl::matmul::grid_limit(nb.max(1), m, k, n, opts)
 }

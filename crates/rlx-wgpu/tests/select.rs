@@ -96,3 +96,27 @@ fn a_region_with_scalar_constants_is_native() {
     assert_eq!(l.report.nodes[0].path, DispatchPath::Native);
     assert_eq!(l.report.nodes[0].kernels, ["wgsl::fused_elementwise<f32>"]);
 }
+
+/// A matmul whose workgroup grid would pass WebGPU's 65,535 per axis (a
+/// batch of 70,000 small products) is refused at legalization with the
+/// reason — before, lowering found it while building, after the
+/// `DispatchError` that lists every unsupported node. Its neighbours, and
+/// the same product at a batch that fits, are native.
+#[test]
+fn a_matmul_past_the_dispatch_grid_is_refused_with_the_reason() {
+    let backend = WgpuBackend::new(Device::Vulkan);
+    let graph = |b: usize| {
+        text::parse(&format!(
+            "graph @g(%a: f32[{b},4,4], %w: f32[{b},4,4]) {{\n  %y = matmul(%a, %w)\n  %z = tanh(%y)\n  return %z\n}}"
+        ))
+        .unwrap()
+    };
+    let Err(e) = legalize(&graph(70_000), &backend, &DispatchOptions::default()) else {
+        panic!("a 70,000-batch matmul was not refused");
+    };
+    let s = e.to_string();
+    assert!(s.contains("node 0 `matmul`"), "{s}");
+    assert!(s.contains("WebGPU allows 65535 per axis"), "{s}");
+    assert_eq!(e.nodes.len(), 1, "only the matmul: {s}");
+    assert!(legalize(&graph(60_000), &backend, &DispatchOptions::default()).is_ok());
+}

@@ -97,29 +97,76 @@ pub struct Matmul<'a> {
     pub opts: &'a WgpuOptions,
 }
 
+/// How the register-blocked kernel covers a product of `nb` batches of
+/// (m × k) · (k × n): register blocks `r` (tiles of 16r × 16r, K steps of
+/// `bk`), K split into `split` chunks of `kc`, and the workgroup grid.
+struct Tiling {
+    r: usize,
+    bk: usize,
+    split: usize,
+    kc: usize,
+    groups: [usize; 3],
+}
+
+fn tiling(nb: usize, m: usize, k: usize, n: usize, opts: &WgpuOptions) -> Tiling {
+    let r = block_for(nb, m, n, opts);
+    let bt = 16 * r;
+    let bk = if r == 8 { 8 } else { 16 };
+    let tiles = nb * m.div_ceil(bt) * n.div_ceil(bt);
+    let (split, kc) = split_k(tiles, k, bk, opts.split_k);
+    let groups = [n.div_ceil(bt), m.div_ceil(bt), nb * split];
+    Tiling {
+        r,
+        bk,
+        split,
+        kc,
+        groups,
+    }
+}
+
+/// Why the register-blocked kernel cannot run a product of `nb` batches of
+/// (m × k) · (k × n), if it cannot: its grid has at most
+/// [`super::MAX_GROUPS`] workgroups per axis. Asked by `select` at
+/// legalization and again here, so a refusal is in the dispatch report
+/// before anything is built.
+pub fn grid_limit(
+    nb: usize,
+    m: usize,
+    k: usize,
+    n: usize,
+    opts: &WgpuOptions,
+) -> Result<(), String> {
+    let g = tiling(nb, m, k, n, opts).groups;
+    let max = super::MAX_GROUPS as usize;
+    if g.iter().any(|&x| x > max) {
+        return Err(format!(
+            "{nb} batches of {m}×{k} · {k}×{n} need a {}×{}×{} workgroup grid; WebGPU allows {max} per axis",
+            g[0], g[1], g[2]
+        ));
+    }
+    Ok(())
+}
+
 /// The register-blocked kernel (plus a split-K reducer when K is split).
 pub fn kernel(name: &str, mm: &Matmul) -> Result<Vec<Kernel>, WgpuError> {
     let out = mm.out;
     let (a, b_, batch, m, k, n) = operands(mm.a, mm.b);
     let nb: usize = batch.iter().product::<usize>().max(1);
-    let r = block_for(nb, m, n, mm.opts);
+    grid_limit(nb, m, k, n, mm.opts).map_err(|why| WgpuError::Unsupported {
+        op: "matmul".into(),
+        why,
+    })?;
+    let Tiling {
+        r,
+        bk,
+        split,
+        kc,
+        groups,
+    } = tiling(nb, m, k, n, mm.opts);
     let (bm, bn) = (16 * r, 16 * r);
-    let bk = if r == 8 { 8 } else { 16 };
     // Tile elements each of the 256 threads loads per operand.
     let per = bm * bk / 256;
-    let tiles = nb * m.div_ceil(bm) * n.div_ceil(bn);
-    let (split, kc) = split_k(tiles, k, bk, mm.opts.split_k);
-    let groups = [
-        n.div_ceil(bn) as u32,
-        m.div_ceil(bm) as u32,
-        (nb * split) as u32,
-    ];
-    if groups[2] > super::MAX_GROUPS || groups[1] > super::MAX_GROUPS {
-        return Err(WgpuError::Unsupported {
-            op: "matmul".into(),
-            why: format!("batch {nb} or m {m} exceeds the dispatch grid"),
-        });
-    }
+    let groups = groups.map(|g| g as u32);
     let mut bl = Builder::default();
     let rb = batch.len();
     let (bu, bi) = unravel("zb", &batch, "z");
