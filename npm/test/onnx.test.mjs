@@ -43,9 +43,10 @@ test("Model.fromOnnx runs YOLOv8n as ONNX Runtime does", async () => {
   for (let i = 0; i < want.data.length; i++) err = Math.max(err, Math.abs(out.data[i] - want.data[i]));
   // Box coordinates are pixels (up to 320): 2e-3 is 6e-6 relative.
   assert.ok(err < 2e-3, `max abs error ${err} vs ONNX Runtime`);
-  // The report says how each node runs: the convs on the fast kernel.
+  // The report says how each node runs: the convs on the fast kernel
+  // (`conv_act`: a conv with the SiLU after it folded in, rlx-opt's fold).
   const report = model.dispatchReport();
-  const convs = report.nodes.filter((n) => n.op === "conv");
+  const convs = report.nodes.filter((n) => n.op === "conv" || n.op === "conv_act");
   assert.ok(convs.length > 50 && convs.every((n) => n.kernels.every((k) => k.startsWith("cpu::fast::conv"))));
   model.dispose();
 });

@@ -331,7 +331,7 @@ test('an .onnx file becomes the graph: its dims asked for, every view, a run on 
   await setHash(page, 'model=custom&device=cpu&view=dispatch');
   const r = await page.evaluate(async () => {
     const c = await window.__rlxPlayground.ctx.compiled('cpu', 'prefer_native');
-    return c.error ? { error: c.error } : { kernels: c.model.dispatchReport().nodes.filter((n) => n.op === 'conv').flatMap((n) => n.kernels) };
+    return c.error ? { error: c.error } : { kernels: c.model.dispatchReport().nodes.filter((n) => n.op === 'conv' || n.op === 'conv_act').flatMap((n) => n.kernels) };
   });
   assert(!r.error && r.kernels.length > 50 && r.kernels.every((k) => k.startsWith('cpu::fast::conv')), JSON.stringify(r).slice(0, 300));
   await shot(page, 'onnx-dispatch');

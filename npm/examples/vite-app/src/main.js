@@ -61,7 +61,7 @@ async function onnxDemo(url, inputUrl) {
   const m = await rlx.Model.fromOnnx(bytes, { shapes: { images: x8.shape }, device: "cpu" });
   const [out] = await m.run({ images: { data: x, shape: x8.shape } });
   const ms = performance.now() - t0;
-  const kernels = m.dispatchReport().nodes.filter((n) => n.op === "conv").flatMap((n) => n.kernels);
+  const kernels = m.dispatchReport().nodes.filter((n) => n.op === "conv" || n.op === "conv_act").flatMap((n) => n.kernels);
   m.dispose();
   log(`onnx: ${url} on cpu in ${ms.toFixed(0)} ms (import, compile, run): ${out.name} [${out.shape}]`);
   const result = { shape: out.shape, data: Array.from(out.data), ms, kernels };
