@@ -34,6 +34,21 @@ pub type DecomposeFn = fn(&mut GraphBuilder, &[ValueId], &Attrs) -> Result<Vec<V
 /// appended to the builder (autodiff's rule when the op carries one).
 pub type DerivFn = fn(&mut GraphBuilder, ValueId, ValueId) -> Result<ValueId, IrError>;
 
+/// Where a value's elements sit in the buffer it reads: an element offset
+/// and a stride per axis (in elements).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Window {
+    pub offset: usize,
+    pub strides: Vec<usize>,
+}
+
+/// View-ness: how a node's output can read its one input's memory instead
+/// of a copy. From the input's type and window, the attributes and the
+/// output's type, the output's window — or `None` when this instance must
+/// copy (a reshape of a strided window, a narrow along an inner axis). The
+/// memory planner asks it; an op without one always copies.
+pub type ViewFn = fn(&TensorType, &Attrs, &TensorType, &Window) -> Option<Window>;
+
 /// How backends get an op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -130,6 +145,8 @@ pub struct OpDef {
     /// `f'(x)` for a differentiable unary op whose derivative is written
     /// on its definition (autodiff uses it when it has no rule of its own).
     pub derivative: Option<DerivFn>,
+    /// Whether (and how) its output can be a view of its input.
+    pub view: Option<ViewFn>,
 }
 
 impl OpDef {

@@ -34,7 +34,7 @@ mod free_list;
 use crate::error::OptError;
 use free_list::FreeList;
 use rlx_ir::lir::{BufferSlot, Program, Step, View};
-use rlx_ir::shape::normalize_axis;
+use rlx_ir::op::Window;
 use rlx_ir::{limits, Category, Graph, IrError, Limits, Node, TensorType, ValueDef, ValueId};
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
@@ -103,15 +103,6 @@ fn row_major(dims: &[usize]) -> Vec<usize> {
     rlx_ir::Shape::from(dims).strides()
 }
 
-/// Whether `strides` lay `dims` out row-major with no gaps (size-1 axes
-/// may have any stride).
-fn contiguous(dims: &[usize], strides: &[usize]) -> bool {
-    let want = row_major(dims);
-    dims.iter()
-        .zip(strides.iter().zip(&want))
-        .all(|(&d, (&s, &w))| d <= 1 || s == w)
-}
-
 /// Where a value's elements are, while planning.
 #[derive(Clone, Debug)]
 struct Loc {
@@ -141,44 +132,30 @@ fn loc_of(storage: &[Storage], g: &Graph, v: ValueId) -> Loc {
     }
 }
 
-/// The view `node` can be, if any.
+/// The view `node` can be, if any: its op's own answer
+/// ([`rlx_ir::op::ViewFn`], on the op's definition) for an input and output
+/// of one stored dtype.
 fn view_of(g: &Graph, node: &Node, storage: &[Storage]) -> Option<Loc> {
     if node.inputs.len() != 1 || node.outputs.len() != 1 {
         return None;
     }
+    let view = node.op.view?;
     let (x, out) = (node.inputs[0], node.outputs[0]);
     let (tx, to) = (g.ty(x), g.ty(out));
     if tx.dtype != to.dtype || tx.dtype.is_quantized() {
         return None;
     }
     let l = loc_of(storage, g, x);
-    match node.op.name() {
-        "reshape" | "squeeze" | "unsqueeze" => contiguous(tx.dims(), &l.strides).then(|| Loc {
-            strides: row_major(to.dims()),
-            ..l
-        }),
-        "cast" | "identity" | "stop_gradient" => Some(l),
-        "permute" => {
-            let perm = node.attrs.ints("perm").ok()?;
-            let strides = perm
-                .iter()
-                .map(|&p| Some(l.strides[normalize_axis(p, tx.rank()).ok()?]))
-                .collect::<Option<Vec<_>>>()?;
-            Some(Loc { strides, ..l })
-        }
-        "narrow" => {
-            let axis = normalize_axis(node.attrs.int("axis").ok()?, tx.rank()).ok()?;
-            let start = usize::try_from(node.attrs.int("start").ok()?).ok()?;
-            if tx.dims()[..axis].iter().any(|&d| d != 1) {
-                return None; // not the leading axis: a gather, not an offset
-            }
-            Some(Loc {
-                offset: l.offset + start * l.strides[axis],
-                ..l
-            })
-        }
-        _ => None,
-    }
+    let at = Window {
+        offset: l.offset,
+        strides: l.strides,
+    };
+    let w = view(tx, &node.attrs, to, &at)?;
+    Some(Loc {
+        root: l.root,
+        offset: w.offset,
+        strides: w.strides,
+    })
 }
 
 fn bytes_of(ty: &TensorType) -> Result<usize, OptError> {

@@ -43,6 +43,7 @@ pub fn def(name: &'static str) -> OpDef {
         doc: "x / (1 + |x|)",
         lowering: Lowering::Kernel,
         derivative: None,
+        view: None,
     }
 }
 

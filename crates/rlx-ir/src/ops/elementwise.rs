@@ -314,6 +314,7 @@ pub static ELEMENTWISE: &[OpDef] = &[
         Differentiable,
         "min(max(x, min), max); a missing bound is open",
     ),
+    with_view(
     def(
         "cast",
         C::Misc,
@@ -325,4 +326,5 @@ pub static ELEMENTWISE: &[OpDef] = &[
         Differentiable,
         "convert elements: float→int truncates toward 0 and saturates at the dtype's range, NaN or ±inf → int is a runtime error naming the node and element; int→int wraps (two's complement); float→float rounds to nearest even (overflow gives ±inf); x→bool is x != 0 (NaN → true); c64→real takes the real part",
     ),
+    view::same),
 ];

@@ -76,6 +76,7 @@ pub static MISC: &[OpDef] = &[
         NotDifferentiable,
         "start + i·step for i in 0..len",
     ),
+    with_view(
     def(
         "identity",
         C::Misc,
@@ -87,6 +88,7 @@ pub static MISC: &[OpDef] = &[
         Differentiable,
         "the input, unchanged",
     ),
+    view::same),
     def(
         "transfer",
         C::Misc,
@@ -98,6 +100,7 @@ pub static MISC: &[OpDef] = &[
         Differentiable,
         "copy to device `to`; the legalizer inserts these so every host↔device move is a visible node",
     ),
+    with_view(
     def(
         "stop_gradient",
         C::Misc,
@@ -109,6 +112,7 @@ pub static MISC: &[OpDef] = &[
         NotDifferentiable,
         "the input, unchanged, but no gradient flows through it",
     ),
+    view::same),
     def(
         "quantize",
         C::Quant,

@@ -12,6 +12,7 @@ pub mod reduce;
 pub mod region;
 pub mod shape;
 pub mod signal;
+pub mod view;
 
 #[cfg(test)]
 mod axes_tests;
@@ -80,7 +81,14 @@ pub(crate) const fn def(
         doc,
         lowering: crate::op::Lowering::Kernel,
         derivative: None,
+        view: None,
     }
+}
+
+/// `d`, whose output can be a view of its input ([`crate::op::ViewFn`]).
+pub(crate) const fn with_view(mut d: OpDef, view: crate::op::ViewFn) -> OpDef {
+    d.view = Some(view);
+    d
 }
 
 pub(crate) type R = Result<Vec<TensorType>, String>;

@@ -317,19 +317,25 @@ const fn sh(
 }
 
 pub static SHAPE: &[OpDef] = &[
-    sh(
-        "reshape",
-        Exact(1),
-        &[attr("shape", K::Ints, D::Required)],
-        reshape,
-        "same elements, new shape; one extent may be -1",
+    with_view(
+        sh(
+            "reshape",
+            Exact(1),
+            &[attr("shape", K::Ints, D::Required)],
+            reshape,
+            "same elements, new shape; one extent may be -1",
+        ),
+        view::reshaped,
     ),
-    sh(
-        "permute",
-        Exact(1),
-        &[attr("perm", K::Ints, D::Required)],
-        permute,
-        "reorder axes: out.dims[i] = x.dims[perm[i]]",
+    with_view(
+        sh(
+            "permute",
+            Exact(1),
+            &[attr("perm", K::Ints, D::Required)],
+            permute,
+            "reorder axes: out.dims[i] = x.dims[perm[i]]",
+        ),
+        view::permuted,
     ),
     sh(
         "broadcast",
@@ -338,16 +344,19 @@ pub static SHAPE: &[OpDef] = &[
         broadcast,
         "NumPy broadcast_to",
     ),
-    sh(
-        "narrow",
-        Exact(1),
-        &[
-            attr("axis", K::Int, D::Required),
-            attr("start", K::Int, D::Required),
-            attr("len", K::Int, D::Required),
-        ],
-        narrow,
-        "contiguous range [start, start+len) of one axis",
+    with_view(
+        sh(
+            "narrow",
+            Exact(1),
+            &[
+                attr("axis", K::Int, D::Required),
+                attr("start", K::Int, D::Required),
+                attr("len", K::Int, D::Required),
+            ],
+            narrow,
+            "contiguous range [start, start+len) of one axis",
+        ),
+        view::narrowed,
     ),
     sh(
         "slice",
@@ -389,19 +398,25 @@ pub static SHAPE: &[OpDef] = &[
         pad,
         "pad with a constant, by reflection (excluding the edge), or by repeating the edge",
     ),
-    sh(
-        "squeeze",
-        Exact(1),
-        &[attr("axes", K::Ints, D::Ints(&[]))],
-        squeeze,
-        "drop size-1 axes (all of them if axes = [])",
+    with_view(
+        sh(
+            "squeeze",
+            Exact(1),
+            &[attr("axes", K::Ints, D::Ints(&[]))],
+            squeeze,
+            "drop size-1 axes (all of them if axes = [])",
+        ),
+        view::reshaped,
     ),
-    sh(
-        "unsqueeze",
-        Exact(1),
-        &[attr("axes", K::Ints, D::Required)],
-        unsqueeze,
-        "insert size-1 axes at the given output positions",
+    with_view(
+        sh(
+            "unsqueeze",
+            Exact(1),
+            &[attr("axes", K::Ints, D::Required)],
+            unsqueeze,
+            "insert size-1 axes at the given output positions",
+        ),
+        view::reshaped,
     ),
     sh(
         "flip",
