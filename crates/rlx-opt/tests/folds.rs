@@ -109,3 +109,17 @@ fn an_activation_after_a_conv_is_applied_as_it_writes() {
     );
     assert!(ops.contains(&"conv".to_string()), "{ops:?}");
 }
+
+#[test]
+fn a_head_merge_into_another_shape_folds_then_reshapes() {
+    // (2, 3, 5, 4) heads merged straight into rows of the whole batch.
+    let ops = fused_ops(
+        "graph @g(%q: f32[2,3,5,4], %k: f32[2,3,5,4], %v: f32[2,3,5,4]) {
+  %a = attention(%q, %k, %v)
+  %p = permute(%a) {perm=[0, 2, 1, 3]}
+  %y = reshape(%p) {shape=[10, 12]}
+  return %y
+}",
+    );
+    assert_eq!(ops, ["attention_merged", "reshape"]);
+}
