@@ -127,28 +127,25 @@ impl Backend for CpuBackend {
     /// `cpu::fast::…` where the fast f32 engine has a kernel for the node,
     /// `cpu::ref::…` where the reference kernel runs it. The reference
     /// runs every node the claims admit, so nothing is refused here —
-    /// except a fold (`matmul_residual`, `attention_merged`) the fast
-    /// engine cannot make: its decomposition (the product or attention,
-    /// then the add or the head merge) runs instead, and the dispatch
-    /// report says why.
+    /// except a fold rlx-opt made (`matmul_residual`, `attention_merged`,
+    /// `conv_act`) that the fast engine cannot make for these operands:
+    /// its decomposition (the product, attention or conv, then the add,
+    /// the head merge or the activation) runs instead, whose parts may be
+    /// fast, and the dispatch report says why.
     fn select(&self, node: &NodeQuery) -> Result<String, String> {
         let (op, dtype) = (node.op, node.dtype);
         if self.opts.engine == CpuEngine::Reference {
             return Ok(format!("cpu::ref::{op}<{dtype}>"));
         }
-        let fast = crate::fast::select(op, node.inputs, node.attrs).is_some();
-        match op {
-            "matmul_residual" if !fast => Err(
-                "the fast engine adds a residual in the GEMM only for f32 without an activation"
-                    .into(),
-            ),
-            "attention_merged" if !fast => {
-                Err("the fast engine has no attention kernel for these operands".into())
-            }
-            _ => Ok(scoped(self.opts, || {
-                crate::fast::kernel_name(op, node.inputs, node.attrs, dtype)
-            })),
+        let fold = matches!(op, "matmul_residual" | "attention_merged" | "conv_act");
+        if fold && crate::fast::select(op, node.inputs, node.attrs).is_none() {
+            return Err(format!(
+                "no fast {op} kernel for these {dtype} operands (matmul_residual: f32 only, no activation)"
+            ));
         }
+        Ok(scoped(self.opts, || {
+            crate::fast::kernel_name(op, node.inputs, node.attrs, dtype)
+        }))
     }
 
     fn compile(&self, program: Program) -> Result<Box<dyn Executable>, RuntimeError> {
