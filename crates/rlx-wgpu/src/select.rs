@@ -7,7 +7,8 @@
 
 use crate::wgsl::expr::apply;
 use crate::WgpuOptions;
-use rlx_ir::DType;
+use rlx_ir::shape::broadcast_shapes;
+use rlx_ir::{DType, Shape, TensorType};
 use rlx_runtime::NodeQuery;
 
 /// `Ok` if the WGSL kernels run this node, else why not.
@@ -72,27 +73,12 @@ fn matmul(node: &NodeQuery, opts: &WgpuOptions) -> Result<(), String> {
     let (Some(a), Some(b)) = (node.inputs.first(), node.inputs.get(1)) else {
         return Ok(());
     };
-    let (ad, bd) = (a.dims(), b.dims());
-    let mat = |d: &[usize], left: bool| -> (usize, usize) {
-        match d.len() {
-            0 => (1, 1),
-            1 if left => (1, d[0]),
-            1 => (d[0], 1),
-            r => (d[r - 2], d[r - 1]),
-        }
-    };
-    let ((m, k), (_, n)) = (mat(ad, true), mat(bd, false));
-    let batch = |d: &[usize]| d[..d.len().saturating_sub(2)].to_vec();
-    let (ba, bb) = (batch(ad), batch(bd));
-    let rank = ba.len().max(bb.len());
-    let at = |v: &[usize], i: usize| {
-        let off = rank - v.len();
-        if i < off {
-            1
-        } else {
-            v[i - off]
-        }
-    };
-    let nb: usize = (0..rank).map(|i| at(&ba, i).max(at(&bb, i))).product();
+    // A vector operand is one row (a) or one column (b).
+    let (ra, rb) = (a.rank(), b.rank());
+    let m = if ra >= 2 { a.dims()[ra - 2] } else { 1 };
+    let k = a.dims().last().copied().unwrap_or(1);
+    let n = if rb >= 2 { b.dims()[rb - 1] } else { 1 };
+    let batch = |t: &TensorType| Shape(t.dims()[..t.rank().saturating_sub(2)].to_vec());
+    let nb = broadcast_shapes(&batch(a), &batch(b)).map_or(1, |s| s.numel());
     crate::wgsl::matmul::grid_limit(nb.max(1), m, k, n, opts)
 }
