@@ -271,35 +271,9 @@ pub(super) fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaEr
                 }
             }
             if op == "matmul_bias_act" {
-                let mut ins = vec![Operand::plain(out.dtype, out.strides.clone())];
-                let mut args = vec![out.ptr()];
-                let mut e = "x0".to_string();
-                if let Some(&bv) = node.inputs.get(2) {
-                    let bl = p.loc(bv)?;
-                    ins.push(Operand::plain(bl.dtype, broadcast_strides(&bl, &out.dims)));
-                    args.push(bl.ptr());
-                    e = "(x0 + x1)".into();
-                }
-                args.push(out.ptr());
-                let e = if act == "none" {
-                    e
-                } else {
-                    let stmt = e;
-                    expr::unary(&act, out.dtype, "y")
-                        .map(|s| {
-                            format!(
-                                "([&]() {{ {} y = {stmt}; return {s}; }}())",
-                                ctype::compute(out.dtype)
-                            )
-                        })
-                        .ok_or_else(|| unsupported(i, node, format!("activation {act}")))?
-                };
                 if node.inputs.len() > 2 || act != "none" {
-                    let outs = [(out.dtype, out.strides.clone())];
-                    let n_in = args.len() - 1;
-                    let vec = vector_width(&out.dims, &ins, &args[..n_in], &outs, &args[n_in..]);
-                    let text = kernels::elementwise_vec(&out.dims, &ins, &outs, "", &[e], vec);
-                    p.kernel(text, grid_for(n_out / vec), 256, 0, args, false);
+                    let bias = node.inputs.get(2).copied();
+                    epilogue(p, i, node, &out, bias, &act, None, &out)?;
                 }
                 // The kernel just added is the GEMM's tail, which our own
                 // GEMM kernels can fold into their epilogue (`hgemm.rs`).
@@ -365,8 +339,8 @@ fn matmul_residual(p: &mut Planner, i: usize, node: &Node, out: &Loc) -> Result<
         p.loc(node.inputs[2])?,
     );
     let bias = node.inputs.get(3).copied();
-    let epilogue = act == "none" && r.is_contiguous() && r.dims == out.dims && r.dtype == out.dtype;
-    if let (true, Some(bias_ptr)) = (epilogue, bias_vector(p, bias, out)?) {
+    let in_gemm = act == "none" && r.is_contiguous() && r.dims == out.dims && r.dtype == out.dtype;
+    if let (true, Some(bias_ptr)) = (in_gemm, bias_vector(p, bias, out)?) {
         // Try the one-GEMM form; the launches (and any operand copies
         // cached for later nodes) are undone if the product needs more.
         let mark = (
@@ -388,6 +362,23 @@ fn matmul_residual(p: &mut Planner, i: usize, node: &Node, out: &Loc) -> Result<
     }
     let y = p.scratch_loc(out.dtype, &out.dims);
     matmul(p, i, node, a, b, &y)?;
+    epilogue(p, i, node, &y, bias, &act, Some(&r), out)
+}
+
+/// One elementwise kernel finishing product `y` into `out`:
+/// act(y + bias), plus `residual` when given. `y` may be `out` itself:
+/// each element is read before it is written.
+#[allow(clippy::too_many_arguments)]
+fn epilogue(
+    p: &mut Planner,
+    i: usize,
+    node: &Node,
+    y: &Loc,
+    bias: Option<ValueId>,
+    act: &str,
+    residual: Option<&Loc>,
+    out: &Loc,
+) -> Result<(), CudaError> {
     let mut ins = vec![Operand::plain(y.dtype, y.strides.clone())];
     let mut args = vec![y.ptr()];
     let mut e = "x0".to_string();
@@ -398,17 +389,19 @@ fn matmul_residual(p: &mut Planner, i: usize, node: &Node, out: &Loc) -> Result<
         e = "(x0 + x1)".into();
     }
     if act != "none" {
-        let s = expr::unary(&act, out.dtype, "y")
+        let s = expr::unary(act, out.dtype, "y")
             .ok_or_else(|| unsupported(i, node, format!("activation {act}")))?;
         e = format!(
             "([&]() {{ {} y = {e}; return {s}; }}())",
             ctype::compute(out.dtype)
         );
     }
-    let k = ins.len();
-    ins.push(Operand::plain(r.dtype, broadcast_strides(&r, &out.dims)));
-    args.push(r.ptr());
-    let e = format!("({e} + x{k})");
+    if let Some(r) = residual {
+        let k = ins.len();
+        ins.push(Operand::plain(r.dtype, broadcast_strides(r, &out.dims)));
+        args.push(r.ptr());
+        e = format!("({e} + x{k})");
+    }
     args.push(out.ptr());
     let outs = [(out.dtype, out.strides.clone())];
     let n_in = args.len() - 1;
