@@ -31,6 +31,8 @@ pub use dtype::DType;
 pub use error::IrError;
 pub use graph::{Graph, GraphBuilder, Node, Value, ValueDef, ValueId};
 pub use limits::{limits, set_limits, LimitError, Limits};
-pub use op::{all_ops, lookup, register_op, Arity, Category, Grad, InferCx, Lowering, Op, OpDef};
+pub use op::{
+    all_ops, lookup, register_op, Arity, Category, Grad, InPlace, InferCx, Lowering, Op, OpDef,
+};
 pub use shape::{Shape, TensorType};
 pub use tensor::{Element, HostTensor, TensorData};

@@ -49,6 +49,22 @@ pub struct Window {
 /// memory planner asks it; an op without one always copies.
 pub type ViewFn = fn(&TensorType, &Attrs, &TensorType, &Window) -> Option<Window>;
 
+/// In-place-ness: whose buffer an op's output may take over when that
+/// input's value dies at the node (same type, read by no other operand
+/// through another view). The memory planner asks it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InPlace {
+    /// Never: the kernel may read inputs after writing output elements.
+    No,
+    /// Any input: each element is read before that element is written
+    /// (another operand may be the same value, read the same way).
+    Elementwise,
+    /// Only input `k`, which the kernel reads element by element just
+    /// before writing it; no other operand may read its memory
+    /// (`matmul_residual`'s residual: the GEMM reads `a`, `b` whole).
+    Operand(usize),
+}
+
 /// How backends get an op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -147,6 +163,8 @@ pub struct OpDef {
     pub derivative: Option<DerivFn>,
     /// Whether (and how) its output can be a view of its input.
     pub view: Option<ViewFn>,
+    /// Whose buffer its output may take over.
+    pub in_place: InPlace,
 }
 
 impl OpDef {

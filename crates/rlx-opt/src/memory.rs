@@ -21,7 +21,8 @@
 //!   buffer of an input that dies at that node and has the output's dtype
 //!   and shape — unless another input of the node reads the same buffer
 //!   (through a view, say). So does `matmul_residual` over its residual
-//!   (a transformer's residual stream stays in one buffer).
+//!   (a transformer's residual stream stays in one buffer). Which inputs
+//!   may be taken over is the op's `in_place` (`rlx_ir::InPlace`).
 //!
 //! Graph inputs stay in the caller's memory (no slot). [`check_plan`]
 //! re-derives liveness from a [`Program`] and verifies that no two
@@ -34,8 +35,8 @@ mod free_list;
 use crate::error::OptError;
 use free_list::FreeList;
 use rlx_ir::lir::{BufferSlot, Program, Step, View};
-use rlx_ir::op::Window;
-use rlx_ir::{limits, Category, Graph, IrError, Limits, Node, TensorType, ValueDef, ValueId};
+use rlx_ir::op::{InPlace, Window};
+use rlx_ir::{limits, Graph, IrError, Limits, Node, TensorType, ValueDef, ValueId};
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 
@@ -197,34 +198,30 @@ fn check_sizes(g: &Graph, lim: &Limits) -> Result<(), OptError> {
     Ok(())
 }
 
-/// The inputs node's output may overwrite: any input of an elementwise op
-/// (a fused region is one elementwise loop, so any of its too), and the
-/// residual of `matmul_residual`, which the GEMM's epilogue reads element
-/// by element just before writing it.
+/// The inputs whose buffer node's output may take over, as its op says
+/// ([`InPlace`], on the op's definition).
 fn donors(node: &Node) -> &[ValueId] {
     if node.outputs.len() != 1 {
         return &[];
     }
-    match node.op.name() {
-        "fused_elementwise" => &node.inputs,
-        "matmul_residual" => &node.inputs[2..3],
-        _ if matches!(node.op.category, Category::Unary | Category::Binary) => &node.inputs,
-        _ => &[],
+    match node.op.in_place {
+        InPlace::No => &[],
+        InPlace::Elementwise => &node.inputs,
+        InPlace::Operand(k) => node.inputs.get(k..=k).unwrap_or(&[]),
     }
 }
 
 /// Whether no other operand of `node` reads donor `x`'s memory: an
-/// elementwise op may read `x` itself in several positions (each element
-/// is read before it is written), never through another view of it;
-/// `matmul_residual`'s GEMM reads `a` and `b` whole while it writes, so
-/// neither may be the residual (`x @ x + x` is not planned in place).
+/// elementwise op may read `x` itself in several positions, never through
+/// another view of it; an `Operand(k)` op (`matmul_residual`) may read it
+/// nowhere else (`x @ x + x` is not planned in place).
 fn others_clear(node: &Node, x: ValueId, root: impl Fn(ValueId) -> ValueId) -> bool {
-    match node.op.name() {
-        "matmul_residual" => node
+    match node.op.in_place {
+        InPlace::Operand(k) => node
             .inputs
             .iter()
             .enumerate()
-            .all(|(k, &u)| k == 2 || root(u) != x),
+            .all(|(j, &u)| j == k || root(u) != x),
         _ => node.inputs.iter().all(|&u| u == x || root(u) != x),
     }
 }

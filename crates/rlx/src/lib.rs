@@ -60,7 +60,7 @@ pub mod custom {
         rlx_runtime::rewrite::rewrites_for(op).next().is_some()
     }
     pub use rlx_ir::op::{DecomposeFn, InferFn};
-    pub use rlx_ir::{Arity, Category, Grad, InferCx, Lowering, Op, OpDef};
+    pub use rlx_ir::{Arity, Category, Grad, InPlace, InferCx, Lowering, Op, OpDef};
 
     /// Register a custom op and, optionally, its CPU kernel. Without a
     /// kernel the op runs through its decomposition (which it then needs);

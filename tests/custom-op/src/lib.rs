@@ -2,7 +2,9 @@
 //! with its own type rule, CPU kernel and decomposition into primitives —
 //! without editing any rlx crate.
 
-use rlx::custom::{register, Arity, Category, CpuError, Grad, InferCx, KernelCx, Lowering, OpDef};
+use rlx::custom::{
+    register, Arity, Category, CpuError, Grad, InPlace, InferCx, KernelCx, Lowering, OpDef,
+};
 use rlx::ir::{Attrs, GraphBuilder, IrError, TensorType, ValueId};
 use rlx::HostTensor;
 use std::sync::OnceLock;
@@ -44,6 +46,7 @@ pub fn def(name: &'static str) -> OpDef {
         lowering: Lowering::Kernel,
         derivative: None,
         view: None,
+        in_place: InPlace::No,
     }
 }
 

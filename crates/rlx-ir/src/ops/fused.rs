@@ -700,8 +700,10 @@ pub static FUSED: &[OpDef] = &[
         "rope applied to q and k with shared cos, sin; outputs q', k'"),
     fused("matmul_bias_act", Between(2, 3), FLOAT, &[attr("activation", K::Str, D::Str("none"))], matmul_bias_act,
         matmul_bias_act_d, "act(a @ b + bias): the matmul epilogue"),
-    fused("matmul_residual", Between(3, 4), FLOAT, &[attr("activation", K::Str, D::Str("none"))], matmul_residual,
+    // The output may take over the residual (a transformer's residual stream).
+    with_in_place(fused("matmul_residual", Between(3, 4), FLOAT, &[attr("activation", K::Str, D::Str("none"))], matmul_residual,
         matmul_residual_d, "act(a @ b + bias) + r, inputs (a, b, r, [bias]): a residual add folded into the matmul epilogue"),
+        crate::op::InPlace::Operand(2)),
     fused("conv_act", Between(2, 3), FLOAT,
         &[attr("strides", K::Ints, D::Ints(&[])), attr("pads", K::Ints, D::Ints(&[])), attr("dilations", K::Ints, D::Ints(&[])),
           attr("groups", K::Int, D::Int(1)), attr("activation", K::Str, D::Str("none"))],

@@ -82,7 +82,18 @@ pub(crate) const fn def(
         lowering: crate::op::Lowering::Kernel,
         derivative: None,
         view: None,
+        // Unary and binary ops are elementwise.
+        in_place: match category {
+            Category::Unary | Category::Binary => crate::op::InPlace::Elementwise,
+            _ => crate::op::InPlace::No,
+        },
     }
+}
+
+/// `d`, whose output may take over an input's buffer as `in_place` says.
+pub(crate) const fn with_in_place(mut d: OpDef, in_place: crate::op::InPlace) -> OpDef {
+    d.in_place = in_place;
+    d
 }
 
 /// `d`, whose output can be a view of its input ([`crate::op::ViewFn`]).

@@ -105,7 +105,8 @@ fn fused_elementwise_d(
     inline(b, a.graph("body")?, x)
 }
 
-pub static REGION: &[OpDef] = &[def(
+// One elementwise loop: its output may take over any input.
+pub static REGION: &[OpDef] = &[with_in_place(def(
     "fused_elementwise",
     C::Fused,
     AtLeast(0),
@@ -115,7 +116,7 @@ pub static REGION: &[OpDef] = &[def(
     Some(fused_elementwise_d),
     Differentiable,
     "a region of elementwise ops run as one kernel: `body` (a sub-graph over the inputs, whose outputs share one shape) inlined",
-)];
+), crate::op::InPlace::Elementwise)];
 
 #[cfg(test)]
 mod tests {
