@@ -50,6 +50,10 @@ pub struct CpuOptions {
     /// products, as llama.cpp does: faster, not exact (off, the default:
     /// f32 activations, equal to dequantize-then-matmul up to f32 sums).
     pub q8_activations: bool,
+    /// 3×3 stride-1 convs as Winograd F(4×4, 3×3): about 4× fewer
+    /// multiplies, results within f32 rounding of the direct sum but not
+    /// equal to it (off: im2col + GEMM).
+    pub winograd: bool,
 }
 
 impl Default for CpuOptions {
@@ -59,6 +63,7 @@ impl Default for CpuOptions {
             amx: true,
             bf16_dot: true,
             q8_activations: false,
+            winograd: true,
         }
     }
 }

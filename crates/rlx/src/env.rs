@@ -156,6 +156,7 @@ pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<EnvOptions
     o.cpu.amx = switch(&get, "RLX_CPU_AMX", o.cpu.amx)?;
     o.cpu.bf16_dot = switch(&get, "RLX_CPU_BF16DOT", o.cpu.bf16_dot)?;
     o.cpu.q8_activations = switch(&get, "RLX_CPU_Q8_ACTIVATIONS", o.cpu.q8_activations)?;
+    o.cpu.winograd = switch(&get, "RLX_CPU_WINOGRAD", o.cpu.winograd)?;
     o.profile = switch(&get, "RLX_PROFILE", false)?;
 
     // wgpu.

@@ -12,7 +12,7 @@ use super::weights::{
     dot_plan, f32_pack_kind, f32_pack_plan, prep_need, transposed_copies, F32Pack, F32PackKind,
     Need, Pack, Prep,
 };
-use super::{attention, bf16dot, bounds, fail, select, FastProgram, Kind};
+use super::{attention, bf16dot, bounds, fail, select, winograd, FastProgram, Filter, Kind};
 use crate::kernels::amx;
 use crate::CpuError;
 use rlx_ir::lir::Program;
@@ -328,6 +328,7 @@ impl<'g> Planner<'g> {
         let mut args = self.args(node, dot.is_some(), &stage_in)?;
         self.stage_len = self.stage_len.max(staged);
         let f32_pack = self.f32_pack(&kind, dot.is_some(), &args);
+        let kind = self.winograd_filter(kind, &args);
         let BoolOperands {
             mask,
             mask_strides,
@@ -453,6 +454,35 @@ impl<'g> Planner<'g> {
 
     /// The f32 pack of a matmul's weight (not a dot-product one), where
     /// resident f32 weights are packed once.
+    /// A Winograd conv of a constant weight: its filter transformed once,
+    /// here, into the constants (else each run transforms it).
+    fn winograd_filter(&mut self, kind: Kind, args: &[Option<Loc>]) -> Kind {
+        let Kind::Conv {
+            geom,
+            bias,
+            act,
+            winograd: Some(Filter::PerRun),
+        } = kind
+        else {
+            return kind;
+        };
+        let filter = match args.get(1).and_then(Option::as_ref) {
+            Some(w) if w.root == Root::Const && w.is_contiguous() => {
+                let (m, c) = (w.dims[0], w.dims[1]);
+                let u = winograd::transform_weights(&self.consts[w.offset..][..w.numel()], m, c);
+                self.consts.extend_from_slice(&u);
+                Filter::Const(self.consts.len() - u.len())
+            }
+            _ => Filter::PerRun,
+        };
+        Kind::Conv {
+            geom,
+            bias,
+            act,
+            winograd: Some(filter),
+        }
+    }
+
     fn f32_pack(&mut self, kind: &Kind, dot: bool, args: &[Option<Loc>]) -> Option<usize> {
         match kind {
             Kind::Matmul { .. } if !dot && self.f32_pack_kind.is_some() => {

@@ -10,7 +10,8 @@
 use super::layout::View;
 use super::matmul::{epilogue_rows, Act};
 use super::par::for_chunks;
-use crate::kernels::gemm::{gemm_cols, gemm_into, Mat};
+use super::simd::simd_fn;
+use crate::kernels::gemm::{gemm_into, Mat};
 use rlx_ir::{Attrs, TensorType};
 use std::cell::RefCell;
 
@@ -39,19 +40,19 @@ fn window(attrs: &Attrs, sp: usize) -> Option<(Vec<usize>, Vec<usize>, Vec<usize
 /// The sizes of one 2-D conv (a 1-D conv is one of height 1).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Geom {
-    n: usize,
-    c: usize,
-    h: usize,
-    w: usize,
-    m: usize,
-    kh: usize,
-    kw: usize,
-    oh: usize,
-    ow: usize,
-    stride: [usize; 2],
-    dil: [usize; 2],
-    pad: [usize; 2],
-    groups: usize,
+    pub(super) n: usize,
+    pub(super) c: usize,
+    pub(super) h: usize,
+    pub(super) w: usize,
+    pub(super) m: usize,
+    pub(super) kh: usize,
+    pub(super) kw: usize,
+    pub(super) oh: usize,
+    pub(super) ow: usize,
+    pub(super) stride: [usize; 2],
+    pub(super) dil: [usize; 2],
+    pub(super) pad: [usize; 2],
+    pub(super) groups: usize,
 }
 
 /// The geometry of a conv of these inputs and attributes, when this kernel
@@ -109,70 +110,18 @@ fn geom_groups(inputs: &[&TensorType], attrs: &Attrs, groups: Option<usize>) -> 
 }
 
 impl Geom {
-    fn depthwise(&self) -> bool {
-        self.groups == self.c && self.m == self.c
-    }
-    fn pointwise(&self) -> bool {
+    pub(super) fn pointwise(&self) -> bool {
         self.kh == 1 && self.kw == 1 && self.stride == [1, 1] && self.pad == [0, 0]
     }
-    /// f32s of the patch matrix of one group.
-    pub fn col_len(&self) -> usize {
-        if self.depthwise() || self.pointwise() {
-            0
-        } else {
-            self.c / self.groups * self.kh * self.kw * self.oh * self.ow
-        }
+    pub(super) fn depthwise(&self) -> bool {
+        self.groups == self.c && self.m == self.c
     }
 }
 
 thread_local! {
-    /// The patch matrix, kept between runs (grown, never shrunk).
+    /// The patch matrix of a transposed conv, or a max pool's row maxima;
+    /// kept between runs (grown, never shrunk).
     static COL: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-}
-
-/// One group's patch matrix: row (c, ki, kj) holds, for every output
-/// position, the input element that tap reads (0 in the padding).
-fn im2col(g: &Geom, x: &[f32], col: &mut [f32]) {
-    let (p, cg) = (g.oh * g.ow, g.c / g.groups);
-    let rows_per = (cg * g.kh * g.kw)
-        .div_ceil(super::par::threads().max(1) * 4)
-        .max(1);
-    for_chunks(
-        &mut col[..cg * g.kh * g.kw * p],
-        rows_per * p,
-        |ci, chunk| {
-            for (r, dst) in chunk.chunks_mut(p).enumerate() {
-                let row = ci * rows_per + r;
-                let (c, k) = (row / (g.kh * g.kw), row % (g.kh * g.kw));
-                let (ki, kj) = (k / g.kw, k % g.kw);
-                let plane = &x[c * g.h * g.w..(c + 1) * g.h * g.w];
-                let dx = (kj * g.dil[1]) as isize - g.pad[1] as isize;
-                // The output columns whose input column is inside the row.
-                let sw = g.stride[1] as isize;
-                let lo = if dx >= 0 { 0 } else { ((-dx) + sw - 1) / sw } as usize;
-                let hi = (((g.w as isize - dx) + sw - 1) / sw).clamp(0, g.ow as isize) as usize;
-                for oy in 0..g.oh {
-                    let iy = (oy * g.stride[0] + ki * g.dil[0]) as isize - g.pad[0] as isize;
-                    let d = &mut dst[oy * g.ow..(oy + 1) * g.ow];
-                    if iy < 0 || iy >= g.h as isize || lo >= hi {
-                        d.fill(0.0);
-                        continue;
-                    }
-                    let src = &plane[iy as usize * g.w..(iy as usize + 1) * g.w];
-                    d[..lo].fill(0.0);
-                    d[hi..].fill(0.0);
-                    if sw == 1 {
-                        let s0 = (lo as isize + dx) as usize;
-                        d[lo..hi].copy_from_slice(&src[s0..s0 + hi - lo]);
-                    } else {
-                        for (ox, v) in d[lo..hi].iter_mut().enumerate() {
-                            *v = src[((lo + ox) as isize * sw + dx) as usize];
-                        }
-                    }
-                }
-            }
-        },
-    );
 }
 
 /// Depthwise: each channel convolved with its own taps.
@@ -207,48 +156,39 @@ fn depthwise(g: &Geom, x: &[f32], w: &[f32], out: &mut [f32]) {
 }
 
 /// `out` (N, M, OH, OW) = act(conv(x, w) + bias); x and w contiguous.
-pub fn run(g: &Geom, x: &[f32], w: &[f32], bias: Option<&View>, act: Act, out: &mut [f32]) {
-    let p = g.oh * g.ow;
-    if g.depthwise() {
-        depthwise(g, x, w, out);
-    } else {
-        let (cg, mg) = (g.c / g.groups, g.m / g.groups);
-        let k = cg * g.kh * g.kw;
-        COL.with(|col| {
-            let mut col = col.borrow_mut();
-            if col.len() < g.col_len() {
-                col.resize(g.col_len(), 0.0);
-            }
-            for b in 0..g.n {
-                for gi in 0..g.groups {
-                    let xg = &x[(b * g.c + gi * cg) * g.h * g.w..][..cg * g.h * g.w];
-                    let patches: &[f32] = if g.pointwise() {
-                        xg
-                    } else {
-                        im2col(g, xg, &mut col);
-                        &col[..k * p]
-                    };
-                    let wg = &w[gi * mg * k..(gi + 1) * mg * k];
-                    let o = &mut out[(b * g.m + gi * mg) * p..][..mg * p];
-                    // Output positions split across threads: each packs
-                    // its share of the patches (M is small, P large).
-                    gemm_cols(
-                        Mat::row_major(wg, mg, k),
-                        Mat::row_major(patches, k, p),
-                        o,
-                        p,
-                        super::par::threads(),
-                        false,
-                    );
-                }
-            }
-        });
+/// With `winograd` (the transformed filter, [`super::winograd::applies`]
+/// said yes) it runs as Winograd F(4×4, 3×3).
+pub fn run(
+    g: &Geom,
+    x: &[f32],
+    w: &[f32],
+    winograd: Option<&[f32]>,
+    bias: Option<&View>,
+    act: Act,
+    out: &mut [f32],
+) {
+    if let Some(u) = winograd {
+        return super::winograd::run(g, x, u, bias, act, out);
     }
+    if !g.depthwise() {
+        let (cg, mg) = (g.c / g.groups, g.m / g.groups);
+        let (k, p) = (cg * g.kh * g.kw, g.oh * g.ow);
+        for b in 0..g.n {
+            for gi in 0..g.groups {
+                let xg = &x[(b * g.c + gi * cg) * g.h * g.w..][..cg * g.h * g.w];
+                let wg = &w[gi * mg * k..(gi + 1) * mg * k];
+                let o = &mut out[(b * g.m + gi * mg) * p..][..mg * p];
+                super::conv_gemm::run_group(g, xg, wg, gi * mg, bias, act, o);
+            }
+        }
+        return;
+    }
+    depthwise(g, x, w, out);
     if bias.is_none() && act == Act::None {
         return;
     }
     // Bias and activation per output channel (one row of `p`), on threads.
-    let p = p.max(1);
+    let p = (g.oh * g.ow).max(1);
     let rows = (out.len() / p)
         .div_ceil(super::par::threads().max(1) * 4)
         .max(1);
@@ -406,6 +346,9 @@ pub fn pool_geom(input: &TensorType, attrs: &Attrs) -> Option<Geom> {
 /// in padding — which the type rule does not produce — gives −∞). NaN
 /// propagates, as in the reference.
 pub fn max_pool(g: &Geom, x: &[f32], out: &mut [f32]) {
+    if g.stride == [1, 1] && g.dil == [1, 1] {
+        return max_pool_unit(g, x, out);
+    }
     let p = g.oh * g.ow;
     for_chunks(out, p.max(1), |plane, o| {
         let src = &x[plane * g.h * g.w..(plane + 1) * g.h * g.w];
@@ -431,5 +374,62 @@ pub fn max_pool(g: &Geom, x: &[f32], out: &mut [f32]) {
                 o[oy * g.ow + ox] = m;
             }
         }
+    });
+}
+
+/// The larger of `m` and `v`, NaN from either side winning.
+#[inline(always)]
+fn max_nan(m: f32, v: f32) -> f32 {
+    if v > m || v.is_nan() {
+        v
+    } else {
+        m
+    }
+}
+
+simd_fn! {
+    /// `dst[i] = max(dst[i], src[i])` (NaN wins).
+    fn max_into(dst: &mut [f32], src: &[f32]) {
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = max_nan(*d, s);
+        }
+    }
+}
+
+/// [`max_pool`] of stride and dilation 1, separably: the max over each
+/// window's columns for every input row (shifted rows, vectorized), then
+/// over its rows. Windows only partly inside see only their inside part,
+/// as in the direct loop; a NaN anywhere in a window gives NaN.
+fn max_pool_unit(g: &Geom, x: &[f32], out: &mut [f32]) {
+    let (ow, pl) = (g.ow, g.pad[1]);
+    for_chunks(out, (g.oh * ow).max(1), |plane, o| {
+        let src = &x[plane * g.h * g.w..(plane + 1) * g.h * g.w];
+        COL.with(|hm| {
+            let mut hm = hm.borrow_mut();
+            hm.clear();
+            hm.resize(g.h * ow, f32::NEG_INFINITY);
+            // Row maxima of every input row: hm[iy][ox].
+            for (iy, row) in hm.chunks_mut(ow.max(1)).enumerate() {
+                let s = &src[iy * g.w..(iy + 1) * g.w];
+                for kj in 0..g.kw {
+                    // Output columns ox reading input column ox + kj − pl.
+                    let lo = pl.saturating_sub(kj).min(ow);
+                    let hi = (g.w + pl).saturating_sub(kj).min(ow);
+                    if lo < hi {
+                        max_into(&mut row[lo..hi], &s[lo + kj - pl..hi + kj - pl]);
+                    }
+                }
+            }
+            o.fill(f32::NEG_INFINITY);
+            for (oy, orow) in o.chunks_mut(ow.max(1)).enumerate() {
+                for ki in 0..g.kh {
+                    let iy = (oy + ki) as isize - g.pad[0] as isize;
+                    if iy >= 0 && (iy as usize) < g.h {
+                        let iy = iy as usize;
+                        max_into(orow, &hm[iy * ow..(iy + 1) * ow]);
+                    }
+                }
+            }
+        });
     });
 }

@@ -47,6 +47,7 @@ pub mod bf16dot;
 mod bounds;
 mod compile;
 mod conv;
+mod conv_gemm;
 mod convert;
 mod elementwise;
 mod layout;
@@ -67,6 +68,9 @@ mod step;
 #[cfg(test)]
 mod tests;
 mod weights;
+mod winograd;
+#[cfg(test)]
+mod winograd_tests;
 
 use crate::kernels::amx;
 use crate::CpuError;
@@ -99,6 +103,8 @@ pub enum Kind {
         bias: bool,
         /// Applied to the rows as they are written (`conv_act`).
         act: matmul::Act,
+        /// Run as Winograd F(4×4, 3×3), with this transformed filter.
+        winograd: Option<Filter>,
     },
     ConvTranspose {
         geom: conv::TGeom,
@@ -143,6 +149,16 @@ pub enum Kind {
         len: usize,
         inner: usize,
     },
+}
+
+/// Where a Winograd conv's transformed filter comes from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Filter {
+    /// Made at compile time from a constant weight, at this offset of the
+    /// program's constants.
+    Const(usize),
+    /// Made by each run (the weight is an input).
+    PerRun,
 }
 
 /// All f32, f16 or bf16 (16-bit values are stored as such and computed in f32).
@@ -207,6 +223,8 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
             (inputs.len() >= 2 && f32s(inputs) && bias_ok)
                 .then(|| conv::geom(inputs, attrs))?
                 .map(|geom| Kind::Conv {
+                    winograd: (crate::options::current().winograd && winograd::applies(&geom))
+                        .then_some(Filter::PerRun),
                     geom,
                     bias: inputs.len() == 3,
                     act,
@@ -374,6 +392,16 @@ fn kernel_base_name(op: &str, kind: Option<Kind>, dtype: DType) -> String {
                 "activations rounded to 8 bits, AVX2 integer dot products (q8_activations)"
             } else {
                 qmatmul::few_rows_kernel(w)
+            }
+        ),
+        Some(Kind::Conv { winograd, geom, .. }) => format!(
+            "cpu::fast::{op}<{dtype}: {}>",
+            if winograd.is_some() {
+                "Winograd F(4x4,3x3), f32 transforms"
+            } else if geom.depthwise() {
+                "direct depthwise"
+            } else {
+                "im2col + GEMM"
             }
         ),
         Some(_) => format!("cpu::fast::{op}<{dtype}>"),

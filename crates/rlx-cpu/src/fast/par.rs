@@ -43,11 +43,18 @@ pub fn with_helpers<R: Send>(f: impl FnOnce() -> R + Send) -> R {
             }
         }
     }
+    // Set when `f` returns or unwinds: a panic inside a kernel must end
+    // the helpers too, or `join` would wait for them forever.
+    struct Done<'a>(&'a AtomicBool);
+    impl Drop for Done<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Release);
+        }
+    }
     let (r, ()) = rayon::join(
         || {
-            let r = f();
-            done.store(true, Ordering::Release);
-            r
+            let _done = Done(&done);
+            f()
         },
         || helpers(threads().saturating_sub(1), &serve),
     );
@@ -73,6 +80,65 @@ where
     for (i, c) in data.chunks_mut(chunk).enumerate() {
         f(i, c);
     }
+}
+
+/// One mutable slice handed to parallel tasks that each write their own
+/// ranges of it (the rows of an output tile, say, which are not one
+/// contiguous chunk): [`Disjoint::range`] is where the caller promises
+/// that no two tasks hold overlapping ranges at once.
+#[derive(Clone, Copy)]
+pub struct Disjoint<'a> {
+    ptr: *mut f32,
+    len: usize,
+    _slice: std::marker::PhantomData<&'a mut [f32]>,
+}
+
+// SAFETY: the pointer comes from a `&mut [f32]` borrowed for 'a; tasks
+// reach its elements only through `range`, whose callers keep the ranges
+// of concurrent tasks disjoint.
+#[allow(unsafe_code)]
+unsafe impl Send for Disjoint<'_> {}
+#[allow(unsafe_code)]
+unsafe impl Sync for Disjoint<'_> {}
+
+impl<'a> Disjoint<'a> {
+    pub fn new(s: &'a mut [f32]) -> Disjoint<'a> {
+        Disjoint {
+            ptr: s.as_mut_ptr(),
+            len: s.len(),
+            _slice: std::marker::PhantomData,
+        }
+    }
+
+    /// Elements `r` of the slice.
+    ///
+    /// # Safety
+    /// No other task may hold a range overlapping `r` while this one lives.
+    #[allow(unsafe_code, clippy::mut_from_ref)]
+    pub unsafe fn range(&self, r: std::ops::Range<usize>) -> &mut [f32] {
+        assert!(
+            r.start <= r.end && r.end <= self.len,
+            "Disjoint: range out of bounds"
+        );
+        // SAFETY: in bounds (asserted); exclusive by the caller's promise.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(r.start), r.end - r.start) }
+    }
+}
+
+/// `f(i)` for `i` in `0..n`, in parallel natively.
+pub fn for_each<F>(n: usize, f: F)
+where
+    F: Fn(usize) + Send + Sync,
+{
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use rayon::prelude::*;
+        if threads() > 1 && n > 1 {
+            (0..n).into_par_iter().for_each(f);
+            return;
+        }
+    }
+    (0..n).for_each(f);
 }
 
 /// [`for_chunks`] over `data`, and over `other` (the same length) in

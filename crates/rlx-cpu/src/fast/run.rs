@@ -8,7 +8,9 @@ use super::layout::{Loc, Reader, Root, View};
 use super::state::State;
 use super::step::{Home, Step};
 use super::weights::{DotPlan, F32PackKind};
-use super::{attention, conv, fail, matmul, norm, qmatmul, reduce, rope, FastProgram, Kind};
+use super::{
+    attention, conv, fail, matmul, norm, qmatmul, reduce, rope, winograd, FastProgram, Filter, Kind,
+};
 use crate::kernels::{kernel, KernelCx};
 use crate::CpuError;
 use rlx_ir::{DType, Element, HostTensor, TensorType};
@@ -439,12 +441,30 @@ impl FastProgram {
                 let (x, y) = (src(1)?, src(2)?);
                 elementwise::select(out, cond, mask_strides, &x, &y, out_dims, &st.pool);
             }
-            Kind::Conv { geom, bias, act } => {
+            Kind::Conv {
+                geom,
+                bias,
+                act,
+                winograd,
+            } => {
                 let (x, w) = (view(0)?, view(1)?);
                 let bias = if *bias { Some(view(2)?) } else { None };
                 // Strided operands (a view the memory plan made) are
                 // gathered first; the kernel reads rows.
-                conv::run(geom, &own(&x), &own(&w), bias.as_ref(), *act, out);
+                let (m, c) = (w.loc.dims[0], w.loc.dims[1]);
+                let w = own(&w);
+                let per_run;
+                let u = match winograd {
+                    Some(Filter::Const(at)) => {
+                        Some(&self.consts[*at..][..winograd::weights_len(m, c)])
+                    }
+                    Some(Filter::PerRun) => {
+                        per_run = winograd::transform_weights(&w, m, c);
+                        Some(&per_run[..])
+                    }
+                    None => None,
+                };
+                conv::run(geom, &own(&x), &w, u, bias.as_ref(), *act, out);
             }
             Kind::ConvTranspose { geom, bias } => {
                 let (x, w) = (view(0)?, view(1)?);

@@ -5,7 +5,7 @@
 use super::weights::Need;
 use super::*;
 
-fn tensor(dims: &[usize], seed: u64) -> HostTensor {
+pub(super) fn tensor(dims: &[usize], seed: u64) -> HostTensor {
     let mut s = seed;
     let d: Vec<f32> = (0..dims.iter().product::<usize>())
         .map(|_| {
@@ -324,7 +324,7 @@ fn resident_f32_weights_run_on_amx() {
 }
 
 /// A tensor per graph input, seeded `seed`, `seed + 1`, ….
-fn random_inputs(g: &Graph, seed: u64) -> Vec<HostTensor> {
+pub(super) fn random_inputs(g: &Graph, seed: u64) -> Vec<HostTensor> {
     g.inputs
         .iter()
         .enumerate()

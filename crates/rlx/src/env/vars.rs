@@ -35,6 +35,7 @@ pub const VARS: &[Var] = &[
     v("RLX_CPU_AMX", "0, 1", "1", "CpuOptions::amx"),
     v("RLX_CPU_BF16DOT", "0, 1", "1", "CpuOptions::bf16_dot"),
     v("RLX_CPU_Q8_ACTIVATIONS", "0, 1", "0", "CpuOptions::q8_activations"),
+    v("RLX_CPU_WINOGRAD", "0, 1", "1", "CpuOptions::winograd"),
     v("RLX_PROFILE", "0, 1", "0", "rlx_cpu::profile::set_enabled"),
     v("RLX_WGPU_F16", "auto, f32", "auto", "WgpuOptions::f16"),
     v("RLX_WGPU_COOP", "0, 1", "1", "WgpuOptions::coop"),
