@@ -50,16 +50,17 @@ def models(tmp):
     ]
 
 
-def rlx(path, feeds, threads, runs, tmp):
+def rlx(path, feeds, threads, runs, tmp, env=None):
     args = [RLX, "run", path, "-t", str(threads)]
     for n, v in feeds.items():
         f = os.path.join(tmp, n + ".npy")
         np.save(f, v)
         args += ["--input", f"{n}={f}"]
     # One warm-up process (page cache), then the measured one.
-    subprocess.run(args + ["--runs", "3"], check=True, capture_output=True)
+    env = dict(os.environ, **(env or {}))
+    subprocess.run(args + ["--runs", "3"], check=True, capture_output=True, env=env)
     err = subprocess.run(args + ["--runs", str(runs)], check=True, capture_output=True,
-                         text=True).stderr
+                         text=True, env=env).stderr
     grab = lambda pat: float(re.search(pat, err).group(1))
     return {
         "p50_ms": grab(r"p50 ([0-9.]+) ms"),
@@ -97,7 +98,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--passes", type=int, default=3,
+                    help="interleaved passes (rlx, ONNX Runtime, rlx, ...); medians are reported")
+    ap.add_argument("--winograd-ab", action="store_true",
+                    help="also time rlx with RLX_CPU_WINOGRAD=0 (im2col + GEMM for every conv)")
     a = ap.parse_args()
+    med = lambda xs: float(np.median(xs))
     flags = open("/proc/cpuinfo").read()
     isa = ("AMX" if "amx_tile" in flags else "") + (" AVX-512" if "avx512f" in flags else " AVX2")
     rows = []
@@ -105,30 +111,46 @@ def main():
         for name, rel, feeds in models(tmp):
             path = os.path.join(CACHE, rel)
             for t in [int(x) for x in a.threads.split(",")]:
-                r = rlx(path, feeds, t, a.runs, tmp)
-                o = onnxruntime(path, feeds, t, a.runs)
-                rows.append({"model": name, "threads": t, "rlx": r, "onnxruntime": o,
-                             "ratio": r["p50_ms"] / o["p50_ms"]})
+                rs, os_, offs = [], [], []
+                for _ in range(a.passes):
+                    rs.append(rlx(path, feeds, t, a.runs, tmp))
+                    os_.append(onnxruntime(path, feeds, t, a.runs))
+                    if a.winograd_ab:
+                        offs.append(rlx(path, feeds, t, a.runs, tmp, {"RLX_CPU_WINOGRAD": "0"}))
+                r = dict(rs[0], p50_ms=med([x["p50_ms"] for x in rs]),
+                         passes=[x["p50_ms"] for x in rs])
+                o = dict(os_[0], p50_ms=med([x["p50_ms"] for x in os_]),
+                         passes=[x["p50_ms"] for x in os_])
+                row = {"model": name, "threads": t, "rlx": r, "onnxruntime": o,
+                       "ratio": r["p50_ms"] / o["p50_ms"]}
+                if offs:
+                    row["rlx_no_winograd"] = {"p50_ms": med([x["p50_ms"] for x in offs]),
+                                              "passes": [x["p50_ms"] for x in offs]}
+                rows.append(row)
                 print(f"{name} t={t}: rlx {r['p50_ms']:.2f} ms, ORT {o['p50_ms']:.2f} ms, "
                       f"ratio {rows[-1]['ratio']:.2f}", flush=True)
     machine = f"{cpu_name()} ({isa.strip()}), {os.cpu_count()} cores"
     out = os.path.join(ROOT, "benches", "results", "onnx-cpu")
     with open(out + ".json", "w") as f:
         json.dump({"machine": machine, "onnxruntime": ort.__version__, "runs": a.runs,
-                   "rows": rows}, f, indent=1)
+                   "passes": a.passes, "rows": rows}, f, indent=1)
     with open(out + ".md", "w") as f:
         f.write("# Real ONNX models on the CPU: rlx vs ONNX Runtime\n\n")
         f.write(f"Machine: {machine}. ONNX Runtime {ort.__version__} (CPU provider). "
-                f"p50 of {a.runs} runs each, one after the other in one run, same inputs "
+                f"p50 of {a.runs} runs each; {a.passes} interleaved passes (rlx, ONNX Runtime, "
+                "rlx, ...), the median of the passes' p50s reported; same inputs "
                 "(tests/vectors/onnx-models), same thread count. ratio = rlx / ONNX Runtime "
                 "(below 1: rlx is faster).\n\n")
+        ab = " --winograd-ab" if a.winograd_ab else ""
         f.write("Command: `python3 benches/onnx/run.py --runs "
-                f"{a.runs} --threads {a.threads}`\n\n")
-        f.write("| model | threads | rlx p50 ms | ONNX Runtime p50 ms | ratio | rlx import + compile ms | ORT session ms |\n")
-        f.write("|---|---|---|---|---|---|---|\n")
+                f"{a.runs} --threads {a.threads} --passes {a.passes}{ab}`\n\n")
+        extra = " rlx without Winograd ms |" if a.winograd_ab else ""
+        f.write(f"| model | threads | rlx p50 ms | ONNX Runtime p50 ms | ratio |{extra} rlx import + compile ms | ORT session ms |\n")
+        f.write("|---|---|---|---|---|" + ("---|" if a.winograd_ab else "") + "---|---|\n")
         for r in rows:
+            off = f" {r['rlx_no_winograd']['p50_ms']:.2f} |" if a.winograd_ab else ""
             f.write(f"| {r['model']} | {r['threads']} | {r['rlx']['p50_ms']:.2f} | "
-                    f"{r['onnxruntime']['p50_ms']:.2f} | **{r['ratio']:.2f}** | "
+                    f"{r['onnxruntime']['p50_ms']:.2f} | **{r['ratio']:.2f}** |{off} "
                     f"{r['rlx']['import_ms'] + r['rlx']['compile_ms']:.0f} | "
                     f"{r['onnxruntime']['session_ms']:.0f} |\n")
         # Where rlx's time goes on the first model (its per-op profile).
@@ -140,7 +162,7 @@ def main():
                 np.save(fn, v)
                 args += ["--input", f"{n}={fn}"]
             err = subprocess.run(args, check=True, capture_output=True, text=True).stderr
-        prof = err[err.index("per-op profile"):].strip()
+        prof = err[err.index("per-kernel profile"):].strip()
         f.write(f"\nWhere rlx's time goes, {name}, 2 threads (`rlx run MODEL --profile`):\n\n```\n{prof}\n```\n")
         f.write("\nDispatch (rlx):\n\n")
         for r in rows:

@@ -37,6 +37,7 @@
 #![warn(missing_docs)]
 
 pub mod const_fold;
+mod bn_fold;
 pub mod cse;
 pub mod dce;
 pub mod equiv;

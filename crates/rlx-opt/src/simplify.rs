@@ -16,10 +16,12 @@
 //! | `movement_noop` | `narrow`, `pad`, `tile`, `concat` whose result has the type of input 0 → input 0 | (the full range, zero pads, repeats of 1, the other inputs empty) |
 //! | `permute_noop` | `permute(x, identity)` → `x` | |
 //! | `permute_chain` | `permute(permute(x, p), q)` → `permute(x, p∘q)` | (then `permute_noop` when the composition is the identity) |
+//! | `batch_norm_into_conv` | `batch_norm(conv(x, w, b))` → `conv(x, w·k, (b − μ)·k + β)`, `k = s/√(σ²+eps)` | the weight, bias and norm parameters are constants, the conv is read only by the norm ([`crate::bn_fold`]) |
 //!
-//! All rewrites are exact on the reference semantics, with one caveat:
+//! All rewrites are exact on the reference semantics, with two caveats:
 //! IEEE `-0.0 + 0.0` is `+0.0`, so `x + 0 → x` may keep a `-0.0` that the
-//! addition would have turned into `+0.0` (numerically equal).
+//! addition would have turned into `+0.0` (numerically equal); and the
+//! folded batch norm rounds its new weights to the weight's dtype once.
 //! Replacements are emitted through the rules again, and nodes made dead
 //! are left for DCE.
 
@@ -260,6 +262,7 @@ pub static RULES: &[Rule] = &[
         replace: permute_chain_replace,
         doc: "permute(permute(x, p), q) → permute(x, p∘q)",
     },
+    crate::bn_fold::BATCH_NORM_INTO_CONV,
 ];
 
 /// The simplification pass ([`RULES`] as a [`RuleSet`] named `simplify`).

@@ -123,3 +123,76 @@ fn a_head_merge_into_another_shape_folds_then_reshapes() {
     );
     assert_eq!(ops, ["attention_merged", "reshape"]);
 }
+
+/// A constant 1-D tensor literal of `n` values from `f`.
+fn literal(dims: &[usize], f: impl Fn(usize) -> f32) -> String {
+    let n: usize = dims.iter().product();
+    let d: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+    let v: Vec<String> = (0..n).map(|i| format!("{:?}", f(i))).collect();
+    format!("tensor<f32[{}]> [{}]", d.join(","), v.join(", "))
+}
+
+/// `batch_norm(conv(x, w, b))` of constants becomes one conv (the folded
+/// weight and bias constant-folded), with or without the conv's bias, for
+/// grouped convs too; it stays when the weight is an input or the conv
+/// is read elsewhere.
+#[test]
+fn a_batch_norm_after_a_conv_of_constants_folds_into_it() {
+    let (m, c) = (6, 4);
+    let params = |k: usize| {
+        let bias = literal(&[m], |i| 0.1 * i as f32 - 0.2);
+        let scale = literal(&[m], |i| 0.5 + 0.25 * i as f32);
+        let shift = literal(&[m], |i| 0.3 - 0.05 * i as f32);
+        let mean = literal(&[m], |i| 0.02 * (i * k) as f32);
+        let var = literal(&[m], |i| 0.4 + 0.1 * i as f32);
+        format!(
+            "  %cb = constant() {{value={bias}}}
+  %s = constant() {{value={scale}}}
+  %t = constant() {{value={shift}}}
+  %mu = constant() {{value={mean}}}
+  %v = constant() {{value={var}}}\n"
+        )
+    };
+    for (groups, with_bias) in [(1, true), (1, false), (2, true)] {
+        let w = literal(&[m, c / groups, 3, 3], |i| ((i * 7 % 11) as f32 - 5.0) / 9.0);
+        let b = if with_bias { ", %cb" } else { "" };
+        let src = format!(
+            "graph @g(%x: f32[1,{c},7,7]) {{
+  %w = constant() {{value={w}}}
+{}  %y = conv(%x, %w{b}) {{pads=[1, 1, 1, 1], groups={groups}}}
+  %z = batch_norm(%y, %s, %t, %mu, %v) {{eps=0.001}}
+  return %z
+}}",
+            params(groups)
+        );
+        let ops = fused_ops(&src);
+        let left: Vec<&str> = ops
+            .iter()
+            .map(String::as_str)
+            .filter(|o| *o != "constant")
+            .collect();
+        assert_eq!(left, ["conv"], "groups {groups}, bias {with_bias}");
+    }
+    // A weight that is an input stays a conv and a batch norm.
+    let src = format!(
+        "graph @g(%x: f32[1,{c},7,7], %w: f32[{m},{c},3,3]) {{
+{}  %y = conv(%x, %w, %cb) {{pads=[1, 1, 1, 1]}}
+  %z = batch_norm(%y, %s, %t, %mu, %v) {{eps=0.001}}
+  return %z
+}}",
+        params(1)
+    );
+    assert!(fused_ops(&src).iter().any(|o| o == "batch_norm"));
+    // The conv is also an output: it stays, and so does the norm.
+    let w = literal(&[m, c, 3, 3], |i| i as f32 / 50.0);
+    let src = format!(
+        "graph @g(%x: f32[1,{c},7,7]) {{
+  %w = constant() {{value={w}}}
+{}  %y = conv(%x, %w, %cb) {{pads=[1, 1, 1, 1]}}
+  %z = batch_norm(%y, %s, %t, %mu, %v) {{eps=0.001}}
+  return %y, %z
+}}",
+        params(1)
+    );
+    assert!(fused_ops(&src).iter().any(|o| o == "batch_norm"));
+}

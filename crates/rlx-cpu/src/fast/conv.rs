@@ -124,35 +124,61 @@ thread_local! {
     static COL: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Depthwise: each channel convolved with its own taps.
+/// Depthwise: each channel convolved with its own taps. Per output row,
+/// each window row adds its taps to the row: where every tap of the row
+/// is inside the input (the interior) as shifted multiply-adds over
+/// contiguous input (stride 1 along x), at the edges tap by tap.
 fn depthwise(g: &Geom, x: &[f32], w: &[f32], out: &mut [f32]) {
     let (p, k) = (g.oh * g.ow, g.kh * g.kw);
-    for_chunks(out, p, |ch, o| {
+    for_chunks(out, p.max(1), |ch, o| {
         let c = ch % g.c;
         let plane = &x[(ch / g.c * g.c + c) * g.h * g.w..][..g.h * g.w];
-        let taps = &w[c * k..(c + 1) * k];
+        depthwise_plane(g, plane, &w[c * k..(c + 1) * k], o);
+    });
+}
+
+simd_fn! {
+    /// One channel's output plane `o` from its input plane and taps.
+    fn depthwise_plane(g: &Geom, plane: &[f32], taps: &[f32], o: &mut [f32]) {
+        let (sx, dx, pl) = (g.stride[1], g.dil[1], g.pad[1]);
+        let reach = (g.kw - 1) * dx;
+        // Interior columns: ox·sx ≥ pl and ox·sx + reach − pl < w.
+        let lo = pl.div_ceil(sx).min(g.ow);
+        let hi = if g.w + pl > reach {
+            ((g.w + pl - reach - 1) / sx + 1).clamp(lo, g.ow)
+        } else {
+            lo
+        };
+        let (lo, hi) = if sx == 1 { (lo, hi) } else { (g.ow, g.ow) };
         o.fill(0.0);
-        for ki in 0..g.kh {
-            for kj in 0..g.kw {
-                let t = taps[ki * g.kw + kj];
-                let dx = (kj * g.dil[1]) as isize - g.pad[1] as isize;
-                for oy in 0..g.oh {
-                    let iy = (oy * g.stride[0] + ki * g.dil[0]) as isize - g.pad[0] as isize;
-                    if iy < 0 || iy >= g.h as isize {
-                        continue;
-                    }
-                    let src = &plane[iy as usize * g.w..][..g.w];
-                    let row = &mut o[oy * g.ow..(oy + 1) * g.ow];
-                    for (ox, v) in row.iter_mut().enumerate() {
-                        let ix = (ox * g.stride[1]) as isize + dx;
-                        if ix >= 0 && ix < g.w as isize {
-                            *v += t * src[ix as usize];
+        for oy in 0..g.oh {
+            let row = &mut o[oy * g.ow..(oy + 1) * g.ow];
+            for ki in 0..g.kh {
+                let iy = (oy * g.stride[0] + ki * g.dil[0]) as isize - g.pad[0] as isize;
+                if iy < 0 || iy >= g.h as isize {
+                    continue;
+                }
+                let src = &plane[iy as usize * g.w..][..g.w];
+                let taps = &taps[ki * g.kw..(ki + 1) * g.kw];
+                for ox in (0..lo).chain(hi..g.ow) {
+                    for (kj, &t) in taps.iter().enumerate() {
+                        let ix = (ox * sx + kj * dx) as isize - pl as isize;
+                        if ix >= 0 && (ix as usize) < g.w {
+                            row[ox] += t * src[ix as usize];
                         }
+                    }
+                }
+                // Tap kj reads src[ox + kj·dx − pl] for ox in lo..hi.
+                for (kj, &t) in taps.iter().enumerate() {
+                    let s0 = lo + kj * dx - pl;
+                    let xs = &src[s0..s0 + hi - lo];
+                    for (v, &xv) in row[lo..hi].iter_mut().zip(xs) {
+                        *v = M::mad(t, xv, *v);
                     }
                 }
             }
         }
-    });
+    }
 }
 
 /// `out` (N, M, OH, OW) = act(conv(x, w) + bias); x and w contiguous.
