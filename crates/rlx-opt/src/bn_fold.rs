@@ -46,9 +46,8 @@ fn replace(em: &mut Emitter, c: &Candidate) -> Result<Vec<ValueId>, OptError> {
     let (m, dtype) = (wty.dims()[0], wty.dtype);
     let [scale, shift, mean, var] = [c.inputs[1], c.inputs[2], c.inputs[3], c.inputs[4]];
     let eps = c.attrs.float("eps")?;
-    let constant = |em: &mut Emitter, t: HostTensor| {
-        em.emit1("constant", &[], Attrs::new().with("value", t))
-    };
+    let constant =
+        |em: &mut Emitter, t: HostTensor| em.emit1("constant", &[], Attrs::new().with("value", t));
     let filled = |v: f64, dims: Vec<usize>| {
         let n: usize = dims.iter().product();
         HostTensor::from_f64(dtype, Shape::from(dims), vec![v; n])
@@ -78,4 +77,50 @@ pub(crate) const BATCH_NORM_INTO_CONV: Rule = Rule {
     matches,
     replace,
     doc: "batch_norm(conv(x, w, b)) → conv(x, w·k, (b − μ)·k + β), k = s/√(σ²+eps), for constants",
+};
+
+/// The batch_norm's four parameters are constants of one element per
+/// channel (axis 1 of an input of rank ≥ 2).
+fn constant_params(cx: &RuleCx, c: &Candidate) -> bool {
+    let x = cx.ty(c.inputs[0]);
+    let Some(&ch) = x.dims().get(1) else {
+        return false;
+    };
+    c.inputs[1..]
+        .iter()
+        .all(|&v| cx.constant(v).is_some() && cx.ty(v).dims() == [ch])
+}
+
+/// `bn(x)` = `x · k + (β − μ·k)`, the two per-channel constants shaped
+/// (C, 1, …) to broadcast along the channel axis.
+fn affine(em: &mut Emitter, c: &Candidate) -> Result<Vec<ValueId>, OptError> {
+    let cx = em.cx();
+    let x = c.inputs[0];
+    let (rank, ch, dtype) = (cx.ty(x).rank(), cx.ty(x).dims()[1], cx.ty(x).dtype);
+    let [scale, shift, mean, var] = [c.inputs[1], c.inputs[2], c.inputs[3], c.inputs[4]];
+    let eps = c.attrs.float("eps")?;
+    let eps = HostTensor::from_f64(dtype, Shape::from(vec![ch]), vec![eps; ch])?;
+    let eps = em.emit1("constant", &[], Attrs::new().with("value", eps))?;
+    let sd = em.emit1("add", &[var, eps], Attrs::new())?;
+    let sd = em.emit1("sqrt", &[sd], Attrs::new())?;
+    let k = em.emit1("div", &[scale, sd], Attrs::new())?;
+    let mk = em.emit1("mul", &[mean, k], Attrs::new())?;
+    let b = em.emit1("sub", &[shift, mk], Attrs::new())?;
+    let mut dims = vec![1i64; rank - 1];
+    dims[0] = ch as i64;
+    let k = em.emit1("reshape", &[k], Attrs::new().with("shape", dims.clone()))?;
+    let b = em.emit1("reshape", &[b], Attrs::new().with("shape", dims))?;
+    let y = em.emit1("mul", &[x, k], Attrs::new())?;
+    em.emit("add", &[y, b], Attrs::new())
+}
+
+/// The rule after [`BATCH_NORM_INTO_CONV`]: any other batch_norm of
+/// constant parameters becomes a per-channel multiply-add, which fuses
+/// with its neighbours into one elementwise kernel.
+pub(crate) const BATCH_NORM_AFFINE: Rule = Rule {
+    name: "batch_norm_affine",
+    ops: &["batch_norm"],
+    matches: constant_params,
+    replace: affine,
+    doc: "batch_norm(x) → x·k + (β − μ·k), k = s/√(σ²+eps), for constant parameters",
 };

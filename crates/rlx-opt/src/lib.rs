@@ -36,8 +36,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod const_fold;
 mod bn_fold;
+pub mod const_fold;
 pub mod cse;
 pub mod dce;
 pub mod equiv;

@@ -17,6 +17,7 @@
 //! | `permute_noop` | `permute(x, identity)` → `x` | |
 //! | `permute_chain` | `permute(permute(x, p), q)` → `permute(x, p∘q)` | (then `permute_noop` when the composition is the identity) |
 //! | `batch_norm_into_conv` | `batch_norm(conv(x, w, b))` → `conv(x, w·k, (b − μ)·k + β)`, `k = s/√(σ²+eps)` | the weight, bias and norm parameters are constants, the conv is read only by the norm ([`crate::bn_fold`]) |
+//! | `batch_norm_affine` | any other `batch_norm(x)` → `x·k + (β − μ·k)` | the norm parameters are constants (a multiply-add that fuses with its neighbours) |
 //!
 //! All rewrites are exact on the reference semantics, with two caveats:
 //! IEEE `-0.0 + 0.0` is `+0.0`, so `x + 0 → x` may keep a `-0.0` that the
@@ -263,6 +264,7 @@ pub static RULES: &[Rule] = &[
         doc: "permute(permute(x, p), q) → permute(x, p∘q)",
     },
     crate::bn_fold::BATCH_NORM_INTO_CONV,
+    crate::bn_fold::BATCH_NORM_AFFINE,
 ];
 
 /// The simplification pass ([`RULES`] as a [`RuleSet`] named `simplify`).

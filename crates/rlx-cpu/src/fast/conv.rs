@@ -119,61 +119,63 @@ impl Geom {
 }
 
 thread_local! {
-    /// The patch matrix of a transposed conv, or a max pool's row maxima;
-    /// kept between runs (grown, never shrunk).
+    /// The patch matrix of a transposed conv, a max pool's row maxima or
+    /// a depthwise conv's padded plane; kept between runs (grown, never
+    /// shrunk).
     static COL: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Depthwise: each channel convolved with its own taps. Per output row,
-/// each window row adds its taps to the row: where every tap of the row
-/// is inside the input (the interior) as shifted multiply-adds over
-/// contiguous input (stride 1 along x), at the edges tap by tap.
+/// Depthwise: each channel convolved with its own taps. The input plane
+/// is first copied into a zero-padded plane (per thread), so that every
+/// tap of every output row is one unconditional multiply-add over a
+/// contiguous (stride 1) or strided row.
 fn depthwise(g: &Geom, x: &[f32], w: &[f32], out: &mut [f32]) {
     let (p, k) = (g.oh * g.ow, g.kh * g.kw);
+    // The padded plane covers every position a tap reads.
+    let ph = (g.oh - 1) * g.stride[0] + (g.kh - 1) * g.dil[0] + 1;
+    let pw = (g.ow - 1) * g.stride[1] + (g.kw - 1) * g.dil[1] + 1;
     for_chunks(out, p.max(1), |ch, o| {
+        if p == 0 {
+            return;
+        }
         let c = ch % g.c;
         let plane = &x[(ch / g.c * g.c + c) * g.h * g.w..][..g.h * g.w];
-        depthwise_plane(g, plane, &w[c * k..(c + 1) * k], o);
+        COL.with(|buf| {
+            let mut buf = buf.borrow_mut();
+            buf.clear();
+            buf.resize(ph * pw, 0.0);
+            for iy in 0..g.h {
+                let py = iy + g.pad[0];
+                if py >= ph {
+                    break;
+                }
+                let n = g.w.min(pw.saturating_sub(g.pad[1]));
+                buf[py * pw + g.pad[1]..][..n].copy_from_slice(&plane[iy * g.w..][..n]);
+            }
+            depthwise_plane(g, &buf, pw, &w[c * k..(c + 1) * k], o);
+        });
     });
 }
 
 simd_fn! {
-    /// One channel's output plane `o` from its input plane and taps.
-    fn depthwise_plane(g: &Geom, plane: &[f32], taps: &[f32], o: &mut [f32]) {
-        let (sx, dx, pl) = (g.stride[1], g.dil[1], g.pad[1]);
-        let reach = (g.kw - 1) * dx;
-        // Interior columns: ox·sx ≥ pl and ox·sx + reach − pl < w.
-        let lo = pl.div_ceil(sx).min(g.ow);
-        let hi = if g.w + pl > reach {
-            ((g.w + pl - reach - 1) / sx + 1).clamp(lo, g.ow)
-        } else {
-            lo
-        };
-        let (lo, hi) = if sx == 1 { (lo, hi) } else { (g.ow, g.ow) };
+    /// One channel's output plane `o` from its zero-padded input plane
+    /// (`pw` columns) and taps.
+    fn depthwise_plane(g: &Geom, padded: &[f32], pw: usize, taps: &[f32], o: &mut [f32]) {
+        let (sx, dx) = (g.stride[1], g.dil[1]);
         o.fill(0.0);
-        for oy in 0..g.oh {
-            let row = &mut o[oy * g.ow..(oy + 1) * g.ow];
+        for (oy, row) in o.chunks_exact_mut(g.ow).enumerate() {
             for ki in 0..g.kh {
-                let iy = (oy * g.stride[0] + ki * g.dil[0]) as isize - g.pad[0] as isize;
-                if iy < 0 || iy >= g.h as isize {
-                    continue;
-                }
-                let src = &plane[iy as usize * g.w..][..g.w];
-                let taps = &taps[ki * g.kw..(ki + 1) * g.kw];
-                for ox in (0..lo).chain(hi..g.ow) {
-                    for (kj, &t) in taps.iter().enumerate() {
-                        let ix = (ox * sx + kj * dx) as isize - pl as isize;
-                        if ix >= 0 && (ix as usize) < g.w {
-                            row[ox] += t * src[ix as usize];
+                let src = &padded[(oy * g.stride[0] + ki * g.dil[0]) * pw..][..pw];
+                for (kj, &t) in taps[ki * g.kw..(ki + 1) * g.kw].iter().enumerate() {
+                    let s = &src[kj * dx..];
+                    if sx == 1 {
+                        for (v, &xv) in row.iter_mut().zip(&s[..g.ow]) {
+                            *v = M::mad(t, xv, *v);
                         }
-                    }
-                }
-                // Tap kj reads src[ox + kj·dx − pl] for ox in lo..hi.
-                for (kj, &t) in taps.iter().enumerate() {
-                    let s0 = lo + kj * dx - pl;
-                    let xs = &src[s0..s0 + hi - lo];
-                    for (v, &xv) in row[lo..hi].iter_mut().zip(xs) {
-                        *v = M::mad(t, xv, *v);
+                    } else {
+                        for (v, xv) in row.iter_mut().zip(s.iter().step_by(sx)) {
+                            *v = M::mad(t, *xv, *v);
+                        }
                     }
                 }
             }

@@ -4,13 +4,13 @@
 //! with the bias and activation. The patches and the tile stay in cache
 //! (the whole patch matrix of an early layer is megabytes), and the
 //! epilogue runs on values still in cache. A 1×1 conv with stride 1 and no
-//! padding reads the input itself as its patches.
+//! padding reads the input itself as its patches, in one GEMM.
 
 use super::conv::Geom;
 use super::layout::View;
 use super::matmul::{epilogue_rows, Act};
 use super::par::{self, Disjoint};
-use crate::kernels::gemm::{gemm_into, Mat};
+use crate::kernels::gemm::{gemm_cols, gemm_into, Mat};
 use std::cell::RefCell;
 
 thread_local! {
@@ -43,6 +43,9 @@ pub fn run_group(
 ) {
     let (cg, mg) = (g.c / g.groups, g.m / g.groups);
     let (k, p) = (cg * g.kh * g.kw, g.oh * g.ow);
+    if g.pointwise() {
+        return pointwise(xg, wg, mg, k, p, m0, bias, act, o);
+    }
     let pb = block_len(k, mg, p);
     let out = Disjoint::new(o);
     par::for_each(p.div_ceil(pb), |bi| {
@@ -50,23 +53,13 @@ pub fn run_group(
         let n = p1 - p0;
         BLOCK.with(|buf| {
             let mut buf = buf.borrow_mut();
-            let col_len = if g.pointwise() { 0 } else { k * n };
+            let col_len = k * n;
             if buf.len() < col_len + mg * n {
                 buf.resize(col_len + mg * n, 0.0);
             }
             let (col, tile) = buf.split_at_mut(col_len);
-            let patches = if g.pointwise() {
-                Mat {
-                    data: &xg[p0..],
-                    rows: k,
-                    cols: n,
-                    row_stride: p,
-                    col_stride: 1,
-                }
-            } else {
-                im2col(g, xg, p0, p1, col);
-                Mat::row_major(col, k, n)
-            };
+            im2col(g, xg, p0, p1, col);
+            let patches = Mat::row_major(col, k, n);
             let tile = &mut tile[..mg * n];
             gemm_into(Mat::row_major(wg, mg, k), patches, tile, n, false, false);
             for (m, row) in tile.chunks_mut(n).enumerate() {
@@ -82,6 +75,41 @@ pub fn run_group(
                 dst.copy_from_slice(row);
             }
         });
+    });
+}
+
+/// A 1×1 conv of stride 1 and no padding: the input is the patch matrix,
+/// so one GEMM (output positions split across threads, each packing its
+/// share) writes the output, and the bias and activation follow per row.
+#[allow(clippy::too_many_arguments)]
+fn pointwise(
+    xg: &[f32],
+    wg: &[f32],
+    mg: usize,
+    k: usize,
+    p: usize,
+    m0: usize,
+    bias: Option<&View>,
+    act: Act,
+    o: &mut [f32],
+) {
+    gemm_cols(
+        Mat::row_major(wg, mg, k),
+        Mat::row_major(xg, k, p),
+        o,
+        p,
+        par::threads(),
+        false,
+    );
+    if bias.is_none() && act == Act::None {
+        return;
+    }
+    par::for_chunks(o, p.max(1), |m, row| {
+        if let Some(b) = bias {
+            let b = b.get(m0 + m);
+            row.iter_mut().for_each(|v| *v += b);
+        }
+        epilogue_rows(row, row.len(), None, act);
     });
 }
 
