@@ -178,10 +178,14 @@ impl Out<'_> {
 }
 
 thread_local! {
-    /// Padded channels-last input (on the calling thread).
+    /// Padded channels-last input, then (when the workers split the
+    /// output channels) the block's transformed input; on the calling
+    /// thread.
     static PADDED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-    /// One block's transformed input and GEMM output (per worker).
+    /// One block's GEMM outputs (per worker).
     static BLOCK: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// One block's transformed input, where each worker has its own blocks.
+    static VBUF: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// `out` (N, M, OH, OW) = act(conv(x, w) + bias) with `u` the transformed
@@ -199,28 +203,73 @@ pub fn run(g: &Geom, x: &[f32], u: &[f32], bias: Option<&View>, act: Act, out: &
         })
         .collect();
     // Tile rows per block: the block's transformed input and products
-    // (36 × tiles × (Cin + Cout)) in about 1 MiB, at least one tile row,
-    // and at least one block per thread.
+    // (36 × tiles × (Cin + Cout)) in about 1 MiB, at least one tile row.
+    // With 16 output channels per thread or more, the threads split the
+    // block's output channels (any map size stays balanced); else they
+    // split the tile rows, one block or more each.
+    let threads = par::threads().max(1);
     let per_row = XI * tw * (cp + mp);
     let by_cache = ((1 << 18) / per_row.max(1)).max(1);
-    let rows = by_cache.min(th.div_ceil(par::threads().max(1))).max(1);
+    let split_m = mp / L >= threads && threads > 1;
+    let rows = if split_m {
+        by_cache.min(th)
+    } else {
+        by_cache.min(th.div_ceil(threads)).max(1)
+    };
     let blocks = th.div_ceil(rows);
+    let chunks = if split_m { threads } else { 1 };
+    // Output channel range of chunk i: whole groups of 16.
+    let m_range = |i: usize| {
+        let groups = mp / L;
+        let (lo, hi) = (groups * i / chunks, groups * (i + 1) / chunks);
+        (lo * L, hi * L)
+    };
     PADDED.with(|padded| {
         let mut padded = padded.borrow_mut();
-        padded.resize(ph * pw * cp, 0.0);
+        let vl = XI * rows * tw * cp;
+        padded.resize(ph * pw * cp + if split_m { vl } else { 0 }, 0.0);
+        let (padded, v) = padded.split_at_mut(ph * pw * cp);
         for b in 0..g.n {
             let xb = &x[b * g.c * g.h * g.w..][..g.c * g.h * g.w];
-            pad_channels_last(g, xb, pw, cp, &mut padded);
+            pad_channels_last(g, xb, pw, cp, padded);
             let o = Out {
                 planes: Disjoint::new(&mut out[b * g.m * g.oh * g.ow..][..g.m * g.oh * g.ow]),
                 oh: g.oh,
                 ow: g.ow,
             };
-            let p: &[f32] = &padded;
-            par::for_each(blocks, |bi| {
-                let (ty0, ty1) = (bi * rows, ((bi + 1) * rows).min(th));
-                block(g, p, u, &bias, act, o, ty0, ty1);
-            });
+            let p: &[f32] = padded;
+            if split_m {
+                for bi in 0..blocks {
+                    let (ty0, ty1) = (bi * rows, ((bi + 1) * rows).min(th));
+                    let nt = (ty1 - ty0) * tw;
+                    input_tiles(p, pw, cp, tw, ty0 * tw, nt, &mut v[..XI * nt * cp]);
+                    let v: &[f32] = v;
+                    par::for_each(chunks, |ci| {
+                        products(
+                            g,
+                            &v[..XI * nt * cp],
+                            u,
+                            &bias,
+                            act,
+                            o,
+                            ty0,
+                            ty1,
+                            m_range(ci),
+                        );
+                    });
+                }
+            } else {
+                par::for_each(blocks, |bi| {
+                    let (ty0, ty1) = (bi * rows, ((bi + 1) * rows).min(th));
+                    let nt = (ty1 - ty0) * tw;
+                    VBUF.with(|vb| {
+                        let mut vb = vb.borrow_mut();
+                        vb.resize(XI * nt * cp, 0.0);
+                        input_tiles(p, pw, cp, tw, ty0 * tw, nt, &mut vb);
+                        products(g, &vb, u, &bias, act, o, ty0, ty1, (0, mp));
+                    });
+                });
+            }
         }
     });
 }
@@ -255,36 +304,53 @@ fn pad_channels_last(g: &Geom, x: &[f32], pw: usize, cp: usize, p: &mut [f32]) {
     });
 }
 
-/// One block of tile rows `ty0..ty1`: transform, 36 products, transform
-/// back, bias and activation.
+/// Output channels `ms` of the block of tile rows `ty0..ty1`, from its
+/// transformed input `v` ([36][tiles][Cin₁₆]): the 36 products, the
+/// output transform, bias and activation.
 #[allow(clippy::too_many_arguments)]
-fn block(g: &Geom, p: &[f32], u: &[f32], bias: &[f32], act: Act, out: Out, ty0: usize, ty1: usize) {
+fn products(
+    g: &Geom,
+    v: &[f32],
+    u: &[f32],
+    bias: &[f32],
+    act: Act,
+    out: Out,
+    ty0: usize,
+    ty1: usize,
+    ms: (usize, usize),
+) {
     let tw = g.ow.div_ceil(T);
-    let pw = T * tw + 2;
     let (cp, mp) = (round16(g.c), round16(g.m));
-    let (t0, nt) = (ty0 * tw, (ty1 - ty0) * tw);
+    let (t0, nt, mw) = (ty0 * tw, (ty1 - ty0) * tw, ms.1 - ms.0);
     BLOCK.with(|buf| {
         let mut buf = buf.borrow_mut();
-        let (vl, ml) = (XI * nt * cp, XI * nt * mp);
-        if buf.len() < vl + ml {
-            buf.resize(vl + ml, 0.0);
+        let ml = XI * nt * mw;
+        if buf.len() < ml {
+            buf.resize(ml, 0.0);
         }
-        let (v, mm) = buf.split_at_mut(vl);
-        input_tiles(p, pw, cp, tw, t0, nt, v);
+        let mm = &mut buf[..ml];
         for xi in 0..XI {
+            // Columns ms of U_ξ (Cin₁₆ × Cout₁₆).
+            let b = Mat {
+                data: &u[xi * cp * mp + ms.0..],
+                rows: cp,
+                cols: mw,
+                row_stride: mp,
+                col_stride: 1,
+            };
             gemm_into(
                 Mat::row_major(&v[xi * nt * cp..][..nt * cp], nt, cp),
-                Mat::row_major(&u[xi * cp * mp..][..cp * mp], cp, mp),
-                &mut mm[xi * nt * mp..][..nt * mp],
-                mp,
+                b,
+                &mut mm[xi * nt * mw..][..nt * mw],
+                mw,
                 false,
                 false,
             );
         }
         let (oy0, oy1) = (T * ty0, (T * ty1).min(g.oh));
-        write_tiles(&mm[..ml], g, tw, t0, nt, bias, out, oy0, oy1);
+        write_tiles(mm, g, tw, t0, nt, &bias[ms.0..ms.1], out, oy0, oy1, ms.0);
         if act != Act::None {
-            for m in 0..g.m {
+            for m in ms.0..ms.1.min(g.m) {
                 let rows = out.rows(m, oy0, oy1);
                 epilogue_rows(rows, rows.len(), None, act);
             }
@@ -293,7 +359,8 @@ fn block(g: &Geom, p: &[f32], u: &[f32], bias: &[f32], act: Act, out: Out, ty0: 
 }
 
 /// The output transform of a block's tiles into the output rows
-/// `oy0..oy1` of every plane, bias added.
+/// `oy0..oy1` of planes `m_lo..` (as many as `mm` = [36][tiles][width]
+/// holds, `bias` their biases), bias added.
 #[allow(clippy::too_many_arguments)]
 fn write_tiles(
     mm: &[f32],
@@ -305,8 +372,9 @@ fn write_tiles(
     out: Out,
     oy0: usize,
     oy1: usize,
+    m_lo: usize,
 ) {
-    let mp = round16(g.m);
+    let mp = bias.len();
     let mut y = [[[0.0f32; L]; T]; T];
     for tl in 0..nt {
         let (ty, tx) = ((t0 + tl) / tw, (t0 + tl) % tw);
@@ -314,8 +382,8 @@ fn write_tiles(
         let (hr, wc) = ((oy1 - oy0 - oy).min(T), (g.ow - ox).min(T));
         for m0 in (0..mp).step_by(L) {
             tile_out(mm, mp, nt, tl, m0, &bias[m0..m0 + L], &mut y);
-            for l in 0..L.min(g.m - m0) {
-                let plane = out.rows(m0 + l, oy0, oy1);
+            for l in 0..L.min(g.m.saturating_sub(m_lo + m0)) {
+                let plane = out.rows(m_lo + m0 + l, oy0, oy1);
                 for (i, yi) in y.iter().enumerate().take(hr) {
                     let row = &mut plane[(oy + i) * g.ow + ox..][..wc];
                     for (j, v) in row.iter_mut().enumerate() {
