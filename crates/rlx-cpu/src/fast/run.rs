@@ -498,12 +498,20 @@ impl FastProgram {
                 }
                 let xs = own(&x);
                 let block = rows.len() * inner;
-                for (o, dst) in out.chunks_mut(block.max(1)).enumerate() {
+                // Along the last axis (a nearest resize's columns) element
+                // by element; else runs of `inner` copied.
+                super::par::for_chunks(out, block.max(1), |o, dst| {
                     let src = &xs[o * n * inner..(o + 1) * n * inner];
-                    for (r, d) in rows.iter().zip(dst.chunks_mut(inner.max(1))) {
-                        d.copy_from_slice(&src[r * inner..(r + 1) * inner]);
+                    if inner == 1 {
+                        for (d, &r) in dst.iter_mut().zip(&rows) {
+                            *d = src[r];
+                        }
+                    } else {
+                        for (r, d) in rows.iter().zip(dst.chunks_mut(inner.max(1))) {
+                            d.copy_from_slice(&src[r * inner..(r + 1) * inner]);
+                        }
                     }
-                }
+                });
             }
             Kind::Concat { axis } => {
                 // Per outer index, each input's block of (len · inner).
