@@ -147,6 +147,17 @@ fn im2col(g: &Geom, x: &[f32], p0: usize, p1: usize, col: &mut [f32]) {
             let s0 = (a as isize * sw + dx) as usize;
             if sw == 1 {
                 inside.copy_from_slice(&src[s0..s0 + inside.len()]);
+            } else if sw == 2 {
+                // Pairs, so the loop vectorizes (every other element).
+                let n = inside.len();
+                let full = if src.len() - s0 >= 2 * n { n } else { n - 1 };
+                let pairs = src[s0..s0 + 2 * full].chunks_exact(2);
+                for (v, pair) in inside[..full].iter_mut().zip(pairs) {
+                    *v = pair[0];
+                }
+                if full < n {
+                    inside[n - 1] = src[s0 + 2 * (n - 1)];
+                }
             } else {
                 let taken = src[s0..].iter().step_by(sw as usize);
                 for (v, &x) in inside.iter_mut().zip(taken) {
