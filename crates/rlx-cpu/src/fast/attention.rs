@@ -255,7 +255,7 @@ fn mask_base(strides: &[usize], batch: &[usize], mut bi: usize) -> usize {
 simd_fn! {
     /// Softmax of each row of `sk` in `s`, after adding `add` (a mask row)
     /// when given.
-    fn softmax_rows(s: &mut [f32], sk: usize, add: Option<&[f32]>) {
+    pub(super) fn softmax_rows(s: &mut [f32], sk: usize, add: Option<&[f32]>) {
         for row in s.chunks_mut(sk.max(1)) {
             match add {
                 Some(a) => softmax_row_add::<M, true>(row, a),

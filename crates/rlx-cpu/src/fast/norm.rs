@@ -84,6 +84,16 @@ pub fn norm(
 /// `inner` elements after it, into contiguous `out`. (Strided gathers, not
 /// a vectorized loop: its math multiply-adds plainly.)
 pub fn softmax(out: &mut [f32], x: &View, len: usize, inner: usize, log: bool, pool: &Scratch) {
+    // Along the last axis of contiguous x: rows copied, then each row in
+    // place by the SIMD-dispatched row kernel (as attention's scores).
+    if let (false, 1, Some(src)) = (log, inner, x.contiguous()) {
+        out.copy_from_slice(&src[..out.len()]);
+        let chunk = chunk_len(out.len(), len.max(1), 8 * 1024);
+        for_chunks(out, chunk, |_, rows| {
+            super::attention::softmax_rows(rows, len, None)
+        });
+        return;
+    }
     let group = len * inner;
     let chunk = chunk_len(out.len(), group.max(1), 8 * 1024);
     for_chunks(out, chunk, |ci, oc| {
