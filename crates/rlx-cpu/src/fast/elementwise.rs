@@ -98,6 +98,11 @@ pub enum Instr {
     Const(f32),
     Un(Un, usize),
     Bin(Bin, usize, usize),
+    /// A binary op of a register and a scalar constant: `reg ∘ c`, or
+    /// `c ∘ reg` when the flag says the constant is on the left.
+    BinS(Bin, usize, f32, bool),
+    /// A constant every reader took as a scalar (`BinS`): nothing to fill.
+    Nop,
     /// A comparison or logic op: 1.0 (true) or 0.0 (false).
     Cmp(Cmp, usize, usize),
     Not(usize),
@@ -298,12 +303,41 @@ impl Program {
                     Instr::Un(unary(op)?, arg(0)?)
                 }
                 op if n.inputs.len() == 2 && binary(op).is_some() => {
-                    Instr::Bin(binary(op)?, arg(0)?, arg(1)?)
+                    let (b, x, y) = (binary(op)?, arg(0)?, arg(1)?);
+                    match (&instrs[x], &instrs[y]) {
+                        (_, Instr::Const(c)) => Instr::BinS(b, x, *c, false),
+                        (Instr::Const(c), _) => Instr::BinS(b, y, *c, true),
+                        _ => Instr::Bin(b, x, y),
+                    }
                 }
                 _ => return None,
             };
             reg[out.index()] = instrs.len();
             instrs.push(ins);
+        }
+        // Constants no instruction reads as a register fill nothing.
+        let mut read = vec![false; instrs.len()];
+        read[reg[body.outputs[0].index()].min(instrs.len().saturating_sub(1))] = true;
+        for ins in &instrs {
+            let regs: &[usize] = match ins {
+                Instr::Un(_, a)
+                | Instr::BinS(_, a, _, _)
+                | Instr::Not(a)
+                | Instr::ToBool(a)
+                | Instr::Clamp(a, _, _)
+                | Instr::Class(_, a) => std::slice::from_ref(a),
+                Instr::Bin(_, a, b) | Instr::Cmp(_, a, b) => &[*a, *b],
+                Instr::Where(c, a, b) => &[*c, *a, *b],
+                Instr::Load(_) | Instr::Const(_) | Instr::Nop => &[],
+            };
+            for &r in regs {
+                read[r] = true;
+            }
+        }
+        for (ins, &r) in instrs.iter_mut().zip(&read) {
+            if matches!(ins, Instr::Const(_)) && !r {
+                *ins = Instr::Nop;
+            }
         }
         if !convert::is_float(body.ty(body.outputs[0]).dtype) {
             return None;
@@ -417,6 +451,42 @@ fn apply_bin(b: Bin, x: &mut [f32], p: &[f32], q: &[f32]) {
     }
 }
 
+/// [`apply_bin`] with one operand a scalar: `p ∘ c`, or `c ∘ p` when
+/// `left` (the same operations in the same order, so the same results).
+#[inline(always)]
+fn apply_bin_scalar(b: Bin, x: &mut [f32], p: &[f32], c: f32, left: bool) {
+    macro_rules! map {
+        ($f:expr) => {
+            if left {
+                for (d, &a) in x.iter_mut().zip(p) {
+                    *d = $f(c, a);
+                }
+            } else {
+                for (d, &a) in x.iter_mut().zip(p) {
+                    *d = $f(a, c);
+                }
+            }
+        };
+    }
+    match b {
+        Bin::Add => map!(|a, c| a + c),
+        Bin::Sub => map!(|a, c| a - c),
+        Bin::Mul => map!(|a, c| a * c),
+        Bin::Div => map!(|a, c| a / c),
+        Bin::Max => map!(|a: f32, c: f32| if a.is_nan() || c.is_nan() {
+            f32::NAN
+        } else {
+            a.max(c)
+        }),
+        Bin::Min => map!(|a: f32, c: f32| if a.is_nan() || c.is_nan() {
+            f32::NAN
+        } else {
+            a.min(c)
+        }),
+        Bin::Pow => map!(|a: f32, c: f32| a.powf(c)),
+    }
+}
+
 /// An operand of the region as the tile loop reads it.
 #[derive(Clone, Copy)]
 pub enum Src<'a, 'l> {
@@ -509,6 +579,8 @@ simd_fn! {
                     Instr::Const(c) => dst.fill(*c),
                     Instr::Un(u, a) => apply_un::<M>(*u, dst, reg(*a)),
                     Instr::Bin(b, a, c) => apply_bin(*b, dst, reg(*a), reg(*c)),
+                    Instr::BinS(b, a, c, left) => apply_bin_scalar(*b, dst, reg(*a), *c, *left),
+                    Instr::Nop => {}
                     Instr::Cmp(o, a, c) => apply_cmp(*o, dst, reg(*a), reg(*c)),
                     Instr::Not(a) => {
                         for (d, &x) in dst.iter_mut().zip(reg(*a)) {
@@ -531,9 +603,12 @@ simd_fn! {
                         }
                     }
                     Instr::Clamp(a, lo, hi) => {
+                        // Bounds in locals: read through the instruction
+                        // inside the loop they kept it scalar.
+                        let (lo, hi) = (*lo, *hi);
                         for (d, &x) in dst.iter_mut().zip(reg(*a)) {
-                            let v = if x < *lo { *lo } else { x };
-                            *d = if v > *hi { *hi } else { v };
+                            let v = if x < lo { lo } else { x };
+                            *d = if v > hi { hi } else { v };
                         }
                     }
                     Instr::Where(c, a, b) => {
