@@ -157,23 +157,55 @@ fn depthwise(g: &Geom, x: &[f32], w: &[f32], out: &mut [f32]) {
     });
 }
 
+/// Output columns one register block of a depthwise row accumulates.
+const DW_BLOCK: usize = 64;
+
 simd_fn! {
     /// One channel's output plane `o` from its zero-padded input plane
-    /// (`pw` columns) and taps.
+    /// (`pw` columns) and taps. With stride 1 along x, each block of 64
+    /// outputs sums every tap in registers and is stored once.
     fn depthwise_plane(g: &Geom, padded: &[f32], pw: usize, taps: &[f32], o: &mut [f32]) {
-        let (sx, dx) = (g.stride[1], g.dil[1]);
-        o.fill(0.0);
+        let (sy, dy, sx, dx) = (g.stride[0], g.dil[0], g.stride[1], g.dil[1]);
         for (oy, row) in o.chunks_exact_mut(g.ow).enumerate() {
-            for ki in 0..g.kh {
-                let src = &padded[(oy * g.stride[0] + ki * g.dil[0]) * pw..][..pw];
-                for (kj, &t) in taps[ki * g.kw..(ki + 1) * g.kw].iter().enumerate() {
-                    let s = &src[kj * dx..];
-                    if sx == 1 {
-                        for (v, &xv) in row.iter_mut().zip(&s[..g.ow]) {
-                            *v = M::mad(t, xv, *v);
+            let src = |ki: usize| &padded[(oy * sy + ki * dy) * pw..][..pw];
+            if sx == 1 {
+                let mut x0 = 0;
+                for blk in row.chunks_mut(DW_BLOCK) {
+                    let n = blk.len();
+                    if n == DW_BLOCK {
+                        // A fixed-size block: the sums stay in registers.
+                        let mut acc = [0f32; DW_BLOCK];
+                        for ki in 0..g.kh {
+                            let s = src(ki);
+                            for (kj, &t) in taps[ki * g.kw..(ki + 1) * g.kw].iter().enumerate() {
+                                let xs: &[f32; DW_BLOCK] =
+                                    s[x0 + kj * dx..][..DW_BLOCK].try_into().unwrap();
+                                for i in 0..DW_BLOCK {
+                                    acc[i] = M::mad(t, xs[i], acc[i]);
+                                }
+                            }
                         }
+                        blk.copy_from_slice(&acc);
                     } else {
-                        for (v, xv) in row.iter_mut().zip(s.iter().step_by(sx)) {
+                        blk.fill(0.0);
+                        for ki in 0..g.kh {
+                            let s = src(ki);
+                            for (kj, &t) in taps[ki * g.kw..(ki + 1) * g.kw].iter().enumerate() {
+                                let xs = &s[x0 + kj * dx..][..n];
+                                for (a, &xv) in blk.iter_mut().zip(xs) {
+                                    *a = M::mad(t, xv, *a);
+                                }
+                            }
+                        }
+                    }
+                    x0 += n;
+                }
+            } else {
+                row.fill(0.0);
+                for ki in 0..g.kh {
+                    let s = src(ki);
+                    for (kj, &t) in taps[ki * g.kw..(ki + 1) * g.kw].iter().enumerate() {
+                        for (v, xv) in row.iter_mut().zip(s[kj * dx..].iter().step_by(sx)) {
                             *v = M::mad(t, *xv, *v);
                         }
                     }

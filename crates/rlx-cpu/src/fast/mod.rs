@@ -71,6 +71,8 @@ mod weights;
 mod winograd;
 #[cfg(test)]
 mod winograd_tests;
+#[cfg(test)]
+mod conv_tests;
 
 use crate::kernels::amx;
 use crate::CpuError;
