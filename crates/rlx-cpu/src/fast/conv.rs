@@ -10,7 +10,7 @@
 use super::layout::View;
 use super::matmul::{epilogue_rows, Act};
 use super::par::for_chunks;
-use super::simd::simd_fn;
+use super::simd::{simd_fn, Mad};
 use crate::kernels::gemm::{gemm_into, Mat};
 use rlx_ir::{Attrs, TensorType};
 use std::cell::RefCell;
@@ -157,55 +157,69 @@ fn depthwise(g: &Geom, x: &[f32], w: &[f32], out: &mut [f32]) {
     });
 }
 
-/// Output columns one register block of a depthwise row accumulates.
-const DW_BLOCK: usize = 64;
+/// `B` outputs of a depthwise row from column `x0` (stride 1 along x):
+/// every tap summed in registers, stored once.
+#[inline(always)]
+fn dw_block<M: Mad, const B: usize>(
+    g: &Geom,
+    rows: &[&[f32]],
+    taps: &[f32],
+    x0: usize,
+    out: &mut [f32],
+) {
+    let mut acc = [0f32; B];
+    for (ki, s) in rows.iter().enumerate() {
+        for (kj, &t) in taps[ki * g.kw..(ki + 1) * g.kw].iter().enumerate() {
+            let xs: &[f32; B] = s[x0 + kj * g.dil[1]..][..B].try_into().unwrap();
+            for i in 0..B {
+                acc[i] = M::mad(t, xs[i], acc[i]);
+            }
+        }
+    }
+    out[x0..x0 + B].copy_from_slice(&acc);
+}
+
+/// Window rows a depthwise kernel reads at once (taller windows go
+/// through the generic loop).
+const DW_MAX_KH: usize = 7;
 
 simd_fn! {
     /// One channel's output plane `o` from its zero-padded input plane
-    /// (`pw` columns) and taps. With stride 1 along x, each block of 64
-    /// outputs sums every tap in registers and is stored once.
+    /// (`pw` columns) and taps. With stride 1 along x, blocks of 64 then
+    /// 16 outputs sum every tap in registers and are stored once.
     fn depthwise_plane(g: &Geom, padded: &[f32], pw: usize, taps: &[f32], o: &mut [f32]) {
         let (sy, dy, sx, dx) = (g.stride[0], g.dil[0], g.stride[1], g.dil[1]);
         for (oy, row) in o.chunks_exact_mut(g.ow).enumerate() {
             let src = |ki: usize| &padded[(oy * sy + ki * dy) * pw..][..pw];
-            if sx == 1 {
-                let mut x0 = 0;
-                for blk in row.chunks_mut(DW_BLOCK) {
-                    let n = blk.len();
-                    if n == DW_BLOCK {
-                        // A fixed-size block: the sums stay in registers.
-                        let mut acc = [0f32; DW_BLOCK];
-                        for ki in 0..g.kh {
-                            let s = src(ki);
-                            for (kj, &t) in taps[ki * g.kw..(ki + 1) * g.kw].iter().enumerate() {
-                                let xs: &[f32; DW_BLOCK] =
-                                    s[x0 + kj * dx..][..DW_BLOCK].try_into().unwrap();
-                                for i in 0..DW_BLOCK {
-                                    acc[i] = M::mad(t, xs[i], acc[i]);
-                                }
-                            }
-                        }
-                        blk.copy_from_slice(&acc);
-                    } else {
-                        blk.fill(0.0);
-                        for ki in 0..g.kh {
-                            let s = src(ki);
-                            for (kj, &t) in taps[ki * g.kw..(ki + 1) * g.kw].iter().enumerate() {
-                                let xs = &s[x0 + kj * dx..][..n];
-                                for (a, &xv) in blk.iter_mut().zip(xs) {
-                                    *a = M::mad(t, xv, *a);
-                                }
-                            }
-                        }
-                    }
-                    x0 += n;
+            let mut x0 = 0;
+            if sx == 1 && g.kh <= DW_MAX_KH {
+                let mut rows: [&[f32]; DW_MAX_KH] = [&[]; DW_MAX_KH];
+                for (ki, r) in rows.iter_mut().enumerate().take(g.kh) {
+                    *r = src(ki);
                 }
-            } else {
-                row.fill(0.0);
-                for ki in 0..g.kh {
-                    let s = src(ki);
-                    for (kj, &t) in taps[ki * g.kw..(ki + 1) * g.kw].iter().enumerate() {
-                        for (v, xv) in row.iter_mut().zip(s[kj * dx..].iter().step_by(sx)) {
+                let rows = &rows[..g.kh];
+                while x0 + 64 <= g.ow {
+                    dw_block::<M, 64>(g, rows, taps, x0, row);
+                    x0 += 64;
+                }
+                while x0 + 16 <= g.ow {
+                    dw_block::<M, 16>(g, rows, taps, x0, row);
+                    x0 += 16;
+                }
+            }
+            // The rest (a tail under 16, or strided along x): tap by tap.
+            let rest = &mut row[x0..];
+            rest.fill(0.0);
+            for ki in 0..g.kh {
+                let s = src(ki);
+                for (kj, &t) in taps[ki * g.kw..(ki + 1) * g.kw].iter().enumerate() {
+                    let first = x0 * sx + kj * dx;
+                    if sx == 1 {
+                        for (v, &xv) in rest.iter_mut().zip(&s[first..]) {
+                            *v = M::mad(t, xv, *v);
+                        }
+                    } else {
+                        for (v, xv) in rest.iter_mut().zip(s[first..].iter().step_by(sx)) {
                             *v = M::mad(t, *xv, *v);
                         }
                     }
