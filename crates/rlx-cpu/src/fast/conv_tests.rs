@@ -13,11 +13,16 @@ fn check(src: &str, what: &str) {
     assert_eq!(fp.counts().1, 0, "{what}: every node on a fast kernel");
     let ins = random_inputs(&g, 11);
     let refs: Vec<&HostTensor> = ins.iter().collect();
-    let want = crate::run_graph_refs(&g, &refs).unwrap()[0].to_f64_vec().unwrap();
+    let want = crate::run_graph_refs(&g, &refs).unwrap()[0]
+        .to_f64_vec()
+        .unwrap();
     let got = fp.run(&refs).unwrap()[0].to_f64_vec().unwrap();
     assert_eq!(got.len(), want.len(), "{what}");
     for (i, (a, b)) in got.iter().zip(&want).enumerate() {
-        assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{what} [{i}]: {a} vs {b}");
+        assert!(
+            (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
+            "{what} [{i}]: {a} vs {b}"
+        );
     }
 }
 
@@ -38,7 +43,10 @@ fn depthwise_convs_match_the_reference() {
   return %y
 }}"
         );
-        check(&src, &format!("depthwise c{c} {h}x{w} k{k} s{s:?} d{d:?} p{p:?}"));
+        check(
+            &src,
+            &format!("depthwise c{c} {h}x{w} k{k} s{s:?} d{d:?} p{p:?}"),
+        );
     }
 }
 
@@ -61,7 +69,10 @@ fn gemm_convs_match_the_reference() {
 }}",
             c / groups
         );
-        check(&src, &format!("conv c{c} {h}x{w} m{m} k{k} s{s:?} p{p:?} g{groups}"));
+        check(
+            &src,
+            &format!("conv c{c} {h}x{w} m{m} k{k} s{s:?} p{p:?} g{groups}"),
+        );
     }
 }
 

@@ -48,6 +48,8 @@ mod bounds;
 mod compile;
 mod conv;
 mod conv_gemm;
+#[cfg(test)]
+mod conv_tests;
 mod convert;
 mod elementwise;
 mod layout;
@@ -71,8 +73,6 @@ mod weights;
 mod winograd;
 #[cfg(test)]
 mod winograd_tests;
-#[cfg(test)]
-mod conv_tests;
 
 use crate::kernels::amx;
 use crate::CpuError;

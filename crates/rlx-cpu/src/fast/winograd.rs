@@ -125,7 +125,7 @@ fn at(m: &[Lanes; A]) -> [Lanes; T] {
 
 simd_fn! {
     /// Input transform of tiles `t0..t0 + nt` (row-major over the tile
-    /// grid of `tw` columns) into `v` = [36][nt][cp]: the patches read from
+    /// grid of `tw` columns) into `v` = [nt][36][cp]: the patches read from
     /// the padded channels-last input `p` (`pw` columns of `cp` channels).
     fn input_tiles(p: &[f32], pw: usize, cp: usize, tw: usize, t0: usize, nt: usize, v: &mut [f32]) {
         for tl in 0..nt {
@@ -145,7 +145,7 @@ simd_fn! {
                 for s in 0..A {
                     let col = [rows[0][s], rows[1][s], rows[2][s], rows[3][s], rows[4][s], rows[5][s]];
                     for (r, vr) in bt(&col).iter().enumerate() {
-                        let off = ((r * A + s) * nt + tl) * cp + c0;
+                        let off = (tl * XI + r * A + s) * cp + c0;
                         v[off..off + L].copy_from_slice(vr);
                     }
                 }
@@ -242,7 +242,13 @@ pub fn run(g: &Geom, x: &[f32], u: &[f32], bias: Option<&View>, act: Act, out: &
                 for bi in 0..blocks {
                     let (ty0, ty1) = (bi * rows, ((bi + 1) * rows).min(th));
                     let nt = (ty1 - ty0) * tw;
-                    input_tiles(p, pw, cp, tw, ty0 * tw, nt, &mut v[..XI * nt * cp]);
+                    // Tiles split across the threads (each tile's
+                    // transform is a contiguous [36][Cin₁₆] block).
+                    let per = nt.div_ceil(threads).max(1);
+                    par::for_chunks(&mut v[..XI * nt * cp], per * XI * cp, |ci, vc| {
+                        let n = vc.len() / (XI * cp);
+                        input_tiles(p, pw, cp, tw, ty0 * tw + ci * per, n, vc);
+                    });
                     let v: &[f32] = v;
                     par::for_each(chunks, |ci| {
                         products(
@@ -305,7 +311,7 @@ fn pad_channels_last(g: &Geom, x: &[f32], pw: usize, cp: usize, p: &mut [f32]) {
 }
 
 /// Output channels `ms` of the block of tile rows `ty0..ty1`, from its
-/// transformed input `v` ([36][tiles][Cin₁₆]): the 36 products, the
+/// transformed input `v` ([tiles][36][Cin₁₆]): the 36 products, the
 /// output transform, bias and activation.
 #[allow(clippy::too_many_arguments)]
 fn products(
@@ -339,7 +345,14 @@ fn products(
                 col_stride: 1,
             };
             gemm_into(
-                Mat::row_major(&v[xi * nt * cp..][..nt * cp], nt, cp),
+                // Rows of V_ξ: one per tile, 36·Cin₁₆ apart.
+                Mat {
+                    data: &v[xi * cp..],
+                    rows: nt,
+                    cols: cp,
+                    row_stride: XI * cp,
+                    col_stride: 1,
+                },
                 b,
                 &mut mm[xi * nt * mw..][..nt * mw],
                 mw,
