@@ -132,6 +132,13 @@ fn literal(dims: &[usize], f: impl Fn(usize) -> f32) -> String {
     format!("tensor<f32[{}]> [{}]", d.join(","), v.join(", "))
 }
 
+/// [`fused_ops`] without the constants.
+fn kernels(src: &str) -> Vec<String> {
+    let mut ops = fused_ops(src);
+    ops.retain(|o| o != "constant");
+    ops
+}
+
 /// `batch_norm(conv(x, w, b))` of constants becomes one conv (the folded
 /// weight and bias constant-folded), with or without the conv's bias, for
 /// grouped convs too; it stays when the weight is an input or the conv
@@ -167,12 +174,7 @@ fn a_batch_norm_after_a_conv_of_constants_folds_into_it() {
 }}",
             params(groups)
         );
-        let ops = fused_ops(&src);
-        let left: Vec<&str> = ops
-            .iter()
-            .map(String::as_str)
-            .filter(|o| *o != "constant")
-            .collect();
+        let left = kernels(&src);
         assert_eq!(left, ["conv"], "groups {groups}, bias {with_bias}");
     }
     // A weight that is an input: the conv stays, and the norm becomes a
@@ -185,13 +187,7 @@ fn a_batch_norm_after_a_conv_of_constants_folds_into_it() {
 }}",
         params(1)
     );
-    let ops = fused_ops(&src);
-    let left: Vec<&str> = ops
-        .iter()
-        .map(String::as_str)
-        .filter(|o| *o != "constant")
-        .collect();
-    assert_eq!(left, ["conv", "fused_elementwise"]);
+    assert_eq!(kernels(&src), ["conv", "fused_elementwise"]);
     // The conv is also an output: it stays, and so does the norm (as a
     // multiply-add).
     let w = literal(&[m, c, 3, 3], |i| i as f32 / 50.0);
