@@ -24,7 +24,7 @@ thread_local! {
 /// block per thread; a multiple of 16.
 fn block_len(k: usize, m: usize, p: usize) -> usize {
     let by_cache = (1usize << 16) / k.max(m).max(1);
-    let per_thread = p.div_ceil(par::threads().max(1));
+    let per_thread = p.div_ceil(par::threads_for(2 * k * m * p));
     by_cache.max(64).min(per_thread).max(1).div_ceil(16) * 16
 }
 
@@ -48,7 +48,8 @@ pub fn run_group(
     }
     let pb = block_len(k, mg, p);
     let out = Disjoint::new(o);
-    par::for_each(p.div_ceil(pb), |bi| {
+    let blocks = p.div_ceil(pb);
+    let each = |bi: usize| {
         let (p0, p1) = (bi * pb, ((bi + 1) * pb).min(p));
         let n = p1 - p0;
         BLOCK.with(|buf| {
@@ -75,7 +76,12 @@ pub fn run_group(
                 dst.copy_from_slice(row);
             }
         });
-    });
+    };
+    if par::threads_for(2 * k * mg * p) > 1 {
+        par::for_each(blocks, each);
+    } else {
+        (0..blocks).for_each(each);
+    }
 }
 
 /// A 1×1 conv of stride 1 and no padding: the input is the patch matrix,
@@ -98,7 +104,7 @@ fn pointwise(
         Mat::row_major(xg, k, p),
         o,
         p,
-        par::threads(),
+        par::threads_for(2 * mg * k * p),
         false,
     );
     if bias.is_none() && act == Act::None {

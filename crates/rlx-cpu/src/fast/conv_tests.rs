@@ -60,6 +60,9 @@ fn gemm_convs_match_the_reference() {
         (5, 30, 33, 7, 5, [1, 1], [2, 2, 2, 2], 1),
         (16, 24, 24, 12, 1, [1, 1], [0, 0, 0, 0], 1),
         (8, 17, 19, 6, 3, [1, 3], [1, 1, 1, 1], 1),
+        // Big enough for threads: position blocks on both, a split GEMM.
+        (16, 40, 40, 32, 5, [1, 1], [2, 2, 2, 2], 1),
+        (64, 40, 40, 64, 1, [1, 1], [0, 0, 0, 0], 1),
     ];
     for (c, h, w, m, k, s, p, groups) in cases {
         let src = format!(

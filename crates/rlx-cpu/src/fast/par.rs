@@ -82,6 +82,20 @@ where
     }
 }
 
+/// Threads worth giving a kernel of `flops` floating-point operations:
+/// all of them from about 4 MFLOP (some 40 µs of one core), else one —
+/// below that, splitting (each thread packing its own operands, the
+/// join) cost more than it saved on the 2-core machines measured
+/// (PP-OCR's small convs ran slower on 2 threads than on 1).
+pub fn threads_for(flops: usize) -> usize {
+    const MIN_FLOPS: usize = 1 << 22;
+    if flops >= MIN_FLOPS {
+        threads().max(1)
+    } else {
+        1
+    }
+}
+
 /// One mutable slice handed to parallel tasks that each write their own
 /// ranges of it (the rows of an output tile, say, which are not one
 /// contiguous chunk): [`Disjoint::range`] is where the caller promises

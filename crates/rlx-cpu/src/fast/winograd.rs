@@ -207,7 +207,9 @@ pub fn run(g: &Geom, x: &[f32], u: &[f32], bias: Option<&View>, act: Act, out: &
     // With 16 output channels per thread or more, the threads split the
     // block's output channels (any map size stays balanced); else they
     // split the tile rows, one block or more each.
-    let threads = par::threads().max(1);
+    // The multiplies of the 36 products, to judge whether threads pay.
+    let flops = 2 * XI * th * tw * cp * mp * g.n;
+    let threads = par::threads_for(flops);
     let per_row = XI * tw * (cp + mp);
     let by_cache = ((1 << 18) / per_row.max(1)).max(1);
     let split_m = mp / L >= threads && threads > 1;
@@ -265,7 +267,7 @@ pub fn run(g: &Geom, x: &[f32], u: &[f32], bias: Option<&View>, act: Act, out: &
                     });
                 }
             } else {
-                par::for_each(blocks, |bi| {
+                let each = |bi: usize| {
                     let (ty0, ty1) = (bi * rows, ((bi + 1) * rows).min(th));
                     let nt = (ty1 - ty0) * tw;
                     VBUF.with(|vb| {
@@ -274,7 +276,12 @@ pub fn run(g: &Geom, x: &[f32], u: &[f32], bias: Option<&View>, act: Act, out: &
                         input_tiles(p, pw, cp, tw, ty0 * tw, nt, &mut vb);
                         products(g, &vb, u, &bias, act, o, ty0, ty1, (0, mp));
                     });
-                });
+                };
+                if threads > 1 {
+                    par::for_each(blocks, each);
+                } else {
+                    (0..blocks).for_each(each);
+                }
             }
         }
     });

@@ -43,6 +43,10 @@ fn winograd_matches_the_reference() {
         (1, 16, 20, 20, 32, [1, 1, 1, 1], "relu"),
         (1, 33, 9, 17, 17, [0, 0, 0, 0], "none"),
         (1, 64, 10, 10, 64, [1, 1, 1, 1], "silu"),
+        // Big enough for threads (`par::threads_for`): the output
+        // channels split (64), or the tile rows (8 channels: one group).
+        (1, 64, 24, 24, 64, [1, 1, 1, 1], "none"),
+        (1, 64, 32, 32, 8, [1, 1, 1, 1], "relu"),
     ];
     for (n, c, h, w, m, p, act) in cases {
         let wt = tensor(&[m, c, 3, 3], 7);
