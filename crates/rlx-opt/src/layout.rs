@@ -17,6 +17,9 @@
 //!   "a piece of x" everywhere, so fusions and CSE see a single form, and
 //!   the memory plan makes a part over leading unit axes a view (no copy)
 //!   where a multi-output split was always copied.
+//! * `slice_unit_steps`: a `slice` whose steps are all 1 becomes one
+//!   `narrow` per axis it cuts (none: the input itself) — the same form,
+//!   which the memory plan can make a view where a slice was a copy.
 
 use crate::error::OptError;
 use crate::pass::Pass;
@@ -144,6 +147,31 @@ fn split_parts(em: &mut Emitter, c: &Candidate) -> Result<Vec<ValueId>, OptError
     Ok(out)
 }
 
+/// The (start, step, len) of each axis of a `slice`, when every step is 1.
+fn unit_step_plan(cx: &RuleCx, c: &Candidate) -> Option<Vec<(i64, i64, usize)>> {
+    let plan = rlx_ir::ops::shape::slice_plan(&cx.ty(c.inputs[0]).shape, &c.attrs).ok()?;
+    plan.iter().all(|p| p.1 == 1).then_some(plan)
+}
+
+/// `slice(x)` with unit steps → `narrow(x)` along each axis it cuts.
+fn slice_narrows(em: &mut Emitter, c: &Candidate) -> Result<Vec<ValueId>, OptError> {
+    let plan = unit_step_plan(&em.cx(), c)
+        .ok_or_else(|| OptError::pass("layout", "slice plan vanished"))?;
+    let mut v = c.inputs[0];
+    let dims = em.cx().ty(v).dims().to_vec();
+    for (axis, &(start, _, len)) in plan.iter().enumerate() {
+        if start == 0 && len == dims[axis] {
+            continue;
+        }
+        let attrs = rlx_ir::Attrs::new()
+            .with("axis", axis as i64)
+            .with("start", start)
+            .with("len", len as i64);
+        v = em.emit1("narrow", &[v], attrs)?;
+    }
+    Ok(vec![v])
+}
+
 /// The canonicalization rules, tried in this order.
 pub static RULES: &[Rule] = &[
     Rule {
@@ -173,6 +201,13 @@ pub static RULES: &[Rule] = &[
         matches: |_, c| c.inputs.len() == 1,
         replace: split_parts,
         doc: "split(x) → one narrow(x) per part",
+    },
+    Rule {
+        name: "slice_unit_steps",
+        ops: &["slice"],
+        matches: |cx, c| c.inputs.len() == 1 && unit_step_plan(cx, c).is_some(),
+        replace: slice_narrows,
+        doc: "slice(x) with steps of 1 → one narrow(x) per axis it cuts",
     },
     Rule {
         name: "axis_nonnegative",

@@ -203,3 +203,26 @@ fn a_batch_norm_after_a_conv_of_constants_folds_into_it() {
     let ops = fused_ops(&src);
     assert!(ops.contains(&"conv".to_string()) && !ops.contains(&"batch_norm".to_string()));
 }
+
+/// A `slice` of unit steps becomes `narrow`s (a view where the memory
+/// plan allows), with negative and clamped bounds resolved; a strided
+/// slice stays a slice.
+#[test]
+fn a_unit_step_slice_becomes_narrows() {
+    let ops = fused_ops(
+        "graph @g(%x: f32[3,4,5]) {
+  %y = slice(%x) {starts=[1, -3], ends=[2, 100], axes=[0, 2], steps=[1, 1]}
+  %z = exp(%y)
+  return %z
+}",
+    );
+    assert_eq!(ops, ["narrow", "narrow", "exp"]);
+    let ops = fused_ops(
+        "graph @g(%x: f32[3,4,5]) {
+  %y = slice(%x) {starts=[0], ends=[5], axes=[2], steps=[2]}
+  %z = exp(%y)
+  return %z
+}",
+    );
+    assert_eq!(ops, ["slice", "exp"]);
+}

@@ -343,18 +343,16 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
         "global_avg_pool" | "global_max_pool" => {
             let d = inputs.first()?.dims();
             let len: usize = d.get(2..)?.iter().product();
-            (f32s(inputs) && inputs.len() == 1 && d.len() >= 3 && len > 0).then_some(
-                Kind::Reduce {
-                    red: if op == "global_avg_pool" {
-                        reduce::Red::Mean
-                    } else {
-                        reduce::Red::Max
-                    },
-                    outer: d[0] * d[1],
-                    len,
-                    inner: 1,
+            (f32s(inputs) && inputs.len() == 1 && d.len() >= 3 && len > 0).then_some(Kind::Reduce {
+                red: if op == "global_avg_pool" {
+                    reduce::Red::Mean
+                } else {
+                    reduce::Red::Max
                 },
-            )
+                outer: d[0] * d[1],
+                len,
+                inner: 1,
+            })
         }
         "clamp" => (f32s(inputs) && inputs.len() == 1).then(|| {
             let (lo, hi) = elementwise::clamp_bounds(attrs);
