@@ -422,6 +422,32 @@ fn apply_cmp(o: Cmp, x: &mut [f32], p: &[f32], q: &[f32]) {
     }
 }
 
+/// The binary ops, once: `$apply!(f)` with each op's scalar function,
+/// so each loop shape below is monomorphized per op (the `match` stays
+/// outside the vector loop).
+macro_rules! with_bin {
+    ($b:expr, $apply:ident) => {
+        match $b {
+            Bin::Add => $apply!(|a: f32, c: f32| a + c),
+            Bin::Sub => $apply!(|a: f32, c: f32| a - c),
+            Bin::Mul => $apply!(|a: f32, c: f32| a * c),
+            Bin::Div => $apply!(|a: f32, c: f32| a / c),
+            // NaN-propagating, as the reference's f64 max/min on NaN inputs.
+            Bin::Max => $apply!(|a: f32, c: f32| if a.is_nan() || c.is_nan() {
+                f32::NAN
+            } else {
+                a.max(c)
+            }),
+            Bin::Min => $apply!(|a: f32, c: f32| if a.is_nan() || c.is_nan() {
+                f32::NAN
+            } else {
+                a.min(c)
+            }),
+            Bin::Pow => $apply!(|a: f32, c: f32| a.powf(c)),
+        }
+    };
+}
+
 #[inline(always)]
 fn apply_bin(b: Bin, x: &mut [f32], p: &[f32], q: &[f32]) {
     macro_rules! zip {
@@ -431,24 +457,7 @@ fn apply_bin(b: Bin, x: &mut [f32], p: &[f32], q: &[f32]) {
             }
         };
     }
-    match b {
-        Bin::Add => zip!(|a, c| a + c),
-        Bin::Sub => zip!(|a, c| a - c),
-        Bin::Mul => zip!(|a, c| a * c),
-        Bin::Div => zip!(|a, c| a / c),
-        // NaN-propagating, as the reference's f64 max/min on NaN inputs.
-        Bin::Max => zip!(|a: f32, c: f32| if a.is_nan() || c.is_nan() {
-            f32::NAN
-        } else {
-            a.max(c)
-        }),
-        Bin::Min => zip!(|a: f32, c: f32| if a.is_nan() || c.is_nan() {
-            f32::NAN
-        } else {
-            a.min(c)
-        }),
-        Bin::Pow => zip!(|a: f32, c: f32| a.powf(c)),
-    }
+    with_bin!(b, zip)
 }
 
 /// [`apply_bin`] with one operand a scalar: `p ∘ c`, or `c ∘ p` when
@@ -468,23 +477,7 @@ fn apply_bin_scalar(b: Bin, x: &mut [f32], p: &[f32], c: f32, left: bool) {
             }
         };
     }
-    match b {
-        Bin::Add => map!(|a, c| a + c),
-        Bin::Sub => map!(|a, c| a - c),
-        Bin::Mul => map!(|a, c| a * c),
-        Bin::Div => map!(|a, c| a / c),
-        Bin::Max => map!(|a: f32, c: f32| if a.is_nan() || c.is_nan() {
-            f32::NAN
-        } else {
-            a.max(c)
-        }),
-        Bin::Min => map!(|a: f32, c: f32| if a.is_nan() || c.is_nan() {
-            f32::NAN
-        } else {
-            a.min(c)
-        }),
-        Bin::Pow => map!(|a: f32, c: f32| a.powf(c)),
-    }
+    with_bin!(b, map)
 }
 
 /// An operand of the region as the tile loop reads it.
