@@ -452,8 +452,6 @@ impl<'g> Planner<'g> {
         Ok(args)
     }
 
-    /// The f32 pack of a matmul's weight (not a dot-product one), where
-    /// resident f32 weights are packed once.
     /// A Winograd conv of a constant weight: its filter transformed once,
     /// here, into the constants (else each run transforms it).
     fn winograd_filter(&mut self, kind: Kind, args: &[Option<Loc>]) -> Kind {
@@ -483,6 +481,8 @@ impl<'g> Planner<'g> {
         }
     }
 
+    /// The f32 pack of a matmul's weight (not a dot-product one), where
+    /// resident f32 weights are packed once.
     fn f32_pack(&mut self, kind: &Kind, dot: bool, args: &[Option<Loc>]) -> Option<usize> {
         match kind {
             Kind::Matmul { .. } if !dot && self.f32_pack_kind.is_some() => {

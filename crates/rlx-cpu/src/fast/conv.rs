@@ -8,7 +8,7 @@
 //! GEMM. The bias is added per output channel as the rows are written.
 
 use super::layout::View;
-use super::matmul::{epilogue_rows, Act};
+use super::matmul::Act;
 use super::par::for_chunks;
 use super::simd::{simd_fn, Mad};
 use crate::kernels::gemm::{gemm_into, Mat};
@@ -268,11 +268,8 @@ pub fn run(
         .max(1);
     for_chunks(out, rows * p, |ci, chunk| {
         for (r, row) in chunk.chunks_mut(p).enumerate() {
-            if let Some(b) = bias {
-                let b = b.get((ci * rows + r) % g.m);
-                row.iter_mut().for_each(|v| *v += b);
-            }
-            epilogue_rows(row, p, None, act);
+            let b = bias.map(|b| b.get((ci * rows + r) % g.m));
+            super::conv_gemm::channel_epilogue(row, b, act);
         }
     });
 }

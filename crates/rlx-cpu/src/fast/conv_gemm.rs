@@ -21,11 +21,19 @@ thread_local! {
 
 /// Output positions per block: the patches in about 256 KiB, at least 64
 /// (the weight is packed again by each block's GEMM), and at least one
-/// block per thread; a multiple of 16.
-fn block_len(k: usize, m: usize, p: usize) -> usize {
+/// block per thread the conv is given; a multiple of 16.
+fn block_len(k: usize, m: usize, p: usize, threads: usize) -> usize {
     let by_cache = (1usize << 16) / k.max(m).max(1);
-    let per_thread = p.div_ceil(par::threads_for(2 * k * m * p));
+    let per_thread = p.div_ceil(threads.max(1));
     by_cache.max(64).min(per_thread).max(1).div_ceil(16) * 16
+}
+
+/// Bias (output channel `b`'s) and activation over one output row.
+pub(super) fn channel_epilogue(row: &mut [f32], bias: Option<f32>, act: Act) {
+    if let Some(b) = bias {
+        row.iter_mut().for_each(|v| *v += b);
+    }
+    epilogue_rows(row, row.len(), None, act);
 }
 
 /// `o` (M/g × P) = act(w_g · patches(x_g) + bias) for one batch item and
@@ -46,7 +54,8 @@ pub fn run_group(
     if g.pointwise() {
         return pointwise(xg, wg, mg, k, p, m0, bias, act, o);
     }
-    let pb = block_len(k, mg, p);
+    let threads = par::threads_for(2 * k * mg * p);
+    let pb = block_len(k, mg, p, threads);
     let out = Disjoint::new(o);
     let blocks = p.div_ceil(pb);
     let each = |bi: usize| {
@@ -64,11 +73,7 @@ pub fn run_group(
             let tile = &mut tile[..mg * n];
             gemm_into(Mat::row_major(wg, mg, k), patches, tile, n, false, false);
             for (m, row) in tile.chunks_mut(n).enumerate() {
-                if let Some(b) = bias {
-                    let b = b.get(m0 + m);
-                    row.iter_mut().for_each(|v| *v += b);
-                }
-                epilogue_rows(row, n, None, act);
+                channel_epilogue(row, bias.map(|b| b.get(m0 + m)), act);
                 // SAFETY: positions p0..p1 of row m belong to this block
                 // alone (the blocks split the positions).
                 #[allow(unsafe_code)]
@@ -77,7 +82,7 @@ pub fn run_group(
             }
         });
     };
-    if par::threads_for(2 * k * mg * p) > 1 {
+    if threads > 1 {
         par::for_each(blocks, each);
     } else {
         (0..blocks).for_each(each);
@@ -111,11 +116,7 @@ fn pointwise(
         return;
     }
     par::for_chunks(o, p.max(1), |m, row| {
-        if let Some(b) = bias {
-            let b = b.get(m0 + m);
-            row.iter_mut().for_each(|v| *v += b);
-        }
-        epilogue_rows(row, row.len(), None, act);
+        channel_epilogue(row, bias.map(|b| b.get(m0 + m)), act)
     });
 }
 

@@ -81,8 +81,9 @@ pub fn norm(
 }
 
 /// softmax (or log_softmax) of `x` along an axis of extent `len` with
-/// `inner` elements after it, into contiguous `out`. (Strided gathers, not
-/// a vectorized loop: its math multiply-adds plainly.)
+/// `inner` elements after it, into contiguous `out`. Along the last axis
+/// of a contiguous `x`, the SIMD-dispatched row kernel; otherwise strided
+/// gathers, not a vectorized loop (its math multiply-adds plainly).
 pub fn softmax(out: &mut [f32], x: &View, len: usize, inner: usize, log: bool, pool: &Scratch) {
     // Along the last axis of contiguous x: rows copied, then each row in
     // place by the SIMD-dispatched row kernel (as attention's scores).

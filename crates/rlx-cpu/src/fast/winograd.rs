@@ -178,9 +178,9 @@ impl Out<'_> {
 }
 
 thread_local! {
-    /// Padded channels-last input, then (when the workers split the
-    /// output channels) the block's transformed input; on the calling
-    /// thread.
+    /// Padded channels-last input, the padded bias, then (when the
+    /// workers split the output channels) the block's transformed input;
+    /// on the calling thread.
     static PADDED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     /// One block's GEMM outputs (per worker).
     static BLOCK: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
@@ -196,20 +196,14 @@ pub fn run(g: &Geom, x: &[f32], u: &[f32], bias: Option<&View>, act: Act, out: &
     let (cp, mp) = (round16(g.c), round16(g.m));
     assert_eq!(u.len(), weights_len(g.m, g.c), "winograd: filter size");
     assert_eq!(out.len(), g.n * g.m * g.oh * g.ow, "winograd: output size");
-    let bias: Vec<f32> = (0..mp)
-        .map(|i| match bias {
-            Some(b) if i < g.m => b.get(i),
-            _ => 0.0,
-        })
-        .collect();
+    // Threads only where they pay: judged by the 36 products' multiplies.
+    let flops = 2 * XI * th * tw * cp * mp * g.n;
+    let threads = par::threads_for(flops);
     // Tile rows per block: the block's transformed input and products
     // (36 × tiles × (Cin + Cout)) in about 1 MiB, at least one tile row.
     // With 16 output channels per thread or more, the threads split the
     // block's output channels (any map size stays balanced); else they
     // split the tile rows, one block or more each.
-    // The multiplies of the 36 products, to judge whether threads pay.
-    let flops = 2 * XI * th * tw * cp * mp * g.n;
-    let threads = par::threads_for(flops);
     let per_row = XI * tw * (cp + mp);
     let by_cache = ((1 << 18) / per_row.max(1)).max(1);
     let split_m = mp / L >= threads && threads > 1;
@@ -229,8 +223,17 @@ pub fn run(g: &Geom, x: &[f32], u: &[f32], bias: Option<&View>, act: Act, out: &
     PADDED.with(|padded| {
         let mut padded = padded.borrow_mut();
         let vl = XI * rows * tw * cp;
-        padded.resize(ph * pw * cp + if split_m { vl } else { 0 }, 0.0);
-        let (padded, v) = padded.split_at_mut(ph * pw * cp);
+        padded.resize(ph * pw * cp + mp + if split_m { vl } else { 0 }, 0.0);
+        let (padded, rest) = padded.split_at_mut(ph * pw * cp);
+        // The bias of every output channel, 0 for the padding ones.
+        let (bias_m, v) = rest.split_at_mut(mp);
+        for (i, b) in bias_m.iter_mut().enumerate() {
+            *b = match bias {
+                Some(bv) if i < g.m => bv.get(i),
+                _ => 0.0,
+            };
+        }
+        let bias: &[f32] = bias_m;
         for b in 0..g.n {
             let xb = &x[b * g.c * g.h * g.w..][..g.c * g.h * g.w];
             pad_channels_last(g, xb, pw, cp, padded);
@@ -257,7 +260,7 @@ pub fn run(g: &Geom, x: &[f32], u: &[f32], bias: Option<&View>, act: Act, out: &
                             g,
                             &v[..XI * nt * cp],
                             u,
-                            &bias,
+                            bias,
                             act,
                             o,
                             ty0,
@@ -274,7 +277,7 @@ pub fn run(g: &Geom, x: &[f32], u: &[f32], bias: Option<&View>, act: Act, out: &
                         let mut vb = vb.borrow_mut();
                         vb.resize(XI * nt * cp, 0.0);
                         input_tiles(p, pw, cp, tw, ty0 * tw, nt, &mut vb);
-                        products(g, &vb, u, &bias, act, o, ty0, ty1, (0, mp));
+                        products(g, &vb, u, bias, act, o, ty0, ty1, (0, mp));
                     });
                 };
                 if threads > 1 {
