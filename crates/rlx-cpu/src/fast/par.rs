@@ -231,3 +231,22 @@ impl<T: Clone + Default> Scratch<T> {
         f(&mut g)
     }
 }
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    /// A kernel that panics inside `with_helpers` ends the run with that
+    /// panic; the helper threads, spinning until the run is done, must not
+    /// keep `join` waiting forever (they did: a failing test hung).
+    #[test]
+    fn a_panic_inside_with_helpers_ends_the_helpers() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let r = std::panic::catch_unwind(|| {
+                super::with_helpers(|| -> usize { panic!("a kernel bug") })
+            });
+            let _ = tx.send(r.is_err());
+        });
+        let ended = rx.recv_timeout(std::time::Duration::from_secs(60));
+        assert_eq!(ended, Ok(true), "with_helpers did not return after a panic");
+    }
+}
