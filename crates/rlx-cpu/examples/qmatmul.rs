@@ -1,11 +1,11 @@
 //! The fast engine's `dequant_matmul` on one weight per block type: the
 //! weight-streaming rate (GB/s of quantized weights read per second) for a
-//! decode step (1 row) and the throughput of a prompt (64 rows), cycling
+//! decode step (1 row) and the throughput of a prompt (`rows`, default 64), cycling
 //! through ~128 MB of weights so they come from memory, not cache. One
 //! line per type and row count. Not a comparison: llama.cpp's side goes in
 //! benches/ (see docs/gguf.md).
 //!
-//!     RLX_NUM_THREADS=2 cargo run --release -p rlx-cpu --example qmatmul -- [n] [k]
+//!     RLX_NUM_THREADS=2 cargo run --release -p rlx-cpu --example qmatmul -- [n] [k] [rows]
 
 use rlx_cpu::fast::qmatmul;
 use rlx_ir::dtype::Storage;
@@ -19,7 +19,7 @@ fn main() {
             .and_then(|a| a.parse().ok())
             .unwrap_or(d)
     };
-    let (n, k) = (arg(1, 1536), arg(2, 1536));
+    let (n, k, rows) = (arg(1, 1536), arg(2, 1536), arg(3, 64));
     rlx::env::init().unwrap_or_else(|e| {
         eprintln!("{e}");
         std::process::exit(2)
@@ -43,7 +43,7 @@ fn main() {
         };
         let wbytes = n * k / block * bytes;
         let copies = (128 << 20) / wbytes + 1;
-        let x: Vec<f32> = (0..n * k)
+        let x: Vec<f32> = (0..n.max(rows) * k)
             .map(|i| ((i * 7) % 19) as f32 / 9.0 - 1.0)
             .collect();
         let q = rlx_ref::kernels::quant::quantize_values(d, &x).unwrap();
@@ -53,8 +53,8 @@ fn main() {
         let few = qmatmul::FewRows::all(d);
         let cases = few.iter().map(|&f| (1usize, false, f)).chain([
             (1, true, few[0]),
-            (64, false, few[0]),
-            (64, true, few[0]),
+            (rows, false, few[0]),
+            (rows, true, few[0]),
         ]);
         for (m, q8, path) in cases {
             if q8 && !qmatmul::q8_kernel(d) {
@@ -70,7 +70,7 @@ fn main() {
             }
             let s = t.elapsed().as_secs_f64() / reps as f64;
             println!(
-                "{:6} m={m:3}{} {:8}: {:8.3} ms  {:6.2} GB/s of weights  {:7.1} GFLOP/s",
+                "{:6} m={m:4}{} {:8}: {:8.3} ms  {:6.2} GB/s of weights  {:7.1} GFLOP/s",
                 d.name(),
                 if q8 { " q8" } else { "   " },
                 if q8 {

@@ -60,6 +60,8 @@ pub(crate) mod par;
 mod qdot_x512;
 #[cfg(target_arch = "x86_64")]
 mod qdot_x86;
+#[cfg(target_arch = "x86_64")]
+mod qgemm_x512;
 pub mod qmatmul;
 mod reduce;
 mod rope;

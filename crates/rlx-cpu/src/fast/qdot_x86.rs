@@ -360,9 +360,21 @@ pub fn quantize_rows(x: &[f32], m: usize, k: usize) -> Q8Rows {
         let id = if d > 0.0 { 1.0 / d } else { 0.0 };
         r.d.push(d);
         r.sum.push(blk.iter().sum());
-        r.q.extend(blk.iter().map(|v| (v * id).round() as i8));
+        r.q.extend(blk.iter().map(|v| round_half_away(v * id) as i8));
     }
     r
+}
+
+/// `a.round()` (half away from zero) in operations that vectorize
+/// (`round` is a libm call per value): `a − trunc(a)` is exact.
+#[inline(always)]
+fn round_half_away(a: f32) -> f32 {
+    let t = a.trunc();
+    if (a - t).abs() >= 0.5 {
+        t + 1.0f32.copysign(a)
+    } else {
+        t
+    }
 }
 
 /// One 32-element sub-block's weight levels as bytes (element order),

@@ -451,6 +451,20 @@ pub fn q8_kernel(dtype: DType) -> bool {
     }
 }
 
+/// Whether many rows of `dtype` with 8-bit activations take the integer
+/// GEMM (AVX-512 VNNI) on this CPU.
+pub fn q8_gemm(dtype: DType) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        super::qgemm_x512::handles(dtype) && super::qgemm_x512::available()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = dtype;
+        false
+    }
+}
+
 /// `out (m × n) = x (m × k) · wᵀ` for `w` (n × k) of block type `dtype`.
 ///
 /// `q8`: the few-rows path rounds activations to 8 bits and uses integer
@@ -494,6 +508,15 @@ pub fn run_on(
     // for large weights: 4096 × 14336 ran 1.4× faster than decoded panels
     // through the GEMM; MiniLM's 384 × 1536 ran 2× slower (per-group
     // overhead), hence the size bound (measured on AVX2, 2 threads).
+    #[cfg(target_arch = "x86_64")]
+    if q8 && m >= GEMM_ROWS && q8_gemm(dtype) {
+        // SAFETY: `q8_gemm` checked the CPU; k is a multiple of the block.
+        #[allow(unsafe_code)]
+        unsafe {
+            super::qgemm_x512::gemm(dtype, w, row_bytes, x, m, n, k, out)
+        };
+        return;
+    }
     if q8 && m >= GEMM_ROWS && n * k >= Q8_MANY_ROWS_MIN && q8_kernel(dtype) {
         return q8_groups(dtype, w, x, m, n, k, out);
     }
@@ -750,7 +773,7 @@ mod tests {
             DType::Q6K,
         ] {
             if !q8_kernel(d) {
-                return;
+                continue;
             }
             let Storage::Block { block, .. } = d.storage() else {
                 unreachable!()
@@ -759,7 +782,9 @@ mod tests {
             let wb = blocks(d, n * k / block);
             let t = HostTensor::new(d, [n, k], TensorData::Packed(wb.clone())).unwrap();
             let wf = rlx_ref::kernels::quant::dequantize_values(&t).unwrap();
-            for m in [1, 5] {
+            // 1 and 5 rows: the few-rows kernel; 13 and 21: the integer
+            // GEMM where the CPU has it (full and partial row tiles).
+            for m in [1, 5, GEMM_ROWS + 5, 21] {
                 let x: Vec<f32> = (0..m * k)
                     .map(|i| ((i * 7919) % 23) as f32 / 11.0 - 1.0)
                     .collect();
@@ -787,6 +812,53 @@ mod tests {
                             y[r * n + j]
                         );
                     }
+                }
+            }
+        }
+    }
+
+    /// The AVX-512 VNNI GEMM and the AVX2 few-rows kernel compute the
+    /// same sums of 8-bit products (in other orders): equal up to f32
+    /// rounding, for every type, tile remainder and a k of many groups.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn q8_gemm_equals_the_few_rows_integer_kernel() {
+        for d in [
+            DType::Q4_0,
+            DType::Q4_1,
+            DType::Q5_0,
+            DType::Q8_0,
+            DType::Q4K,
+            DType::Q5K,
+            DType::Q6K,
+        ] {
+            if !(q8_gemm(d) && q8_kernel(d)) {
+                continue;
+            }
+            let Storage::Block { block, .. } = d.storage() else {
+                unreachable!()
+            };
+            let (n, k) = (37, 512.max(2 * block));
+            let wb = blocks(d, n * k / block);
+            let t = HostTensor::new(d, [n, k], TensorData::Packed(wb.clone())).unwrap();
+            let wf = rlx_ref::kernels::quant::dequantize_values(&t).unwrap();
+            for m in [GEMM_ROWS, 19] {
+                let x: Vec<f32> = (0..m * k)
+                    .map(|i| ((i * 7919) % 29) as f32 / 13.0 - 1.0)
+                    .collect();
+                let mut got = vec![0.0f32; m * n];
+                run(d, true, &wb, &x, m, n, k, &mut got);
+                let mut want = vec![0.0f32; m * n];
+                q8_groups(d, &wb, &x, m, n, k, &mut want);
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    let (r, j) = (i / n, i % n);
+                    let scale: f64 = (0..k)
+                        .map(|p| (x[r * k + p] as f64 * wf[j * k + p]).abs())
+                        .sum();
+                    assert!(
+                        ((g - w).abs() as f64) <= 1e-5 * scale,
+                        "{d} m={m} [{r},{j}]: {g} vs {w}"
+                    );
                 }
             }
         }
