@@ -275,10 +275,14 @@ pub fn tokenizer_text(data: &[u8]) {
 
 /// ONNX import: bytes → `ModelProto` → IR graph. An import either fails
 /// with a typed error or gives a graph that verifies and whose text
-/// round-trips; symbolic dimensions are bound to 2.
+/// round-trips; symbolic dimensions are bound to 2. Every external data
+/// file resolves to the input's own bytes (offsets and lengths then point
+/// anywhere, or past the end).
 pub fn onnx(data: &[u8]) {
     crate::init();
     let mut opts = rlx_onnx::ImportOptions::default();
+    let own = data.to_vec();
+    opts.external = Some(rlx_onnx::ExternalData::new(move |_| Ok(own.clone())));
     if let Ok(m) = <rlx_onnx::proto::ModelProto as prost::Message>::decode(data) {
         for vi in m.graph.iter().flat_map(|g| &g.input) {
             use rlx_onnx::proto::{tensor_shape_proto::dimension::Value, type_proto};

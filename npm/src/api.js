@@ -568,9 +568,7 @@ export class Graph {
    */
   static fromOnnx(bytes, opts = {}) {
     const where = "Graph.fromOnnx";
-    const view = bytes instanceof ArrayBuffer ? new Uint8Array(bytes)
-      : ArrayBuffer.isView(bytes) ? new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength) : null;
-    if (!view) throw invalid(where, `expected the model's bytes (ArrayBuffer or Uint8Array), got ${describe(bytes)}`);
+    const view = bytesView(where, bytes);
     opts = checkOptions(where, opts, ONNX_OPTIONS);
     const json = (name) => {
       const v = opts[name];
@@ -584,7 +582,16 @@ export class Graph {
       }
       return JSON.stringify(v);
     };
-    return new Graph(call(() => raw.Graph.fromOnnx(view, json("dims"), json("shapes"))));
+    const ext = externalFiles(where, opts.externalData);
+    return new Graph(call(() => raw.Graph.fromOnnx(view, json("dims"), json("shapes"), ext)));
+  }
+  /**
+   * The files an ONNX model's external-data tensors live in (locations
+   * relative to the model, first use first): what to fetch and pass as
+   * `externalData` to `fromOnnx`.
+   */
+  static onnxExternalFiles(bytes) {
+    return call(() => raw.Graph.onnxExternalFiles(bytesView("Graph.onnxExternalFiles", bytes)));
   }
   static fromJson(obj) {
     if (typeof obj !== "string" && !isPlainObject(obj)) {
@@ -779,12 +786,19 @@ function runValue(spec, v, where) {
 export class Model {
   /**
    * Import an ONNX model and compile it: `Graph.fromOnnx(bytes, {dims,
-   * shapes})` then `compile(graph, {device, policy, optimize})`.
+   * shapes, externalData})` then `compile(graph, {device, policy,
+   * optimize})`. `externalData` may also be an async function
+   * `(location) => bytes` (a fetch beside the model), called once per file.
    */
   static async fromOnnx(bytes, opts = {}) {
     opts = checkOptions("Model.fromOnnx", opts, [...ONNX_OPTIONS, ...COMPILE_OPTIONS.filter((o) => o !== "weights")]);
-    const { dims, shapes, ...rest } = opts;
-    const g = Graph.fromOnnx(bytes, { dims, shapes });
+    let { dims, shapes, externalData, ...rest } = opts;
+    if (typeof externalData === "function") {
+      const fetchFile = externalData;
+      externalData = {};
+      for (const loc of Graph.onnxExternalFiles(bytes)) externalData[loc] = await fetchFile(loc);
+    }
+    const g = Graph.fromOnnx(bytes, { dims, shapes, externalData });
     try {
       return await compile(g, rest);
     } finally {
@@ -867,7 +881,26 @@ export class Model {
 }
 
 const COMPILE_OPTIONS = ["device", "policy", "weights", "optimize"];
-const ONNX_OPTIONS = ["dims", "shapes"];
+const ONNX_OPTIONS = ["dims", "shapes", "externalData"];
+
+/** A model's bytes (ArrayBuffer or a typed-array view) as a Uint8Array. */
+function bytesView(where, bytes) {
+  const view = bytes instanceof ArrayBuffer ? new Uint8Array(bytes)
+    : ArrayBuffer.isView(bytes) ? new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength) : null;
+  if (!view) throw invalid(where, `expected the model's bytes (ArrayBuffer or Uint8Array), got ${describe(bytes)}`);
+  return view;
+}
+
+/** `externalData` ({location: bytes}) checked, as the wasm side takes it. */
+function externalFiles(where, files) {
+  if (files === undefined || files === null) return undefined;
+  if (!isPlainObject(files)) {
+    throw invalid(where, `\`externalData\` must be an object {location: ArrayBuffer | Uint8Array} (Model.fromOnnx also takes an async function of the location), got ${describe(files)}`);
+  }
+  const out = {};
+  for (const [k, v] of Object.entries(files)) out[k] = bytesView(`${where}: \`externalData.${k}\``, v);
+  return out;
+}
 
 /**
  * Compile a graph. `device`: 'cpu' | 'webgpu' | a fallback list such as

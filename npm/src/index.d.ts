@@ -140,7 +140,9 @@ export class Graph {
   static fromText(text: string): Graph;
   static fromJson(json: object | string): Graph;
   /** Import an ONNX model; ops it cannot map are all listed in one RlxError 'unsupported'. */
-  static fromOnnx(bytes: ArrayBuffer | ArrayBufferView, opts?: OnnxOptions): Graph;
+  static fromOnnx(bytes: ArrayBuffer | ArrayBufferView, opts?: OnnxOptions & { externalData?: Record<string, ArrayBuffer | ArrayBufferView> }): Graph;
+  /** The files an ONNX model's external-data tensors live in (relative locations): what to pass as `externalData`. */
+  static onnxExternalFiles(bytes: ArrayBuffer | ArrayBufferView): string[];
   readonly name: string;
   text(): string;
   json(): any;
@@ -251,9 +253,14 @@ export interface OnnxOptions {
   shapes?: Record<string, number[]>;
 }
 
+/** Where an ONNX model's external-data files come from: the files by location, or (Model.fromOnnx) an async fetch of one. */
+export type ExternalData =
+  | Record<string, ArrayBuffer | ArrayBufferView>
+  | ((location: string) => Promise<ArrayBuffer | ArrayBufferView> | ArrayBuffer | ArrayBufferView);
+
 export class Model {
-  /** `Graph.fromOnnx(bytes, {dims, shapes})`, then `compile(graph, opts)`. */
-  static fromOnnx(bytes: ArrayBuffer | ArrayBufferView, opts?: OnnxOptions & Omit<CompileOptions, "weights">): Promise<Model>;
+  /** `Graph.fromOnnx(bytes, {dims, shapes, externalData})`, then `compile(graph, opts)`. */
+  static fromOnnx(bytes: ArrayBuffer | ArrayBufferView, opts?: OnnxOptions & { externalData?: ExternalData } & Omit<CompileOptions, "weights">): Promise<Model>;
   readonly device: DeviceName;
   inputs(): (ValueInfo & { bound: boolean })[];
   run(inputs: Record<string, InputValue> | InputValue[]): Promise<OutputTensor[]>;

@@ -63,3 +63,32 @@ test("Graph.fromOnnx: typed errors for bad files and missing dimensions", () => 
   const unsupported = fs.readFileSync(path.join(repo, "native/rlx-cli/tests/data/unique_unsupported.onnx"));
   err(() => rlx.Graph.fromOnnx(unsupported), "unsupported", /`Unique`.*not supported/s);
 });
+
+test("ONNX external data: files by location or an async fetch", async () => {
+  const dir = path.join(repo, "crates/rlx-onnx/tests/data/external");
+  const bytes = fs.readFileSync(path.join(dir, "model.onnx"));
+  assert.deepEqual(rlx.Graph.onnxExternalFiles(bytes), ["weights.bin"]);
+  const x = readNpy(path.join(dir, "x.npy"));
+  const want = readNpy(path.join(dir, "y.npy"));
+  const asked = [];
+  const model = await rlx.Model.fromOnnx(bytes, {
+    device: "cpu",
+    externalData: async (loc) => {
+      asked.push(loc);
+      return fs.readFileSync(path.join(dir, loc));
+    },
+  });
+  assert.deepEqual(asked, ["weights.bin"]);
+  const [y] = await model.run({ X: { data: x.data, shape: x.shape } });
+  for (let i = 0; i < want.data.length; i++) assert.ok(Math.abs(y.data[i] - want.data[i]) <= 1e-6, `${y.data[i]} vs ${want.data[i]}`);
+  model.dispose();
+  const g = rlx.Graph.fromOnnx(bytes, { externalData: { "weights.bin": fs.readFileSync(path.join(dir, "weights.bin")) } });
+  assert.deepEqual(g.inputs().map((i) => i.name), ["X"]);
+  g.dispose();
+  const err = (f, code, re) =>
+    assert.throws(f, (e) => e.name === "RlxError" && e.code === code && re.test(e.message));
+  err(() => rlx.Graph.fromOnnx(bytes), "format", /tensor `W`.*weights\.bin/s);
+  err(() => rlx.Graph.fromOnnx(bytes, { externalData: { "other.bin": new Uint8Array(4) } }), "format", /no file `weights\.bin`/);
+  err(() => rlx.Graph.fromOnnx(bytes, { externalData: "weights.bin" }), "invalid_argument", /externalData/);
+  err(() => rlx.Graph.fromOnnx(bytes, { externalData: { "weights.bin": [1, 2] } }), "invalid_argument", /externalData\.weights\.bin/);
+});

@@ -210,14 +210,26 @@ impl Graph {
     }
 
     /// Import an ONNX model. `dims`: JSON `{name: size}` for symbolic
-    /// dimensions; `shapes`: JSON `{input: [sizes]}` for whole input shapes.
+    /// dimensions; `shapes`: JSON `{input: [sizes]}` for whole input shapes;
+    /// `external`: `{location: Uint8Array}`, the files of tensors saved as
+    /// external data.
     #[wasm_bindgen(js_name = fromOnnx)]
     pub fn from_onnx(
         bytes: &[u8],
         dims: Option<String>,
         shapes: Option<String>,
+        external: Option<js_sys::Object>,
     ) -> Result<Graph, JsValue> {
         let mut opts = rlx_onnx::ImportOptions::default();
+        if let Some(files) = external {
+            let mut map = std::collections::HashMap::new();
+            for pair in js_sys::Object::entries(&files).iter() {
+                let pair = js_sys::Array::from(&pair);
+                let name = pair.get(0).as_string().unwrap_or_default();
+                map.insert(name, js_sys::Uint8Array::new(&pair.get(1)).to_vec());
+            }
+            opts.external = Some(rlx_onnx::ExternalData::from_files(map));
+        }
         if let Some(d) = dims {
             opts.dims = serde_json::from_str(&d)
                 .map_err(|e| err("invalid_argument", format!("Graph.fromOnnx: `dims`: {e}")))?;
@@ -236,6 +248,14 @@ impl Graph {
             err(code, format!("Graph.fromOnnx: {e}"))
         })?;
         Ok(Graph { g: m.graph })
+    }
+
+    /// The files an ONNX model's external-data tensors live in (relative
+    /// locations, first use first): what to fetch before `fromOnnx`.
+    #[wasm_bindgen(js_name = onnxExternalFiles)]
+    pub fn onnx_external_files(bytes: &[u8]) -> Result<Vec<String>, JsValue> {
+        rlx_onnx::external_files(bytes)
+            .map_err(|e| err("format", format!("Graph.onnxExternalFiles: {e}")))
     }
 
     /// Read the JSON form (`json()`).

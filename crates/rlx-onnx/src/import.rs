@@ -24,6 +24,10 @@ pub struct ImportOptions {
     /// dynamic dimension of the input (named, `?` or `-1`) and must agree
     /// with its fixed ones.
     pub shapes: HashMap<String, Vec<usize>>,
+    /// Where tensors saved as external data get their bytes (files beside
+    /// the model): without it such a model is refused, naming the tensor
+    /// and the file.
+    pub external: Option<crate::ExternalData>,
 }
 
 /// An imported model.
@@ -52,6 +56,16 @@ pub fn import(bytes: &[u8], opts: &ImportOptions) -> Result<Imported, OnnxError>
 
 /// Import a decoded model.
 pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Imported, OnnxError> {
+    if crate::external::used(model) {
+        let mut m = model.clone();
+        crate::external::resolve(&mut m, opts.external.as_ref())?;
+        return import_resolved(&m, opts);
+    }
+    import_resolved(model, opts)
+}
+
+/// [`import_model`] once every tensor's bytes are in the model.
+fn import_resolved(model: &ModelProto, opts: &ImportOptions) -> Result<Imported, OnnxError> {
     let limits = rlx_ir::limits::limits();
     // A model of other domains only (ai.onnx.ml, training) has none: its
     // nodes are then each reported as unsupported.

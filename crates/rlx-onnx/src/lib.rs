@@ -12,6 +12,10 @@
 //! value, an input that must be known — is listed in one
 //! [`OnnxError::Unsupported`], never a panic.
 //!
+//! Tensors saved as external data (files beside the model) are read
+//! through [`ImportOptions::external`]: a resolver natively, the fetched
+//! files in a page.
+//!
 //! ```no_run
 //! let bytes = std::fs::read("model.onnx").unwrap();
 //! let m = rlx_onnx::import(&bytes, &Default::default()).unwrap();
@@ -21,6 +25,7 @@
 mod control;
 mod describe;
 mod error;
+mod external;
 mod import;
 pub mod ops;
 #[rustfmt::skip]
@@ -29,4 +34,5 @@ pub mod tensor;
 
 pub use describe::{describe, Description};
 pub use error::{Missing, OnnxError};
+pub use external::{files as external_files, locations as external_locations, ExternalData, Resolve};
 pub use import::{import, import_model, ImportOptions, Imported};

@@ -199,7 +199,9 @@ pub fn to_host(t: &TensorProto) -> Result<HostTensor, OnnxError> {
         .map_err(|e| OnnxError::Ir(e.into()))?;
     if t.data_location() == crate::proto::tensor_proto::DataLocation::External {
         return Err(bad(
-            "its data is in an external file (not supported yet)".into()
+            "its data is in an external file: import the model with `import` / \
+             `import_model`, which read it through ImportOptions::external"
+                .into(),
         ));
     }
     let n: usize = dims.iter().product();

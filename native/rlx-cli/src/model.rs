@@ -99,7 +99,13 @@ pub fn import_onnx(
     a: &ShapeArgs,
     given: &[(String, Vec<usize>)],
 ) -> CliResult<rlx_onnx::Imported> {
-    let opts = options(a, given)?;
+    let mut opts = options(a, given)?;
+    // External data: files beside the model (the importer checked that a
+    // location stays inside this directory), read within the size limit.
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    opts.external = Some(rlx_onnx::ExternalData::new(move |loc| {
+        rlx::ir::limits::read_bounded(&dir.join(loc)).map_err(|e| e.to_string())
+    }));
     let bytes = read_model(path)?;
     let shown = path.display();
     rlx_onnx::import(&bytes, &opts).map_err(|e| match e {

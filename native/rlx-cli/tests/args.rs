@@ -338,8 +338,8 @@ fn a_huge_graph_is_a_limit_error_not_an_abort() {
     );
 }
 
-/// `rlx run` on ONNX models: imported, compiled and run; a file that is
-/// not ONNX is exit 3; a model with an op the importer lacks is exit 4,
+/// `rlx run` on ONNX models: imported, compiled and run (external data
+/// read from beside the model); a file that is not ONNX is exit 3; a model with an op the importer lacks is exit 4,
 /// naming the node; `--dim` only for ONNX.
 #[test]
 fn run_imports_onnx_models() {
@@ -376,6 +376,25 @@ fn run_imports_onnx_models() {
     assert!(err.contains("not an ONNX model"), "{err}");
     let (c, _, err) = code(&rlx(&["run", BLOCK, "--dim", "n=1", "--random", "0"]));
     assert_eq!(c, 2, "{err}");
+    // External data: read from beside the model; a copy of the model
+    // without its weights.bin is exit 3 naming the tensor and the file.
+    let ext = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../crates/rlx-onnx/tests/data/external"
+    );
+    let model = format!("{ext}/model.onnx");
+    let x = format!("X={ext}/x.npy");
+    let (c, out, err) = code(&rlx(&["run", &model, "--input", &x]));
+    assert_eq!(c, 0, "{err}");
+    assert!(out.contains("Y: f32[3,4]"), "{out}");
+    let alone = dir.join("model.onnx");
+    std::fs::copy(&model, &alone).unwrap();
+    let (c, _, err) = code(&rlx(&["run", alone.to_str().unwrap(), "--input", &x]));
+    assert_eq!(c, 3, "{err}");
+    assert!(
+        err.contains("tensor `W`") && err.contains("weights.bin"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -404,13 +404,18 @@ fn kernel_base_name(op: &str, kind: Option<Kind>, dtype: DType) -> String {
             amx::MIN_ROWS
         ),
         Some(Kind::DequantMatmul { dtype: w, q8 }) => format!(
-            "cpu::fast::{op}<{w}: {} blocks decoded as read; < {} rows: {}, more: decoded panels through GEMM>",
+            "cpu::fast::{op}<{w}: {} blocks decoded as read; < {} rows: {}, more: {}>",
             if qmatmul::has_fast_decoder(w) { "fast" } else { "reference-decoded" },
             qmatmul::GEMM_ROWS,
             if q8 {
                 "activations rounded to 8 bits, AVX2 integer dot products (q8_activations)"
             } else {
                 qmatmul::few_rows_kernel(w)
+            },
+            if q8 && qmatmul::q8_gemm(w) {
+                "activations rounded to 8 bits, AVX-512 VNNI integer GEMM (q8_activations)"
+            } else {
+                "decoded panels through GEMM"
             }
         ),
         Some(Kind::Conv { winograd, geom, .. }) => format!(
