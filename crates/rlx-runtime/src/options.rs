@@ -45,10 +45,11 @@ pub struct CpuOptions {
     /// bf16 products as AVX512-BF16 dot products where the CPU has them
     /// (off: widened to f32 GEMMs).
     pub bf16_dot: bool,
-    /// `dequant_matmul` of few rows (decoding a token) rounds each 32
-    /// activations to 8-bit integers and multiplies with integer dot
-    /// products, as llama.cpp does: faster, not exact (off, the default:
-    /// f32 activations, equal to dequantize-then-matmul up to f32 sums).
+    /// `dequant_matmul` rounds each 32 activations to 8-bit integers and
+    /// multiplies with integer dot products, as llama.cpp does (AVX2 for
+    /// few rows, an AVX-512 VNNI GEMM for many): faster, not exact (off,
+    /// the default: f32 activations, equal to dequantize-then-matmul up
+    /// to f32 sums).
     pub q8_activations: bool,
     /// 3×3 stride-1 convs as Winograd F(4×4, 3×3): about 4× fewer
     /// multiplies, results within f32 rounding of the direct sum but not

@@ -15,11 +15,13 @@
 //! * Many rows (a prompt): panels of up to `PANEL` weight rows are decoded to f32
 //!   and multiplied with the `gemm` crate, so decoding is paid once per
 //!   panel, not once per row of `x`.
+//! * With `q8` (activations rounded to 8 bits per 32 values, as llama.cpp
+//!   does): integer dot products — AVX2 for few rows (`qdot_x86`), an
+//!   AVX-512 VNNI GEMM for many (`qgemm_x512`).
 //!
 //! Types with a fast decoder here: Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K,
 //! Q6_K, MXFP4, MXFP8; every other block type decodes through the
-//! reference decoder (slower, same values). Not here yet: integer dot products (activations
-//! quantized to 8 bits, as llama.cpp does).
+//! reference decoder (slower, same values).
 
 use super::par;
 use super::simd::simd_fn;
