@@ -346,27 +346,40 @@ pub struct Q8Rows {
 }
 
 /// Rounds `m` rows of `k` values (k a multiple of 32): d = max|x|/127,
-/// q = round(x/d) (half away from zero).
+/// q = round(x/d) (half away from zero). Vectorized where the CPU has
+/// AVX2 (the only callers' kernels need it anyway), else [`quantize_scalar`].
 pub fn quantize_rows(x: &[f32], m: usize, k: usize) -> Q8Rows {
     let nb = m * k / 32;
     let mut r = Q8Rows {
-        d: Vec::with_capacity(nb),
-        q: Vec::with_capacity(m * k),
-        sum: Vec::with_capacity(nb),
+        d: vec![0.0; nb],
+        q: vec![0; m * k],
+        sum: vec![0.0; nb],
     };
-    for blk in x[..m * k].chunks_exact(32) {
-        let amax = blk.iter().fold(0.0f32, |a, v| a.max(v.abs()));
-        let d = amax / 127.0;
-        let id = if d > 0.0 { 1.0 / d } else { 0.0 };
-        r.d.push(d);
-        r.sum.push(blk.iter().sum());
-        r.q.extend(blk.iter().map(|v| round_half_away(v * id) as i8));
+    if available() {
+        // SAFETY: the CPU has AVX2 (checked); the buffers hold nb blocks.
+        unsafe { quantize_avx2(&x[..m * k], &mut r) };
+    } else {
+        quantize_scalar(&x[..m * k], &mut r);
     }
     r
 }
 
-/// `a.round()` (half away from zero) in operations that vectorize
-/// (`round` is a libm call per value): `a − trunc(a)` is exact.
+/// [`quantize_rows`] one value at a time: the definition the vector
+/// version is tested against.
+pub(super) fn quantize_scalar(x: &[f32], r: &mut Q8Rows) {
+    for (b, blk) in x.chunks_exact(32).enumerate() {
+        let amax = blk.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+        let d = amax / 127.0;
+        let id = if d > 0.0 { 1.0 / d } else { 0.0 };
+        r.d[b] = d;
+        r.sum[b] = blk.iter().sum();
+        for (q, v) in r.q[32 * b..32 * b + 32].iter_mut().zip(blk) {
+            *q = round_half_away(v * id) as i8;
+        }
+    }
+}
+
+/// `a.round()` (half away from zero): `a − trunc(a)` is exact.
 #[inline(always)]
 fn round_half_away(a: f32) -> f32 {
     let t = a.trunc();
@@ -375,6 +388,53 @@ fn round_half_away(a: f32) -> f32 {
     } else {
         t
     }
+}
+
+/// [`quantize_scalar`] with 8 lanes: the same max, scale and rounding per
+/// value (the block sum adds in another order).
+///
+/// # Safety
+/// AVX2 ([`available`]); `r` holds `x.len() / 32` blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn quantize_avx2(x: &[f32], r: &mut Q8Rows) {
+    let sign = _mm256_set1_ps(-0.0);
+    let half = _mm256_set1_ps(0.5);
+    let one = _mm256_set1_ps(1.0);
+    // packs interleave 128-bit lanes; this puts the 4-byte groups back.
+    let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (b, blk) in x.chunks_exact(32).enumerate() {
+        let p = blk.as_ptr();
+        let v = [0, 8, 16, 24].map(|o| _mm256_loadu_ps(p.add(o)));
+        let a = v.map(|v| _mm256_andnot_ps(sign, v));
+        let m = _mm256_max_ps(_mm256_max_ps(a[0], a[1]), _mm256_max_ps(a[2], a[3]));
+        let s = _mm256_add_ps(_mm256_add_ps(v[0], v[1]), _mm256_add_ps(v[2], v[3]));
+        let amax = hmax(m);
+        let d = amax / 127.0;
+        let id = if d > 0.0 { 1.0 / d } else { 0.0 };
+        *r.d.get_unchecked_mut(b) = d;
+        *r.sum.get_unchecked_mut(b) = hsum(s);
+        let idv = _mm256_set1_ps(id);
+        let q = v.map(|v| {
+            let y = _mm256_mul_ps(v, idv);
+            let t = _mm256_round_ps(y, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            let frac = _mm256_andnot_ps(sign, _mm256_sub_ps(y, t));
+            let away = _mm256_and_ps(_mm256_cmp_ps(frac, half, _CMP_GE_OQ), one);
+            let rounded = _mm256_add_ps(t, _mm256_or_ps(away, _mm256_and_ps(y, sign)));
+            _mm256_cvtps_epi32(rounded)
+        });
+        let bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+        let bytes = _mm256_permutevar8x32_epi32(bytes, order);
+        _mm256_storeu_si256(r.q.as_mut_ptr().add(32 * b) as *mut __m256i, bytes);
+    }
+}
+
+/// The largest of 8 lanes.
+#[inline(always)]
+unsafe fn hmax(v: __m256) -> f32 {
+    let m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    let m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+    _mm_cvtss_f32(m)
 }
 
 /// One 32-element sub-block's weight levels as bytes (element order),
@@ -564,5 +624,42 @@ pub unsafe fn gemv_q8<const M: usize, const D: u8>(
         for r in 0..m {
             out[r * ldo + j] = hsum(acc[r]) + mins[r];
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The vector rounding equals the scalar definition value for value,
+    /// ties (x.5 after scaling: the block's max is 127, so the scale is 1)
+    /// and zero blocks included; block sums agree to f32 rounding.
+    #[test]
+    fn vector_quantization_equals_the_scalar_one() {
+        if !available() {
+            return;
+        }
+        let mut x: Vec<f32> = (0..32 * 40)
+            .map(|i| ((i * 7919 % 1013) as f32 - 506.0) / 37.0)
+            .collect();
+        for (i, v) in x[32..64].iter_mut().enumerate() {
+            *v = i as f32 - 15.5; // ties at every value
+        }
+        x[63] = 127.0;
+        x[64..96].fill(0.0);
+        let mut want = Q8Rows {
+            d: vec![0.0; 40],
+            q: vec![0; x.len()],
+            sum: vec![0.0; 40],
+        };
+        quantize_scalar(&x, &mut want);
+        let got = quantize_rows(&x, 40, 32);
+        assert_eq!(got.q, want.q);
+        assert_eq!(got.d, want.d);
+        for (g, w) in got.sum.iter().zip(&want.sum) {
+            assert!((g - w).abs() <= 1e-4 * w.abs().max(1.0), "{g} vs {w}");
+        }
+        // The ties went away from zero: 15.5 → 16, −15.5 → −16.
+        assert_eq!((want.q[32], want.q[62]), (-16, 15));
     }
 }

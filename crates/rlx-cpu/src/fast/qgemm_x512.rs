@@ -156,10 +156,12 @@ fn rows_for(d: DType, x: &[f32], m: usize, k: usize) -> Rows {
 }
 
 /// `M` (≤ MR) rows of x from `r0` against one register tile of weights:
-/// `tile[r][j]` = row r0 + r of x · weight row j of the tile.
+/// `dst[r][j]` = row r0 + r of x · weight row j of the tile, for the
+/// first `cols` weight rows (stored straight from the registers).
 ///
 /// # Safety
-/// [`available`]; the tile and rows are in bounds.
+/// [`available`]; the tile and rows are in bounds, `dst[r]` has room for
+/// `cols` (≤ NR) values.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
 unsafe fn tile<const M: usize, const G: usize, const MIN: bool>(
     p: &Panel,
@@ -167,7 +169,8 @@ unsafe fn tile<const M: usize, const G: usize, const MIN: bool>(
     xr: &Rows,
     r0: usize,
     k: usize,
-    out: &mut [[f32; NR]; MR],
+    dst: &[*mut f32; MR],
+    cols: usize,
 ) {
     let (nb, ng) = (k / 32, k / G);
     let u = p.u.as_ptr().add(t * NR * k);
@@ -204,8 +207,9 @@ unsafe fn tile<const M: usize, const G: usize, const MIN: bool>(
             }
         }
     }
+    let mask: __mmask16 = if cols >= NR { !0 } else { (1u16 << cols) - 1 };
     for r in 0..M {
-        _mm512_storeu_ps(out[r].as_mut_ptr(), acc[r]);
+        _mm512_mask_storeu_ps(dst[r], mask, acc[r]);
     }
 }
 
@@ -213,18 +217,29 @@ unsafe fn tile<const M: usize, const G: usize, const MIN: bool>(
 ///
 /// # Safety
 /// As [`tile`].
-unsafe fn tile_any(d: DType, rows: usize, p: &Panel, t: usize, xr: &Rows, r0: usize, k: usize, out: &mut [[f32; NR]; MR]) {
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile_any(
+    d: DType,
+    rows: usize,
+    p: &Panel,
+    t: usize,
+    xr: &Rows,
+    r0: usize,
+    k: usize,
+    dst: &[*mut f32; MR],
+    cols: usize,
+) {
     macro_rules! by_rows {
         ($g:literal, $min:literal) => {
             match rows {
-                1 => tile::<1, $g, $min>(p, t, xr, r0, k, out),
-                2 => tile::<2, $g, $min>(p, t, xr, r0, k, out),
-                3 => tile::<3, $g, $min>(p, t, xr, r0, k, out),
-                4 => tile::<4, $g, $min>(p, t, xr, r0, k, out),
-                5 => tile::<5, $g, $min>(p, t, xr, r0, k, out),
-                6 => tile::<6, $g, $min>(p, t, xr, r0, k, out),
-                7 => tile::<7, $g, $min>(p, t, xr, r0, k, out),
-                _ => tile::<MR, $g, $min>(p, t, xr, r0, k, out),
+                1 => tile::<1, $g, $min>(p, t, xr, r0, k, dst, cols),
+                2 => tile::<2, $g, $min>(p, t, xr, r0, k, dst, cols),
+                3 => tile::<3, $g, $min>(p, t, xr, r0, k, dst, cols),
+                4 => tile::<4, $g, $min>(p, t, xr, r0, k, dst, cols),
+                5 => tile::<5, $g, $min>(p, t, xr, r0, k, dst, cols),
+                6 => tile::<6, $g, $min>(p, t, xr, r0, k, dst, cols),
+                7 => tile::<7, $g, $min>(p, t, xr, r0, k, dst, cols),
+                _ => tile::<MR, $g, $min>(p, t, xr, r0, k, dst, cols),
             }
         };
     }
@@ -261,20 +276,21 @@ pub unsafe fn gemm(d: DType, w: &[u8], row_bytes: usize, x: &[f32], m: usize, n:
         };
         // SAFETY: the caller checked the CPU and the sizes.
         unsafe { unpack(d, w, row_bytes, j0, rows, k, &mut p) };
-        let mut res = [[0.0f32; NR]; MR];
         for r0 in (0..m).step_by(MR) {
             let mr = MR.min(m - r0);
             for t in 0..rows.div_ceil(NR) {
-                // SAFETY: as above; tile t and rows r0..r0 + mr exist.
-                unsafe { tile_any(d, mr, &p, t, &xr, r0, k, &mut res) };
                 let c0 = j0 + t * NR;
                 let cols = NR.min(n - c0);
-                for (r, v) in res.iter().enumerate().take(mr) {
+                let mut ptrs = [std::ptr::null_mut(); MR];
+                for (r, p) in ptrs.iter_mut().enumerate().take(mr) {
                     let at = (r0 + r) * n + c0;
                     // SAFETY: this task alone writes columns
                     // j0..j0 + rows of every row.
-                    unsafe { dst.range(at..at + cols) }.copy_from_slice(&v[..cols]);
+                    *p = unsafe { dst.range(at..at + cols) }.as_mut_ptr();
                 }
+                // SAFETY: as above; tile t and rows r0..r0 + mr exist,
+                // each pointer has room for `cols` values.
+                unsafe { tile_any(d, mr, &p, t, &xr, r0, k, &ptrs, cols) };
             }
         }
     });
