@@ -69,19 +69,40 @@ fn main() {
                 qmatmul::run_on(path, d, q8, &ws[r % copies], a, m, n, k, &mut c);
             }
             let s = t.elapsed().as_secs_f64() / reps as f64;
-            println!(
-                "{:6} m={m:4}{} {:8}: {:8.3} ms  {:6.2} GB/s of weights  {:7.1} GFLOP/s",
-                d.name(),
-                if q8 { " q8" } else { "   " },
-                if q8 {
-                    "int8".to_string()
-                } else {
-                    format!("{path:?}")
-                },
-                s * 1e3,
-                wbytes as f64 / s / 1e9,
-                2.0 * (m * n * k) as f64 / s / 1e9
-            );
+            let how = if q8 {
+                "int8".to_string()
+            } else {
+                format!("{path:?}")
+            };
+            report(d, m, q8, &how, s, wbytes, n, k);
+        }
+        // Each integer GEMM this CPU has, on the prompt rows.
+        #[cfg(target_arch = "x86_64")]
+        for isa in qmatmul::Q8Gemm::all() {
+            let (a, reps) = (&x[..rows * k], copies.min(8));
+            let mut c = vec![0f32; rows * n];
+            if !qmatmul::run_q8_gemm(isa, d, &ws[0], a, rows, n, k, &mut c) {
+                continue;
+            }
+            let t = Instant::now();
+            for r in 0..reps {
+                qmatmul::run_q8_gemm(isa, d, &ws[r % copies], a, rows, n, k, &mut c);
+            }
+            let s = t.elapsed().as_secs_f64() / reps as f64;
+            report(d, rows, true, &format!("{isa:?}"), s, wbytes, n, k);
         }
     }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn report(d: DType, m: usize, q8: bool, how: &str, s: f64, wbytes: usize, n: usize, k: usize) {
+    println!(
+        "{:6} m={m:4}{} {:8}: {:8.3} ms  {:6.2} GB/s of weights  {:7.1} GFLOP/s",
+        d.name(),
+        if q8 { " q8" } else { "   " },
+        how,
+        s * 1e3,
+        wbytes as f64 / s / 1e9,
+        2.0 * (m * n * k) as f64 / s / 1e9
+    );
 }

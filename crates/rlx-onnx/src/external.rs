@@ -69,7 +69,10 @@ fn for_attr<'a>(a: &'a AttributeProto, f: &mut impl FnMut(&'a TensorProto)) {
     }
 }
 
-fn for_tensors_mut(g: &mut GraphProto, f: &mut impl FnMut(&mut TensorProto) -> Result<(), OnnxError>) -> Result<(), OnnxError> {
+fn for_tensors_mut(
+    g: &mut GraphProto,
+    f: &mut impl FnMut(&mut TensorProto) -> Result<(), OnnxError>,
+) -> Result<(), OnnxError> {
     for t in &mut g.initializer {
         f(t)?;
     }
@@ -130,10 +133,7 @@ fn entry<'a>(t: &'a TensorProto, key: &str) -> Option<&'a str> {
 /// A location that stays inside the model's directory.
 fn check_location(loc: &str) -> Result<(), String> {
     let parts: Vec<&str> = loc.split(['/', '\\']).collect();
-    if loc.is_empty()
-        || loc.starts_with(['/', '\\'])
-        || loc.contains(':')
-        || parts.iter().any(|p| *p == "..")
+    if loc.is_empty() || loc.starts_with(['/', '\\']) || loc.contains(':') || parts.contains(&"..")
     {
         return Err(format!(
             "location `{loc}` is not a relative path inside the model's directory"

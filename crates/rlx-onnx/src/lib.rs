@@ -34,5 +34,7 @@ pub mod tensor;
 
 pub use describe::{describe, Description};
 pub use error::{Missing, OnnxError};
-pub use external::{files as external_files, locations as external_locations, ExternalData, Resolve};
+pub use external::{
+    files as external_files, locations as external_locations, ExternalData, Resolve,
+};
 pub use import::{import, import_model, ImportOptions, Imported};

@@ -47,7 +47,12 @@ fn external_tensors_import_and_match_onnx_runtime() {
     assert_eq!(rlx_onnx::external_locations(&model), ["weights.bin"]);
     let m = import(&bytes, &from_dir()).unwrap();
     let exe = rlx::compile(&m.graph, Device::Cpu).unwrap();
-    let got = exe.run(&[npy("x")]).unwrap().remove(0).to_f64_vec().unwrap();
+    let got = exe
+        .run(&[npy("x")])
+        .unwrap()
+        .remove(0)
+        .to_f64_vec()
+        .unwrap();
     let want = npy("y").to_f64_vec().unwrap();
     assert_eq!(got.len(), want.len());
     for (g, w) in got.iter().zip(&want) {
@@ -93,11 +98,7 @@ fn with_entry(key: &str, value: &str) -> Vec<u8> {
     let mut m = ModelProto::decode(&read("model.onnx")[..]).unwrap();
     let g = m.graph.as_mut().unwrap();
     let w = g.initializer.iter_mut().find(|t| t.name() == "W").unwrap();
-    let e = w
-        .external_data
-        .iter_mut()
-        .find(|e| e.key() == key)
-        .unwrap();
+    let e = w.external_data.iter_mut().find(|e| e.key() == key).unwrap();
     e.value = Some(value.into());
     m.encode_to_vec()
 }
@@ -126,6 +127,9 @@ fn locations_outside_the_directory_and_bad_ranges_are_refused() {
         ("length", "12", "raw_data holds 12 bytes"),
     ] {
         let e = invalid(import(&with_entry(key, v), &from_dir()).unwrap_err());
-        assert!(e.contains("tensor `W`") && e.contains(says), "{key}={v}: {e}");
+        assert!(
+            e.contains("tensor `W`") && e.contains(says),
+            "{key}={v}: {e}"
+        );
     }
 }

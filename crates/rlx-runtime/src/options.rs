@@ -47,9 +47,9 @@ pub struct CpuOptions {
     pub bf16_dot: bool,
     /// `dequant_matmul` rounds each 32 activations to 8-bit integers and
     /// multiplies with integer dot products, as llama.cpp does (AVX2 for
-    /// few rows, an AVX-512 VNNI GEMM for many): faster, not exact (off,
-    /// the default: f32 activations, equal to dequantize-then-matmul up
-    /// to f32 sums).
+    /// few rows, an integer GEMM on AVX-512 VNNI or AVX2 for many):
+    /// faster, not exact (off, the default: f32 activations, equal to
+    /// dequantize-then-matmul up to f32 sums).
     pub q8_activations: bool,
     /// 3×3 stride-1 convs as Winograd F(4×4, 3×3): about 4× fewer
     /// multiplies, results within f32 rounding of the direct sum but not

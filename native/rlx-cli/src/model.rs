@@ -104,7 +104,7 @@ pub fn import_onnx(
     // location stays inside this directory), read within the size limit.
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     opts.external = Some(rlx_onnx::ExternalData::new(move |loc| {
-        rlx::ir::limits::read_bounded(&dir.join(loc)).map_err(|e| e.to_string())
+        rlx::ir::limits::read_bounded(dir.join(loc)).map_err(|e| e.to_string())
     }));
     let bytes = read_model(path)?;
     let shown = path.display();

@@ -61,7 +61,9 @@ mod qdot_x512;
 #[cfg(target_arch = "x86_64")]
 mod qdot_x86;
 #[cfg(target_arch = "x86_64")]
-mod qgemm_x512;
+mod qgemm;
+#[cfg(target_arch = "x86_64")]
+mod qgemm_avx2;
 pub mod qmatmul;
 mod reduce;
 mod rope;
@@ -412,10 +414,9 @@ fn kernel_base_name(op: &str, kind: Option<Kind>, dtype: DType) -> String {
             } else {
                 qmatmul::few_rows_kernel(w)
             },
-            if q8 && qmatmul::q8_gemm(w) {
-                "activations rounded to 8 bits, AVX-512 VNNI integer GEMM (q8_activations)"
-            } else {
-                "decoded panels through GEMM"
+            match qmatmul::q8_gemm_kernel(w).filter(|_| q8) {
+                Some(k) => format!("activations rounded to 8 bits, {k} (q8_activations)"),
+                None => "decoded panels through GEMM".into(),
             }
         ),
         Some(Kind::Conv { winograd, geom, .. }) => format!(

@@ -422,7 +422,10 @@ unsafe fn quantize_avx2(x: &[f32], r: &mut Q8Rows) {
             let rounded = _mm256_add_ps(t, _mm256_or_ps(away, _mm256_and_ps(y, sign)));
             _mm256_cvtps_epi32(rounded)
         });
-        let bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+        let bytes = _mm256_packs_epi16(
+            _mm256_packs_epi32(q[0], q[1]),
+            _mm256_packs_epi32(q[2], q[3]),
+        );
         let bytes = _mm256_permutevar8x32_epi32(bytes, order);
         _mm256_storeu_si256(r.q.as_mut_ptr().add(32 * b) as *mut __m256i, bytes);
     }

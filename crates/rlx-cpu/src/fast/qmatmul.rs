@@ -17,7 +17,7 @@
 //!   panel, not once per row of `x`.
 //! * With `q8` (activations rounded to 8 bits per 32 values, as llama.cpp
 //!   does): integer dot products — AVX2 for few rows (`qdot_x86`), an
-//!   AVX-512 VNNI GEMM for many (`qgemm_x512`).
+//!   AVX-512 VNNI GEMM for many (`qgemm`).
 //!
 //! Types with a fast decoder here: Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K,
 //! Q6_K, MXFP4, MXFP8; every other block type decodes through the
@@ -35,9 +35,6 @@ pub const GEMM_ROWS: usize = 8;
 /// Weight rows per decoded panel (the GEMM is 2× faster on 512 than on
 /// 128), within [`PANEL_BYTES`] of f32.
 const PANEL: usize = 512;
-/// Weights of at least this many elements take the 8-bit path for many
-/// rows too (when `q8` is on).
-const Q8_MANY_ROWS_MIN: usize = 1 << 23;
 /// The most scratch a decoded panel takes.
 const PANEL_BYTES: usize = 32 << 20;
 /// The largest block (k-quants).
@@ -430,7 +427,9 @@ macro_rules! with_kernel {
 }
 
 /// Many rows with 8-bit activations: groups of `GEMM_ROWS − 1` rows
-/// through the few-rows integer kernel.
+/// through the few-rows integer kernel (what the integer GEMMs are tested
+/// against; they replaced it, 1.5–3× faster).
+#[cfg(test)]
 fn q8_groups(dtype: DType, w: &[u8], x: &[f32], m: usize, n: usize, k: usize, out: &mut [f32]) {
     let g = GEMM_ROWS - 1;
     for r0 in (0..m).step_by(g) {
@@ -453,17 +452,61 @@ pub fn q8_kernel(dtype: DType) -> bool {
     }
 }
 
-/// Whether many rows of `dtype` with 8-bit activations take the integer
-/// GEMM (AVX-512 VNNI) on this CPU.
-pub fn q8_gemm(dtype: DType) -> bool {
+/// The integer GEMM many rows of `dtype` with 8-bit activations take on
+/// this CPU (AVX-512 VNNI, else AVX2), if any.
+#[cfg(target_arch = "x86_64")]
+pub fn q8_gemm(dtype: DType) -> Option<super::qgemm::Isa> {
+    super::qgemm::Isa::best().filter(|_| super::qgemm::handles(dtype))
+}
+
+#[cfg(target_arch = "x86_64")]
+pub use super::qgemm::Isa as Q8Gemm;
+
+/// [`run`] with 8-bit activations on the integer GEMM `isa` (for tests and
+/// benchmarks of each path); false when this CPU lacks it, the type has
+/// no kernel or the sizes do not fit.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+pub fn run_q8_gemm(
+    isa: Q8Gemm,
+    dtype: DType,
+    w: &[u8],
+    x: &[f32],
+    m: usize,
+    n: usize,
+    k: usize,
+    out: &mut [f32],
+) -> bool {
+    let Storage::Block { block, bytes } = dtype.storage() else {
+        return false;
+    };
+    if !(isa.available() && super::qgemm::handles(dtype))
+        || block < 32
+        || !k.is_multiple_of(block)
+        || w.len() < n * (k / block) * bytes
+        || x.len() < m * k
+        || out.len() < m * n
+    {
+        return false;
+    }
+    // SAFETY: the ISA is available and the sizes were checked above.
+    #[allow(unsafe_code)]
+    unsafe {
+        super::qgemm::gemm(isa, dtype, w, k / block * bytes, x, m, n, k, out)
+    };
+    true
+}
+
+/// For the dispatch report: the integer GEMM of [`q8_gemm`].
+pub fn q8_gemm_kernel(dtype: DType) -> Option<&'static str> {
     #[cfg(target_arch = "x86_64")]
     {
-        super::qgemm_x512::handles(dtype) && super::qgemm_x512::available()
+        q8_gemm(dtype).map(|i| i.describe())
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
         let _ = dtype;
-        false
+        None
     }
 }
 
@@ -505,22 +548,17 @@ pub fn run_on(
     if m == 0 || n == 0 {
         return;
     }
-    // With 8-bit activations, many rows go through the integer kernel in
-    // groups of GEMM_ROWS − 1 (each weight block decoded once per group)
-    // for large weights: 4096 × 14336 ran 1.4× faster than decoded panels
-    // through the GEMM; MiniLM's 384 × 1536 ran 2× slower (per-group
-    // overhead), hence the size bound (measured on AVX2, 2 threads).
+    // With 8-bit activations, many rows take the integer GEMM: 512 × 2048
+    // × 2048 ran 3.9× (VNNI) and 2.0× (AVX2) faster than decoded panels
+    // through the f32 GEMM on one Zen 4 core.
     #[cfg(target_arch = "x86_64")]
-    if q8 && m >= GEMM_ROWS && q8_gemm(dtype) {
+    if let (true, Some(isa)) = (q8 && m >= GEMM_ROWS, q8_gemm(dtype)) {
         // SAFETY: `q8_gemm` checked the CPU; k is a multiple of the block.
         #[allow(unsafe_code)]
         unsafe {
-            super::qgemm_x512::gemm(dtype, w, row_bytes, x, m, n, k, out)
+            super::qgemm::gemm(isa, dtype, w, row_bytes, x, m, n, k, out)
         };
         return;
-    }
-    if q8 && m >= GEMM_ROWS && n * k >= Q8_MANY_ROWS_MIN && q8_kernel(dtype) {
-        return q8_groups(dtype, w, x, m, n, k, out);
     }
     #[cfg(target_arch = "x86_64")]
     let xq =
@@ -819,9 +857,10 @@ mod tests {
         }
     }
 
-    /// The AVX-512 VNNI GEMM and the AVX2 few-rows kernel compute the
-    /// same sums of 8-bit products (in other orders): equal up to f32
-    /// rounding, for every type, tile remainder and a k of many groups.
+    /// The integer GEMMs (AVX-512 VNNI and AVX2, each forced where the
+    /// CPU has it) and the AVX2 few-rows kernel compute the same sums of
+    /// 8-bit products (in other orders): equal up to f32 rounding, for
+    /// every type, tile remainder and a k of many groups.
     #[test]
     #[cfg(target_arch = "x86_64")]
     fn q8_gemm_equals_the_few_rows_integer_kernel() {
@@ -834,7 +873,7 @@ mod tests {
             DType::Q5K,
             DType::Q6K,
         ] {
-            if !(q8_gemm(d) && q8_kernel(d)) {
+            if !q8_kernel(d) {
                 continue;
             }
             let Storage::Block { block, .. } = d.storage() else {
@@ -848,19 +887,21 @@ mod tests {
                 let x: Vec<f32> = (0..m * k)
                     .map(|i| ((i * 7919) % 29) as f32 / 13.0 - 1.0)
                     .collect();
-                let mut got = vec![0.0f32; m * n];
-                run(d, true, &wb, &x, m, n, k, &mut got);
                 let mut want = vec![0.0f32; m * n];
                 q8_groups(d, &wb, &x, m, n, k, &mut want);
-                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-                    let (r, j) = (i / n, i % n);
-                    let scale: f64 = (0..k)
-                        .map(|p| (x[r * k + p] as f64 * wf[j * k + p]).abs())
-                        .sum();
-                    assert!(
-                        ((g - w).abs() as f64) <= 1e-5 * scale,
-                        "{d} m={m} [{r},{j}]: {g} vs {w}"
-                    );
+                for isa in Q8Gemm::all() {
+                    let mut got = vec![0.0f32; m * n];
+                    assert!(run_q8_gemm(isa, d, &wb, &x, m, n, k, &mut got));
+                    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                        let (r, j) = (i / n, i % n);
+                        let scale: f64 = (0..k)
+                            .map(|p| (x[r * k + p] as f64 * wf[j * k + p]).abs())
+                            .sum();
+                        assert!(
+                            ((g - w).abs() as f64) <= 1e-5 * scale,
+                            "{d} {isa:?} m={m} [{r},{j}]: {g} vs {w}"
+                        );
+                    }
                 }
             }
         }

@@ -1,17 +1,22 @@
-//! Many rows with 8-bit activations on AVX-512 VNNI: the integer GEMM of
-//! [`super::qmatmul`]'s `q8` path (a prompt, a batch of sentences).
+//! Many rows with 8-bit activations: the integer GEMM of
+//! [`super::qmatmul`]'s `q8` path (a prompt, a batch of sentences), on
+//! AVX-512 VNNI or AVX2 ([`Isa`]).
 //!
 //! Every weight type here is `w = s·(u − o) − min` per group of 16 or 32
 //! values: `u` an unsigned level (a nibble, 5 or 6 bits, or Q8_0's byte
-//! + 128), `o` the type's offset, `s` the group's scale. Activations are
+//! plus 128), `o` the type's offset, `s` the group's scale. Activations are
 //! rounded per 32 values (`x ≈ dx·q`, [`quantize_rows`]), so
 //!
 //! `Σ w·x ≈ dx·s·(Σ u·q − o·Σ q) − min·Σ x`
 //!
-//! `Σ u·q` is `vpdpbusd` (u8 × s8, four products per 32-bit lane), its
+//! `Σ u·q` is `vpdpbusd` (u8 × s8, four products per 32-bit lane) on
+//! VNNI, `vpmaddubsw` + `vpmaddwd` on AVX2 ([`super::qgemm_avx2`]); its
 //! accumulator starts at `−o·Σ q` (per activation row and group, made once),
 //! and the group's float scale is applied once per 16 or 32 values. The
-//! min term uses the exact f32 sums of x, as the AVX2 kernel does.
+//! min term uses the exact f32 sums of x, as the few-rows kernel does.
+//! (On AVX2 a pair of u8 × s8 products must fit an i16: the levels of
+//! Q4–Q6 do, Q8_0's 0..255 do not, so Q8_0 is multiplied as |q| × (x with
+//! q's sign) there, with no offset.)
 //!
 //! Weights are unpacked per call, `NR` rows at a time, into their levels
 //! in the order the kernel reads them (`[k / 4][NR][4]` bytes, one 64-byte
@@ -25,26 +30,69 @@ use super::qdot_x86::{has_min, levels, quantize_rows, Q8Rows};
 use rlx_ir::DType;
 use std::arch::x86_64::*;
 
-/// Weight rows per register tile: one vector of 16 lanes.
-const NR: usize = 16;
+/// Weight rows per register tile: one vector of 16 lanes (two on AVX2).
+pub(super) const NR: usize = 16;
 /// Activation rows per register tile (two vectors each: i32 and f32).
-const MR: usize = 8;
+pub(super) const MR: usize = 8;
 /// Register tiles of weight rows a task unpacks at once.
 const PANEL_TILES: usize = 8;
 
-/// Whether this CPU runs this kernel.
-pub fn available() -> bool {
-    std::is_x86_feature_detected!("avx512f")
-        && std::is_x86_feature_detected!("avx512bw")
-        && std::is_x86_feature_detected!("avx512vnni")
-        && super::qdot_x86::available()
+/// The instruction set a GEMM runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isa {
+    /// AVX-512 VNNI: `vpdpbusd`, 8 × 16 register tiles.
+    Vnni,
+    /// AVX2: `vpmaddubsw` + `vpmaddwd`, 4 × 8 register tiles.
+    Avx2,
+}
+
+impl Isa {
+    /// Whether this CPU has it.
+    pub fn available(self) -> bool {
+        let avx2 = super::qdot_x86::available();
+        match self {
+            Isa::Avx2 => avx2,
+            Isa::Vnni => {
+                avx2 && std::is_x86_feature_detected!("avx512f")
+                    && std::is_x86_feature_detected!("avx512bw")
+                    && std::is_x86_feature_detected!("avx512vnni")
+            }
+        }
+    }
+
+    /// Every one this CPU has, best first.
+    pub fn all() -> Vec<Isa> {
+        [Isa::Vnni, Isa::Avx2]
+            .into_iter()
+            .filter(|i| i.available())
+            .collect()
+    }
+
+    /// The best this CPU has.
+    pub fn best() -> Option<Isa> {
+        [Isa::Vnni, Isa::Avx2].into_iter().find(|i| i.available())
+    }
+
+    /// For the dispatch report.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Isa::Vnni => "AVX-512 VNNI integer GEMM",
+            Isa::Avx2 => "AVX2 integer GEMM",
+        }
+    }
 }
 
 /// Whether `d` has this kernel.
 pub fn handles(d: DType) -> bool {
     matches!(
         d,
-        DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q8_0 | DType::Q4K | DType::Q5K | DType::Q6K
+        DType::Q4_0
+            | DType::Q4_1
+            | DType::Q5_0
+            | DType::Q8_0
+            | DType::Q4K
+            | DType::Q5K
+            | DType::Q6K
     )
 }
 
@@ -60,7 +108,7 @@ fn offset(d: DType) -> i32 {
 }
 
 /// Values per scale: Q6_K has one per 16, the rest one per 32.
-fn group(d: DType) -> usize {
+pub(super) fn group(d: DType) -> usize {
     if d == DType::Q6K {
         16
     } else {
@@ -69,22 +117,30 @@ fn group(d: DType) -> usize {
 }
 
 /// A panel of unpacked weight rows: `tiles` register tiles of `NR` rows.
-struct Panel {
+pub(super) struct Panel {
     /// Levels, per tile `[k / 4][NR][4]`.
-    u: Vec<u8>,
+    pub u: Vec<u8>,
     /// Scales, per tile `[k / group][NR]`.
-    s: Vec<f32>,
+    pub s: Vec<f32>,
     /// Min terms, per tile `[k / 32][NR]` (types with one).
-    min: Vec<f32>,
+    pub min: Vec<f32>,
 }
 
 /// Unpacks weight rows `j0..j0 + rows` (`rows` ≤ tiles·NR; missing rows
 /// of the last tile are zero) of `k / 32` blocks each.
 ///
 /// # Safety
-/// [`available`]; `w` holds the rows.
-#[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
-unsafe fn unpack(d: DType, w: &[u8], row_bytes: usize, j0: usize, rows: usize, k: usize, p: &mut Panel) {
+/// AVX2 ([`Isa::available`]); `w` holds the rows.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn unpack(
+    d: DType,
+    w: &[u8],
+    row_bytes: usize,
+    j0: usize,
+    rows: usize,
+    k: usize,
+    p: &mut Panel,
+) {
     let (nb, g) = (k / 32, group(d));
     let tiles = rows.div_ceil(NR);
     p.u.clear();
@@ -121,12 +177,17 @@ unsafe fn unpack(d: DType, w: &[u8], row_bytes: usize, j0: usize, rows: usize, k
 
 /// Activation rows: the rounded values with, per row and scale group,
 /// `−o·Σ q` (the accumulator's start).
-struct Rows {
-    q: Q8Rows,
-    start: Vec<i32>,
+pub(super) struct Rows {
+    pub q: Q8Rows,
+    pub start: Vec<i32>,
 }
 
-fn rows_for(d: DType, x: &[f32], m: usize, k: usize) -> Rows {
+/// Whether AVX2 multiplies `d` with the sign trick (levels over 127).
+pub(super) fn signed_on_avx2(d: DType) -> bool {
+    d == DType::Q8_0
+}
+
+fn rows_for(d: DType, isa: Isa, x: &[f32], m: usize, k: usize) -> Rows {
     // Rows in parallel chunks (at 2 threads a serial pass was about a
     // tenth of a 512 × 2048 × 2048 product), then joined.
     let per = par::chunk_len(m, 1, 16);
@@ -146,12 +207,15 @@ fn rows_for(d: DType, x: &[f32], m: usize, k: usize) -> Rows {
         q.q.extend_from_slice(&p.q);
         q.sum.extend_from_slice(&p.sum);
     }
-    let o = offset(d);
-    let start = q
-        .q
-        .chunks_exact(group(d))
-        .map(|c| -o * c.iter().map(|&v| v as i32).sum::<i32>())
-        .collect();
+    let o = if isa == Isa::Avx2 && signed_on_avx2(d) {
+        0
+    } else {
+        offset(d)
+    };
+    let start =
+        q.q.chunks_exact(group(d))
+            .map(|c| -o * c.iter().map(|&v| v as i32).sum::<i32>())
+            .collect();
     Rows { q, start }
 }
 
@@ -160,7 +224,7 @@ fn rows_for(d: DType, x: &[f32], m: usize, k: usize) -> Rows {
 /// first `cols` weight rows (stored straight from the registers).
 ///
 /// # Safety
-/// [`available`]; the tile and rows are in bounds, `dst[r]` has room for
+/// VNNI ([`Isa::available`]); the tile and rows are in bounds, `dst[r]` has room for
 /// `cols` (≤ NR) values.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
 unsafe fn tile<const M: usize, const G: usize, const MIN: bool>(
@@ -254,17 +318,34 @@ unsafe fn tile_any(
 /// type `d` ([`handles`]), activations rounded to 8 bits per 32 values.
 ///
 /// # Safety
-/// [`available`]; `k` a multiple of 32 (of 256 for k-quants), `w` holds
+/// `isa` available; `k` a multiple of 32 (of 256 for k-quants), `w` holds
 /// `n` rows, `x` m·k values, `out` m·n.
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn gemm(d: DType, w: &[u8], row_bytes: usize, x: &[f32], m: usize, n: usize, k: usize, out: &mut [f32]) {
-    let xr = rows_for(d, x, m, k);
+pub unsafe fn gemm(
+    isa: Isa,
+    d: DType,
+    w: &[u8],
+    row_bytes: usize,
+    x: &[f32],
+    m: usize,
+    n: usize,
+    k: usize,
+    out: &mut [f32],
+) {
+    let xr = rows_for(d, isa, x, m, k);
     let tiles = n.div_ceil(NR);
     // At least two tasks per thread so that a thread finishing early
     // takes more; at most PANEL_TILES tiles each (the panel stays in L2).
-    let tasks = tiles.div_ceil(PANEL_TILES).max(2 * par::threads()).min(tiles);
+    let tasks = tiles
+        .div_ceil(PANEL_TILES)
+        .max(2 * par::threads())
+        .min(tiles);
     let per = tiles.div_ceil(tasks);
     let tasks = tiles.div_ceil(per);
+    let mr_max = match isa {
+        Isa::Vnni => MR,
+        Isa::Avx2 => super::qgemm_avx2::MR,
+    };
     let dst = par::Disjoint::new(&mut out[..m * n]);
     par::for_each(tasks, |task| {
         let j0 = task * per * NR;
@@ -276,8 +357,8 @@ pub unsafe fn gemm(d: DType, w: &[u8], row_bytes: usize, x: &[f32], m: usize, n:
         };
         // SAFETY: the caller checked the CPU and the sizes.
         unsafe { unpack(d, w, row_bytes, j0, rows, k, &mut p) };
-        for r0 in (0..m).step_by(MR) {
-            let mr = MR.min(m - r0);
+        for r0 in (0..m).step_by(mr_max) {
+            let mr = mr_max.min(m - r0);
             for t in 0..rows.div_ceil(NR) {
                 let c0 = j0 + t * NR;
                 let cols = NR.min(n - c0);
@@ -290,7 +371,14 @@ pub unsafe fn gemm(d: DType, w: &[u8], row_bytes: usize, x: &[f32], m: usize, n:
                 }
                 // SAFETY: as above; tile t and rows r0..r0 + mr exist,
                 // each pointer has room for `cols` values.
-                unsafe { tile_any(d, mr, &p, t, &xr, r0, k, &ptrs, cols) };
+                unsafe {
+                    match isa {
+                        Isa::Vnni => tile_any(d, mr, &p, t, &xr, r0, k, &ptrs, cols),
+                        Isa::Avx2 => {
+                            super::qgemm_avx2::tile_any(d, mr, &p, t, &xr, r0, k, &ptrs, cols)
+                        }
+                    }
+                }
             }
         }
     });
