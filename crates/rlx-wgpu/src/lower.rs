@@ -670,6 +670,30 @@ fn node_kernels(
             }
         }
         "dequant_matmul" => one(wgsl::quant::kernel(name, &ins[0], &ins[1], out)?),
+        "conv" | "conv_act" => {
+            let win = wgsl::conv::window(op, &node.attrs, ins[1].dims[2..].to_vec())?;
+            let groups = node.attrs.int("groups").unwrap_or(1).max(1) as usize;
+            let act = node.attrs.str("activation").unwrap_or("none");
+            one(wgsl::conv::conv(
+                name,
+                &ins[0],
+                &ins[1],
+                ins.get(2),
+                out,
+                &win,
+                groups,
+                act,
+            )?)
+        }
+        "max_pool" | "avg_pool" => {
+            let kernel = ints(node, "kernel")?
+                .iter()
+                .map(|&k| k.max(0) as usize)
+                .collect();
+            let win = wgsl::conv::window(op, &node.attrs, kernel)?;
+            let include_pad = node.attrs.bool("count_include_pad").unwrap_or(false);
+            one(wgsl::conv::pool(name, op, &ins[0], out, &win, include_pad)?)
+        }
         "gather" | "index_select" => {
             let ax = axis(node, "axis", rank)?;
             one(wgsl::index::kernel(name, &ins[0], &ins[1], ax, out)?)
@@ -728,6 +752,10 @@ pub fn structural_claims() -> Vec<(&'static str, Vec<DType>)> {
         "matmul_residual",
         "attention",
         "attention_merged",
+        "conv",
+        "conv_act",
+        "max_pool",
+        "avg_pool",
     ] {
         v.push((o, f()));
     }

@@ -16,6 +16,7 @@ pub fn check(node: &NodeQuery, opts: &WgpuOptions) -> Result<(), String> {
     match node.op {
         "dequant_matmul" => return dequant_matmul(node),
         "matmul" | "matmul_bias_act" | "matmul_residual" => return matmul(node, opts),
+        "conv_act" => return conv_act(node),
         _ => {}
     }
     if node.op != "fused_elementwise" {
@@ -81,4 +82,23 @@ fn matmul(node: &NodeQuery, opts: &WgpuOptions) -> Result<(), String> {
     let batch = |t: &TensorType| Shape(t.dims()[..t.rank().saturating_sub(2)].to_vec());
     let nb = broadcast_shapes(&batch(a), &batch(b)).map_or(1, |s| s.numel());
     crate::wgsl::matmul::grid_limit(nb.max(1), m, k, n, opts)
+}
+
+/// `conv_act`'s activation must have a WGSL form (all of rlx-opt's do).
+fn conv_act(node: &NodeQuery) -> Result<(), String> {
+    let act = node.attrs.str("activation").unwrap_or("none");
+    if act == "none"
+        || apply(
+            act,
+            &["y".into()],
+            &[DType::F32],
+            DType::F32,
+            &rlx_ir::Attrs::new(),
+        )
+        .is_some()
+    {
+        Ok(())
+    } else {
+        Err(format!("activation `{act}` has no WGSL form"))
+    }
 }

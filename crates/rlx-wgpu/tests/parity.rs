@@ -67,6 +67,11 @@ fn dequant_matmul_block_types() {
 }
 
 #[test]
+fn conv_and_pool() {
+    run_group(cases::conv_and_pool());
+}
+
+#[test]
 fn shape_ops_and_views() {
     run_group(cases::shape_ops_and_views());
 }

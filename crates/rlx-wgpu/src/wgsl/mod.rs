@@ -12,6 +12,7 @@
 
 pub mod attention;
 pub mod attention_coop;
+pub mod conv;
 pub mod coop;
 pub mod elementwise;
 pub mod expr;

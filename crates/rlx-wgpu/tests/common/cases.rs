@@ -61,6 +61,7 @@ pub fn groups() -> Vec<(&'static str, Group)> {
         ("attention_masks", attention_masks),
         ("gather_embedding", gather_embedding),
         ("dequant_matmul", dequant_matmul),
+        ("conv_and_pool", conv_and_pool),
         ("shape_ops_and_views", shape_ops_and_views),
         ("fused_regions", fused_regions),
         ("decomposed", decomposed),
@@ -723,9 +724,11 @@ pub fn attention_masks() -> Vec<Case> {
     v
 }
 
+mod conv;
 mod graphs;
 mod movement;
 mod quant;
+pub use conv::*;
 pub use graphs::*;
 pub use movement::*;
 pub use quant::*;

@@ -1,0 +1,137 @@
+//! Convolutions and pools, direct: one thread per output element, the
+//! window's taps in loops over constant bounds (every shape, stride, pad
+//! and dilation is baked into the kernel). `conv` and `conv_act` (bias and
+//! activation applied before the one store), grouped and depthwise
+//! included, over 1 to 3 spatial axes; `max_pool` (padding never wins, a
+//! NaN in the window is the result) and `avg_pool` (count_include_pad or
+//! the in-bounds taps), as the reference computes them.
+//!
+//! Not tiled: a first GPU form that runs the vision models natively; the
+//! CPU engine's Winograd and GEMM paths are far ahead of it on big maps.
+
+use super::expr::apply;
+use super::{flat_entry, grid, unravel, Builder, Kernel, WG};
+use crate::error::WgpuError;
+use crate::tref::TensorRef;
+use rlx_ir::ops::linalg::Window;
+use rlx_ir::{Attrs, DType};
+use std::fmt::Write;
+
+fn unsupported(op: &str, why: String) -> WgpuError {
+    WgpuError::Unsupported { op: op.into(), why }
+}
+
+/// Opens one loop per spatial axis over the window's taps, with the input
+/// position `i{d}` of each, skipping taps in the padding. Returns the
+/// code and how many braces to close.
+fn taps(s: &mut String, win: &Window, out_sp: &[String], in_dims: &[usize]) -> usize {
+    for (d, o) in out_sp.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "for (var k{d}: u32 = 0u; k{d} < {}u; k{d} = k{d} + 1u) {{\n\
+             let i{d}: i32 = i32({o}) * {} - {} + i32(k{d}) * {};\n\
+             if (i{d} < 0 || i{d} >= {}) {{ continue; }}",
+            win.kernel[d], win.strides[d], win.pads_begin[d], win.dilations[d], in_dims[d]
+        );
+    }
+    out_sp.len()
+}
+
+/// `act(conv(x, w) + bias)`: `x` (N, C, spatial…), `w` (M, C/groups, k…).
+#[allow(clippy::too_many_arguments)]
+pub fn conv(
+    name: &str,
+    x: &TensorRef,
+    w: &TensorRef,
+    bias: Option<&TensorRef>,
+    out: &TensorRef,
+    win: &Window,
+    groups: usize,
+    act: &str,
+) -> Result<Kernel, WgpuError> {
+    let n = out.numel();
+    let grid_ = grid(n, WG);
+    let mut b = Builder::default();
+    let mut s = flat_entry(n, grid_);
+    let (u, o) = unravel("idx", &out.dims, "o");
+    s.push_str(&u);
+    let (cin_g, cout_g) = (w.dims[1], out.dims[1] / groups.max(1));
+    let _ = writeln!(s, "let g: u32 = o1 / {cout_g}u;\nvar acc: f32 = 0.0;");
+    let _ = writeln!(s, "for (var ci: u32 = 0u; ci < {cin_g}u; ci = ci + 1u) {{");
+    let close = taps(&mut s, win, &o[2..], &x.dims[2..]);
+    let mut xi = vec![o[0].clone(), format!("g * {cin_g}u + ci")];
+    let mut wi = vec![o[1].clone(), "ci".to_string()];
+    for d in 0..o.len() - 2 {
+        xi.push(format!("u32(i{d})"));
+        wi.push(format!("k{d}"));
+    }
+    let lx = b.load(x, &Builder::addr(x, &xi));
+    let lw = b.load(w, &Builder::addr(w, &wi));
+    let _ = writeln!(s, "acc = acc + {lx} * {lw};");
+    s.push_str(&"}\n".repeat(close + 1));
+    if let Some(bias) = bias {
+        let lb = b.load(bias, &Builder::addr(bias, std::slice::from_ref(&o[1])));
+        let _ = writeln!(s, "acc = acc + {lb};");
+    }
+    let y = match act {
+        "none" => "acc".to_string(),
+        a => apply(a, &["acc".into()], &[DType::F32], DType::F32, &Attrs::new())
+            .ok_or_else(|| unsupported("conv_act", format!("activation `{a}` has no WGSL form")))?,
+    };
+    let st = b.store(out, &format!("{} + i32(idx)", out.offset), &y);
+    let _ = writeln!(s, "{st}\n}}");
+    Ok(b.finish(name.to_string(), s, grid_))
+}
+
+/// `max_pool` / `avg_pool` over `win` (`count_include_pad` for the mean).
+pub fn pool(
+    name: &str,
+    op: &str,
+    x: &TensorRef,
+    out: &TensorRef,
+    win: &Window,
+    count_include_pad: bool,
+) -> Result<Kernel, WgpuError> {
+    let n = out.numel();
+    let grid_ = grid(n, WG);
+    let mut b = Builder::default();
+    let mut s = flat_entry(n, grid_);
+    let (u, o) = unravel("idx", &out.dims, "o");
+    s.push_str(&u);
+    let max = op == "max_pool";
+    s.push_str(if max {
+        // −inf: padding never wins; an all-padding window stays −inf.
+        "var acc: f32 = bitcast<f32>(0xff800000u);\nvar nan: bool = false;\n"
+    } else {
+        "var acc: f32 = 0.0;\nvar cnt: u32 = 0u;\n"
+    });
+    let close = taps(&mut s, win, &o[2..], &x.dims[2..]);
+    let mut xi = vec![o[0].clone(), o[1].clone()];
+    xi.extend((0..o.len() - 2).map(|d| format!("u32(i{d})")));
+    let lx = b.load(x, &Builder::addr(x, &xi));
+    let _ = writeln!(s, "let v: f32 = {lx};");
+    s.push_str(if max {
+        "if (v != v) { nan = true; }\nacc = max(acc, v);\n"
+    } else {
+        "acc = acc + v;\ncnt = cnt + 1u;\n"
+    });
+    s.push_str(&"}\n".repeat(close));
+    let nan = "bitcast<f32>(0x7fc00000u)";
+    let y = if max {
+        format!("select(acc, {nan}, nan)")
+    } else if count_include_pad {
+        let full: usize = win.kernel.iter().product();
+        format!("acc / {full}.0")
+    } else {
+        // No tap in bounds: 0/0, NaN as the reference gives.
+        format!("select(acc / f32(cnt), {nan}, cnt == 0u)")
+    };
+    let st = b.store(out, &format!("{} + i32(idx)", out.offset), &y);
+    let _ = writeln!(s, "{st}\n}}");
+    Ok(b.finish(name.to_string(), s, grid_))
+}
+
+/// The window of a conv (kernel from the weight) or pool (`kernel` attr).
+pub fn window(op: &str, attrs: &Attrs, kernel: Vec<usize>) -> Result<Window, WgpuError> {
+    Window::read(attrs, kernel).map_err(|e| unsupported(op, e))
+}
