@@ -116,43 +116,57 @@ fn nms(out: &[f32], anchors: usize, classes: usize, conf: f32, iou: f32) -> Vec<
     kept
 }
 
-#[test]
-fn yolov8n_boxes_match_onnx_runtime() {
+/// YOLOv8n on `device` for the photo `name`: the raw output within
+/// `tol` of ONNX Runtime's, the same boxes after NMS.
+fn yolo_on(device: Device, name: &str, tol: f32) {
     let bytes = model("nudenet-3.4.2/nudenet/320n.onnx");
     let dir = vectors("yolov8n");
     let exp = expected("yolov8n");
-    for name in ["astronaut", "camera"] {
-        let x8 = npy(&dir, &format!("in_{name}"));
-        let x: Vec<f32> = f32s(&x8).iter().map(|v| v / 255.0).collect();
-        let x = HostTensor::from_slice(&x, x8.shape().clone()).unwrap();
-        let out = &run(&bytes, &[("images", x)])[0];
-        let want = npy(&dir, &format!("out_{name}"));
-        assert_eq!(out.shape(), want.shape());
-        let (got, want) = (f32s(out), f32s(&want));
-        let err = max_abs(&got, &want);
-        // Box coordinates are in pixels (up to 320): 2e-3 is 6e-6 relative.
-        assert!(err < 2e-3, "{name}: max abs error {err} vs ONNX Runtime");
-        let boxes = nms(&got, 2100, 18, 0.25, 0.45);
-        let refs = exp["boxes"][name].as_array().unwrap();
-        assert_eq!(boxes.len(), refs.len(), "{name}: boxes {boxes:?}");
-        assert!(!boxes.is_empty(), "{name}: the photo has a detection");
-        for (b, r) in boxes.iter().zip(refs) {
-            let r: Vec<f32> = r
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_f64().unwrap() as f32)
-                .collect();
-            assert_eq!(b[5], r[5], "{name}: class");
-            for k in 0..5 {
-                assert!((b[k] - r[k]).abs() < 1e-2, "{name}: box {b:?} vs {r:?}");
-            }
+    let x8 = npy(&dir, &format!("in_{name}"));
+    let x: Vec<f32> = f32s(&x8).iter().map(|v| v / 255.0).collect();
+    let x = HostTensor::from_slice(&x, x8.shape().clone()).unwrap();
+    let out = &run_on(&bytes, &[("images", x)], device)[0];
+    let want = npy(&dir, &format!("out_{name}"));
+    assert_eq!(out.shape(), want.shape());
+    let (got, want) = (f32s(out), f32s(&want));
+    let err = max_abs(&got, &want);
+    assert!(err < tol, "{name} on {device:?}: max abs error {err} vs ONNX Runtime");
+    let boxes = nms(&got, 2100, 18, 0.25, 0.45);
+    let refs = exp["boxes"][name].as_array().unwrap();
+    assert_eq!(boxes.len(), refs.len(), "{name}: boxes {boxes:?}");
+    assert!(!boxes.is_empty(), "{name}: the photo has a detection");
+    for (b, r) in boxes.iter().zip(refs) {
+        let r: Vec<f32> = r
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap() as f32)
+            .collect();
+        assert_eq!(b[5], r[5], "{name}: class");
+        for k in 0..5 {
+            assert!((b[k] - r[k]).abs() < 1e-2, "{name}: box {b:?} vs {r:?}");
         }
-        eprintln!(
-            "yolov8n {name}: max abs error {err:.2e}, {} box(es) as ONNX Runtime",
-            boxes.len()
-        );
     }
+    eprintln!(
+        "yolov8n {name} on {device:?}: max abs error {err:.2e}, {} box(es) as ONNX Runtime",
+        boxes.len()
+    );
+}
+
+#[test]
+fn yolov8n_boxes_match_onnx_runtime() {
+    for name in ["astronaut", "camera"] {
+        // Box coordinates are in pixels (up to 320): 2e-3 is 6e-6 relative.
+        yolo_on(Device::Cpu, name, 2e-3);
+    }
+}
+
+/// YOLOv8n on Vulkan (lavapipe in CI): every node runs there (direct WGSL
+/// convs and pools).
+#[test]
+fn yolov8n_on_vulkan_matches_onnx_runtime() {
+    rlx_wgpu::WgpuBackend::register();
+    yolo_on(Device::Vulkan, "astronaut", 2e-3);
 }
 
 #[test]

@@ -685,6 +685,19 @@ fn node_kernels(
                 act,
             )?)
         }
+        "conv_transpose" => {
+            let win = wgsl::conv::window(op, &node.attrs, ins[1].dims[2..].to_vec())?;
+            let groups = node.attrs.int("groups").unwrap_or(1).max(1) as usize;
+            one(wgsl::conv::conv_transpose(
+                name,
+                &ins[0],
+                &ins[1],
+                ins.get(2),
+                out,
+                &win,
+                groups,
+            )?)
+        }
         "max_pool" | "avg_pool" => {
             let kernel = ints(node, "kernel")?
                 .iter()
@@ -754,6 +767,7 @@ pub fn structural_claims() -> Vec<(&'static str, Vec<DType>)> {
         "attention_merged",
         "conv",
         "conv_act",
+        "conv_transpose",
         "max_pool",
         "avg_pool",
     ] {

@@ -2,7 +2,8 @@
 //! window's taps in loops over constant bounds (every shape, stride, pad
 //! and dilation is baked into the kernel). `conv` and `conv_act` (bias and
 //! activation applied before the one store), grouped and depthwise
-//! included, over 1 to 3 spatial axes; `max_pool` (padding never wins, a
+//! included, over 1 to 3 spatial axes; `conv_transpose` (each output
+//! gathers the inputs that scatter onto it); `max_pool` (padding never wins, a
 //! NaN in the window is the result) and `avg_pool` (count_include_pad or
 //! the in-bounds taps), as the reference computes them.
 //!
@@ -79,6 +80,67 @@ pub fn conv(
             .ok_or_else(|| unsupported("conv_act", format!("activation `{a}` has no WGSL form")))?,
     };
     let st = b.store(out, &format!("{} + i32(idx)", out.offset), &y);
+    let _ = writeln!(s, "{st}\n}}");
+    Ok(b.finish(name.to_string(), s, grid_))
+}
+
+/// `conv_transpose(x, w) + bias`: `x` (N, Cin, spatial…), `w` (Cin,
+/// Cout/groups, k…). Each output position gathers the input positions
+/// whose scatter lands on it: `o + pad = p·stride + k·dilation`.
+pub fn conv_transpose(
+    name: &str,
+    x: &TensorRef,
+    w: &TensorRef,
+    bias: Option<&TensorRef>,
+    out: &TensorRef,
+    win: &Window,
+    groups: usize,
+) -> Result<Kernel, WgpuError> {
+    let n = out.numel();
+    let grid_ = grid(n, WG);
+    let mut b = Builder::default();
+    let mut s = flat_entry(n, grid_);
+    let (u, o) = unravel("idx", &out.dims, "o");
+    s.push_str(&u);
+    let (cin_g, cout_g) = (x.dims[1] / groups.max(1), w.dims[1]);
+    let _ = writeln!(
+        s,
+        "let g: u32 = o1 / {cout_g}u;\nlet oc: u32 = o1 % {cout_g}u;\nvar acc: f32 = 0.0;\n\
+         for (var cj: u32 = 0u; cj < {cin_g}u; cj = cj + 1u) {{\nlet ci: u32 = g * {cin_g}u + cj;"
+    );
+    let sp = o.len() - 2;
+    for d in 0..sp {
+        let _ = writeln!(
+            s,
+            "for (var k{d}: u32 = 0u; k{d} < {}u; k{d} = k{d} + 1u) {{\n\
+             let t{d}: i32 = i32({}) + {} - i32(k{d}) * {};\n\
+             if (t{d} < 0 || t{d} % {} != 0 || t{d} / {} >= {}) {{ continue; }}\n\
+             let i{d}: i32 = t{d} / {};",
+            win.kernel[d],
+            o[d + 2],
+            win.pads_begin[d],
+            win.dilations[d],
+            win.strides[d],
+            win.strides[d],
+            x.dims[d + 2],
+            win.strides[d]
+        );
+    }
+    let mut xi = vec![o[0].clone(), "ci".to_string()];
+    let mut wi = vec!["ci".to_string(), "oc".to_string()];
+    for d in 0..sp {
+        xi.push(format!("u32(i{d})"));
+        wi.push(format!("k{d}"));
+    }
+    let lx = b.load(x, &Builder::addr(x, &xi));
+    let lw = b.load(w, &Builder::addr(w, &wi));
+    let _ = writeln!(s, "acc = acc + {lx} * {lw};");
+    s.push_str(&"}\n".repeat(sp + 1));
+    if let Some(bias) = bias {
+        let lb = b.load(bias, &Builder::addr(bias, std::slice::from_ref(&o[1])));
+        let _ = writeln!(s, "acc = acc + {lb};");
+    }
+    let st = b.store(out, &format!("{} + i32(idx)", out.offset), "acc");
     let _ = writeln!(s, "{st}\n}}");
     Ok(b.finish(name.to_string(), s, grid_))
 }

@@ -1,7 +1,7 @@
 //! Convolutions and pools: the direct WGSL kernels against the reference
 //! — padding (asymmetric too), strides, dilations, groups (depthwise
 //! included), one and two spatial axes, a bias and a fused activation
-//! (`conv_act`), max and average pools with and without padded taps
+//! (`conv_act`), transposed convs, max and average pools with and without padded taps
 //! counted. Part of `cases` (same helpers), split out by what it holds.
 
 use super::*;
@@ -22,7 +22,10 @@ fn conv_case(
 ) -> Case {
     let mut shapes = vec![(F, x.to_vec()), (F, w.to_vec())];
     if bias {
-        shapes.push((F, vec![w[0]]));
+        // Output channels (a transposed conv's w is (Cin, Cout, k…); the
+        // biased case here has one group).
+        let cout = if op == "conv_transpose" { w[1] } else { w[0] };
+        shapes.push((F, vec![cout]));
     }
     let g = one_op(op, &shapes, attrs);
     let inputs = shapes
@@ -99,6 +102,30 @@ pub fn conv_and_pool() -> Vec<Case> {
             true,
             pads(&[1, 1, 1, 1]).with("activation", "silu"),
             "silu",
+        ),
+        conv_case(
+            r,
+            "conv_transpose",
+            &[1, 4, 5, 6],
+            &[4, 3, 3, 3],
+            true,
+            Attrs::new()
+                .with("strides", ints(&[2, 2]))
+                .with("pads", ints(&[1, 0, 0, 1]))
+                .with("output_padding", ints(&[1, 0])),
+            "stride 2, pads, output_padding",
+        ),
+        conv_case(
+            r,
+            "conv_transpose",
+            &[2, 4, 6],
+            &[4, 2, 2],
+            false,
+            Attrs::new()
+                .with("groups", 2i64)
+                .with("strides", ints(&[2]))
+                .with("dilations", ints(&[2])),
+            "grouped, dilated, 1-D",
         ),
         pool_case(
             r,
