@@ -169,14 +169,15 @@ fn yolov8n_on_vulkan_matches_onnx_runtime() {
     yolo_on(Device::Vulkan, "astronaut", 2e-3);
 }
 
-#[test]
-fn ppocr_reads_the_rendered_line_as_onnx_runtime() {
+/// PP-OCRv4 rec, det and cls on `device` against ONNX Runtime: the
+/// recognized text, the text pixels, the direction class.
+fn ppocr_on(device: Device) {
     let base = "rapidocr-onnxruntime-1.4.4/rapidocr_onnxruntime/models/";
     let dir = vectors("ppocr");
     let exp = expected("ppocr");
 
     let rec = model(&format!("{base}ch_PP-OCRv4_rec_infer.onnx"));
-    let out = &run(&rec, &[("x", npy(&dir, "in_rec"))])[0];
+    let out = &run_on(&rec, &[("x", npy(&dir, "in_rec"))], device)[0];
     let (got, want) = (f32s(out), f32s(&npy(&dir, "out_rec")));
     let err = max_abs(&got, &want);
     assert!(err < 1e-3, "rec: max abs error {err}");
@@ -205,7 +206,7 @@ fn ppocr_reads_the_rendered_line_as_onnx_runtime() {
     assert_eq!(text, exp["rendered"].as_str().unwrap());
 
     let det = model(&format!("{base}ch_PP-OCRv4_det_infer.onnx"));
-    let out = &run(&det, &[("x", npy(&dir, "in_det"))])[0];
+    let out = &run_on(&det, &[("x", npy(&dir, "in_det"))], device)[0];
     let (got, want) = (f32s(out), f32s(&npy(&dir, "out_det")));
     let err_det = max_abs(&got, &want);
     assert!(err_det < 1e-3, "det: max abs error {err_det}");
@@ -217,13 +218,26 @@ fn ppocr_reads_the_rendered_line_as_onnx_runtime() {
     );
 
     let cls = model(&format!("{base}ch_ppocr_mobile_v2.0_cls_infer.onnx"));
-    let out = &run(&cls, &[("x", npy(&dir, "in_cls"))])[0];
+    let out = &run_on(&cls, &[("x", npy(&dir, "in_cls"))], device)[0];
     let (got, want) = (f32s(out), f32s(&npy(&dir, "out_cls")));
     let err_cls = max_abs(&got, &want);
     assert!(err_cls < 1e-4, "cls: max abs error {err_cls}");
     let class = if got[1] > got[0] { 1 } else { 0 };
     assert_eq!(class, exp["cls"].as_i64().unwrap());
-    eprintln!("ppocr: {text:?}; max abs error rec {err:.2e}, det {err_det:.2e}, cls {err_cls:.2e}");
+    eprintln!("ppocr on {device:?}: {text:?}; max abs error rec {err:.2e}, det {err_det:.2e}, cls {err_cls:.2e}");
+}
+
+#[test]
+fn ppocr_reads_the_rendered_line_as_onnx_runtime() {
+    ppocr_on(Device::Cpu);
+}
+
+/// The same three PP-OCR models on Vulkan (lavapipe in CI): direct WGSL
+/// convs, transposed convs and pools.
+#[test]
+fn ppocr_on_vulkan_reads_the_line_as_onnx_runtime() {
+    rlx_wgpu::WgpuBackend::register();
+    ppocr_on(Device::Vulkan);
 }
 
 #[test]
