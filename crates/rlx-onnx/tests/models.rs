@@ -130,7 +130,10 @@ fn yolo_on(device: Device, name: &str, tol: f32) {
     assert_eq!(out.shape(), want.shape());
     let (got, want) = (f32s(out), f32s(&want));
     let err = max_abs(&got, &want);
-    assert!(err < tol, "{name} on {device:?}: max abs error {err} vs ONNX Runtime");
+    assert!(
+        err < tol,
+        "{name} on {device:?}: max abs error {err} vs ONNX Runtime"
+    );
     let boxes = nms(&got, 2100, 18, 0.25, 0.45);
     let refs = exp["boxes"][name].as_array().unwrap();
     assert_eq!(boxes.len(), refs.len(), "{name}: boxes {boxes:?}");

@@ -768,11 +768,11 @@ pub fn structural_claims() -> Vec<(&'static str, Vec<DType>)> {
         "conv",
         "conv_act",
         "conv_transpose",
-        "max_pool",
         "avg_pool",
     ] {
         v.push((o, f()));
     }
+    v.push(("max_pool", vec![DType::F32, DType::F16, DType::I32]));
     for o in ["gather", "index_select", "embedding"] {
         v.push((o, vec![DType::F32, DType::F16, DType::I32, DType::Bool]));
     }

@@ -3,8 +3,8 @@
 //! and dilation is baked into the kernel). `conv` and `conv_act` (bias and
 //! activation applied before the one store), grouped and depthwise
 //! included, over 1 to 3 spatial axes; `conv_transpose` (each output
-//! gathers the inputs that scatter onto it); `max_pool` (padding never wins, a
-//! NaN in the window is the result) and `avg_pool` (count_include_pad or
+//! gathers the inputs that scatter onto it); `max_pool` (f32, f16, i32;
+//! padding never wins, a NaN in the window is the result) and `avg_pool` (count_include_pad or
 //! the in-bounds taps), as the reference computes them.
 //!
 //! Not tiled: a first GPU form that runs the vision models natively; the
@@ -161,7 +161,11 @@ pub fn pool(
     let (u, o) = unravel("idx", &out.dims, "o");
     s.push_str(&u);
     let max = op == "max_pool";
-    s.push_str(if max {
+    // i32 (max_pool only): the lowest value, as the reference starts.
+    let int = x.dtype == DType::I32;
+    s.push_str(if int {
+        "var acc: i32 = i32(-2147483647) - 1;\n"
+    } else if max {
         // −inf: padding never wins; an all-padding window stays −inf.
         "var acc: f32 = bitcast<f32>(0xff800000u);\nvar nan: bool = false;\n"
     } else {
@@ -171,15 +175,19 @@ pub fn pool(
     let mut xi = vec![o[0].clone(), o[1].clone()];
     xi.extend((0..o.len() - 2).map(|d| format!("u32(i{d})")));
     let lx = b.load(x, &Builder::addr(x, &xi));
-    let _ = writeln!(s, "let v: f32 = {lx};");
-    s.push_str(if max {
+    let _ = writeln!(s, "let v: {} = {lx};", if int { "i32" } else { "f32" });
+    s.push_str(if int {
+        "acc = max(acc, v);\n"
+    } else if max {
         "if (v != v) { nan = true; }\nacc = max(acc, v);\n"
     } else {
         "acc = acc + v;\ncnt = cnt + 1u;\n"
     });
     s.push_str(&"}\n".repeat(close));
     let nan = "bitcast<f32>(0x7fc00000u)";
-    let y = if max {
+    let y = if int {
+        "acc".to_string()
+    } else if max {
         format!("select(acc, {nan}, nan)")
     } else if count_include_pad {
         let full: usize = win.kernel.iter().product();
