@@ -49,6 +49,11 @@ const FLOAT_KERNELS: &[&str] = &[
     "reduce_variance",
     "clamp",
     "fused_elementwise",
+    "conv",
+    "conv_act",
+    "conv_transpose",
+    "max_pool",
+    "avg_pool",
 ];
 /// Reductions on floats and integers.
 const NUMERIC_REDUCE: &[&str] = &["reduce_sum", "reduce_max", "reduce_min", "argmax", "argmin"];

@@ -206,6 +206,9 @@ pub(super) fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaEr
                 p.kernel(text, (rows as u32, 1, 1), ROW_THREADS, 0, args, false);
             }
         }
+        "conv" | "conv_act" | "conv_transpose" | "max_pool" | "avg_pool" => {
+            conv(p, i, node, &out)?;
+        }
         "gather" | "embedding" | "index_select" => {
             let (xv, iv, axis) = if op == "embedding" {
                 (node.inputs[0], node.inputs[1], 0)
@@ -432,4 +435,58 @@ fn eps_of(node: &Node) -> f64 {
 /// that can compute its input itself.
 pub(super) fn norm_takes_producer(dtype: DType, nn: usize, rows: usize) -> bool {
     rows > 0 && nn <= 1024 && ctype::is_single(dtype)
+}
+
+/// A direct conv, transposed conv or pool over contiguous operands (see
+/// `codegen/kernels/conv.rs`).
+fn conv(p: &mut Planner, i: usize, node: &Node, out: &Loc) -> Result<(), CudaError> {
+    use rlx_ir::ops::linalg::Window;
+    let op = node.op.name();
+    if !out.is_contiguous() {
+        return Err(unsupported(i, node, "a strided output"));
+    }
+    let attrs = &node.attrs;
+    let x = p.contiguous(node.inputs[0])?;
+    let kernel: Vec<usize> = if op.ends_with("pool") {
+        attrs
+            .ints("kernel")
+            .map_err(|e| unsupported(i, node, e.to_string()))?
+            .iter()
+            .map(|&k| k.max(0) as usize)
+            .collect()
+    } else {
+        p.ty(node.inputs[1]).dims()[2..].to_vec()
+    };
+    let win = Window::read(attrs, kernel).map_err(|e| unsupported(i, node, e))?;
+    let mut args = vec![x.ptr()];
+    let text = if op.ends_with("pool") {
+        let include = attrs.bool("count_include_pad").unwrap_or(false);
+        kernels::pool(op, x.dtype, &x.dims, &out.dims, &win, include)
+    } else {
+        let w = p.contiguous(node.inputs[1])?;
+        args.push(w.ptr());
+        if let Some(&b) = node.inputs.get(2) {
+            args.push(p.contiguous(b)?.ptr());
+        }
+        let groups = attrs.int("groups").unwrap_or(1).max(1) as usize;
+        let act = attrs.str("activation").unwrap_or("none");
+        kernels::conv(
+            op,
+            x.dtype,
+            &x.dims,
+            &w.dims,
+            node.inputs.len() > 2,
+            &out.dims,
+            &win,
+            groups,
+            act,
+        )
+        .ok_or_else(|| unsupported(i, node, format!("activation `{act}` has no CUDA form")))?
+    };
+    args.push(out.ptr());
+    let n: usize = out.dims.iter().product();
+    if n > 0 {
+        p.kernel(text, grid_for(n), 256, 0, args, false);
+    }
+    Ok(())
 }

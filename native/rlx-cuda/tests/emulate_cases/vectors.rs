@@ -22,6 +22,20 @@ fn close(got: &HostTensor, want: &HostTensor, rtol: f64, atol: f64) -> Result<()
 #[test]
 #[ignore]
 fn all_vector_cases() {
+    vector_cases(&|_| true);
+}
+
+/// The direct conv, transposed conv and pool kernels on their reference
+/// vectors (1-3 spatial axes, groups, dilations, pads), f32, f16 and bf16
+/// (the ops' f64 cases too): seconds, so in CI.
+#[test]
+fn conv_and_pool_vector_cases() {
+    let ops = ["conv", "conv_act", "conv_transpose", "max_pool", "avg_pool"];
+    vector_cases(&|op| ops.contains(&op));
+}
+
+/// [`all_vector_cases`] for the files of the ops `keep` takes.
+fn vector_cases(keep: &dyn Fn(&str) -> bool) {
     if !gxx_ok() {
         eprintln!("no g++: not emulated");
         return;
@@ -38,6 +52,9 @@ fn all_vector_cases() {
         let v: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
         let op = v["op"].as_str().unwrap_or("?").to_string();
+        if !keep(&op) {
+            continue;
+        }
         // (name, plan, inputs, CPU reference) of this file's cases.
         let mut cases = Vec::new();
         for case in v["cases"].as_array().cloned().unwrap_or_default() {

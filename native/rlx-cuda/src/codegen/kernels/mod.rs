@@ -3,13 +3,14 @@
 //!
 //! One module per family: `pointwise` (elementwise loops), `reduction`,
 //! `rows` (softmax, norms, gather), `quant` (dequant_matmul over GGUF
-//! block weights), `attention_spec` (what the attention
+//! block weights), `conv` (direct convolutions and pools), `attention_spec` (what the attention
 //! kernels share), `attention_simt` and `attention_mma` (tensor cores).
 //! This module holds the index arithmetic they all write.
 
 mod attention_mma;
 mod attention_simt;
 mod attention_spec;
+mod conv;
 mod pointwise;
 pub mod quant;
 mod reduction;
@@ -21,6 +22,7 @@ pub use attention_simt::{
     ATTN_ROWS_PER_WARP,
 };
 pub use attention_spec::{AttentionSpec, Mask};
+pub use conv::{conv, pool};
 pub use pointwise::{elementwise, elementwise_vec, operand_load, GatherLoad, Operand};
 pub use reduction::{
     reduce, Reduce, ReduceConsumer, ReduceEpilogue, ReduceLayout, ReduceSrc, SplitOperand,
