@@ -167,7 +167,7 @@ pub fn pool(
         "var acc: i32 = i32(-2147483647) - 1;\n"
     } else if max {
         // −inf: padding never wins; an all-padding window stays −inf.
-        "var acc: f32 = bitcast<f32>(0xff800000u);\nvar nan: bool = false;\n"
+        "var acc: f32 = bits_(0xff800000u);\nvar nan: bool = false;\n"
     } else {
         "var acc: f32 = 0.0;\nvar cnt: u32 = 0u;\n"
     });
@@ -179,12 +179,14 @@ pub fn pool(
     s.push_str(if int {
         "acc = max(acc, v);\n"
     } else if max {
-        "if (v != v) { nan = true; }\nacc = max(acc, v);\n"
+        "if (nan_(v)) { nan = true; }\nacc = max(acc, v);\n"
     } else {
         "acc = acc + v;\ncnt = cnt + 1u;\n"
     });
     s.push_str(&"}\n".repeat(close));
-    let nan = "bitcast<f32>(0x7fc00000u)";
+    // Non-finite values through `bits_` (a constant-evaluated bitcast to
+    // them is a shader-creation error in WebGPU).
+    let nan = "bits_(0x7fc00000u)";
     let y = if int {
         "acc".to_string()
     } else if max {

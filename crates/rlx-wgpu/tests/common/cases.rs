@@ -145,7 +145,7 @@ pub fn kernel_fusions() -> Vec<Case> {
 /// types (cast targets too) become f16 through the text form, f32 inputs
 /// are rounded to f16. Exact cases stay exact (movement, selection, casts).
 pub fn f16_twins() -> Vec<Case> {
-    let groups: [Group; 11] = [
+    let groups: [Group; 12] = [
         unary_f32,
         binary_with_broadcasting,
         where_clamp_cast,
@@ -157,6 +157,7 @@ pub fn f16_twins() -> Vec<Case> {
         shape_ops_and_views,
         fused_regions,
         kernel_fusions,
+        conv_and_pool,
     ];
     let text = rlx::ir::text::print;
     groups

@@ -2,7 +2,8 @@
 //! — padding (asymmetric too), strides, dilations, groups (depthwise
 //! included), one and two spatial axes, a bias and a fused activation
 //! (`conv_act`), transposed convs, max and average pools with and without padded taps
-//! counted. Part of `cases` (same helpers), split out by what it holds.
+//! counted, an i32 max pool. `f16_twins` makes the f16 copies. Part of
+//! `cases` (same helpers), split out by what it holds.
 
 use super::*;
 
@@ -165,6 +166,19 @@ pub fn conv_and_pool() -> Vec<Case> {
                 .with("pads", ints(&[1, 1, 1, 1]))
                 .with("count_include_pad", true),
             "pad counted",
+        ),
+        // Integers: the max of i32 windows, padding never winning.
+        Case::new(
+            "max_pool i32 3x3 pad 1 x[1, 2, 5, 5]",
+            one_op(
+                "max_pool",
+                &[(DType::I32, vec![1, 2, 5, 5])],
+                Attrs::new()
+                    .with("kernel", ints(&[3, 3]))
+                    .with("pads", ints(&[1, 1, 1, 1])),
+            ),
+            vec![rand(r, DType::I32, &[1, 2, 5, 5], -1000.0, 1000.0)],
+            EXACT,
         ),
     ]
 }
