@@ -122,3 +122,58 @@ fn an_index_out_of_range_in_a_fused_gather_sets_the_error_flag() {
     assert!(err > 0, "no error reported");
     assert_eq!(p.node_ops[(err - 1) as usize], "embedding");
 }
+
+/// YOLOv8's box decoding: two narrows of one stored value, each read by
+/// two elementwise nodes (x1y1 = a − lt, x2y2 = rb + a; wh = x2y2 − x1y1,
+/// centre = (x1y1 + x2y2) / 2), then concats. On the GPU the centres came
+/// out wrong while wh was right.
+const BOX_TAIL: &str = "graph @g(%d: f32[1,4,64], %a: f32[1,2,64], %s: f32[1,64]) {
+  %0 = exp(%d)
+  %1 = narrow(%0) {axis=1, start=0, len=2}
+  %2 = narrow(%0) {axis=1, start=2, len=2}
+  %3 = sub(%a, %1)
+  %4 = add(%2, %a)
+  %5 = sub(%4, %3)
+  %h = constant() {value=tensor<f32[1]> [0.5]}
+  %6 = add(%3, %4)
+  %7 = mul(%6, %h)
+  %8 = concat(%7, %5) {axis=1}
+  %9 = mul(%8, %s)
+  return %9
+}";
+
+#[test]
+fn box_decoding_reads_narrowed_operands_before_they_are_overwritten() {
+    check("box_tail", BOX_TAIL);
+}
+
+/// YOLOv8's whole head after the last convs: concat of the three scales,
+/// the box and class narrows, DFL, box decoding, strides, concat.
+const HEAD: &str = "graph @g(%p: f32[1,82,48], %q: f32[1,82,16], %w: f32[1,16,1,1], %a: f32[1,2,64], %s: f32[1,64]) {
+  %c = concat(%p, %q) {axis=2}
+  %b = narrow(%c) {axis=1, start=0, len=64}
+  %k = narrow(%c) {axis=1, start=64, len=18}
+  %sg = sigmoid(%k)
+  %0 = reshape(%b) {shape=[1, 4, 16, 64]}
+  %1 = permute(%0) {perm=[0, 2, 1, 3]}
+  %2 = softmax(%1) {axis=1}
+  %3 = conv(%2, %w)
+  %4 = reshape(%3) {shape=[1, 4, 64]}
+  %l = narrow(%4) {axis=1, start=0, len=2}
+  %r = narrow(%4) {axis=1, start=2, len=2}
+  %x1 = sub(%a, %l)
+  %x2 = add(%r, %a)
+  %wh = sub(%x2, %x1)
+  %h = constant() {value=tensor<f32[1]> [0.5]}
+  %6 = add(%x1, %x2)
+  %7 = mul(%6, %h)
+  %8 = concat(%7, %wh) {axis=1}
+  %9 = mul(%8, %s)
+  %o = concat(%9, %sg) {axis=1}
+  return %o
+}";
+
+#[test]
+fn the_yolo_head() {
+    check_in("yolo_head", HEAD, &[("f32", 1e-5)]);
+}
