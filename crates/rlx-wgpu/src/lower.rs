@@ -670,32 +670,20 @@ fn node_kernels(
             }
         }
         "dequant_matmul" => one(wgsl::quant::kernel(name, &ins[0], &ins[1], out)?),
-        "conv" | "conv_act" => {
+        "conv" | "conv_act" | "conv_transpose" => {
             let win = wgsl::conv::window(op, &node.attrs, ins[1].dims[2..].to_vec())?;
-            let groups = node.attrs.int("groups").unwrap_or(1).max(1) as usize;
-            let act = node.attrs.str("activation").unwrap_or("none");
             one(wgsl::conv::conv(
                 name,
-                &ins[0],
-                &ins[1],
-                ins.get(2),
-                out,
-                &win,
-                groups,
-                act,
-            )?)
-        }
-        "conv_transpose" => {
-            let win = wgsl::conv::window(op, &node.attrs, ins[1].dims[2..].to_vec())?;
-            let groups = node.attrs.int("groups").unwrap_or(1).max(1) as usize;
-            one(wgsl::conv::conv_transpose(
-                name,
-                &ins[0],
-                &ins[1],
-                ins.get(2),
-                out,
-                &win,
-                groups,
+                &wgsl::conv::Conv {
+                    x: &ins[0],
+                    w: &ins[1],
+                    bias: ins.get(2),
+                    out,
+                    win: &win,
+                    groups: node.attrs.int("groups").unwrap_or(1).max(1) as usize,
+                    act: node.attrs.str("activation").unwrap_or("none"),
+                    transpose: op == "conv_transpose",
+                },
             )?)
         }
         "max_pool" | "avg_pool" => {

@@ -38,30 +38,68 @@ fn taps(s: &mut String, win: &Window, out_sp: &[String], in_dims: &[usize]) -> u
     out_sp.len()
 }
 
-/// `act(conv(x, w) + bias)`: `x` (N, C, spatial…), `w` (M, C/groups, k…).
-#[allow(clippy::too_many_arguments)]
-pub fn conv(
-    name: &str,
-    x: &TensorRef,
-    w: &TensorRef,
-    bias: Option<&TensorRef>,
-    out: &TensorRef,
-    win: &Window,
-    groups: usize,
-    act: &str,
-) -> Result<Kernel, WgpuError> {
+/// Opens one loop per spatial axis over a transposed conv's taps: the
+/// input position `i{d}` whose scatter lands on output `o` (`o + pad =
+/// i·stride + k·dilation`), skipping taps that land between inputs.
+fn transposed_taps(s: &mut String, win: &Window, out_sp: &[String], in_dims: &[usize]) -> usize {
+    for (d, o) in out_sp.iter().enumerate() {
+        let st = win.strides[d];
+        let _ = writeln!(
+            s,
+            "for (var k{d}: u32 = 0u; k{d} < {}u; k{d} = k{d} + 1u) {{\n\
+             let t{d}: i32 = i32({o}) + {} - i32(k{d}) * {};\n\
+             if (t{d} < 0 || t{d} % {st} != 0 || t{d} / {st} >= {}) {{ continue; }}\n\
+             let i{d}: i32 = t{d} / {st};",
+            win.kernel[d], win.pads_begin[d], win.dilations[d], in_dims[d]
+        );
+    }
+    out_sp.len()
+}
+
+/// A convolution: `act(conv(x, w) + bias)` with `x` (N, C, spatial…) and
+/// `w` (M, C/groups, k…), or (`transpose`) `conv_transpose(x, w) + bias`
+/// with `w` (C, M/groups, k…).
+pub struct Conv<'a> {
+    pub x: &'a TensorRef,
+    pub w: &'a TensorRef,
+    pub bias: Option<&'a TensorRef>,
+    pub out: &'a TensorRef,
+    pub win: &'a Window,
+    pub groups: usize,
+    pub act: &'a str,
+    pub transpose: bool,
+}
+
+pub fn conv(name: &str, c: &Conv) -> Result<Kernel, WgpuError> {
+    let (x, w, out) = (c.x, c.w, c.out);
     let n = out.numel();
     let grid_ = grid(n, WG);
     let mut b = Builder::default();
     let mut s = flat_entry(n, grid_);
     let (u, o) = unravel("idx", &out.dims, "o");
     s.push_str(&u);
-    let (cin_g, cout_g) = (w.dims[1], out.dims[1] / groups.max(1));
-    let _ = writeln!(s, "let g: u32 = o1 / {cout_g}u;\nvar acc: f32 = 0.0;");
-    let _ = writeln!(s, "for (var ci: u32 = 0u; ci < {cin_g}u; ci = ci + 1u) {{");
-    let close = taps(&mut s, win, &o[2..], &x.dims[2..]);
-    let mut xi = vec![o[0].clone(), format!("g * {cin_g}u + ci")];
-    let mut wi = vec![o[1].clone(), "ci".to_string()];
+    let g = c.groups.max(1);
+    let (cin_g, cout_g) = if c.transpose {
+        (x.dims[1] / g, w.dims[1])
+    } else {
+        (w.dims[1], out.dims[1] / g)
+    };
+    let _ = writeln!(
+        s,
+        "let g: u32 = o1 / {cout_g}u;\nvar acc: f32 = 0.0;\n\
+         for (var cj: u32 = 0u; cj < {cin_g}u; cj = cj + 1u) {{\nlet ci: u32 = g * {cin_g}u + cj;"
+    );
+    let close = if c.transpose {
+        transposed_taps(&mut s, c.win, &o[2..], &x.dims[2..])
+    } else {
+        taps(&mut s, c.win, &o[2..], &x.dims[2..])
+    };
+    let mut xi = vec![o[0].clone(), "ci".to_string()];
+    let mut wi = if c.transpose {
+        vec!["ci".to_string(), format!("o1 % {cout_g}u")]
+    } else {
+        vec![o[1].clone(), "cj".to_string()]
+    };
     for d in 0..o.len() - 2 {
         xi.push(format!("u32(i{d})"));
         wi.push(format!("k{d}"));
@@ -70,77 +108,16 @@ pub fn conv(
     let lw = b.load(w, &Builder::addr(w, &wi));
     let _ = writeln!(s, "acc = acc + {lx} * {lw};");
     s.push_str(&"}\n".repeat(close + 1));
-    if let Some(bias) = bias {
+    if let Some(bias) = c.bias {
         let lb = b.load(bias, &Builder::addr(bias, std::slice::from_ref(&o[1])));
         let _ = writeln!(s, "acc = acc + {lb};");
     }
-    let y = match act {
+    let y = match c.act {
         "none" => "acc".to_string(),
         a => apply(a, &["acc".into()], &[DType::F32], DType::F32, &Attrs::new())
             .ok_or_else(|| unsupported("conv_act", format!("activation `{a}` has no WGSL form")))?,
     };
     let st = b.store(out, &format!("{} + i32(idx)", out.offset), &y);
-    let _ = writeln!(s, "{st}\n}}");
-    Ok(b.finish(name.to_string(), s, grid_))
-}
-
-/// `conv_transpose(x, w) + bias`: `x` (N, Cin, spatial…), `w` (Cin,
-/// Cout/groups, k…). Each output position gathers the input positions
-/// whose scatter lands on it: `o + pad = p·stride + k·dilation`.
-pub fn conv_transpose(
-    name: &str,
-    x: &TensorRef,
-    w: &TensorRef,
-    bias: Option<&TensorRef>,
-    out: &TensorRef,
-    win: &Window,
-    groups: usize,
-) -> Result<Kernel, WgpuError> {
-    let n = out.numel();
-    let grid_ = grid(n, WG);
-    let mut b = Builder::default();
-    let mut s = flat_entry(n, grid_);
-    let (u, o) = unravel("idx", &out.dims, "o");
-    s.push_str(&u);
-    let (cin_g, cout_g) = (x.dims[1] / groups.max(1), w.dims[1]);
-    let _ = writeln!(
-        s,
-        "let g: u32 = o1 / {cout_g}u;\nlet oc: u32 = o1 % {cout_g}u;\nvar acc: f32 = 0.0;\n\
-         for (var cj: u32 = 0u; cj < {cin_g}u; cj = cj + 1u) {{\nlet ci: u32 = g * {cin_g}u + cj;"
-    );
-    let sp = o.len() - 2;
-    for d in 0..sp {
-        let _ = writeln!(
-            s,
-            "for (var k{d}: u32 = 0u; k{d} < {}u; k{d} = k{d} + 1u) {{\n\
-             let t{d}: i32 = i32({}) + {} - i32(k{d}) * {};\n\
-             if (t{d} < 0 || t{d} % {} != 0 || t{d} / {} >= {}) {{ continue; }}\n\
-             let i{d}: i32 = t{d} / {};",
-            win.kernel[d],
-            o[d + 2],
-            win.pads_begin[d],
-            win.dilations[d],
-            win.strides[d],
-            win.strides[d],
-            x.dims[d + 2],
-            win.strides[d]
-        );
-    }
-    let mut xi = vec![o[0].clone(), "ci".to_string()];
-    let mut wi = vec!["ci".to_string(), "oc".to_string()];
-    for d in 0..sp {
-        xi.push(format!("u32(i{d})"));
-        wi.push(format!("k{d}"));
-    }
-    let lx = b.load(x, &Builder::addr(x, &xi));
-    let lw = b.load(w, &Builder::addr(w, &wi));
-    let _ = writeln!(s, "acc = acc + {lx} * {lw};");
-    s.push_str(&"}\n".repeat(sp + 1));
-    if let Some(bias) = bias {
-        let lb = b.load(bias, &Builder::addr(bias, std::slice::from_ref(&o[1])));
-        let _ = writeln!(s, "acc = acc + {lb};");
-    }
-    let st = b.store(out, &format!("{} + i32(idx)", out.offset), "acc");
     let _ = writeln!(s, "{st}\n}}");
     Ok(b.finish(name.to_string(), s, grid_))
 }
