@@ -288,18 +288,7 @@ pub(super) fn overwritten(p: &Planner) -> Vec<ValueId> {
                 continue;
             }
             for &o in &p.g.nodes[k].outputs {
-                // A view of the node's own input is a read (a narrow, a
-                // reshape); a view into a later value's memory (a concat
-                // operand the memory plan placed in the concat's output)
-                // is written by this node, and must be checked like a
-                // slot: YOLOv8's box width/height, written into the
-                // concat over the memory of the narrowed DFL output its
-                // recomputed sibling still read, gave wrong box centres.
-                let read_view = p
-                    .view_base
-                    .get(&o)
-                    .is_some_and(|b| p.g.nodes[k].inputs.contains(b));
-                if read_view || p.unstored.contains(&o) {
+                if p.views.contains(&o) || p.unstored.contains(&o) {
                     continue;
                 }
                 // Where the node's output went: its slot, or the memory

@@ -177,3 +177,15 @@ const HEAD: &str = "graph @g(%p: f32[1,82,48], %q: f32[1,82,16], %w: f32[1,16,1,
 fn the_yolo_head() {
     check_in("yolo_head", HEAD, &[("f32", 1e-5)]);
 }
+
+/// A whole model's graph (text in RLX_EMULATE_GRAPH) emulated against the
+/// CPU: for debugging by hand.
+#[test]
+#[ignore]
+fn a_whole_graph_from_a_file() {
+    let Ok(path) = std::env::var("RLX_EMULATE_GRAPH") else {
+        return;
+    };
+    let text = std::fs::read_to_string(path).unwrap();
+    check_in("whole_graph", &text, &[("f32", 1e-3)]);
+}
