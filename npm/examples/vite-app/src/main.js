@@ -66,8 +66,13 @@ async function onnxDemo(url, inputUrl) {
   log(`onnx: ${url} on cpu in ${ms.toFixed(0)} ms (import, compile, run): ${out.name} [${out.shape}]`);
   const result = { shape: out.shape, data: Array.from(out.data), ms, kernels };
   try {
+    // The same model on WebGPU (direct WGSL convs and pools): its largest
+    // difference from the cpu's output.
     const g = await rlx.Model.fromOnnx(bytes, { shapes: { images: x8.shape }, device: "webgpu" });
-    result.webgpu = { device: g.device };
+    const [gout] = await g.run({ images: { data: x, shape: x8.shape } });
+    let maxDiff = 0;
+    gout.data.forEach((v, i) => (maxDiff = Math.max(maxDiff, Math.abs(v - out.data[i]))));
+    result.webgpu = { device: g.device, maxDiff };
     g.dispose();
   } catch (e) {
     result.webgpu = { error: { name: e.name, code: e.code, message: e.message } };
