@@ -172,7 +172,12 @@ inline void ldsm4t(unsigned* r, const void* p) {
 // A thread that returns drops out of its block's and warp's barriers.
 static void launch(dim3 g, unsigned threads, std::function<void()> k) {
   gridDim = g; blockDim = dim3{threads, 1, 1};
-  for (unsigned z = 0; z < g.z; ++z) for (unsigned y = 0; y < g.y; ++y) for (unsigned x = 0; x < g.x; ++x) {
+  for (unsigned z = 0; z < g.z; ++z) for (unsigned y = 0; y < g.y; ++y) for (unsigned xi = 0; xi < g.x; ++xi) {
+#ifdef REVERSE_BLOCKS
+    unsigned x = g.x - 1 - xi;  // last block first: reads of memory a later block overwrites show
+#else
+    unsigned x = xi;
+#endif
     std::barrier<> bb(threads); block_bar = &bb;
     unsigned nw = (threads + 31) / 32;
     std::vector<std::barrier<>*> wb;
@@ -423,6 +428,14 @@ fn gxx(name: &str, src: &str) -> Result<PathBuf, String> {
     let (cpp, exe) = (dir.join("k.cpp"), dir.join("k"));
     std::fs::write(&cpp, src).unwrap();
     let out = Command::new("g++")
+        // RLX_EMULATE_REVERSE_BLOCKS=1: blocks in reverse order, so a
+        // kernel reading memory that another of its blocks overwrites (a
+        // race on the GPU, hidden by the forward order) reads the new value.
+        .args(
+            std::env::var("RLX_EMULATE_REVERSE_BLOCKS")
+                .is_ok_and(|v| v == "1")
+                .then_some("-DREVERSE_BLOCKS"),
+        )
         .args(["-std=c++20", "-O1", "-w", "-pthread", "-o"])
         .arg(&exe)
         .arg(&cpp)
