@@ -1,0 +1,229 @@
+//! Tests of `qmatmul`: the fast decoders against the reference bit for
+//! bit, both paths against dequantize-then-matmul, and the 8-bit
+//! activation kernels against their rounding bound and each other.
+use super::*;
+use rlx_ir::{HostTensor, TensorData};
+
+/// The types with 8-bit-activation kernels (`qdot_x86::TYPES`).
+const Q8_TYPES: [DType; 7] = [
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q8_0,
+    DType::Q4K,
+    DType::Q5K,
+    DType::Q6K,
+];
+
+/// Row `r` of x (rows of `k`) · weight row `j` of `wf` in f64, and the
+/// sum of the products' magnitudes (the scale of its rounding error).
+fn dot(x: &[f32], wf: &[f64], r: usize, j: usize, k: usize) -> (f64, f64) {
+    (0..k).fold((0.0, 0.0), |(s, a), p| {
+        let v = x[r * k + p] as f64 * wf[j * k + p];
+        (s + v, a + v.abs())
+    })
+}
+
+fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (s >> 33) as u8
+        })
+        .collect()
+}
+
+/// Random blocks with sane f16 scales (random bytes there could be
+/// NaN or ±inf, which compare unequal to themselves).
+fn blocks(d: DType, count: usize) -> Vec<u8> {
+    let Storage::Block { bytes: bb, .. } = d.storage() else {
+        unreachable!()
+    };
+    let mut b = random_bytes(count * bb, d as u64 + 7);
+    let scale_at: &[usize] = match d {
+        DType::Q4_0 | DType::Q5_0 | DType::Q8_0 => &[0],
+        DType::Q4_1 | DType::Q5_1 | DType::Q4K | DType::Q5K => &[0, 2],
+        DType::Q2K => &[80, 82],
+        DType::Q6K => &[208],
+        _ => &[],
+    };
+    for blk in b.chunks_exact_mut(bb) {
+        for &at in scale_at {
+            blk[at + 1] &= 0x3B; // exponent well below inf/NaN
+        }
+        if matches!(d, DType::Mxfp4 | DType::Mxfp8) {
+            blk[0] = 110 + blk[0] % 30; // scales 2^-17 .. 2^12
+        }
+        if d == DType::Mxfp8 {
+            for c in &mut blk[1..] {
+                *c &= 0xFE; // no S.1111.111 (NaN) code
+            }
+        }
+    }
+    b
+}
+
+#[test]
+fn fast_decoders_equal_the_reference_bit_for_bit() {
+    for d in [
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q8_0,
+        DType::Q4K,
+        DType::Q5K,
+        DType::Q6K,
+        DType::Mxfp4,
+        DType::Mxfp8,
+    ] {
+        let Storage::Block { block, .. } = d.storage() else {
+            unreachable!()
+        };
+        let b = blocks(d, 40);
+        let mut got = vec![0.0f32; 40 * block];
+        decode(d, &b, &mut got);
+        let t = HostTensor::new(d, [40 * block], TensorData::Packed(b)).unwrap();
+        let want = rlx_ref::kernels::quant::dequantize_values(&t).unwrap();
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.to_bits(), (*w as f32).to_bits(), "{d} element {i}");
+        }
+    }
+}
+
+#[test]
+fn both_paths_match_dequantize_then_matmul() {
+    for d in [
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q8_0,
+        DType::Q4K,
+        DType::Q5K,
+        DType::Q6K,
+        DType::Q5_1,
+        DType::Q2K,
+        DType::Mxfp4,
+        DType::Mxfp8,
+    ] {
+        let Storage::Block { block, bytes: bb } = d.storage() else {
+            unreachable!()
+        };
+        let (n, k) = (37, 2 * block);
+        let wb = blocks(d, n * k / block);
+        assert_eq!(wb.len(), n * k / block * bb);
+        let t = HostTensor::new(d, [n, k], TensorData::Packed(wb.clone())).unwrap();
+        let wf = rlx_ref::kernels::quant::dequantize_values(&t).unwrap();
+        for (m, few) in [1, 3, GEMM_ROWS + 1]
+            .into_iter()
+            .flat_map(|m| FewRows::all(d).into_iter().map(move |f| (m, f)))
+        {
+            let x: Vec<f32> = (0..m * k)
+                .map(|i| ((i * 7919) % 23) as f32 / 11.0 - 1.0)
+                .collect();
+            let mut y = vec![0.0f32; m * n];
+            run_on(few, d, false, &wb, &x, m, n, k, &mut y);
+            for r in 0..m {
+                for j in 0..n {
+                    let (want, scale) = dot(&x, &wf, r, j, k);
+                    let err = (y[r * n + j] as f64 - want).abs();
+                    assert!(
+                        err <= 1e-5 * scale.max(1e-30),
+                        "{d} m={m} {few:?} [{r},{j}]: {} vs {want}",
+                        y[r * n + j]
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// With 8-bit activations each x is off by at most half its block's
+/// step (max|x|/254), so |error| ≤ Σ |w|·max|x_block|/254 (+ f32
+/// rounding): that bound, exactly, for every type and row.
+#[test]
+fn q8_activations_stay_within_their_rounding_bound() {
+    for d in Q8_TYPES {
+        if !q8_kernel(d) {
+            continue;
+        }
+        let Storage::Block { block, .. } = d.storage() else {
+            unreachable!()
+        };
+        let (n, k) = (21, 2 * block);
+        let wb = blocks(d, n * k / block);
+        let t = HostTensor::new(d, [n, k], TensorData::Packed(wb.clone())).unwrap();
+        let wf = rlx_ref::kernels::quant::dequantize_values(&t).unwrap();
+        // 1 and 5 rows: the few-rows kernel; 13 and 21: the integer
+        // GEMM where the CPU has it (full and partial row tiles).
+        for m in [1, 5, GEMM_ROWS + 5, 21] {
+            let x: Vec<f32> = (0..m * k)
+                .map(|i| ((i * 7919) % 23) as f32 / 11.0 - 1.0)
+                .collect();
+            let mut y = vec![0.0f32; m * n];
+            run(d, true, &wb, &x, m, n, k, &mut y);
+            for r in 0..m {
+                let amax: Vec<f64> = x[r * k..(r + 1) * k]
+                    .chunks(32)
+                    .map(|c| c.iter().fold(0.0f64, |a, v| a.max(v.abs() as f64)))
+                    .collect();
+                for j in 0..n {
+                    let (want, scale) = dot(&x, &wf, r, j, k);
+                    let bound: f64 = (0..k)
+                        .map(|p| wf[j * k + p].abs() * amax[p / 32] / 254.0)
+                        .sum::<f64>()
+                        * 1.001
+                        + 1e-5 * scale;
+                    let err = (y[r * n + j] as f64 - want).abs();
+                    assert!(
+                        err <= bound,
+                        "{d} m={m} [{r},{j}]: {} vs {want}, bound {bound}",
+                        y[r * n + j]
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The integer GEMMs (AVX-512 VNNI and AVX2, each forced where the
+/// CPU has it) and the AVX2 few-rows kernel compute the same sums of
+/// 8-bit products (in other orders): equal up to f32 rounding, for
+/// every type, tile remainder and a k of many groups.
+#[test]
+#[cfg(target_arch = "x86_64")]
+fn q8_gemm_equals_the_few_rows_integer_kernel() {
+    for d in Q8_TYPES {
+        if !q8_kernel(d) {
+            continue;
+        }
+        let Storage::Block { block, .. } = d.storage() else {
+            unreachable!()
+        };
+        let (n, k) = (37, 512.max(2 * block));
+        let wb = blocks(d, n * k / block);
+        let t = HostTensor::new(d, [n, k], TensorData::Packed(wb.clone())).unwrap();
+        let wf = rlx_ref::kernels::quant::dequantize_values(&t).unwrap();
+        for m in [GEMM_ROWS, 19] {
+            let x: Vec<f32> = (0..m * k)
+                .map(|i| ((i * 7919) % 29) as f32 / 13.0 - 1.0)
+                .collect();
+            let mut want = vec![0.0f32; m * n];
+            q8_groups(d, &wb, &x, m, n, k, &mut want);
+            for isa in Q8Gemm::all() {
+                let mut got = vec![0.0f32; m * n];
+                assert!(run_q8_gemm(isa, d, &wb, &x, m, n, k, &mut got));
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    let (r, j) = (i / n, i % n);
+                    let (_, scale) = dot(&x, &wf, r, j, k);
+                    assert!(
+                        ((g - w).abs() as f64) <= 1e-5 * scale,
+                        "{d} {isa:?} m={m} [{r},{j}]: {g} vs {w}"
+                    );
+                }
+            }
+        }
+    }
+}
