@@ -22,6 +22,17 @@ fn unsupported(op: &str, why: String) -> WgpuError {
     WgpuError::Unsupported { op: op.into(), why }
 }
 
+/// The entry of a one-thread-per-output kernel: its code so far (the
+/// output index unravelled into `o0..`), those names, and the grid.
+fn per_output(out: &TensorRef) -> (String, Vec<String>, [u32; 3]) {
+    let n = out.numel();
+    let grid_ = grid(n, WG);
+    let mut s = flat_entry(n, grid_);
+    let (u, o) = unravel("idx", &out.dims, "o");
+    s.push_str(&u);
+    (s, o, grid_)
+}
+
 /// Opens one loop per spatial axis over the window's taps, with the input
 /// position `i{d}` of each, skipping taps in the padding. Returns the
 /// code and how many braces to close.
@@ -72,12 +83,8 @@ pub struct Conv<'a> {
 
 pub fn conv(name: &str, c: &Conv) -> Result<Kernel, WgpuError> {
     let (x, w, out) = (c.x, c.w, c.out);
-    let n = out.numel();
-    let grid_ = grid(n, WG);
+    let (mut s, o, grid_) = per_output(out);
     let mut b = Builder::default();
-    let mut s = flat_entry(n, grid_);
-    let (u, o) = unravel("idx", &out.dims, "o");
-    s.push_str(&u);
     let g = c.groups.max(1);
     let (cin_g, cout_g) = if c.transpose {
         (x.dims[1] / g, w.dims[1])
@@ -131,12 +138,8 @@ pub fn pool(
     win: &Window,
     count_include_pad: bool,
 ) -> Result<Kernel, WgpuError> {
-    let n = out.numel();
-    let grid_ = grid(n, WG);
+    let (mut s, o, grid_) = per_output(out);
     let mut b = Builder::default();
-    let mut s = flat_entry(n, grid_);
-    let (u, o) = unravel("idx", &out.dims, "o");
-    s.push_str(&u);
     let max = op == "max_pool";
     // i32 (max_pool only): the lowest value, as the reference starts.
     let int = x.dtype == DType::I32;
