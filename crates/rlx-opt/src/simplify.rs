@@ -16,7 +16,7 @@
 //! | `movement_noop` | `narrow`, `pad`, `tile`, `concat` whose result has the type of input 0 → input 0 | (the full range, zero pads, repeats of 1, the other inputs empty) |
 //! | `permute_noop` | `permute(x, identity)` → `x` | |
 //! | `permute_chain` | `permute(permute(x, p), q)` → `permute(x, p∘q)` | (then `permute_noop` when the composition is the identity) |
-//! | `batch_norm_into_conv` | `batch_norm(conv(x, w, b))` → `conv(x, w·k, (b − μ)·k + β)`, `k = s/√(σ²+eps)` | the weight, bias and norm parameters are constants, the conv is read only by the norm ([`crate::bn_fold`]) |
+//! | `batch_norm_into_conv` | `batch_norm(conv(x, w, b))` → `conv(x, w·k, (b − μ)·k + β)`, `k = s/√(σ²+eps)` | the weight, bias and norm parameters are constants, the conv is read only by the norm (`bn_fold.rs`) |
 //! | `batch_norm_affine` | any other `batch_norm(x)` → `x·k + (β − μ·k)` | the norm parameters are constants (a multiply-add that fuses with its neighbours) |
 //!
 //! All rewrites are exact on the reference semantics, with two caveats:
