@@ -66,10 +66,13 @@ NAN, INF = float("nan"), float("inf")
 NP_DTYPE = {
     "bool": np.bool_, "i8": np.int8, "u8": np.uint8, "i16": np.int16, "i32": np.int32,
     "i64": np.int64, "f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32,
-    "f64": np.float64, "c64": np.complex64,
+    "f64": np.float64, "c64": np.complex64, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64,
 }
 FLOATS = ("f16", "bf16", "f32", "f64")
 INTS = ("i8", "u8", "i16", "i32", "i64")
+# The wider unsigned types (ONNX's UINT16/32/64): their own family below,
+# computed in NumPy's unsigned arithmetic.
+UINTS = ("u16", "u32", "u64")
 # Packed and block-quantized dtypes: (elements per block, bytes per block).
 BLOCKS = {
     "i4": (2, 1), "u4": (2, 1), "q4_0": (32, 18), "q4_1": (32, 20), "q5_0": (32, 22),
@@ -115,6 +118,12 @@ def f64_to_bf16(x: np.ndarray) -> np.ndarray:
 def cast_values(x, dtype: str) -> np.ndarray:
     """Convert values to `dtype`: floats round once to nearest-even from
     float64, integers wrap (two's complement), bool is x != 0."""
+    if dtype in UINTS:
+        # Python ints (not a float64 array: 2^64 - 1 must stay exact), wrapped.
+        bits = np.iinfo(NP_DTYPE[dtype]).bits
+        obj = np.asarray(x, dtype=object)
+        flat = [int(v) % (1 << bits) for v in obj.ravel()]
+        return np.array(flat, dtype=NP_DTYPE[dtype]).reshape(obj.shape)
     x = np.asarray(x)
     if dtype == "bool":
         return x.astype(np.bool_)
@@ -210,7 +219,7 @@ def tensor_json(t: T) -> dict:
         d["data"] = t.raw.hex()
     elif t.dtype == "bool":
         d["data"] = [bool(v) for v in t.a.ravel()]
-    elif t.dtype in INTS:
+    elif t.dtype in INTS or t.dtype in UINTS:
         d["data"] = [int(v) for v in t.a.ravel()]
     elif t.dtype == "c64":
         d["data"] = [[json_float(v.real), json_float(v.imag)] for v in t.a.ravel()]
@@ -233,7 +242,7 @@ def tensor_literal(t: T) -> str:
         raise ValueError("quantized literals are not used by these vectors")
     if t.dtype == "bool":
         items = ["true" if v else "false" for v in t.a.ravel()]
-    elif t.dtype in INTS:
+    elif t.dtype in INTS or t.dtype in UINTS:
         items = [str(int(v)) for v in t.a.ravel()]
     elif t.dtype == "c64":
         items = [f"[{fmt_float(v.real)}, {fmt_float(v.imag)}]" for v in t.a.ravel()]
@@ -2663,9 +2672,62 @@ def write_all() -> int:
     return total
 
 
+# =============================================================================
+# unsigned 16/32/64-bit integers
+# =============================================================================
+
+# Operands per dtype, wrapping for add/sub/mul; u64 crosses 2^63 (where an
+# i64 view of the bits turns negative) in both operands.
+UINT_PAIRS = {
+    "u16": ([65535, 0, 32768, 300, 7, 65000], [1, 1, 32768, 300, 2, 13]),
+    "u32": ([2**32 - 1, 0, 2**31, 65536, 7, 4000000000], [1, 1, 2**31, 65536, 2, 3]),
+    "u64": ([2**64 - 1, 0, 2**63, 2**63 - 1, 12345678901234567890, 7],
+            [1, 1, 2**63, 2, 10, 2**64 - 2]),
+}
+
+
+def gen_unsigned():
+    arith = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.floor_divide,
+             "rem": np.remainder, "max": np.maximum, "min": np.minimum,
+             "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor}
+    for dt, (va, vb) in UINT_PAIRS.items():
+        a, b = tensor(dt, va), tensor(dt, vb)
+        for op, ref in arith.items():
+            add_case(op, dt, [a, b], tensor(dt, ref(a.a, b.a)))
+        for op, ref in COMPARE.items():
+            add_case(op, dt, [a, b], tensor("bool", ref(a.a, b.a)))
+        add_case("bitwise_not", dt, [a], tensor(dt, np.invert(a.a)))
+        bits = np.iinfo(NP_DTYPE[dt]).bits
+        s = tensor(dt, [0, 1, bits - 1, 3, bits // 2, 5])
+        add_case("shl", dt, [a, s], tensor(dt, np.left_shift(a.a, s.a)))
+        add_case("shr", dt, [a, s], tensor(dt, np.right_shift(a.a, s.a)))  # logical
+        for to in ("f64", "f32", "i64", "i32"):
+            add_case("cast", f"{dt}_to_{to}", [a], tensor(to, a.a.astype(NP_DTYPE[to])), {"dtype": DT(to)})
+    # Into the unsigned types: integers wrap, floats truncate (in range).
+    x = tensor("i64", [-1, 65536, 70000, 5, -(2**63), 2**62 + 3])
+    for dt in UINTS:
+        add_case("cast", f"i64_to_{dt}_wraps", [x], tensor(dt, x.a.astype(NP_DTYPE[dt])), {"dtype": DT(dt)})
+    x = tensor("f64", [0.0, 1.9, 65535.5, 4294967295.0, 2.0**63, 1.8e19])
+    add_case("cast", "f64_to_u64", [x], tensor("u64", x.a.astype(np.uint64)), {"dtype": DT("u64")})
+    # u64 broadcast against a scalar, and division by zero is an error.
+    a, b = tensor("u64", [[2**63 + 5, 9], [2**64 - 1, 0]]), tensor("u64", 2**63)
+    add_case("div", "u64_broadcast", [a, b], tensor("u64", a.a // b.a))
+    add_case("div", "u64_by_zero_is_error", [tensor("u64", [4, 5]), tensor("u64", [1, 0])],
+             error="division by zero")
+    # Kernels that order values in i64 refuse u64 above i64::MAX, not a wrong answer.
+    x = tensor("u32", [[4000000000, 7, 65536], [1, 2**32 - 1, 0]])
+    add_case("reduce_max", "u32", [x], tensor("u32", x.a.max(axis=1)), {"axes": [1], "keepdim": False})
+    add_case("reduce_sum", "u32_wraps", [x], tensor("u32", x.a.sum(axis=1, dtype=np.uint32)),
+             {"axes": [1], "keepdim": False})
+    x = tensor("u64", [2**63 + 1, 3])
+    add_case("reduce_max", "u64_above_i64_max_is_error", [x], error="above i64::MAX",
+             attrs={"axes": [0], "keepdim": False})
+
+
 def main() -> int:
     for gen in (gen_unary, gen_binary, gen_where_clamp_cast, gen_reduce, gen_matmul, gen_shape, gen_index,
-                gen_signal, gen_control, gen_fused, gen_folds, gen_fused_elementwise, gen_quant, gen_misc):
+                gen_signal, gen_control, gen_fused, gen_folds, gen_fused_elementwise, gen_quant, gen_misc,
+                gen_unsigned):
         gen()
     ops = defined_ops()
     unknown = sorted(set(CASES) - set(ops))

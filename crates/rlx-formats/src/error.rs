@@ -217,25 +217,13 @@ pub enum FormatError {
     /// A safetensors dtype rlx cannot hold, even by lossless widening.
     #[error(
         "{file}: tensor `{tensor}` has dtype {dtype}, which rlx cannot load (it reads F64, \
-         F32, F16, BF16, I64, I32, I16, I8, U8, BOOL, C64, and widens U16, U32, U64, F8_*); \
+         F32, F16, BF16, I64, I32, I16, I8, U8, U16, U32, U64, BOOL, C64, and widens F8_*); \
          convert the tensor to F16 or F32 before loading"
     )]
     UnsupportedDtype {
         file: String,
         tensor: String,
         dtype: String,
-    },
-
-    /// A U64 element above `i64::MAX` (U64 tensors load as I64).
-    #[error(
-        "{file}: tensor `{tensor}` is U64 and element {index} is {value}, above i64::MAX; rlx \
-         loads U64 as I64, so convert the tensor (e.g. to F64) before loading"
-    )]
-    ValueOutOfRange {
-        file: String,
-        tensor: String,
-        index: usize,
-        value: u64,
     },
 
     /// [`expect`](crate::safetensors::SafetensorsFile::expect): wrong dtype.
@@ -353,7 +341,6 @@ impl FormatError {
             | Invalid { file, .. }
             | NotFound { file, .. }
             | UnsupportedDtype { file, .. }
-            | ValueOutOfRange { file, .. }
             | DTypeMismatch { file, .. }
             | ShapeMismatch { file, .. }
             | DuplicateName { file, .. }
@@ -378,7 +365,6 @@ impl FormatError {
             | LengthMismatch { tensor, .. }
             | NotFound { tensor, .. }
             | UnsupportedDtype { tensor, .. }
-            | ValueOutOfRange { tensor, .. }
             | DTypeMismatch { tensor, .. }
             | ShapeMismatch { tensor, .. }
             | DuplicateName { tensor, .. }

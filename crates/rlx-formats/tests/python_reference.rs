@@ -42,6 +42,9 @@ fn as_bits(t: &HostTensor) -> Vec<i128> {
         TensorData::I16(v) => v.iter().map(|&x| i128::from(x)).collect(),
         TensorData::I8(v) => v.iter().map(|&x| i128::from(x)).collect(),
         TensorData::U8(v) => v.iter().map(|&x| i128::from(x)).collect(),
+        TensorData::U16(v) => v.iter().map(|&x| i128::from(x)).collect(),
+        TensorData::U32(v) => v.iter().map(|&x| i128::from(x)).collect(),
+        TensorData::U64(v) => v.iter().map(|&x| i128::from(x)).collect(),
         TensorData::Bool(v) => v.iter().map(|&x| i128::from(x)).collect(),
         TensorData::C64(v) => v
             .iter()
@@ -57,8 +60,11 @@ fn loaded_as(stored: &str) -> DType {
         "F32" | "F8_E8M0" => DType::F32,
         "F16" | "F8_E4M3" | "F8_E5M2" | "F8_E4M3FNUZ" | "F8_E5M2FNUZ" => DType::F16,
         "BF16" => DType::BF16,
-        "I64" | "U32" | "U64" => DType::I64,
-        "I32" | "U16" => DType::I32,
+        "I64" => DType::I64,
+        "I32" => DType::I32,
+        "U16" => DType::U16,
+        "U32" => DType::U32,
+        "U64" => DType::U64,
         "I16" => DType::I16,
         "I8" => DType::I8,
         "U8" => DType::U8,

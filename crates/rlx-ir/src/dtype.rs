@@ -14,6 +14,13 @@ pub enum DType {
     I16,
     I32,
     I64,
+    /// Unsigned integers (ONNX's UINT16/32/64). Reference kernels compute
+    /// in i64: u16 and u32 exactly; u64 arithmetic wraps as it should, and
+    /// kernels that order or divide u64 values handle them unsigned or
+    /// refuse values above `i64::MAX` with an error.
+    U16,
+    U32,
+    U64,
     F16,
     BF16,
     F32,
@@ -52,13 +59,16 @@ pub enum Storage {
 
 impl DType {
     /// Every dtype, in declaration order.
-    pub const ALL: [DType; 25] = [
+    pub const ALL: [DType; 28] = [
         DType::Bool,
         DType::I8,
         DType::U8,
         DType::I16,
         DType::I32,
         DType::I64,
+        DType::U16,
+        DType::U32,
+        DType::U64,
         DType::F16,
         DType::BF16,
         DType::F32,
@@ -81,7 +91,7 @@ impl DType {
     ];
 
     /// The packed and block-quantized dtypes (the tail of [`DType::ALL`]).
-    pub const PACKED: &'static [DType] = DType::ALL.split_at(11).1;
+    pub const PACKED: &'static [DType] = DType::ALL.split_at(14).1;
 
     /// The name used in the text IR and JSON.
     pub fn name(self) -> &'static str {
@@ -92,6 +102,9 @@ impl DType {
             DType::I16 => "i16",
             DType::I32 => "i32",
             DType::I64 => "i64",
+            DType::U16 => "u16",
+            DType::U32 => "u32",
+            DType::U64 => "u64",
             DType::F16 => "f16",
             DType::BF16 => "bf16",
             DType::F32 => "f32",
@@ -126,6 +139,11 @@ impl DType {
             I16 => (i16::MIN as i64, i16::MAX as i64),
             I32 => (i32::MIN as i64, i32::MAX as i64),
             I64 => (i64::MIN, i64::MAX),
+            U16 => (0, u16::MAX as i64),
+            U32 => (0, u32::MAX as i64),
+            // As far as an i64 reaches: literals and saturating casts above
+            // that are not expressible in this table (see `HostTensor`).
+            U64 => (0, i64::MAX),
             I4 => (-8, 7),
             U4 => (0, 15),
             _ => return None,
@@ -136,9 +154,9 @@ impl DType {
         use DType::*;
         match self {
             Bool | I8 | U8 => Storage::Plain { size: 1 },
-            I16 | F16 | BF16 => Storage::Plain { size: 2 },
-            I32 | F32 => Storage::Plain { size: 4 },
-            I64 | F64 | C64 => Storage::Plain { size: 8 },
+            I16 | U16 | F16 | BF16 => Storage::Plain { size: 2 },
+            I32 | U32 | F32 => Storage::Plain { size: 4 },
+            I64 | U64 | F64 | C64 => Storage::Plain { size: 8 },
             I4 | U4 => Storage::Block { block: 2, bytes: 1 },
             Q4_0 => Storage::Block {
                 block: 32,
@@ -208,7 +226,14 @@ impl DType {
     pub fn is_int(self) -> bool {
         matches!(
             self,
-            DType::I8 | DType::U8 | DType::I16 | DType::I32 | DType::I64
+            DType::I8
+                | DType::U8
+                | DType::I16
+                | DType::I32
+                | DType::I64
+                | DType::U16
+                | DType::U32
+                | DType::U64
         )
     }
     pub fn is_signed_int(self) -> bool {

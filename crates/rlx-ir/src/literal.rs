@@ -47,6 +47,9 @@ pub fn check_int(dtype: DType, v: i64) -> Result<(), LiteralError> {
         Ok(())
     } else if dtype == DType::Bool {
         Err(out_of_range(dtype, v, "0 or 1, or false/true"))
+    } else if dtype == DType::U64 {
+        // Its values above i64::MAX arrive as u64, not through here.
+        Err(out_of_range(dtype, v, format!("0..={}", u64::MAX)))
     } else {
         Err(out_of_range(dtype, v, format!("{lo}..={hi}")))
     }
@@ -75,8 +78,7 @@ pub fn check_float(dtype: DType, v: f64) -> Result<(), LiteralError> {
     }
 }
 
-/// Reading a JSON integer that does not fit `i64` (a `u64` above
-/// `i64::MAX`): out of range for every integer dtype.
+/// An integer above `i64::MAX`: out of range for every dtype but u64.
 pub(crate) fn u64_out_of_range(dtype: DType, v: u64) -> LiteralError {
     out_of_range(dtype, v, "at most i64::MAX")
 }
@@ -97,6 +99,9 @@ mod tests {
                 [i32::MIN as i64, i32::MAX as i64],
                 [1 << 31, -(1 << 31) - 1],
             ),
+            (DType::U16, [0, 65535], [65536, -1]),
+            (DType::U32, [0, u32::MAX as i64], [1 << 32, -1]),
+            (DType::U64, [0, i64::MAX], [-1, i64::MIN]),
         ] {
             for v in ok {
                 assert_eq!(check_int(d, v), Ok(()), "{d} {v}");

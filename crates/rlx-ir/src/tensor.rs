@@ -20,6 +20,9 @@ pub enum TensorData {
     I16(Vec<i16>),
     I32(Vec<i32>),
     I64(Vec<i64>),
+    U16(Vec<u16>),
+    U32(Vec<u32>),
+    U64(Vec<u64>),
     F16(Vec<f16>),
     BF16(Vec<bf16>),
     F32(Vec<f32>),
@@ -39,6 +42,9 @@ macro_rules! each_plain {
             TensorData::I16($v) => $body,
             TensorData::I32($v) => $body,
             TensorData::I64($v) => $body,
+            TensorData::U16($v) => $body,
+            TensorData::U32($v) => $body,
+            TensorData::U64($v) => $body,
             TensorData::F16($v) => $body,
             TensorData::BF16($v) => $body,
             TensorData::F32($v) => $body,
@@ -78,8 +84,8 @@ macro_rules! data_from {
         }
     )*};
 }
-data_from!(bool => Bool, i8 => I8, u8 => U8, i16 => I16, i32 => I32, i64 => I64,
-    f16 => F16, bf16 => BF16, f32 => F32, f64 => F64, [f32; 2] => C64);
+data_from!(bool => Bool, i8 => I8, u8 => U8, i16 => I16, i32 => I32, i64 => I64, u16 => U16,
+    u32 => U32, u64 => U64, f16 => F16, bf16 => BF16, f32 => F32, f64 => F64, [f32; 2] => C64);
 
 /// A Rust element type that maps to one dtype.
 pub trait Element: Copy + 'static {
@@ -100,7 +106,7 @@ macro_rules! element {
     )*};
 }
 element!(bool => Bool, Bool; i8 => I8, I8; u8 => U8, U8; i16 => I16, I16; i32 => I32, I32;
-    i64 => I64, I64; f16 => F16, F16; bf16 => BF16, BF16; f32 => F32, F32; f64 => F64, F64;
+    i64 => I64, I64; u16 => U16, U16; u32 => U32, U32; u64 => U64, U64; f16 => F16, F16; bf16 => BF16, BF16; f32 => F32, F32; f64 => F64, F64;
     [f32; 2] => C64, C64);
 
 /// A tensor held in host memory.
@@ -120,6 +126,9 @@ fn data_matches(dtype: DType, data: &TensorData) -> bool {
             | (DType::I16, TensorData::I16(_))
             | (DType::I32, TensorData::I32(_))
             | (DType::I64, TensorData::I64(_))
+            | (DType::U16, TensorData::U16(_))
+            | (DType::U32, TensorData::U32(_))
+            | (DType::U64, TensorData::U64(_))
             | (DType::F16, TensorData::F16(_))
             | (DType::BF16, TensorData::BF16(_))
             | (DType::F32, TensorData::F32(_))
@@ -202,6 +211,9 @@ impl HostTensor {
             DType::I16 => vec![0i16; n].into(),
             DType::I32 => vec![0i32; n].into(),
             DType::I64 => vec![0i64; n].into(),
+            DType::U16 => vec![0u16; n].into(),
+            DType::U32 => vec![0u32; n].into(),
+            DType::U64 => vec![0u64; n].into(),
             DType::F16 => vec![f16::ZERO; n].into(),
             DType::BF16 => vec![bf16::ZERO; n].into(),
             DType::F32 => vec![0f32; n].into(),
@@ -267,6 +279,9 @@ impl HostTensor {
             TensorData::I16(v) => v.iter().map(|&x| x as f64).collect(),
             TensorData::I32(v) => v.iter().map(|&x| x as f64).collect(),
             TensorData::I64(v) => v.iter().map(|&x| x as f64).collect(),
+            TensorData::U16(v) => v.iter().map(|&x| x as f64).collect(),
+            TensorData::U32(v) => v.iter().map(|&x| x as f64).collect(),
+            TensorData::U64(v) => v.iter().map(|&x| x as f64).collect(),
             TensorData::F16(v) => v.iter().map(|x| x.to_f64()).collect(),
             TensorData::BF16(v) => v.iter().map(|x| x.to_f64()).collect(),
             TensorData::F32(v) => v.iter().map(|&x| x as f64).collect(),
@@ -277,7 +292,9 @@ impl HostTensor {
     }
 
     /// Widen every element to i64 (floats truncate toward zero and saturate,
-    /// NaN → 0; bool → 0/1).
+    /// NaN → 0; bool → 0/1; u64 keeps its bits, so values above `i64::MAX`
+    /// read negative: the ring operations (+, −, ×, bitwise) stay exact,
+    /// and kernels that order or divide u64 values must not use this).
     pub fn to_i64_vec(&self) -> Result<Vec<i64>, IrError> {
         Ok(match &self.data {
             TensorData::Bool(v) => v.iter().map(|&x| x as i64).collect(),
@@ -286,6 +303,9 @@ impl HostTensor {
             TensorData::I16(v) => v.iter().map(|&x| x as i64).collect(),
             TensorData::I32(v) => v.iter().map(|&x| x as i64).collect(),
             TensorData::I64(v) => v.clone(),
+            TensorData::U16(v) => v.iter().map(|&x| x as i64).collect(),
+            TensorData::U32(v) => v.iter().map(|&x| x as i64).collect(),
+            TensorData::U64(v) => v.iter().map(|&x| x as i64).collect(),
             TensorData::Packed(_) => return Err(packed_err(self.dtype)),
             _ => self.to_f64_vec()?.into_iter().map(|x| x as i64).collect(),
         })
@@ -322,6 +342,8 @@ impl HostTensor {
                 .collect::<Vec<_>>()
                 .into(),
             DType::Bool => v.iter().map(|&x| x != 0.0).collect::<Vec<_>>().into(),
+            // Through i64 would wrap values above i64::MAX.
+            DType::U64 => v.iter().map(|&x| x as u64).collect::<Vec<_>>().into(),
             d if d.is_int() => {
                 return Self::from_i64(d, shape, v.iter().map(|&x| x as i128 as i64).collect())
             }
@@ -339,6 +361,9 @@ impl HostTensor {
             DType::I16 => v.iter().map(|&x| x as i16).collect::<Vec<_>>().into(),
             DType::I32 => v.iter().map(|&x| x as i32).collect::<Vec<_>>().into(),
             DType::I64 => v.into(),
+            DType::U16 => v.iter().map(|&x| x as u16).collect::<Vec<_>>().into(),
+            DType::U32 => v.iter().map(|&x| x as u32).collect::<Vec<_>>().into(),
+            DType::U64 => v.iter().map(|&x| x as u64).collect::<Vec<_>>().into(),
             d => return Self::from_f64(d, shape, v.iter().map(|&x| x as f64).collect()),
         };
         Self::new(dtype, shape, data)
@@ -419,6 +444,7 @@ impl HostTensor {
                 .collect(),
             TensorData::Packed(p) => Value::String(p.iter().map(|b| format!("{b:02x}")).collect()),
             TensorData::F64(v) => v.iter().map(|&x| float_to_json(x)).collect(),
+            TensorData::U64(v) => v.iter().map(|&x| Value::from(x)).collect(),
             // Narrower floats print their shortest f32 decimal (0.2, not
             // 0.20000000298023224): it reads back to the same value.
             _ if self.dtype.is_float() => self
@@ -505,6 +531,10 @@ impl HostTensor {
                             serde_json::Value::Bool(b) => *b as i64,
                             serde_json::Value::Number(n) => match (n.as_i64(), n.as_u64()) {
                                 (Some(i), _) => i,
+                                // u64 keeps its bits in the i64 (`from_i64`).
+                                (None, Some(u)) if d == DType::U64 => {
+                                    return Ok(u as i64);
+                                }
                                 (None, Some(u)) => {
                                     return Err(IrError::Literal {
                                         index,

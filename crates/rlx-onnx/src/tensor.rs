@@ -17,6 +17,9 @@ pub fn dtype_of(t: i32) -> Result<DType, String> {
         DataType::Int8 => DType::I8,
         DataType::Uint8 => DType::U8,
         DataType::Int16 => DType::I16,
+        DataType::Uint16 => DType::U16,
+        DataType::Uint32 => DType::U32,
+        DataType::Uint64 => DType::U64,
         DataType::Int32 => DType::I32,
         DataType::Int64 => DType::I64,
         DataType::Bool => DType::Bool,
@@ -167,6 +170,9 @@ pub fn onnx_type(d: DType) -> Option<DataType> {
         DType::I8 => DataType::Int8,
         DType::U8 => DataType::Uint8,
         DType::I16 => DataType::Int16,
+        DType::U16 => DataType::Uint16,
+        DType::U32 => DataType::Uint32,
+        DType::U64 => DataType::Uint64,
         DType::I32 => DataType::Int32,
         DType::I64 => DataType::Int64,
         DType::Bool => DataType::Bool,
@@ -233,8 +239,8 @@ pub fn to_host(t: &TensorProto) -> Result<HostTensor, OnnxError> {
     if !raw.is_empty() || n == 0 {
         let size = match dtype {
             DType::Bool | DType::I8 | DType::U8 => 1,
-            DType::I16 | DType::F16 | DType::BF16 => 2,
-            DType::I32 | DType::F32 => 4,
+            DType::I16 | DType::U16 | DType::F16 | DType::BF16 => 2,
+            DType::I32 | DType::U32 | DType::F32 => 4,
             _ => 8,
         };
         if raw.len() != n * size {
@@ -279,6 +285,17 @@ pub fn to_host(t: &TensorProto) -> Result<HostTensor, OnnxError> {
                     .map(|k| i32::from_le_bytes(w(k).try_into().unwrap()) as i64)
                     .collect(),
             ),
+            DType::U16 => ints(
+                (0..n)
+                    .map(|k| u16::from_le_bytes(w(k).try_into().unwrap()) as i64)
+                    .collect(),
+            ),
+            DType::U32 => ints(
+                (0..n)
+                    .map(|k| u32::from_le_bytes(w(k).try_into().unwrap()) as i64)
+                    .collect(),
+            ),
+            // i64 (and u64, whose bits from_i64 keeps)
             _ => ints(
                 (0..n)
                     .map(|k| i64::from_le_bytes(w(k).try_into().unwrap()))
@@ -308,6 +325,11 @@ pub fn to_host(t: &TensorProto) -> Result<HostTensor, OnnxError> {
         DType::I64 => {
             count(t.int64_data.len())?;
             ints(t.int64_data.clone())
+        }
+        // uint32 and uint64 values live in uint64_data.
+        DType::U32 | DType::U64 => {
+            count(t.uint64_data.len())?;
+            ints(t.uint64_data.iter().map(|&x| x as i64).collect())
         }
         DType::F16 | DType::BF16 => {
             count(t.int32_data.len())?;

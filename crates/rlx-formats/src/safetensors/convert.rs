@@ -3,16 +3,13 @@
 //!
 //! | safetensors | rlx | how |
 //! |---|---|---|
-//! | F64 F32 F16 BF16 I64 I32 I16 I8 U8 C64 | same | bit-exact copy |
+//! | F64 F32 F16 BF16 I64 I32 I16 I8 U8 U16 U32 U64 C64 | same | bit-exact copy |
 //! | BOOL | Bool | any non-zero byte is `true` (as numpy's `astype(bool)`) |
-//! | U16 | I32 | widened, exact |
-//! | U32 | I64 | widened, exact |
-//! | U64 | I64 | exact; a value above `i64::MAX` is an error |
 //! | F8_E4M3, F8_E5M2, F8_E4M3FNUZ, F8_E5M2FNUZ | F16 | every value is exact in f16 |
 //! | F8_E8M0 | F32 | powers of two 2^-127..2^127 are exact in f32 |
 //! | F4, F6_E2M3, F6_E3M2 | — | [`UnsupportedDtype`](crate::FormatError::UnsupportedDtype) |
 //!
-//! Writing goes the other way for the eleven bit-exact dtypes only.
+//! Writing goes the other way for the fourteen bit-exact dtypes only.
 
 use half::{bf16, f16};
 use rlx_ir::{DType, HostTensor, TensorData};
@@ -33,8 +30,9 @@ pub fn loaded_dtype(d: Dtype) -> Option<DType> {
         Dtype::U8 => DType::U8,
         Dtype::BOOL => DType::Bool,
         Dtype::C64 => DType::C64,
-        Dtype::U16 => DType::I32,
-        Dtype::U32 | Dtype::U64 => DType::I64,
+        Dtype::U16 => DType::U16,
+        Dtype::U32 => DType::U32,
+        Dtype::U64 => DType::U64,
         Dtype::F8_E4M3 | Dtype::F8_E5M2 | Dtype::F8_E4M3FNUZ | Dtype::F8_E5M2FNUZ => DType::F16,
         Dtype::F8_E8M0 => DType::F32,
         _ => return None,
@@ -54,6 +52,9 @@ pub fn stored_dtype(d: DType) -> Option<Dtype> {
         DType::I16 => Dtype::I16,
         DType::I8 => Dtype::I8,
         DType::U8 => Dtype::U8,
+        DType::U16 => Dtype::U16,
+        DType::U32 => Dtype::U32,
+        DType::U64 => Dtype::U64,
         DType::Bool => Dtype::BOOL,
         DType::C64 => Dtype::C64,
         _ => return None,
@@ -74,7 +75,6 @@ fn le<const N: usize, T>(bytes: &[u8], f: impl Fn([u8; N]) -> T) -> Vec<T> {
 /// Why [`decode`] failed; the caller adds the file and tensor names.
 pub(crate) enum DecodeError {
     Unsupported,
-    TooLarge { index: usize, value: u64 },
     Length { expected: usize },
     Ir(String),
 }
@@ -121,16 +121,9 @@ pub(crate) fn decode(
             ]
         })
         .into(),
-        Dtype::U16 => le(bytes, |b| i32::from(u16::from_le_bytes(b))).into(),
-        Dtype::U32 => le(bytes, |b| i64::from(u32::from_le_bytes(b))).into(),
-        Dtype::U64 => {
-            let v = le(bytes, u64::from_le_bytes);
-            let mut out = Vec::with_capacity(v.len());
-            for (index, &value) in v.iter().enumerate() {
-                out.push(i64::try_from(value).map_err(|_| DecodeError::TooLarge { index, value })?);
-            }
-            out.into()
-        }
+        Dtype::U16 => le(bytes, u16::from_le_bytes).into(),
+        Dtype::U32 => le(bytes, u32::from_le_bytes).into(),
+        Dtype::U64 => le(bytes, u64::from_le_bytes).into(),
         Dtype::F8_E4M3 => fp8(bytes, E4M3FN),
         Dtype::F8_E5M2 => fp8(bytes, E5M2),
         Dtype::F8_E4M3FNUZ => fp8(bytes, E4M3FNUZ),
@@ -158,6 +151,9 @@ pub(crate) fn encode(t: &HostTensor) -> Option<Vec<u8>> {
         TensorData::I64(v) => flat(v, i64::to_le_bytes),
         TensorData::I32(v) => flat(v, i32::to_le_bytes),
         TensorData::I16(v) => flat(v, i16::to_le_bytes),
+        TensorData::U16(v) => flat(v, u16::to_le_bytes),
+        TensorData::U32(v) => flat(v, u32::to_le_bytes),
+        TensorData::U64(v) => flat(v, u64::to_le_bytes),
         TensorData::I8(v) => v.iter().map(|&x| x as u8).collect(),
         TensorData::U8(v) => v.clone(),
         TensorData::Bool(v) => v.iter().map(|&x| u8::from(x)).collect(),

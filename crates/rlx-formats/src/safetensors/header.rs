@@ -8,7 +8,7 @@
 //!   entries, keeping duplicates, so they can be refused by name.
 //! * **Limits.** The header is bounded by `max_file_bytes` (it is read
 //!   whole and parsed), and every tensor's size *as rlx will load it*
-//!   (after widening, e.g. U16 → I32) by `max_tensor_bytes` — from the
+//!   (after widening, e.g. F8_E4M3 → F16) by `max_tensor_bytes` — from the
 //!   declared shape, before any data is touched or allocated.
 //!
 //! Anything else malformed is left to the crate and to `diagnose`, which
@@ -149,15 +149,15 @@ mod tests {
 
     #[test]
     fn widened_dtypes_count_as_loaded() {
-        // 8 U16 elements: 16 bytes in the file, 32 as the I32 rlx loads.
-        let h = r#"{"a":{"dtype":"U16","shape":[8],"data_offsets":[0,16]}}"#;
+        // 8 F8_E4M3 elements: 8 bytes in the file, 16 as the F16 rlx loads.
+        let h = r#"{"a":{"dtype":"F8_E4M3","shape":[8],"data_offsets":[0,8]}}"#;
         let lim = Limits {
-            max_tensor_bytes: 31,
+            max_tensor_bytes: 15,
             ..Limits::DEFAULT
         };
         let e = check(&file(h), "f", &lim).unwrap_err();
         assert!(
-            matches!(&e, FormatError::TooLarge { source, .. } if source.value == 32),
+            matches!(&e, FormatError::TooLarge { source, .. } if source.value == 16),
             "{e}"
         );
     }

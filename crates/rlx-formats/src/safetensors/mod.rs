@@ -343,12 +343,6 @@ impl SafetensorsFile {
         let bytes = self.slice(e)?;
         convert::decode(e.dtype, &e.shape, bytes).map_err(|err| match err {
             DecodeError::Unsupported => self.unsupported(e),
-            DecodeError::TooLarge { index, value } => FormatError::ValueOutOfRange {
-                file: self.label.clone(),
-                tensor: e.name.clone(),
-                index,
-                value,
-            },
             DecodeError::Length { expected } => FormatError::LengthMismatch {
                 file: self.label.clone(),
                 tensor: e.name.clone(),

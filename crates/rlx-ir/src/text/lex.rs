@@ -8,6 +8,8 @@ pub(super) enum Tok {
     Global(String),
     Ident(String),
     Int(i64),
+    /// An integer above `i64::MAX` (a u64 literal element).
+    UInt(u64),
     Float(f64),
     Str(String),
     Punct(char),
@@ -181,8 +183,10 @@ impl<'a> Lexer<'a> {
                 Err(_) => Err(self.err(format!("bad float `{text}`"))),
             }
         } else {
+            // Above i64::MAX only u64 literals can hold it (the parser checks).
             text.parse()
                 .map(Tok::Int)
+                .or_else(|_| text.parse().map(Tok::UInt))
                 .map_err(|_| self.err(format!("bad integer `{text}`")))
         }
     }

@@ -60,6 +60,7 @@ impl Parser {
             Tok::Global(v) => format!("`@{v}`"),
             Tok::Ident(v) => format!("`{v}`"),
             Tok::Int(i) => format!("`{i}`"),
+            Tok::UInt(u) => format!("`{u}`"),
             Tok::Float(f) => format!("`{f}`"),
             Tok::Str(s) => format!("{s:?}"),
             Tok::Punct(c) => format!("`{c}`"),
@@ -432,6 +433,10 @@ impl Parser {
             Tok::Int(i) => {
                 literal::check_int(dtype, i).map_err(|e| self.err_at(at, e.to_string()))?;
                 Value::from(i)
+            }
+            Tok::UInt(u) if dtype == DType::U64 => Value::from(u),
+            Tok::UInt(u) => {
+                return Err(self.err_at(at, literal::u64_out_of_range(dtype, u).to_string()))
             }
             Tok::Float(f) => {
                 if !(dtype.is_float() || dtype == DType::C64) {

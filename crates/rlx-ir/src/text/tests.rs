@@ -251,3 +251,30 @@ fn inputs_with_all_digit_names_round_trip() {
         assert_eq!(print(&again), print(&g));
     }
 }
+
+#[test]
+fn unsigned_literals_round_trip_through_text_and_json() {
+    // u64 above i64::MAX is written as itself, in text and in JSON.
+    let src = "graph @g() {
+  %0 = constant() {value=tensor<u64[3]> [0, 9223372036854775808, 18446744073709551615]} : u64[3]
+  %1 = constant() {value=tensor<u32[2]> [4294967295, 7]} : u32[2]
+  %2 = constant() {value=tensor<u16[1]> [65535]} : u16[1]
+  return %0, %1, %2
+}";
+    let g = parse(src).unwrap();
+    assert_eq!(print(&g), src);
+    let g2 = Graph::from_json(&serde_json::to_value(&g).unwrap()).unwrap();
+    assert_eq!(print(&g2), src);
+    // Too big for anything else, and negative for u64, are errors.
+    for bad in [
+        "tensor<i64[1]> [9223372036854775808]",
+        "tensor<u64[1]> [-1]",
+        "tensor<u32[1]> [4294967296]",
+        "tensor<u64[1]> [18446744073709551616]",
+    ] {
+        let ty = &bad[7..13];
+        let text = format!("graph @g() {{\n  %0 = constant() {{value={bad}}}\n  return %0\n}}");
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(e.contains("out of range") || e.contains("bad integer"), "{ty}: {e}");
+    }
+}

@@ -99,7 +99,10 @@ fn unary(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     }
     let f =
         int_unary(cx.op).ok_or_else(|| cx.fail(format!("no integer form for {}", x.dtype())))?;
-    let mut v: Vec<i64> = ints(x)?.into_iter().map(f).collect();
+    // The ring operations give the same bits on u64 seen as i64.
+    let ring = matches!(cx.op, "neg" | "square" | "bitwise_not" | "not");
+    let vals = if ring { ring_ints(x)? } else { ints(x)? };
+    let mut v: Vec<i64> = vals.into_iter().map(f).collect();
     if x.dtype() == DType::Bool && cx.op == "bitwise_not" {
         v.iter_mut().for_each(|b| *b &= 1);
     }
@@ -169,9 +172,19 @@ fn cmp(op: &str) -> Option<fn(std::cmp::Ordering) -> bool> {
 fn bits(d: DType) -> i64 {
     match d {
         DType::I8 | DType::U8 => 8,
-        DType::I16 => 16,
-        DType::I32 => 32,
+        DType::I16 | DType::U16 => 16,
+        DType::I32 | DType::U32 => 32,
         _ => 64,
+    }
+}
+
+/// A key that orders the i64 bit patterns of `d` as `d` orders its
+/// values: u64 flips the sign bit (so 2^63 sorts above i64::MAX).
+pub(crate) fn order_key(d: DType) -> fn(i64) -> i64 {
+    if d == DType::U64 {
+        |v| v ^ i64::MIN
+    } else {
+        |v| v
     }
 }
 
@@ -190,10 +203,11 @@ fn binary(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
                 })
                 .collect()
         } else {
-            let (a, b, ia, ib) = operands(cx, ints)?;
+            let (a, b, ia, ib) = operands(cx, ring_ints)?;
+            let key = order_key(dt);
             ia.iter()
                 .zip(&ib)
-                .map(|(&i, &j)| c(a[i].cmp(&b[j])) as u8 as f64)
+                .map(|(&i, &j)| c(key(a[i]).cmp(&key(b[j]))) as u8 as f64)
                 .collect()
         };
         return Ok(vec![from_floats(ty, v)?]);
@@ -206,8 +220,12 @@ fn binary(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
             ia.iter().zip(&ib).map(|(&i, &j)| f(a[i], b[j])).collect(),
         )?]);
     }
-    let (a, b, ia, ib) = operands(cx, ints)?;
+    // u64 values keep their bits in i64: the ring operations are the same,
+    // and ordering, division and right shifts are done unsigned.
+    let (a, b, ia, ib) = operands(cx, ring_ints)?;
     let w = bits(dt);
+    let unsigned = dt == DType::U64;
+    let key = order_key(dt);
     let mut out = Vec::with_capacity(ia.len());
     for (&i, &j) in ia.iter().zip(&ib) {
         let (x, y) = (a[i], b[j]);
@@ -216,10 +234,12 @@ fn binary(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
             "sub" => x.wrapping_sub(y),
             "mul" => x.wrapping_mul(y),
             "div" | "rem" if y == 0 => return Err(cx.fail("integer division by zero")),
+            "div" if unsigned => (x as u64 / y as u64) as i64,
+            "rem" if unsigned => (x as u64 % y as u64) as i64,
             "div" => x.wrapping_div(y),
             "rem" => x.wrapping_rem(y),
-            "max" => x.max(y),
-            "min" => x.min(y),
+            "max" => std::cmp::max_by_key(x, y, |&v| key(v)),
+            "min" => std::cmp::min_by_key(x, y, |&v| key(v)),
             "and" | "bitwise_and" => x & y,
             "or" | "bitwise_or" => x | y,
             "xor" | "bitwise_xor" => x ^ y,
@@ -231,7 +251,11 @@ fn binary(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
                 }
             }
             "shr" => {
-                if (0..w).contains(&y) {
+                if unsigned && (0..w).contains(&y) {
+                    ((x as u64) >> y) as i64
+                } else if unsigned {
+                    0
+                } else if (0..w).contains(&y) {
                     x >> y
                 } else if x < 0 {
                     -1
@@ -288,7 +312,7 @@ pub(crate) fn concat_data(parts: &[&TensorData]) -> Result<TensorData, String> {
             }
         };
     }
-    Ok(join!(Bool, I8, U8, I16, I32, I64, F16, BF16, F32, F64, C64))
+    Ok(join!(Bool, I8, U8, I16, I32, I64, U16, U32, U64, F16, BF16, F32, F64, C64))
 }
 
 fn clamp(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
@@ -327,7 +351,9 @@ fn cast(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
         (DType::C64, b) if b.is_float() || b == DType::Bool => from_floats(ty, floats(x)?)?,
         (_, DType::C64) => HostTensor::from_c64(ty.shape.clone(), x.to_c64_vec()?)?,
         (a, _) if a.is_float() => from_floats(ty, floats(x)?)?,
-        _ => from_ints(ty, ints(x)?)?,
+        // u64 above i64::MAX widens exactly through f64's rounding, as a cast does.
+        (DType::U64, b) if b.is_float() => from_floats(ty, floats(x)?)?,
+        _ => from_ints(ty, ring_ints(x)?)?,
     };
     Ok(vec![out])
 }
@@ -350,6 +376,10 @@ fn float_to_int(v: &[f64], to: DType) -> Result<Vec<i64>, CpuError> {
                     value: f,
                     to,
                 });
+            }
+            if to == DType::U64 {
+                // `as u64` saturates at 0 and u64::MAX; the bits ride in i64.
+                return Ok(f.trunc() as u64 as i64);
             }
             // `as` saturates at the i64 range; then clamp to the dtype's.
             Ok((f.trunc() as i64).clamp(lo, hi))

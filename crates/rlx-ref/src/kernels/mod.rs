@@ -262,7 +262,28 @@ pub(crate) fn around(dims: &[usize], axis: usize) -> (usize, usize, usize) {
 pub(crate) fn floats(t: &HostTensor) -> Result<Vec<f64>, CpuError> {
     Ok(t.to_f64_vec()?)
 }
+/// Elements as i64, for kernels that order, divide or index: a u64 value
+/// above `i64::MAX` has no i64 value and is an error, not a negative number.
 pub(crate) fn ints(t: &HostTensor) -> Result<Vec<i64>, CpuError> {
+    let v = t.to_i64_vec()?;
+    if t.dtype() == DType::U64 {
+        if let Some(i) = v.iter().position(|&x| x < 0) {
+            return Err(CpuError::Runtime {
+                op: "u64".into(),
+                msg: format!(
+                    "element {i} is {}, above i64::MAX: this reference kernel computes in \
+                     i64 and handles u64 only up to there",
+                    v[i] as u64
+                ),
+            });
+        }
+    }
+    Ok(v)
+}
+/// Elements as i64 bit patterns (u64 above `i64::MAX` reads negative): for
+/// the ring operations (+, −, ×, bitwise, shifts left, narrowing casts),
+/// which give the same bits either way.
+pub(crate) fn ring_ints(t: &HostTensor) -> Result<Vec<i64>, CpuError> {
     Ok(t.to_i64_vec()?)
 }
 

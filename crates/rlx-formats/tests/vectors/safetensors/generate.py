@@ -14,7 +14,7 @@ Files:
   I64 I32 I16 I8 U8 BOOL C64), written by safetensors.torch; rlx must read
   the exact bits and re-serialize the file byte for byte.
 * numpy.safetensors   -- written by safetensors.numpy, including the
-  unsigned types rlx widens (U16 -> I32, U32 -> I64, U64 -> I64).
+  unsigned types (U16, U32, U64; rlx loads them as u16, u32, u64).
 * fp8.safetensors     -- all 256 bit patterns of F8_E4M3, F8_E5M2,
   F8_E4M3FNUZ, F8_E5M2FNUZ (torch) and F8_E8M0 (ml_dtypes, written through
   the low-level `safetensors.serialize`); the expected values are the
