@@ -2724,10 +2724,31 @@ def gen_unsigned():
              attrs={"axes": [0], "keepdim": False})
 
 
+
+def gen_bitcast():
+    rng = rng_for("bitcast")
+    pairs = [("f32", "i32"), ("i32", "f32"), ("f64", "i64"), ("i64", "f64"), ("f16", "i16"),
+             ("bf16", "u16"), ("u16", "i16"), ("u32", "f32"), ("u64", "i64"), ("i8", "u8"),
+             ("bool", "u8"), ("c64", "u64")]
+    for a, b in pairs:
+        if a in ("f32", "f64", "f16", "bf16"):
+            x = tensor(a, list(rng.standard_normal(4) * 3) + [0.0, -0.0, INF, NAN])
+        elif a == "bool":
+            x = tensor(a, [True, False, True])
+        elif a == "c64":
+            x = tensor(a, [1.5 - 2j, -0.0 + 1j])
+        else:
+            info = np.iinfo(NP_DTYPE[a])
+            x = tensor(a, [int(info.min), int(info.max), 0, 1, 12345 % int(info.max)])
+        add_case("bitcast", f"{a}_to_{b}", [x], tensor(b, x.a.view(NP_DTYPE[b])), {"dtype": DT(b)})
+    x = tensor("f32", rng.standard_normal((2, 3)))
+    add_case("bitcast", "f32_to_i32_2d", [x], tensor("i32", x.a.view(np.int32)), {"dtype": DT("i32")})
+
+
 def main() -> int:
     for gen in (gen_unary, gen_binary, gen_where_clamp_cast, gen_reduce, gen_matmul, gen_shape, gen_index,
                 gen_signal, gen_control, gen_fused, gen_folds, gen_fused_elementwise, gen_quant, gen_misc,
-                gen_unsigned):
+                gen_unsigned, gen_bitcast):
         gen()
     ops = defined_ops()
     unknown = sorted(set(CASES) - set(ops))

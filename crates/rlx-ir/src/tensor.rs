@@ -378,6 +378,79 @@ impl HostTensor {
         Self::new(DType::C64, shape, data.into())
     }
 
+    /// The elements as little-endian bytes (bool as 0/1, c64 as re then
+    /// im, packed dtypes as stored): what `bitcast` reinterprets.
+    pub fn to_le_bytes(&self) -> Vec<u8> {
+        macro_rules! le {
+            ($v:expr) => {
+                $v.iter().flat_map(|x| x.to_le_bytes()).collect()
+            };
+        }
+        match &self.data {
+            TensorData::Bool(v) => v.iter().map(|&b| b as u8).collect(),
+            TensorData::I8(v) => le!(v),
+            TensorData::U8(v) | TensorData::Packed(v) => v.clone(),
+            TensorData::I16(v) => le!(v),
+            TensorData::I32(v) => le!(v),
+            TensorData::I64(v) => le!(v),
+            TensorData::U16(v) => le!(v),
+            TensorData::U32(v) => le!(v),
+            TensorData::U64(v) => le!(v),
+            TensorData::F16(v) => le!(v),
+            TensorData::BF16(v) => le!(v),
+            TensorData::F32(v) => le!(v),
+            TensorData::F64(v) => le!(v),
+            TensorData::C64(v) => v.iter().flatten().flat_map(|x| x.to_le_bytes()).collect(),
+        }
+    }
+
+    /// A tensor of `dtype` read from little-endian bytes (the inverse of
+    /// [`HostTensor::to_le_bytes`]; a non-zero byte is `true`).
+    pub fn from_le_bytes(
+        dtype: DType,
+        shape: impl Into<Shape>,
+        bytes: &[u8],
+    ) -> Result<Self, IrError> {
+        let shape = shape.into();
+        let want = dtype.storage_bytes(shape.numel());
+        if want != Some(bytes.len()) {
+            return Err(IrError::msg(format!(
+                "{} bytes cannot hold {dtype}{shape}",
+                bytes.len()
+            )));
+        }
+        macro_rules! le {
+            ($t:ty) => {
+                bytes
+                    .chunks_exact(std::mem::size_of::<$t>())
+                    .map(|c| <$t>::from_le_bytes(c.try_into().unwrap()))
+                    .collect::<Vec<$t>>()
+                    .into()
+            };
+        }
+        let data: TensorData = match dtype {
+            DType::Bool => bytes.iter().map(|&b| b != 0).collect::<Vec<_>>().into(),
+            DType::I8 => le!(i8),
+            DType::U8 => bytes.to_vec().into(),
+            DType::I16 => le!(i16),
+            DType::I32 => le!(i32),
+            DType::I64 => le!(i64),
+            DType::U16 => le!(u16),
+            DType::U32 => le!(u32),
+            DType::U64 => le!(u64),
+            DType::F16 => le!(f16),
+            DType::BF16 => le!(bf16),
+            DType::F32 => le!(f32),
+            DType::F64 => le!(f64),
+            DType::C64 => {
+                let f: Vec<f32> = le!(f32);
+                f.chunks_exact(2).map(|c| [c[0], c[1]]).collect::<Vec<_>>().into()
+            }
+            _ => TensorData::Packed(bytes.to_vec()),
+        };
+        Self::new(dtype, shape, data)
+    }
+
     /// Elements gathered by flat index into a tensor of `shape`.
     pub fn take(&self, idx: &[usize], shape: impl Into<Shape>) -> Result<Self, IrError> {
         Self::new(self.dtype, shape, self.data.take(idx)?)

@@ -32,14 +32,18 @@ pub fn dtype_of(t: i32) -> Result<DType, String> {
     })
 }
 
-/// ONNX's 8-bit float kinds, kept as their bits in `u8` tensors
-/// (`ops::float8`).
+/// ONNX's small float kinds, kept as their codes in `u8` tensors
+/// (`ops::float8`): the four 8-bit floats, the scale type E8M0 (a power of
+/// two, 0xFF NaN) and the 4-bit E2M1 (packed two per byte in files, one
+/// code per `u8` here).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum F8 {
     E4M3FN,
     E4M3FNUZ,
     E5M2,
     E5M2FNUZ,
+    E8M0,
+    E2M1,
 }
 
 impl F8 {
@@ -50,12 +54,16 @@ impl F8 {
             DataType::Float8e4m3fnuz => F8::E4M3FNUZ,
             DataType::Float8e5m2 => F8::E5M2,
             DataType::Float8e5m2fnuz => F8::E5M2FNUZ,
+            DataType::Float8e8m0 => F8::E8M0,
+            DataType::Float4e2m1 => F8::E2M1,
             _ => return None,
         })
     }
     pub fn mantissa_bits(self) -> u32 {
         match self {
             F8::E4M3FN | F8::E4M3FNUZ => 3,
+            F8::E8M0 => 0,
+            F8::E2M1 => 1,
             _ => 2,
         }
     }
@@ -65,7 +73,21 @@ impl F8 {
             F8::E4M3FNUZ => 8,
             F8::E5M2 => 15,
             F8::E5M2FNUZ => 16,
+            F8::E8M0 => 127,
+            F8::E2M1 => 1,
         }
+    }
+    /// Bits per code: 4 for E2M1, else 8.
+    pub fn bits(self) -> u32 {
+        if self == F8::E2M1 {
+            4
+        } else {
+            8
+        }
+    }
+    /// The sign bit (E8M0 has none; its top bit is exponent).
+    pub fn sign_bit(self) -> u32 {
+        1 << (self.bits() - 1)
     }
     pub fn fnuz(self) -> bool {
         matches!(self, F8::E4M3FNUZ | F8::E5M2FNUZ)
@@ -75,6 +97,8 @@ impl F8 {
             F8::E4M3FN => 448.0,
             F8::E4M3FNUZ => 240.0,
             F8::E5M2 | F8::E5M2FNUZ => 57344.0,
+            F8::E8M0 => 2f64.powi(127),
+            F8::E2M1 => 6.0,
         }
     }
     /// The code of the largest finite value.
@@ -83,6 +107,8 @@ impl F8 {
             F8::E4M3FN => 0x7E,
             F8::E5M2 => 0x7B,
             F8::E4M3FNUZ | F8::E5M2FNUZ => 0x7F,
+            F8::E8M0 => 0xFE,
+            F8::E2M1 => 0x7,
         }
     }
     pub fn nan_code(self) -> u8 {
@@ -90,12 +116,16 @@ impl F8 {
             F8::E4M3FN => 0x7F,
             F8::E5M2 => 0x7E,
             F8::E4M3FNUZ | F8::E5M2FNUZ => 0x80,
+            F8::E8M0 => 0xFF,
+            // E2M1 has no NaN: the reference (ml_dtypes) gives it −0.
+            F8::E2M1 => 0x8,
         }
     }
     /// What a value beyond the range becomes without saturation.
     pub fn overflow_code(self) -> u8 {
         match self {
             F8::E5M2 => 0x7C, // inf
+            F8::E2M1 => 0x7,  // no inf or NaN: the largest
             k => k.nan_code(),
         }
     }
@@ -122,6 +152,14 @@ impl Narrow {
             _ => return None,
         };
         Some(Narrow::Int { bits, signed })
+    }
+    /// Sub-byte types packed in files (lowest bits first): (bits, signed).
+    pub fn packed(self) -> Option<(u32, bool)> {
+        match self {
+            Narrow::Int { bits, signed } => Some((bits, signed)),
+            Narrow::F8(F8::E2M1) => Some((4, false)),
+            Narrow::F8(_) => None,
+        }
     }
     /// The rlx dtype holding it.
     pub fn storage(self) -> DType {
@@ -212,7 +250,7 @@ pub fn to_host(t: &TensorProto) -> Result<HostTensor, OnnxError> {
     }
     let n: usize = dims.iter().product();
     let raw = t.raw_data();
-    if let Some(Narrow::Int { bits, signed }) = narrow {
+    if let Some((bits, signed)) = narrow.and_then(Narrow::packed) {
         let need = (n * bits as usize).div_ceil(8);
         let vals = if !raw.is_empty() || n == 0 {
             if raw.len() != need {

@@ -4,6 +4,7 @@
 use super::*;
 use crate::attr::{attr, AttrDefault as D, AttrKind as K};
 use crate::op::{Arity::Exact, Category as C, Grad::*};
+use crate::dtype::Storage;
 
 const fn un(
     name: &'static str,
@@ -63,6 +64,23 @@ fn cast(cx: &InferCx) -> R {
         ));
     }
     one(TensorType::new(to, cx.inputs[0].shape.clone()))
+}
+
+fn bitcast(cx: &InferCx) -> R {
+    let (from, to) = (
+        cx.inputs[0].dtype,
+        cx.attrs.dtype("dtype").map_err(|e| e.to_string())?,
+    );
+    let size = |d: DType| match d.storage() {
+        Storage::Plain { size } => Some(size),
+        Storage::Block { .. } => None,
+    };
+    match (size(from), size(to)) {
+        (Some(a), Some(b)) if a == b => one(TensorType::new(to, cx.inputs[0].shape.clone())),
+        _ => Err(format!(
+            "bitcast reinterprets elements of one size: {from} → {to} changes it (or is packed)"
+        )),
+    }
 }
 
 pub static ELEMENTWISE: &[OpDef] = &[
@@ -327,4 +345,15 @@ pub static ELEMENTWISE: &[OpDef] = &[
         "convert elements: float→int truncates toward 0 and saturates at the dtype's range, NaN or ±inf → int is a runtime error naming the node and element; int→int wraps (two's complement); float→float rounds to nearest even (overflow gives ±inf); x→bool is x != 0 (NaN → true); c64→real takes the real part",
     ),
     view::same),
+    def(
+        "bitcast",
+        C::Misc,
+        Exact(1),
+        &[],
+        &[attr("dtype", K::DType, D::Required)],
+        bitcast,
+        None,
+        NotDifferentiable,
+        "reinterpret each element's bits as `dtype`, of the same size (f32 ↔ i32, f64 ↔ i64, u16 → i16, bool → u8; a non-zero byte read as bool is true)",
+    ),
 ];

@@ -278,3 +278,13 @@ fn unsigned_literals_round_trip_through_text_and_json() {
         assert!(e.contains("out of range") || e.contains("bad integer"), "{ty}: {e}");
     }
 }
+
+#[test]
+fn bitcast_keeps_the_element_size() {
+    let ok = "graph @g(%x: f32[2]) {\n  %1 = bitcast(%x) {dtype=i32} : i32[2]\n  return %1\n}";
+    assert_eq!(print(&parse(ok).unwrap()), ok);
+    let e = parse("graph @g(%x: f32[2]) {\n  %0 = bitcast(%x) {dtype=f16}\n  return %0\n}")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("of one size: f32 → f16"), "{e}");
+}

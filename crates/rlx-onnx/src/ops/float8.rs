@@ -14,11 +14,17 @@ use crate::tensor::F8;
 
 /// The value of every code of `k`, in code order.
 pub(crate) fn table(k: F8) -> Vec<f64> {
-    let (m, bias) = (k.mantissa_bits(), k.bias());
-    let emask = (1u32 << (7 - m)) - 1;
-    (0..256u32)
+    if k == F8::E8M0 {
+        // 2^(c − 127); 0xFF is NaN; no sign, no zero.
+        return (0..256)
+            .map(|c| if c == 0xFF { f64::NAN } else { 2f64.powi(c - 127) })
+            .collect();
+    }
+    let (m, bias, nb) = (k.mantissa_bits(), k.bias(), k.bits());
+    let emask = (1u32 << (nb - 1 - m)) - 1;
+    (0..1u32 << nb)
         .map(|c| {
-            let neg = c & 0x80 != 0;
+            let neg = c & k.sign_bit() != 0;
             let (e, f) = ((c >> m) & emask, c & ((1 << m) - 1));
             let v = match k {
                 F8::E4M3FNUZ | F8::E5M2FNUZ if c == 0x80 => return f64::NAN,
@@ -39,7 +45,8 @@ pub(crate) fn table(k: F8) -> Vec<f64> {
 
 /// The float8 bits `v` (u8) as f32 values.
 pub(super) fn decode(n: &mut N, v: ValueId, k: F8) -> Result<ValueId, String> {
-    let t = HostTensor::from_f64(DType::F32, vec![256], table(k)).map_err(|e| e.to_string())?;
+    let codes = table(k);
+    let t = HostTensor::from_f64(DType::F32, vec![codes.len()], codes).map_err(|e| e.to_string())?;
     let t = n.cx.b.constant(t).map_err(|e| e.to_string())?;
     let idx = n.cast_to(v, DType::I64)?;
     n.op("gather", &[t, idx], Attrs::new().with("axis", 0i64))
@@ -49,6 +56,9 @@ pub(super) fn decode(n: &mut N, v: ValueId, k: F8) -> Result<ValueId, String> {
 /// even; beyond the largest finite value the largest (`saturate`, and ±inf
 /// too) or the overflow code (inf for E5M2, else NaN).
 pub(super) fn encode(n: &mut N, x: ValueId, k: F8, saturate: bool) -> Result<ValueId, String> {
+    if k == F8::E8M0 {
+        return encode_e8m0(n, x, saturate, "up");
+    }
     let x = n.cast_to(x, DType::F32)?;
     let f = |n: &mut N, v: f64| n.scalar(v, DType::F32);
     let (m, emin) = (k.mantissa_bits() as i32, 1 - k.bias());
@@ -99,7 +109,7 @@ pub(super) fn encode(n: &mut N, x: ValueId, k: F8, saturate: bool) -> Result<Val
     let over = n.op("or", &[over, inf], Attrs::new())?;
     let code = n.op("where", &[over, ovf, code], Attrs::new())?;
     // The sign bit; the FNUZ kinds have no −0 and one NaN (0x80).
-    let c128 = f(n, 128.0)?;
+    let c128 = f(n, k.sign_bit() as f64)?;
     let signed = n.op("add", &[code, c128], Attrs::new())?;
     let sign_ok = if k.fnuz() {
         let nz = n.op("ne", &[code, zero], Attrs::new())?;
@@ -112,6 +122,81 @@ pub(super) fn encode(n: &mut N, x: ValueId, k: F8, saturate: bool) -> Result<Val
     let code = n.op("where", &[sign_ok, signed, code], Attrs::new())?;
     let nanc = f(n, k.nan_code() as f64)?;
     let code = n.op("where", &[nan, nanc, code], Attrs::new())?;
+    n.cast_to(code, DType::U8)
+}
+
+/// `x` as E8M0 codes (u8), as ONNX's reference (`to_float8e8m0`) does on
+/// the f32 bits: the exponent field, raised by one when `round_mode` says
+/// (`up`: any fraction; `nearest`: a fraction of at least one half; `down`:
+/// never) unless that passes the largest code and `saturate`; the sign is
+/// dropped; NaN and ±inf give 0xFF.
+pub(super) fn encode_e8m0(
+    n: &mut N,
+    x: ValueId,
+    saturate: bool,
+    round_mode: &str,
+) -> Result<ValueId, String> {
+    let x = n.cast_to(x, DType::F32)?;
+    let f = |n: &mut N, v: f64| n.scalar(v, DType::F32);
+    let nan = n.op("isnan", &[x], Attrs::new())?;
+    let inf = n.op("isinf", &[x], Attrs::new())?;
+    let special = n.op("or", &[nan, inf], Attrs::new())?;
+    let one = f(n, 1.0)?;
+    let a = n.op("abs", &[x], Attrs::new())?;
+    let a = n.op("where", &[special, one, a], Attrs::new())?;
+    // The exponent field − 127: floor(log2 a), exact at powers of two; at
+    // least −127 (zero and subnormals have field 0).
+    let l = n.op("log2", &[a], Attrs::new())?;
+    let l = n.op("floor", &[l], Attrs::new())?;
+    let l = n.op("clamp", &[l], Attrs::new().with("min", -127.0))?;
+    let p = n.op("exp2", &[l], Attrs::new())?;
+    let high = n.op("gt", &[p, a], Attrs::new())?;
+    let lm = n.op("sub", &[l, one], Attrs::new())?;
+    let l = n.op("where", &[high, lm, l], Attrs::new())?;
+    let lp = n.op("add", &[l, one], Attrs::new())?;
+    let p2 = n.op("exp2", &[lp], Attrs::new())?;
+    let low = n.op("le", &[p2, a], Attrs::new())?;
+    let l = n.op("where", &[low, lp, l], Attrs::new())?;
+    let l = n.op("clamp", &[l], Attrs::new().with("min", -127.0))?;
+    let bias = f(n, 127.0)?;
+    let code = n.op("add", &[l, bias], Attrs::new())?;
+    // Below 2^-126 the field is 0 and every bit of `a` is fraction.
+    let zero = f(n, 0.0)?;
+    let tiny = f(n, 2f64.powi(-126))?;
+    let sub = n.op("lt", &[a, tiny], Attrs::new())?;
+    let p = n.op("exp2", &[l], Attrs::new())?;
+    let inc = match round_mode {
+        "down" => None,
+        "up" => {
+            let frac = n.op("ne", &[a, p], Attrs::new())?;
+            let any = n.op("gt", &[a, zero], Attrs::new())?;
+            Some(n.op("where", &[sub, any, frac], Attrs::new())?)
+        }
+        "nearest" => {
+            let r = n.op("div", &[a, p], Attrs::new())?;
+            let half = f(n, 1.5)?;
+            let up = n.op("ge", &[r, half], Attrs::new())?;
+            let t = f(n, 2f64.powi(-127))?;
+            let sub_up = n.op("gt", &[a, t], Attrs::new())?;
+            Some(n.op("where", &[sub, sub_up, up], Attrs::new())?)
+        }
+        m => return Err(format!("round_mode `{m}` (ONNX knows up, down, nearest)")),
+    };
+    let code = match inc {
+        Some(mut inc) => {
+            if saturate {
+                let top = f(n, 254.0)?;
+                let at_top = n.op("eq", &[code, top], Attrs::new())?;
+                let below = n.op("not", &[at_top], Attrs::new())?;
+                inc = n.op("and", &[inc, below], Attrs::new())?;
+            }
+            let inc = n.cast_to(inc, DType::F32)?;
+            n.op("add", &[code, inc], Attrs::new())?
+        }
+        None => code,
+    };
+    let nanc = f(n, 255.0)?;
+    let code = n.op("where", &[special, nanc, code], Attrs::new())?;
     n.cast_to(code, DType::U8)
 }
 

@@ -87,6 +87,16 @@ pub(super) fn cast_op(mut n: N, _op: &str) -> R {
     cast_into(&mut n, target)
 }
 
+/// ONNX `BitCast`: the bits of each element as another type of its size.
+pub(super) fn bitcast_op(mut n: N, _op: &str) -> R {
+    let to = dtype_of(n.ai("to", 0) as i32)?;
+    if n.name(0).and_then(|s| n.cx.narrow.get(s)).is_some() {
+        return Err("BitCast of a float8 or 4-/2-bit tensor is not supported".into());
+    }
+    let x = n.v(0)?;
+    n.one("bitcast", &[x], Attrs::new().with("dtype", to))
+}
+
 /// What a Cast makes: an rlx dtype, or a type rlx keeps wider.
 enum Target {
     Plain(DType),
@@ -104,6 +114,13 @@ fn cast_into(n: &mut N, target: Target) -> R {
         _ => x, // narrow integers are held as their values
     };
     match target {
+        Target::Narrow(Narrow::F8(crate::tensor::F8::E8M0)) => {
+            let saturate = n.ai("saturate", 1) != 0;
+            let mode = n.astr("round_mode").unwrap_or_else(|| "up".into());
+            Ok(vec![Out::Value(super::float8::encode_e8m0(
+                n, x, saturate, &mode,
+            )?)])
+        }
         Target::Narrow(Narrow::F8(k)) => {
             let saturate = n.ai("saturate", 1) != 0;
             Ok(vec![Out::Value(super::float8::encode(n, x, k, saturate)?)])

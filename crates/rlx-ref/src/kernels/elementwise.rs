@@ -358,6 +358,12 @@ fn cast(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     Ok(vec![out])
 }
 
+fn bitcast(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
+    let ty = cx.out_type(0);
+    let bytes = cx.input(0).to_le_bytes();
+    Ok(vec![HostTensor::from_le_bytes(ty.dtype, ty.shape.clone(), &bytes)?])
+}
+
 /// Float → integer: truncate toward zero, saturate to the dtype's range;
 /// NaN and ±inf have no integer value and are an error naming the element
 /// (wrapping them, or NaN → 0, gave a silently wrong number).
@@ -452,4 +458,5 @@ pub(crate) const KERNELS: &[(&str, Kernel)] = &[
     ("where", where_),
     ("clamp", clamp),
     ("cast", cast),
+    ("bitcast", bitcast),
 ];
