@@ -200,8 +200,20 @@ pub(crate) fn if_op(cx: &mut Cx, node: &NodeProto, id: usize) -> R {
             captures.push(f);
         }
     }
-    let t = cx.branch(then_g, &captures)?;
-    let e = cx.branch(else_g, &captures)?;
+    // Sequences and optionals are lists known at import: a branch that
+    // makes one needs its condition known too.
+    let lists = |e: String| {
+        if e.contains("a sequence") || e.contains("an empty optional") {
+            format!(
+                "input 0 (`{cond}`) must be known at import: a branch makes a sequence or \
+                 an optional, which rlx keeps as lists known at import"
+            )
+        } else {
+            e
+        }
+    };
+    let t = cx.branch(then_g, &captures).map_err(lists)?;
+    let e = cx.branch(else_g, &captures).map_err(lists)?;
     let mut ins = vec![cx.value(cond)?];
     for c in &captures {
         ins.push(cx.value(c)?);
@@ -398,6 +410,9 @@ pub(crate) fn loop_op(cx: &mut Cx, node: &NodeProto, id: usize) -> R {
                 return Err(
                     "the loop condition depends on run-time values (no static shape)".into(),
                 )
+            }
+            Bound::Seq(_) | Bound::Absent => {
+                return Err("the loop condition is not a boolean tensor".into())
             }
         };
         states = outs[1..1 + n_state].to_vec();

@@ -28,6 +28,13 @@ pub struct ImportOptions {
     /// the model): without it such a model is refused, naming the tensor
     /// and the file.
     pub external: Option<crate::ExternalData>,
+    /// Sequence inputs: the shape of each element, by input name (the
+    /// number of elements is the list's length). Each element is then a
+    /// graph input of its own, named `NAME[i]`.
+    pub sequences: HashMap<String, Vec<Vec<usize>>>,
+    /// Optional inputs given no value: every `OptionalHasElement` of them
+    /// is false at import.
+    pub absent: HashSet<String>,
 }
 
 /// An imported model.
@@ -35,8 +42,13 @@ pub struct ImportOptions {
 pub struct Imported {
     pub graph: Graph,
     /// The ONNX names of the graph's inputs, in order (initializers and
-    /// inputs bound by [`ImportOptions::constants`] are not among them).
+    /// inputs bound by [`ImportOptions::constants`] are not among them;
+    /// a sequence input is one input per element, `NAME[i]`).
     pub inputs: Vec<String>,
+    /// The names of the graph's results, in order: a tensor output is its
+    /// ONNX name, a sequence output one result per element (`NAME[i]`),
+    /// an empty optional output none.
+    pub outputs: Vec<String>,
     /// The default-domain opset the model imports.
     pub opset: i64,
     /// The model's metadata (`metadata_props`: key, value), as written:
@@ -91,6 +103,8 @@ fn import_resolved(model: &ModelProto, opts: &ImportOptions) -> Result<Imported,
         missing: Vec::new(),
         instances: 0,
         narrow: HashMap::new(),
+        seqs: HashMap::new(),
+        absent: HashSet::new(),
     };
     for t in &g.initializer {
         cx.consts.insert(t.name().to_string(), to_host(t)?);
@@ -106,6 +120,9 @@ fn import_resolved(model: &ModelProto, opts: &ImportOptions) -> Result<Imported,
         }
         if let Some(t) = opts.constants.get(&name) {
             cx.consts.insert(name, t.clone());
+            continue;
+        }
+        if crate::seq::input(&mut cx, vi, opts, &mut inputs)? {
             continue;
         }
         let (ty, narrow) = value_type(vi, opts)?;
@@ -126,18 +143,22 @@ fn import_resolved(model: &ModelProto, opts: &ImportOptions) -> Result<Imported,
     if !cx.missing.is_empty() {
         return Err(OnnxError::Unsupported(cx.missing));
     }
-    let mut outs = Vec::new();
+    let (mut outs, mut outputs) = (Vec::new(), Vec::new());
     for o in &g.output {
-        let v = cx.value(o.name()).map_err(OnnxError::Invalid)?;
-        outs.push(v);
+        let b = cx.bound(o.name()).map_err(OnnxError::Invalid)?;
+        for (name, b) in crate::seq::flatten(o.name(), b) {
+            outs.push(cx.value_of(b).map_err(OnnxError::Invalid)?);
+            outputs.push(name);
+        }
     }
-    for (o, &v) in g.output.iter().zip(&outs) {
-        cx.b.name_value(v, o.name());
+    for (name, &v) in outputs.iter().zip(&outs) {
+        cx.b.name_value(v, name);
     }
     let graph = cx.b.finish(&outs)?;
     Ok(Imported {
         graph,
         inputs,
+        outputs,
         opset,
         metadata: model
             .metadata_props
@@ -156,9 +177,14 @@ fn value_type(
     use proto::type_proto::Value as T;
     let name = vi.name();
     let bad = |m: String| OnnxError::Invalid(format!("input `{name}`: {m}"));
-    let Some(T::TensorType(t)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref()) else {
+    let mut ty = vi.r#type.as_ref().and_then(|t| t.value.as_ref());
+    // An optional input given a value is the tensor it holds.
+    if let Some(T::OptionalType(o)) = ty {
+        ty = o.elem_type.as_ref().and_then(|t| t.value.as_ref());
+    }
+    let Some(T::TensorType(t)) = ty else {
         return Err(bad(
-            "not a tensor (sequences, maps and optionals are not supported yet)".into(),
+            "not a tensor, a sequence of tensors or an optional (maps are not supported)".into(),
         ));
     };
     let (dtype, narrow) = storage_of(t.elem_type()).map_err(bad)?;
@@ -216,11 +242,15 @@ fn value_type(
     Ok((TensorType::new(dtype, out), narrow))
 }
 
-/// A value of the import: a graph value, or one known at import.
+/// A value of the import: a graph value, or one known at import; a
+/// sequence (its elements, a list known at import) or an empty optional
+/// (`crate::seq`).
 #[derive(Clone, Debug)]
 pub(crate) enum Bound {
     Value(ValueId),
     Const(HostTensor),
+    Seq(Vec<Bound>),
+    Absent,
 }
 
 impl Bound {
@@ -228,6 +258,8 @@ impl Bound {
         match self {
             Bound::Value(v) => crate::ops::Out::Value(v),
             Bound::Const(t) => crate::ops::Out::Const(t),
+            Bound::Seq(items) => crate::ops::Out::Seq(items),
+            Bound::Absent => crate::ops::Out::Absent,
         }
     }
 }
@@ -249,6 +281,10 @@ pub(crate) struct Cx {
     /// Values of a type rlx keeps wider (float8 bits, unpacked 4/2-bit
     /// integers) and their ONNX type (`ops::float8`).
     pub narrow: HashMap<String, Narrow>,
+    /// Sequence values: their elements (`crate::seq`).
+    pub seqs: HashMap<String, Vec<Bound>>,
+    /// Optional values that hold nothing.
+    pub absent: HashSet<String>,
 }
 
 impl Cx {
@@ -262,6 +298,15 @@ impl Cx {
             let v = self.b.constant(t).map_err(|e| e.to_string())?;
             self.vals.insert(name.to_string(), v);
             return Ok(v);
+        }
+        if self.seqs.contains_key(name) {
+            return Err(format!(
+                "`{name}` is a sequence, and this op takes a tensor (sequences are lists \
+                 known at import: SequenceAt, ConcatFromSequence, … take their elements)"
+            ));
+        }
+        if self.absent.contains(name) {
+            return Err(format!("optional `{name}` holds no value here"));
         }
         Err(format!("value `{name}` is used before it is defined"))
     }
@@ -277,6 +322,8 @@ impl Cx {
             missing: Vec::new(),
             instances: 0,
             narrow: self.narrow.clone(),
+            seqs: HashMap::new(),
+            absent: HashSet::new(),
         }
     }
 
@@ -294,6 +341,12 @@ impl Cx {
             Bound::Const(t) => {
                 self.consts.insert(name.to_string(), t);
             }
+            Bound::Seq(items) => {
+                self.seqs.insert(name.to_string(), items);
+            }
+            Bound::Absent => {
+                self.absent.insert(name.to_string());
+            }
         }
     }
 
@@ -301,6 +354,12 @@ impl Cx {
     pub(crate) fn bound(&self, name: &str) -> Result<Bound, String> {
         if let Some(t) = self.consts.get(name) {
             return Ok(Bound::Const(t.clone()));
+        }
+        if let Some(items) = self.seqs.get(name) {
+            return Ok(Bound::Seq(items.clone()));
+        }
+        if self.absent.contains(name) {
+            return Ok(Bound::Absent);
         }
         self.vals
             .get(name)
@@ -312,6 +371,8 @@ impl Cx {
         match b {
             Bound::Value(v) => Ok(v),
             Bound::Const(t) => self.b.constant(t).map_err(|e| e.to_string()),
+            Bound::Seq(_) => Err("a sequence where a tensor is needed".into()),
+            Bound::Absent => Err("an empty optional where a tensor is needed".into()),
         }
     }
 
@@ -366,6 +427,23 @@ impl Cx {
             self.poisoned.extend(node.output.iter().cloned());
             return;
         }
+        if let Some(r) = crate::seq::map(self, node) {
+            match r {
+                Ok(outs) => {
+                    for (name, out) in node.output.iter().zip(outs) {
+                        if !name.is_empty() {
+                            self.bind(name, out.into_bound());
+                        }
+                    }
+                }
+                Err(what) => {
+                    let m = miss(what);
+                    self.missing.push(m);
+                    self.poisoned.extend(node.output.iter().cloned());
+                }
+            }
+            return;
+        }
         if let Some(outs) = self.fold(node) {
             for (name, t) in node.output.iter().zip(outs) {
                 if !name.is_empty() {
@@ -383,14 +461,7 @@ impl Cx {
                     if name.is_empty() {
                         continue;
                     }
-                    match out {
-                        crate::ops::Out::Value(v) => {
-                            self.vals.insert(name.clone(), v);
-                        }
-                        crate::ops::Out::Const(t) => {
-                            self.consts.insert(name.clone(), t);
-                        }
-                    }
+                    self.bind(name, out.into_bound());
                 }
             }
             Err(what) => {
@@ -445,6 +516,8 @@ impl Cx {
             missing: Vec::new(),
             instances: 0,
             narrow: HashMap::new(),
+            seqs: HashMap::new(),
+            absent: HashSet::new(),
         };
         let outs = crate::ops::map(&mut sub, node).ok()?;
         let mut vals = Vec::new();
@@ -467,6 +540,7 @@ impl Cx {
             .map(|o| match o {
                 crate::ops::Out::Const(t) => Some(t),
                 crate::ops::Out::Value(_) => computed.next(),
+                crate::ops::Out::Seq(_) | crate::ops::Out::Absent => None,
             })
             .collect()
     }

@@ -23,6 +23,7 @@
 //! ```
 
 mod control;
+pub mod data;
 mod describe;
 mod error;
 mod external;
@@ -30,6 +31,7 @@ mod import;
 pub mod ops;
 #[rustfmt::skip]
 pub mod proto;
+mod seq;
 pub mod tensor;
 
 pub use describe::{describe, Description};

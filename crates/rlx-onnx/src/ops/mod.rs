@@ -29,6 +29,21 @@ pub(crate) enum Out {
     /// Known at import (shape arithmetic, `Constant`): kept out of the
     /// graph unless something uses it as a tensor.
     Const(HostTensor),
+    /// A sequence (its elements) or an empty optional (`crate::seq`).
+    Seq(Vec<crate::import::Bound>),
+    Absent,
+}
+
+impl Out {
+    pub(crate) fn into_bound(self) -> crate::import::Bound {
+        use crate::import::Bound;
+        match self {
+            Out::Value(v) => Bound::Value(v),
+            Out::Const(t) => Bound::Const(t),
+            Out::Seq(items) => Bound::Seq(items),
+            Out::Absent => Bound::Absent,
+        }
+    }
 }
 
 type R = Result<Vec<Out>, String>;

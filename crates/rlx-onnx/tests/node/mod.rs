@@ -7,7 +7,7 @@
 
 use prost::Message;
 use rlx_ir::HostTensor;
-use rlx_onnx::proto::{ModelProto, TensorProto};
+use rlx_onnx::proto::{ModelProto, TensorProto, ValueInfoProto};
 use rlx_onnx::{import_model, ImportOptions, OnnxError};
 use std::collections::HashMap;
 use std::path::Path;
@@ -22,6 +22,45 @@ fn read_pb(p: &Path) -> Result<HostTensor, String> {
     let bytes = std::fs::read(p).map_err(|e| e.to_string())?;
     let t = TensorProto::decode(&bytes[..]).map_err(|e| e.to_string())?;
     rlx_onnx::tensor::to_host(&t).map_err(|e| e.to_string())
+}
+
+/// A test value as the graph declares it: a tensor, a sequence of
+/// tensors, or an optional (`None`: empty).
+enum Value {
+    Tensor(HostTensor),
+    Seq(Vec<HostTensor>),
+    Absent,
+}
+
+fn kind(vi: &ValueInfoProto) -> (bool, bool) {
+    use rlx_onnx::proto::type_proto::Value as T;
+    let mut t = vi.r#type.as_ref().and_then(|t| t.value.as_ref());
+    let optional = matches!(t, Some(T::OptionalType(_)));
+    if let Some(T::OptionalType(o)) = t {
+        t = o.elem_type.as_ref().and_then(|t| t.value.as_ref());
+    }
+    (optional, matches!(t, Some(T::SequenceType(_))))
+}
+
+fn read_value(p: &Path, vi: &ValueInfoProto) -> Result<Value, String> {
+    use rlx_onnx::data::{OptionalProto, SequenceProto};
+    let host = |t: &TensorProto| rlx_onnx::tensor::to_host(t).map_err(|e| e.to_string());
+    let seq = |s: &SequenceProto| -> Result<Value, String> {
+        Ok(Value::Seq(s.tensor_values.iter().map(host).collect::<Result<_, _>>()?))
+    };
+    let bytes = std::fs::read(p).map_err(|e| e.to_string())?;
+    match kind(vi) {
+        (true, _) => {
+            let o = OptionalProto::decode(&bytes[..]).map_err(|e| e.to_string())?;
+            match (&o.tensor_value, &o.sequence_value) {
+                (Some(t), _) => Ok(Value::Tensor(host(t)?)),
+                (None, Some(s)) => seq(s),
+                (None, None) => Ok(Value::Absent),
+            }
+        }
+        (false, true) => seq(&SequenceProto::decode(&bytes[..]).map_err(|e| e.to_string())?),
+        (false, false) => Ok(Value::Tensor(read_pb(p)?)),
+    }
 }
 
 fn close(got: &HostTensor, want: &HostTensor) -> Result<(), String> {
@@ -66,30 +105,45 @@ pub fn run_test_on(dir: &Path, device: rlx::Device) -> (String, Outcome) {
         .unwrap_or_default();
     let data = dir.join("test_data_set_0");
     let inits: std::collections::HashSet<&str> = g.initializer.iter().map(|t| t.name()).collect();
-    let names: Vec<String> = g
+    let vis: Vec<&ValueInfoProto> = g
         .input
         .iter()
-        .map(|v| v.name().to_string())
-        .filter(|n| !inits.contains(n.as_str()))
+        .filter(|v| !inits.contains(v.name()))
         .collect();
+    let names: Vec<String> = vis.iter().map(|v| v.name().to_string()).collect();
+    // Tensors by input name; a sequence's elements as NAME[i] (how the
+    // importer names them), its element shapes in the options.
     let mut given: HashMap<String, HostTensor> = HashMap::new();
-    for (k, name) in names.iter().enumerate() {
-        match read_pb(&data.join(format!("input_{k}.pb"))) {
-            Ok(t) => {
-                given.insert(name.clone(), t);
+    let mut opts = ImportOptions::default();
+    for (k, vi) in vis.iter().enumerate() {
+        let name = vi.name().to_string();
+        match read_value(&data.join(format!("input_{k}.pb")), vi) {
+            Ok(Value::Tensor(t)) => {
+                // Its shape binds any symbolic dimension it has.
+                opts.shapes.insert(name.clone(), t.shape().dims().to_vec());
+                given.insert(name, t);
+            }
+            Ok(Value::Seq(items)) => {
+                let shapes = items.iter().map(|t| t.shape().dims().to_vec()).collect();
+                opts.sequences.insert(name.clone(), shapes);
+                for (i, t) in items.into_iter().enumerate() {
+                    given.insert(format!("{name}[{i}]"), t);
+                }
+            }
+            Ok(Value::Absent) => {
+                opts.absent.insert(name);
             }
             Err(e) => return (op, Outcome::Unsupported(format!("input {k}: {e}"))),
         }
     }
     // Bind the inputs the importer asks to know, until it asks for none new.
-    let mut opts = ImportOptions::default();
     let imported = loop {
         match import_model(&model, &opts) {
             Ok(m) => break m,
             Err(OnnxError::Unsupported(m)) => {
                 let asked: Vec<&String> = names
                     .iter()
-                    .filter(|n| !opts.constants.contains_key(*n))
+                    .filter(|n| !opts.constants.contains_key(*n) && given.contains_key(*n))
                     .filter(|n| m.iter().any(|x| x.what.contains(&format!("(`{n}`)"))))
                     .collect();
                 if asked.is_empty() {
@@ -127,14 +181,26 @@ pub fn run_test_on(dir: &Path, device: rlx::Device) -> (String, Outcome) {
         Ok(o) => o,
         Err(e) => return (op, Outcome::Fail(format!("run: {e}"))),
     };
-    for (k, got) in outs.iter().enumerate() {
-        let want = match read_pb(&data.join(format!("output_{k}.pb"))) {
-            Ok(t) => t,
+    // Each declared output against ours (a sequence: one result per element).
+    let mut got = outs.iter();
+    for (k, vi) in g.output.iter().enumerate() {
+        let want = match read_value(&data.join(format!("output_{k}.pb")), vi) {
+            Ok(Value::Tensor(t)) => vec![t],
+            Ok(Value::Seq(items)) => items,
+            Ok(Value::Absent) => Vec::new(),
             Err(e) => return (op, Outcome::Unsupported(format!("output {k}: {e}"))),
         };
-        if let Err(e) = close(got, &want) {
-            return (op, Outcome::Fail(format!("output {k}: {e}")));
+        for (i, w) in want.iter().enumerate() {
+            let Some(g) = got.next() else {
+                return (op, Outcome::Fail(format!("output {k}: element {i} is missing")));
+            };
+            if let Err(e) = close(g, w) {
+                return (op, Outcome::Fail(format!("output {k}[{i}]: {e}")));
+            }
         }
+    }
+    if got.next().is_some() {
+        return (op, Outcome::Fail("more results than the test expects".into()));
     }
     (op, Outcome::Pass)
 }
