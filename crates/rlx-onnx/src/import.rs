@@ -404,7 +404,8 @@ impl Cx {
         // The training preview domain's optimizer steps are plain math.
         let training = node.domain() == "ai.onnx.preview.training"
             && matches!(node.op_type(), "Adagrad" | "Adam" | "Momentum");
-        if !matches!(node.domain(), "" | "ai.onnx") && !training {
+        let preview = node.domain() == "ai.onnx.preview" && node.op_type() == "FlexAttention";
+        if !matches!(node.domain(), "" | "ai.onnx") && !training && !preview {
             let m = miss(format!("domain `{}` is not supported", node.domain()));
             self.missing.push(m);
             self.poisoned.extend(node.output.iter().cloned());

@@ -10,6 +10,7 @@ use rlx_ir::{Attrs, DType, HostTensor, ValueId};
 
 mod attention;
 mod einsum;
+mod flex;
 pub(crate) mod float8;
 mod grid;
 mod index;
@@ -196,6 +197,7 @@ pub fn supported() -> Vec<&'static str> {
         "Upsample",
         "RotaryEmbedding",
         "LinearAttention",
+        "FlexAttention",
         "DFT",
         "Einsum",
         "CausalConvWithState",
@@ -500,6 +502,7 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
             nn::negative_log_likelihood_loss(n, &op)
         }
         "Attention" => attention::attention(&mut n),
+        "FlexAttention" => flex::flex_attention(&mut n),
         "RotaryEmbedding" => attention::rotary_embedding(n, &op),
         "LinearAttention" => attention::linear_attention(n, &op),
         "DFT" => signal::dft(n, &op),
