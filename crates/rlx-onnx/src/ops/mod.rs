@@ -22,6 +22,7 @@ mod recurrent;
 mod resize;
 mod shape;
 mod signal;
+mod tfidf;
 mod training;
 
 /// One output of a mapped node.
@@ -198,6 +199,7 @@ pub fn supported() -> Vec<&'static str> {
         "RotaryEmbedding",
         "LinearAttention",
         "FlexAttention",
+        "TfIdfVectorizer",
         "DFT",
         "Einsum",
         "CausalConvWithState",
@@ -503,6 +505,7 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
         }
         "Attention" => attention::attention(&mut n),
         "FlexAttention" => flex::flex_attention(&mut n),
+        "TfIdfVectorizer" => tfidf::tfidf(n, &op),
         "RotaryEmbedding" => attention::rotary_embedding(n, &op),
         "LinearAttention" => attention::linear_attention(n, &op),
         "DFT" => signal::dft(n, &op),
