@@ -337,3 +337,34 @@ fn float8_values_reach_only_casts() {
     assert_eq!(m.graph.input_types()[0].dtype, rlx_ir::DType::U8);
     assert_eq!(m.graph.output_types()[0].dtype, rlx_ir::DType::F32);
 }
+
+#[test]
+fn value_sized_ops_need_their_inputs_at_import_and_then_compute_there() {
+    // NonZero of a run-time input has no static shape: the error names it.
+    let bytes = model(
+        vec![node("NonZero", "nz", &["x"], &["y"])],
+        vec![input("x", &[DimValue(2), DimValue(3)])],
+        "y",
+    );
+    let s = import(&bytes, &ImportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        s.contains("`NonZero`") && s.contains("(`x`) must be known at import"),
+        "{s}"
+    );
+    // Bound at import, it is a constant of the exact size.
+    let mut opts = ImportOptions::default();
+    let x = rlx_ir::HostTensor::from_f64(
+        rlx_ir::DType::F32,
+        vec![2, 3],
+        vec![0.0, 2.0, 0.0, -1.0, 0.0, 5.0],
+    )
+    .unwrap();
+    opts.constants.insert("x".into(), x);
+    let m = import(&bytes, &opts).unwrap();
+    let y = rlx_ref::run_graph(&m.graph, &[]).unwrap();
+    assert_eq!(y[0].shape().dims(), [2, 3]);
+    // numpy.nonzero: rows [0, 1, 1], columns [1, 0, 2].
+    assert_eq!(y[0].to_vec::<i64>().unwrap(), [0, 1, 1, 1, 0, 2]);
+}

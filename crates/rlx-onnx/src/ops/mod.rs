@@ -9,6 +9,7 @@ use crate::tensor::{dtype_of, to_host};
 use rlx_ir::{Attrs, DType, HostTensor, ValueId};
 
 mod attention;
+mod dynamic;
 mod einsum;
 mod flex;
 pub(crate) mod float8;
@@ -200,6 +201,9 @@ pub fn supported() -> Vec<&'static str> {
         "LinearAttention",
         "FlexAttention",
         "TfIdfVectorizer",
+        "NonZero",
+        "Unique",
+        "NonMaxSuppression",
         "DFT",
         "Einsum",
         "CausalConvWithState",
@@ -506,6 +510,9 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
         "Attention" => attention::attention(&mut n),
         "FlexAttention" => flex::flex_attention(&mut n),
         "TfIdfVectorizer" => tfidf::tfidf(n, &op),
+        "NonZero" => dynamic::non_zero(n, &op),
+        "Unique" => dynamic::unique(n, &op),
+        "NonMaxSuppression" => dynamic::non_max_suppression(n, &op),
         "RotaryEmbedding" => attention::rotary_embedding(n, &op),
         "LinearAttention" => attention::linear_attention(n, &op),
         "DFT" => signal::dft(n, &op),
