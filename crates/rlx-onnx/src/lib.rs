@@ -31,6 +31,7 @@ mod import;
 pub mod ops;
 #[rustfmt::skip]
 pub mod proto;
+pub mod rten;
 mod seq;
 pub mod tensor;
 
@@ -40,3 +41,4 @@ pub use external::{
     files as external_files, locations as external_locations, ExternalData, Resolve,
 };
 pub use import::{import, import_model, ImportOptions, Imported};
+pub use rten::{import_rten, is_rten};

@@ -59,11 +59,15 @@ pub(crate) fn input(
         return Ok(false);
     };
     let Some(T::TensorType(el)) = sq.elem_type.as_ref().and_then(|t| t.value.as_ref()) else {
-        return Err(bad("a sequence of non-tensors (rlx takes sequences of tensors)".into()));
+        return Err(bad(
+            "a sequence of non-tensors (rlx takes sequences of tensors)".into(),
+        ));
     };
     let (dtype, narrow) = storage_of(el.elem_type()).map_err(&bad)?;
     if narrow.is_some() {
-        return Err(bad("a sequence of float8 or 4-/2-bit tensors is not supported".into()));
+        return Err(bad(
+            "a sequence of float8 or 4-/2-bit tensors is not supported".into(),
+        ));
     }
     let shapes = opts.sequences.get(name).ok_or_else(|| {
         bad("a sequence: give the shape of each element (ImportOptions::sequences)".into())
@@ -74,7 +78,8 @@ pub(crate) fn input(
         rlx_ir::limits::limits()
             .check_tensor_shape(&format!("input `{item}`"), dtype, shape)
             .map_err(|e| OnnxError::Invalid(e.to_string()))?;
-        let v = cx.b.input(item.clone(), TensorType::new(dtype, shape.clone()));
+        let v =
+            cx.b.input(item.clone(), TensorType::new(dtype, shape.clone()));
         items.push(Bound::Value(v));
         inputs.push(item);
     }
@@ -152,7 +157,10 @@ fn position(cx: &Cx, node: &NodeProto, k: usize) -> Result<Option<i64>, String> 
     let v = t.to_i64_vec().map_err(|e| e.to_string())?;
     match v.as_slice() {
         [p] => Ok(Some(*p)),
-        _ => Err(format!("input {k} (`{n}`) holds {} values, not one", v.len())),
+        _ => Err(format!(
+            "input {k} (`{n}`) holds {} values, not one",
+            v.len()
+        )),
     }
 }
 
@@ -164,7 +172,9 @@ fn resolve(p: i64, len: usize, end_ok: bool) -> Result<usize, String> {
     if (0..top).contains(&q) {
         Ok(q as usize)
     } else {
-        Err(format!("position {p} is outside a sequence of {len} elements"))
+        Err(format!(
+            "position {p} is outside a sequence of {len} elements"
+        ))
     }
 }
 
@@ -238,16 +248,14 @@ fn concat(cx: &mut Cx, node: &NodeProto) -> R {
     }
     if new_axis {
         for v in &mut vals {
-            *v = cx
-                .b
-                .op1("unsqueeze", &[*v], Attrs::new().with("axes", vec![a]))
-                .map_err(|e| e.to_string())?;
+            *v =
+                cx.b.op1("unsqueeze", &[*v], Attrs::new().with("axes", vec![a]))
+                    .map_err(|e| e.to_string())?;
         }
     }
-    let v = cx
-        .b
-        .op1("concat", &vals, Attrs::new().with("axis", a))
-        .map_err(|e| e.to_string())?;
+    let v =
+        cx.b.op1("concat", &vals, Attrs::new().with("axis", a))
+            .map_err(|e| e.to_string())?;
     Ok(vec![Out::Value(v)])
 }
 
@@ -255,7 +263,11 @@ fn split(cx: &mut Cx, node: &NodeProto) -> R {
     let x = cx.value(input_name(node, 0).ok_or("input 0 is missing")?)?;
     let dims = cx.b.shape(x).dims().to_vec();
     let axis = attr_i(node, "axis", 0);
-    let a = if axis < 0 { axis + dims.len() as i64 } else { axis };
+    let a = if axis < 0 {
+        axis + dims.len() as i64
+    } else {
+        axis
+    };
     if !(0..dims.len() as i64).contains(&a) {
         return Err(format!("axis {axis} is outside rank {}", dims.len()));
     }
@@ -296,10 +308,9 @@ fn split(cx: &mut Cx, node: &NodeProto) -> R {
             .with("len", s as i64);
         let mut v = cx.b.op1("narrow", &[x], attrs).map_err(|e| e.to_string())?;
         if squeeze {
-            v = cx
-                .b
-                .op1("squeeze", &[v], Attrs::new().with("axes", vec![a]))
-                .map_err(|e| e.to_string())?;
+            v =
+                cx.b.op1("squeeze", &[v], Attrs::new().with("axes", vec![a]))
+                    .map_err(|e| e.to_string())?;
         }
         items.push(Bound::Value(v));
         start += s;

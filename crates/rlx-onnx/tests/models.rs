@@ -6,7 +6,7 @@
 //! come from `./scripts/fetch-models` (run by setup).
 
 use rlx::{Device, HostTensor};
-use rlx_onnx::{import, ImportOptions};
+use rlx_onnx::{import, import_rten, is_rten, ImportOptions};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -62,7 +62,13 @@ fn run_on(bytes: &[u8], inputs: &[(&str, HostTensor)], device: Device) -> Vec<Ho
             .collect::<HashMap<_, _>>(),
         ..Default::default()
     };
-    let m = import(bytes, &opts).unwrap();
+    // A .rten file goes through the same op mapping, converted to ONNX.
+    let m = if is_rten(bytes) {
+        import_rten(bytes, &opts)
+    } else {
+        import(bytes, &opts)
+    }
+    .unwrap();
     let feed: Vec<HostTensor> = m
         .inputs
         .iter()
@@ -119,7 +125,12 @@ fn nms(out: &[f32], anchors: usize, classes: usize, conf: f32, iou: f32) -> Vec<
 /// YOLOv8n on `device` for the photo `name`: the raw output within
 /// `tol` of ONNX Runtime's, the same boxes after NMS.
 fn yolo_on(device: Device, name: &str, tol: f32) {
-    let bytes = model("nudenet-3.4.2/nudenet/320n.onnx");
+    yolo_from("nudenet-3.4.2/nudenet/320n.onnx", device, name, tol)
+}
+
+/// [`yolo_on`] for the model file `rel` (ONNX or .rten).
+fn yolo_from(rel: &str, device: Device, name: &str, tol: f32) {
+    let bytes = model(rel);
     let dir = vectors("yolov8n");
     let exp = expected("yolov8n");
     let x8 = npy(&dir, &format!("in_{name}"));
@@ -151,7 +162,7 @@ fn yolo_on(device: Device, name: &str, tol: f32) {
         }
     }
     eprintln!(
-        "yolov8n {name} on {device:?}: max abs error {err:.2e}, {} box(es) as ONNX Runtime",
+        "yolov8n ({rel}) {name} on {device:?}: max abs error {err:.2e}, {} box(es) as ONNX Runtime",
         boxes.len()
     );
 }
@@ -161,6 +172,15 @@ fn yolov8n_boxes_match_onnx_runtime() {
     for name in ["astronaut", "camera"] {
         // Box coordinates are in pixels (up to 320): 2e-3 is 6e-6 relative.
         yolo_on(Device::Cpu, name, 2e-3);
+    }
+}
+
+/// YOLOv8n converted to .rten by `rten-convert` (scripts/fetch-models):
+/// read back through the ONNX op mapping, the same boxes as ONNX Runtime.
+#[test]
+fn yolov8n_from_rten_matches_onnx_runtime() {
+    for name in ["astronaut", "camera"] {
+        yolo_from("rten/320n.rten", Device::Cpu, name, 2e-3);
     }
 }
 

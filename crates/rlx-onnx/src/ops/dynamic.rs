@@ -81,7 +81,10 @@ pub(super) fn unique(n: N, _op: &str) -> R {
     let mut counts: Vec<i64> = Vec::new();
     let slices: Vec<Vec<f64>> = (0..len).map(slice).collect();
     for i in 0..len {
-        match firsts.iter().position(|&f| cmp(&slices[f], &slices[i]).is_eq()) {
+        match firsts
+            .iter()
+            .position(|&f| cmp(&slices[f], &slices[i]).is_eq())
+        {
             Some(u) => {
                 inverse[i] = u;
                 counts[u] += 1;
@@ -162,7 +165,10 @@ pub(super) fn non_max_suppression(n: N, _op: &str) -> R {
     let iou_t = first(3)?.unwrap_or(0.0);
     let score_t = first(4)?;
     let center = n.ai("center_point_box", 0) != 0;
-    let (bd, sd) = (boxes.shape().dims().to_vec(), scores.shape().dims().to_vec());
+    let (bd, sd) = (
+        boxes.shape().dims().to_vec(),
+        scores.shape().dims().to_vec(),
+    );
     if bd.len() != 3 || bd[2] != 4 || sd.len() != 3 || sd[0] != bd[0] || sd[2] != bd[1] {
         return Err(format!(
             "boxes {bd:?} and scores {sd:?} (want [B, N, 4] and [B, C, N])"
@@ -188,7 +194,10 @@ pub(super) fn non_max_suppression(n: N, _op: &str) -> R {
                 if kept.len() >= max_out {
                     break;
                 }
-                if kept.iter().all(|&k| !suppresses(bx(i), bx(k), center, iou_t)) {
+                if kept
+                    .iter()
+                    .all(|&k| !suppresses(bx(i), bx(k), center, iou_t))
+                {
                     kept.push(i);
                     out.extend([b as i64, c as i64, i as i64]);
                 }
@@ -211,7 +220,12 @@ fn suppresses(a: [f64; 4], b: [f64; 4], center: bool, t: f64) -> bool {
             (b[1] - b[3] / 2.0, b[1] + b[3] / 2.0),
         )
     } else {
-        (span(a[1], a[3]), span(a[0], a[2]), span(b[1], b[3]), span(b[0], b[2]))
+        (
+            span(a[1], a[3]),
+            span(a[0], a[2]),
+            span(b[1], b[3]),
+            span(b[0], b[2]),
+        )
     };
     let (ix0, ix1) = (ax0.max(bx0), ax1.min(bx1));
     let (iy0, iy1) = (ay0.max(by0), ay1.min(by1));

@@ -39,7 +39,13 @@ pub(super) fn flex_attention(n: &mut N) -> R {
         }
         let d = n.dims(x);
         let u = n.op("unsqueeze", &[x], Attrs::new().with("axes", vec![2i64]))?;
-        let to = vec![d[0] as i64, hkv as i64, (hq / hkv) as i64, d[2] as i64, d[3] as i64];
+        let to = vec![
+            d[0] as i64,
+            hkv as i64,
+            (hq / hkv) as i64,
+            d[2] as i64,
+            d[3] as i64,
+        ];
         let b = n.op("broadcast", &[u], Attrs::new().with("shape", to))?;
         let shape = vec![d[0] as i64, hq as i64, d[2] as i64, d[3] as i64];
         n.op("reshape", &[b], Attrs::new().with("shape", shape))
@@ -49,7 +55,11 @@ pub(super) fn flex_attention(n: &mut N) -> R {
     let s = n.scalar((scale as f32).sqrt() as f64, dt)?;
     let qs = n.op("mul", &[q, s], Attrs::new())?;
     let ks = n.op("mul", &[k, s], Attrs::new())?;
-    let kt = n.op("permute", &[ks], Attrs::new().with("perm", vec![0i64, 1, 3, 2]))?;
+    let kt = n.op(
+        "permute",
+        &[ks],
+        Attrs::new().with("perm", vec![0i64, 1, 3, 2]),
+    )?;
     let scores = n.op("matmul", &[qs, kt], Attrs::new())?;
     let mut scores = n.cast_to(scores, compute)?;
     if let Some(g) = n.attr("score_mod").and_then(|a| a.g.clone()) {
@@ -77,10 +87,9 @@ fn apply_mod(
         return Err(format!("{what} must take one input and give one output"));
     }
     let id = n.cx.next_instance();
-    let outs = n
-        .cx
-        .inline(g, &format!("{what}{id}/"), vec![Bound::Value(x)])
-        .map_err(|e| format!("{what}: {e}"))?;
+    let outs =
+        n.cx.inline(g, &format!("{what}{id}/"), vec![Bound::Value(x)])
+            .map_err(|e| format!("{what}: {e}"))?;
     let y = n.cx.value_of(outs.into_iter().next().ok_or("no output")?)?;
     n.cast_to(y, compute)
 }

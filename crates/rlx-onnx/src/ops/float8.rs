@@ -17,7 +17,13 @@ pub(crate) fn table(k: F8) -> Vec<f64> {
     if k == F8::E8M0 {
         // 2^(c − 127); 0xFF is NaN; no sign, no zero.
         return (0..256)
-            .map(|c| if c == 0xFF { f64::NAN } else { 2f64.powi(c - 127) })
+            .map(|c| {
+                if c == 0xFF {
+                    f64::NAN
+                } else {
+                    2f64.powi(c - 127)
+                }
+            })
             .collect();
     }
     let (m, bias, nb) = (k.mantissa_bits(), k.bias(), k.bits());
@@ -46,7 +52,8 @@ pub(crate) fn table(k: F8) -> Vec<f64> {
 /// The float8 bits `v` (u8) as f32 values.
 pub(super) fn decode(n: &mut N, v: ValueId, k: F8) -> Result<ValueId, String> {
     let codes = table(k);
-    let t = HostTensor::from_f64(DType::F32, vec![codes.len()], codes).map_err(|e| e.to_string())?;
+    let t =
+        HostTensor::from_f64(DType::F32, vec![codes.len()], codes).map_err(|e| e.to_string())?;
     let t = n.cx.b.constant(t).map_err(|e| e.to_string())?;
     let idx = n.cast_to(v, DType::I64)?;
     n.op("gather", &[t, idx], Attrs::new().with("axis", 0i64))

@@ -41,7 +41,10 @@ pub(super) fn tfidf(mut n: N, _op: &str) -> R {
         let len = i as i64 + 1;
         let end = counts.get(i + 1).copied().unwrap_or(pool.len() as i64);
         if start < 0 || end < start || end as usize > pool.len() {
-            return Err(format!("ngram_counts {counts:?} do not fit a pool of {}", pool.len()));
+            return Err(format!(
+                "ngram_counts {counts:?} do not fit a pool of {}",
+                pool.len()
+            ));
         }
         let items = &pool[start as usize..end as usize];
         let grams = items.len() / len as usize;
@@ -61,7 +64,11 @@ pub(super) fn tfidf(mut n: N, _op: &str) -> R {
         _ => return Err(format!("X must be rank 1 or 2, got {xd:?}")),
     };
     let x = n.cast_to(x, DType::I64)?;
-    let x = n.op("reshape", &[x], Attrs::new().with("shape", vec![rows as i64, c as i64]))?;
+    let x = n.op(
+        "reshape",
+        &[x],
+        Attrs::new().with("shape", vec![rows as i64, c as i64]),
+    )?;
     // Counts per pool gram (columns in gram-id order), then the output columns.
     let mut total: Option<ValueId> = None;
     let mut map = vec![0f64; id * out_size];
@@ -90,7 +97,10 @@ pub(super) fn tfidf(mut n: N, _op: &str) -> R {
                 let s = n.op(
                     "narrow",
                     &[x],
-                    Attrs::new().with("axis", 1i64).with("start", (j * d) as i64).with("len", l as i64),
+                    Attrs::new()
+                        .with("axis", 1i64)
+                        .with("start", (j * d) as i64)
+                        .with("len", l as i64),
                 )?;
                 parts.push(n.op("unsqueeze", &[s], Attrs::new().with("axes", vec![2i64]))?);
             }
@@ -136,7 +146,8 @@ pub(super) fn tfidf(mut n: N, _op: &str) -> R {
     let tf = match total {
         Some(t) => t,
         None => {
-            let z = HostTensor::zeros(DType::F32, vec![rows, out_size]).map_err(|e| e.to_string())?;
+            let z =
+                HostTensor::zeros(DType::F32, vec![rows, out_size]).map_err(|e| e.to_string())?;
             n.cx.b.constant(z).map_err(|e| e.to_string())?
         }
     };

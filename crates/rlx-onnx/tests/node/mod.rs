@@ -46,7 +46,9 @@ fn read_value(p: &Path, vi: &ValueInfoProto) -> Result<Value, String> {
     use rlx_onnx::data::{OptionalProto, SequenceProto};
     let host = |t: &TensorProto| rlx_onnx::tensor::to_host(t).map_err(|e| e.to_string());
     let seq = |s: &SequenceProto| -> Result<Value, String> {
-        Ok(Value::Seq(s.tensor_values.iter().map(host).collect::<Result<_, _>>()?))
+        Ok(Value::Seq(
+            s.tensor_values.iter().map(host).collect::<Result<_, _>>()?,
+        ))
     };
     let bytes = std::fs::read(p).map_err(|e| e.to_string())?;
     match kind(vi) {
@@ -192,7 +194,10 @@ pub fn run_test_on(dir: &Path, device: rlx::Device) -> (String, Outcome) {
         };
         for (i, w) in want.iter().enumerate() {
             let Some(g) = got.next() else {
-                return (op, Outcome::Fail(format!("output {k}: element {i} is missing")));
+                return (
+                    op,
+                    Outcome::Fail(format!("output {k}: element {i} is missing")),
+                );
             };
             if let Err(e) = close(g, w) {
                 return (op, Outcome::Fail(format!("output {k}[{i}]: {e}")));
@@ -200,7 +205,10 @@ pub fn run_test_on(dir: &Path, device: rlx::Device) -> (String, Outcome) {
         }
     }
     if got.next().is_some() {
-        return (op, Outcome::Fail("more results than the test expects".into()));
+        return (
+            op,
+            Outcome::Fail("more results than the test expects".into()),
+        );
     }
     (op, Outcome::Pass)
 }
