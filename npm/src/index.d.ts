@@ -139,7 +139,7 @@ export class GraphBuilder {
 export class Graph {
   static fromText(text: string): Graph;
   static fromJson(json: object | string): Graph;
-  /** Import an ONNX model; ops it cannot map are all listed in one RlxError 'unsupported'. */
+  /** Import an ONNX model, or a `.rten` model (its bytes begin `RTEN`); ops it cannot map are all listed in one RlxError 'unsupported'. */
   static fromOnnx(bytes: ArrayBuffer | ArrayBufferView, opts?: OnnxOptions & { externalData?: Record<string, ArrayBuffer | ArrayBufferView> }): Graph;
   /** The files an ONNX model's external-data tensors live in (relative locations): what to pass as `externalData`. */
   static onnxExternalFiles(bytes: ArrayBuffer | ArrayBufferView): string[];

@@ -209,7 +209,7 @@ impl Graph {
         })
     }
 
-    /// Import an ONNX model. `dims`: JSON `{name: size}` for symbolic
+    /// Import an ONNX model (or a `.rten` model: its bytes begin `RTEN`). `dims`: JSON `{name: size}` for symbolic
     /// dimensions; `shapes`: JSON `{input: [sizes]}` for whole input shapes;
     /// `external`: `{location: Uint8Array}`, the files of tensors saved as
     /// external data.
@@ -238,7 +238,13 @@ impl Graph {
             opts.shapes = serde_json::from_str(&s)
                 .map_err(|e| err("invalid_argument", format!("Graph.fromOnnx: `shapes`: {e}")))?;
         }
-        let m = rlx_onnx::import(bytes, &opts).map_err(|e| {
+        // .rten bytes (RTEN magic) go through the same op mapping.
+        let m = if rlx_onnx::is_rten(bytes) {
+            rlx_onnx::import_rten(bytes, &opts)
+        } else {
+            rlx_onnx::import(bytes, &opts)
+        };
+        let m = m.map_err(|e| {
             let code = match &e {
                 rlx_onnx::OnnxError::Unsupported(_) => "unsupported",
                 rlx_onnx::OnnxError::Ir(rlx_ir::IrError::Limit(_)) => "limit",

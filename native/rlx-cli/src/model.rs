@@ -1,6 +1,7 @@
 //! Loading the model a command names: a MIR file (text, or JSON ending in
-//! `.json`) or an imported format — ONNX (`.onnx`) today — whose dynamic
-//! dimensions the shared `--dim` / `--shape` flags bind.
+//! `.json`) or an imported format — ONNX (`.onnx`) or RTen (`.rten`, read
+//! through the ONNX op mapping) — whose dynamic dimensions the shared
+//! `--dim` / `--shape` flags bind.
 
 use crate::device::Env;
 use crate::out::{CliError, CliResult, Out};
@@ -22,9 +23,9 @@ pub struct ShapeArgs {
     pub shapes: Vec<String>,
 }
 
-/// Whether `path` names an ONNX model.
+/// Whether `path` names an imported model (ONNX or .rten).
 pub fn is_onnx(path: &Path) -> bool {
-    path.extension().is_some_and(|e| e == "onnx")
+    path.extension().is_some_and(|e| e == "onnx" || e == "rten")
 }
 
 /// The model at `path` as a graph; `given` are input shapes known from
@@ -33,7 +34,7 @@ pub fn load(path: &Path, a: &ShapeArgs, given: &[(String, Vec<usize>)]) -> CliRe
     if !is_onnx(path) {
         if !a.dims.is_empty() || !a.shapes.is_empty() {
             return Err(CliError::usage(
-                "--dim and --shape apply to ONNX models (.onnx) only",
+                "--dim and --shape apply to ONNX and RTen models (.onnx, .rten) only",
             ));
         }
         return crate::inspect::parse_graph(path);
@@ -92,7 +93,7 @@ pub fn read_model(path: &Path) -> CliResult<Vec<u8>> {
     })
 }
 
-/// An ONNX model imported (exit 4 when ops cannot be mapped, every one
+/// An ONNX (or .rten) model imported (exit 4 when ops cannot be mapped, every one
 /// listed; 3 when the file is not a valid model).
 pub fn import_onnx(
     path: &Path,
@@ -108,7 +109,12 @@ pub fn import_onnx(
     }));
     let bytes = read_model(path)?;
     let shown = path.display();
-    rlx_onnx::import(&bytes, &opts).map_err(|e| match e {
+    let imported = if rlx_onnx::is_rten(&bytes) {
+        rlx_onnx::import_rten(&bytes, &opts)
+    } else {
+        rlx_onnx::import(&bytes, &opts)
+    };
+    imported.map_err(|e| match e {
         rlx_onnx::OnnxError::Unsupported(_) => {
             CliError::new(crate::out::Exit::Unsupported, format!("{shown}: {e}"))
         }
@@ -118,7 +124,7 @@ pub fn import_onnx(
 
 #[derive(Args)]
 pub struct InspectArgs {
-    /// The model (.onnx, or .gguf: metadata and tensors).
+    /// The model (.onnx or .rten, or .gguf: metadata and tensors).
     model: PathBuf,
     /// Print JSON (GGUF files).
     #[arg(long)]
@@ -140,7 +146,7 @@ pub fn inspect(a: InspectArgs, env: &Env) -> CliResult {
     }
     if !is_onnx(&a.model) {
         return Err(CliError::usage(
-            "rlx inspect reads models (.onnx, .gguf); for a MIR file use `rlx compile` or `rlx dispatch`",
+            "rlx inspect reads models (.onnx, .rten, .gguf); for a MIR file use `rlx compile` or `rlx dispatch`",
         ));
     }
     let bytes = read_model(&a.model)?;

@@ -1,6 +1,6 @@
 //! `rlx run`: compile a graph file for a device, feed it .npy inputs, and
 //! write or summarize its outputs. Imported formats come through the same
-//! command: ONNX (`.onnx`) today; .rten and .gguf as their importers land.
+//! command: ONNX (`.onnx`) and RTen (`.rten`) models.
 
 use crate::device::{self, Env};
 use crate::out::{CliError, CliResult, Out};
@@ -17,7 +17,7 @@ format, C order, the input's dtype and shape), or --random SEED to fill the
 inputs not given with seeded random values. Outputs are written as
 DIR/NAME.npy with --output-dir, else summarized (shape, min, max, mean).
 
-An ONNX model (.onnx) is imported first (rlx-onnx): its symbolic
+An ONNX model (.onnx, or .rten) is imported first (rlx-onnx): its symbolic
 dimensions need --dim NAME=N, or the input's whole shape: from its
 --input file, or --shape NAME=D0,D1,...; an op it cannot map is listed,
 every one, with exit code 4.
@@ -26,13 +26,14 @@ Examples:
   rlx run docs/examples/attention_block.mir --random 0
   rlx run model.onnx --dim batch=1 --random 0 --report
   rlx run yolov8n.onnx --input images=img.npy --output-dir out/
+  rlx run yolov8n.rten --shape images=1,3,320,320 --random 0
   rlx run model.mir --input x=x.npy --output-dir out/ --device vulkan
   rlx run model.json --input x=x.npy --report --runs 20";
 
 #[derive(Args)]
 pub struct RunArgs {
     /// The model: a MIR file (text, or JSON ending in .json), or an ONNX
-    /// model (.onnx).
+    /// model (.onnx, .rten).
     model: PathBuf,
     #[command(flatten)]
     shape: crate::model::ShapeArgs,
