@@ -76,6 +76,11 @@ pub const TARGETS: &[Target] = &[
         about: "ONNX models: protobuf decoding and import onto the IR (every node mapped or listed as unsupported)",
     },
     Target {
+        name: "rten",
+        run: targets::rten,
+        about: ".rten models: header, FlatBuffers graph, conversion to ONNX, import onto the IR",
+    },
+    Target {
         name: "compile",
         run: targets::compile,
         about:

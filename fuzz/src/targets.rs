@@ -307,6 +307,36 @@ pub fn onnx(data: &[u8]) {
     text_round_trip(&m.graph, false);
 }
 
+/// .rten models: the header, the FlatBuffers graph (every offset and
+/// length checked), conversion to ONNX, then the import; symbolic
+/// dimensions bound to 2.
+pub fn rten(data: &[u8]) {
+    crate::init();
+    let Ok(model) = rlx_onnx::rten::to_onnx(data) else {
+        return;
+    };
+    let mut opts = rlx_onnx::ImportOptions::default();
+    for vi in model.graph.iter().flat_map(|g| &g.input) {
+        use rlx_onnx::proto::{tensor_shape_proto::dimension::Value, type_proto};
+        if let Some(type_proto::Value::TensorType(t)) =
+            vi.r#type.as_ref().and_then(|t| t.value.as_ref())
+        {
+            for d in t.shape.iter().flat_map(|s| &s.dim) {
+                if let Some(Value::DimParam(p)) = &d.value {
+                    opts.dims.insert(p.clone(), 2);
+                }
+            }
+        }
+    }
+    let Ok(m) = rlx_onnx::import_model(&model, &opts) else {
+        return;
+    };
+    crate::note(|| format!("rten: imported {} nodes", m.graph.nodes.len()));
+    m.graph
+        .verify()
+        .unwrap_or_else(|e| panic!("an imported graph does not verify: {e}"));
+}
+
 /// Random valid graphs through the compile pipeline, against the reference
 /// interpreter.
 pub fn compile(data: &[u8]) {

@@ -3,6 +3,8 @@
 //! as the ONNX attributes `rten-convert` read them from. Attributes RTen
 //! moved to inputs (Split's sizes, Squeeze axes, Clip bounds) are inputs
 //! already; absent fields take FlatBuffers' defaults, as RTen reads them.
+//! RTen has no bool: the inputs ONNX types bool (logical ops, Where's
+//! condition) get a Cast to BOOL in front.
 
 use super::fb::{Table, R};
 use crate::proto::{attribute_proto::AttributeType as A, AttributeProto, NodeProto, TensorProto};
@@ -186,6 +188,15 @@ fn u32s(t: &Table, slot: usize) -> R<Option<Vec<i64>>> {
         .map(|v| v.into_iter().map(i64::from).collect()))
 }
 
+/// Strides or dilations, left out when all ones (ONNX's default for any
+/// rank: rten-convert writes `[1, 1]` for a 1-D op too).
+fn steps(out: &mut Vec<AttributeProto>, t: &Table, slot: usize, name: &str) -> R<()> {
+    if let Some(v) = u32s(t, slot)?.filter(|v| v.iter().any(|&x| x != 1)) {
+        out.push(ints(name, v));
+    }
+    Ok(())
+}
+
 /// `auto_pad` and `pads` (RTen: AutoPad Same = 0, NotSet = 1; `absent`
 /// is the table's default).
 fn padding(
@@ -197,7 +208,8 @@ fn padding(
 ) -> R<()> {
     if t.u8(auto)?.unwrap_or(absent) == 0 {
         out.push(string("auto_pad", "SAME_UPPER"));
-    } else if let Some(p) = u32s(t, pads)? {
+    } else if let Some(p) = u32s(t, pads)?.filter(|p| p.iter().any(|&x| x != 0)) {
+        // All-zero pads are left out: rten-convert writes four for 1-D too.
         out.push(ints("pads", p));
     }
     Ok(())
@@ -208,8 +220,22 @@ fn dtype(d: Option<u8>) -> R<i64> {
     super::onnx_dtype(d.unwrap_or(1)).map(i64::from)
 }
 
-/// One operator node.
-pub(super) fn operator(op: &Table, name: &str, name_of: &dyn Fn(i64) -> R<String>) -> R<NodeProto> {
+/// The inputs of `op` that ONNX types bool, which RTen holds as int32:
+/// they get a Cast to BOOL in front.
+fn bool_inputs(op: &str, n: usize) -> std::ops::Range<usize> {
+    match op {
+        "And" | "Or" | "Xor" | "Not" => 0..n,
+        "Where" => 0..1.min(n),
+        _ => 0..0,
+    }
+}
+
+/// One operator node (after any Casts its bool inputs need).
+pub(super) fn operator(
+    op: &Table,
+    name: &str,
+    name_of: &dyn Fn(i64) -> R<String>,
+) -> R<Vec<NodeProto>> {
     let ty = op.u8(0)?.unwrap_or(0) as usize;
     let op_type = match OPS.get(ty) {
         Some(s) => s.to_string(),
@@ -227,14 +253,32 @@ pub(super) fn operator(op: &Table, name: &str, name_of: &dyn Fn(i64) -> R<String
     if let Some(t) = op.table(2)? {
         convert(&mut attrs, &op_type, op.u8(1)?.unwrap_or(0), &t)?;
     }
-    Ok(NodeProto {
+    let mut input = ids(3)?;
+    let mut nodes = Vec::new();
+    for k in bool_inputs(&op_type, input.len()) {
+        if input[k].is_empty() {
+            continue;
+        }
+        let cast = format!("{name}/bool{k}");
+        nodes.push(NodeProto {
+            name: Some(cast.clone()),
+            op_type: Some("Cast".into()),
+            input: vec![input[k].clone()],
+            output: vec![cast.clone()],
+            attribute: vec![int("to", 9)], // BOOL
+            ..Default::default()
+        });
+        input[k] = cast;
+    }
+    nodes.push(NodeProto {
         name: Some(name.to_string()),
         op_type: Some(op_type),
-        input: ids(3)?,
+        input,
         output: ids(4)?,
         attribute: attrs,
         ..Default::default()
-    })
+    });
+    Ok(nodes)
 }
 
 /// The attributes of attribute table `kind` (RTen's `OperatorAttrs`).
@@ -254,9 +298,7 @@ fn convert(out: &mut Vec<AttributeProto>, op: &str, kind: u8, t: &Table) -> R<()
         2 => {
             out.push(ints("kernel_shape", u32s(t, 0)?.unwrap_or_default()));
             padding(out, t, 1, 2, 0)?;
-            if let Some(s) = u32s(t, 3)? {
-                out.push(ints("strides", s));
-            }
+            steps(out, t, 3, "strides")?;
             out.push(int("count_include_pad", t.bool(4)? as i64));
             out.push(int("ceil_mode", t.bool(5)? as i64));
         }
@@ -295,18 +337,12 @@ fn convert(out: &mut Vec<AttributeProto>, op: &str, kind: u8, t: &Table) -> R<()
         7 => {
             padding(out, t, 0, 1, 0)?;
             out.push(int("group", t.u32(2)?.unwrap_or(1).max(1) as i64));
-            if let Some(s) = u32s(t, 3)? {
-                out.push(ints("strides", s));
-            }
-            if let Some(d) = u32s(t, 4)? {
-                out.push(ints("dilations", d));
-            }
+            steps(out, t, 3, "strides")?;
+            steps(out, t, 4, "dilations")?;
         }
         // ConvTransposeAttrs
         8 => {
-            if let Some(s) = u32s(t, 0)? {
-                out.push(ints("strides", s));
-            }
+            steps(out, t, 0, "strides")?;
             padding(out, t, 1, 2, 1)?;
             out.push(int("group", t.u32(3)?.unwrap_or(1) as i64));
             if let Some(p) = u32s(t, 4)? {
@@ -340,9 +376,7 @@ fn convert(out: &mut Vec<AttributeProto>, op: &str, kind: u8, t: &Table) -> R<()
         15 => {
             out.push(ints("kernel_shape", u32s(t, 0)?.unwrap_or_default()));
             padding(out, t, 1, 2, 0)?;
-            if let Some(s) = u32s(t, 3)? {
-                out.push(ints("strides", s));
-            }
+            steps(out, t, 3, "strides")?;
             out.push(int("ceil_mode", t.bool(4)? as i64));
         }
         // ReduceMeanAttrs (every reduction)

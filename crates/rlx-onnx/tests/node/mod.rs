@@ -91,6 +91,13 @@ pub fn run_test(dir: &Path) -> (String, Outcome) {
 /// [`run_test`] compiled for `device`; a node the device cannot run (a
 /// dispatch error) makes the test unsupported there, not failed.
 pub fn run_test_on(dir: &Path, device: rlx::Device) -> (String, Outcome) {
+    run_test_from(dir, device, None)
+}
+
+/// [`run_test`] with the model read from `rten` (the test's model
+/// converted to .rten by rten-convert) instead of its model.onnx; the
+/// inputs, outputs and their declared types still come from the test.
+pub fn run_test_from(dir: &Path, device: rlx::Device, rten: Option<&Path>) -> (String, Outcome) {
     let model_bytes = match std::fs::read(dir.join("model.onnx")) {
         Ok(b) => b,
         Err(e) => return ("?".into(), Outcome::Fail(e.to_string())),
@@ -139,8 +146,16 @@ pub fn run_test_on(dir: &Path, device: rlx::Device) -> (String, Outcome) {
         }
     }
     // Bind the inputs the importer asks to know, until it asks for none new.
+    let rten_bytes = match rten.map(std::fs::read).transpose() {
+        Ok(b) => b,
+        Err(e) => return (op, Outcome::Fail(format!("read .rten: {e}"))),
+    };
+    let import_once = |opts: &ImportOptions| match &rten_bytes {
+        Some(b) => rlx_onnx::import_rten(b, opts),
+        None => import_model(&model, opts),
+    };
     let imported = loop {
-        match import_model(&model, &opts) {
+        match import_once(&opts) {
             Ok(m) => break m,
             Err(OnnxError::Unsupported(m)) => {
                 let asked: Vec<&String> = names
@@ -178,7 +193,26 @@ pub fn run_test_on(dir: &Path, device: rlx::Device) -> (String, Outcome) {
         }
         Err(e) => return (op, Outcome::Fail(format!("compile: {e}"))),
     };
-    let ins: Vec<HostTensor> = imported.inputs.iter().map(|n| given[n].clone()).collect();
+    let mut ins: Vec<HostTensor> = imported.inputs.iter().map(|n| given[n].clone()).collect();
+    // A .rten model has four element types (f32, i32 read as i64, i8, u8):
+    // the test's values in the type the model declares (exact: f16 → f32,
+    // i32 / bool → i64).
+    if rten.is_some() {
+        for (t, want) in ins.iter_mut().zip(imported.graph.input_types()) {
+            if t.dtype() != want.dtype {
+                let shape = t.shape().clone();
+                let widened = if want.dtype.is_float() {
+                    t.to_f64_vec().and_then(|v| HostTensor::from_f64(want.dtype, shape, v))
+                } else {
+                    t.to_i64_vec().and_then(|v| HostTensor::from_i64(want.dtype, shape, v))
+                };
+                match widened {
+                    Ok(w) => *t = w,
+                    Err(e) => return (op, Outcome::Fail(format!("input as {}: {e}", want.dtype))),
+                }
+            }
+        }
+    }
     let outs = match compiled.run(&ins) {
         Ok(o) => o,
         Err(e) => return (op, Outcome::Fail(format!("run: {e}"))),
