@@ -307,6 +307,10 @@ pub(super) fn conv_transpose(mut n: N, _op: &str) -> R {
     if want.as_ref().is_some_and(|o| o.len() != sp) {
         return Err(format!("output_shape must give {sp} spatial sizes"));
     }
+    // An output_shape beyond what the transposed convolution gives (without
+    // SAME_*): the reference leaves the extra rows at the end as zeros (and
+    // bias).
+    let mut extra = vec![0i64; sp];
     let pads = match want {
         Some(out) => {
             let mut p = vec![0i64; 2 * sp];
@@ -318,9 +322,14 @@ pub(super) fn conv_transpose(mut n: N, _op: &str) -> R {
                     .saturating_add(1)
                     .saturating_sub(out[i]);
                 if total < 0 {
-                    return Err(format!(
-                        "output_shape {out:?} is larger than the transposed convolution gives"
-                    ));
+                    if auto != "NOTSET" {
+                        return Err(format!(
+                            "output_shape {out:?} is larger than the transposed convolution \
+                             gives (with auto_pad {auto})"
+                        ));
+                    }
+                    extra[i] = -total;
+                    continue;
                 }
                 let half = total / 2;
                 let (b, e) = if auto == "SAME_LOWER" {
@@ -337,11 +346,13 @@ pub(super) fn conv_transpose(mut n: N, _op: &str) -> R {
         None => n.aints("pads").unwrap_or_else(|| vec![0; 2 * sp]),
     };
     let mut ins = vec![x, w];
-    if n.name(2).is_some() {
-        ins.push(n.v(2)?);
+    let bias = if n.name(2).is_some() { Some(n.v(2)?) } else { None };
+    let grow = extra.iter().any(|&e| e > 0);
+    if let (Some(b), false) = (bias, grow) {
+        ins.push(b);
     }
     let group = n.ai("group", 1);
-    n.one(
+    let y = n.op(
         "conv_transpose",
         &ins,
         Attrs::new()
@@ -350,7 +361,25 @@ pub(super) fn conv_transpose(mut n: N, _op: &str) -> R {
             .with("dilations", dil)
             .with("groups", group)
             .with("output_padding", out_pad),
-    )
+    )?;
+    if !grow {
+        return Ok(vec![Out::Value(y)]);
+    }
+    // Zeros after the computed rows, then the bias over the whole output.
+    let mut p = vec![0i64; 2 * (sp + 2)];
+    for i in 0..sp {
+        p[sp + 2 + 2 + i] = extra[i];
+    }
+    let y = n.op("pad", &[y], Attrs::new().with("pads", p))?;
+    match bias {
+        Some(b) => {
+            let mut shape = vec![1i64; sp + 2];
+            shape[1] = n.dims(b).iter().product::<usize>() as i64;
+            let b = n.op("reshape", &[b], Attrs::new().with("shape", shape))?;
+            n.one("add", &[y, b], Attrs::new())
+        }
+        None => Ok(vec![Out::Value(y)]),
+    }
 }
 
 /// The negative log-likelihood of `logp` ([N, C, d...]) at the classes
