@@ -411,3 +411,68 @@ pub(super) fn hardmax(mut n: N, _op: &str) -> R {
             .with("dtype", d),
     )
 }
+
+/// ONNX `Det` of [..., M, M] for M ≤ 3, in closed form (the 2×2 cross
+/// product, the 3×3 rule of Sarrus): exact, no pivoting needed.
+pub(super) fn det(mut n: N, _op: &str) -> R {
+    let x = n.v(0)?;
+    let d = n.dims(x);
+    let r = d.len();
+    if r < 2 || d[r - 1] != d[r - 2] {
+        return Err(format!("Det takes square matrices [..., M, M], got {d:?}"));
+    }
+    let m = d[r - 1];
+    if m > 3 {
+        return Err(format!("Det of {m}×{m} matrices (rlx does M ≤ 3)"));
+    }
+    // a(i, j): element (i, j) of every matrix, [..., 1, 1].
+    let a = |n: &mut N, i: usize, j: usize| -> Result<ValueId, String> {
+        let row = n.op(
+            "narrow",
+            &[x],
+            Attrs::new().with("axis", r as i64 - 2).with("start", i as i64).with("len", 1i64),
+        )?;
+        n.op(
+            "narrow",
+            &[row],
+            Attrs::new().with("axis", r as i64 - 1).with("start", j as i64).with("len", 1i64),
+        )
+    };
+    let mul = |n: &mut N, p: ValueId, q: ValueId| n.op("mul", &[p, q], Attrs::new());
+    let y = match m {
+        1 => a(&mut n, 0, 0)?,
+        2 => {
+            let (p, q) = (a(&mut n, 0, 0)?, a(&mut n, 1, 1)?);
+            let (s, t) = (a(&mut n, 0, 1)?, a(&mut n, 1, 0)?);
+            let (u, v) = (mul(&mut n, p, q)?, mul(&mut n, s, t)?);
+            n.op("sub", &[u, v], Attrs::new())?
+        }
+        _ => {
+            // Σ over the three diagonals minus the three anti-diagonals.
+            let term = |n: &mut N, cols: [usize; 3]| -> Result<ValueId, String> {
+                let e0 = a(n, 0, cols[0])?;
+                let e1 = a(n, 1, cols[1])?;
+                let e2 = a(n, 2, cols[2])?;
+                let p = mul(n, e0, e1)?;
+                mul(n, p, e2)
+            };
+            let plus = [[0, 1, 2], [1, 2, 0], [2, 0, 1]];
+            let minus = [[2, 1, 0], [0, 2, 1], [1, 0, 2]];
+            let mut acc = term(&mut n, plus[0])?;
+            for c in &plus[1..] {
+                let t = term(&mut n, *c)?;
+                acc = n.op("add", &[acc, t], Attrs::new())?;
+            }
+            for c in minus {
+                let t = term(&mut n, c)?;
+                acc = n.op("sub", &[acc, t], Attrs::new())?;
+            }
+            acc
+        }
+    };
+    n.one(
+        "squeeze",
+        &[y],
+        Attrs::new().with("axes", vec![r as i64 - 2, r as i64 - 1]),
+    )
+}
