@@ -633,3 +633,53 @@ pub(super) fn col2im(mut n: N, _op: &str) -> R {
             .with("groups", c as i64),
     )
 }
+
+/// ONNX `MaxUnpool`: each value of X written at its index (flat over the
+/// whole unpooled tensor, as MaxPool's Indices give them) into zeros of the
+/// unpooled shape, (in − 1)·stride − pads + k; a larger `output_shape`
+/// (known at import) then pads zeros at the end, as the reference does.
+pub(super) fn max_unpool(mut n: N, _op: &str) -> R {
+    let (x, i) = (n.v(0)?, n.v(1)?);
+    let xd = n.dims(x);
+    let sp = xd.len().saturating_sub(2);
+    let kernel = n.aints("kernel_shape").ok_or("no kernel_shape")?;
+    let strides = n.aints("strides").unwrap_or_else(|| vec![1; sp]);
+    let pads = n.aints("pads").unwrap_or_else(|| vec![0; 2 * sp]);
+    if xd.len() < 3 || kernel.len() != sp || strides.len() != sp || pads.len() != 2 * sp {
+        return Err("kernel_shape, strides and pads must match the spatial rank".into());
+    }
+    let mut unpooled = xd[..2].to_vec();
+    for k in 0..sp {
+        let v = (xd[2 + k] as i64 - 1) * strides[k] - pads[k] - pads[sp + k] + kernel[k];
+        unpooled.push(v.max(0) as usize);
+    }
+    let out: Vec<usize> = match n.ints_in(2)? {
+        Some(o) => o.iter().map(|&v| v.max(0) as usize).collect(),
+        None => unpooled.clone(),
+    };
+    if out.len() != xd.len() || out.iter().zip(&unpooled).any(|(o, u)| o < u) {
+        return Err(format!(
+            "output_shape {out:?} is smaller than the unpooled {unpooled:?}"
+        ));
+    }
+    let total: usize = unpooled.iter().product();
+    let dt = n.cx.b.dtype(x);
+    let zero = n.scalar(0.0, dt)?;
+    let zeros = n.op("broadcast", &[zero], Attrs::new().with("shape", vec![total as i64]))?;
+    let count = xd.iter().product::<usize>() as i64;
+    let idx = n.cast_to(i, DType::I64)?;
+    let idx = n.op("reshape", &[idx], Attrs::new().with("shape", vec![count, 1]))?;
+    let vals = n.op("reshape", &[x], Attrs::new().with("shape", vec![count]))?;
+    let y = n.op("scatter_nd", &[zeros, idx, vals], Attrs::new())?;
+    let shape: Vec<i64> = unpooled.iter().map(|&d| d as i64).collect();
+    let y = n.op("reshape", &[y], Attrs::new().with("shape", shape))?;
+    if out == unpooled {
+        return Ok(vec![Out::Value(y)]);
+    }
+    let r = out.len();
+    let mut p = vec![0i64; 2 * r];
+    for k in 0..r {
+        p[r + k] = (out[k] - unpooled[k]) as i64;
+    }
+    n.one("pad", &[y], Attrs::new().with("pads", p))
+}
