@@ -2,7 +2,9 @@
 //! enum, in schema order) and its attribute table (one per union member)
 //! as the ONNX attributes `rten-convert` read them from. Attributes RTen
 //! moved to inputs (Split's sizes, Squeeze axes, Clip bounds) are inputs
-//! already; absent fields take FlatBuffers' defaults, as RTen reads them.
+//! already; absent fields take the schema's defaults (zero, but for
+//! ConvTranspose's auto_pad and group, STFT's onesided, SplitToSequence's
+//! keepdims), as RTen reads them.
 //! RTen has no bool: the inputs ONNX types bool (logical ops, Where's
 //! condition) get a Cast to BOOL in front.
 
@@ -508,13 +510,19 @@ fn convert(out: &mut Vec<AttributeProto>, op: &str, kind: u8, t: &Table) -> R<()
         // ConcatFromSequenceAttrs, SplitToSequenceAttrs
         51 | 52 => {
             axis(out)?;
-            let name = if kind == 51 { "new_axis" } else { "keepdims" };
-            out.push(int(name, t.bool(1)? as i64));
+            // SplitToSequence's keepdims defaults to true in RTen's schema.
+            let (name, default) = if kind == 51 {
+                ("new_axis", false)
+            } else {
+                ("keepdims", true)
+            };
+            out.push(int(name, t.bool_or(1, default)? as i64));
         }
         // GridSampleAttrs
         53 => out.push(int("align_corners", t.bool(0)? as i64)),
         // STFTAttrs
-        54 => out.push(int("onesided", t.bool(0)? as i64)),
+        // STFTAttrs (onesided defaults to true in RTen's schema)
+        54 => out.push(int("onesided", t.bool_or(0, true)? as i64)),
         k => {
             return Err(format!(
                 "operator `{op}`: attribute table {k} is not read yet (random ops, control flow)"

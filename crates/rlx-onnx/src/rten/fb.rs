@@ -92,7 +92,11 @@ impl<'a> Table<'a> {
             .transpose()
     }
     pub(super) fn bool(&self, slot: usize) -> R<bool> {
-        Ok(self.u8(slot)?.unwrap_or(0) != 0)
+        self.bool_or(slot, false)
+    }
+    /// A bool field whose schema default is `default` (absent = default).
+    pub(super) fn bool_or(&self, slot: usize, default: bool) -> R<bool> {
+        Ok(self.u8(slot)?.map_or(default, |b| b != 0))
     }
     pub(super) fn u16(&self, slot: usize) -> R<Option<u16>> {
         self.field(slot)?
