@@ -368,3 +368,24 @@ fn value_sized_ops_need_their_inputs_at_import_and_then_compute_there() {
     // numpy.nonzero: rows [0, 1, 1], columns [1, 0, 2].
     assert_eq!(y[0].to_vec::<i64>().unwrap(), [0, 1, 1, 1, 0, 2]);
 }
+
+#[test]
+fn a_huge_depth_to_space_blocksize_is_an_error_not_an_overflow() {
+    // Found by the `rten` fuzz target: blocksize² overflowed i64.
+    let mut d2s = node("DepthToSpace", "d2s", &["x"], &["y"]);
+    d2s.attribute.push(rlx_onnx::proto::AttributeProto {
+        name: Some("blocksize".into()),
+        r#type: Some(2), // INT
+        i: Some(1 << 40),
+        ..Default::default()
+    });
+    let bytes = model(
+        vec![d2s],
+        vec![input("x", &[DimValue(1), DimValue(4), DimValue(2), DimValue(2)])],
+        "y",
+    );
+    let s = import(&bytes, &ImportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(s.contains("blocksize"), "{s}");
+}

@@ -507,9 +507,10 @@ pub(super) fn depth_to_space(mut n: N, op: &str) -> R {
     let x = n.v(0)?;
     let d: Vec<i64> = n.dims(x).iter().map(|&v| v as i64).collect();
     let b = n.ai("blocksize", 0);
-    if d.len() != 4 || b < 1 {
+    // b² must fit (a blocksize beyond every dimension is an error anyway).
+    if d.len() != 4 || b < 1 || b > (1 << 20) {
         return Err(format!(
-            "needs a 4-d input and blocksize >= 1, got {d:?} and {b}"
+            "needs a 4-d input and blocksize in 1..=2^20, got {d:?} and {b}"
         ));
     }
     let (nn, c, h, w) = (d[0], d[1], d[2], d[3]);
