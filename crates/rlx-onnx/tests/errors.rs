@@ -389,3 +389,24 @@ fn a_huge_depth_to_space_blocksize_is_an_error_not_an_overflow() {
         .to_string();
     assert!(s.contains("blocksize"), "{s}");
 }
+
+#[test]
+fn a_layer_norm_axis_outside_the_rank_is_an_error_not_an_allocation() {
+    // Found by the `rten` fuzz target: axis −2³¹ made a list of 2³¹ axes.
+    let mut ln = node("LayerNormalization", "ln", &["x", "g"], &["y"]);
+    ln.attribute.push(rlx_onnx::proto::AttributeProto {
+        name: Some("axis".into()),
+        r#type: Some(2), // INT
+        i: Some(-(1 << 31)),
+        ..Default::default()
+    });
+    let bytes = model(
+        vec![ln],
+        vec![input("x", &[DimValue(2), DimValue(3)]), input("g", &[DimValue(3)])],
+        "y",
+    );
+    let s = import(&bytes, &ImportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(s.contains("out of range for rank 2"), "{s}");
+}

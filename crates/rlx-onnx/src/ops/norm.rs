@@ -10,7 +10,7 @@ pub(super) fn layer_normalization(mut n: N, _op: &str) -> R {
     let (x, g) = (n.v(0)?, n.v(1)?);
     let dims = n.dims(x);
     let rank = dims.len();
-    let axis = rank_axis(n.ai("axis", -1), rank);
+    let axis = axis_in(n.ai("axis", -1), rank, rank.saturating_sub(1))? as i64;
     let eps = n.af("epsilon", 1e-5);
     let d = n.cx.b.dtype(x);
     let stats = node.output.iter().skip(1).any(|o| !o.is_empty());
