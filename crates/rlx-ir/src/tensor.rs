@@ -444,7 +444,10 @@ impl HostTensor {
             DType::F64 => le!(f64),
             DType::C64 => {
                 let f: Vec<f32> = le!(f32);
-                f.chunks_exact(2).map(|c| [c[0], c[1]]).collect::<Vec<_>>().into()
+                f.chunks_exact(2)
+                    .map(|c| [c[0], c[1]])
+                    .collect::<Vec<_>>()
+                    .into()
             }
             _ => TensorData::Packed(bytes.to_vec()),
         };

@@ -72,7 +72,9 @@ fn main() {
                     if is_expanded {
                         continue;
                     }
-                    *reasons.entry("rten-convert cannot convert the model".into()).or_default() += 1;
+                    *reasons
+                        .entry("rten-convert cannot convert the model".into())
+                        .or_default() += 1;
                     plain[2] += 1;
                     table.entry(first_op(d)).or_default()[2] += 1;
                     continue;

@@ -19,6 +19,10 @@ use rlx_ir::{Attrs, HostTensor, Shape, TensorType};
 
 type R = Result<Vec<Out>, String>;
 
+/// The longest sequence made at import (each element is a graph value of
+/// its own; as for unrolled loops).
+const MAX_ITEMS: usize = 4096;
+
 /// The results a graph output gives: itself, one per sequence element
 /// (`NAME[i]`), or none for an empty optional.
 pub(crate) fn flatten(name: &str, b: Bound) -> Vec<(String, Bound)> {
@@ -194,6 +198,9 @@ fn insert(cx: &Cx, node: &NodeProto) -> R {
         Some(p) => resolve(p, items.len(), true)?,
         None => items.len(),
     };
+    if items.len() >= MAX_ITEMS {
+        return Err(format!("a sequence of more than {MAX_ITEMS} elements"));
+    }
     items.insert(at, t);
     Ok(vec![Out::Seq(items)])
 }
@@ -297,6 +304,12 @@ fn split(cx: &mut Cx, node: &NodeProto) -> R {
             }
         }
     };
+    if sizes.len() > MAX_ITEMS {
+        return Err(format!(
+            "a split into {} pieces (rlx makes sequences of at most {MAX_ITEMS} at import)",
+            sizes.len()
+        ));
+    }
     // keepdims=0 only when no split is given (every piece has length 1).
     let squeeze = !keep && input_name(node, 1).is_none();
     let mut items = Vec::new();

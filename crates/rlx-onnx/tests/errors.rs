@@ -381,7 +381,10 @@ fn a_huge_depth_to_space_blocksize_is_an_error_not_an_overflow() {
     });
     let bytes = model(
         vec![d2s],
-        vec![input("x", &[DimValue(1), DimValue(4), DimValue(2), DimValue(2)])],
+        vec![input(
+            "x",
+            &[DimValue(1), DimValue(4), DimValue(2), DimValue(2)],
+        )],
         "y",
     );
     let s = import(&bytes, &ImportOptions::default())
@@ -402,11 +405,29 @@ fn a_layer_norm_axis_outside_the_rank_is_an_error_not_an_allocation() {
     });
     let bytes = model(
         vec![ln],
-        vec![input("x", &[DimValue(2), DimValue(3)]), input("g", &[DimValue(3)])],
+        vec![
+            input("x", &[DimValue(2), DimValue(3)]),
+            input("g", &[DimValue(3)]),
+        ],
         "y",
     );
     let s = import(&bytes, &ImportOptions::default())
         .unwrap_err()
         .to_string();
     assert!(s.contains("out of range for rank 2"), "{s}");
+}
+
+#[test]
+fn a_sequence_longer_than_the_import_limit_is_an_error() {
+    // Found by the `rten` fuzz target: a SplitToSequence into millions of
+    // pieces built a graph node per piece until memory ran out.
+    let bytes = model(
+        vec![node("SplitToSequence", "s", &["x"], &["y"])],
+        vec![input("x", &[DimValue(5000)])],
+        "y",
+    );
+    let s = import(&bytes, &ImportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(s.contains("at most 4096"), "{s}");
 }

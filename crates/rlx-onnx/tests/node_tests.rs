@@ -52,7 +52,9 @@ fn the_committed_node_tests_pass_from_rten() {
     let mut bad = Vec::new();
     for f in &files {
         let name = f.file_stem().unwrap().to_string_lossy().to_string();
-        let dir = std::path::Path::new(base).join("tests/data/node").join(&name);
+        let dir = std::path::Path::new(base)
+            .join("tests/data/node")
+            .join(&name);
         match node::run_test_from(&dir, rlx::Device::Cpu, Some(f)) {
             (_, Outcome::Pass) => {}
             (op, Outcome::Fail(why)) => bad.push(format!("{name} ({op}): {why}")),

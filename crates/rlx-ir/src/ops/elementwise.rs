@@ -3,8 +3,8 @@
 
 use super::*;
 use crate::attr::{attr, AttrDefault as D, AttrKind as K};
-use crate::op::{Arity::Exact, Category as C, Grad::*};
 use crate::dtype::Storage;
+use crate::op::{Arity::Exact, Category as C, Grad::*};
 
 const fn un(
     name: &'static str,

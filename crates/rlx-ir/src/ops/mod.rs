@@ -50,9 +50,13 @@ pub(crate) const NUMERIC: &[DType] = &[I8, U8, I16, I32, I64, U16, U32, U64, F16
 pub(crate) const SIGNED: &[DType] = &[I8, I16, I32, I64, F16, BF16, F32, F64];
 pub(crate) const INT_BOOL: &[DType] = &[Bool, I8, U8, I16, I32, I64, U16, U32, U64];
 pub(crate) const BOOL: &[DType] = &[Bool];
-pub(crate) const PLAIN: &[DType] = &[Bool, I8, U8, I16, I32, I64, U16, U32, U64, F16, BF16, F32, F64];
+pub(crate) const PLAIN: &[DType] = &[
+    Bool, I8, U8, I16, I32, I64, U16, U32, U64, F16, BF16, F32, F64,
+];
 /// Movement ops take any plain element, complex included.
-pub(crate) const MOVABLE: &[DType] = &[Bool, I8, U8, I16, I32, I64, U16, U32, U64, F16, BF16, F32, F64, C64];
+pub(crate) const MOVABLE: &[DType] = &[
+    Bool, I8, U8, I16, I32, I64, U16, U32, U64, F16, BF16, F32, F64, C64,
+];
 pub(crate) const COMPLEX: &[DType] = &[C64];
 pub(crate) const INDEX_TYPES: &[DType] = &[I32, I64];
 

@@ -275,7 +275,10 @@ fn unsigned_literals_round_trip_through_text_and_json() {
         let ty = &bad[7..13];
         let text = format!("graph @g() {{\n  %0 = constant() {{value={bad}}}\n  return %0\n}}");
         let e = parse(&text).unwrap_err().to_string();
-        assert!(e.contains("out of range") || e.contains("bad integer"), "{ty}: {e}");
+        assert!(
+            e.contains("out of range") || e.contains("bad integer"),
+            "{ty}: {e}"
+        );
     }
 }
 

@@ -430,12 +430,18 @@ pub(super) fn det(mut n: N, _op: &str) -> R {
         let row = n.op(
             "narrow",
             &[x],
-            Attrs::new().with("axis", r as i64 - 2).with("start", i as i64).with("len", 1i64),
+            Attrs::new()
+                .with("axis", r as i64 - 2)
+                .with("start", i as i64)
+                .with("len", 1i64),
         )?;
         n.op(
             "narrow",
             &[row],
-            Attrs::new().with("axis", r as i64 - 1).with("start", j as i64).with("len", 1i64),
+            Attrs::new()
+                .with("axis", r as i64 - 1)
+                .with("start", j as i64)
+                .with("len", 1i64),
         )
     };
     let mul = |n: &mut N, p: ValueId, q: ValueId| n.op("mul", &[p, q], Attrs::new());

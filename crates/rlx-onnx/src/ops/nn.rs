@@ -346,7 +346,11 @@ pub(super) fn conv_transpose(mut n: N, _op: &str) -> R {
         None => n.aints("pads").unwrap_or_else(|| vec![0; 2 * sp]),
     };
     let mut ins = vec![x, w];
-    let bias = if n.name(2).is_some() { Some(n.v(2)?) } else { None };
+    let bias = if n.name(2).is_some() {
+        Some(n.v(2)?)
+    } else {
+        None
+    };
     let grow = extra.iter().any(|&e| e > 0);
     if let (Some(b), false) = (bias, grow) {
         ins.push(b);
@@ -508,7 +512,7 @@ pub(super) fn depth_to_space(mut n: N, op: &str) -> R {
     let d: Vec<i64> = n.dims(x).iter().map(|&v| v as i64).collect();
     let b = n.ai("blocksize", 0);
     // b² must fit (a blocksize beyond every dimension is an error anyway).
-    if d.len() != 4 || b < 1 || b > (1 << 20) {
+    if d.len() != 4 || !(1..=1 << 20).contains(&b) {
         return Err(format!(
             "needs a 4-d input and blocksize in 1..=2^20, got {d:?} and {b}"
         ));
@@ -666,10 +670,18 @@ pub(super) fn max_unpool(mut n: N, _op: &str) -> R {
     let total: usize = unpooled.iter().product();
     let dt = n.cx.b.dtype(x);
     let zero = n.scalar(0.0, dt)?;
-    let zeros = n.op("broadcast", &[zero], Attrs::new().with("shape", vec![total as i64]))?;
+    let zeros = n.op(
+        "broadcast",
+        &[zero],
+        Attrs::new().with("shape", vec![total as i64]),
+    )?;
     let count = xd.iter().product::<usize>() as i64;
     let idx = n.cast_to(i, DType::I64)?;
-    let idx = n.op("reshape", &[idx], Attrs::new().with("shape", vec![count, 1]))?;
+    let idx = n.op(
+        "reshape",
+        &[idx],
+        Attrs::new().with("shape", vec![count, 1]),
+    )?;
     let vals = n.op("reshape", &[x], Attrs::new().with("shape", vec![count]))?;
     let y = n.op("scatter_nd", &[zeros, idx, vals], Attrs::new())?;
     let shape: Vec<i64> = unpooled.iter().map(|&d| d as i64).collect();

@@ -151,7 +151,9 @@ pub(super) fn stft(mut n: N, _op: &str) -> R {
     let x = n.v(0)?;
     let xd = n.dims(x);
     if xd.len() != 3 {
-        return Err(format!("the signal must be [batch, length, 1 or 2], got {xd:?}"));
+        return Err(format!(
+            "the signal must be [batch, length, 1 or 2], got {xd:?}"
+        ));
     }
     let first = |v: Option<Vec<i64>>| v.and_then(|v| v.first().copied());
     let step = first(n.ints_in(1)?).ok_or("STFT needs its frame_step")?;
@@ -174,18 +176,26 @@ pub(super) fn stft(mut n: N, _op: &str) -> R {
     let wsize = wlen.unwrap_or(flen);
     let frames = 1 + (xd[1] - flen) / step;
     if (frames - 1) * step + wsize > xd[1] {
-        return Err(format!("a window of {wsize} runs past the signal's {} samples", xd[1]));
+        return Err(format!(
+            "a window of {wsize} runs past the signal's {} samples",
+            xd[1]
+        ));
     }
     let idx: Vec<i64> = (0..frames)
         .flat_map(|f| (0..wsize).map(move |w| (f * step + w) as i64))
         .collect();
-    let idx = HostTensor::from_i64(DType::I64, vec![frames, wsize], idx).map_err(|e| e.to_string())?;
+    let idx =
+        HostTensor::from_i64(DType::I64, vec![frames, wsize], idx).map_err(|e| e.to_string())?;
     let idx = n.cx.b.constant(idx).map_err(|e| e.to_string())?;
     let mut fr = n.op("gather", &[x, idx], Attrs::new().with("axis", 1i64))?;
     let d = n.cx.b.dtype(x);
     if let Some(w) = window {
         let w = n.cast_to(w, d)?;
-        let w = n.op("reshape", &[w], Attrs::new().with("shape", vec![1i64, 1, wsize as i64, 1]))?;
+        let w = n.op(
+            "reshape",
+            &[w],
+            Attrs::new().with("shape", vec![1i64, 1, wsize as i64, 1]),
+        )?;
         fr = n.op("mul", &[fr, w], Attrs::new())?;
     }
     let z = complex_of(&mut n, fr)?;

@@ -147,7 +147,9 @@ fn convert_graph(g: Table, data: &[u8]) -> fb::R<GraphProto> {
         let kind = n.u8(1)?.unwrap_or(0);
         let Some(body) = n.table(2)? else { continue };
         match kind {
-            1 => out.node.extend(attrs::operator(&body, &names[i], &name_of)?),
+            1 => out
+                .node
+                .extend(attrs::operator(&body, &names[i], &name_of)?),
             2 => out.initializer.push(constant(&body, &names[i], data)?),
             3 => {
                 values.insert(i, value_info(&body, &names[i])?);

@@ -202,9 +202,11 @@ pub fn run_test_from(dir: &Path, device: rlx::Device, rten: Option<&Path>) -> (S
             if t.dtype() != want.dtype {
                 let shape = t.shape().clone();
                 let widened = if want.dtype.is_float() {
-                    t.to_f64_vec().and_then(|v| HostTensor::from_f64(want.dtype, shape, v))
+                    t.to_f64_vec()
+                        .and_then(|v| HostTensor::from_f64(want.dtype, shape, v))
                 } else {
-                    t.to_i64_vec().and_then(|v| HostTensor::from_i64(want.dtype, shape, v))
+                    t.to_i64_vec()
+                        .and_then(|v| HostTensor::from_i64(want.dtype, shape, v))
                 };
                 match widened {
                     Ok(w) => *t = w,

@@ -312,7 +312,9 @@ pub(crate) fn concat_data(parts: &[&TensorData]) -> Result<TensorData, String> {
             }
         };
     }
-    Ok(join!(Bool, I8, U8, I16, I32, I64, U16, U32, U64, F16, BF16, F32, F64, C64))
+    Ok(join!(
+        Bool, I8, U8, I16, I32, I64, U16, U32, U64, F16, BF16, F32, F64, C64
+    ))
 }
 
 fn clamp(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
@@ -361,7 +363,11 @@ fn cast(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
 fn bitcast(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     let ty = cx.out_type(0);
     let bytes = cx.input(0).to_le_bytes();
-    Ok(vec![HostTensor::from_le_bytes(ty.dtype, ty.shape.clone(), &bytes)?])
+    Ok(vec![HostTensor::from_le_bytes(
+        ty.dtype,
+        ty.shape.clone(),
+        &bytes,
+    )?])
 }
 
 /// Float → integer: truncate toward zero, saturate to the dtype's range;
