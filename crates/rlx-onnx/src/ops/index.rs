@@ -174,11 +174,11 @@ pub(super) fn eye_like(mut n: N, _op: &str) -> R {
     let k = n.ai("k", 0);
     let numel = check_elems_of(d, &dims)?;
     let mut v = vec![0.0; numel];
-    for r in 0..dims[0] {
-        let c = r as i64 + k;
-        if (0..dims[1] as i64).contains(&c) {
-            v[r * dims[1] + c as usize] = 1.0;
-        }
+    // Only the rows whose diagonal column exists: r + k in 0..cols (a
+    // zero-width input of 2³¹ rows must not loop over them).
+    let (rows, cols) = (dims[0] as i64, dims[1] as i64);
+    for r in (-k).max(0)..rows.min(cols.saturating_sub(k)) {
+        v[(r * cols + r + k) as usize] = 1.0;
     }
     let t = HostTensor::from_f64(d, dims, v).map_err(|e| e.to_string())?;
     Ok(vec![Out::Const(t)])
