@@ -280,7 +280,12 @@ fn split(cx: &mut Cx, node: &NodeProto) -> R {
     }
     let len = dims[a as usize];
     let keep = attr_i(node, "keepdims", 1) != 0;
+    // The number of pieces, checked before any list of them is made.
+    let too_many = |k: usize| {
+        format!("a split into {k} pieces (rlx makes sequences of at most {MAX_ITEMS} at import)")
+    };
     let sizes: Vec<usize> = match input_name(node, 1) {
+        None if len > MAX_ITEMS => return Err(too_many(len)),
         None => vec![1; len],
         Some(n) => {
             let t = cx.consts.get(n).ok_or_else(|| {
@@ -295,9 +300,12 @@ fn split(cx: &mut Cx, node: &NodeProto) -> R {
                 if s == 0 {
                     return Err("a split size of 0".into());
                 }
+                if len.div_ceil(s) > MAX_ITEMS {
+                    return Err(too_many(len.div_ceil(s)));
+                }
                 (0..len.div_ceil(s)).map(|k| s.min(len - k * s)).collect()
             } else {
-                if v.iter().sum::<i64>() != len as i64 {
+                if v.iter().map(|&s| s as i128).sum::<i128>() != len as i128 {
                     return Err(format!("split sizes {v:?} do not add up to {len}"));
                 }
                 v.iter().map(|&s| s as usize).collect()
@@ -305,10 +313,7 @@ fn split(cx: &mut Cx, node: &NodeProto) -> R {
         }
     };
     if sizes.len() > MAX_ITEMS {
-        return Err(format!(
-            "a split into {} pieces (rlx makes sequences of at most {MAX_ITEMS} at import)",
-            sizes.len()
-        ));
+        return Err(too_many(sizes.len()));
     }
     // keepdims=0 only when no split is given (every piece has length 1).
     let squeeze = !keep && input_name(node, 1).is_none();
