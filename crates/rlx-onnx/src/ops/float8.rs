@@ -49,6 +49,23 @@ pub(crate) fn table(k: F8) -> Vec<f64> {
         .collect()
 }
 
+/// floor(log2 a) of f32 values, made exact at powers of two (log2 in f32
+/// can land just beside an integer), from `min` up.
+fn floor_log2(n: &mut N, a: ValueId, min: f64) -> Result<ValueId, String> {
+    let one = n.scalar(1.0, DType::F32)?;
+    let l = n.op("log2", &[a], Attrs::new())?;
+    let l = n.op("floor", &[l], Attrs::new())?;
+    let l = n.op("clamp", &[l], Attrs::new().with("min", min))?;
+    let p = n.op("exp2", &[l], Attrs::new())?;
+    let high = n.op("gt", &[p, a], Attrs::new())?;
+    let lm = n.op("sub", &[l, one], Attrs::new())?;
+    let l = n.op("where", &[high, lm, l], Attrs::new())?;
+    let lp = n.op("add", &[l, one], Attrs::new())?;
+    let p2 = n.op("exp2", &[lp], Attrs::new())?;
+    let low = n.op("le", &[p2, a], Attrs::new())?;
+    n.op("where", &[low, lp, l], Attrs::new())
+}
+
 /// The float8 bits `v` (u8) as f32 values.
 pub(super) fn decode(n: &mut N, v: ValueId, k: F8) -> Result<ValueId, String> {
     let codes = table(k);
@@ -86,18 +103,7 @@ pub(super) fn encode(n: &mut N, x: ValueId, k: F8, saturate: bool) -> Result<Val
     let bad = n.op("or", &[nan, inf], Attrs::new())?;
     let a = n.op("where", &[bad, zero, a], Attrs::new())?;
     // e = floor(log2 a), exact at powers of two, at least emin.
-    let l = n.op("log2", &[a], Attrs::new())?;
-    let l = n.op("floor", &[l], Attrs::new())?;
-    let l = n.op("clamp", &[l], Attrs::new().with("min", (emin - 1) as f64))?;
-    let one = f(n, 1.0)?;
-    let p = n.op("exp2", &[l], Attrs::new())?;
-    let high = n.op("gt", &[p, a], Attrs::new())?;
-    let lm = n.op("sub", &[l, one], Attrs::new())?;
-    let l = n.op("where", &[high, lm, l], Attrs::new())?;
-    let lp = n.op("add", &[l, one], Attrs::new())?;
-    let p2 = n.op("exp2", &[lp], Attrs::new())?;
-    let low = n.op("le", &[p2, a], Attrs::new())?;
-    let l = n.op("where", &[low, lp, l], Attrs::new())?;
+    let l = floor_log2(n, a, (emin - 1) as f64)?;
     let e = n.op("clamp", &[l], Attrs::new().with("min", emin as f64))?;
     // significand in units of 2^(e − m), rounded half to even
     let mv = f(n, m as f64)?;
@@ -153,17 +159,7 @@ pub(super) fn encode_e8m0(
     let a = n.op("where", &[special, one, a], Attrs::new())?;
     // The exponent field − 127: floor(log2 a), exact at powers of two; at
     // least −127 (zero and subnormals have field 0).
-    let l = n.op("log2", &[a], Attrs::new())?;
-    let l = n.op("floor", &[l], Attrs::new())?;
-    let l = n.op("clamp", &[l], Attrs::new().with("min", -127.0))?;
-    let p = n.op("exp2", &[l], Attrs::new())?;
-    let high = n.op("gt", &[p, a], Attrs::new())?;
-    let lm = n.op("sub", &[l, one], Attrs::new())?;
-    let l = n.op("where", &[high, lm, l], Attrs::new())?;
-    let lp = n.op("add", &[l, one], Attrs::new())?;
-    let p2 = n.op("exp2", &[lp], Attrs::new())?;
-    let low = n.op("le", &[p2, a], Attrs::new())?;
-    let l = n.op("where", &[low, lp, l], Attrs::new())?;
+    let l = floor_log2(n, a, -127.0)?;
     let l = n.op("clamp", &[l], Attrs::new().with("min", -127.0))?;
     let bias = f(n, 127.0)?;
     let code = n.op("add", &[l, bias], Attrs::new())?;
