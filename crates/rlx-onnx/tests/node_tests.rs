@@ -39,7 +39,11 @@ fn all_pass(what: &str, cases: &[(PathBuf, Option<PathBuf>)]) {
         cases.len() - bad.len(),
         cases.len()
     );
-    assert!(cases.len() >= 100, "only {} {what} node tests found", cases.len());
+    assert!(
+        cases.len() >= 100,
+        "only {} {what} node tests found",
+        cases.len()
+    );
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
