@@ -17,6 +17,7 @@ pub fn check(node: &NodeQuery, opts: &WgpuOptions) -> Result<(), String> {
         "dequant_matmul" => return dequant_matmul(node),
         "matmul" | "matmul_bias_act" | "matmul_residual" => return matmul(node, opts),
         "conv_act" => return conv_act(node),
+        "cast" => return cast(node),
         _ => {}
     }
     if node.op != "fused_elementwise" {
@@ -43,6 +44,17 @@ pub fn check(node: &NodeQuery, opts: &WgpuOptions) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Casts are claimed by their input dtype; not every target has a WGSL
+/// form (i64 is held as two words: it is read, never made).
+fn cast(node: &NodeQuery) -> Result<(), String> {
+    let to = node.attrs.dtype("dtype").map_err(|e| e.to_string())?;
+    let from = node.inputs.first().map_or(node.dtype, |t| t.dtype);
+    match apply("cast", &["a0".to_string()], &[from], to, node.attrs) {
+        Some(_) => Ok(()),
+        None => Err(format!("no WGSL cast from {from} to {to}")),
+    }
 }
 
 /// `dequant_matmul` decodes the GGUF block types of `wgsl::quant` in the

@@ -120,3 +120,26 @@ fn a_matmul_past_the_dispatch_grid_is_refused_with_the_reason() {
     assert_eq!(e.nodes.len(), 1, "only the matmul: {s}");
     assert!(legalize(&graph(60_000), &backend, &DispatchOptions::default()).is_ok());
 }
+
+#[test]
+fn a_cast_to_a_type_wgsl_cannot_make_is_refused_at_legalization() {
+    // Claimed by its input (i32), but i64 is only read in WGSL, never made:
+    // it failed while lowering before (found by the ONNX node tests on
+    // Vulkan: TfIdfVectorizer casts its int32 tokens to int64).
+    let backend = WgpuBackend::new(Device::Vulkan);
+    let g =
+        text::parse("graph @g(%x: i32[4]) {\n  %y = cast(%x) {dtype=i64} : i64[4]\n  return %y\n}")
+            .unwrap();
+    let Err(e) = legalize(&g, &backend, &DispatchOptions::new(Policy::NativeOnly)) else {
+        panic!("the i32 → i64 cast was not refused");
+    };
+    assert!(
+        e.to_string().contains("no WGSL cast from i32 to i64"),
+        "{e}"
+    );
+    // i64 → i32 has a form.
+    let g =
+        text::parse("graph @g(%x: i64[4]) {\n  %y = cast(%x) {dtype=i32} : i32[4]\n  return %y\n}")
+            .unwrap();
+    assert!(legalize(&g, &backend, &DispatchOptions::new(Policy::NativeOnly)).is_ok());
+}

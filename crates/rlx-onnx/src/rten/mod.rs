@@ -253,7 +253,7 @@ fn constant(c: &Table, name: &str, data: &[u8]) -> fb::R<TensorProto> {
             k => return Err(format!("constant `{name}`: unknown inline data kind {k}")),
         }
     };
-    if raw.len() != numel * size {
+    if numel.checked_mul(size) != Some(raw.len()) {
         return Err(format!(
             "constant `{name}`: {} bytes for {numel} elements of {size} bytes",
             raw.len()
