@@ -92,6 +92,10 @@ fn onnx() {
     replay("onnx");
 }
 #[test]
+fn rten() {
+    replay("rten");
+}
+#[test]
 fn compile() {
     replay("compile");
 }
@@ -112,6 +116,7 @@ fn every_target_is_tested() {
             "tokenizer_config",
             "tokenizer_text",
             "onnx",
+            "rten",
             "compile"
         ]
     );
