@@ -18,6 +18,7 @@ mod index;
 mod math;
 mod nn;
 mod norm;
+mod pool_index;
 mod quant;
 mod recurrent;
 mod resize;

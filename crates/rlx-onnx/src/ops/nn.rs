@@ -116,21 +116,22 @@ fn conv_of(n: &mut N, op: &str, given: Option<(ValueId, ValueId)>) -> R {
             )
         }
         "MaxPool" => {
-            if node.output.get(1).is_some_and(|o| !o.is_empty()) {
-                return Err("the Indices output is not supported yet".into());
-            }
-            if n.ai("storage_order", 0) != 0 {
-                return Err("storage_order = 1 is not supported yet".into());
-            }
-            n.one(
+            let y = n.op(
                 "max_pool",
                 &[x],
                 Attrs::new()
-                    .with("kernel", kernel)
-                    .with("strides", strides)
-                    .with("pads", pads)
-                    .with("dilations", dil),
-            )
+                    .with("kernel", kernel.clone())
+                    .with("strides", strides.clone())
+                    .with("pads", pads.clone())
+                    .with("dilations", dil.clone()),
+            )?;
+            if !node.output.get(1).is_some_and(|o| !o.is_empty()) {
+                return Ok(vec![Out::Value(y)]);
+            }
+            let out: Vec<usize> = n.dims(y)[2..].to_vec();
+            let col = n.ai("storage_order", 0) != 0;
+            let i = super::pool_index::indices(n, x, &out, &kernel, &strides, &pads, &dil, col)?;
+            Ok(vec![Out::Value(y), Out::Value(i)])
         }
         _ => {
             let lp = op == "LpPool";
