@@ -125,7 +125,7 @@ fn conv_of(n: &mut N, op: &str, given: Option<(ValueId, ValueId)>) -> R {
                     .with("pads", pads.clone())
                     .with("dilations", dil.clone()),
             )?;
-            if !node.output.get(1).is_some_and(|o| !o.is_empty()) {
+            if node.output.get(1).is_none_or(|o| o.is_empty()) {
                 return Ok(vec![Out::Value(y)]);
             }
             let out: Vec<usize> = n.dims(y)[2..].to_vec();
