@@ -22,6 +22,7 @@ mod pool_index;
 mod quant;
 mod recurrent;
 mod resize;
+mod roi_align;
 mod shape;
 mod signal;
 mod tfidf;
@@ -205,6 +206,7 @@ pub fn supported() -> Vec<&'static str> {
         "NonZero",
         "Det",
         "MaxUnpool",
+        "RoiAlign",
         "STFT",
         "MelWeightMatrix",
         "Unique",
@@ -518,6 +520,7 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
         "NonZero" => dynamic::non_zero(n, &op),
         "Det" => math::det(n, &op),
         "MaxUnpool" => nn::max_unpool(n, &op),
+        "RoiAlign" => roi_align::roi_align(n, &op),
         "STFT" => signal::stft(n, &op),
         "MelWeightMatrix" => signal::mel_weight_matrix(n, &op),
         "Unique" => dynamic::unique(n, &op),
