@@ -9,6 +9,7 @@ use crate::tensor::{dtype_of, to_host};
 use rlx_ir::{Attrs, DType, HostTensor, ValueId};
 
 mod attention;
+mod deform_conv;
 mod dynamic;
 mod einsum;
 mod flex;
@@ -207,6 +208,7 @@ pub fn supported() -> Vec<&'static str> {
         "Det",
         "MaxUnpool",
         "RoiAlign",
+        "DeformConv",
         "STFT",
         "MelWeightMatrix",
         "Unique",
@@ -521,6 +523,7 @@ pub(crate) fn map(cx: &mut Cx, node: &NodeProto) -> R {
         "Det" => math::det(n, &op),
         "MaxUnpool" => nn::max_unpool(n, &op),
         "RoiAlign" => roi_align::roi_align(n, &op),
+        "DeformConv" => deform_conv::deform_conv(n, &op),
         "STFT" => signal::stft(n, &op),
         "MelWeightMatrix" => signal::mel_weight_matrix(n, &op),
         "Unique" => dynamic::unique(n, &op),
