@@ -253,16 +253,102 @@ fn stack(cx: &mut Cx, steps: Vec<Bound>, axis: i64) -> Result<Out, String> {
     Ok(Out::Value(v))
 }
 
-/// ONNX `Scan` (opset 9+), unrolled.
+/// ONNX `Scan`, unrolled: opset 9+ as it is, opset 8 (a batch axis in
+/// front, `sequence_lens`) as one opset-9 scan per batch item, stacked.
 pub(crate) fn scan_op(cx: &mut Cx, node: &NodeProto, id: usize) -> R {
+    if cx.opset < 9 {
+        return scan8(cx, node, id);
+    }
+    scan9(cx, node, id)
+}
+
+/// Opset 8: inputs (sequence_lens, states…, scan inputs…), each with the
+/// batch axis first and the scan inputs' time axis second; `directions`
+/// per scan input. Every sequence must run its whole length.
+fn scan8(cx: &mut Cx, node: &NodeProto, id: usize) -> R {
+    let attr = |name: &str| node.attribute.iter().find(|a| a.name() == name);
+    let m = attr("num_scan_inputs").map_or(0, |a| a.i()) as usize;
+    let ins = &node.input[node.input.len().min(1)..];
+    if m == 0 || m > ins.len() {
+        return Err(format!("num_scan_inputs = {m} for {} inputs", ins.len()));
+    }
+    let n_state = ins.len() - m;
+    let vals = ins
+        .iter()
+        .map(|n| cx.value(n))
+        .collect::<Result<Vec<_>, _>>()?;
+    let batch = *cx
+        .b
+        .shape(vals[0])
+        .dims()
+        .first()
+        .ok_or("a scan input without a batch axis")?;
+    if let Some(lens) = node.input.first().filter(|s| !s.is_empty()) {
+        let full =
+            cx.b.shape(vals[n_state])
+                .dims()
+                .get(1)
+                .copied()
+                .unwrap_or(0) as i64;
+        let l = cx.consts.get(lens).ok_or_else(|| {
+            format!("input 0 (`{lens}`) must be known at import (sequence lengths)")
+        })?;
+        if l.to_i64_vec()
+            .map_err(|e| e.to_string())?
+            .iter()
+            .any(|&v| v != full)
+        {
+            return Err("sequence_lens shorter than the scan (padding) is not supported".into());
+        }
+    }
+    let mut sub = node.clone();
+    sub.input.clear();
+    sub.attribute.retain(|a| a.name() != "directions");
+    if let Some(d) = attr("directions") {
+        let mut a = d.clone();
+        a.name = Some("scan_input_directions".into());
+        sub.attribute.push(a);
+    }
+    let mut per_batch: Vec<Vec<Bound>> = Vec::new();
+    for b in 0..batch {
+        sub.input.clear();
+        for (j, &v) in vals.iter().enumerate() {
+            let at =
+                cx.b.op1(
+                    "narrow",
+                    &[v],
+                    Attrs::new()
+                        .with("axis", 0i64)
+                        .with("start", b as i64)
+                        .with("len", 1i64),
+                )
+                .map_err(|e| e.to_string())?;
+            let one =
+                cx.b.op1("squeeze", &[at], Attrs::new().with("axes", vec![0i64]))
+                    .map_err(|e| e.to_string())?;
+            let name = format!("scan8_{id}/{b}/in{j}");
+            cx.bind(&name, Bound::Value(one));
+            sub.input.push(name);
+        }
+        let inner = cx.next_instance();
+        let outs = scan9(cx, &sub, inner)?;
+        for (k, o) in outs.into_iter().enumerate() {
+            if per_batch.len() <= k {
+                per_batch.push(Vec::new());
+            }
+            per_batch[k].push(o.into_bound());
+        }
+    }
+    per_batch.into_iter().map(|ys| stack(cx, ys, 0)).collect()
+}
+
+/// Opset 9+ `Scan`.
+fn scan9(cx: &mut Cx, node: &NodeProto, id: usize) -> R {
     let attr = |name: &str| node.attribute.iter().find(|a| a.name() == name);
     let body = attr("body")
         .and_then(|a| a.g.as_ref())
         .ok_or("Scan without a body")?;
     let m = attr("num_scan_inputs").map_or(0, |a| a.i()) as usize;
-    if cx.opset < 9 {
-        return Err("Scan before opset 9 (with sequence_lens) is not supported yet".into());
-    }
     let n_in = node.input.len();
     if m == 0 || m > n_in {
         return Err(format!("num_scan_inputs = {m} for {n_in} inputs"));
