@@ -70,7 +70,12 @@ fn count_ops(g: &proto::GraphProto, out: &mut BTreeMap<String, usize>, depth: us
 
 /// Describe an ONNX model from its bytes.
 pub fn describe(bytes: &[u8]) -> Result<Description, OnnxError> {
-    let model = ModelProto::decode(bytes).map_err(|e| OnnxError::Decode(e.to_string()))?;
+    // A .rten model is described as the ONNX model it reads back as.
+    let model = if crate::rten::is_rten(bytes) {
+        crate::rten::to_onnx(bytes)?
+    } else {
+        ModelProto::decode(bytes).map_err(|e| OnnxError::Decode(e.to_string()))?
+    };
     let g = model
         .graph
         .as_ref()

@@ -153,9 +153,14 @@ pub fn inspect(a: InspectArgs, env: &Env) -> CliResult {
     let info = rlx_onnx::describe(&bytes)
         .map_err(|e| CliError::input(format!("{}: {e}", a.model.display())))?;
     let mut o = Out::new();
+    let format = if rlx_onnx::is_rten(&bytes) {
+        "RTen (read as ONNX)"
+    } else {
+        "ONNX"
+    };
     writeln!(
         o,
-        "{}: ONNX, opset {}, producer {}",
+        "{}: {format}, opset {}, producer {}",
         a.model.display(),
         info.opset,
         info.producer

@@ -355,6 +355,20 @@ fn run_imports_onnx_models() {
         err.contains("cpu::fast::conv<f32: direct depthwise>"),
         "{err}"
     );
+    // The same model as .rten (rten-convert): run and inspected alike.
+    let rten = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../crates/rlx-onnx/tests/data/rten/test_basic_conv_without_padding.rten"
+    );
+    let (c, out, err) = code(&rlx(&["run", rten, "--random", "0"]));
+    assert_eq!(c, 0, "{err}");
+    assert!(out.contains("y: f32[1,1,3,3]"), "{out}");
+    let (c, out, err) = code(&rlx(&["inspect", rten]));
+    assert_eq!(c, 0, "{err}");
+    assert!(
+        out.contains("RTen (read as ONNX)") && out.contains("Conv 1"),
+        "{out}"
+    );
     // A one-node model (made with onnx.helper) of an op rlx cannot map
     // here: Unique's output length depends on the values, so it runs at
     // import only, and this input is a run-time one.
