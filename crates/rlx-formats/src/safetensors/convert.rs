@@ -11,7 +11,7 @@
 //!
 //! Writing goes the other way for the fourteen bit-exact dtypes only.
 
-use half::{bf16, f16};
+use half::f16;
 use rlx_ir::{DType, HostTensor, TensorData};
 use st::Dtype;
 
@@ -61,17 +61,6 @@ pub fn stored_dtype(d: DType) -> Option<Dtype> {
     })
 }
 
-fn le<const N: usize, T>(bytes: &[u8], f: impl Fn([u8; N]) -> T) -> Vec<T> {
-    bytes
-        .chunks_exact(N)
-        .map(|c| {
-            let mut a = [0u8; N];
-            a.copy_from_slice(c);
-            f(a)
-        })
-        .collect()
-}
-
 /// Why [`decode`] failed; the caller adds the file and tensor names.
 pub(crate) enum DecodeError {
     Unsupported,
@@ -103,66 +92,24 @@ pub(crate) fn decode(
         return Err(DecodeError::Length { expected });
     }
     let data: TensorData = match dtype {
-        Dtype::F64 => le(bytes, f64::from_le_bytes).into(),
-        Dtype::F32 => le(bytes, f32::from_le_bytes).into(),
-        Dtype::F16 => le(bytes, f16::from_le_bytes).into(),
-        Dtype::BF16 => le(bytes, bf16::from_le_bytes).into(),
-        Dtype::I64 => le(bytes, i64::from_le_bytes).into(),
-        Dtype::I32 => le(bytes, i32::from_le_bytes).into(),
-        Dtype::I16 => le(bytes, i16::from_le_bytes).into(),
-        Dtype::I8 => bytes.iter().map(|&b| b as i8).collect::<Vec<_>>().into(),
-        Dtype::U8 => bytes.to_vec().into(),
-        Dtype::BOOL => bytes.iter().map(|&b| b != 0).collect::<Vec<_>>().into(),
-        Dtype::C64 => le(bytes, |b: [u8; 8]| {
-            let [a0, a1, a2, a3, b0, b1, b2, b3] = b;
-            [
-                f32::from_le_bytes([a0, a1, a2, a3]),
-                f32::from_le_bytes([b0, b1, b2, b3]),
-            ]
-        })
-        .into(),
-        Dtype::U16 => le(bytes, u16::from_le_bytes).into(),
-        Dtype::U32 => le(bytes, u32::from_le_bytes).into(),
-        Dtype::U64 => le(bytes, u64::from_le_bytes).into(),
         Dtype::F8_E4M3 => fp8(bytes, E4M3FN),
         Dtype::F8_E5M2 => fp8(bytes, E5M2),
         Dtype::F8_E4M3FNUZ => fp8(bytes, E4M3FNUZ),
         Dtype::F8_E5M2FNUZ => fp8(bytes, E5M2FNUZ),
         Dtype::F8_E8M0 => bytes.iter().map(|&b| e8m0(b)).collect::<Vec<_>>().into(),
-        _ => return Err(DecodeError::Unsupported),
+        // Stored as rlx holds it: the bytes as they are (a non-zero BOOL
+        // byte is true).
+        _ => {
+            return HostTensor::from_le_bytes(rlx, shape.to_vec(), bytes)
+                .map_err(|e| DecodeError::Ir(e.to_string()))
+        }
     };
     HostTensor::new(rlx, shape.to_vec(), data).map_err(|e| DecodeError::Ir(e.to_string()))
 }
 
 /// Little-endian bytes of a tensor, for writing. `None` for packed data.
 pub(crate) fn encode(t: &HostTensor) -> Option<Vec<u8>> {
-    fn flat<const N: usize, T: Copy>(v: &[T], f: impl Fn(T) -> [u8; N]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(v.len() * N);
-        for &x in v {
-            out.extend_from_slice(&f(x));
-        }
-        out
-    }
-    Some(match t.data() {
-        TensorData::F64(v) => flat(v, f64::to_le_bytes),
-        TensorData::F32(v) => flat(v, f32::to_le_bytes),
-        TensorData::F16(v) => flat(v, f16::to_le_bytes),
-        TensorData::BF16(v) => flat(v, bf16::to_le_bytes),
-        TensorData::I64(v) => flat(v, i64::to_le_bytes),
-        TensorData::I32(v) => flat(v, i32::to_le_bytes),
-        TensorData::I16(v) => flat(v, i16::to_le_bytes),
-        TensorData::U16(v) => flat(v, u16::to_le_bytes),
-        TensorData::U32(v) => flat(v, u32::to_le_bytes),
-        TensorData::U64(v) => flat(v, u64::to_le_bytes),
-        TensorData::I8(v) => v.iter().map(|&x| x as u8).collect(),
-        TensorData::U8(v) => v.clone(),
-        TensorData::Bool(v) => v.iter().map(|&x| u8::from(x)).collect(),
-        TensorData::C64(v) => flat(v, |[re, im]: [f32; 2]| {
-            let (a, b) = (re.to_le_bytes(), im.to_le_bytes());
-            [a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]]
-        }),
-        TensorData::Packed(_) => return None,
-    })
+    (!matches!(t.data(), TensorData::Packed(_))).then(|| t.to_le_bytes())
 }
 
 // ---- 8-bit floats -------------------------------------------------------
