@@ -275,71 +275,16 @@ pub fn to_host(t: &TensorProto) -> Result<HostTensor, OnnxError> {
         |v: Vec<f64>| HostTensor::from_f64(dtype, dims.clone(), v).map_err(OnnxError::from);
     let ints = |v: Vec<i64>| HostTensor::from_i64(dtype, dims.clone(), v).map_err(OnnxError::from);
     if !raw.is_empty() || n == 0 {
-        let size = match dtype {
-            DType::Bool | DType::I8 | DType::U8 => 1,
-            DType::I16 | DType::U16 | DType::F16 | DType::BF16 => 2,
-            DType::I32 | DType::U32 | DType::F32 => 4,
-            _ => 8,
-        };
-        if raw.len() != n * size {
+        // Every dtype held here is plain: its elements' bytes as they are
+        // (a non-zero bool byte is true).
+        let need = dtype.storage_bytes(n).unwrap_or(usize::MAX);
+        if raw.len() != need {
             return Err(bad(format!(
-                "raw_data holds {} bytes, {n} elements of {dtype} need {}",
-                raw.len(),
-                n * size
+                "raw_data holds {} bytes, {n} elements of {dtype} need {need}",
+                raw.len()
             )));
         }
-        let w = |k: usize| &raw[k * size..(k + 1) * size];
-        return match dtype {
-            DType::F32 => floats(
-                (0..n)
-                    .map(|k| f32::from_le_bytes(w(k).try_into().unwrap()) as f64)
-                    .collect(),
-            ),
-            DType::F64 => floats(
-                (0..n)
-                    .map(|k| f64::from_le_bytes(w(k).try_into().unwrap()))
-                    .collect(),
-            ),
-            DType::F16 => floats(
-                (0..n)
-                    .map(|k| half::f16::from_le_bytes(w(k).try_into().unwrap()).to_f64())
-                    .collect(),
-            ),
-            DType::BF16 => floats(
-                (0..n)
-                    .map(|k| half::bf16::from_le_bytes(w(k).try_into().unwrap()).to_f64())
-                    .collect(),
-            ),
-            DType::Bool => ints((0..n).map(|k| (raw[k] != 0) as i64).collect()),
-            DType::I8 => ints((0..n).map(|k| raw[k] as i8 as i64).collect()),
-            DType::U8 => ints((0..n).map(|k| raw[k] as i64).collect()),
-            DType::I16 => ints(
-                (0..n)
-                    .map(|k| i16::from_le_bytes(w(k).try_into().unwrap()) as i64)
-                    .collect(),
-            ),
-            DType::I32 => ints(
-                (0..n)
-                    .map(|k| i32::from_le_bytes(w(k).try_into().unwrap()) as i64)
-                    .collect(),
-            ),
-            DType::U16 => ints(
-                (0..n)
-                    .map(|k| u16::from_le_bytes(w(k).try_into().unwrap()) as i64)
-                    .collect(),
-            ),
-            DType::U32 => ints(
-                (0..n)
-                    .map(|k| u32::from_le_bytes(w(k).try_into().unwrap()) as i64)
-                    .collect(),
-            ),
-            // i64 (and u64, whose bits from_i64 keeps)
-            _ => ints(
-                (0..n)
-                    .map(|k| i64::from_le_bytes(w(k).try_into().unwrap()))
-                    .collect(),
-            ),
-        };
+        return HostTensor::from_le_bytes(dtype, dims, raw).map_err(OnnxError::from);
     }
     // Typed fields: float_data (f32), double_data, int64_data, and
     // int32_data for every narrower integer, bool and the 16-bit floats
