@@ -60,18 +60,37 @@ pub(super) fn unique(n: N, _op: &str) -> R {
         Some(a) => return Err(format!("axis {a} is outside rank {}", dims.len())),
         None => (1, x.numel(), 1),
     };
-    let vals = x.to_f64_vec().map_err(|e| e.to_string())?;
-    let slice = |i: usize| -> Vec<f64> {
-        let mut s = Vec::with_capacity(outer * inner);
-        for o in 0..outer {
-            s.extend_from_slice(&vals[(o * len + i) * inner..(o * len + i + 1) * inner]);
-        }
-        s
+    // Elements compared exactly in their own domain (f64 holds every
+    // float; i128 every integer, u64 above i64::MAX included).
+    enum Vals {
+        F(Vec<f64>),
+        I(Vec<i128>),
+    }
+    let vals = if x.dtype().is_float() {
+        Vals::F(x.to_f64_vec().map_err(|e| e.to_string())?)
+    } else {
+        let u64s = x.dtype() == DType::U64;
+        let v = x.to_i64_vec().map_err(|e| e.to_string())?;
+        Vals::I(
+            v.into_iter()
+                .map(|b| if u64s { b as u64 as i128 } else { b as i128 })
+                .collect(),
+        )
     };
-    let cmp = |a: &[f64], b: &[f64]| -> Ordering {
+    let elem = |a: usize, b: usize| match &vals {
+        Vals::F(v) => v[a].total_cmp(&v[b]),
+        Vals::I(v) => v[a].cmp(&v[b]),
+    };
+    // Slice i: the flat positions of x[o, i, :] over o.
+    let slice = |i: usize| -> Vec<usize> {
+        (0..outer)
+            .flat_map(|o| (o * len + i) * inner..(o * len + i + 1) * inner)
+            .collect()
+    };
+    let cmp = |a: &[usize], b: &[usize]| -> Ordering {
         a.iter()
             .zip(b)
-            .map(|(x, y)| x.total_cmp(y))
+            .map(|(&p, &q)| elem(p, q))
             .find(|o| o.is_ne())
             .unwrap_or(Ordering::Equal)
     };
@@ -79,7 +98,7 @@ pub(super) fn unique(n: N, _op: &str) -> R {
     let mut firsts: Vec<usize> = Vec::new();
     let mut inverse = vec![0usize; len];
     let mut counts: Vec<i64> = Vec::new();
-    let slices: Vec<Vec<f64>> = (0..len).map(slice).collect();
+    let slices: Vec<Vec<usize>> = (0..len).map(slice).collect();
     for i in 0..len {
         match firsts
             .iter()
@@ -105,12 +124,13 @@ pub(super) fn unique(n: N, _op: &str) -> R {
         rank[u] = r;
     }
     let k = order.len();
-    // Y: the unique slices put back along the axis.
-    let mut y = vec![0f64; outer * k * inner];
+    // Y: the unique slices put back along the axis, gathered from x (its
+    // own dtype, exact).
+    let mut take = vec![0usize; outer * k * inner];
     for (r, &u) in order.iter().enumerate() {
         let s = &slices[firsts[u]];
         for o in 0..outer {
-            y[(o * k + r) * inner..(o * k + r + 1) * inner]
+            take[(o * k + r) * inner..(o * k + r + 1) * inner]
                 .copy_from_slice(&s[o * inner..(o + 1) * inner]);
         }
     }
@@ -121,9 +141,7 @@ pub(super) fn unique(n: N, _op: &str) -> R {
         d[axis.unwrap_or(0)] = k;
         d
     };
-    let y = HostTensor::from_f64(DType::F64, yshape, y)
-        .and_then(|t| retype(t, x.dtype()))
-        .map_err(|e| e.to_string())?;
+    let y = x.take(&take, yshape).map_err(|e| e.to_string())?;
     let indices: Vec<i64> = order.iter().map(|&u| firsts[u] as i64).collect();
     let inv: Vec<i64> = inverse.iter().map(|&u| rank[u] as i64).collect();
     let cnt: Vec<i64> = order.iter().map(|&u| counts[u]).collect();
@@ -133,15 +151,6 @@ pub(super) fn unique(n: N, _op: &str) -> R {
         i64_tensor(vec![len], inv)?,
         i64_tensor(vec![k], cnt)?,
     ])
-}
-
-/// `t` (f64, holding values of `d` exactly) as a tensor of `d`.
-fn retype(t: HostTensor, d: DType) -> Result<HostTensor, rlx_ir::IrError> {
-    if d.is_float() {
-        HostTensor::from_f64(d, t.shape().clone(), t.to_f64_vec()?)
-    } else {
-        HostTensor::from_i64(d, t.shape().clone(), t.to_i64_vec()?)
-    }
 }
 
 /// ONNX `NonMaxSuppression`: per batch and class, boxes by descending
