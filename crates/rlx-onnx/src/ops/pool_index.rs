@@ -29,25 +29,18 @@ pub(super) fn indices(
         kernel.iter().map(|&v| v as usize).product(),
     );
     check_elems(DType::I64, p.saturating_mul(k))?;
-    // Input position of an in-bounds spatial coordinate, in either order.
-    let flat = |c: &[i64]| -> i64 {
-        if column_major {
-            c.iter()
-                .enumerate()
-                .rev()
-                .fold(0, |a, (i, &v)| a * spatial[i] as i64 + v)
-        } else {
-            c.iter()
-                .enumerate()
-                .fold(0, |a, (i, &v)| a * spatial[i] as i64 + v)
-        }
-    };
     // The gather reads row-major positions (the tensor's layout); the
     // answer is in `storage_order`'s.
-    let row = |c: &[i64]| -> i64 {
-        c.iter()
-            .enumerate()
-            .fold(0, |a, (i, &v)| a * spatial[i] as i64 + v)
+    let pos = |c: &mut dyn Iterator<Item = (usize, &i64)>| -> i64 {
+        c.fold(0, |a, (i, &v)| a * spatial[i] as i64 + v)
+    };
+    let row = |c: &[i64]| pos(&mut c.iter().enumerate());
+    let flat = |c: &[i64]| {
+        if column_major {
+            pos(&mut c.iter().enumerate().rev())
+        } else {
+            row(c)
+        }
     };
     let (mut read, mut answer) = (Vec::with_capacity(p * k), Vec::with_capacity(p * k));
     let mut oc = vec![0usize; sp];
