@@ -9,11 +9,14 @@
 //!   [`vmap`];
 //! * [`optim`]: SGD (momentum, weight decay), Adam and AdamW as graph
 //!   transforms that turn a loss graph into one training-step graph;
+//! * [`amp`]: mixed-precision training (autocast forward and backward,
+//!   f32 master weights, dynamic loss scaling);
 //! * [`train`]: a compiled training step that keeps weights and optimizer
 //!   state between steps, a loop with a progress line, safetensors
 //!   checkpoints.
 #![forbid(unsafe_code)]
 
+pub mod amp;
 mod core;
 pub mod emit;
 pub mod error;
@@ -24,6 +27,7 @@ pub mod train;
 mod transforms;
 mod vmap;
 
+pub use amp::{LossScaler, MixedPrecision, ScalerState};
 pub use error::{AdError, Result};
 pub use optim::{train_step, Optimizer, StepGraph};
 pub use train::{run_epoch, EpochStats, TrainStep};

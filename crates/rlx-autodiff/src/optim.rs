@@ -93,8 +93,13 @@ pub struct StepGraph {
     pub params: Vec<String>,
     /// State tensor names, after the parameters (`<param>.<slot>`, `step`).
     pub state: Vec<String>,
-    /// The data inputs, after the state, in the loss graph's order.
+    /// The data inputs, after the state, in the loss graph's order (with
+    /// loss scaling, `loss_scale` is the last).
     pub data: Vec<String>,
+    /// Whether the step scales the loss ([`crate::amp`]): the last data
+    /// input is the loss scale and the last output a bool saying whether
+    /// every gradient was finite (the update was applied).
+    pub scaled: bool,
 }
 
 impl StepGraph {
@@ -107,10 +112,26 @@ impl StepGraph {
 /// Build the training step for `loss` (one scalar float output), updating
 /// the loss graph's inputs listed in `params`.
 pub fn train_step(loss: &Graph, params: &[usize], opt: &Optimizer) -> Result<StepGraph> {
-    let vg = value_and_grad(loss, params)?;
+    build(loss, loss, params, opt, false)
+}
+
+/// The step graph of `diff` (the loss graph as differentiated: `loss`
+/// itself, or its autocast form, or that with the loss scale as one more
+/// input) — names and types of the parameters come from `loss`. With
+/// `scaled`, `diff`'s last input is the loss scale: gradients are divided
+/// by it in f32 and the update is applied only where every gradient is
+/// finite (the last output says whether it was).
+pub(crate) fn build(
+    loss: &Graph,
+    diff: &Graph,
+    params: &[usize],
+    opt: &Optimizer,
+    scaled: bool,
+) -> Result<StepGraph> {
+    let vg = value_and_grad(diff, params)?;
     let mut b = GraphBuilder::new(format!("train_{}", loss.name));
     let name = |i: usize| {
-        loss.values[loss.inputs[i].index()]
+        diff.values[diff.inputs[i].index()]
             .name
             .clone()
             .unwrap_or_else(|| format!("in{i}"))
@@ -141,31 +162,51 @@ pub fn train_step(loss: &Graph, params: &[usize], opt: &Optimizer) -> Result<Ste
         None
     };
     let mut data_names = vec![];
-    let mut vg_inputs = vec![ValueId(0); loss.inputs.len()];
+    let mut vg_inputs = vec![ValueId(0); diff.inputs.len()];
     for (k, &i) in params.iter().enumerate() {
         vg_inputs[i] = pv[k];
     }
     for (i, slot) in vg_inputs.iter_mut().enumerate() {
         if !params.contains(&i) {
             data_names.push(name(i));
-            *slot = b.input(name(i), loss.ty(loss.inputs[i]).clone());
+            *slot = b.input(name(i), diff.ty(diff.inputs[i]).clone());
         }
     }
     let map = inline(&mut b, &vg, &vg_inputs)?;
     let outs: Vec<ValueId> = vg.outputs.iter().map(|v| map[v.index()]).collect();
-    let loss_v = outs[0];
+    let mut loss_v = outs[0];
+    let mut grads: Vec<ValueId> = outs[1..].to_vec();
+    let finite = if scaled {
+        let s = *vg_inputs.last().expect("the loss scale is an input");
+        let (l, g, ok) = crate::amp::unscale(&mut b, loss_v, &grads, s)?;
+        loss_v = l;
+        grads = g;
+        Some(ok)
+    } else {
+        None
+    };
     let t1 = match step {
         Some(s) => {
             let one = emit::sc_of(&mut b, 1.0, dt)?;
-            Some(emit::add(&mut b, s, one)?)
+            let t = emit::add(&mut b, s, one)?;
+            Some(match finite {
+                Some(ok) => b.op1("where", &[ok, t, s], rlx_ir::Attrs::new())?,
+                None => t,
+            })
         }
         None => None,
     };
     let mut new_p = vec![];
     let mut new_s = vec![];
     for (k, &p) in pv.iter().enumerate() {
-        let g = outs[1 + k];
-        let (np, ns) = update(&mut b, opt, p, g, &sv[k], t1)?;
+        let (mut np, mut ns) = update(&mut b, opt, p, grads[k], &sv[k], t1)?;
+        if let Some(ok) = finite {
+            // A step with an overflowed gradient changes nothing.
+            np = b.op1("where", &[ok, np, p], rlx_ir::Attrs::new())?;
+            for (n, &old) in ns.iter_mut().zip(&sv[k]) {
+                *n = b.op1("where", &[ok, *n, old], rlx_ir::Attrs::new())?;
+            }
+        }
         new_p.push(np);
         new_s.extend(ns);
     }
@@ -175,11 +216,15 @@ pub fn train_step(loss: &Graph, params: &[usize], opt: &Optimizer) -> Result<Ste
     if let Some(t) = t1 {
         res.push(t);
     }
+    if let Some(ok) = finite {
+        res.push(ok);
+    }
     Ok(StepGraph {
         graph: b.finish(&res)?,
         params: params.iter().map(|&i| name(i)).collect(),
         state: state_names,
         data: data_names,
+        scaled,
     })
 }
 

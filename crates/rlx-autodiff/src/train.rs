@@ -4,8 +4,9 @@
 //! nothing is copied), a progress line with loss and throughput, and
 //! safetensors checkpoints.
 
+use crate::amp::{MixedPrecision, ScalerState};
 use crate::error::{AdError, Result};
-use crate::optim::{init_state, train_step, Optimizer, StepGraph};
+use crate::optim::{build, init_state, Optimizer, StepGraph};
 use rlx_ir::{Graph, HostTensor};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -22,6 +23,25 @@ pub struct TrainStep {
     /// Params, then optimizer state, in the step graph's input order.
     carried: Vec<HostTensor>,
     steps: u64,
+    mixed: Option<MixedPrecision>,
+    scaler: Option<ScalerState>,
+    skipped_last: bool,
+}
+
+/// The step graph of `loss`, in mixed precision when `mixed` says so.
+fn layout(
+    loss: &Graph,
+    params: &[usize],
+    opt: &Optimizer,
+    mixed: Option<&MixedPrecision>,
+) -> Result<StepGraph> {
+    match mixed {
+        None => build(loss, loss, params, opt, false),
+        Some(mp) => {
+            let diff = crate::amp::prepare(loss, mp)?;
+            build(loss, &diff, params, opt, mp.scaler.is_some())
+        }
+    }
 }
 
 impl TrainStep {
@@ -43,6 +63,38 @@ impl TrainStep {
         opt: Optimizer,
         options: &rlx::CompileOptions,
     ) -> Result<Self> {
+        Self::build(loss, params, init, opt, options, None)
+    }
+
+    /// A step in mixed precision: the forward pass (and so the backward
+    /// contractions) autocast to f16/bf16, weights and optimizer state in
+    /// f32, with dynamic loss scaling when `mixed.scaler` is set (see
+    /// [`crate::amp`]).
+    pub fn mixed_precision(
+        loss: &Graph,
+        params: &[usize],
+        init: Vec<HostTensor>,
+        opt: Optimizer,
+        mixed: MixedPrecision,
+    ) -> Result<Self> {
+        Self::build(
+            loss,
+            params,
+            init,
+            opt,
+            &rlx::CompileOptions::default(),
+            Some(mixed),
+        )
+    }
+
+    fn build(
+        loss: &Graph,
+        params: &[usize],
+        init: Vec<HostTensor>,
+        opt: Optimizer,
+        options: &rlx::CompileOptions,
+        mixed: Option<MixedPrecision>,
+    ) -> Result<Self> {
         if init.len() != params.len() {
             return Err(AdError::Arg(format!(
                 "{} initial tensors for {} params",
@@ -60,10 +112,14 @@ impl TrainStep {
                 )));
             }
         }
-        let layout = train_step(loss, params, &opt)?;
+        let layout = layout(loss, params, &opt, mixed.as_ref())?;
         let exe = rlx::compile_with(&layout.graph, rlx::Device::Cpu, options)?;
         let mut carried = init;
         carried.extend(init_state(&opt, &carried)?);
+        let scaler = mixed
+            .as_ref()
+            .and_then(|m| m.scaler.as_ref())
+            .map(ScalerState::new);
         Ok(TrainStep {
             exe,
             loss: loss.clone(),
@@ -73,28 +129,61 @@ impl TrainStep {
             layout,
             carried,
             steps: 0,
+            mixed,
+            scaler,
+            skipped_last: false,
         })
     }
 
     /// Run one step on a batch (the loss graph's non-parameter inputs, in
-    /// order); returns the loss before the update.
+    /// order); returns the loss before the update. With loss scaling, a
+    /// step whose gradients overflowed changes nothing but the scale
+    /// ([`TrainStep::skipped_last`]).
     pub fn step(&mut self, data: &[HostTensor]) -> Result<f64> {
-        if data.len() != self.layout.data.len() {
+        let want = self.layout.data.len() - usize::from(self.layout.scaled);
+        if data.len() != want {
             return Err(AdError::Arg(format!(
-                "the step takes {} data inputs ({:?}), got {}",
-                self.layout.data.len(),
-                self.layout.data,
+                "the step takes {want} data inputs ({:?}), got {}",
+                &self.layout.data[..want],
                 data.len()
             )));
         }
+        let scale = match &self.scaler {
+            Some(st) => {
+                let g = &self.layout.graph;
+                let dt = g.ty(*g.inputs.last().expect("the scale input")).dtype;
+                Some(HostTensor::from_f64(
+                    dt,
+                    rlx_ir::Shape::scalar(),
+                    vec![st.scale],
+                )?)
+            }
+            None => None,
+        };
         let mut ins: Vec<&HostTensor> = self.carried.iter().collect();
         ins.extend(data);
+        ins.extend(scale.as_ref());
         let mut outs = self.exe.run_refs(&ins)?;
         let loss = outs[0].to_f64_vec()?[0];
+        if let (Some(st), Some(mp)) = (&mut self.scaler, &self.mixed) {
+            let ok = outs.pop().expect("the finite flag").to_f64_vec()?[0] != 0.0;
+            st.update(mp.scaler.as_ref().expect("a scaler"), ok);
+            self.skipped_last = !ok;
+        }
         // Output 1 + i replaces carried input i.
         self.carried = outs.drain(1..).collect();
         self.steps += 1;
         Ok(loss)
+    }
+
+    /// The loss scaler's state (with dynamic loss scaling).
+    pub fn scaler(&self) -> Option<&ScalerState> {
+        self.scaler.as_ref()
+    }
+
+    /// Whether the last step was skipped (a gradient overflowed).
+    pub fn skipped_last(&self) -> bool {
+        self.skipped_last
     }
 
     /// Change the learning rate (a schedule): the step is recompiled with
@@ -106,7 +195,7 @@ impl TrainStep {
             | Optimizer::Adam { lr: l, .. }
             | Optimizer::AdamW { lr: l, .. } => *l = lr,
         }
-        let layout = train_step(&self.loss, &self.param_idx, &opt)?;
+        let layout = layout(&self.loss, &self.param_idx, &opt, self.mixed.as_ref())?;
         self.exe = rlx::compile_with(&layout.graph, rlx::Device::Cpu, &self.options)?;
         self.layout = layout;
         self.opt = opt;

@@ -174,6 +174,18 @@ impl SentenceEmbedder {
         Ok((before, after))
     }
 
+    /// Mixed precision from now on ([`rlx::Amp`]): with `Amp::bf16()` or
+    /// `Amp::f16()` the encoder's matmuls and attention run in 16 bits and
+    /// its norms, softmax and pooling in f32 (the optimizer's autocast
+    /// pass). The weights stay f32 (cast as they are read). Compiled
+    /// programs are dropped.
+    pub fn set_amp(&mut self, amp: rlx::Amp) {
+        self.session = Session::new(CompileOptions {
+            amp,
+            ..CompileOptions::default()
+        });
+    }
+
     /// The tokenizer's ids for `text` (truncated as the model will see it).
     pub fn token_ids(&self, text: &str) -> Result<Vec<i64>, EmbedError> {
         let b = self.tokenizer.encode_batch(

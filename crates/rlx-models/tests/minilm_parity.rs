@@ -137,3 +137,52 @@ fn minilm_with_quantized_weights_stays_close_to_sentence_transformers() {
         "{e}"
     );
 }
+
+/// Mixed precision (the autocast pass: matmuls and attention in f16 or
+/// bf16 with f32 accumulation, norms/softmax/pooling in f32) against the
+/// same f32 sentence-transformers vectors. Bounds: the worst measured
+/// (2026-12-06, Zen 4) less a margin; the f32 run gives 1 - 1e-7, so a
+/// bound this far below it is met only if the 16-bit arithmetic is right.
+#[test]
+fn minilm_under_autocast_stays_close_to_sentence_transformers() {
+    let dir = model_dir();
+    let reference: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("tests/vectors/minilm/reference.json")).unwrap(),
+    )
+    .unwrap();
+    let items = reference["items"].as_array().unwrap();
+    let texts: Vec<&str> = items.iter().map(|i| i["text"].as_str().unwrap()).collect();
+    for (amp, name, min_cos, max_cos) in [
+        (rlx::Amp::f16(), "f16", 0.99999, 0.9999995),
+        (rlx::Amp::bf16(), "bf16", 0.9995, 0.99999),
+    ] {
+        let mut model = SentenceEmbedder::load(&dir, |_| {}).unwrap();
+        model.set_amp(amp);
+        let got = model.embed(&texts).unwrap();
+        let cos: Vec<f64> = got
+            .iter()
+            .zip(items)
+            .map(|(g, i)| {
+                let w: Vec<f32> = i["embedding"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_f64().unwrap() as f32)
+                    .collect();
+                SentenceEmbedder::cosine(g, &w)
+            })
+            .collect();
+        let worst = cos.iter().copied().fold(f64::INFINITY, f64::min);
+        let mean = cos.iter().sum::<f64>() / cos.len() as f64;
+        eprintln!(
+            "autocast {name}: cosine mean {mean:.7}, worst {worst:.7} over {} sentences",
+            texts.len()
+        );
+        assert!(worst >= min_cos, "{name}: worst cosine {worst} < {min_cos}");
+        // Not the f32 result: 16-bit rounding shows.
+        assert!(
+            worst < max_cos,
+            "{name}: worst cosine {worst}: did autocast run?"
+        );
+    }
+}

@@ -18,7 +18,9 @@
 //!   QK-RoPE pairing and elementwise regions ([`region`],
 //!   `fused_elementwise`); [`Unfuse`] is the inverse.
 //! * [`compile_pipeline`]: cleanup, fusion, DCE, with a [`PipelineReport`]
-//!   (per-pass statistics, kernels before and after fusion).
+//!   (per-pass statistics, kernels before and after fusion);
+//!   [`compile_pipeline_with`] adds mixed precision ([`autocast`]: f16/bf16
+//!   for contractions, f32 for the range-sensitive ops, per-op lists).
 //! * [`memory`]: liveness, buffer reuse (best fit, 64-byte aligned),
 //!   in-place elementwise ops and views, producing an
 //!   [`rlx_ir::lir::Program`] plus a [`MemoryReport`]; and
@@ -36,6 +38,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod autocast;
 mod bn_fold;
 pub mod const_fold;
 pub mod cse;
@@ -53,6 +56,7 @@ pub mod rules;
 pub mod simplify;
 pub mod unfuse;
 
+pub use autocast::{Autocast, AutocastReport};
 pub use const_fold::{ConstFold, Evaluator};
 pub use cse::Cse;
 pub use dce::Dce;
@@ -61,7 +65,7 @@ pub use fuse::{Fuse, FuseReport, FUSION_RULES};
 pub use layout::Layout;
 pub use memory::{check_plan, plan, plan_with_report, MemoryReport};
 pub use pass::{standard_pipeline, Pass, PassManager, PassReport, PassStat};
-pub use pipeline::{compile_pipeline, kernel_count, PipelineReport};
+pub use pipeline::{compile_pipeline, compile_pipeline_with, kernel_count, PipelineReport};
 pub use rules::{Rule, RuleSet};
 pub use simplify::Simplify;
 pub use unfuse::Unfuse;

@@ -2,12 +2,14 @@
 //! a last DCE — with what each step did and how many kernels the graph
 //! launches before and after fusion.
 
+use crate::autocast::{Autocast, AutocastReport};
 use crate::const_fold::Evaluator;
-use crate::dce::dce;
+use crate::cse::Cse;
+use crate::dce::{dce, Dce};
 use crate::error::OptError;
 use crate::fuse::{Fuse, FuseReport};
 use crate::memory::plan;
-use crate::pass::{standard_pipeline, PassReport, PassStat};
+use crate::pass::{standard_pipeline, PassManager, PassReport, PassStat};
 use crate::rebuild::count_nodes;
 use rlx_ir::Graph;
 use std::collections::BTreeMap;
@@ -29,12 +31,17 @@ pub struct PipelineReport {
     pub ops_before: BTreeMap<&'static str, usize>,
     /// Ops of the result.
     pub ops_after: BTreeMap<&'static str, usize>,
+    /// What mixed precision did, when it was asked for.
+    pub autocast: Option<AutocastReport>,
 }
 
 impl fmt::Display for PipelineReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.passes)?;
         writeln!(f, "{}", self.fusion)?;
+        if let Some(a) = &self.autocast {
+            write!(f, "{a}")?;
+        }
         write!(
             f,
             "kernels: {} before fusion, {} after",
@@ -57,21 +64,61 @@ pub fn compile_pipeline(
     graph: &Graph,
     evaluator: impl Evaluator + 'static,
 ) -> Result<(Graph, PipelineReport), OptError> {
+    compile_pipeline_with(graph, evaluator, None)
+}
+
+/// [`compile_pipeline`] with mixed precision: after the cleanup, the named
+/// patterns are fused first (so autocast sees `layer_norm`, `attention`,
+/// `matmul_bias_act`, ... and not their pieces), then [`Autocast`] runs,
+/// then CSE and DCE, then the whole of [`Fuse`] (elementwise regions
+/// form around the casts).
+pub fn compile_pipeline_with(
+    graph: &Graph,
+    evaluator: impl Evaluator + 'static,
+    autocast: Option<&Autocast>,
+) -> Result<(Graph, PipelineReport), OptError> {
     let (clean, mut passes) = standard_pipeline(evaluator).run(graph)?;
     let kernels_before = kernel_count(&clean)?;
     let ops_before = clean.op_histogram();
-    let (fused, fusion) = Fuse::new().apply(&clean)?;
+    let mut steps: Vec<(&str, Graph)> = vec![];
+    let mut amp = None;
+    let (fused, fusion) = match autocast {
+        None => Fuse::new().apply(&clean)?,
+        Some(ac) => {
+            let (patterns, first) = Fuse::new().without_regions().apply(&clean)?;
+            let (cast, rep) = ac.apply(&patterns)?;
+            cast.verify()?;
+            let (tidy, _) = PassManager::new()
+                .with(Cse)
+                .with(Dce)
+                .max_rounds(2)
+                .run(&cast)?;
+            amp = Some(rep);
+            let (fused, mut fusion) = Fuse::new().apply(&tidy)?;
+            for (k, v) in first.fired {
+                *fusion.fired.entry(k).or_default() += v;
+            }
+            fusion.rounds += first.rounds;
+            steps.push(("fuse", patterns));
+            steps.push(("autocast", tidy));
+            (fused, fusion)
+        }
+    };
     fused.verify()?;
     let done = dce(&fused)?;
+    steps.push(("fuse", fused));
+    steps.push(("dce", done.clone()));
     let round = passes.rounds + 1;
-    for (name, before, after) in [("fuse", &clean, &fused), ("dce", &fused, &done)] {
+    let mut before = &clean;
+    for (name, after) in &steps {
         passes.stats.push(PassStat {
             round,
-            pass: name.into(),
+            pass: name.to_string(),
             nodes_before: count_nodes(before),
             nodes_after: count_nodes(after),
             changed: !crate::equiv::graphs_identical(before, after),
         });
+        before = after;
     }
     passes.nodes_after = count_nodes(&done);
     let report = PipelineReport {
@@ -81,6 +128,7 @@ pub fn compile_pipeline(
         kernels_after: kernel_count(&done)?,
         ops_before,
         ops_after: done.op_histogram(),
+        autocast: amp,
     };
     Ok((done, report))
 }

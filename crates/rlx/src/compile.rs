@@ -44,7 +44,8 @@ pub struct CompileOptions {
     pub dispatch: DispatchOptions,
     /// Run the MIR passes (simplify, CSE, constant folding, DCE, fusion).
     pub optimize: bool,
-    /// Mixed precision: where the AMP pass will plug in (only `None` today).
+    /// Mixed precision: [`Amp::Autocast`] runs contractions in f16/bf16
+    /// (the optimizer's autocast pass; the pass report says what moved).
     pub amp: Amp,
     /// Post-training quantization: where the PTQ pass will plug in (only `None` today).
     pub ptq: Ptq,
@@ -69,12 +70,43 @@ impl Default for CompileOptions {
     }
 }
 
-/// Automatic mixed precision policy (the hook of the pipeline).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+/// Automatic mixed precision.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Amp {
     /// Keep every dtype as written.
     #[default]
     None,
+    /// Autocast f32 graphs: matmuls, convolutions and attention in the
+    /// policy's 16-bit dtype, softmax/norms/reductions/exp-log in f32,
+    /// the rest following its inputs (see [`rlx_opt::autocast`]).
+    Autocast(rlx_opt::Autocast),
+}
+
+impl Amp {
+    /// Autocast with the default lists, computing in f16.
+    pub fn f16() -> Self {
+        Amp::Autocast(rlx_opt::Autocast::f16())
+    }
+    /// Autocast with the default lists, computing in bf16.
+    pub fn bf16() -> Self {
+        Amp::Autocast(rlx_opt::Autocast::bf16())
+    }
+    /// `none`, `f16` or `bf16` (the CLI's and the npm package's spelling).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "none" | "off" | "f32" => Ok(Amp::None),
+            "f16" | "fp16" => Ok(Amp::f16()),
+            "bf16" => Ok(Amp::bf16()),
+            _ => Err(format!("mixed precision `{s}`: expected none, f16 or bf16")),
+        }
+    }
+    /// The autocast policy, if any.
+    pub fn policy(&self) -> Option<&rlx_opt::Autocast> {
+        match self {
+            Amp::None => None,
+            Amp::Autocast(a) => Some(a),
+        }
+    }
 }
 
 /// Post-training quantization policy (the hook of the pipeline).
@@ -267,15 +299,19 @@ pub fn plan_with(
 ) -> Result<Planned, Error> {
     init();
     graph.verify()?;
+    let amp = opts.amp.policy();
     let (optimized, passes) = if opts.optimize {
-        let (g, r) =
-            rlx_opt::compile_pipeline(graph, cpu_eval).map_err(|e| opt_error("optimizer", e))?;
+        let (g, r) = rlx_opt::compile_pipeline_with(graph, cpu_eval, amp)
+            .map_err(|e| opt_error("optimizer", e))?;
         (g, Some(r))
+    } else if let Some(ac) = amp {
+        let (g, _) = ac.apply(graph).map_err(|e| opt_error("autocast", e))?;
+        (g, None)
     } else {
         (graph.clone(), None)
     };
-    // The AMP and PTQ hooks: both policies are `None` today.
-    let (Amp::None, Ptq::None) = (opts.amp, opts.ptq);
+    // The PTQ hook: `None` is the only policy today.
+    let Ptq::None = opts.ptq;
     let graph = &optimized;
     let dispatch = opts.dispatch.effective().map_err(RuntimeError::Config)?;
     let route = |r: DeviceRouter| {

@@ -35,6 +35,7 @@ pub use error::Error;
 pub use rlx_cpu::{CpuEngine, CpuOptions};
 pub use rlx_ir as ir;
 pub use rlx_ir::{Attrs, DType, Graph, HostTensor, Shape, TensorType};
+pub use rlx_opt as opt;
 pub use rlx_runtime::options::WgpuOptions;
 pub use rlx_runtime::{
     Device, DeviceRouter, DispatchError, DispatchOptions, DispatchPath, DispatchReport, KernelTime,

@@ -45,6 +45,8 @@ pub struct EmbedArgs {
     batch_size: u32,
     #[command(flatten)]
     run: RunFlags,
+    #[command(flatten)]
+    amp: crate::AmpFlag,
 }
 
 #[derive(Subcommand)]
@@ -88,6 +90,8 @@ pub struct BenchArgs {
     quantize: Option<String>,
     #[command(flatten)]
     run: RunFlags,
+    #[command(flatten)]
+    amp: crate::AmpFlag,
 }
 
 /// `--quantize TYPE`: the dense weights in a block type, sizes printed.
@@ -195,6 +199,7 @@ pub fn embed(mut a: EmbedArgs, env: &Env) -> CliResult {
     let dir = crate::models::minilm_dir(a.model.as_ref(), env)?;
     let mut m = load(&dir)?;
     quantize(&mut m, a.quantize.as_deref())?;
+    m.set_amp(a.amp.amp());
     m.set_device(dev);
     m.batch_size = a.batch_size as usize;
 
@@ -284,7 +289,11 @@ pub fn bench(cmd: BenchCmd, env: &Env) -> CliResult {
         let b = b as usize;
         bar.set_message(format!("batch {b}"));
         let g = bert.graph(b, seq)?;
-        let c = rlx::compile(&g, dev)?;
+        let opts = rlx::CompileOptions {
+            amp: a.amp.amp(),
+            ..Default::default()
+        };
+        let c = rlx::compile_with(&g, dev, &opts)?;
         // Weights are inputs 3.. and stay fixed, as in the embedder (the
         // peers also prepare their weights once, at session creation).
         c.keep_resident(&(3..3 + weights.len()).collect::<Vec<_>>());

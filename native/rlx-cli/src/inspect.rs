@@ -218,6 +218,8 @@ pub struct CompileArgs {
     shape: crate::model::ShapeArgs,
     #[command(flatten)]
     run: crate::RunFlags,
+    #[command(flatten)]
+    amp: crate::AmpFlag,
     /// Stages to print, comma-separated: hir, mir, fusion, lir, plan, all.
     #[arg(long, value_delimiter = ',', default_value = "all")]
     print: Vec<Stage>,
@@ -240,6 +242,7 @@ pub fn compile(a: CompileArgs, env: &Env) -> CliResult {
     let device = crate::device::resolve(&a.run, env)?;
     let opts = rlx::CompileOptions {
         optimize: !a.no_opt,
+        amp: a.amp.amp(),
         ..Default::default()
     };
     let (g, hir) = if crate::model::is_onnx(&a.file) {

@@ -53,6 +53,26 @@ pub struct RunFlags {
     pub threads: Option<usize>,
 }
 
+/// Mixed precision: the flag of the commands that compile a float model.
+#[derive(Args, Clone, Debug, Default)]
+pub struct AmpFlag {
+    /// Mixed precision: run matmuls, convolutions and attention in f16 or
+    /// bf16 (f32 accumulation) and softmax, norms and reductions in f32.
+    #[arg(long, value_name = "DTYPE", value_parser = ["none", "f16", "bf16"])]
+    pub amp: Option<String>,
+}
+
+impl AmpFlag {
+    /// The compile option (`Amp::None` without the flag).
+    pub fn amp(&self) -> rlx::Amp {
+        // The value parser admits only names `Amp::parse` knows.
+        self.amp
+            .as_deref()
+            .and_then(|s| rlx::Amp::parse(s).ok())
+            .unwrap_or_default()
+    }
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// List every op kind: category, arity, dtypes, fused or not, backends.

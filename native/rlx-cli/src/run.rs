@@ -48,6 +48,8 @@ pub struct RunArgs {
     output_dir: Option<PathBuf>,
     #[command(flatten)]
     run: crate::RunFlags,
+    #[command(flatten)]
+    amp: crate::AmpFlag,
     /// Print the full dispatch report (a one-line summary is always printed).
     #[arg(long)]
     report: bool,
@@ -217,7 +219,11 @@ pub fn run(a: RunArgs, env: &Env) -> CliResult {
     // A spinner while it compiles (drawn only on a terminal).
     let spin = indicatif::ProgressBar::new_spinner().with_message(format!("compiling for {dev}"));
     spin.enable_steady_tick(std::time::Duration::from_millis(100));
-    let m = rlx::compile(&g, dev);
+    let opts = rlx::CompileOptions {
+        amp: a.amp.amp(),
+        ..Default::default()
+    };
+    let m = rlx::compile_with(&g, dev, &opts);
     spin.finish_and_clear();
     let m = m?;
     eprintln!(
