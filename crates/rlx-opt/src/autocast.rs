@@ -111,6 +111,10 @@ pub struct AutocastReport {
     pub refused: Vec<(&'static str, String)>,
     /// Casts inserted (constants converted in place are not counted).
     pub casts: usize,
+    /// Graph inputs read only through a 16-bit cast, taken in that dtype
+    /// instead ([`narrow_inputs`]; set by the compile pipeline): (input
+    /// index, name, dtype). The caller converts them before a run.
+    pub narrowed: Vec<(usize, String, DType)>,
 }
 
 impl fmt::Display for AutocastReport {
@@ -132,6 +136,18 @@ impl fmt::Display for AutocastReport {
         }
         for (op, why) in &self.refused {
             writeln!(f, "  f32 (refused 16 bits): {op}: {why}")?;
+        }
+        if !self.narrowed.is_empty() {
+            let names: Vec<String> = self
+                .narrowed
+                .iter()
+                .map(|(_, n, d)| format!("{n}:{d}"))
+                .collect();
+            writeln!(
+                f,
+                "  inputs converted before the run (once if resident): {}",
+                names.join(" ")
+            )?;
         }
         Ok(())
     }
@@ -238,6 +254,129 @@ impl Autocast {
         let out = cx.b.finish(&outs)?;
         Ok((out, cx.rep))
     }
+}
+
+/// Graph inputs of `g` that are f32 and read only through casts to one
+/// 16-bit dtype (as autocast leaves weights) become inputs of that dtype,
+/// the casts gone. Returns the graph — whose interface differs from `g`'s
+/// at those inputs — and each changed input with its new dtype. The
+/// caller converts those inputs before each run (once, for inputs that
+/// stay the same from run to run: `rlx::Compiled` does).
+pub fn narrow_inputs(g: &Graph) -> Result<(Graph, Vec<(usize, DType)>), OptError> {
+    let mut readers: Vec<Vec<usize>> = vec![vec![]; g.values.len()];
+    for (k, n) in g.nodes.iter().enumerate() {
+        for v in &n.inputs {
+            readers[v.index()].push(k);
+        }
+    }
+    let mut narrowed = vec![];
+    // Old values that carry a narrowed input (the input, and movement ops
+    // of it: a weight is often read as `cast(permute(w))`).
+    let mut carried = vec![false; g.values.len()];
+    for (i, &v) in g.inputs.iter().enumerate() {
+        if g.ty(v).dtype != DType::F32 {
+            continue;
+        }
+        let mut to = None;
+        let mut chain = vec![];
+        if narrowable(g, &readers, v, &mut to, &mut chain) {
+            if let Some(dt) = to {
+                narrowed.push((i, dt));
+                for c in chain {
+                    carried[c.index()] = true;
+                }
+            }
+        }
+    }
+    if narrowed.is_empty() {
+        return Ok((g.clone(), narrowed));
+    }
+    let mut b = GraphBuilder::new(g.name.clone());
+    let mut map: Vec<Option<ValueId>> = vec![None; g.values.len()];
+    for (i, &v) in g.inputs.iter().enumerate() {
+        let val = &g.values[v.index()];
+        let mut ty = val.ty.clone();
+        if let Some(&(_, dt)) = narrowed.iter().find(|(k, _)| *k == i) {
+            ty.dtype = dt;
+        }
+        let name = val.name.clone().unwrap_or_else(|| v.0.to_string());
+        map[v.index()] = Some(b.input(name, ty));
+    }
+    let get = |map: &[Option<ValueId>], v: ValueId| {
+        map[v.index()].ok_or_else(|| OptError::pass("narrow_inputs", format!("%{} unset", v.0)))
+    };
+    for n in &g.nodes {
+        let ins: Vec<ValueId> = n
+            .inputs
+            .iter()
+            .map(|&v| get(&map, v))
+            .collect::<Result<_, _>>()?;
+        if n.op.name() == "cast" && carried[n.inputs[0].index()] {
+            map[n.outputs[0].index()] = Some(ins[0]);
+            continue;
+        }
+        b.set_origin(n.origin.clone());
+        let outs = b.push(n.op, &ins, n.attrs.clone());
+        b.set_origin(None);
+        for (&o, &m) in n.outputs.iter().zip(&outs?) {
+            if let Some(name) = &g.values[o.index()].name {
+                b.name_value(m, name.clone());
+            }
+            map[o.index()] = Some(m);
+        }
+    }
+    let outs: Vec<ValueId> = g
+        .outputs
+        .iter()
+        .map(|&v| get(&map, v))
+        .collect::<Result<_, _>>()?;
+    Ok((b.finish(&outs)?, narrowed))
+}
+
+/// Ops that only move elements: a cast commutes with them.
+const MOVEMENT: &[&str] = &[
+    "permute",
+    "reshape",
+    "squeeze",
+    "unsqueeze",
+    "narrow",
+    "slice",
+    "broadcast",
+    "identity",
+];
+
+/// Whether every path from `v` (an f32 value, not a graph output) goes
+/// through movement ops to a cast to one 16-bit dtype (`to`); `chain`
+/// collects `v` and the movement outputs on the way.
+fn narrowable(
+    g: &Graph,
+    readers: &[Vec<usize>],
+    v: ValueId,
+    to: &mut Option<DType>,
+    chain: &mut Vec<ValueId>,
+) -> bool {
+    if g.outputs.contains(&v) || readers[v.index()].is_empty() {
+        return false;
+    }
+    chain.push(v);
+    for &k in &readers[v.index()] {
+        let n = &g.nodes[k];
+        let name = n.op.name();
+        if name == "cast" {
+            let dt = g.ty(n.outputs[0]).dtype;
+            if !matches!(dt, DType::F16 | DType::BF16) || to.is_some_and(|t| t != dt) {
+                return false;
+            }
+            *to = Some(dt);
+        } else if MOVEMENT.contains(&name) && n.inputs.len() == 1 && n.outputs.len() == 1 {
+            if !narrowable(g, readers, n.outputs[0], to, chain) {
+                return false;
+            }
+        } else {
+            return false;
+        }
+    }
+    true
 }
 
 fn known(op: &str) -> Result<&'static str, OptError> {

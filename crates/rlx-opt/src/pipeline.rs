@@ -71,7 +71,10 @@ pub fn compile_pipeline(
 /// patterns are fused first (so autocast sees `layer_norm`, `attention`,
 /// `matmul_bias_act`, ... and not their pieces), then [`Autocast`] runs,
 /// then CSE and DCE, then the whole of [`Fuse`] (elementwise regions
-/// form around the casts).
+/// form around the casts). f32 inputs read only through a 16-bit cast are
+/// taken in that dtype ([`crate::autocast::narrow_inputs`]): the result's
+/// interface differs there, and [`AutocastReport::narrowed`] lists them
+/// for the caller to convert.
 pub fn compile_pipeline_with(
     graph: &Graph,
     evaluator: impl Evaluator + 'static,
@@ -93,6 +96,19 @@ pub fn compile_pipeline_with(
                 .with(Dce)
                 .max_rounds(2)
                 .run(&cast)?;
+            let (tidy, narrowed) = crate::autocast::narrow_inputs(&tidy)?;
+            let mut rep = rep;
+            rep.narrowed = narrowed
+                .into_iter()
+                .map(|(i, d)| {
+                    let v = tidy.inputs[i];
+                    let name = tidy.values[v.index()]
+                        .name
+                        .clone()
+                        .unwrap_or_else(|| format!("in{i}"));
+                    (i, name, d)
+                })
+                .collect();
             amp = Some(rep);
             let (fused, mut fusion) = Fuse::new().apply(&tidy)?;
             for (k, v) in first.fired {

@@ -2,6 +2,7 @@
 //! under the dispatch policy, schedule to LIR, hand to the backend.
 
 use crate::error::Error;
+use crate::input_casts::InputCasts;
 use rlx_cpu::{CpuBackend, CpuOptions};
 use rlx_ir::lir::Program;
 use rlx_ir::{Graph, HostTensor};
@@ -124,6 +125,7 @@ pub struct Compiled {
     passes: Option<PipelineReport>,
     memory: MemoryReport,
     exe: Box<dyn Executable>,
+    casts: InputCasts,
 }
 
 impl std::fmt::Debug for Compiled {
@@ -140,24 +142,30 @@ impl Compiled {
     /// Run on host tensors, one per graph input, in order.
     pub fn run(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, Error> {
         let refs: Vec<&HostTensor> = inputs.iter().collect();
-        Ok(self.exe.run(&refs)?)
+        self.run_refs(&refs)
     }
 
     /// [`Compiled::run`] on borrowed inputs (no copies of large tensors).
     pub fn run_refs(&self, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, Error> {
-        Ok(self.exe.run(inputs)?)
+        let conv = self.casts.convert(inputs)?;
+        Ok(self.exe.run(&InputCasts::apply(inputs, &conv))?)
     }
 
     /// [`Compiled::run_refs`] without blocking the thread (the browser's
     /// WebGPU runs only this way; other backends run `run_refs`).
     pub async fn run_refs_async(&self, inputs: &[&HostTensor]) -> Result<Vec<HostTensor>, Error> {
-        Ok(self.exe.run_async(inputs).await?)
+        let conv = self.casts.convert(inputs)?;
+        Ok(self
+            .exe
+            .run_async(&InputCasts::apply(inputs, &conv))
+            .await?)
     }
 
     /// Run on `inputs` and time each kernel, on whatever device this was
     /// compiled for (the profile says how that backend measured).
     pub fn profile(&self, inputs: &[&HostTensor]) -> Result<Profile, Error> {
-        Ok(self.exe.profile(inputs)?)
+        let conv = self.casts.convert(inputs)?;
+        Ok(self.exe.profile(&InputCasts::apply(inputs, &conv))?)
     }
 
     /// Promise that graph inputs `inputs` (by index; typically the
@@ -167,6 +175,7 @@ impl Compiled {
     /// those inputs, compile again. Returns whether the backend uses the
     /// promise.
     pub fn keep_resident(&self, inputs: &[usize]) -> bool {
+        self.casts.keep_resident(inputs);
         self.exe.keep_resident(inputs)
     }
     /// How each node of the source graph runs, and any transfers/routing.
@@ -281,12 +290,20 @@ pub struct Planned {
 impl Planned {
     /// Attach the executable built from `self.program`.
     pub fn finish(self, exe: Box<dyn Executable>) -> Compiled {
+        let casts = InputCasts::new(
+            self.passes
+                .as_ref()
+                .and_then(|p| p.autocast.as_ref())
+                .map(|a| a.narrowed.iter().map(|(i, _, d)| (*i, *d)).collect())
+                .unwrap_or_default(),
+        );
         Compiled {
             report: self.report,
             program: self.program,
             passes: self.passes,
             memory: self.memory,
             exe,
+            casts,
         }
     }
 }

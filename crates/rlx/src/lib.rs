@@ -24,6 +24,7 @@ pub mod conformance;
 mod dsl;
 pub mod env;
 mod error;
+mod input_casts;
 mod session;
 
 pub use compile::{

@@ -120,6 +120,22 @@ fn dispatch_prints_the_report_or_the_error() {
 }
 
 #[test]
+fn compile_with_amp_reports_what_moved_to_16_bits() {
+    let (ok, out, err) = rlx(&["compile", "@minilm", "--amp", "bf16", "--print", "fusion"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("autocast to bf16"), "{out}");
+    assert!(out.contains("bf16: attention_merged×6"), "{out}");
+    assert!(out.contains("f32 (kept): layer_norm×12"), "{out}");
+    assert!(
+        out.contains("encoder.layer.0.attention.self.query.weight:bf16"),
+        "{out}"
+    );
+    let (ok, _, err) = rlx(&["compile", "@minilm", "--amp", "fp8"]);
+    assert!(!ok);
+    assert!(err.contains("fp8") && err.contains("bf16"), "{err}");
+}
+
+#[test]
 fn compile_shows_fusion_and_the_memory_plan_of_the_dsl_encoder_block() {
     let (ok, out, err) = rlx(&["compile", "@encoder-block", "--print", "fusion,plan"]);
     assert!(ok, "{err}");

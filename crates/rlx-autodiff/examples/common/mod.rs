@@ -21,6 +21,8 @@ pub struct Args {
     pub shift: usize,
     /// Step-decay the learning rate (x0.3 at 60% and 85% of the epochs).
     pub decay: bool,
+    /// Mixed precision: `f16` (with dynamic loss scaling) or `bf16`.
+    pub amp: Option<String>,
 }
 
 impl Args {
@@ -37,6 +39,7 @@ impl Args {
             limit: None,
             shift: 0,
             decay: false,
+            amp: None,
         };
         let v: Vec<String> = std::env::args().skip(1).collect();
         let mut i = 0;
@@ -55,6 +58,7 @@ impl Args {
                 "--out" => a.out = PathBuf::from(val()),
                 "--limit" => a.limit = Some(val().parse().expect("--limit N")),
                 "--shift" => a.shift = val().parse().expect("--shift PIXELS"),
+                "--amp" => a.amp = Some(val()),
                 "--decay" => {
                     a.decay = true;
                     i -= 1;
@@ -68,6 +72,22 @@ impl Args {
             i += 2;
         }
         a
+    }
+    /// The mixed-precision setting of `--amp`.
+    pub fn mixed(&self) -> Option<rlx_autodiff::MixedPrecision> {
+        match self.amp.as_deref() {
+            None | Some("none") => None,
+            Some("f16") => Some(rlx_autodiff::MixedPrecision::f16()),
+            Some("bf16") => Some(rlx_autodiff::MixedPrecision::bf16()),
+            Some(o) => panic!("--amp f16|bf16|none, not {o}"),
+        }
+    }
+    /// The file-name stem of the run's log.
+    pub fn stem(&self) -> String {
+        match self.amp.as_deref() {
+            None | Some("none") => format!("{}-{}", self.dataset(), self.name),
+            Some(a) => format!("{}-{}-amp-{a}", self.dataset(), self.name),
+        }
     }
     pub fn dataset(&self) -> &'static str {
         if self.fashion {
@@ -148,7 +168,12 @@ pub fn train_and_report(
         o => panic!("--opt adam|adamw|sgd, not {o}"),
     };
     let t0 = std::time::Instant::now();
-    let mut step = TrainStep::new(&net.loss, &net.param_indices(), net.init.clone(), opt)?;
+    let mut step = match a.mixed() {
+        None => TrainStep::new(&net.loss, &net.param_indices(), net.init.clone(), opt)?,
+        Some(mp) => {
+            TrainStep::mixed_precision(&net.loss, &net.param_indices(), net.init.clone(), opt, mp)?
+        }
+    };
     eprintln!(
         "compiled the training step in {:.2}s ({} kernels)",
         t0.elapsed().as_secs_f64(),
@@ -173,8 +198,12 @@ pub fn train_and_report(
     let mut log = String::new();
     writeln!(
         log,
-        "# {title} on {} — rlx CPU, {opt:?}, batch {}, seed {}, random shifts ±{} px",
+        "# {title} on {} — rlx CPU{}, {opt:?}, batch {}, seed {}, random shifts ±{} px",
         a.dataset(),
+        match a.amp.as_deref() {
+            Some(p) if p != "none" => format!(", mixed precision {p}"),
+            _ => String::new(),
+        },
         a.batch,
         a.seed,
         a.shift
@@ -242,7 +271,7 @@ pub fn train_and_report(
         accs.push(acc);
     }
     std::fs::create_dir_all(&a.out)?;
-    let stem = format!("{}-{}", a.dataset(), a.name);
+    let stem = a.stem();
     std::fs::write(a.out.join(format!("{stem}.log")), &log)?;
     std::fs::write(
         a.out.join(format!("{stem}-loss.svg")),
@@ -258,6 +287,14 @@ pub fn train_and_report(
         "final held-out accuracy: {:.2}%",
         100.0 * accs.last().copied().unwrap_or(0.0)
     );
+    if let Some(s) = step.scaler() {
+        println!(
+            "loss scale {} at the end, {} of {} steps skipped",
+            s.scale,
+            s.skipped,
+            step.steps()
+        );
+    }
     Ok(())
 }
 

@@ -1,4 +1,5 @@
 use super::*;
+use crate::autocast::narrow_inputs;
 use rlx_ir::TensorType;
 
 fn f32t(dims: &[usize]) -> TensorType {
@@ -208,4 +209,47 @@ fn a_refusing_op_is_kept_in_f32_and_reported() {
     let qn = h.nodes.iter().find(|n| n.op.name() == "quantize").unwrap();
     assert_eq!(h.ty(qn.inputs[0]).dtype, DType::F32);
     assert_eq!(dtype_of(&h, "matmul"), DType::BF16);
+}
+
+#[test]
+fn weights_read_through_casts_and_movement_become_16_bit_inputs() {
+    // w is read as cast(permute(w)) — the shape autocast leaves a weight
+    // of `x @ wᵀ` in — and x through a cast: both narrow. b is read by a
+    // cast and by an f32 op, o is an output: neither does.
+    let mut b = GraphBuilder::new("g");
+    let x = b.input("x", f32t(&[2, 3]));
+    let w = b.input("w", f32t(&[4, 3]));
+    let bias = b.input("b", f32t(&[4]));
+    let o = b.input("o", f32t(&[4]));
+    let wt = b
+        .op1("permute", &[w], Attrs::new().with("perm", vec![1i64, 0]))
+        .unwrap();
+    let y = b.binary("matmul", x, wt).unwrap();
+    let y = b.binary("add", y, bias).unwrap();
+    let e = b.unary("exp", bias).unwrap();
+    let s = b.binary("add", e, o).unwrap();
+    let g = b.finish(&[y, s, o]).unwrap();
+    let (h, _) = Autocast::bf16().apply(&g).unwrap();
+    let (n, narrowed) = narrow_inputs(&h).unwrap();
+    n.verify().unwrap();
+    assert_eq!(narrowed, [(0, DType::BF16), (1, DType::BF16)]);
+    assert_eq!(n.ty(n.inputs[1]).dtype, DType::BF16);
+    assert_eq!(n.ty(n.inputs[2]).dtype, DType::F32);
+    assert_eq!(n.output_types(), g.output_types());
+    // w's cast is gone; the permute reads the 16-bit input.
+    let p = n.nodes.iter().find(|k| k.op.name() == "permute").unwrap();
+    assert_eq!(p.inputs[0], n.inputs[1]);
+    assert_eq!(count(&n, "cast"), count(&h, "cast") - 2);
+    // The same numbers, given w rounded to bf16 by the caller.
+    let xv = vec![0.5, -1.0, 2.0, 1.5, 0.25, -0.75];
+    let xs = HostTensor::from_f64(DType::F32, [2, 3], xv.clone()).unwrap();
+    let x16 = HostTensor::from_f64(DType::BF16, [2, 3], xv).unwrap();
+    let wv: Vec<f64> = (0..12).map(|i| (i as f64 - 5.5) / 3.0).collect();
+    let ws = HostTensor::from_f64(DType::F32, [4, 3], wv.clone()).unwrap();
+    let w16 = HostTensor::from_f64(DType::BF16, [4, 3], wv).unwrap();
+    let bs = HostTensor::from_f64(DType::F32, [4], vec![0.1, 0.2, 0.3, 0.4]).unwrap();
+    let os = HostTensor::from_f64(DType::F32, [4], vec![1.0, 2.0, 3.0, 4.0]).unwrap();
+    let want = rlx_cpu::run_graph(&h, &[xs, ws, bs.clone(), os.clone()]).unwrap();
+    let got = rlx_cpu::run_graph(&n, &[x16, w16, bs, os]).unwrap();
+    assert_eq!(want, got);
 }
