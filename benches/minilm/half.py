@@ -40,6 +40,8 @@ LABELS = {
     "rlx-f32": "rlx f32",
     "rlx-f16": "rlx f16",
     "rlx-bf16": "rlx bf16",
+    "rlx-amp-f16": "rlx f16 autocast",
+    "rlx-amp-bf16": "rlx bf16 autocast",
     "torch-fp32": "PyTorch fp32",
     "torch-bf16-autocast": "PyTorch bf16 autocast",
     "torch-fp16": "PyTorch fp16 (.half())",
@@ -141,7 +143,10 @@ def main():
           "on the first run (so they also hold f32 memory); activations are stored as 16 bits and "
           "widened per kernel into staging buffers; compute is f32, except that bf16 matmuls run on "
           "AVX512-BF16 dot products where the CPU has them (bf16 products, f32 sums; weights packed "
-          "once). PyTorch: fp32; bf16 under "
+          "once). rlx f16 / bf16 autocast: the f32 graph and f32 weights compiled with "
+          "`CompileOptions { amp: Amp::f16() / Amp::bf16() }`: matmuls and attention in 16 bits, "
+          "layer norms, softmax and pooling in f32, the resident weights rounded to 16 bits once. "
+          "PyTorch: fp32; bf16 under "
           "`torch.autocast('cpu', dtype=torch.bfloat16)` (weights fp32, matmuls in bf16); fp16 "
           "with `model.half()` (weights and activations fp16).\n",
           "## p50 latency (ms)\n",
@@ -159,13 +164,18 @@ def main():
     md += ["", "1-minute load average when each rlx batch size finished: " + ", ".join(
         f"{r['system']} B={r['batch']}: {r.get('load_after')}" for r in rows if "load_after" in r) + "."]
     md += ["", "## 16-bit / fp32 latency of the same system\n",
-           "| batch | rlx f16 / f32 | rlx bf16 / f32 | PyTorch bf16 autocast / fp32 | PyTorch fp16 / fp32 |",
-           "|---:|---:|---:|---:|---:|"]
+           "| batch | rlx f16 / f32 | rlx bf16 / f32 | rlx bf16 autocast / f32 | PyTorch bf16 autocast / fp32 | PyTorch fp16 / fp32 |",
+           "|---:|---:|---:|---:|---:|---:|"]
     for b in batches:
         def ratio(s, r):
             return f"{by[(s, b)]['p50_ms'] / by[(r, b)]['p50_ms']:.2f}" if (s, b) in by and (r, b) in by else "–"
-        md.append(f"| {b} | {ratio('rlx-f16', 'rlx-f32')} | {ratio('rlx-bf16', 'rlx-f32')} | "
+        md.append(f"| {b} | {ratio('rlx-f16', 'rlx-f32')} | {ratio('rlx-bf16', 'rlx-f32')} | {ratio('rlx-amp-bf16', 'rlx-f32')} | "
                   f"{ratio('torch-bf16-autocast', 'torch-fp32')} | {ratio('torch-fp16', 'torch-fp32')} |")
+    md += ["", "## rlx bf16 autocast / PyTorch bf16 autocast (p50; below 1: rlx faster)\n",
+           "| batch | ratio |", "|---:|---:|"]
+    for b in batches:
+        if ("rlx-amp-bf16", b) in by and ("torch-bf16-autocast", b) in by:
+            md.append(f"| {b} | {by[('rlx-amp-bf16', b)]['p50_ms'] / by[('torch-bf16-autocast', b)]['p50_ms']:.2f} |")
     md += ["", "## Accuracy: smallest per-sequence cosine of the pooled embedding vs the same "
            "system's fp32 result\n",
            "| batch | " + " | ".join(LABELS[s] for s in systems if s not in ("rlx-f32", "torch-fp32")) + " |",

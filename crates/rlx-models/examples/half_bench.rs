@@ -4,7 +4,8 @@
 //! 16-bit embeddings are from the f32 ones (cosine, per sequence). The f16
 //! / bf16 graph is the f32 graph with every f32 type (and constant) turned
 //! into the 16-bit type; the weights are rounded once, kept resident (the
-//! engine widens them to f32 once, on the first run). The three are timed
+//! engine widens them to f32 once, on the first run). `amp-f16`/`amp-bf16`
+//! compile the f32 graph with autocast (`rlx::Amp`). All are timed
 //! interleaved, run by run. Prints JSON lines;
 //! `benches/minilm/half.py` runs it next to PyTorch and writes the table.
 //!
@@ -72,17 +73,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // f16, bf16, f32, ...): a disturbance from another process then
         // hits all three alike and the ratios stay fair.
         let mut setups = Vec::new();
-        for (d, name) in [
-            (DType::F32, "f32"),
-            (DType::F16, "f16"),
-            (DType::BF16, "bf16"),
+        // amp-*: the f32 graph and f32 weights compiled with autocast
+        // (matmuls/attention in 16 bits, norms/softmax/pooling in f32; the
+        // resident weights rounded once by `Compiled`).
+        for (d, name, amp) in [
+            (DType::F32, "f32", rlx::Amp::None),
+            (DType::F16, "f16", rlx::Amp::None),
+            (DType::BF16, "bf16", rlx::Amp::None),
+            (DType::F32, "amp-f16", rlx::Amp::f16()),
+            (DType::F32, "amp-bf16", rlx::Amp::bf16()),
         ] {
             let g = if d == DType::F32 {
                 g32.clone()
             } else {
                 rlx::ir::text::parse(&rlx::ir::text::print(&g32).replace("f32", name))?
             };
-            let c = rlx::compile(&g, rlx::Device::Cpu)?;
+            let opts = rlx::CompileOptions {
+                amp,
+                ..Default::default()
+            };
+            let c = rlx::compile_with(&g, rlx::Device::Cpu, &opts)?;
             let mut slow: Vec<String> = c
                 .dispatch_report()
                 .nodes

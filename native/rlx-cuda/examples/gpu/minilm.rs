@@ -128,7 +128,15 @@ pub(super) fn minilm(args: &[String]) -> usize {
                 },
             ),
             "fp16" => (DType::F16, env_opts()),
+            // The f32 graph compiled with autocast (rlx::Amp::f16()):
+            // matmuls and attention in f16, norms/softmax/pooling in f32.
+            "amp-f16" => (DType::F32, env_opts()),
             m => panic!("unknown mode {m}"),
+        };
+        let amp = if mode == "amp-f16" {
+            rlx::Amp::f16()
+        } else {
+            rlx::Amp::None
         };
         let be = Arc::new(base.options(opts));
         rlx_runtime::register_backend(be.clone());
@@ -140,9 +148,11 @@ pub(super) fn minilm(args: &[String]) -> usize {
                 g32.clone()
             };
             let t0 = Instant::now();
-            let compiled =
-                rlx::compile_with(&g, Target::Device(Device::Cuda), &CompileOptions::default())
-                    .unwrap();
+            let copts = CompileOptions {
+                amp: amp.clone(),
+                ..CompileOptions::default()
+            };
+            let compiled = rlx::compile_with(&g, Target::Device(Device::Cuda), &copts).unwrap();
             let exe = be.compile_program(compiled.program()).unwrap();
             let compile_ms = t0.elapsed().as_secs_f64() * 1e3;
             if b == batches[0] && mode == &modes[0] {
@@ -151,7 +161,14 @@ pub(super) fn minilm(args: &[String]) -> usize {
             let data = minilm_inputs(b, seq, cfg.vocab_size);
             let w = if dtype == DType::F16 { &w16 } else { &w32 };
             let mut inputs: Vec<&HostTensor> = data.iter().collect();
-            inputs.extend(w.iter());
+            // Under autocast the program takes the weights it reads only
+            // in f16 as f16 inputs (what `rlx::Compiled` converts; the file
+            // is fp16, so w16 is that conversion exactly).
+            let pg = &compiled.program().graph;
+            for (k, t) in w.iter().enumerate() {
+                let want = pg.ty(pg.inputs[data.len() + k]).dtype;
+                inputs.push(if want == DType::F16 { &w16[k] } else { t });
+            }
             let outs = exe.run_cuda(&inputs).unwrap();
             let mut cos = None;
             if check.contains(&b) {
