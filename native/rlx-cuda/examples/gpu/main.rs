@@ -16,6 +16,8 @@
 //!   CPU, and its gemv's time at 4096 × 4096.
 //! * `gpu llm [--tiny-only]` — quantized llamas written here as GGUF
 //!   (random weights): logits and greedy tokens vs the CPU, decode speed.
+//! * `gpu yolo --model 320n.onnx --input in_astronaut.npy [--last N]` —
+//!   where YOLOv8n's output on CUDA departs from the CPU's (a probe).
 //!
 //! One module per suite; this file holds what they share (seeded inputs,
 //! tolerances, the CUDA compile with the environment's options).
@@ -26,6 +28,7 @@ mod minilm;
 mod parity;
 mod quant;
 mod train;
+mod yolo;
 
 use copies::copies;
 use gemm::{hgemm, mma_peak, sgemm};
@@ -33,6 +36,7 @@ use minilm::minilm;
 use parity::{extra_inputs, parity};
 use quant::{llm, quant};
 use train::{train, train_ref};
+use yolo::yolo;
 
 use rlx::{CompileOptions, Target};
 use rlx_cuda::{CudaBackend, CudaExecutable, CudaOptions};
@@ -156,6 +160,7 @@ fn main() {
         Some("train") => train(&args[2..]),
         Some("quant") => quant(),
         Some("llm") => llm(&args[2..]),
+        Some("yolo") => yolo(&args[2..]),
         _ => {
             eprintln!("usage: gpu parity [DIR] | gpu minilm --weights F --config F [...]");
             2

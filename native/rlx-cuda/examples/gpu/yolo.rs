@@ -1,0 +1,115 @@
+//! `gpu yolo --model 320n.onnx --input in_astronaut.npy [--last N]`: where
+//! YOLOv8n's output on CUDA first departs from the CPU's. The full model
+//! is compared (with and without CUDA graphs); then the last N nodes'
+//! values are made graph outputs, together (one plan) and one at a time
+//! (a plan per value: each keeps the plan of the original tail as far as
+//! a value's own cone goes), and each is compared with the CPU's value.
+
+use super::*;
+use std::collections::HashMap;
+
+fn max_diff(a: &HostTensor, b: &HostTensor) -> (f64, f64) {
+    let (x, y) = (a.to_f64_vec().unwrap(), b.to_f64_vec().unwrap());
+    let d = x
+        .iter()
+        .zip(&y)
+        .map(|(p, q)| (p - q).abs())
+        .fold(0.0, f64::max);
+    let m = y.iter().map(|q| q.abs()).fold(0.0, f64::max);
+    (d, m)
+}
+
+fn cuda(g: &Graph, graphs: bool) -> Result<rlx::Compiled, String> {
+    let be = CudaBackend::with_options(
+        0,
+        CudaOptions {
+            cuda_graph: graphs,
+            ..env_opts()
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let planned = rlx::plan_with(g, Target::Device(Device::Cuda), &CompileOptions::default())
+        .map_err(|e| e.to_string())?;
+    let exe = rlx_runtime::Backend::compile(&be, planned.program.clone()).map_err(|e| e.to_string())?;
+    Ok(planned.finish(exe))
+}
+
+pub(super) fn yolo(args: &[String]) -> usize {
+    let model = std::fs::read(arg(args, "--model").expect("--model F")).unwrap();
+    let xp = arg(args, "--input").expect("--input NPY");
+    let x8 = rlx_formats::npy::read("images", &std::fs::read(xp).unwrap()).unwrap();
+    let x: Vec<f32> = x8
+        .to_f64_vec()
+        .unwrap()
+        .iter()
+        .map(|v| *v as f32 / 255.0)
+        .collect();
+    let x = HostTensor::from_slice(&x, x8.shape().clone()).unwrap();
+    let last: usize = arg(args, "--last").unwrap_or("60").parse().unwrap();
+    let opts = rlx_onnx::ImportOptions {
+        shapes: HashMap::from([("images".to_string(), x.shape().dims().to_vec())]),
+        ..Default::default()
+    };
+    let g = rlx_onnx::import(&model, &opts).unwrap().graph;
+    let cpu = rlx::compile(&g, Device::Cpu).unwrap();
+    let want = cpu.run(std::slice::from_ref(&x)).unwrap();
+    let mut fails = 0;
+    for graphs in [true, false] {
+        let c = cuda(&g, graphs).unwrap();
+        let got = c.run(std::slice::from_ref(&x)).unwrap();
+        let (d, m) = max_diff(&got[0], &want[0]);
+        println!("full model, cuda_graph={graphs}: max abs diff {d:.3e} (max |cpu| {m:.1})");
+        if d > 1e-2 {
+            fails += 1;
+        }
+    }
+    // The tail's values, in node order.
+    let n = g.nodes.len();
+    let mut vals = vec![];
+    for (k, node) in g.nodes.iter().enumerate().skip(n.saturating_sub(last)) {
+        for &o in &node.outputs {
+            if g.ty(o).dtype.is_float() {
+                vals.push((k, node.op.name(), o));
+            }
+        }
+    }
+    let mut all = g.clone();
+    all.outputs = vals.iter().map(|v| v.2).collect();
+    let cpu_all = rlx::compile(&all, Device::Cpu)
+        .unwrap()
+        .run(std::slice::from_ref(&x))
+        .unwrap();
+    println!("\n== the last {last} nodes' values as outputs of one graph ==");
+    match cuda(&all, true).and_then(|c| c.run(std::slice::from_ref(&x)).map_err(|e| e.to_string()))
+    {
+        Ok(got) => {
+            for ((k, op, v), (a, b)) in vals.iter().zip(got.iter().zip(&cpu_all)) {
+                let (d, m) = max_diff(a, b);
+                let flag = if d > 1e-3 * (1.0 + m) { "DIFF" } else { "ok" };
+                println!("{flag} node {k} {op} %{} {}: {d:.3e} (max |cpu| {m:.2})", v.0, g.ty(*v));
+            }
+        }
+        Err(e) => println!("error: {e}"),
+    }
+    println!("\n== each value alone ==");
+    for ((k, op, v), b) in vals.iter().zip(&cpu_all) {
+        let mut one = g.clone();
+        one.outputs = vec![*v];
+        match cuda(&one, true).and_then(|c| c.run(std::slice::from_ref(&x)).map_err(|e| e.to_string())) {
+            Ok(got) => {
+                let (d, m) = max_diff(&got[0], b);
+                let flag = if d > 1e-3 * (1.0 + m) { "DIFF" } else { "ok" };
+                println!("{flag} node {k} {op} %{} {}: {d:.3e} (max |cpu| {m:.2})", v.0, g.ty(*v));
+            }
+            Err(e) => println!("error node {k} {op}: {e}"),
+        }
+    }
+    // The tail as MIR text, to read the failing nodes against.
+    let text = rlx_ir::text::print(&g);
+    let lines: Vec<&str> = text.lines().collect();
+    println!("\n== MIR tail ==");
+    for l in &lines[lines.len().saturating_sub(last + 5)..] {
+        println!("{l}");
+    }
+    fails
+}
