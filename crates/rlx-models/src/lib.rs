@@ -10,6 +10,7 @@ pub mod bert;
 pub mod config;
 pub mod dsl_block;
 pub mod embed;
+pub mod gptq;
 pub mod llm;
 
 pub use embed::{EmbedError, Progress, SentenceEmbedder};

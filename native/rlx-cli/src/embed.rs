@@ -40,6 +40,10 @@ pub struct EmbedArgs {
     /// (post-training, weight-only: q8_0, q4_0, q4_1, q5_0, q5_1, mxfp4).
     #[arg(long, value_name = "TYPE")]
     quantize: Option<String>,
+    /// With --quantize q4_0|q4_1|q8_0: GPTQ, calibrated on the texts of
+    /// FILE (one per line), instead of rounding each block to nearest.
+    #[arg(long, value_name = "FILE", requires = "quantize")]
+    calibrate: Option<PathBuf>,
     /// Sentences per forward pass.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
     batch_size: u32,
@@ -88,21 +92,46 @@ pub struct BenchArgs {
     /// (post-training, weight-only: q8_0, q4_0, q4_1, q5_0, q5_1, mxfp4).
     #[arg(long, value_name = "TYPE")]
     quantize: Option<String>,
+    /// With --quantize q4_0|q4_1|q8_0: GPTQ, calibrated on the texts of
+    /// FILE (one per line), instead of rounding each block to nearest.
+    #[arg(long, value_name = "FILE", requires = "quantize")]
+    calibrate: Option<PathBuf>,
     #[command(flatten)]
     run: RunFlags,
     #[command(flatten)]
     amp: crate::AmpFlag,
 }
 
-/// `--quantize TYPE`: the dense weights in a block type, sizes printed.
-fn quantize(m: &mut SentenceEmbedder, ty: Option<&str>) -> CliResult {
+/// `--quantize TYPE [--calibrate FILE]`: the dense weights in a block
+/// type (GPTQ with calibration texts), sizes printed.
+fn quantize(m: &mut SentenceEmbedder, ty: Option<&str>, cal: Option<&PathBuf>) -> CliResult {
     let Some(ty) = ty else { return Ok(()) };
     let d: rlx::DType = ty.to_ascii_lowercase().parse().map_err(|_| {
         CliError::usage(format!(
             "--quantize {ty}: not a dtype name (q8_0, q4_0, q4_1, q5_0, q5_1, mxfp4)"
         ))
     })?;
-    let (before, after) = m.quantize_weights(d).map_err(embed_err)?;
+    let (before, after) = match cal {
+        None => m.quantize_weights(d).map_err(embed_err)?,
+        Some(f) => {
+            let text = std::fs::read_to_string(f).map_err(|e| {
+                CliError::new(Exit::Input, format!("--calibrate {}: {e}", f.display()))
+            })?;
+            let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+            if lines.is_empty() {
+                return Err(CliError::usage(format!(
+                    "--calibrate {}: no texts (one per line)",
+                    f.display()
+                )));
+            }
+            eprintln!(
+                "GPTQ: calibrating on {} texts of {}",
+                lines.len(),
+                f.display()
+            );
+            m.quantize_weights_gptq(d, &lines).map_err(embed_err)?
+        }
+    };
     eprintln!(
         "quantized the dense weights to {d}: {:.1} MB -> {:.1} MB in all",
         before as f64 / 1e6,
@@ -198,7 +227,7 @@ pub fn embed(mut a: EmbedArgs, env: &Env) -> CliResult {
     let dev = device::resolve(&a.run, env)?;
     let dir = crate::models::minilm_dir(a.model.as_ref(), env)?;
     let mut m = load(&dir)?;
-    quantize(&mut m, a.quantize.as_deref())?;
+    quantize(&mut m, a.quantize.as_deref(), a.calibrate.as_ref())?;
     m.set_amp(a.amp.amp());
     m.set_device(dev);
     m.batch_size = a.batch_size as usize;
@@ -275,7 +304,7 @@ pub fn bench(cmd: BenchCmd, env: &Env) -> CliResult {
     let dev = device::resolve(&a.run, env)?;
     let dir = crate::models::minilm_dir(a.model.as_ref(), env)?;
     let mut m = load(&dir)?;
-    quantize(&mut m, a.quantize.as_deref())?;
+    quantize(&mut m, a.quantize.as_deref(), a.calibrate.as_ref())?;
     let (bert, weights) = (m.bert(), m.weights());
     let seq = a.seq as usize;
     let runs = a.runs as usize;

@@ -120,6 +120,23 @@ fn dispatch_prints_the_report_or_the_error() {
 }
 
 #[test]
+fn calibrated_quantization_names_the_types_it_writes() {
+    let cal = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/vectors/minilm/calibration.txt"
+    );
+    let (ok, _, err) = rlx(&["embed", "--quantize", "q5_0", "--calibrate", cal, "a text"]);
+    assert!(!ok);
+    assert!(
+        err.contains("GPTQ writes q4_0, q4_1 or q8_0, not q5_0"),
+        "{err}"
+    );
+    let (ok, _, err) = rlx(&["embed", "--calibrate", cal, "a text"]);
+    assert!(!ok);
+    assert!(err.contains("--quantize"), "{err}");
+}
+
+#[test]
 fn compile_with_amp_reports_what_moved_to_16_bits() {
     let (ok, out, err) = rlx(&["compile", "@minilm", "--amp", "bf16", "--print", "fusion"]);
     assert!(ok, "{err}");

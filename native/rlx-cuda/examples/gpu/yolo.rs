@@ -30,7 +30,8 @@ fn cuda(g: &Graph, graphs: bool) -> Result<rlx::Compiled, String> {
     .map_err(|e| e.to_string())?;
     let planned = rlx::plan_with(g, Target::Device(Device::Cuda), &CompileOptions::default())
         .map_err(|e| e.to_string())?;
-    let exe = rlx_runtime::Backend::compile(&be, planned.program.clone()).map_err(|e| e.to_string())?;
+    let exe =
+        rlx_runtime::Backend::compile(&be, planned.program.clone()).map_err(|e| e.to_string())?;
     Ok(planned.finish(exe))
 }
 
@@ -86,7 +87,11 @@ pub(super) fn yolo(args: &[String]) -> usize {
             for ((k, op, v), (a, b)) in vals.iter().zip(got.iter().zip(&cpu_all)) {
                 let (d, m) = max_diff(a, b);
                 let flag = if d > 1e-3 * (1.0 + m) { "DIFF" } else { "ok" };
-                println!("{flag} node {k} {op} %{} {}: {d:.3e} (max |cpu| {m:.2})", v.0, g.ty(*v));
+                println!(
+                    "{flag} node {k} {op} %{} {}: {d:.3e} (max |cpu| {m:.2})",
+                    v.0,
+                    g.ty(*v)
+                );
             }
         }
         Err(e) => println!("error: {e}"),
@@ -95,11 +100,17 @@ pub(super) fn yolo(args: &[String]) -> usize {
     for ((k, op, v), b) in vals.iter().zip(&cpu_all) {
         let mut one = g.clone();
         one.outputs = vec![*v];
-        match cuda(&one, true).and_then(|c| c.run(std::slice::from_ref(&x)).map_err(|e| e.to_string())) {
+        match cuda(&one, true)
+            .and_then(|c| c.run(std::slice::from_ref(&x)).map_err(|e| e.to_string()))
+        {
             Ok(got) => {
                 let (d, m) = max_diff(&got[0], b);
                 let flag = if d > 1e-3 * (1.0 + m) { "DIFF" } else { "ok" };
-                println!("{flag} node {k} {op} %{} {}: {d:.3e} (max |cpu| {m:.2})", v.0, g.ty(*v));
+                println!(
+                    "{flag} node {k} {op} %{} {}: {d:.3e} (max |cpu| {m:.2})",
+                    v.0,
+                    g.ty(*v)
+                );
             }
             Err(e) => println!("error node {k} {op}: {e}"),
         }
