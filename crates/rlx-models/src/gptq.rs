@@ -229,7 +229,7 @@ pub fn quantize(
     if !matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q8_0) {
         return Err(format!("GPTQ writes q4_0, q4_1 or q8_0, not {dtype}"));
     }
-    if h.n != cols || w.len() != rows * cols || cols % 32 != 0 {
+    if h.n != cols || w.len() != rows * cols || !cols.is_multiple_of(32) {
         return Err(format!(
             "GPTQ: a {rows}×{cols} weight (cols a multiple of 32) with a {}×{} Hessian",
             h.n, h.n
