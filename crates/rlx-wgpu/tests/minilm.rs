@@ -193,3 +193,60 @@ pub fn minilm_f16_matches_cpu_f32() {
 fn minilm_f16_on_wgpu_matches_cpu_f32() {
     minilm_f16_matches_cpu_f32();
 }
+
+/// MiniLM compiled with autocast (`Amp::f16()`: matmuls and attention in
+/// f16, layer norms, softmax and pooling in f32) on wgpu, from the f32
+/// graph and f32 weights (rounded once, kept resident), against the CPU's
+/// f32 run: cosine ≥ 0.999 for the pooled embeddings and token states,
+/// every node native, outputs in f32.
+#[test]
+fn minilm_autocast_f16_on_wgpu_matches_cpu_f32() {
+    common::init();
+    let (b, seq) = (2, 16);
+    let (model, [ids, mask, types]) =
+        model_and_inputs(&["Mixed precision on the GPU.", "Short"], seq);
+    let g32 = model.bert().graph(b, seq).unwrap();
+    let mut inputs: Vec<&HostTensor> = vec![&ids, &mask, &types];
+    inputs.extend(model.weights().iter());
+    let cpu = rlx::compile(&g32, Device::Cpu)
+        .unwrap()
+        .run_refs(&inputs)
+        .unwrap();
+    let opts = rlx::CompileOptions {
+        amp: rlx::Amp::f16(),
+        ..Default::default()
+    };
+    let c = rlx::compile_with(&g32, Device::Vulkan, &opts).unwrap();
+    let report = c.dispatch_report();
+    assert!(
+        report
+            .nodes
+            .iter()
+            .all(|n| n.path == rlx::DispatchPath::Native),
+        "{report}"
+    );
+    let passes = c.pass_report().unwrap().to_string();
+    assert!(passes.contains("autocast to f16"), "{passes}");
+    c.keep_resident(&(3..inputs.len()).collect::<Vec<_>>());
+    for run in 0..2 {
+        let gpu = c.run_refs(&inputs).unwrap();
+        for k in 0..2 {
+            assert_eq!(gpu[k].dtype(), rlx::DType::F32);
+            let (want, got) = (
+                cpu[k].to_vec::<f32>().unwrap(),
+                gpu[k].to_vec::<f32>().unwrap(),
+            );
+            let worst = want
+                .chunks(384)
+                .zip(got.chunks(384))
+                .map(|(a, g)| cosine(a, g))
+                .fold(1.0f64, f64::min);
+            assert!(worst >= 0.999, "run {run} output {k}: worst cosine {worst}");
+            assert!(worst < 1.0 - 1e-9, "output {k}: no f16 rounding at all");
+            eprintln!(
+                "MiniLM autocast f16 on wgpu: run {run} output {k} worst cosine 1 - {:.2e}",
+                1.0 - worst
+            );
+        }
+    }
+}
