@@ -55,6 +55,60 @@ pub(super) fn yolo(args: &[String]) -> usize {
     let cpu = rlx::compile(&g, Device::Cpu).unwrap();
     let want = cpu.run(std::slice::from_ref(&x)).unwrap();
     let mut fails = 0;
+    if let Some(k) = arg(args, "--focus") {
+        let k: usize = k.parse().unwrap();
+        let v = g.nodes[k].outputs[0];
+        let mut one = g.clone();
+        one.outputs = vec![v];
+        let want = rlx::compile(&one, Device::Cpu)
+            .unwrap()
+            .run(std::slice::from_ref(&x))
+            .unwrap()
+            .remove(0);
+        let be = CudaBackend::with_options(0, env_opts()).unwrap();
+        let planned = rlx::plan_with(
+            &one,
+            Target::Device(Device::Cuda),
+            &CompileOptions::default(),
+        )
+        .unwrap();
+        let exe = be.compile_program(&planned.program).unwrap();
+        let dims = want.shape().dims().to_vec();
+        let (c, inner) = (dims[1], dims[2..].iter().product::<usize>());
+        let w = want.to_f64_vec().unwrap();
+        for run in 0..3 {
+            let got = exe.run_cuda(&[&x]).unwrap().remove(0).to_f64_vec().unwrap();
+            let per: Vec<String> = (0..c)
+                .map(|ch| {
+                    let d = (0..inner)
+                        .map(|i| (got[ch * inner + i] - w[ch * inner + i]).abs())
+                        .fold(0.0, f64::max);
+                    format!("ch{ch} {d:.3e}")
+                })
+                .collect();
+            println!("focus node {k} run {run}: {}", per.join(", "));
+            let bad: Vec<String> = (0..c * inner)
+                .filter(|&i| (got[i] - w[i]).abs() > 1e-3 * (1.0 + w[i].abs()))
+                .take(8)
+                .map(|i| format!("[{}] gpu {:.4} cpu {:.4}", i, got[i], w[i]))
+                .collect();
+            println!("  first wrong: {}", bad.join("; "));
+        }
+        let out = std::env::var("OUT").unwrap_or_else(|_| "/tmp".into());
+        std::fs::write(format!("{out}/focus.cu"), exe.source()).unwrap();
+        let ks: Vec<String> = exe
+            .kernels()
+            .iter()
+            .map(|(n, s)| format!("{n} {s}"))
+            .collect();
+        std::fs::write(format!("{out}/focus_kernels.txt"), ks.join("\n")).unwrap();
+        std::fs::write(
+            format!("{out}/focus_lir.txt"),
+            format!("{:#?}", planned.program.steps),
+        )
+        .unwrap();
+        return 0;
+    }
     for graphs in [true, false] {
         let c = cuda(&g, graphs).unwrap();
         let got = c.run(std::slice::from_ref(&x)).unwrap();

@@ -597,8 +597,62 @@ fn span(l: &Loc) -> (Root, i64, i64) {
     (l.root, lo * es, (hi + 1) * es)
 }
 
+/// Whether two locations may share a byte. Arena roots are slot bases in
+/// one arena, and the memory planner reuses bytes between slots: two
+/// arena locations are compared in arena bytes, not by root. (Comparing
+/// roots let a kernel write over the operands of a value its reader
+/// recomputes — YOLOv8's box centres on CUDA.)
 fn overlap(a: &Loc, b: &Loc) -> bool {
     let (ra, la, ha) = span(a);
     let (rb, lb, hb) = span(b);
-    ra == rb && la < hb && lb < ha
+    match (ra, rb) {
+        (Root::Arena(x), Root::Arena(y)) => {
+            let (x, y) = (x as i64, y as i64);
+            x + la < y + hb && y + lb < x + ha
+        }
+        _ => ra == rb && la < hb && lb < ha,
+    }
+}
+
+#[cfg(test)]
+mod overlap_tests {
+    use super::*;
+
+    fn loc(root: Root, offset: i64, dims: &[usize]) -> Loc {
+        Loc {
+            root,
+            offset,
+            strides: contiguous(dims).iter().map(|&s| s as i64).collect(),
+            dtype: DType::F32,
+            dims: dims.to_vec(),
+        }
+    }
+
+    /// The slots of YOLOv8n's box tail on CUDA: the width/height (slot at
+    /// arena byte 0, 16,800 bytes) shares bytes with the box distances it
+    /// is computed from (slot at byte 64) — different roots, one arena.
+    #[test]
+    fn arena_slots_with_different_bases_overlap_by_bytes() {
+        let wh = loc(Root::Arena(0), 0, &[1, 2, 2100]);
+        let lt = loc(Root::Arena(64), 0, &[1, 2, 2100]);
+        let rb = loc(Root::Arena(64), 4200, &[1, 2, 2100]);
+        assert!(overlap(&wh, &lt) && overlap(&lt, &wh));
+        assert!(!overlap(&wh, &rb), "rb starts at byte 64 + 16800");
+        let after = loc(Root::Arena(16800), 0, &[4]);
+        assert!(!overlap(&wh, &after));
+        assert!(overlap(&lt, &after));
+        // Other roots never share bytes with the arena or each other.
+        assert!(!overlap(
+            &loc(Root::Const(0), 0, &[4]),
+            &loc(Root::Arena(0), 0, &[4])
+        ));
+        assert!(overlap(
+            &loc(Root::Input(1), 0, &[4]),
+            &loc(Root::Input(1), 2, &[4])
+        ));
+        assert!(!overlap(
+            &loc(Root::Input(1), 0, &[4]),
+            &loc(Root::Input(2), 0, &[4])
+        ));
+    }
 }
