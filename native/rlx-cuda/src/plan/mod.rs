@@ -622,7 +622,7 @@ mod overlap_tests {
         Loc {
             root,
             offset,
-            strides: contiguous(dims).iter().map(|&s| s as i64).collect(),
+            strides: contiguous(dims),
             dtype: DType::F32,
             dims: dims.to_vec(),
         }
