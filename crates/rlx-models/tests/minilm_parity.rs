@@ -18,6 +18,48 @@ fn model_dir() -> PathBuf {
         })
 }
 
+/// The reference sentences and their sentence-transformers embeddings.
+fn reference() -> (Vec<String>, Vec<Vec<f32>>) {
+    let r: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("tests/vectors/minilm/reference.json")).unwrap(),
+    )
+    .unwrap();
+    let items = r["items"].as_array().unwrap();
+    let texts = items
+        .iter()
+        .map(|i| i["text"].as_str().unwrap().to_string())
+        .collect();
+    let want = items
+        .iter()
+        .map(|i| {
+            i["embedding"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap() as f32)
+                .collect()
+        })
+        .collect();
+    (texts, want)
+}
+
+/// `model`'s embeddings of the reference sentences against the reference:
+/// (mean, worst) cosine.
+fn score(model: &SentenceEmbedder) -> (f64, f64) {
+    let (texts, want) = reference();
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let got = model.embed(&texts).unwrap();
+    let cos: Vec<f64> = got
+        .iter()
+        .zip(&want)
+        .map(|(g, w)| SentenceEmbedder::cosine(g, w))
+        .collect();
+    (
+        cos.iter().sum::<f64>() / cos.len() as f64,
+        cos.iter().copied().fold(f64::INFINITY, f64::min),
+    )
+}
+
 #[test]
 fn minilm_matches_sentence_transformers() {
     let dir = model_dir();
@@ -85,23 +127,6 @@ fn minilm_matches_sentence_transformers() {
 #[test]
 fn minilm_with_quantized_weights_stays_close_to_sentence_transformers() {
     let dir = model_dir();
-    let reference: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(root().join("tests/vectors/minilm/reference.json")).unwrap(),
-    )
-    .unwrap();
-    let items = reference["items"].as_array().unwrap();
-    let texts: Vec<&str> = items.iter().map(|i| i["text"].as_str().unwrap()).collect();
-    let want: Vec<Vec<f32>> = items
-        .iter()
-        .map(|i| {
-            i["embedding"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_f64().unwrap() as f32)
-                .collect()
-        })
-        .collect();
     for (ty, min_cos, max_bytes) in [
         (rlx_ir::DType::Q8_0, 0.999, 60_000_000),
         (rlx_ir::DType::Q5_0, 0.96, 56_000_000),
@@ -113,18 +138,8 @@ fn minilm_with_quantized_weights_stays_close_to_sentence_transformers() {
             after < before && after <= max_bytes,
             "{ty}: {before} -> {after} bytes"
         );
-        let got = model.embed(&texts).unwrap();
-        let cos: Vec<f64> = got
-            .iter()
-            .zip(&want)
-            .map(|(g, w)| SentenceEmbedder::cosine(g, w))
-            .collect();
-        let worst = cos.iter().copied().fold(f64::INFINITY, f64::min);
-        let mean = cos.iter().sum::<f64>() / cos.len() as f64;
-        eprintln!(
-            "{ty}: {before} -> {after} bytes, cosine mean {mean:.6}, worst {worst:.6} over {} sentences",
-            texts.len()
-        );
+        let (mean, worst) = score(&model);
+        eprintln!("{ty}: {before} -> {after} bytes, cosine mean {mean:.6}, worst {worst:.6}");
         assert!(worst >= min_cos, "{ty}: worst cosine {worst} < {min_cos}");
     }
     let mut model = SentenceEmbedder::load(&dir, |_| {}).unwrap();
@@ -146,35 +161,10 @@ fn minilm_with_quantized_weights_stays_close_to_sentence_transformers() {
 #[test]
 fn gptq_q4_0_beats_round_to_nearest_on_minilm() {
     let dir = model_dir();
-    let reference: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(root().join("tests/vectors/minilm/reference.json")).unwrap(),
-    )
-    .unwrap();
-    let items = reference["items"].as_array().unwrap();
-    let texts: Vec<&str> = items.iter().map(|i| i["text"].as_str().unwrap()).collect();
+    let (texts, _) = reference();
     let cal = std::fs::read_to_string(root().join("tests/vectors/minilm/calibration.txt")).unwrap();
     let cal: Vec<&str> = cal.lines().collect();
-    assert!(cal.iter().all(|c| !texts.contains(c)));
-    let score = |m: &SentenceEmbedder| {
-        let got = m.embed(&texts).unwrap();
-        let cos: Vec<f64> = got
-            .iter()
-            .zip(items)
-            .map(|(g, i)| {
-                let w: Vec<f32> = i["embedding"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|v| v.as_f64().unwrap() as f32)
-                    .collect();
-                SentenceEmbedder::cosine(g, &w)
-            })
-            .collect();
-        (
-            cos.iter().sum::<f64>() / cos.len() as f64,
-            cos.iter().copied().fold(f64::INFINITY, f64::min),
-        )
-    };
+    assert!(cal.iter().all(|c| !texts.iter().any(|t| t == c)));
     let mut rtn = SentenceEmbedder::load(&dir, |_| {}).unwrap();
     rtn.quantize_weights(rlx_ir::DType::Q4_0).unwrap();
     let mut gptq = SentenceEmbedder::load(&dir, |_| {}).unwrap();
@@ -199,38 +189,14 @@ fn gptq_q4_0_beats_round_to_nearest_on_minilm() {
 #[test]
 fn minilm_under_autocast_stays_close_to_sentence_transformers() {
     let dir = model_dir();
-    let reference: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(root().join("tests/vectors/minilm/reference.json")).unwrap(),
-    )
-    .unwrap();
-    let items = reference["items"].as_array().unwrap();
-    let texts: Vec<&str> = items.iter().map(|i| i["text"].as_str().unwrap()).collect();
     for (amp, name, min_cos, max_cos) in [
         (rlx::Amp::f16(), "f16", 0.99999, 0.9999995),
         (rlx::Amp::bf16(), "bf16", 0.9995, 0.99999),
     ] {
         let mut model = SentenceEmbedder::load(&dir, |_| {}).unwrap();
         model.set_amp(amp);
-        let got = model.embed(&texts).unwrap();
-        let cos: Vec<f64> = got
-            .iter()
-            .zip(items)
-            .map(|(g, i)| {
-                let w: Vec<f32> = i["embedding"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|v| v.as_f64().unwrap() as f32)
-                    .collect();
-                SentenceEmbedder::cosine(g, &w)
-            })
-            .collect();
-        let worst = cos.iter().copied().fold(f64::INFINITY, f64::min);
-        let mean = cos.iter().sum::<f64>() / cos.len() as f64;
-        eprintln!(
-            "autocast {name}: cosine mean {mean:.7}, worst {worst:.7} over {} sentences",
-            texts.len()
-        );
+        let (mean, worst) = score(&model);
+        eprintln!("autocast {name}: cosine mean {mean:.7}, worst {worst:.7}");
         assert!(worst >= min_cos, "{name}: worst cosine {worst} < {min_cos}");
         // Not the f32 result: 16-bit rounding shows.
         assert!(
