@@ -18,6 +18,8 @@
 //!   (random weights): logits and greedy tokens vs the CPU, decode speed.
 //! * `gpu yolo --model 320n.onnx --input in_astronaut.npy [--last N]` —
 //!   where YOLOv8n's output on CUDA departs from the CPU's (a probe).
+//! * `gpu onnx-ref --model F --input NAME=X.npy --expect OUT.npy [--scale S]
+//!   [--tol T]` — an ONNX model on CUDA against ONNX Runtime's output.
 //!
 //! One module per suite; this file holds what they share (seeded inputs,
 //! tolerances, the CUDA compile with the environment's options).
@@ -36,7 +38,7 @@ use minilm::minilm;
 use parity::{extra_inputs, parity};
 use quant::{llm, quant};
 use train::{train, train_ref};
-use yolo::yolo;
+use yolo::{onnx_ref, yolo};
 
 use rlx::{CompileOptions, Target};
 use rlx_cuda::{CudaBackend, CudaExecutable, CudaOptions};
@@ -161,6 +163,7 @@ fn main() {
         Some("quant") => quant(),
         Some("llm") => llm(&args[2..]),
         Some("yolo") => yolo(&args[2..]),
+        Some("onnx-ref") => onnx_ref(&args[2..]),
         _ => {
             eprintln!("usage: gpu parity [DIR] | gpu minilm --weights F --config F [...]");
             2

@@ -178,3 +178,47 @@ pub(super) fn yolo(args: &[String]) -> usize {
     }
     fails
 }
+
+/// `gpu onnx-ref --model F --input NAME=X.npy --expect OUT.npy [--scale S]
+/// [--tol T]`: an ONNX model on CUDA against ONNX Runtime's committed
+/// output for the same input (tests/vectors/onnx-models; the input is
+/// multiplied by S first, e.g. 1/255 for YOLO's bytes). Prints the max
+/// abs error; fails over T.
+pub(super) fn onnx_ref(args: &[String]) -> usize {
+    let model = std::fs::read(arg(args, "--model").expect("--model F")).unwrap();
+    let (name, xp) = arg(args, "--input")
+        .and_then(|s| s.split_once('='))
+        .expect("--input NAME=X.npy");
+    let scale: f64 = arg(args, "--scale").map_or(1.0, |s| s.parse().unwrap());
+    let tol: f64 = arg(args, "--tol").map_or(1e-3, |s| s.parse().unwrap());
+    let x0 = rlx_formats::npy::read(name, &std::fs::read(xp).unwrap()).unwrap();
+    let xv: Vec<f32> = x0
+        .to_f64_vec()
+        .unwrap()
+        .iter()
+        .map(|v| (v * scale) as f32)
+        .collect();
+    let x = HostTensor::from_slice(&xv, x0.shape().clone()).unwrap();
+    let ep = arg(args, "--expect").expect("--expect OUT.npy");
+    let want = rlx_formats::npy::read("out", &std::fs::read(ep).unwrap()).unwrap();
+    let opts = rlx_onnx::ImportOptions {
+        shapes: HashMap::from([(name.to_string(), x.shape().dims().to_vec())]),
+        ..Default::default()
+    };
+    let g = rlx_onnx::import(&model, &opts).unwrap().graph;
+    let c = match cuda(&g, true) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("FAIL onnx-ref {xp}: {e}");
+            return 1;
+        }
+    };
+    let got = c.run(std::slice::from_ref(&x)).unwrap().remove(0);
+    let (d, m) = max_diff(&got, &want);
+    let ok = d <= tol;
+    println!(
+        "{} onnx-ref {xp}: max abs error vs ONNX Runtime {d:.3e} (max |ort| {m:.2}, tol {tol:e})",
+        if ok { "PASS" } else { "FAIL" }
+    );
+    usize::from(!ok)
+}
