@@ -880,7 +880,7 @@ export class Model {
   }
 }
 
-const COMPILE_OPTIONS = ["device", "policy", "weights", "optimize"];
+const COMPILE_OPTIONS = ["device", "policy", "weights", "optimize", "amp"];
 const ONNX_OPTIONS = ["dims", "shapes", "externalData"];
 
 /** A model's bytes (ArrayBuffer or a typed-array view) as a Uint8Array. */
@@ -905,7 +905,9 @@ function externalFiles(where, files) {
 /**
  * Compile a graph. `device`: 'cpu' | 'webgpu' | a fallback list such as
  * ['webgpu', 'cpu'] (the dispatch report's `fallback` says what was skipped
- * and why). `weights` binds graph inputs of the same names.
+ * and why). `weights` binds graph inputs of the same names. `amp`: 'f16' or
+ * 'bf16' runs matmuls, convolutions and attention in 16 bits (softmax,
+ * norms and reductions in f32; inputs and outputs keep their dtypes).
  */
 export async function compile(graph, opts = {}) {
   guard();
@@ -919,6 +921,9 @@ export async function compile(graph, opts = {}) {
   if (opts.optimize !== undefined && typeof opts.optimize !== "boolean") {
     throw invalid("compile", `\`optimize\` must be true or false, got ${describe(opts.optimize)}`);
   }
+  if (opts.amp !== undefined && opts.amp !== null && !["none", "f16", "bf16"].includes(opts.amp)) {
+    throw invalid("compile", `\`amp\` must be 'f16', 'bf16' or 'none', got ${describe(opts.amp)}`);
+  }
   let w;
   if (opts.weights !== undefined && opts.weights !== null) {
     if (!(opts.weights instanceof Weights)) {
@@ -927,7 +932,7 @@ export async function compile(graph, opts = {}) {
     const live = opts.weights._live("compile (its `weights`)");
     w = call(() => live.share());
   }
-  const m = await acall(() => raw.compile(g, devices, opts.policy ?? undefined, opts.optimize ?? true, w));
+  const m = await acall(() => raw.compile(g, devices, opts.policy ?? undefined, opts.optimize ?? true, w, opts.amp ?? undefined));
   return new Model(m);
 }
 

@@ -232,6 +232,9 @@ export interface CompileOptions {
   /** Graph inputs with these names are bound to the weights (and kept resident). */
   weights?: Weights;
   optimize?: boolean;
+  /** Mixed precision: matmuls, convolutions and attention in f16/bf16;
+   * softmax, norms and reductions in f32; inputs/outputs keep their dtypes. */
+  amp?: 'f16' | 'bf16' | 'none';
 }
 
 export interface OutputTensor {

@@ -200,6 +200,31 @@ test("weights from safetensors bind graph inputs by name; corrupt files are form
   await rejects(rlx.compile(g2.finish([w2.relu()]), { device: "cpu", weights }), "input", /layer\.weight/);
 });
 
+test("amp: bf16 autocast rounds bound weights and given inputs as the cast op does", async () => {
+  // bf16 keeps 8 bits of mantissa: 1.001 and 6.003 round to 1 and 6.
+  const wdata = Float32Array.from([1.001, 2, 3, 4, 5, 6.003]);
+  const bytes = safetensors({ "layer.weight": { dtype: "F32", shape: [3, 2], data: wdata } });
+  const weights = await rlx.loadSafetensors(bytes.buffer);
+  const build = () => {
+    const g = new rlx.GraphBuilder("amp");
+    const x = g.input("x", "f32", [1, 3]);
+    const w = g.input("layer.weight", "f32", [3, 2]);
+    return g.finish([x.matmul(w)]);
+  };
+  const x = { x: new Float32Array([1, 1, 1.003]) };
+  const f32 = await rlx.compile(build(), { device: "cpu", weights });
+  const [y32] = await f32.run(x);
+  assert.ok(Math.abs(y32.data[0] - (1.001 + 3 + 5 * 1.003)) < 1e-5, `${y32.data[0]}`);
+  const amp = await rlx.compile(build(), { device: "cpu", weights, amp: "bf16" });
+  const [y] = await amp.run(x);
+  assert.equal(y.dtype, "f32");
+  // bf16(1.003) = 1: products of the rounded operands, f32 sums, a bf16 result.
+  assert.deepEqual(Array.from(y.data), [9, 12]);
+  const [again] = await amp.run(x);
+  assert.deepEqual(Array.from(again.data), [9, 12]);
+  await rejects(rlx.compile(build(), { device: "cpu", amp: "fp8" }), "invalid_argument", /amp/);
+});
+
 test("MiniLM sentence embeddings on cpu match sentence-transformers", { skip: !fs.existsSync(minilm) && "run ./scripts/fetch-models" }, async () => {
   const ref = JSON.parse(fs.readFileSync(path.join(repo, "tests/vectors/minilm/reference.json"), "utf8"));
   const stages = new Set();

@@ -132,7 +132,7 @@ async fn model_for(s: &Rc<State>, b: usize, n: usize) -> Result<Rc<Inner>, JsVal
     let g = s.e.bert().graph(b, n).map_err(|e| err("graph", e))?;
     let mut bound = vec![None, None, None];
     bound.extend(s.weights.iter().cloned().map(Some));
-    let inner = compile_inner(g, s.devices.clone(), options(None, true)?, bound).await?;
+    let inner = compile_inner(g, s.devices.clone(), options(None, true, None)?, bound).await?;
     let m = Rc::new(inner);
     s.compiled.borrow_mut().insert((b, n), m.clone());
     Ok(m)

@@ -34,6 +34,9 @@ pub struct Inner {
     exec: Box<dyn Executable>,
     /// Compilation order (the embedder reports its latest model).
     serial: u64,
+    /// Unbound inputs autocast takes in 16 bits (converted on each run;
+    /// bound ones are converted once, at compile).
+    narrowed: Vec<(usize, rlx::DType)>,
 }
 
 thread_local! {
@@ -74,9 +77,17 @@ fn device_of(name: &str) -> Result<Device, JsValue> {
     }
 }
 
-pub fn options(policy: Option<String>, optimize: bool) -> Result<CompileOptions, JsValue> {
+pub fn options(
+    policy: Option<String>,
+    optimize: bool,
+    amp: Option<String>,
+) -> Result<CompileOptions, JsValue> {
     let mut o = CompileOptions {
         optimize,
+        amp: match amp {
+            Some(a) => rlx::Amp::parse(&a).map_err(|e| err("amp", e))?,
+            None => rlx::Amp::None,
+        },
         ..CompileOptions::default()
     };
     if let Some(p) = policy {
@@ -107,6 +118,26 @@ pub async fn compile_inner(
                 let resident: Vec<usize> =
                     (0..bound.len()).filter(|&i| bound[i].is_some()).collect();
                 exec.keep_resident(&resident);
+                // Under autocast the program takes some f32 inputs in 16
+                // bits (as `rlx::Compiled` converts them): bound weights
+                // are rounded here, once.
+                let all: Vec<(usize, rlx::DType)> = planned
+                    .passes
+                    .as_ref()
+                    .and_then(|p| p.autocast.as_ref())
+                    .map(|a| a.narrowed.iter().map(|(i, _, d)| (*i, *d)).collect())
+                    .unwrap_or_default();
+                let mut bound = bound;
+                let mut narrowed = vec![];
+                for (i, d) in all {
+                    match &bound[i] {
+                        Some(t) => {
+                            let c = rlx::narrow_input(i, t, d).map_err(rlx_err)?;
+                            bound[i] = Some(Rc::new(c));
+                        }
+                        None => narrowed.push((i, d)),
+                    }
+                }
                 return Ok(Inner {
                     source: graph,
                     planned_report: planned.report.to_json(),
@@ -121,6 +152,7 @@ pub async fn compile_inner(
                         c.set(c.get() + 1);
                         c.get()
                     }),
+                    narrowed,
                 });
             }
             Err(e) => {
@@ -184,13 +216,30 @@ async fn build(
 
 /// Run with the unbound inputs (in graph-input order).
 pub async fn run_inner(m: &Inner, given: Vec<HostTensor>) -> Result<Vec<HostTensor>, JsValue> {
-    let mut it = given.iter();
-    let mut refs: Vec<&HostTensor> = Vec::with_capacity(m.bound.len());
-    for b in &m.bound {
+    let mut it = given.into_iter();
+    let mut owned: Vec<HostTensor> = Vec::with_capacity(m.bound.len());
+    let mut slots: Vec<Option<usize>> = Vec::with_capacity(m.bound.len());
+    for (i, b) in m.bound.iter().enumerate() {
         match b {
-            Some(t) => refs.push(t),
-            None => refs.push(it.next().ok_or_else(|| err("input", "too few inputs"))?),
+            Some(_) => slots.push(None),
+            None => {
+                let t = it.next().ok_or_else(|| err("input", "too few inputs"))?;
+                let t = match m.narrowed.iter().find(|(k, _)| *k == i) {
+                    Some(&(_, d)) => rlx::narrow_input(i, &t, d).map_err(rlx_err)?,
+                    None => t,
+                };
+                slots.push(Some(owned.len()));
+                owned.push(t);
+            }
         }
+    }
+    let mut refs: Vec<&HostTensor> = Vec::with_capacity(m.bound.len());
+    for (b, s) in m.bound.iter().zip(&slots) {
+        refs.push(match (b, s) {
+            (Some(t), _) => t.as_ref(),
+            (None, Some(k)) => &owned[*k],
+            (None, None) => return Err(err("input", "an unbound input has no value")),
+        });
     }
     m.exec.run_async(&refs).await.map_err(runtime_err)
 }
@@ -250,9 +299,10 @@ pub fn compile(
     policy: Option<String>,
     optimize: bool,
     weights: Option<Weights>,
+    amp: Option<String>,
 ) -> js_sys::Promise {
     let g = graph.inner().clone();
-    let opts = options(policy, optimize);
+    let opts = options(policy, optimize, amp);
     future_to_promise(async move {
         let opts = opts?;
         let bound = match &weights {

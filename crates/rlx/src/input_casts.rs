@@ -83,6 +83,15 @@ impl InputCasts {
     }
 }
 
+/// Graph input `i` as a program compiled with autocast takes it: the
+/// caller's f32 tensor rounded to f16/bf16 (to nearest even, as the `cast`
+/// op). For callers that run a [`crate::Planned`] program's executable
+/// themselves ([`crate::Compiled`] does this on its own); which inputs and
+/// dtypes: the pass report's `autocast.narrowed`.
+pub fn narrow_input(i: usize, t: &HostTensor, dt: DType) -> Result<HostTensor, Error> {
+    narrow(i, t, dt)
+}
+
 /// An f32 tensor rounded to f16/bf16 (to nearest even, as the `cast` op).
 fn narrow(i: usize, t: &HostTensor, dt: DType) -> Result<HostTensor, Error> {
     let TensorData::F32(v) = t.data() else {
