@@ -26,6 +26,12 @@ fn cosine(a: &[f32], b: &[f32]) -> f64 {
 /// fallback).
 fn compile_native(g: &rlx::Graph, device: Device) -> rlx::Compiled {
     let c = rlx::compile(g, device).unwrap();
+    assert_native(&c);
+    c
+}
+
+/// Every node of `c` runs natively.
+fn assert_native(c: &rlx::Compiled) {
     let report = c.dispatch_report();
     assert!(
         report
@@ -34,7 +40,6 @@ fn compile_native(g: &rlx::Graph, device: Device) -> rlx::Compiled {
             .all(|n| n.path == rlx::DispatchPath::Native),
         "{report}"
     );
-    c
 }
 
 /// The model, and ids / attention mask / token types for `texts` padded to
@@ -217,14 +222,7 @@ fn minilm_autocast_f16_on_wgpu_matches_cpu_f32() {
         ..Default::default()
     };
     let c = rlx::compile_with(&g32, Device::Vulkan, &opts).unwrap();
-    let report = c.dispatch_report();
-    assert!(
-        report
-            .nodes
-            .iter()
-            .all(|n| n.path == rlx::DispatchPath::Native),
-        "{report}"
-    );
+    assert_native(&c);
     let passes = c.pass_report().unwrap().to_string();
     assert!(passes.contains("autocast to f16"), "{passes}");
     c.keep_resident(&(3..inputs.len()).collect::<Vec<_>>());
