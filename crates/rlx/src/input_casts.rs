@@ -7,7 +7,6 @@
 //! it prepares any resident weight.
 
 use crate::error::Error;
-use half::{bf16, f16};
 use rlx_ir::{DType, HostTensor, IrError, TensorData};
 use rlx_runtime::RuntimeError;
 use std::collections::{BTreeSet, HashMap};
@@ -101,22 +100,15 @@ fn narrow(i: usize, t: &HostTensor, dt: DType) -> Result<HostTensor, Error> {
         ))
         .into());
     };
-    let data: TensorData = match dt {
-        DType::F16 => v
-            .iter()
-            .map(|&x| f16::from_f32(x))
-            .collect::<Vec<_>>()
-            .into(),
-        DType::BF16 => v
-            .iter()
-            .map(|&x| bf16::from_f32(x))
-            .collect::<Vec<_>>()
-            .into(),
-        _ => {
-            return Err(Error::Ir(IrError::msg(format!(
-                "input {i}: no conversion to {dt}"
-            ))))
-        }
-    };
-    Ok(HostTensor::new(dt, t.shape().clone(), data)?)
+    if !matches!(dt, DType::F16 | DType::BF16) {
+        return Err(Error::Ir(IrError::msg(format!(
+            "input {i}: no conversion to {dt}"
+        ))));
+    }
+    // The fast engine's rounding: the `cast` op's, on every backend.
+    Ok(rlx_cpu::fast::host_from_f32(
+        dt,
+        t.shape().clone(),
+        v.clone(),
+    )?)
 }

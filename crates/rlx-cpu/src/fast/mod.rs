@@ -51,6 +51,8 @@ mod conv_gemm;
 #[cfg(test)]
 mod conv_tests;
 mod convert;
+/// f32 elements to an f32/f16/bf16 host tensor, rounded as the `cast` op.
+pub use convert::host_from_f32;
 mod elementwise;
 mod layout;
 mod matmul;
