@@ -69,6 +69,21 @@ fn model_and_inputs(texts: &[&str], seq: usize) -> (SentenceEmbedder, [HostTenso
     (model, [ids, mask, types])
 }
 
+/// ids, mask, types, then the model's weights; and the CPU's run of `g` on them.
+fn inputs_and_cpu<'a>(
+    model: &'a SentenceEmbedder,
+    data: &'a [HostTensor; 3],
+    g: &rlx::Graph,
+) -> (Vec<&'a HostTensor>, Vec<HostTensor>) {
+    let mut inputs: Vec<&HostTensor> = data.iter().collect();
+    inputs.extend(model.weights().iter());
+    let cpu = rlx::compile(g, Device::Cpu)
+        .unwrap()
+        .run_refs(&inputs)
+        .unwrap();
+    (inputs, cpu)
+}
+
 #[test]
 fn minilm_on_wgpu_matches_cpu() {
     minilm_matches_cpu(Device::Vulkan);
@@ -84,14 +99,9 @@ fn minilm_matches_cpu(device: Device) {
     common::init();
     let texts = ["The GPU runs the whole encoder.", "A short one"];
     let (b, seq) = (texts.len(), 16);
-    let (model, [ids, mask, types]) = model_and_inputs(&texts, seq);
+    let (model, data) = model_and_inputs(&texts, seq);
     let g = model.bert().graph(b, seq).unwrap();
-    let mut inputs: Vec<&HostTensor> = vec![&ids, &mask, &types];
-    inputs.extend(model.weights().iter());
-    let cpu = rlx::compile(&g, Device::Cpu)
-        .unwrap()
-        .run_refs(&inputs)
-        .unwrap();
+    let (inputs, cpu) = inputs_and_cpu(&model, &data, &g);
     let gpu_c = compile_native(&g, device);
     let gpu = gpu_c.run_refs(&inputs).unwrap();
     // Second run: weights are resident (not re-uploaded), same answer; then
@@ -134,8 +144,7 @@ fn minilm_matches_cpu(device: Device) {
 pub fn minilm_f16_matches_cpu_f32() {
     common::init();
     let (b, seq) = (2, 16);
-    let (model, [ids, mask, types]) =
-        model_and_inputs(&["Half precision on the GPU.", "Short"], seq);
+    let (model, data) = model_and_inputs(&["Half precision on the GPU.", "Short"], seq);
     let g32 = model.bert().graph(b, seq).unwrap();
     let text = rlx::ir::text::print(&g32).replace("f32", "f16");
     let g16 = rlx::ir::text::parse(&text).unwrap();
@@ -147,12 +156,7 @@ pub fn minilm_f16_matches_cpu_f32() {
                 .unwrap()
         })
         .collect();
-    let mut inputs: Vec<&HostTensor> = vec![&ids, &mask, &types];
-    inputs.extend(model.weights().iter());
-    let cpu = rlx::compile(&g32, Device::Cpu)
-        .unwrap()
-        .run_refs(&inputs)
-        .unwrap();
+    let (_, cpu) = inputs_and_cpu(&model, &data, &g32);
     let gpu_c = compile_native(&g16, Device::Vulkan);
     let report = gpu_c.dispatch_report();
     // This backend's own context (other tests create GL contexts, which
@@ -171,7 +175,7 @@ pub fn minilm_f16_matches_cpu_f32() {
         text.contains(named),
         "report does not name {named}:\n{text}"
     );
-    let mut inputs16: Vec<&HostTensor> = vec![&ids, &mask, &types];
+    let mut inputs16: Vec<&HostTensor> = data.iter().collect();
     inputs16.extend(w16.iter());
     let gpu = gpu_c.run_refs(&inputs16).unwrap();
     assert_eq!(gpu[1].dtype(), rlx::DType::F16);
@@ -208,15 +212,9 @@ fn minilm_f16_on_wgpu_matches_cpu_f32() {
 fn minilm_autocast_f16_on_wgpu_matches_cpu_f32() {
     common::init();
     let (b, seq) = (2, 16);
-    let (model, [ids, mask, types]) =
-        model_and_inputs(&["Mixed precision on the GPU.", "Short"], seq);
+    let (model, data) = model_and_inputs(&["Mixed precision on the GPU.", "Short"], seq);
     let g32 = model.bert().graph(b, seq).unwrap();
-    let mut inputs: Vec<&HostTensor> = vec![&ids, &mask, &types];
-    inputs.extend(model.weights().iter());
-    let cpu = rlx::compile(&g32, Device::Cpu)
-        .unwrap()
-        .run_refs(&inputs)
-        .unwrap();
+    let (inputs, cpu) = inputs_and_cpu(&model, &data, &g32);
     let opts = rlx::CompileOptions {
         amp: rlx::Amp::f16(),
         ..Default::default()
