@@ -171,15 +171,7 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
 #[test]
 fn smollm2_async_steps_match_transformers() {
     use rlx_models::llm::{Generation, Steps};
-    let dir = root().join("tests/vectors/llm");
-    let reference: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("smollm2.json")).unwrap()).unwrap();
-    let path = model_path(reference["file"].as_str().unwrap());
-    assert!(
-        path.exists(),
-        "{} not found — run ./scripts/fetch-models",
-        path.display()
-    );
+    let (reference, path) = llm_ref::smollm2();
     let model = LlmModel::open(&path, |_| {}).unwrap();
     let mut steps = Steps::for_model(&model, rlx::Device::Cpu);
     let mut opts = GenerateOptions::greedy(64);

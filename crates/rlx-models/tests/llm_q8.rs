@@ -9,20 +9,13 @@
 
 mod llm_ref;
 
-use llm_ref::{ids, model_path, root, stored_logits};
+use llm_ref::{ids, root, stored_logits};
 use rlx_models::llm::{GenerateOptions, LlmModel};
 
 #[test]
 fn q8_activation_generation_agrees_with_transformers() {
     let dir = root().join("tests/vectors/llm");
-    let reference: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("smollm2.json")).unwrap()).unwrap();
-    let path = model_path(reference["file"].as_str().unwrap());
-    assert!(
-        path.exists(),
-        "{} — run ./scripts/fetch-models",
-        path.display()
-    );
+    let (reference, path) = llm_ref::smollm2();
     rlx::init();
     rlx_cpu::CpuBackend::register_with(rlx::CpuOptions {
         q8_activations: true,

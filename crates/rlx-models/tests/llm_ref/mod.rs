@@ -18,6 +18,21 @@ pub fn model_path(file: &str) -> PathBuf {
     root().join(".cache/models").join(file)
 }
 
+/// The SmolLM2 reference (tests/vectors/llm/smollm2.json) and its GGUF,
+/// which must be there (`./scripts/fetch-models`, run by setup).
+pub fn smollm2() -> (serde_json::Value, PathBuf) {
+    let dir = root().join("tests/vectors/llm");
+    let reference: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("smollm2.json")).unwrap()).unwrap();
+    let path = model_path(reference["file"].as_str().unwrap());
+    assert!(
+        path.exists(),
+        "{} not found — run ./scripts/fetch-models",
+        path.display()
+    );
+    (reference, path)
+}
+
 pub fn ids(v: &serde_json::Value) -> Vec<u32> {
     v.as_array()
         .unwrap()
