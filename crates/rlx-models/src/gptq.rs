@@ -139,8 +139,6 @@ struct Grid {
     dtype: DType,
     d: f32,
     m: f32,
-    lo: f32,
-    hi: f32,
 }
 
 impl Grid {
@@ -153,24 +151,12 @@ impl Grid {
                     .fold((f64::MIN, f64::MAX), |(a, b), &v| (a.max(v), b.min(v)));
                 let d = f16r(((mx - mn) / 15.0) as f32);
                 let m = f16r(mn as f32);
-                Grid {
-                    dtype,
-                    d,
-                    m,
-                    lo: 0.0,
-                    hi: 15.0,
-                }
+                Grid { dtype, d, m }
             }
             DType::Q8_0 => {
                 let amax = x.iter().fold(0.0f64, |a, v| a.max(v.abs()));
                 let d = f16r((amax / 127.0) as f32);
-                Grid {
-                    dtype,
-                    d,
-                    m: 0.0,
-                    lo: -127.0,
-                    hi: 127.0,
-                }
+                Grid { dtype, d, m: 0.0 }
             }
             _ => {
                 // Q4_0: the value of largest magnitude maps to −8.
@@ -183,8 +169,6 @@ impl Grid {
                     dtype,
                     d,
                     m: -8.0 * d,
-                    lo: 0.0,
-                    hi: 15.0,
                 }
             }
         }
@@ -195,7 +179,11 @@ impl Grid {
             // Every grid point is the same value (m, or 0).
             return 0.0;
         }
-        (((x as f32 - self.m) / self.d).round()).clamp(self.lo, self.hi)
+        let (lo, hi) = match self.dtype {
+            DType::Q8_0 => (-127.0, 127.0),
+            _ => (0.0, 15.0),
+        };
+        (((x as f32 - self.m) / self.d).round()).clamp(lo, hi)
     }
 
     fn value(&self, q: f32) -> f64 {
@@ -257,9 +245,7 @@ pub fn quantize(
         Grid {
             dtype,
             d: 0.0,
-            m: 0.0,
-            lo: 0.0,
-            hi: 0.0
+            m: 0.0
         };
         rows * blocks
     ];
