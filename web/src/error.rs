@@ -46,6 +46,7 @@ pub fn rlx_err(e: rlx::Error) -> JsValue {
         rlx::Error::Trace { .. } => "graph",
         rlx::Error::Ir(i) => ir_code(i),
         rlx::Error::Runtime(r) => runtime_code(r),
+        rlx::Error::Quant(_) => "quantization",
     };
     err(code, e)
 }

@@ -12,4 +12,7 @@ pub enum Error {
     Ir(#[from] IrError),
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+    /// Quantizing a graph ([`crate::quant`]) failed: what, and which layer.
+    #[error("quantization: {0}")]
+    Quant(String),
 }

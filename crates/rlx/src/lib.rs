@@ -25,6 +25,7 @@ mod dsl;
 pub mod env;
 mod error;
 mod input_casts;
+pub mod quant;
 pub use input_casts::narrow_input;
 mod session;
 
