@@ -49,6 +49,9 @@ pub struct SentenceEmbedder {
     max_seq_length: usize,
     device: Device,
     session: Session,
+    /// Integer dense layers ([`SentenceEmbedder::quantize`]), applied to
+    /// every encoder graph.
+    quant: Option<Arc<rlx::quant::Plan>>,
     /// Sentences per forward pass.
     pub batch_size: usize,
 }
@@ -142,6 +145,7 @@ impl SentenceEmbedder {
             max_seq_length,
             device: Device::Cpu,
             session: Session::new(CompileOptions::default()),
+            quant: None,
             batch_size: 16,
         })
     }
@@ -187,6 +191,78 @@ impl SentenceEmbedder {
             amp,
             ..CompileOptions::default()
         });
+    }
+
+    /// Post-training quantization of the dense layers to integer grids
+    /// ([`rlx::quant`], ONNX Runtime's conventions): with
+    /// `scheme.activations`, static int8 — each layer's input range is
+    /// calibrated on `calibration` texts (padding left out) — else
+    /// weight-only int8/int4 per tensor, channel or group (no texts
+    /// needed). Weights become i8 values; compiled programs are dropped.
+    /// Returns the plan (ranges and scales per layer) and the weight bytes
+    /// before and after.
+    pub fn quantize(
+        &mut self,
+        scheme: &rlx::quant::Scheme,
+        calibration: &[&str],
+    ) -> Result<(Arc<rlx::quant::Plan>, usize, usize), EmbedError> {
+        if self.quant.is_some() || self.weights.iter().any(|w| w.dtype() != rlx_ir::DType::F32) {
+            return Err(EmbedError::Quantize(
+                "the weights are already quantized; load the model again".into(),
+            ));
+        }
+        let candidates: Vec<usize> = (0..self.weights.len())
+            .filter(|&k| self.weights[k].shape().rank() == 2)
+            .map(|k| k + 3)
+            .collect();
+        let probe = self.bert.graph(1, 8)?;
+        let dummy: Vec<HostTensor> = (0..3)
+            .map(|k| {
+                let t = probe.ty(probe.inputs[k]);
+                HostTensor::zeros(t.dtype, t.shape.clone())
+            })
+            .collect::<Result<_, _>>()?;
+        let mut ins: Vec<&HostTensor> = dummy.iter().collect();
+        ins.extend(self.weights.iter());
+        let plan = match scheme.activations {
+            None => rlx::quant::Plan::weight_only(&probe, &candidates, scheme, &ins)?,
+            Some(_) => {
+                if calibration.is_empty() {
+                    return Err(EmbedError::Quantize(
+                        "static int8 needs calibration texts".into(),
+                    ));
+                }
+                let mut cal = rlx::quant::Calibrator::new(candidates.iter().copied());
+                for chunk in calibration.chunks(16) {
+                    let [ids, mask, types] = self.encode(chunk)?;
+                    let (b, s) = (ids.shape().dims()[0], ids.shape().dims()[1]);
+                    let rows: Vec<bool> = mask.to_vec::<i64>()?.iter().map(|&m| m != 0).collect();
+                    let mut ins = vec![&ids, &mask, &types];
+                    ins.extend(self.weights.iter());
+                    cal.observe(&self.bert.graph(b, s)?, &ins, Some(&rows))?;
+                }
+                cal.plan(&probe, scheme, &ins)?
+            }
+        };
+        let bytes = |ts: &[HostTensor]| -> usize {
+            ts.iter()
+                .map(|t| {
+                    rlx_ir::limits::tensor_bytes(t.dtype(), t.shape().dims()).unwrap_or(0) as usize
+                })
+                .sum()
+        };
+        let before = bytes(&self.weights);
+        for &k in plan.sites.keys() {
+            if let Some(w) = plan.weight(k) {
+                self.weights[k - 3] = w?;
+            }
+        }
+        let scales: usize = plan.sites.values().map(|s| 4 * s.weight.scales.len()).sum();
+        let after = bytes(&self.weights) + scales;
+        let plan = Arc::new(plan);
+        self.quant = Some(plan.clone());
+        self.session = Session::new(CompileOptions::default());
+        Ok((plan, before, after))
     }
 
     /// Post-training weight-only quantization with calibration (GPTQ,
@@ -404,8 +480,19 @@ impl SentenceEmbedder {
     /// from the session's cache (compiled on first use): its dispatch
     /// report says how each node runs.
     pub fn compiled(&self, batch: usize, seq: usize) -> Result<Arc<rlx::Compiled>, EmbedError> {
+        Ok(self
+            .session
+            .compile(&self.graph(batch, seq)?, self.device)?)
+    }
+
+    /// The encoder graph for (batch, seq) as this embedder runs it (with
+    /// integer dense layers after [`SentenceEmbedder::quantize`]).
+    pub fn graph(&self, batch: usize, seq: usize) -> Result<rlx::Graph, EmbedError> {
         let g = self.bert.graph(batch, seq)?;
-        Ok(self.session.compile(&g, self.device)?)
+        Ok(match &self.quant {
+            Some(p) => p.apply(&g)?,
+            None => g,
+        })
     }
 
     /// The encoder.

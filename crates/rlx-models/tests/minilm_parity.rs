@@ -205,3 +205,59 @@ fn minilm_under_autocast_stays_close_to_sentence_transformers() {
         );
     }
 }
+
+/// Integer post-training quantization of the 36 dense layers
+/// (`rlx::quant`, ONNX Runtime's conventions; calibration on
+/// tests/vectors/minilm/calibration.txt). Measured 2026-12-07 (Zen 4,
+/// benches/results/minilm-ptq.md): static int8 min-max per channel mean
+/// 0.98917 / worst 0.97122, per tensor 0.94118 / 0.85595; weight-only
+/// int8 per channel 0.99913 / 0.99649; int4 per channel 0.88116, groups of
+/// 32 0.94597. Bounds: those less a margin, and the orderings the
+/// granularity must give.
+#[test]
+fn integer_ptq_of_minilm_stays_close_to_sentence_transformers() {
+    use rlx::quant::{Granularity as G, Range, Scheme};
+    let dir = model_dir();
+    let cal = std::fs::read_to_string(root().join("tests/vectors/minilm/calibration.txt")).unwrap();
+    let cal: Vec<&str> = cal.lines().collect();
+    let run = |s: Scheme| {
+        let mut m = SentenceEmbedder::load(&dir, |_| {}).unwrap();
+        let (plan, before, after) = m.quantize(&s, &cal).unwrap();
+        assert_eq!(plan.sites.len(), 36, "{s}: {:?}", plan.skipped);
+        // 42.5 MB of f32 dense weights become about a quarter of that.
+        assert!(
+            before - after > 30_000_000,
+            "{s}: {before} -> {after} bytes"
+        );
+        let r = score(&m);
+        eprintln!("{s}: cosine mean / worst {r:?}");
+        r
+    };
+    let st_channel = run(Scheme::static_int8(Range::MinMax, G::Channel));
+    let st_tensor = run(Scheme::static_int8(Range::MinMax, G::Tensor));
+    let w8 = run(Scheme::weight_only(8, G::Channel));
+    let w4 = run(Scheme::weight_only(4, G::Channel));
+    let w4g = run(Scheme::weight_only(4, G::Group(32)));
+    assert!(
+        st_channel.0 >= 0.985 && st_channel.1 >= 0.96,
+        "{st_channel:?}"
+    );
+    assert!(
+        st_channel.0 < 0.9995,
+        "static int8 is not the f32 model: {st_channel:?}"
+    );
+    assert!(
+        st_tensor.0 < st_channel.0 - 0.02,
+        "{st_tensor:?} vs {st_channel:?}"
+    );
+    assert!(w8.0 >= 0.998 && w8.1 >= 0.994, "{w8:?}");
+    assert!(w4g.0 > w4.0 + 0.03 && w4g.0 >= 0.94, "{w4g:?} vs {w4:?}");
+    // Quantizing twice is refused; so is static int8 without texts.
+    let mut m = SentenceEmbedder::load(&dir, |_| {}).unwrap();
+    let e = m.quantize(&Scheme::static_int8(Range::Mse, G::Channel), &[]);
+    assert!(e.unwrap_err().to_string().contains("calibration texts"));
+    m.quantize(&Scheme::weight_only(8, G::Channel), &[])
+        .unwrap();
+    let e = m.quantize(&Scheme::weight_only(8, G::Channel), &[]);
+    assert!(e.unwrap_err().to_string().contains("already quantized"));
+}
