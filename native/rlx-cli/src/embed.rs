@@ -8,7 +8,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rlx::HostTensor;
 use rlx_models::{EmbedError, Progress, SentenceEmbedder};
 use std::io::{BufRead, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 pub const EMBED_HELP: &str = "\
@@ -36,14 +36,8 @@ pub struct EmbedArgs {
     /// The model directory (config.json, tokenizer.json, model.safetensors).
     #[arg(long, value_name = "DIR")]
     model: Option<PathBuf>,
-    /// Quantize the dense layers' weights to this GGUF block type first
-    /// (post-training, weight-only: q8_0, q4_0, q4_1, q5_0, q5_1, mxfp4).
-    #[arg(long, value_name = "TYPE")]
-    quantize: Option<String>,
-    /// With --quantize q4_0|q4_1|q8_0: GPTQ, calibrated on the texts of
-    /// FILE (one per line), instead of rounding each block to nearest.
-    #[arg(long, value_name = "FILE", requires = "quantize")]
-    calibrate: Option<PathBuf>,
+    #[command(flatten)]
+    quant: QuantFlags,
     /// Sentences per forward pass.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
     batch_size: u32,
@@ -88,47 +82,109 @@ pub struct BenchArgs {
     /// The model directory.
     #[arg(long, value_name = "DIR")]
     model: Option<PathBuf>,
-    /// Quantize the dense layers' weights to this GGUF block type first
-    /// (post-training, weight-only: q8_0, q4_0, q4_1, q5_0, q5_1, mxfp4).
-    #[arg(long, value_name = "TYPE")]
-    quantize: Option<String>,
-    /// With --quantize q4_0|q4_1|q8_0: GPTQ, calibrated on the texts of
-    /// FILE (one per line), instead of rounding each block to nearest.
-    #[arg(long, value_name = "FILE", requires = "quantize")]
-    calibrate: Option<PathBuf>,
+    #[command(flatten)]
+    quant: QuantFlags,
     #[command(flatten)]
     run: RunFlags,
     #[command(flatten)]
     amp: crate::AmpFlag,
 }
 
-/// `--quantize TYPE [--calibrate FILE]`: the dense weights in a block
-/// type (GPTQ with calibration texts), sizes printed.
-fn quantize(m: &mut SentenceEmbedder, ty: Option<&str>, cal: Option<&PathBuf>) -> CliResult {
-    let Some(ty) = ty else { return Ok(()) };
-    let d: rlx::DType = ty.to_ascii_lowercase().parse().map_err(|_| {
+/// Post-training quantization of the dense layers, before anything runs.
+#[derive(Args)]
+pub struct QuantFlags {
+    /// Quantize the dense layers first: a GGUF block type (q8_0, q4_0,
+    /// q4_1, q5_0, q5_1, mxfp4; weight-only) or int8 / int4 (integer
+    /// grids with float scales; int8 with --calibrate is static int8,
+    /// activations too).
+    #[arg(long, value_name = "TYPE")]
+    quantize: Option<String>,
+    /// Calibration texts, one per line: GPTQ for q4_0|q4_1|q8_0, the
+    /// activation ranges for int8.
+    #[arg(long, value_name = "FILE", requires = "quantize")]
+    calibrate: Option<PathBuf>,
+    /// Static int8: how calibration picks each activation range (minmax,
+    /// percentile = 99.99, percentile=P, mse).
+    #[arg(
+        long,
+        value_name = "METHOD",
+        default_value = "minmax",
+        requires = "calibrate"
+    )]
+    range: String,
+    /// int8 / int4: weights sharing one scale (tensor, channel, group=N).
+    #[arg(
+        long,
+        value_name = "G",
+        default_value = "channel",
+        requires = "quantize"
+    )]
+    granularity: String,
+}
+
+/// The calibration texts of `--calibrate FILE` (non-empty lines).
+fn calibration_texts(f: &Path) -> CliResult<String> {
+    let text = std::fs::read_to_string(f)
+        .map_err(|e| CliError::new(Exit::Input, format!("--calibrate {}: {e}", f.display())))?;
+    if text.lines().all(|l| l.trim().is_empty()) {
+        return Err(CliError::usage(format!(
+            "--calibrate {}: no texts (one per line)",
+            f.display()
+        )));
+    }
+    Ok(text)
+}
+
+/// `--quantize TYPE [--calibrate FILE] [--range M] [--granularity G]`:
+/// the dense weights in a block type (GPTQ with calibration texts) or on
+/// integer grids (static int8 with calibration texts), sizes printed.
+fn quantize(m: &mut SentenceEmbedder, q: &QuantFlags) -> CliResult {
+    let Some(ty) = q.quantize.as_deref() else {
+        return Ok(());
+    };
+    let text = q.calibrate.as_deref().map(calibration_texts).transpose()?;
+    let lines: Vec<&str> = text
+        .as_deref()
+        .map(|t| t.lines().filter(|l| !l.trim().is_empty()).collect())
+        .unwrap_or_default();
+    let from = q.calibrate.as_ref().map(|f| f.display().to_string());
+    let ty = ty.to_ascii_lowercase();
+    if let Some(bits) = ty.strip_prefix("int").and_then(|b| b.parse::<u8>().ok()) {
+        use rlx::quant::{Granularity, Range, Scheme};
+        let g = Granularity::parse(&q.granularity)
+            .map_err(|e| CliError::usage(format!("--granularity: {e}")))?;
+        let scheme = match (bits, &from) {
+            (8, Some(f)) => {
+                let r = Range::parse(&q.range).map_err(|e| CliError::usage(format!("--range: {e}")))?;
+                eprintln!("static int8: calibrating {r} ranges on {} texts of {f}", lines.len());
+                Scheme::static_int8(r, g)
+            }
+            (8 | 4, None) => Scheme::weight_only(bits, g),
+            (4, Some(_)) => {
+                return Err(CliError::usage(
+                    "--quantize int4 is weight-only: drop --calibrate (or use int8 for static int8, q4_0 for GPTQ)",
+                ))
+            }
+            _ => return Err(CliError::usage(format!("--quantize {ty}: int8 or int4"))),
+        };
+        let (plan, before, after) = m.quantize(&scheme, &lines).map_err(embed_err)?;
+        eprintln!(
+            "quantized {} dense layers ({scheme}): {:.1} MB -> {:.1} MB in all",
+            plan.sites.len(),
+            before as f64 / 1e6,
+            after as f64 / 1e6
+        );
+        return Ok(());
+    }
+    let d: rlx::DType = ty.parse().map_err(|_| {
         CliError::usage(format!(
-            "--quantize {ty}: not a dtype name (q8_0, q4_0, q4_1, q5_0, q5_1, mxfp4)"
+            "--quantize {ty}: not int8, int4 or a block type (q8_0, q4_0, q4_1, q5_0, q5_1, mxfp4)"
         ))
     })?;
-    let (before, after) = match cal {
+    let (before, after) = match &from {
         None => m.quantize_weights(d).map_err(embed_err)?,
         Some(f) => {
-            let text = std::fs::read_to_string(f).map_err(|e| {
-                CliError::new(Exit::Input, format!("--calibrate {}: {e}", f.display()))
-            })?;
-            let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-            if lines.is_empty() {
-                return Err(CliError::usage(format!(
-                    "--calibrate {}: no texts (one per line)",
-                    f.display()
-                )));
-            }
-            eprintln!(
-                "GPTQ: calibrating on {} texts of {}",
-                lines.len(),
-                f.display()
-            );
+            eprintln!("GPTQ: calibrating on {} texts of {f}", lines.len());
             m.quantize_weights_gptq(d, &lines).map_err(embed_err)?
         }
     };
@@ -227,7 +283,7 @@ pub fn embed(mut a: EmbedArgs, env: &Env) -> CliResult {
     let dev = device::resolve(&a.run, env)?;
     let dir = crate::models::minilm_dir(a.model.as_ref(), env)?;
     let mut m = load(&dir)?;
-    quantize(&mut m, a.quantize.as_deref(), a.calibrate.as_ref())?;
+    quantize(&mut m, &a.quant)?;
     m.set_amp(a.amp.amp());
     m.set_device(dev);
     m.batch_size = a.batch_size as usize;
@@ -304,8 +360,8 @@ pub fn bench(cmd: BenchCmd, env: &Env) -> CliResult {
     let dev = device::resolve(&a.run, env)?;
     let dir = crate::models::minilm_dir(a.model.as_ref(), env)?;
     let mut m = load(&dir)?;
-    quantize(&mut m, a.quantize.as_deref(), a.calibrate.as_ref())?;
-    let (bert, weights) = (m.bert(), m.weights());
+    quantize(&mut m, &a.quant)?;
+    let weights = m.weights();
     let seq = a.seq as usize;
     let runs = a.runs as usize;
     let mut rows = Vec::new();
@@ -317,7 +373,7 @@ pub fn bench(cmd: BenchCmd, env: &Env) -> CliResult {
     for &b in &a.batches {
         let b = b as usize;
         bar.set_message(format!("batch {b}"));
-        let g = bert.graph(b, seq)?;
+        let g = m.graph(b, seq).map_err(embed_err)?;
         let opts = rlx::CompileOptions {
             amp: a.amp.amp(),
             ..Default::default()

@@ -137,6 +137,63 @@ fn calibrated_quantization_names_the_types_it_writes() {
 }
 
 #[test]
+fn integer_quantization_embeds_and_refuses_what_does_not_fit() {
+    let cal = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/vectors/minilm/calibration.txt"
+    );
+    let (ok, out, err) = rlx(&[
+        "embed",
+        "--quantize",
+        "int8",
+        "--calibrate",
+        cal,
+        "--range",
+        "percentile=99.99",
+        "--json",
+        "a cat",
+        "a kitten",
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("quantized 36 dense layers (int8 weights per channel, int8 activations (percentile 99.99"),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v[1]["embedding"].as_array().unwrap().len(), 384);
+    let (ok, _, err) = rlx(&["embed", "--quantize", "int4", "--calibrate", cal, "a"]);
+    assert!(!ok && err.contains("int4 is weight-only"), "{err}");
+    let (ok, _, err) = rlx(&[
+        "embed",
+        "--quantize",
+        "int4",
+        "--granularity",
+        "group=100",
+        "a",
+    ]);
+    assert!(
+        !ok && err.contains(
+            "query.weight`: 384 inputs per output are not a whole number of groups of 100"
+        ),
+        "{err}"
+    );
+    let (ok, _, err) = rlx(&[
+        "embed",
+        "--quantize",
+        "int8",
+        "--calibrate",
+        cal,
+        "--range",
+        "p99",
+        "a",
+    ]);
+    assert!(
+        !ok && err.contains("unknown calibration range `p99`"),
+        "{err}"
+    );
+}
+
+#[test]
 fn compile_with_amp_reports_what_moved_to_16_bits() {
     let (ok, out, err) = rlx(&["compile", "@minilm", "--amp", "bf16", "--print", "fusion"]);
     assert!(ok, "{err}");
