@@ -14,6 +14,7 @@
 #[allow(dead_code)] // the training loop with logs is the other examples'
 mod common;
 
+use rlx::quant::{Calibrator, Granularity, Plan, Range, Scheme};
 use rlx_autodiff::nets::{mlp_quant, quantizable};
 use rlx_autodiff::{run_epoch, Optimizer, TrainStep};
 use rlx_ir::DType;
@@ -23,22 +24,29 @@ const SIZES: [usize; 4] = [784, 512, 512, 10];
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
-/// Held-out predictions of `params` through the logits graph of `q`, and
-/// the accuracy.
+/// Held-out predictions of `params` through the logits graph of `q`
+/// (rewritten by `plan`, integer dense layers, when given), and the
+/// accuracy.
 fn predict(
     q: Option<DType>,
     params: &[rlx::HostTensor],
     test: &rlx_data::Dataset,
+    plan: Option<&Plan>,
 ) -> Res<(Vec<usize>, f64)> {
     let eb = 500;
     let mut preds = Vec::with_capacity(test.len());
     let mut right = 0;
     let order: Vec<usize> = (0..test.len()).collect();
     for idx in order.chunks(eb) {
-        let exe = rlx::compile(
-            &mlp_quant(&SIZES, idx.len(), 0, q)?.logits,
-            rlx::Device::Cpu,
-        )?;
+        let mut g = mlp_quant(&SIZES, idx.len(), 0, q)?.logits;
+        let mut params = params.to_vec();
+        if let Some(p) = plan {
+            g = p.apply(&g)?;
+            for (&k, w) in p.sites.keys().zip(p.sites.keys().map(|&k| p.weight(k))) {
+                params[k] = w.ok_or("no weight")??;
+            }
+        }
+        let exe = rlx::compile(&g, rlx::Device::Cpu)?;
         let batch = test.batch(idx, false, 10);
         let mut ins: Vec<&rlx::HostTensor> = params.iter().collect();
         ins.push(&batch.images);
@@ -90,13 +98,13 @@ fn main() -> Res<()> {
     let (train_set, test) = common::load(&a)?;
     let init = rlx_autodiff::nets::mlp(&SIZES, a.batch, a.seed)?.init;
     let f32_params = train(&a, None, init, a.epochs, a.lr, &train_set)?;
-    let (base, acc_f32) = predict(None, &f32_params, &test)?;
+    let (base, acc_f32) = predict(None, &f32_params, &test, None)?;
     let qat_epochs = (a.epochs / 3).max(1);
     let changed = |p: &[usize]| p.iter().zip(&base).filter(|(a, b)| a != b).count();
 
     let mut rows = vec![("f32".to_string(), acc_f32, 0usize)];
     for q in [DType::Q8_0, DType::Q4_0] {
-        let (p, ptq) = predict(Some(q), &f32_params, &test)?;
+        let (p, ptq) = predict(Some(q), &f32_params, &test, None)?;
         rows.push((format!("PTQ {q}"), ptq, changed(&p)));
         let qat_params = train(
             &a,
@@ -106,12 +114,45 @@ fn main() -> Res<()> {
             a.lr * 0.3,
             &train_set,
         )?;
-        let (p, qat) = predict(Some(q), &qat_params, &test)?;
+        let (p, qat) = predict(Some(q), &qat_params, &test, None)?;
         rows.push((
             format!("QAT {q} ({qat_epochs} more epochs from the f32 model)"),
             qat,
             changed(&p),
         ));
+    }
+    // Integer PTQ of all three layers (rlx::quant: per channel needs no
+    // block multiple, so the 784-input layer is quantized too), static
+    // ranges calibrated on 512 training images.
+    let (cal_g, weights) = {
+        let n = mlp_quant(&SIZES, 512, 0, None)?;
+        let w: Vec<usize> = (0..f32_params.len())
+            .filter(|&k| f32_params[k].shape().rank() == 2)
+            .collect();
+        (n.logits, w)
+    };
+    let cal_batch = train_set.batch(&(0..512).collect::<Vec<_>>(), false, 10);
+    let mut cal_ins: Vec<&rlx::HostTensor> = f32_params.iter().collect();
+    cal_ins.push(&cal_batch.images);
+    let mut cal = Calibrator::new(weights.iter().copied());
+    cal.observe(&cal_g, &cal_ins, None)?;
+    let mut int_bytes = vec![];
+    for scheme in [
+        Scheme::static_int8(Range::MinMax, Granularity::Channel),
+        Scheme::static_int8(Range::Percentile(99.99), Granularity::Channel),
+        Scheme::static_int8(Range::Mse, Granularity::Tensor),
+        Scheme::weight_only(8, Granularity::Channel),
+        Scheme::weight_only(4, Granularity::Channel),
+        Scheme::weight_only(4, Granularity::Group(16)),
+    ] {
+        let plan = cal.plan(&cal_g, &scheme, &cal_ins)?;
+        let (p, acc) = predict(None, &f32_params, &test, Some(&plan))?;
+        let biases: usize = (0..f32_params.len())
+            .filter(|k| !plan.sites.contains_key(k))
+            .map(|k| 4 * f32_params[k].numel())
+            .sum();
+        int_bytes.push((scheme.to_string(), plan.weight_bytes() + biases));
+        rows.push((format!("PTQ {scheme}, all layers"), acc, changed(&p)));
     }
     // The same extra epochs in f32, so QAT's gain over PTQ is not just more training.
     let more = train(
@@ -122,7 +163,7 @@ fn main() -> Res<()> {
         a.lr * 0.3,
         &train_set,
     )?;
-    let (p, acc_more) = predict(None, &more, &test)?;
+    let (p, acc_more) = predict(None, &more, &test, None)?;
     rows.push((
         format!("f32 ({qat_epochs} more epochs, for comparison)"),
         acc_more,
@@ -158,13 +199,17 @@ fn main() -> Res<()> {
         a.batch,
         a.epochs
     )?;
-    writeln!(md, "Layers 2 and 3 quantized (blocks of 32 along the inputs); layer 1 (784 inputs) stays f32.\n")?;
+    writeln!(md, "GGUF rows (q8_0, q4_0): layers 2 and 3 quantized (blocks of 32 along the inputs); layer 1 (784 inputs) stays f32. `rlx::quant` rows (int8/int4 on integer grids, ONNX Runtime's conventions): all three layers; static ranges calibrated on 512 training images. Weight bytes as held (int4: one value per byte) plus scales and f32 biases.\n")?;
     writeln!(
         md,
         "| model | held-out accuracy | predictions changed vs f32 | weight bytes |"
     )?;
     writeln!(md, "|---|---|---|---|")?;
     for (name, acc, changed) in &mut rows {
+        if let Some((_, b)) = int_bytes.iter().find(|(s, _)| name.contains(s.as_str())) {
+            writeln!(md, "| {name} | {:.2}% | {changed} | {b} |", 100.0 * *acc)?;
+            continue;
+        }
         let q = if name.contains("q8_0") {
             Some(DType::Q8_0)
         } else if name.contains("q4_0") {
