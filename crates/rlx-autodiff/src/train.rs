@@ -5,6 +5,11 @@
 //! safetensors checkpoints.
 
 use crate::amp::{MixedPrecision, ScalerState};
+
+/// Checkpoint metadata keys of the loss scaler's state.
+const SCALE: &str = "loss_scale";
+const GOOD: &str = "loss_scale_good_steps";
+const SKIPPED: &str = "loss_scale_skipped";
 use crate::error::{AdError, Result};
 use crate::optim::{build, init_state, Optimizer, StepGraph};
 use rlx_ir::{Graph, HostTensor};
@@ -229,12 +234,20 @@ impl TrainStep {
             .collect()
     }
 
-    /// Save params and optimizer state as safetensors (metadata: `step`).
+    /// Save params and optimizer state as safetensors (metadata: `step`,
+    /// and with dynamic loss scaling the scaler's `loss_scale`,
+    /// `loss_scale_good_steps` and `loss_scale_skipped`).
     pub fn save_checkpoint(&self, path: impl AsRef<Path>) -> Result<()> {
         let named = self.named();
         let refs: Vec<(&str, &HostTensor)> = named.iter().map(|(n, t)| (n.as_str(), *t)).collect();
         let mut meta = BTreeMap::new();
         meta.insert("step".to_string(), self.steps.to_string());
+        if let Some(st) = &self.scaler {
+            // f64's Display is the shortest string that reads back exactly.
+            meta.insert(SCALE.to_string(), st.scale.to_string());
+            meta.insert(GOOD.to_string(), st.good_steps.to_string());
+            meta.insert(SKIPPED.to_string(), st.skipped.to_string());
+        }
         rlx_formats::safetensors::write_file(path, &refs, &meta)
             .map_err(|e| AdError::Arg(e.to_string()))
     }
@@ -265,12 +278,38 @@ impl TrainStep {
             }
             next.push(t);
         }
+        // The loss scaler resumes where it was; a checkpoint without one
+        // (saved by an f32 or bf16 run) starts it afresh.
+        let meta = f.metadata();
+        let scaler = match (&self.scaler, meta.get(SCALE)) {
+            (Some(_), Some(scale)) => {
+                let bad = |k: &str, v: &str| {
+                    AdError::Arg(format!("checkpoint metadata `{k}` = `{v}` is not valid"))
+                };
+                let get = |k: &str| meta.get(k).map(String::as_str).unwrap_or("");
+                let st = ScalerState {
+                    scale: scale
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|s| s.is_finite() && *s > 0.0)
+                        .ok_or_else(|| bad(SCALE, scale))?,
+                    good_steps: get(GOOD).parse().map_err(|_| bad(GOOD, get(GOOD)))?,
+                    skipped: get(SKIPPED)
+                        .parse()
+                        .map_err(|_| bad(SKIPPED, get(SKIPPED)))?,
+                };
+                Some(st)
+            }
+            (Some(_), None) => self
+                .mixed
+                .as_ref()
+                .and_then(|m| m.scaler.as_ref())
+                .map(ScalerState::new),
+            (None, _) => None,
+        };
         self.carried = next;
-        self.steps = f
-            .metadata()
-            .get("step")
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
+        self.scaler = scaler;
+        self.steps = meta.get("step").and_then(|s| s.parse().ok()).unwrap_or(0);
         Ok(())
     }
 }

@@ -182,3 +182,59 @@ fn an_overflowing_step_is_skipped_and_the_scale_backs_off() {
     let e = rel_err(&s.params()[0].to_vec::<f32>().unwrap(), &want, &wv);
     assert!(e < 5e-3, "applied f16 step off by {e}");
 }
+
+/// A checkpoint carries the loss scaler: a run resumed from it continues
+/// with the backed-off scale and takes the same steps, skipped or not, as
+/// the run that never stopped.
+#[test]
+fn a_checkpoint_resumes_the_loss_scale() {
+    let g = least_squares(1.0);
+    let (w, x, y) = data(10.0);
+    let mp = MixedPrecision {
+        scaler: Some(LossScaler {
+            growth_interval: 3,
+            ..LossScaler::default()
+        }),
+        ..MixedPrecision::f16()
+    };
+    let new = || {
+        TrainStep::mixed_precision(&g, &[0], vec![w.clone()], Optimizer::sgd(1e-3), mp.clone())
+            .unwrap()
+    };
+    let mut a = new();
+    for _ in 0..8 {
+        a.step(&[x.clone(), y.clone()]).unwrap();
+    }
+    let st = *a.scaler().unwrap();
+    assert!(st.skipped >= 2 && st.scale < 65536.0, "{st:?}");
+    let dir = std::env::temp_dir().join(format!("rlx-amp-ckpt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("step.safetensors");
+    a.save_checkpoint(&path).unwrap();
+    let mut b = new();
+    assert_eq!(b.scaler().unwrap().scale, 65536.0);
+    b.load_checkpoint(&path).unwrap();
+    assert_eq!(*b.scaler().unwrap(), st);
+    assert_eq!(b.steps(), a.steps());
+    for _ in 0..4 {
+        a.step(&[x.clone(), y.clone()]).unwrap();
+        b.step(&[x.clone(), y.clone()]).unwrap();
+        assert_eq!(a.scaler(), b.scaler());
+        assert_eq!(a.params()[0], b.params()[0]);
+        assert_eq!(a.skipped_last(), b.skipped_last());
+    }
+    // Without the scaler's state the resumed run would differ: its first
+    // step at the initial scale overflows.
+    let mut fresh = new();
+    fresh.step(&[x.clone(), y.clone()]).unwrap();
+    assert!(fresh.skipped_last());
+    // A bad scale in the metadata is a typed error naming the key.
+    let t = a.params()[0].clone();
+    let mut meta = std::collections::BTreeMap::new();
+    meta.insert("loss_scale".to_string(), "-3".to_string());
+    let bad = dir.join("bad.safetensors");
+    rlx_formats::safetensors::write_file(&bad, &[("w", &t)], &meta).unwrap();
+    let e = new().load_checkpoint(&bad).unwrap_err().to_string();
+    assert!(e.contains("`loss_scale` = `-3`"), "{e}");
+    std::fs::remove_dir_all(&dir).ok();
+}
