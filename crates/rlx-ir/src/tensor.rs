@@ -10,6 +10,7 @@ use crate::literal;
 use crate::shape::Shape;
 use half::{bf16, f16};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// The elements of a tensor, one vector variant per storage kind.
 #[derive(Clone, Debug, PartialEq)]
@@ -109,12 +110,23 @@ element!(bool => Bool, Bool; i8 => I8, I8; u8 => U8, U8; i16 => I16, I16; i32 =>
     i64 => I64, I64; u16 => U16, U16; u32 => U32, U32; u64 => U64, U64; f16 => F16, F16; bf16 => BF16, BF16; f32 => F32, F32; f64 => F64, F64;
     [f32; 2] => C64, C64);
 
-/// A tensor held in host memory.
-#[derive(Clone, Debug, PartialEq)]
+/// A tensor held in host memory. The elements are shared: a clone (a
+/// graph rebuilt by an optimizer pass, a constant copied into attributes,
+/// a weight handed to a run) copies a pointer, not the data — tensors are
+/// never mutated in place, only built anew.
+#[derive(Clone, Debug)]
 pub struct HostTensor {
     dtype: DType,
     shape: Shape,
-    data: TensorData,
+    data: Arc<TensorData>,
+}
+
+impl PartialEq for HostTensor {
+    fn eq(&self, other: &Self) -> bool {
+        self.dtype == other.dtype
+            && self.shape == other.shape
+            && (Arc::ptr_eq(&self.data, &other.data) || self.data == other.data)
+    }
 }
 
 fn data_matches(dtype: DType, data: &TensorData) -> bool {
@@ -172,7 +184,11 @@ impl HostTensor {
                 data.len()
             )));
         }
-        Ok(HostTensor { dtype, shape, data })
+        Ok(HostTensor {
+            dtype,
+            shape,
+            data: Arc::new(data),
+        })
     }
 
     /// Copy a slice into a new tensor of the given shape.
@@ -185,7 +201,7 @@ impl HostTensor {
         HostTensor {
             dtype: T::DTYPE,
             shape: Shape::scalar(),
-            data: T::wrap(vec![v]),
+            data: Arc::new(T::wrap(vec![v])),
         }
     }
 
@@ -249,8 +265,15 @@ impl HostTensor {
     pub fn data(&self) -> &TensorData {
         &self.data
     }
+    /// The elements, copied only when another clone still shares them.
     pub fn into_data(self) -> TensorData {
-        self.data
+        Arc::try_unwrap(self.data).unwrap_or_else(|shared| (*shared).clone())
+    }
+
+    /// Whether `self` and `other` share their elements (one is a clone of
+    /// the other): then they are equal without comparing a value.
+    pub fn shares_data(&self, other: &HostTensor) -> bool {
+        Arc::ptr_eq(&self.data, &other.data)
     }
     pub fn numel(&self) -> usize {
         self.shape.numel()
@@ -272,7 +295,7 @@ impl HostTensor {
     /// Widen every element to f64 (bool → 0/1, integers exactly up to 2^53,
     /// complex → real part). Errors for packed data.
     pub fn to_f64_vec(&self) -> Result<Vec<f64>, IrError> {
-        Ok(match &self.data {
+        Ok(match &*self.data {
             TensorData::Bool(v) => v.iter().map(|&x| x as u8 as f64).collect(),
             TensorData::I8(v) => v.iter().map(|&x| x as f64).collect(),
             TensorData::U8(v) => v.iter().map(|&x| x as f64).collect(),
@@ -296,7 +319,7 @@ impl HostTensor {
     /// read negative: the ring operations (+, −, ×, bitwise) stay exact,
     /// and kernels that order or divide u64 values must not use this).
     pub fn to_i64_vec(&self) -> Result<Vec<i64>, IrError> {
-        Ok(match &self.data {
+        Ok(match &*self.data {
             TensorData::Bool(v) => v.iter().map(|&x| x as i64).collect(),
             TensorData::I8(v) => v.iter().map(|&x| x as i64).collect(),
             TensorData::U8(v) => v.iter().map(|&x| x as i64).collect(),
@@ -313,7 +336,7 @@ impl HostTensor {
 
     /// Complex elements as (re, im) pairs; real tensors get im = 0.
     pub fn to_c64_vec(&self) -> Result<Vec<[f64; 2]>, IrError> {
-        match &self.data {
+        match &*self.data {
             TensorData::C64(v) => Ok(v.iter().map(|c| [c[0] as f64, c[1] as f64]).collect()),
             _ => Ok(self.to_f64_vec()?.into_iter().map(|x| [x, 0.0]).collect()),
         }
@@ -386,7 +409,7 @@ impl HostTensor {
                 $v.iter().flat_map(|x| x.to_le_bytes()).collect()
             };
         }
-        match &self.data {
+        match &*self.data {
             TensorData::Bool(v) => v.iter().map(|&b| b as u8).collect(),
             TensorData::I8(v) => le!(v),
             TensorData::U8(v) | TensorData::Packed(v) => v.clone(),
@@ -512,7 +535,7 @@ impl HostTensor {
     /// The JSON value of this tensor (see module docs for the schema).
     pub fn to_json(&self) -> serde_json::Value {
         use serde_json::Value;
-        let data: Value = match &self.data {
+        let data: Value = match &*self.data {
             TensorData::Bool(v) => v.iter().map(|&b| Value::Bool(b)).collect(),
             TensorData::C64(v) => v
                 .iter()
