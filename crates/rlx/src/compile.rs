@@ -48,7 +48,8 @@ pub struct CompileOptions {
     /// Mixed precision: [`Amp::Autocast`] runs contractions in f16/bf16
     /// (the optimizer's autocast pass; the pass report says what moved).
     pub amp: Amp,
-    /// Post-training quantization: where the PTQ pass will plug in (only `None` today).
+    /// Post-training quantization: `Ptq::Int(plan)` rewrites the dense
+    /// layers to integer weights (and static int8 activations) first.
     pub ptq: Ptq,
     /// Print the dispatch report to stderr (also for every compile after
     /// [`set_print_reports`]`(true)`, which `RLX_DISPATCH_REPORT=1` sets).
@@ -110,12 +111,43 @@ impl Amp {
     }
 }
 
-/// Post-training quantization policy (the hook of the pipeline).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+/// Post-training quantization (the first step of the pipeline).
+#[derive(Clone, Default)]
 pub enum Ptq {
     /// No quantization.
     #[default]
     None,
+    /// Integer dense layers ([`crate::quant`]): the plan rewrites the
+    /// graph before anything else, so its weights are i8 inputs (pass
+    /// [`quant::Plan::weight`](crate::quant::Plan::weight)'s values).
+    Int(std::sync::Arc<crate::quant::Plan>),
+}
+
+impl PartialEq for Ptq {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Ptq::None, Ptq::None) => true,
+            (Ptq::Int(a), Ptq::Int(b)) => std::sync::Arc::ptr_eq(a, b) || a == b,
+            _ => false,
+        }
+    }
+}
+
+/// Short: the session cache keys on it (a plan's scheme, layers and a
+/// hash of its grids, not its weights).
+impl std::fmt::Debug for Ptq {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ptq::None => write!(f, "None"),
+            Ptq::Int(p) => write!(
+                f,
+                "Int({}, {:?}, {:016x})",
+                p.scheme,
+                p.sites.keys().collect::<Vec<_>>(),
+                p.fingerprint()
+            ),
+        }
+    }
 }
 
 /// A graph compiled for one device.
@@ -352,6 +384,14 @@ pub fn plan_with(
 ) -> Result<Planned, Error> {
     init();
     graph.verify()?;
+    let quantized;
+    let graph = match &opts.ptq {
+        Ptq::None => graph,
+        Ptq::Int(plan) => {
+            quantized = plan.apply(graph)?;
+            &quantized
+        }
+    };
     let amp = opts.amp.policy();
     let (optimized, passes) = if opts.optimize {
         let (g, r) = rlx_opt::compile_pipeline_with(graph, cpu_eval, amp)
@@ -363,8 +403,6 @@ pub fn plan_with(
     } else {
         (graph.clone(), None)
     };
-    // The PTQ hook: `None` is the only policy today.
-    let Ptq::None = opts.ptq;
     let graph = &optimized;
     let dispatch = opts.dispatch.effective().map_err(RuntimeError::Config)?;
     let route = |r: DeviceRouter| {

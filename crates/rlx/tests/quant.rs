@@ -193,6 +193,17 @@ fn static_int8_mlp_matches_onnx_runtime_qdq() {
     assert!(diff(&y, &want) < 1e-4, "vs ORT QDQ: {}", diff(&y, &want));
     // It is the quantized model, not the f32 one.
     assert!(diff(&y, &f32_y) > 1e-3, "vs f32: {}", diff(&y, &f32_y));
+    // The same through the compile option: the f32 graph in, the plan
+    // applied first, i8 weights given at run time.
+    let opts = rlx::CompileOptions {
+        ptq: rlx::Ptq::Int(std::sync::Arc::new(plan)),
+        ..Default::default()
+    };
+    let c = rlx::compile_with(&g, rlx::Device::Cpu, &opts).unwrap();
+    let y2 = c.run(&qins).unwrap()[0].to_vec::<f32>().unwrap();
+    assert_eq!(y2, y);
+    let e = c.run(&ins).unwrap_err().to_string();
+    assert!(e.contains("i8"), "f32 weights where i8 are due: {e}");
 }
 
 #[test]

@@ -301,6 +301,25 @@ impl Plan {
             .map(|s| HostTensor::from_slice(&s.weight.values, s.dims.to_vec()).map_err(Error::from))
     }
 
+    /// A hash of the grids (scheme, activation parameters, weight scales;
+    /// not the weight values): tells plans apart in a compile cache key.
+    pub fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for (k, s) in &self.sites {
+            k.hash(&mut h);
+            s.dims.hash(&mut h);
+            if let Some(a) = s.activation {
+                (a.scale.to_bits(), a.zero_point).hash(&mut h);
+            }
+            s.weight
+                .scales
+                .iter()
+                .for_each(|v| v.to_bits().hash(&mut h));
+        }
+        h.finish()
+    }
+
     /// Bytes of the quantized weights as held (one byte per value, even
     /// for int4) plus their f32 scales.
     pub fn weight_bytes(&self) -> usize {
