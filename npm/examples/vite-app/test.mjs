@@ -105,6 +105,15 @@ try {
     check("webgpu ran on webgpu", r.webgpu.device === "webgpu" && r.webgpu.report.device === "webgpu", r.webgpu.device);
     check("webgpu embeddings match sentence-transformers", worstCosine(r.webgpu.vecs) >= 0.9999, `worst cosine ${worstCosine(r.webgpu.vecs)}; ${r.webgpu.ms.toFixed(0)} ms`);
   } else check("webgpu embeddings computed", false);
+  if (r.webgpu) {
+    // f16 autocast on WebGPU rounds like the cpu's (f16 operands, f32
+    // sums) and is visibly not the f32 product.
+    const a = r.amp ?? {};
+    // Without `shader-f16` (SwiftShader) the f16 values are held in f32
+    // registers and the report says so in the kernel names.
+    check("amp f16 ran on webgpu as f16 kernels, the report naming a missing shader-f16", a.device === "webgpu" && a.dtype === "f32" && a.kernels?.some((k) => /^wgsl::matmul<f16/.test(k)) && a.kernels.every((k) => !/f16 held as f32/.test(k) || /lacks shader-f16/.test(k)), JSON.stringify(a).slice(0, 300));
+    check("amp f16 on webgpu agrees with the cpu's f16 autocast", a.vsCpuAmp < 2e-3 && a.vsF32 > 1e-4 && a.cpuVsF32 > 1e-4, `vs cpu f16 ${a.vsCpuAmp}, vs f32 ${a.vsF32} (cpu f16 vs f32 ${a.cpuVsF32})`);
+  }
   if (r.worker) {
     check("Web Worker embeddings match", worstCosine(r.worker.vecs) >= 0.9999, `worst cosine ${worstCosine(r.worker.vecs)}`);
     check("the Web Worker loaded the relaxed-SIMD core too", r.worker.variant === RELAXED, r.worker.variant);

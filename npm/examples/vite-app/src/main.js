@@ -99,6 +99,33 @@ async function llmDemo(url, prompt, maxTokens, device) {
   return result;
 }
 
+// Mixed precision on WebGPU: x (4, 64) @ w (64, 32) with f16 autocast,
+// against the cpu's f16 autocast and f32 (both inputs given per run, so
+// the package rounds them to f16 before each run).
+async function ampDemo() {
+  const x = Float32Array.from({ length: 4 * 64 }, (_, i) => Math.sin(i * 0.37) * 3);
+  const w = Float32Array.from({ length: 64 * 32 }, (_, i) => Math.cos(i * 0.11));
+  const build = () => {
+    const g = new rlx.GraphBuilder("amp");
+    const a = g.input("x", "f32", [4, 64]);
+    const b = g.input("w", "f32", [64, 32]);
+    return g.finish([a.matmul(b)]);
+  };
+  const run = async (device, amp) => {
+    const m = await rlx.compile(build(), { device, amp });
+    const [y] = await m.run({ x, w });
+    const out = { device: m.device, dtype: y.dtype, data: Array.from(y.data), kernels: m.dispatchReport().nodes.flatMap((n) => n.kernels) };
+    m.dispose();
+    return out;
+  };
+  const gpu = await run("webgpu", "f16");
+  const cpu = await run("cpu", "f16");
+  const f32 = await run("cpu", "none");
+  const diff = (a, b) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i])), 0);
+  log(`amp f16 on webgpu: kernels ${gpu.kernels.join(", ")}; vs cpu f16 ${diff(gpu.data, cpu.data).toExponential(2)}, vs f32 ${diff(gpu.data, f32.data).toExponential(2)}`);
+  return { device: gpu.device, dtype: gpu.dtype, kernels: gpu.kernels, vsCpuAmp: diff(gpu.data, cpu.data), vsF32: diff(gpu.data, f32.data), cpuVsF32: diff(cpu.data, f32.data) };
+}
+
 async function main() {
   if (params.has("llm")) {
     try {
@@ -122,8 +149,14 @@ async function main() {
   log("devices: " + JSON.stringify(devices.map((d) => [d.device, d.available, d.reason ?? d.adapter?.name])));
   const results = { wasm, devices, cpu: await inPage("cpu") };
   const gpu = devices.find((d) => d.device === "webgpu");
-  if (gpu.available) results.webgpu = await inPage("webgpu");
-  else {
+  if (gpu.available) {
+    results.webgpu = await inPage("webgpu");
+    try {
+      results.amp = await ampDemo();
+    } catch (e) {
+      results.amp = { error: { name: e.name, code: e.code, message: e.message } };
+    }
+  } else {
     // What a user sees without WebGPU: the typed error, and the fallback chain.
     try {
       await rlx.pipelines.embed(sentences, { model, device: "webgpu" });
