@@ -56,6 +56,13 @@ pub struct SentenceEmbedder {
     pub batch_size: usize,
 }
 
+/// Bytes of `ts` as stored (block types by their blocks).
+fn weight_bytes(ts: &[HostTensor]) -> usize {
+    ts.iter()
+        .map(|t| rlx_ir::limits::tensor_bytes(t.dtype(), t.shape().dims()).unwrap_or(0) as usize)
+        .sum()
+}
+
 /// Read a small model file (config, tokenizer) whole, bounded by
 /// `max_file_bytes` so a wrong path (a device, a huge file) cannot exhaust
 /// memory.
@@ -158,14 +165,7 @@ impl SentenceEmbedder {
     pub fn quantize_weights(&mut self, dtype: rlx_ir::DType) -> Result<(usize, usize), EmbedError> {
         let bert = Bert::new(self.config.clone(), true).with_weight_dtype(dtype)?;
         let params = bert.parameters();
-        let bytes = |ts: &[HostTensor]| -> usize {
-            ts.iter()
-                .map(|t| {
-                    rlx_ir::limits::tensor_bytes(t.dtype(), t.shape().dims()).unwrap_or(0) as usize
-                })
-                .sum()
-        };
-        let before = bytes(&self.weights);
+        let before = weight_bytes(&self.weights);
         let mut weights = Vec::with_capacity(params.len());
         for (p, w) in params.iter().zip(&self.weights) {
             weights.push(if p.ty.dtype == w.dtype() {
@@ -174,7 +174,7 @@ impl SentenceEmbedder {
                 quantize(w, p.ty.dtype)?
             });
         }
-        let after = bytes(&weights);
+        let after = weight_bytes(&weights);
         self.bert = bert;
         self.weights = weights;
         self.session = Session::new(CompileOptions::default());
@@ -244,21 +244,14 @@ impl SentenceEmbedder {
                 cal.plan(&probe, scheme, &ins)?
             }
         };
-        let bytes = |ts: &[HostTensor]| -> usize {
-            ts.iter()
-                .map(|t| {
-                    rlx_ir::limits::tensor_bytes(t.dtype(), t.shape().dims()).unwrap_or(0) as usize
-                })
-                .sum()
-        };
-        let before = bytes(&self.weights);
+        let before = weight_bytes(&self.weights);
         for &k in plan.sites.keys() {
             if let Some(w) = plan.weight(k) {
                 self.weights[k - 3] = w?;
             }
         }
         let scales: usize = plan.sites.values().map(|s| 4 * s.weight.scales.len()).sum();
-        let after = bytes(&self.weights) + scales;
+        let after = weight_bytes(&self.weights) + scales;
         let plan = Arc::new(plan);
         self.quant = Some(plan.clone());
         self.session = Session::new(CompileOptions::default());
@@ -377,12 +370,7 @@ impl SentenceEmbedder {
                 current[k] = HostTensor::from_slice(&values, w.shape().clone())?;
             }
         }
-        let after: usize = weights
-            .iter()
-            .map(|t| {
-                rlx_ir::limits::tensor_bytes(t.dtype(), t.shape().dims()).unwrap_or(0) as usize
-            })
-            .sum();
+        let after = weight_bytes(&weights);
         self.bert = bert;
         self.weights = weights;
         self.session = Session::new(CompileOptions::default());

@@ -117,6 +117,9 @@ fn weight_grids_match_onnx_runtime() {
         e.contains("32 inputs per output") && e.contains("groups of 128"),
         "{e}"
     );
+    assert!(quantize_weight(&[0.0; 4], [2, 2], 0, 8, Granularity::Group(0)).is_err());
+    assert!(quantize_weight(&[0.0; 4], [2, 2], 0, 3, Granularity::Tensor).is_err());
+    assert!(quantize_weight(&[f32::NAN; 4], [2, 2], 0, 8, Granularity::Tensor).is_err());
 }
 
 /// x (5, 24) → matmul(x, permute(w1)) + b1 → relu → matmul(·, w2 (32, 8)).
@@ -235,11 +238,8 @@ fn weight_only_groups_dequantize_in_the_graph() {
                     } else {
                         i * dims[1] + o
                     };
-                    let s = q.scales[if per == 0 {
-                        0
-                    } else {
-                        (o * inn + i) / (inn / per)
-                    }];
+                    // One scale per group of inn / per inputs; per 0: one in all.
+                    let s = q.scales[inn.checked_div(per).map_or(0, |g| (o * inn + i) / g)];
                     w[j] = q.values[j] as f32 * s;
                 }
             }
@@ -309,7 +309,7 @@ fn bad_calibration_is_a_typed_error() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("2 row flags"), "{e}");
-    assert!(matches!(Range::parse("percentile=40"), Err(_)));
+    assert!(Range::parse("percentile=40").is_err());
     assert_eq!(Range::parse("percentile=99.9"), Ok(Range::Percentile(99.9)));
     assert_eq!(Granularity::parse("group=128"), Ok(Granularity::Group(128)));
 }

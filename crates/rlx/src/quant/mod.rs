@@ -31,7 +31,7 @@ mod observe;
 mod rewrite;
 
 pub use observe::{percentile, quantization_error, Observer, MSE_STEPS, SAMPLE_CAP};
-pub use rewrite::{dense_sites, Calibrator, DenseSite, Plan, SitePlan};
+pub use rewrite::{dense_sites, Calibrator, DenseSite, Plan, SitePlan, Skipped};
 
 /// How calibration turns observed activations into a range.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -189,6 +189,8 @@ impl QParams {
     /// asymmetric [−2^(bits−1), 2^(bits−1) − 1]. A range of (almost) zero
     /// width gets scale 1.
     pub fn new(lo: f32, hi: f32, symmetric: bool, bits: u8) -> Self {
+        // Grids of 2 to 16 bits (other widths are taken as the nearest).
+        let bits = bits.clamp(2, 16);
         let top = (1i32 << (bits - 1)) - 1;
         let (mut rmin, mut rmax) = (lo.min(0.0) as f64, hi.max(0.0) as f64);
         let (qmin, qmax) = if symmetric {
@@ -277,6 +279,7 @@ pub fn quantize_weight(
     let group = match g {
         Granularity::Tensor => outs * ins,
         Granularity::Channel => ins,
+        Granularity::Group(0) => return Err("a group of 0 inputs".into()),
         Granularity::Group(n) if ins % n == 0 => n,
         Granularity::Group(n) => {
             return Err(format!(

@@ -58,14 +58,14 @@ impl Observer {
             }
             self.min = self.min.min(v);
             self.max = self.max.max(v);
-            if self.count % self.stride == 0 {
+            if self.count.is_multiple_of(self.stride) {
                 if self.samples.len() == self.cap {
                     // Keep every other sample: those at multiples of the new stride.
                     let kept: Vec<f32> = self.samples.iter().step_by(2).copied().collect();
                     self.samples = kept;
                     self.stride *= 2;
                 }
-                if self.count % self.stride == 0 {
+                if self.count.is_multiple_of(self.stride) {
                     self.samples.push(v);
                 }
             }

@@ -33,13 +33,13 @@ impl DenseSite {
     }
 }
 
+/// Candidate weights that are not dense layers: (graph input, why).
+pub type Skipped = Vec<(usize, String)>;
+
 /// The dense layers among the weights that are graph inputs `candidates`,
 /// and for each candidate that is not one, why (read by something other
 /// than one dense product, not rank 2, not f32).
-pub fn dense_sites(
-    g: &Graph,
-    candidates: &[usize],
-) -> Result<(Vec<DenseSite>, Vec<(usize, String)>), Error> {
+pub fn dense_sites(g: &Graph, candidates: &[usize]) -> Result<(Vec<DenseSite>, Skipped), Error> {
     let mut sites = vec![];
     let mut skipped = vec![];
     let readers = |v: ValueId| -> Vec<usize> {
@@ -141,8 +141,12 @@ impl Calibrator {
         if sites.is_empty() {
             return Err(err("calibration: the graph has no dense layer to observe"));
         }
-        let mut xs: Vec<ValueId> = sites.iter().map(|s| s.x).collect();
-        xs.dedup();
+        let mut xs: Vec<ValueId> = vec![];
+        for s in &sites {
+            if !xs.contains(&s.x) {
+                xs.push(s.x);
+            }
+        }
         let mut gx = g.clone();
         gx.outputs = xs.clone();
         let out = crate::compile(&gx, Device::Cpu)?.run_refs(inputs)?;
@@ -211,7 +215,7 @@ pub struct Plan {
     pub scheme: Scheme,
     pub sites: BTreeMap<usize, SitePlan>,
     /// Candidates left in f32, with why.
-    pub skipped: Vec<(usize, String)>,
+    pub skipped: Skipped,
 }
 
 impl Plan {
