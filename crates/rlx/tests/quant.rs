@@ -313,3 +313,25 @@ fn bad_calibration_is_a_typed_error() {
     assert_eq!(Range::parse("percentile=99.9"), Ok(Range::Percentile(99.9)));
     assert_eq!(Granularity::parse("group=128"), Ok(Granularity::Group(128)));
 }
+
+/// Quantizing rounds ties to even (ONNX Round, `numpy.round`): the fast
+/// CPU engine's `round` (which the QDQ activations run on) does too.
+#[test]
+fn round_on_the_fast_engine_ties_to_even() {
+    let mut b = GraphBuilder::new("round");
+    let x = b.input("x", TensorType::new(DType::F32, [8]));
+    let r = b.unary("round", x).unwrap();
+    let g = b.finish(&[r]).unwrap();
+    let c = rlx::compile(&g, rlx::Device::Cpu).unwrap();
+    assert!(
+        c.dispatch_report().to_string().contains("cpu::fast::round"),
+        "{}",
+        c.dispatch_report()
+    );
+    let x = [0.5f32, 1.5, 2.5, -0.5, -2.5, 3.5, 2.4999998, -7.5];
+    let y = c.run(&[HostTensor::from_slice(&x, [8]).unwrap()]).unwrap()[0]
+        .to_vec::<f32>()
+        .unwrap();
+    // numpy.round([0.5, 1.5, 2.5, -0.5, -2.5, 3.5, 2.4999998, -7.5])
+    assert_eq!(y, [0.0, 2.0, 2.0, -0.0, -2.0, 4.0, 2.0, -8.0]);
+}

@@ -30,6 +30,8 @@ pub enum Un {
     GeluTanh,
     Silu,
     Sign,
+    /// `round`: to the nearest integer, ties to even (ONNX Round).
+    RoundEven,
     Copy,
     /// Round to f16 / bf16 and back: a cast to a 16-bit type inside a
     /// region (registers stay f32).
@@ -65,6 +67,7 @@ pub fn unary(op: &str) -> Option<Un> {
         "gelu_tanh" => Un::GeluTanh,
         "silu" => Un::Silu,
         "sign" => Un::Sign,
+        "round" => Un::RoundEven,
         // Same-dtype copies (when the memory plan could not make a view).
         "identity" | "stop_gradient" | "cast" | "reshape" | "squeeze" | "unsqueeze" | "permute"
         | "contiguous" => Un::Copy,
@@ -242,8 +245,18 @@ impl Program {
         let mut reg = vec![usize::MAX; body.values.len()];
         let mut instrs = Vec::new();
         let ok = |d: DType| convert::is_float(d) || d == DType::Bool;
+        // An i8 input (quantized weights) may only be cast to f32: its
+        // register holds the exact value, and no i8 arithmetic is done.
+        let i8_only_cast = |v: rlx_ir::ValueId| {
+            body.nodes
+                .iter()
+                .filter(|n| n.inputs.contains(&v))
+                .all(|n| n.op.name() == "cast" && body.ty(n.outputs[0]).dtype == DType::F32)
+                && !body.outputs.contains(&v)
+        };
         for (k, &v) in body.inputs.iter().enumerate() {
-            if !ok(body.ty(v).dtype) {
+            let d = body.ty(v).dtype;
+            if !(ok(d) || (d == DType::I8 && i8_only_cast(v))) {
                 return None;
             }
             reg[v.index()] = instrs.len();
@@ -283,9 +296,10 @@ impl Program {
                 // Casts between f32 and bool (registers hold bools as 1/0).
                 "cast" => match (in_ty(0)?, body.ty(out).dtype) {
                     (DType::Bool, DType::Bool) => Instr::Un(Un::Copy, arg(0)?),
-                    (DType::Bool | DType::F32 | DType::F16 | DType::BF16, DType::F32) => {
-                        Instr::Un(Un::Copy, arg(0)?)
-                    }
+                    (
+                        DType::Bool | DType::I8 | DType::F32 | DType::F16 | DType::BF16,
+                        DType::F32,
+                    ) => Instr::Un(Un::Copy, arg(0)?),
                     (from, to @ (DType::F16 | DType::BF16)) if ok(from) => {
                         // Narrowing rounds; a bool or a narrower value is exact.
                         let exact = from == DType::Bool || from == to;
@@ -395,6 +409,7 @@ fn apply_un<M: Mad>(u: Un, x: &mut [f32], src: &[f32]) {
         } else {
             s * 0.0
         }),
+        Un::RoundEven => map!(|s: f32| s.round_ties_even()),
         Un::Copy => x.copy_from_slice(src),
         Un::Round(f) => map!(|s: f32| convert::round_through(s, f)),
     }
@@ -488,10 +503,45 @@ pub enum Src<'a, 'l> {
     View(View<'a, 'l>),
     /// A host bool tensor, read through broadcast strides as 1.0 / 0.0.
     Bool(&'a [bool], &'l [usize], &'l [usize]),
+    /// A host i8 tensor (quantized weights), read exactly as f32.
+    I8(&'a [i8], &'l [usize], &'l [usize]),
 }
 
 /// Elements `start..` of a broadcast bool tensor as 1.0 / 0.0.
 fn load_bool(data: &[bool], strides: &[usize], dims: &[usize], start: usize, dst: &mut [f32]) {
+    load_host(
+        data,
+        strides,
+        dims,
+        start,
+        dst,
+        |&b| if b { 1.0 } else { 0.0 },
+    )
+}
+
+/// Elements `start..` of a broadcast host tensor, each through `f`; a
+/// contiguous run (the usual weight) without index arithmetic.
+fn load_host<T>(
+    data: &[T],
+    strides: &[usize],
+    dims: &[usize],
+    start: usize,
+    dst: &mut [f32],
+    f: impl Fn(&T) -> f32,
+) {
+    let mut next = 1;
+    let contiguous = dims.iter().zip(strides).rev().all(|(&d, &st)| {
+        let ok = st == next || d == 1;
+        next *= d;
+        ok
+    });
+    if contiguous {
+        let n = dst.len();
+        for (v, x) in dst.iter_mut().zip(&data[start..start + n]) {
+            *v = f(x);
+        }
+        return;
+    }
     for (j, v) in dst.iter_mut().enumerate() {
         let mut i = start + j;
         let mut at = 0;
@@ -499,7 +549,7 @@ fn load_bool(data: &[bool], strides: &[usize], dims: &[usize], start: usize, dst
             at += (i % d) * st;
             i /= d;
         }
-        *v = if data[at] { 1.0 } else { 0.0 };
+        *v = f(&data[at]);
     }
 }
 
@@ -568,6 +618,7 @@ simd_fn! {
                         Src::Out => dst.copy_from_slice(ot),
                         Src::View(v) => load(v, start, dst),
                         Src::Bool(d, st, dims) => load_bool(d, st, dims, start, dst),
+                        Src::I8(d, st, dims) => load_host(d, st, dims, start, dst, |&x| x as f32),
                     },
                     Instr::Const(c) => dst.fill(*c),
                     Instr::Un(u, a) => apply_un::<M>(*u, dst, reg(*a)),
@@ -669,6 +720,7 @@ pub fn select(
                         Src::Out => dst.copy_from_slice(ot),
                         Src::View(v) => load(v, start, dst),
                         Src::Bool(d, st, dims) => load_bool(d, st, dims, start, dst),
+                        Src::I8(d, st, dims) => load_host(d, st, dims, start, dst, |&x| x as f32),
                     }
                 }
                 select_tile(ot, &c[..len], &a[..len], &b[..len]);

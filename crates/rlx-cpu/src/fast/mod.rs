@@ -314,10 +314,11 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
         }
         "fused_elementwise" => {
             let body = attrs.graph("body").ok()?;
-            // bool inputs are read as 1.0 / 0.0 (masks, conditions).
+            // bool inputs are read as 1.0 / 0.0 (masks, conditions); i8
+            // ones (quantized weights) exactly, only into casts to f32.
             (inputs
                 .iter()
-                .all(|t| convert::is_float(t.dtype) || t.dtype == DType::Bool))
+                .all(|t| convert::is_float(t.dtype) || matches!(t.dtype, DType::Bool | DType::I8)))
             .then(|| elementwise::Program::for_region(body))?
             .map(Kind::Elementwise)
         }

@@ -249,8 +249,11 @@ impl FastProgram {
                 let src = |k: usize| -> Result<Src, CpuError> {
                     let Some(loc) = args[k].as_ref() else {
                         let t = host_of(k)?;
+                        if let Some(d) = i8::unwrap(t.data()) {
+                            return Ok(Src::I8(d, &host_strides[k], out_dims));
+                        }
                         let d = bool::unwrap(t.data())
-                            .ok_or_else(|| fail(op, "host input is not bool"))?;
+                            .ok_or_else(|| fail(op, "host input is not bool or i8"))?;
                         return Ok(Src::Bool(d, &host_strides[k], out_dims));
                     };
                     if rd.is_output(loc) {
