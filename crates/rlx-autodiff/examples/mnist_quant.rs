@@ -42,8 +42,8 @@ fn predict(
         let mut params = params.to_vec();
         if let Some(p) = plan {
             g = p.apply(&g)?;
-            for (&k, w) in p.sites.keys().zip(p.sites.keys().map(|&k| p.weight(k))) {
-                params[k] = w.ok_or("no weight")??;
+            for &k in p.sites.keys() {
+                params[k] = p.weight(k).ok_or("no weight")??;
             }
         }
         let exe = rlx::compile(&g, rlx::Device::Cpu)?;

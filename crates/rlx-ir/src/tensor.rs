@@ -114,19 +114,14 @@ element!(bool => Bool, Bool; i8 => I8, I8; u8 => U8, U8; i16 => I16, I16; i32 =>
 /// graph rebuilt by an optimizer pass, a constant copied into attributes,
 /// a weight handed to a run) copies a pointer, not the data — tensors are
 /// never mutated in place, only built anew.
-#[derive(Clone, Debug)]
+///
+/// Equality compares values (a NaN is unequal to itself, shared or not);
+/// [`HostTensor::shares_data`] tells a clone apart without reading it.
+#[derive(Clone, Debug, PartialEq)]
 pub struct HostTensor {
     dtype: DType,
     shape: Shape,
     data: Arc<TensorData>,
-}
-
-impl PartialEq for HostTensor {
-    fn eq(&self, other: &Self) -> bool {
-        self.dtype == other.dtype
-            && self.shape == other.shape
-            && (Arc::ptr_eq(&self.data, &other.data) || self.data == other.data)
-    }
 }
 
 fn data_matches(dtype: DType, data: &TensorData) -> bool {
