@@ -51,7 +51,7 @@ HERE = Path(__file__).resolve().parent
 OUT_DIR = HERE / "ops"
 OPS_SRC = HERE.parent.parent / "crates" / "rlx-ir" / "src" / "ops"
 OP_SOURCES = ["elementwise.rs", "reduce.rs", "linalg.rs", "shape.rs", "index.rs",
-              "signal.rs", "control.rs", "misc.rs", "fused.rs", "region.rs", "formula.rs"]
+              "signal.rs", "control.rs", "misc.rs", "fused.rs", "integer.rs", "region.rs", "formula.rs"]
 
 # Reference computations deliberately produce NaN/inf (log(0), 0/0, ...).
 np.seterr(all="ignore")
@@ -2358,6 +2358,42 @@ def gen_folds():
     merged("f64", (1, 2, 3, 4), (1, 2, 3, 4), (1, 2, 3, 4), "causal", dt="f64")
 
 
+def gen_integer():
+    """matmul_integer: (a − a_zero_point) @ (b − b_zero_point) of 8-bit
+    integers, computed in NumPy int64 and wrapped to int32. Sums stay below
+    2^24 in magnitude (the f32 decomposition other backends run is exact
+    there); rlx-cpu's tests go past it."""
+    rng = rng_for("matmul_integer")
+
+    def ints(dt, shape):
+        lo, hi = (0, 256) if dt == "u8" else (-128, 128)
+        return tensor(dt, rng.integers(lo, hi, size=shape))
+
+    for name, adt, bdt, ashape, n, za, zb in (
+            ("u8_i8_scalar_zero_points", "u8", "i8", (5, 37), 19, (), ()),
+            ("i8_u8_per_row_and_column", "i8", "u8", (2, 9, 64), 33, "row", "col"),
+            ("u8_u8_no_zero_points", "u8", "u8", (3, 8), 5, None, None),
+            ("i8_i8_a_zero_point_only", "i8", "i8", (17, 130), 40, (), None),
+            ("vector_a", "u8", "i8", (12,), 7, (), "col")):
+        k = ashape[-1]
+        a, b = ints(adt, ashape), ints(bdt, (k, n))
+        m = ashape[-2] if len(ashape) > 1 else 1
+        ins, names = [a, b], ["a", "b"]
+        a64, b64 = a.a.astype(np.int64), b.a.astype(np.int64)
+        if za is not None:
+            z = ints(adt, (m,) if za == "row" else ())
+            ins.append(z)
+            names.append("a_zero_point")
+            a64 = a64 - (z.a.astype(np.int64).reshape(m, 1) if za == "row" else z.a.astype(np.int64))
+        if zb is not None:
+            z = ints(bdt, (n,) if zb == "col" else ())
+            ins.append(z)
+            names.append("b_zero_point")
+            b64 = b64 - z.a.astype(np.int64)
+        y = (a64 @ b64).astype(np.int32)
+        add_case("matmul_integer", name, ins, tensor("i32", y), names=names)
+
+
 def gen_fused_elementwise():
     """A region of elementwise ops run as one kernel: each op of the body
     rounds to its dtype, as it would unfused."""
@@ -2747,7 +2783,7 @@ def gen_bitcast():
 
 def main() -> int:
     for gen in (gen_unary, gen_binary, gen_where_clamp_cast, gen_reduce, gen_matmul, gen_shape, gen_index,
-                gen_signal, gen_control, gen_fused, gen_folds, gen_fused_elementwise, gen_quant, gen_misc,
+                gen_signal, gen_control, gen_fused, gen_folds, gen_integer, gen_fused_elementwise, gen_quant, gen_misc,
                 gen_unsigned, gen_bitcast):
         gen()
     ops = defined_ops()

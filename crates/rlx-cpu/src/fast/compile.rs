@@ -16,7 +16,7 @@ use super::{attention, bf16dot, bounds, fail, select, winograd, FastProgram, Fil
 use crate::kernels::amx;
 use crate::CpuError;
 use rlx_ir::lir::Program;
-use rlx_ir::{DType, Graph, Node, TensorType};
+use rlx_ir::{Graph, Node, TensorType};
 use std::sync::Mutex;
 
 impl FastProgram {
@@ -301,11 +301,11 @@ impl<'g> Planner<'g> {
             }
             _ => None,
         };
-        let kind = if out_home.is_some() {
-            select(node.op.name(), &types, &node.attrs)
-        } else {
-            None
-        };
+        let kind = select(node.op.name(), &types, &node.attrs);
+        if let Some(k @ (Kind::IntMatmul { .. } | Kind::ToInt8 { .. })) = &kind {
+            return Ok(Step::Host(k.clone()));
+        }
+        let kind = kind.filter(|_| out_home.is_some());
         let (Some(kind), Some((out_loc, out_fmt))) = (kind, out_home) else {
             return Ok(Step::Ref);
         };
@@ -517,7 +517,9 @@ impl<'g> Planner<'g> {
                 *scratch = (*scratch).max(p.scratch());
                 let op = node.op.name();
                 for (k, t) in types.iter().enumerate() {
-                    if t.dtype == DType::Bool {
+                    // Host (bool or integer) inputs are read through
+                    // their broadcast strides.
+                    if !convert::is_float(t.dtype) {
                         let l = Loc {
                             root: Root::Arena,
                             offset: 0,
@@ -612,6 +614,8 @@ impl<'g> Planner<'g> {
             | Kind::DequantMatmul { .. }
             | Kind::Rope { .. }
             | Kind::Constant
+            | Kind::IntMatmul { .. }
+            | Kind::ToInt8 { .. }
             | Kind::Reduce { .. } => {}
         }
         Ok(BoolOperands {

@@ -245,9 +245,10 @@ impl Program {
         let mut reg = vec![usize::MAX; body.values.len()];
         let mut instrs = Vec::new();
         let ok = |d: DType| convert::is_float(d) || d == DType::Bool;
-        // An i8 input (quantized weights) may only be cast to f32: its
-        // register holds the exact value, and no i8 arithmetic is done.
-        let i8_only_cast = |v: rlx_ir::ValueId| {
+        // An integer input (i8/u8 quantized values, i32 products) may only
+        // be cast to f32: its register holds the value as the cast rounds
+        // it, and no integer arithmetic is done.
+        let int_only_cast = |v: rlx_ir::ValueId| {
             body.nodes
                 .iter()
                 .filter(|n| n.inputs.contains(&v))
@@ -256,7 +257,7 @@ impl Program {
         };
         for (k, &v) in body.inputs.iter().enumerate() {
             let d = body.ty(v).dtype;
-            if !(ok(d) || (d == DType::I8 && i8_only_cast(v))) {
+            if !(ok(d) || (host_int(d) && int_only_cast(v))) {
                 return None;
             }
             reg[v.index()] = instrs.len();
@@ -297,7 +298,13 @@ impl Program {
                 "cast" => match (in_ty(0)?, body.ty(out).dtype) {
                     (DType::Bool, DType::Bool) => Instr::Un(Un::Copy, arg(0)?),
                     (
-                        DType::Bool | DType::I8 | DType::F32 | DType::F16 | DType::BF16,
+                        DType::Bool
+                        | DType::I8
+                        | DType::U8
+                        | DType::I32
+                        | DType::F32
+                        | DType::F16
+                        | DType::BF16,
                         DType::F32,
                     ) => Instr::Un(Un::Copy, arg(0)?),
                     (from, to @ (DType::F16 | DType::BF16)) if ok(from) => {
@@ -505,6 +512,16 @@ pub enum Src<'a, 'l> {
     Bool(&'a [bool], &'l [usize], &'l [usize]),
     /// A host i8 tensor (quantized weights), read exactly as f32.
     I8(&'a [i8], &'l [usize], &'l [usize]),
+    /// A host u8 tensor (quantized activations), read exactly as f32.
+    U8(&'a [u8], &'l [usize], &'l [usize]),
+    /// A host i32 tensor (an integer product), read as f32 (rounded to
+    /// nearest, as a cast does).
+    I32(&'a [i32], &'l [usize], &'l [usize]),
+}
+
+/// Integer host tensors a region reads (only into casts to f32).
+pub fn host_int(d: DType) -> bool {
+    matches!(d, DType::I8 | DType::U8 | DType::I32)
 }
 
 /// Elements `start..` of a broadcast bool tensor as 1.0 / 0.0.
@@ -619,6 +636,8 @@ simd_fn! {
                         Src::View(v) => load(v, start, dst),
                         Src::Bool(d, st, dims) => load_bool(d, st, dims, start, dst),
                         Src::I8(d, st, dims) => load_host(d, st, dims, start, dst, |&x| x as f32),
+                        Src::U8(d, st, dims) => load_host(d, st, dims, start, dst, |&x| x as f32),
+                        Src::I32(d, st, dims) => load_host(d, st, dims, start, dst, |&x| x as f32),
                     },
                     Instr::Const(c) => dst.fill(*c),
                     Instr::Un(u, a) => apply_un::<M>(*u, dst, reg(*a)),
@@ -721,6 +740,8 @@ pub fn select(
                         Src::View(v) => load(v, start, dst),
                         Src::Bool(d, st, dims) => load_bool(d, st, dims, start, dst),
                         Src::I8(d, st, dims) => load_host(d, st, dims, start, dst, |&x| x as f32),
+                        Src::U8(d, st, dims) => load_host(d, st, dims, start, dst, |&x| x as f32),
+                        Src::I32(d, st, dims) => load_host(d, st, dims, start, dst, |&x| x as f32),
                     }
                 }
                 select_tile(ot, &c[..len], &a[..len], &b[..len]);

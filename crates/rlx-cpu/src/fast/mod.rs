@@ -54,6 +54,11 @@ mod convert;
 /// f32 elements to an f32/f16/bf16 host tensor, rounded as the `cast` op.
 pub use convert::host_from_f32;
 mod elementwise;
+pub mod igemm;
+#[cfg(test)]
+mod igemm_tests;
+#[cfg(target_arch = "x86_64")]
+mod igemm_x86;
 mod layout;
 mod matmul;
 mod norm;
@@ -142,6 +147,16 @@ pub enum Kind {
         /// 8-bit activations and integer dot products for few rows
         /// (`CpuOptions::q8_activations`, where this CPU has the kernel).
         q8: bool,
+    },
+    /// `matmul_integer` of 8-bit host tensors into an int32 host tensor
+    /// (its weight packed once while it stays the same tensor).
+    IntMatmul {
+        isa: igemm::Isa,
+    },
+    /// An f32 → u8 / i8 cast into a host tensor (quantized activations
+    /// on their way into `matmul_integer`).
+    ToInt8 {
+        to: DType,
     },
     /// Rotary position embedding of one input (`rope`), f32.
     Rope {
@@ -314,20 +329,40 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
         }
         "fused_elementwise" => {
             let body = attrs.graph("body").ok()?;
-            // bool inputs are read as 1.0 / 0.0 (masks, conditions); i8
-            // ones (quantized weights) exactly, only into casts to f32.
-            (inputs
-                .iter()
-                .all(|t| convert::is_float(t.dtype) || matches!(t.dtype, DType::Bool | DType::I8)))
+            // bool inputs are read as 1.0 / 0.0 (masks, conditions);
+            // integer ones (quantized values, integer products) only into
+            // casts to f32.
+            (inputs.iter().all(|t| {
+                convert::is_float(t.dtype)
+                    || t.dtype == DType::Bool
+                    || elementwise::host_int(t.dtype)
+            }))
             .then(|| elementwise::Program::for_region(body))?
             .map(Kind::Elementwise)
+        }
+        "matmul_integer" => {
+            let (a, b) = (inputs.first()?, inputs.get(1)?);
+            let int8 = |d: DType| matches!(d, DType::U8 | DType::I8);
+            (int8(a.dtype) && int8(b.dtype) && b.shape.rank() == 2 && b.shape.numel() > 0).then(
+                || Kind::IntMatmul {
+                    isa: igemm::Isa::best(),
+                },
+            )
+        }
+        "cast" if matches!(attrs.dtype("dtype"), Ok(DType::U8 | DType::I8)) => {
+            let to = attrs.dtype("dtype").ok()?;
+            (inputs.len() == 1 && inputs[0].dtype == DType::F32).then_some(Kind::ToInt8 { to })
         }
         // Between f32, f16 and bf16 a cast is a copy that the 16-bit
         // store rounds; other casts change the element kind.
         "cast" => {
             let to = attrs.dtype("dtype").ok()?;
             let from = inputs.first()?;
-            (convert::is_float(to) && convert::is_float(from.dtype) && inputs.len() == 1)
+            // An integer (quantized value, integer product) becomes f32
+            // as it is read; to 16 bits it would be rounded twice.
+            let int_to_f32 = elementwise::host_int(from.dtype) && to == DType::F32;
+            let float = convert::is_float(to) && convert::is_float(from.dtype);
+            ((float || int_to_f32) && inputs.len() == 1)
                 .then(elementwise::Program::copy)
                 .map(Kind::Elementwise)
         }
@@ -422,6 +457,7 @@ fn kernel_base_name(op: &str, kind: Option<Kind>, dtype: DType) -> String {
                 None => "decoded panels through GEMM".into(),
             }
         ),
+        Some(Kind::IntMatmul { isa }) => format!("cpu::fast::{op}<i32: {}>", isa.describe()),
         Some(Kind::Conv { winograd, geom, .. }) => format!(
             "cpu::fast::{op}<{dtype}: {}>",
             if winograd.is_some() {
@@ -473,7 +509,7 @@ impl FastProgram {
         let mut c = (0, 0, 0);
         for s in &self.steps {
             match s {
-                Step::Fast { .. } => c.0 += 1,
+                Step::Fast { .. } | Step::Host(_) => c.0 += 1,
                 Step::Ref => c.1 += 1,
                 Step::View => c.2 += 1,
             }

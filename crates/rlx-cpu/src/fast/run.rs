@@ -9,7 +9,8 @@ use super::state::State;
 use super::step::{Home, Step};
 use super::weights::{DotPlan, F32PackKind};
 use super::{
-    attention, conv, fail, matmul, norm, qmatmul, reduce, rope, winograd, FastProgram, Filter, Kind,
+    attention, conv, fail, igemm, matmul, norm, qmatmul, reduce, rope, winograd, FastProgram,
+    Filter, Kind,
 };
 use crate::kernels::{kernel, KernelCx};
 use crate::CpuError;
@@ -30,6 +31,10 @@ impl FastProgram {
                 Step::View => {}
                 Step::Ref => {
                     crate::profile::time(node.op.name(), || self.run_ref(st, node, inputs))
+                        .map_err(|e| e.at_node(i))?
+                }
+                Step::Host(kind) => {
+                    crate::profile::time(node.op.name(), || self.run_host(st, i, kind, inputs))
                         .map_err(|e| e.at_node(i))?
                 }
                 Step::Fast {
@@ -171,6 +176,73 @@ impl FastProgram {
         Ok(())
     }
 
+    /// A fast kernel with a host-tensor (integer) output.
+    fn run_host(
+        &self,
+        st: &mut State,
+        ni: usize,
+        kind: &Kind,
+        inputs: &[&HostTensor],
+    ) -> Result<(), CpuError> {
+        let node = &self.graph.nodes[ni];
+        let op = node.op.name();
+        let ty = self.graph.ty(node.outputs[0]);
+        // The weight's pack lives in the state between runs; taken out
+        // while the operands borrow the state.
+        let mut pack = st.int_packs.get_mut(ni).and_then(Option::take);
+        let args: Vec<Cow<HostTensor>> = node
+            .inputs
+            .iter()
+            .map(|&v| self.fetch(st, v, inputs))
+            .collect::<Result<_, _>>()?;
+        let out = match kind {
+            Kind::IntMatmul { isa } => {
+                let a = args[0].as_ref();
+                let ad = a.shape().dims();
+                let m = if ad.len() >= 2 { ad[ad.len() - 2] } else { 1 };
+                let mut y = vec![0i32; ty.shape.numel()];
+                igemm::run(
+                    *isa,
+                    a,
+                    args[1].as_ref(),
+                    args.get(2).map(|t| t.as_ref()),
+                    args.get(3).map(|t| t.as_ref()),
+                    m,
+                    &mut pack,
+                    &mut y,
+                )
+                .map_err(|e| fail(op, e))?;
+                HostTensor::new(DType::I32, ty.shape.clone(), y.into())?
+            }
+            Kind::ToInt8 { to } => {
+                let x = f32::unwrap(args[0].data())
+                    .ok_or_else(|| fail(op, "the input is not f32 (an engine bug)"))?;
+                if let Some(index) = x.iter().position(|f| !f.is_finite()) {
+                    return Err(CpuError::Cast {
+                        node: None,
+                        index,
+                        value: x[index] as f64,
+                        to: *to,
+                    });
+                }
+                // `as` truncates toward zero and saturates: the reference's
+                // cast of a finite value.
+                let data: rlx_ir::TensorData = match to {
+                    DType::U8 => x.iter().map(|&f| f as u8).collect::<Vec<_>>().into(),
+                    _ => x.iter().map(|&f| f as i8).collect::<Vec<_>>().into(),
+                };
+                HostTensor::new(*to, ty.shape.clone(), data)?
+            }
+            _ => return Err(fail(op, "not a host-output kernel (an engine bug)")),
+        };
+        drop(args);
+        if let Some(slot) = st.int_packs.get_mut(ni) {
+            *slot = pack;
+        }
+        st.host[node.outputs[0].index()] = Some(out);
+        Ok(())
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn run_fast(
         &self,
@@ -249,11 +321,18 @@ impl FastProgram {
                 let src = |k: usize| -> Result<Src, CpuError> {
                     let Some(loc) = args[k].as_ref() else {
                         let t = host_of(k)?;
+                        let st = &host_strides[k];
                         if let Some(d) = i8::unwrap(t.data()) {
-                            return Ok(Src::I8(d, &host_strides[k], out_dims));
+                            return Ok(Src::I8(d, st, out_dims));
+                        }
+                        if let Some(d) = u8::unwrap(t.data()) {
+                            return Ok(Src::U8(d, st, out_dims));
+                        }
+                        if let Some(d) = i32::unwrap(t.data()) {
+                            return Ok(Src::I32(d, st, out_dims));
                         }
                         let d = bool::unwrap(t.data())
-                            .ok_or_else(|| fail(op, "host input is not bool or i8"))?;
+                            .ok_or_else(|| fail(op, "host input is not bool, i8, u8 or i32"))?;
                         return Ok(Src::Bool(d, &host_strides[k], out_dims));
                     };
                     if rd.is_output(loc) {
@@ -429,6 +508,12 @@ impl FastProgram {
                 rope::rope(out, &own(&x), &own(&c), &own(&s), seq, d, *interleaved);
             }
             Kind::Constant => {}
+            Kind::IntMatmul { .. } | Kind::ToInt8 { .. } => {
+                return Err(fail(
+                    op,
+                    "a host-output kernel run as an arena one (an engine bug)",
+                ))
+            }
             Kind::Where => {
                 let t = host_of(0)?;
                 let cond =

@@ -37,6 +37,8 @@ pub struct State {
     pub f32_packed_ready: Vec<bool>,
     /// Per-thread scratch for the AMX products' split left operands.
     pub amx_pool: Scratch<u16>,
+    /// Per node: the packed weight of a `matmul_integer`.
+    pub int_packs: Vec<Option<super::igemm::PackedB>>,
 }
 
 impl State {
@@ -57,6 +59,7 @@ impl State {
             amx_packed: Vec::new(),
             f32_packed_ready: Vec::new(),
             amx_pool: Scratch::new(0),
+            int_packs: Vec::new(),
         }
     }
 }
@@ -91,6 +94,7 @@ impl FastProgram {
             },
             f32_packed_ready: vec![false; self.f32_packs.len()],
             amx_pool: Scratch::new(self.amx_scratch),
+            int_packs: (0..self.graph.nodes.len()).map(|_| None).collect(),
         }
     }
 

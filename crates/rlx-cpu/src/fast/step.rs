@@ -51,5 +51,8 @@ pub enum Step {
         /// gemm128 (`f32_packs[i]`).
         f32_pack: Option<usize>,
     },
+    /// A fast kernel whose output is a host tensor (integer results:
+    /// [`Kind::IntMatmul`], [`Kind::ToInt8`]).
+    Host(Kind),
     Ref,
 }

@@ -6,6 +6,7 @@ pub mod elementwise;
 pub mod formula;
 pub mod fused;
 pub mod index;
+pub mod integer;
 pub mod linalg;
 pub mod misc;
 pub mod reduce;
@@ -35,6 +36,7 @@ pub fn builtin() -> impl Iterator<Item = &'static OpDef> {
         signal::SIGNAL,
         control::CONTROL,
         fused::FUSED,
+        integer::INTEGER,
         formula::FORMULA,
         region::REGION,
         misc::MISC,

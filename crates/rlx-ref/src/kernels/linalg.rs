@@ -137,4 +137,36 @@ fn dot_general(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     }])
 }
 
-pub(crate) const KERNELS: &[(&str, Kernel)] = &[("matmul", matmul), ("dot_general", dot_general)];
+/// `matmul_integer`: (a − a_zp)·(b − b_zp), exact in i64, stored as i32
+/// (wrapping, as a hardware int32 accumulator would; K < 2^16 cannot).
+fn matmul_integer(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
+    let (a, b) = (ints(cx.input(0))?, ints(cx.input(1))?);
+    let ad = cx.input(0).shape().dims();
+    let (k, n) = (cx.input(1).shape().dims()[0], cx.input(1).shape().dims()[1]);
+    let m = if ad.len() >= 2 { ad[ad.len() - 2] } else { 1 };
+    let zero = |i: usize| -> Result<Vec<i64>, CpuError> {
+        match cx.inputs.get(i) {
+            Some(z) => ints(z),
+            None => Ok(vec![0]),
+        }
+    };
+    let (za, zb) = (zero(2)?, zero(3)?);
+    let rows = a.len() / k.max(1);
+    let mut out = vec![0i64; rows * n];
+    for (r, o) in out.chunks_mut(n.max(1)).enumerate().take(rows) {
+        let z = za[if za.len() == 1 { 0 } else { r % m }];
+        for (j, y) in o.iter_mut().enumerate() {
+            let zj = zb[if zb.len() == 1 { 0 } else { j }];
+            *y = (0..k)
+                .map(|p| (a[r * k + p] - z) * (b[p * n + j] - zj))
+                .sum::<i64>() as i32 as i64;
+        }
+    }
+    Ok(vec![from_ints(cx.out_type(0), out)?])
+}
+
+pub(crate) const KERNELS: &[(&str, Kernel)] = &[
+    ("matmul", matmul),
+    ("dot_general", dot_general),
+    ("matmul_integer", matmul_integer),
+];

@@ -1,0 +1,323 @@
+//! `matmul_integer`: 8-bit integer GEMM with exact int32 accumulation —
+//! ONNX's `MatMulInteger` of dynamically quantized models and rlx's static
+//! int8 quantization.
+//!
+//! Both operands are brought to one signedness pair first: a to u8 (an
+//! i8 value plus 128) and b to i8 (a u8 value minus 128), their zero points
+//! moved the same way, so that every ISA multiplies u8 × i8:
+//!
+//! `Σ (a − za)(b − zb) = Σ a·b − zb·Σ a − za·Σ b + K·za·zb`
+//!
+//! `Σ a·b` runs on `vpdpbusd` (AVX-512 VNNI: four u8 × i8 products per
+//! 32-bit lane, no intermediate rounding or saturation), on AVX2 as i16
+//! pairs through `vpmaddwd` (exact: `vpmaddubsw` would saturate a pair of
+//! 255 · 127 products), or in plain integer loops elsewhere ([`Isa`]). The
+//! row sums of a are taken as a is staged (its rows padded to a multiple
+//! of four), the column sums of b when b is packed — once for a weight
+//! that stays the same tensor between runs ([`PackedB::fits`]).
+
+use super::par;
+use rlx_ir::{DType, HostTensor};
+
+/// K is padded to a multiple of this in both operands.
+const KQ: usize = 4;
+/// Per-column vectors are padded to a multiple of this.
+const PAD: usize = 32;
+
+/// The instruction set a product runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isa {
+    /// AVX-512 VNNI `vpdpbusd`: 8 rows × 32 columns per register tile.
+    Vnni,
+    /// AVX2 `vpmaddwd` on 16-bit pairs: 4 rows × 16 columns.
+    Avx2,
+    /// Integer loops (wasm and other CPUs).
+    Scalar,
+}
+
+impl Isa {
+    pub fn available(self) -> bool {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Vnni => super::igemm_x86::has_vnni(),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => std::is_x86_feature_detected!("avx2"),
+            #[cfg(not(target_arch = "x86_64"))]
+            Isa::Vnni | Isa::Avx2 => false,
+            Isa::Scalar => true,
+        }
+    }
+
+    /// Every kernel this CPU can run (tests run each).
+    pub fn all() -> Vec<Isa> {
+        [Isa::Vnni, Isa::Avx2, Isa::Scalar]
+            .into_iter()
+            .filter(|i| i.available())
+            .collect()
+    }
+
+    /// The fastest kernel here.
+    pub fn best() -> Isa {
+        Isa::all()[0]
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Isa::Vnni => "AVX-512 VNNI u8 x i8 dot products, int32 accumulation",
+            Isa::Avx2 => "AVX2 16-bit pair products (vpmaddwd), int32 accumulation",
+            Isa::Scalar => "integer loops, int32 accumulation",
+        }
+    }
+
+    /// Columns per packed panel.
+    fn panel(self) -> usize {
+        match self {
+            Isa::Vnni => 16,
+            Isa::Avx2 => 8,
+            Isa::Scalar => 1,
+        }
+    }
+}
+
+/// b (K × N) as the kernel reads it, in i8 (`b − 128` for a u8 b).
+pub struct PackedB {
+    pub isa: Isa,
+    pub k: usize,
+    pub n: usize,
+    /// Vnni: `[N/16][Kp/4][16][4]` bytes; Avx2: `[N/8][Kp/2][8][2]` i16
+    /// (as bytes); Scalar: `[K][N]` bytes.
+    data: Vec<i8>,
+    wide: Vec<i16>,
+    /// Σ over K of each column (after the shift).
+    col_sums: Vec<i32>,
+    /// The tensor it was packed from (its storage is shared, never copied):
+    /// a later run with the same tensor reuses the pack.
+    from: HostTensor,
+}
+
+/// An 8-bit integer tensor's elements as i32 (u8 or i8).
+fn values(t: &HostTensor) -> Option<Vec<i32>> {
+    use rlx_ir::Element;
+    match t.dtype() {
+        DType::U8 => u8::unwrap(t.data()).map(|v| v.iter().map(|&x| x as i32).collect()),
+        DType::I8 => i8::unwrap(t.data()).map(|v| v.iter().map(|&x| x as i32).collect()),
+        _ => None,
+    }
+}
+
+/// The shift that brings a u8 operand to i8 (b) or an i8 one to u8 (a).
+fn shift(d: DType, to_unsigned: bool) -> i32 {
+    match (d, to_unsigned) {
+        (DType::U8, false) => -128,
+        (DType::I8, true) => 128,
+        _ => 0,
+    }
+}
+
+impl PackedB {
+    /// Packs b (K × N, row-major u8 or i8) for `isa`.
+    pub fn new(isa: Isa, b: &HostTensor) -> Option<PackedB> {
+        let (k, n) = (b.shape().dims()[0], b.shape().dims()[1]);
+        let s = shift(b.dtype(), false);
+        let v: Vec<i32> = values(b)?.into_iter().map(|x| x + s).collect();
+        let kp = k.next_multiple_of(KQ);
+        // Padded to whole register tiles: the tiles read them a vector at a time.
+        let mut col_sums = vec![0i32; n.next_multiple_of(PAD)];
+        for row in v.chunks(n.max(1)) {
+            for (c, &x) in col_sums.iter_mut().zip(row) {
+                *c += x;
+            }
+        }
+        let at = |kk: usize, j: usize| if kk < k && j < n { v[kk * n + j] } else { 0 };
+        let (mut data, mut wide) = (Vec::new(), Vec::new());
+        let p = isa.panel();
+        match isa {
+            Isa::Vnni => {
+                data.reserve(n.div_ceil(p) * p * kp);
+                for j0 in (0..n).step_by(p) {
+                    for k4 in (0..kp).step_by(4) {
+                        for j in j0..j0 + p {
+                            data.extend((k4..k4 + 4).map(|kk| at(kk, j) as i8));
+                        }
+                    }
+                }
+            }
+            Isa::Avx2 => {
+                wide.reserve(n.div_ceil(p) * p * kp);
+                for j0 in (0..n).step_by(p) {
+                    for k2 in (0..kp).step_by(2) {
+                        for j in j0..j0 + p {
+                            wide.extend((k2..k2 + 2).map(|kk| at(kk, j) as i16));
+                        }
+                    }
+                }
+            }
+            Isa::Scalar => data = v.iter().map(|&x| x as i8).collect(),
+        }
+        Some(PackedB {
+            isa,
+            k,
+            n,
+            data,
+            wide,
+            col_sums,
+            from: b.clone(),
+        })
+    }
+
+    /// Whether this pack was made from `b` (the same storage) for `isa`.
+    pub fn fits(&self, isa: Isa, b: &HostTensor) -> bool {
+        self.isa == isa && self.from.shares_data(b) && self.from.shape() == b.shape()
+    }
+}
+
+/// a (rows × K) staged as u8 rows of `Kp` bytes, and each row's sum.
+struct StagedA {
+    kp: usize,
+    bytes: Vec<u8>,
+    sums: Vec<i32>,
+}
+
+fn stage_a(a: &HostTensor, k: usize, rows: usize) -> Option<StagedA> {
+    let s = shift(a.dtype(), true);
+    let v = values(a)?;
+    let kp = k.next_multiple_of(KQ);
+    let mut bytes = vec![0u8; rows * kp];
+    let mut sums = vec![0i32; rows];
+    for ((src, dst), sum) in v.chunks(k.max(1)).zip(bytes.chunks_mut(kp)).zip(&mut sums) {
+        for (d, &x) in dst.iter_mut().zip(src) {
+            *d = (x + s) as u8;
+            *sum += x + s;
+        }
+    }
+    Some(StagedA { kp, bytes, sums })
+}
+
+/// Zero points after the shift, one per row (`za`, of `m` rows cycling
+/// over the batch) or per column (`zb`).
+fn zero_points(z: Option<&HostTensor>, s: i32) -> Option<Vec<i32>> {
+    match z {
+        // No zero point is a zero point of 0, shifted like the values.
+        None => Some(vec![s]),
+        Some(t) => Some(values(t)?.into_iter().map(|x| x + s).collect()),
+    }
+}
+
+/// The output tile's corrections: `dot − zb·Σa − za·Σb + K·za·zb`.
+pub(super) struct Fix<'a> {
+    pub k: i32,
+    pub row_sums: &'a [i32],
+    /// Per column, padded with zeros to whole register tiles.
+    pub col_sums: &'a [i32],
+    pub zb: &'a [i32],
+    /// One, or one per row of a batch item (cycling every `m` rows).
+    za: &'a [i32],
+    m: usize,
+}
+
+impl Fix<'_> {
+    #[inline]
+    pub fn za_of(&self, r: usize) -> i32 {
+        self.za[if self.za.len() == 1 { 0 } else { r % self.m }]
+    }
+
+    #[inline]
+    fn apply(&self, r: usize, j: usize, dot: i32) -> i32 {
+        let (za, zb) = (self.za_of(r), self.zb[j]);
+        dot.wrapping_sub(zb.wrapping_mul(self.row_sums[r]))
+            .wrapping_sub(za.wrapping_mul(self.col_sums[j]))
+            .wrapping_add(self.k.wrapping_mul(za).wrapping_mul(zb))
+    }
+}
+
+/// Raw output pointer shared by tasks that write disjoint tiles.
+#[derive(Clone, Copy)]
+pub(super) struct Out(pub *mut i32);
+// SAFETY: tasks write disjoint (row, column) tiles of one buffer that
+// outlives them (see `run`).
+#[allow(unsafe_code)]
+unsafe impl Send for Out {}
+#[allow(unsafe_code)]
+unsafe impl Sync for Out {}
+
+/// `matmul_integer(a, b, za, zb)` into `out` (rows × N, row-major), b
+/// packed (or repacked into `cache` when it is another tensor or ISA).
+/// `m` is a's row count per batch item (for per-row zero points).
+#[allow(clippy::too_many_arguments)]
+pub fn run(
+    isa: Isa,
+    a: &HostTensor,
+    b: &HostTensor,
+    za: Option<&HostTensor>,
+    zb: Option<&HostTensor>,
+    m: usize,
+    cache: &mut Option<PackedB>,
+    out: &mut [i32],
+) -> Result<(), String> {
+    if !cache.as_ref().is_some_and(|p| p.fits(isa, b)) {
+        *cache = Some(PackedB::new(isa, b).ok_or("b is not an 8-bit integer matrix")?);
+    }
+    let pb = cache.as_ref().expect("packed above");
+    let (k, n) = (pb.k, pb.n);
+    let rows = out.len() / n.max(1);
+    if a.shape().numel() != rows * k || out.len() != rows * n {
+        return Err(format!(
+            "a of {} values and an output of {} for K = {k}, N = {n}",
+            a.shape().numel(),
+            out.len()
+        ));
+    }
+    let sa = stage_a(a, k, rows).ok_or("a is not an 8-bit integer tensor")?;
+    let za = zero_points(za, shift(a.dtype(), true)).ok_or("a's zero point is not 8-bit")?;
+    let zb = zero_points(zb, shift(b.dtype(), false)).ok_or("b's zero point is not 8-bit")?;
+    let mut zb_cols = vec![0i32; pb.col_sums.len()];
+    for (j, z) in zb_cols.iter_mut().enumerate().take(n) {
+        *z = zb[if zb.len() == 1 { 0 } else { j }];
+    }
+    let fix = Fix {
+        k: k as i32,
+        row_sums: &sa.sums,
+        col_sums: &pb.col_sums,
+        zb: &zb_cols,
+        za: &za,
+        m: m.max(1),
+    };
+    let dst = Out(out.as_mut_ptr());
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Vnni | Isa::Avx2 => {
+            // Tasks of whole register-tile column blocks, at least two per
+            // thread so a thread that finishes early takes another.
+            let cols = super::igemm_x86::tile_cols(isa);
+            let tiles = n.div_ceil(cols);
+            let tasks = tiles.min((2 * par::threads()).max(tiles.div_ceil(8)));
+            let per = tiles.div_ceil(tasks.max(1));
+            par::for_each(tiles.div_ceil(per.max(1)), |t| {
+                let c0 = t * per * cols;
+                let c1 = ((t + 1) * per * cols).min(n);
+                // SAFETY: the ISA was checked by the caller (`available`);
+                // the pack and staging match K, N and rows; this task alone
+                // writes columns c0..c1 of `out` (rows × n).
+                #[allow(unsafe_code)]
+                unsafe {
+                    super::igemm_x86::columns(
+                        isa, &pb.data, &pb.wide, &sa.bytes, sa.kp, rows, n, c0, c1, &fix, dst,
+                    )
+                }
+            });
+        }
+        _ => {
+            let (bd, kp) = (&pb.data, sa.kp);
+            for (r, o) in out.chunks_mut(n.max(1)).enumerate().take(rows) {
+                let ar = &sa.bytes[r * kp..r * kp + k];
+                for (j, y) in o.iter_mut().enumerate() {
+                    let dot = ar.iter().enumerate().fold(0i32, |s, (p, &x)| {
+                        s.wrapping_add(x as i32 * bd[p * n + j] as i32)
+                    });
+                    *y = fix.apply(r, j, dot);
+                }
+            }
+        }
+    }
+    Ok(())
+}

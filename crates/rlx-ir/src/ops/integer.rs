@@ -1,0 +1,103 @@
+//! Integer arithmetic of quantized models: `matmul_integer`, the 8-bit
+//! product with int32 accumulation that ONNX's `MatMulInteger` (and
+//! rlx's static int8 quantization) is made of.
+
+use super::*;
+use crate::error::IrError;
+use crate::graph::{GraphBuilder, ValueId};
+use crate::op::{Arity::*, Category as C, Grad::*};
+
+type B<'a> = &'a mut GraphBuilder;
+type Out = Result<Vec<ValueId>, IrError>;
+
+const INT8: &[DType] = &[U8, I8];
+
+/// a (..., M, K) or (K,), b (K, N), a zero point of a's type (a scalar or
+/// one per row: M values) and one of b's (a scalar or one per column: N
+/// values) → int32 (..., M, N).
+fn matmul_integer(cx: &InferCx) -> R {
+    let (a, b) = (&cx.inputs[0], &cx.inputs[1]);
+    let int8 = |d: DType| INT8.contains(&d);
+    if !int8(a.dtype) || !int8(b.dtype) || a.rank() < 1 || b.rank() != 2 {
+        return Err(format!(
+            "expects 8-bit integer a (..., M, K) and b (K, N); got {a} and {b}"
+        ));
+    }
+    let k = a.dims()[a.rank() - 1];
+    let n = b.dims()[1];
+    if b.dims()[0] != k {
+        return Err(format!(
+            "a has K = {k}, b {} has K = {}",
+            b.shape,
+            b.dims()[0]
+        ));
+    }
+    let m = if a.rank() >= 2 {
+        a.dims()[a.rank() - 2]
+    } else {
+        1
+    };
+    for (i, (of, count, what)) in [(a, m, "row of a"), (b, n, "column of b")]
+        .into_iter()
+        .enumerate()
+    {
+        let Some(z) = cx.inputs.get(i + 2) else {
+            continue;
+        };
+        if z.dtype != of.dtype {
+            return Err(format!(
+                "zero point {z} must have the type of its operand ({})",
+                of.dtype
+            ));
+        }
+        let ok = z.shape.numel() == 1 && z.rank() <= 1 || (z.rank() == 1 && z.dims()[0] == count);
+        if !ok {
+            return Err(format!(
+                "zero point {z} must be a scalar or one per {what} ({count} values)"
+            ));
+        }
+    }
+    let mut d = a.dims()[..a.rank() - 1].to_vec();
+    d.push(n);
+    one(TensorType::new(I32, d))
+}
+
+/// The product in f32 — exact while every partial sum stays below 2^24
+/// in magnitude (K ≤ 512 centred 8-bit values always do) — then int32:
+/// how the backends without an integer kernel run it.
+fn matmul_integer_d(b: B, x: &[ValueId], _: &Attrs) -> Out {
+    let centred = |b: B, k: usize, per_row: bool| -> Result<ValueId, IrError> {
+        let v = b.op1("cast", &[x[k]], Attrs::new().with("dtype", F32))?;
+        let Some(&z) = x.get(k + 2) else { return Ok(v) };
+        let mut z = b.op1("cast", &[z], Attrs::new().with("dtype", F32))?;
+        let count = b.shape(z).numel();
+        if per_row && count > 1 {
+            z = b.op1(
+                "reshape",
+                &[z],
+                Attrs::new().with("shape", vec![count as i64, 1]),
+            )?;
+        }
+        b.binary("sub", v, z)
+    };
+    let a = centred(b, 0, true)?;
+    let w = centred(b, 1, false)?;
+    let p = b.binary("matmul", a, w)?;
+    Ok(vec![b.op1(
+        "cast",
+        &[p],
+        Attrs::new().with("dtype", I32),
+    )?])
+}
+
+pub static INTEGER: &[OpDef] = &[def(
+    "matmul_integer",
+    C::Fused,
+    Between(2, 4),
+    INT8,
+    &[],
+    matmul_integer,
+    Some(matmul_integer_d),
+    NotDifferentiable,
+    "(a − a_zero_point) @ (b − b_zero_point) of 8-bit integers with int32 accumulation; a (..., M, K), b (K, N); zero points a scalar or one per row of a / column of b",
+)];
