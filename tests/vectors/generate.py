@@ -2393,6 +2393,26 @@ def gen_integer():
         y = (a64 @ b64).astype(np.int32)
         add_case("matmul_integer", name, ins, tensor("i32", y), names=names)
 
+    # matmul_integer_scaled: the product's f32 cast · scale [+ bias], each
+    # step rounded to f32 as the op's decomposition is.
+    for name, adt, bdt, ashape, n, per_col, with_bias in (
+            ("scalar_scale", "u8", "i8", (6, 40), 17, False, False),
+            ("per_column_scale_and_bias", "u8", "i8", (2, 5, 64), 33, True, True),
+            ("i8_activations_scalar_scale_bias", "i8", "i8", (9, 20), 8, False, True)):
+        k = ashape[-1]
+        a, b = ints(adt, ashape), ints(bdt, (k, n))
+        za, zb = ints(adt, ()), ints(bdt, ())
+        y = ((a.a.astype(np.int64) - za.a.astype(np.int64)) @ (b.a.astype(np.int64) - zb.a.astype(np.int64)))
+        scale = tensor("f32", rng.uniform(1e-4, 1e-2, size=(n,) if per_col else ()))
+        out = y.astype(np.int32).astype(np.float32) * scale.a
+        ins, names = [a, b, za, zb, scale], ["a", "b", "a_zero_point", "b_zero_point", "scale"]
+        if with_bias:
+            bias = randn(rng, "f32", (n,))
+            out = out + bias.a
+            ins.append(bias)
+            names.append("bias")
+        add_case("matmul_integer_scaled", name, ins, tensor("f32", out), names=names)
+
 
 def gen_fused_elementwise():
     """A region of elementwise ops run as one kernel: each op of the body

@@ -301,6 +301,89 @@ fn minilm_int8_embeddings_match_onnx_runtime() {
     }
 }
 
+/// MiniLM dynamically quantized by ONNX Runtime (`dynamic_int8.py`):
+/// DynamicQuantizeLinear → MatMulInteger → Cast → Mul → Add. Every
+/// MatMulInteger runs on the fast engine's integer GEMM with its rescale
+/// and bias in the epilogue, and the result is ONNX Runtime's.
+#[test]
+fn minilm_dynamic_int8_runs_integer_gemms_and_matches_onnx_runtime() {
+    let bytes = model("minilm-dynamic-int8/model.onnx");
+    let src = vectors("minilm-int8");
+    let dir = vectors("minilm-dynamic-int8");
+    let names = ["input_ids", "attention_mask", "token_type_ids"];
+    for k in 0..2 {
+        let inputs: Vec<(&str, HostTensor)> = names
+            .iter()
+            .map(|n| (*n, npy(&src, &format!("in{k}_{n}"))))
+            .collect();
+        let opts = ImportOptions {
+            shapes: inputs
+                .iter()
+                .map(|(n, t)| (n.to_string(), t.shape().dims().to_vec()))
+                .collect::<HashMap<_, _>>(),
+            ..Default::default()
+        };
+        let m = import(&bytes, &opts).unwrap();
+        let c = rlx::compile(&m.graph, Device::Cpu).unwrap();
+        let kernels: Vec<&str> = c
+            .dispatch_report()
+            .nodes
+            .iter()
+            .filter(|n| n.op.starts_with("matmul_integer"))
+            .flat_map(|n| n.kernels.iter().map(String::as_str))
+            .collect();
+        assert_eq!(kernels.len(), 36, "{kernels:?}");
+        assert!(
+            kernels
+                .iter()
+                .all(|k| k.starts_with("cpu::fast::matmul_integer_scaled<f32")),
+            "{kernels:?}"
+        );
+        let feed: Vec<HostTensor> = m
+            .inputs
+            .iter()
+            .map(|n| inputs.iter().find(|(k, _)| k == n).unwrap().1.clone())
+            .collect();
+        let out = &c.run(&feed).unwrap()[0];
+        let (got, want) = (f32s(out), f32s(&npy(&dir, &format!("out{k}"))));
+        // Activations quantized at run time make this model chaotic: a
+        // last-bit difference upstream (our gelu's erf vs ORT's) moves a
+        // value across a rounding boundary, and such steps grow through
+        // the layers. ORT's int8 output is itself far from the f32 model's
+        // (pooled cosine 0.79 on input 0), so these bounds still fail on a
+        // wrong product, scale or zero point.
+        let mean_err = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .sum::<f32>()
+            / got.len() as f32;
+        let cos = cosine(&pooled(&got, 384), &pooled(&want, 384));
+        eprintln!(
+            "minilm dynamic int8, input {k}: pooled cosine {cos:.6}, mean abs error {mean_err:.2e}, max {:.2e}",
+            max_abs(&got, &want)
+        );
+        assert!(cos > 0.995, "input {k}: pooled cosine {cos}");
+        assert!(mean_err < 0.08, "input {k}: mean abs error {mean_err}");
+    }
+}
+
+/// The mean over rows of `dim`-wide rows.
+fn pooled(v: &[f32], dim: usize) -> Vec<f32> {
+    let rows = (v.len() / dim) as f32;
+    let mut e = vec![0f32; dim];
+    for r in v.chunks(dim) {
+        e.iter_mut().zip(r).for_each(|(e, x)| *e += x / rows);
+    }
+    e
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let n = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    dot / (n(a) * n(b))
+}
+
 /// The same MiniLM int8 model on Vulkan (lavapipe in CI): every node runs
 /// there (a GatherND of constant indices imports as a plain gather).
 #[test]

@@ -20,10 +20,21 @@ use rlx_ir::{Attr, Attrs, Graph, GraphBuilder, Node, Op, ValueDef, ValueId};
 /// The fewest ops a fused region holds.
 pub const MIN_OPS: usize = 2;
 
-/// Whether `n` may be part of a region.
-fn eligible(n: &Node) -> bool {
+/// Whether `n` may be part of a region. A cast to an 8-bit integer (a
+/// quantized activation, ONNX's `QuantizeLinear`/`DynamicQuantizeLinear`)
+/// stays a node of its own: the region before it ends in f32, and the
+/// integer kernels that read the 8-bit values (`matmul_integer`) take
+/// them from a plain cast.
+fn eligible(n: &Node, g: &Graph) -> bool {
+    let to_int8 = n.op.name() == "cast"
+        && n.outputs.len() == 1
+        && matches!(
+            g.ty(n.outputs[0]).dtype,
+            rlx_ir::DType::U8 | rlx_ir::DType::I8
+        );
     is_elementwise(n.op.def())
         && n.outputs.len() == 1
+        && !to_int8
         && !n.attrs.0.values().any(|a| matches!(a, Attr::Graph(_)))
 }
 
@@ -42,7 +53,7 @@ fn assign(g: &Graph) -> Vec<Option<usize>> {
         .collect::<Vec<_>>();
     let mut root: Vec<Option<usize>> = vec![None; g.nodes.len()];
     for (i, n) in g.nodes.iter().enumerate().rev() {
-        if !eligible(n) {
+        if !eligible(n, g) {
             continue;
         }
         let out = n.outputs[0];

@@ -226,3 +226,55 @@ fn a_unit_step_slice_becomes_narrows() {
     );
     assert_eq!(ops, ["slice", "exp"]);
 }
+
+#[test]
+fn an_integer_products_rescale_and_bias_fold_into_its_epilogue() {
+    // ONNX Runtime's dynamic quantization: MatMulInteger → Cast → Mul → Add.
+    let ops = fused_ops(
+        "graph @g(%a: u8[4,8], %w: i8[8,6], %za: u8[], %zw: i8[], %s: f32[6], %b: f32[6]) {
+  %p = matmul_integer(%a, %w, %za, %zw)
+  %f = cast(%p) {dtype=f32}
+  %y = mul(%s, %f)
+  %z = add(%y, %b)
+  return %z
+}",
+    );
+    assert_eq!(ops, ["matmul_integer_scaled"]);
+    // A scale per row is no epilogue of the product: it stays a region.
+    let ops = fused_ops(
+        "graph @g(%a: u8[4,8], %w: i8[8,6], %za: u8[], %zw: i8[], %s: f32[4,1]) {
+  %p = matmul_integer(%a, %w, %za, %zw)
+  %f = cast(%p) {dtype=f32}
+  %y = mul(%f, %s)
+  return %y
+}",
+    );
+    assert_eq!(ops, ["matmul_integer", "fused_elementwise"]);
+    // The int32 product is also an output: folding would compute it twice.
+    let ops = fused_ops(
+        "graph @g(%a: u8[4,8], %w: i8[8,6], %za: u8[], %zw: i8[], %s: f32[]) {
+  %p = matmul_integer(%a, %w, %za, %zw)
+  %f = cast(%p) {dtype=f32}
+  %y = mul(%f, %s)
+  return %y, %p
+}",
+    );
+    assert_eq!(ops, ["matmul_integer", "fused_elementwise"]);
+}
+
+#[test]
+fn a_cast_to_eight_bits_ends_its_region() {
+    // The quantized value is a node of its own, which an integer kernel
+    // reads; the arithmetic before it is one f32 region.
+    let ops = fused_ops(
+        "graph @g(%x: f32[4,8], %s: f32[], %z: f32[]) {
+  %d = div(%x, %s)
+  %r = round(%d)
+  %a = add(%r, %z)
+  %c = clamp(%a) {min=0.0, max=255.0}
+  %q = cast(%c) {dtype=u8}
+  return %q
+}",
+    );
+    assert_eq!(ops, ["fused_elementwise", "cast"]);
+}

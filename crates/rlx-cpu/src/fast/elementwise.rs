@@ -609,6 +609,9 @@ pub(super) fn load(v: &View, start: usize, dst: &mut [f32]) {
         let base = loc.index_of(i) - v.shift;
         if is == 0 {
             dst[k..k + run].fill(v.data[base]);
+        } else if is == 1 {
+            // A broadcast row (a bias): its runs are contiguous.
+            dst[k..k + run].copy_from_slice(&v.data[base..base + run]);
         } else {
             for (j, d) in dst[k..k + run].iter_mut().enumerate() {
                 *d = v.data[base + j * is];

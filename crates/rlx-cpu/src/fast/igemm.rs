@@ -171,26 +171,61 @@ impl PackedB {
     }
 }
 
-/// a (rows × K) staged as u8 rows of `Kp` bytes, and each row's sum.
+/// a (rows × K) staged as u8 rows of `Kp` bytes, and each row's sum; the
+/// buffers are kept between runs.
+#[derive(Default)]
 struct StagedA {
     kp: usize,
     bytes: Vec<u8>,
     sums: Vec<i32>,
 }
 
-fn stage_a(a: &HostTensor, k: usize, rows: usize) -> Option<StagedA> {
-    let s = shift(a.dtype(), true);
-    let v = values(a)?;
-    let kp = k.next_multiple_of(KQ);
-    let mut bytes = vec![0u8; rows * kp];
-    let mut sums = vec![0i32; rows];
-    for ((src, dst), sum) in v.chunks(k.max(1)).zip(bytes.chunks_mut(kp)).zip(&mut sums) {
-        for (d, &x) in dst.iter_mut().zip(src) {
-            *d = (x + s) as u8;
-            *sum += x + s;
+impl StagedA {
+    fn fill(&mut self, a: &HostTensor, k: usize, rows: usize) -> Option<()> {
+        use rlx_ir::Element;
+        self.kp = k.next_multiple_of(KQ);
+        self.bytes.clear();
+        self.bytes.resize(rows * self.kp, 0);
+        self.sums.clear();
+        self.sums.resize(rows, 0);
+        // An i8 value plus 128 is its bits with the top one flipped.
+        let (src, flip): (&[u8], u8) = match a.dtype() {
+            DType::U8 => (u8::unwrap(a.data())?, 0),
+            DType::I8 => {
+                let v = i8::unwrap(a.data())?;
+                // SAFETY: i8 and u8 have one size and alignment; every
+                // bit pattern is a u8.
+                #[allow(unsafe_code)]
+                let u = unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, v.len()) };
+                (u, 0x80)
+            }
+            _ => return None,
+        };
+        let chunks = src.chunks(k.max(1)).zip(self.bytes.chunks_mut(self.kp));
+        for ((src, dst), sum) in chunks.zip(&mut self.sums) {
+            let mut s = 0i32;
+            for (d, &x) in dst.iter_mut().zip(src) {
+                *d = x ^ flip;
+                s += *d as i32;
+            }
+            *sum = s;
         }
+        Some(())
     }
-    Some(StagedA { kp, bytes, sums })
+}
+
+/// What a `matmul_integer` node keeps between runs: its weight's pack and
+/// the staging buffers of a.
+#[derive(Default)]
+pub struct Cache {
+    pack: Option<PackedB>,
+    a: StagedA,
+}
+
+impl Cache {
+    pub fn pack(&self) -> Option<&PackedB> {
+        self.pack.as_ref()
+    }
 }
 
 /// Zero points after the shift, one per row (`za`, of `m` rows cycling
@@ -213,12 +248,26 @@ pub(super) struct Fix<'a> {
     /// One, or one per row of a batch item (cycling every `m` rows).
     za: &'a [i32],
     m: usize,
+    /// For an f32 output: per (padded) column, `y = f32(dot) · scale + bias`.
+    pub scale: Option<&'a [f32]>,
+    pub bias: Option<&'a [f32]>,
 }
 
 impl Fix<'_> {
     #[inline]
     pub fn za_of(&self, r: usize) -> i32 {
         self.za[if self.za.len() == 1 { 0 } else { r % self.m }]
+    }
+
+    /// The f32 output of column `j`: the cast, then the product with the
+    /// scale, then the bias — each rounded, as the decomposition is.
+    #[inline]
+    fn rescale(&self, j: usize, y: i32) -> f32 {
+        let v = y as f32 * self.scale.map_or(1.0, |s| s[j]);
+        match self.bias {
+            Some(b) => v + b[j],
+            None => v,
+        }
     }
 
     #[inline]
@@ -230,15 +279,50 @@ impl Fix<'_> {
     }
 }
 
-/// Raw output pointer shared by tasks that write disjoint tiles.
+/// Raw output pointer shared by tasks that write disjoint tiles: int32
+/// values, or f32 ones rescaled in the epilogue ([`Fix::scale`]).
 #[derive(Clone, Copy)]
-pub(super) struct Out(pub *mut i32);
+pub(super) enum Out {
+    I32(*mut i32),
+    F32(*mut f32),
+}
 // SAFETY: tasks write disjoint (row, column) tiles of one buffer that
 // outlives them (see `run`).
 #[allow(unsafe_code)]
 unsafe impl Send for Out {}
 #[allow(unsafe_code)]
 unsafe impl Sync for Out {}
+
+/// Where [`run`] writes.
+pub enum Dst<'a> {
+    /// `matmul_integer`: the int32 products.
+    I32(&'a mut [i32]),
+    /// `matmul_integer_scaled`: `f32(product) · scale [+ bias]`, scale and
+    /// bias one per column or a single value.
+    F32 {
+        out: &'a mut [f32],
+        scale: &'a [f32],
+        bias: Option<&'a [f32]>,
+    },
+}
+
+impl Dst<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Dst::I32(o) => o.len(),
+            Dst::F32 { out, .. } => out.len(),
+        }
+    }
+}
+
+/// A per-column vector (or one value) spread over `len` padded columns.
+fn columns_of(v: &[f32], n: usize, len: usize) -> Vec<f32> {
+    let mut c = vec![0.0; len];
+    for (j, x) in c.iter_mut().enumerate().take(n) {
+        *x = v[if v.len() == 1 { 0 } else { j }];
+    }
+    c
+}
 
 /// `matmul_integer(a, b, za, zb)` into `out` (rows × N, row-major), b
 /// packed (or repacked into `cache` when it is another tensor or ISA).
@@ -251,15 +335,22 @@ pub fn run(
     za: Option<&HostTensor>,
     zb: Option<&HostTensor>,
     m: usize,
-    cache: &mut Option<PackedB>,
-    out: &mut [i32],
+    cache: &mut Cache,
+    mut out: Dst,
 ) -> Result<(), String> {
-    if !cache.as_ref().is_some_and(|p| p.fits(isa, b)) {
-        *cache = Some(PackedB::new(isa, b).ok_or("b is not an 8-bit integer matrix")?);
+    if !cache.pack.as_ref().is_some_and(|p| p.fits(isa, b)) {
+        cache.pack = Some(PackedB::new(isa, b).ok_or("b is not an 8-bit integer matrix")?);
     }
-    let pb = cache.as_ref().expect("packed above");
+    let Cache { pack, a: sa } = cache;
+    let pb = pack.as_ref().expect("packed above");
     let (k, n) = (pb.k, pb.n);
     let rows = out.len() / n.max(1);
+    if let Dst::F32 { scale, bias, .. } = &out {
+        let bad = |v: &[f32]| v.len() != 1 && v.len() != n;
+        if bad(scale) || bias.is_some_and(bad) {
+            return Err(format!("a scale or bias of neither 1 nor N = {n} values"));
+        }
+    }
     if a.shape().numel() != rows * k || out.len() != rows * n {
         return Err(format!(
             "a of {} values and an output of {} for K = {k}, N = {n}",
@@ -267,13 +358,22 @@ pub fn run(
             out.len()
         ));
     }
-    let sa = stage_a(a, k, rows).ok_or("a is not an 8-bit integer tensor")?;
+    sa.fill(a, k, rows)
+        .ok_or("a is not an 8-bit integer tensor")?;
     let za = zero_points(za, shift(a.dtype(), true)).ok_or("a's zero point is not 8-bit")?;
     let zb = zero_points(zb, shift(b.dtype(), false)).ok_or("b's zero point is not 8-bit")?;
     let mut zb_cols = vec![0i32; pb.col_sums.len()];
     for (j, z) in zb_cols.iter_mut().enumerate().take(n) {
         *z = zb[if zb.len() == 1 { 0 } else { j }];
     }
+    let padded = pb.col_sums.len();
+    let (scale, bias) = match &out {
+        Dst::F32 { scale, bias, .. } => (
+            Some(columns_of(scale, n, padded)),
+            bias.map(|b| columns_of(b, n, padded)),
+        ),
+        Dst::I32(_) => (None, None),
+    };
     let fix = Fix {
         k: k as i32,
         row_sums: &sa.sums,
@@ -281,8 +381,13 @@ pub fn run(
         zb: &zb_cols,
         za: &za,
         m: m.max(1),
+        scale: scale.as_deref(),
+        bias: bias.as_deref(),
     };
-    let dst = Out(out.as_mut_ptr());
+    let dst = match &mut out {
+        Dst::I32(o) => Out::I32(o.as_mut_ptr()),
+        Dst::F32 { out, .. } => Out::F32(out.as_mut_ptr()),
+    };
     match isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Vnni | Isa::Avx2 => {
@@ -308,13 +413,17 @@ pub fn run(
         }
         _ => {
             let (bd, kp) = (&pb.data, sa.kp);
-            for (r, o) in out.chunks_mut(n.max(1)).enumerate().take(rows) {
+            for r in 0..rows {
                 let ar = &sa.bytes[r * kp..r * kp + k];
-                for (j, y) in o.iter_mut().enumerate() {
+                for j in 0..n {
                     let dot = ar.iter().enumerate().fold(0i32, |s, (p, &x)| {
                         s.wrapping_add(x as i32 * bd[p * n + j] as i32)
                     });
-                    *y = fix.apply(r, j, dot);
+                    let y = fix.apply(r, j, dot);
+                    match &mut out {
+                        Dst::I32(o) => o[r * n + j] = y,
+                        Dst::F32 { out, .. } => out[r * n + j] = fix.rescale(j, y),
+                    }
                 }
             }
         }

@@ -4,7 +4,7 @@
 //! signednesses, per-row and per-column zero points, and sums past 2^24
 //! (where an f32 product would round). The op's NumPy vectors
 //! (tests/vectors/ops/matmul_integer.json) check the engine's choice.
-use super::igemm::{run, Isa, PackedB};
+use super::igemm::{run, Cache, Dst, Isa, PackedB};
 use rlx_ir::{DType, HostTensor, Shape, TensorData};
 
 fn bytes(n: usize, seed: u64) -> Vec<u8> {
@@ -96,9 +96,19 @@ fn every_kernel_equals_the_exact_product() {
         };
         let want = exact(&a, &b, &za, &zb, m, k, n);
         for &isa in &isas {
-            let mut cache = None;
+            let mut cache = Cache::default();
             let mut got = vec![0i32; batch * m * n];
-            run(isa, &a, &b, Some(&za), Some(&zb), m, &mut cache, &mut got).unwrap();
+            run(
+                isa,
+                &a,
+                &b,
+                Some(&za),
+                Some(&zb),
+                m,
+                &mut cache,
+                Dst::I32(&mut got),
+            )
+            .unwrap();
             assert_eq!(
                 got, want,
                 "{isa:?}, case {case}: {batch}x{m}x{k} · {k}x{n}, {ad} · {bd}"
@@ -121,7 +131,17 @@ fn sums_past_two_to_the_24_stay_exact() {
     assert!(want.abs() > 1 << 24);
     for isa in Isa::all() {
         let mut got = vec![0i32; 2 * n];
-        run(isa, &a, &b, None, None, 2, &mut None, &mut got).unwrap();
+        run(
+            isa,
+            &a,
+            &b,
+            None,
+            None,
+            2,
+            &mut Cache::default(),
+            Dst::I32(&mut got),
+        )
+        .unwrap();
         assert_eq!(got[0] as i64, want, "{isa:?}");
         assert_eq!(got[2] as i64, want + 255 * 255, "{isa:?}");
         assert_eq!(val(&a, 0), 255);
@@ -134,21 +154,83 @@ fn a_weight_is_packed_once_while_it_is_the_same_tensor() {
     let b = int8(DType::I8, &[k, n], bytes(k * n, 7));
     let a = int8(DType::U8, &[1, k], bytes(k, 8));
     let isa = Isa::best();
-    let mut cache: Option<PackedB> = None;
+    let mut cache = Cache::default();
     let mut y = vec![0; n];
-    run(isa, &a, &b, None, None, 1, &mut cache, &mut y).unwrap();
-    let first = cache.as_ref().unwrap() as *const PackedB;
-    run(isa, &a, &b.clone(), None, None, 1, &mut cache, &mut y).unwrap();
+    run(isa, &a, &b, None, None, 1, &mut cache, Dst::I32(&mut y)).unwrap();
+    let first = cache.pack().unwrap() as *const PackedB;
+    run(
+        isa,
+        &a,
+        &b.clone(),
+        None,
+        None,
+        1,
+        &mut cache,
+        Dst::I32(&mut y),
+    )
+    .unwrap();
     assert!(
-        std::ptr::eq(first, cache.as_ref().unwrap()),
+        std::ptr::eq(first, cache.pack().unwrap()),
         "a clone shares the data: no repack"
     );
     // Equal values in new storage: packed again, same result.
     let b2 = int8(DType::I8, &[k, n], bytes(k * n, 7));
     let mut y2 = vec![0; n];
-    run(isa, &a, &b2, None, None, 1, &mut cache, &mut y2).unwrap();
-    assert!(cache.as_ref().unwrap().fits(isa, &b2) && !cache.as_ref().unwrap().fits(isa, &b));
+    run(isa, &a, &b2, None, None, 1, &mut cache, Dst::I32(&mut y2)).unwrap();
+    let p = cache.pack().unwrap();
+    assert!(p.fits(isa, &b2) && !p.fits(isa, &b));
     assert_eq!(y, y2);
+}
+
+#[test]
+fn the_f32_epilogue_is_the_cast_then_the_scale_then_the_bias() {
+    // Per-column and single scales, with and without a bias, on every
+    // kernel: each element as f32(dot) · scale + bias, rounded step by step.
+    let (m, k, n) = (11, 70, 37);
+    let a = int8(DType::U8, &[m, k], bytes(m * k, 21));
+    let b = int8(DType::I8, &[k, n], bytes(k * n, 22));
+    let (za, zb) = (
+        int8(DType::U8, &[], vec![131]),
+        int8(DType::I8, &[], vec![3]),
+    );
+    let dots = exact(&a, &b, &za, &zb, m, k, n);
+    let cols: Vec<f32> = (0..n).map(|j| 1e-3 * (j as f32 + 0.5)).collect();
+    let bias: Vec<f32> = (0..n).map(|j| (j as f32 - 18.0) * 0.25).collect();
+    for isa in Isa::all() {
+        for scale in [&cols[..], &[0.0071f32][..]] {
+            for with_bias in [false, true] {
+                let mut got = vec![0f32; m * n];
+                let dst = Dst::F32 {
+                    out: &mut got,
+                    scale,
+                    bias: with_bias.then_some(&bias[..]),
+                };
+                run(
+                    isa,
+                    &a,
+                    &b,
+                    Some(&za),
+                    Some(&zb),
+                    m,
+                    &mut Cache::default(),
+                    dst,
+                )
+                .unwrap();
+                for (i, (&g, &d)) in got.iter().zip(&dots).enumerate() {
+                    let j = i % n;
+                    let mut want = d as f32 * scale[if scale.len() == 1 { 0 } else { j }];
+                    if with_bias {
+                        want += bias[j];
+                    }
+                    assert_eq!(
+                        g.to_bits(),
+                        want.to_bits(),
+                        "{isa:?} element {i}: {g} vs {want}"
+                    );
+                }
+            }
+        }
+    }
 }
 
 #[test]
@@ -156,6 +238,16 @@ fn mismatched_sizes_are_an_error_not_a_panic() {
     let a = int8(DType::U8, &[2, 5], bytes(10, 1));
     let b = int8(DType::I8, &[4, 3], bytes(12, 2));
     let mut y = vec![0; 6];
-    let e = run(Isa::Scalar, &a, &b, None, None, 2, &mut None, &mut y).unwrap_err();
+    let e = run(
+        Isa::Scalar,
+        &a,
+        &b,
+        None,
+        None,
+        2,
+        &mut Cache::default(),
+        Dst::I32(&mut y),
+    )
+    .unwrap_err();
     assert!(e.contains("K = 4"), "{e}");
 }

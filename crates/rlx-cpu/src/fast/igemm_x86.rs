@@ -148,7 +148,17 @@ unsafe fn vnni<const M: usize, const NP: usize>(
             );
             let lanes = valid(j, n, P_VNNI);
             let mask: __mmask16 = if lanes >= 16 { !0 } else { (1u16 << lanes) - 1 };
-            _mm512_mask_storeu_epi32(out.0.add(ri * n + j) as *mut _, mask, y);
+            match out {
+                Out::I32(p) => _mm512_mask_storeu_epi32(p.add(ri * n + j) as *mut _, mask, y),
+                Out::F32(p) => {
+                    let s = _mm512_loadu_ps(fix.scale.unwrap_or(&[]).as_ptr().add(j));
+                    let mut f = _mm512_mul_ps(_mm512_cvtepi32_ps(y), s);
+                    if let Some(b) = fix.bias {
+                        f = _mm512_add_ps(f, _mm512_loadu_ps(b.as_ptr().add(j)));
+                    }
+                    _mm512_mask_storeu_ps(p.add(ri * n + j), mask, f)
+                }
+            }
         }
     }
 }
@@ -201,7 +211,17 @@ unsafe fn avx2<const M: usize, const NP: usize>(
                 _mm256_set1_epi32(lanes),
                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
             );
-            _mm256_maskstore_epi32(out.0.add(ri * n + j), mask, y);
+            match out {
+                Out::I32(p) => _mm256_maskstore_epi32(p.add(ri * n + j), mask, y),
+                Out::F32(p) => {
+                    let s = _mm256_loadu_ps(fix.scale.unwrap_or(&[]).as_ptr().add(j));
+                    let mut f = _mm256_mul_ps(_mm256_cvtepi32_ps(y), s);
+                    if let Some(b) = fix.bias {
+                        f = _mm256_add_ps(f, _mm256_loadu_ps(b.as_ptr().add(j)));
+                    }
+                    _mm256_maskstore_ps(p.add(ri * n + j), mask, f)
+                }
+            }
         }
     }
 }

@@ -153,6 +153,12 @@ pub enum Kind {
     IntMatmul {
         isa: igemm::Isa,
     },
+    /// `matmul_integer_scaled`: the integer product written as f32 by its
+    /// epilogue (scale, and bias when `bias`).
+    IntMatmulScaled {
+        isa: igemm::Isa,
+        bias: bool,
+    },
     /// An f32 → u8 / i8 cast into a host tensor (quantized activations
     /// on their way into `matmul_integer`).
     ToInt8 {
@@ -349,6 +355,16 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
                 },
             )
         }
+        "matmul_integer_scaled" => {
+            let (a, b) = (inputs.first()?, inputs.get(1)?);
+            let int8 = |d: DType| matches!(d, DType::U8 | DType::I8);
+            let f32s = inputs[4..].iter().all(|t| t.dtype == DType::F32);
+            (int8(a.dtype) && int8(b.dtype) && b.shape.rank() == 2 && b.shape.numel() > 0 && f32s)
+                .then(|| Kind::IntMatmulScaled {
+                    isa: igemm::Isa::best(),
+                    bias: inputs.len() == 6,
+                })
+        }
         "cast" if matches!(attrs.dtype("dtype"), Ok(DType::U8 | DType::I8)) => {
             let to = attrs.dtype("dtype").ok()?;
             (inputs.len() == 1 && inputs[0].dtype == DType::F32).then_some(Kind::ToInt8 { to })
@@ -458,6 +474,9 @@ fn kernel_base_name(op: &str, kind: Option<Kind>, dtype: DType) -> String {
             }
         ),
         Some(Kind::IntMatmul { isa }) => format!("cpu::fast::{op}<i32: {}>", isa.describe()),
+        Some(Kind::IntMatmulScaled { isa, .. }) => {
+            format!("cpu::fast::{op}<f32: {}, rescaled in the epilogue>", isa.describe())
+        }
         Some(Kind::Conv { winograd, geom, .. }) => format!(
             "cpu::fast::{op}<{dtype}: {}>",
             if winograd.is_some() {

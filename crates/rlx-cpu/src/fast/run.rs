@@ -9,7 +9,7 @@ use super::state::State;
 use super::step::{Home, Step};
 use super::weights::{DotPlan, F32PackKind};
 use super::{
-    attention, conv, fail, igemm, matmul, norm, qmatmul, reduce, rope, winograd, FastProgram,
+    attention, conv, fail, igemm, matmul, norm, par, qmatmul, reduce, rope, winograd, FastProgram,
     Filter, Kind,
 };
 use crate::kernels::{kernel, KernelCx};
@@ -187,20 +187,28 @@ impl FastProgram {
         let node = &self.graph.nodes[ni];
         let op = node.op.name();
         let ty = self.graph.ty(node.outputs[0]);
-        // The weight's pack lives in the state between runs; taken out
-        // while the operands borrow the state.
-        let mut pack = st.int_packs.get_mut(ni).and_then(Option::take);
-        let args: Vec<Cow<HostTensor>> = node
-            .inputs
-            .iter()
-            .map(|&v| self.fetch(st, v, inputs))
-            .collect::<Result<_, _>>()?;
+        let out_v = node.outputs[0].index();
+        let n = ty.shape.numel();
+        // Last run's output, whose buffer is reused when nothing else
+        // holds it (a large Vec is fresh pages — faults — every run).
+        let old = st.host[out_v].take().map(HostTensor::into_data);
         let out = match kind {
             Kind::IntMatmul { isa } => {
+                // The weight's pack and a's staging live in the state
+                // between runs; taken out while the operands borrow it.
+                let mut cache = std::mem::take(&mut st.int_packs[out_v]);
+                let args: Vec<Cow<HostTensor>> = node
+                    .inputs
+                    .iter()
+                    .map(|&v| self.fetch(st, v, inputs))
+                    .collect::<Result<_, _>>()?;
                 let a = args[0].as_ref();
                 let ad = a.shape().dims();
                 let m = if ad.len() >= 2 { ad[ad.len() - 2] } else { 1 };
-                let mut y = vec![0i32; ty.shape.numel()];
+                let mut y = match old {
+                    Some(rlx_ir::TensorData::I32(v)) if v.len() == n => v,
+                    _ => vec![0i32; n],
+                };
                 igemm::run(
                     *isa,
                     a,
@@ -208,16 +216,36 @@ impl FastProgram {
                     args.get(2).map(|t| t.as_ref()),
                     args.get(3).map(|t| t.as_ref()),
                     m,
-                    &mut pack,
-                    &mut y,
+                    &mut cache,
+                    igemm::Dst::I32(&mut y),
                 )
                 .map_err(|e| fail(op, e))?;
+                drop(args);
+                st.int_packs[out_v] = cache;
                 HostTensor::new(DType::I32, ty.shape.clone(), y.into())?
             }
             Kind::ToInt8 { to } => {
-                let x = f32::unwrap(args[0].data())
-                    .ok_or_else(|| fail(op, "the input is not f32 (an engine bug)"))?;
-                if let Some(index) = x.iter().position(|f| !f.is_finite()) {
+                // Read in place where the input is a contiguous arena slot.
+                let fetched;
+                let x: &[f32] = match &self.homes[node.inputs[0].index()] {
+                    Home::Mem(l, Fmt::F32) if l.root == Root::Arena && l.is_contiguous() => {
+                        &st.arena[l.offset..l.offset + n]
+                    }
+                    _ => {
+                        fetched = self.fetch(st, node.inputs[0], inputs)?;
+                        f32::unwrap(fetched.data())
+                            .ok_or_else(|| fail(op, "the input is not f32 (an engine bug)"))?
+                    }
+                };
+                let mut v = match old {
+                    Some(rlx_ir::TensorData::U8(v)) if v.len() == n && *to == DType::U8 => v,
+                    Some(rlx_ir::TensorData::I8(v)) if v.len() == n && *to == DType::I8 => {
+                        v.into_iter().map(|x| x as u8).collect()
+                    }
+                    _ => vec![0u8; n],
+                };
+                if !to_int8(x, *to, &mut v) {
+                    let index = x.iter().position(|f| !f.is_finite()).unwrap_or(0);
                     return Err(CpuError::Cast {
                         node: None,
                         index,
@@ -225,21 +253,15 @@ impl FastProgram {
                         to: *to,
                     });
                 }
-                // `as` truncates toward zero and saturates: the reference's
-                // cast of a finite value.
                 let data: rlx_ir::TensorData = match to {
-                    DType::U8 => x.iter().map(|&f| f as u8).collect::<Vec<_>>().into(),
-                    _ => x.iter().map(|&f| f as i8).collect::<Vec<_>>().into(),
+                    DType::U8 => v.into(),
+                    _ => v.into_iter().map(|x| x as i8).collect::<Vec<_>>().into(),
                 };
                 HostTensor::new(*to, ty.shape.clone(), data)?
             }
             _ => return Err(fail(op, "not a host-output kernel (an engine bug)")),
         };
-        drop(args);
-        if let Some(slot) = st.int_packs.get_mut(ni) {
-            *slot = pack;
-        }
-        st.host[node.outputs[0].index()] = Some(out);
+        st.host[out_v] = Some(out);
         Ok(())
     }
 
@@ -508,6 +530,24 @@ impl FastProgram {
                 rope::rope(out, &own(&x), &own(&c), &own(&s), seq, d, *interleaved);
             }
             Kind::Constant => {}
+            Kind::IntMatmulScaled { isa, bias } => {
+                let (a, b) = (host_of(0)?, host_of(1)?);
+                let (za, zb) = (host_of(2)?, host_of(3)?);
+                let sv = view(4)?;
+                let scale = own(&sv);
+                let bv = if *bias { Some(view(5)?) } else { None };
+                let bias = bv.as_ref().map(own);
+                let ad = a.shape().dims();
+                let m = if ad.len() >= 2 { ad[ad.len() - 2] } else { 1 };
+                let dst = igemm::Dst::F32 {
+                    out,
+                    scale: &scale,
+                    bias: bias.as_deref(),
+                };
+                let cache = &mut st.int_packs[out_v.index()];
+                igemm::run(*isa, a, b, Some(za), Some(zb), m, cache, dst)
+                    .map_err(|e| fail(op, e))?;
+            }
             Kind::IntMatmul { .. } | Kind::ToInt8 { .. } => {
                 return Err(fail(
                     op,
@@ -688,5 +728,53 @@ fn own<'v>(v: &'v View) -> Cow<'v, [f32]> {
             elementwise::load(v, 0, &mut c);
             Cow::Owned(c)
         }
+    }
+}
+
+/// `x` cast to u8 or i8 (as bits) into `out`, in parallel chunks: the
+/// reference's cast (truncate toward zero, saturate) of finite values,
+/// written as a clamp the compiler vectorizes. Returns false if any value
+/// is not finite.
+fn to_int8(x: &[f32], to: DType, out: &mut [u8]) -> bool {
+    let (lo, hi) = if to == DType::U8 {
+        (0.0, 255.0)
+    } else {
+        (-128.0, 127.0)
+    };
+    let ok = std::sync::atomic::AtomicBool::new(true);
+    let chunk = par::chunk_len(x.len(), 64, 16 * 1024);
+    par::for_each(x.len().div_ceil(chunk.max(1)), |c| {
+        let r = c * chunk..((c + 1) * chunk).min(x.len());
+        // SAFETY: chunks are disjoint ranges of `out`.
+        #[allow(unsafe_code)]
+        let o = unsafe {
+            std::slice::from_raw_parts_mut(out.as_ptr().add(r.start) as *mut u8, r.len())
+        };
+        let finite = narrow_chunk(&x[r], o, lo, hi);
+        if !finite {
+            ok.store(false, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    ok.into_inner()
+}
+
+super::simd::simd_fn! {
+    /// One chunk of [`to_int8`]: whether every value is finite, and each
+    /// clamped to [lo, hi] and truncated (branch-free, so it vectorizes).
+    fn narrow_chunk(x: &[f32], o: &mut [u8], lo: f32, hi: f32) -> bool {
+        let mut bad = 0u32;
+        for (d, &f) in o.iter_mut().zip(x) {
+            bad |= u32::from(f.to_bits() & 0x7f80_0000 == 0x7f80_0000);
+            // Clamped first, the conversion is in range; NaN becomes lo
+            // (and is reported through `bad`).
+            let c = f.max(lo).min(hi);
+            // SAFETY: `c` is in [lo, hi] ⊂ i32's range and not NaN (`max`
+            // returns `lo` for NaN), so the unchecked conversion is exact
+            // truncation — and vectorizes, unlike `as`'s saturating one.
+            #[allow(unsafe_code)]
+            let i = unsafe { c.to_int_unchecked::<i32>() };
+            *d = i as u8;
+        }
+        bad == 0
     }
 }

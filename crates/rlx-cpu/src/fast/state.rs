@@ -37,8 +37,8 @@ pub struct State {
     pub f32_packed_ready: Vec<bool>,
     /// Per-thread scratch for the AMX products' split left operands.
     pub amx_pool: Scratch<u16>,
-    /// Per node: the packed weight of a `matmul_integer`.
-    pub int_packs: Vec<Option<super::igemm::PackedB>>,
+    /// Per output value: a `matmul_integer`'s packed weight and staging buffers.
+    pub int_packs: Vec<super::igemm::Cache>,
 }
 
 impl State {
@@ -94,7 +94,9 @@ impl FastProgram {
             },
             f32_packed_ready: vec![false; self.f32_packs.len()],
             amx_pool: Scratch::new(self.amx_scratch),
-            int_packs: (0..self.graph.nodes.len()).map(|_| None).collect(),
+            int_packs: (0..self.graph.values.len())
+                .map(|_| Default::default())
+                .collect(),
         }
     }
 

@@ -1,6 +1,9 @@
 //! Integer arithmetic of quantized models: `matmul_integer`, the 8-bit
 //! product with int32 accumulation that ONNX's `MatMulInteger` (and
-//! rlx's static int8 quantization) is made of.
+//! rlx's static int8 quantization) is made of, and
+//! `matmul_integer_scaled`, that product brought back to f32 by its scale
+//! (and bias) in the GEMM's epilogue — rlx-opt's fold of
+//! `cast(matmul_integer) · scale [+ bias]`.
 
 use super::*;
 use crate::error::IrError;
@@ -90,6 +93,44 @@ fn matmul_integer_d(b: B, x: &[ValueId], _: &Attrs) -> Out {
     )?])
 }
 
+/// Shape `(N)`, `(1, .., N)` or a single value: one per output column.
+fn per_column(t: &TensorType, n: usize) -> bool {
+    let d = t.dims();
+    t.shape.numel() == 1 || (d.last() == Some(&n) && d[..d.len() - 1].iter().all(|&x| x == 1))
+}
+
+/// matmul_integer's inputs (all four), then an f32 scale and optional
+/// f32 bias, each one per output column or a single value → f32.
+fn matmul_integer_scaled(cx: &InferCx) -> R {
+    let int = matmul_integer(&InferCx {
+        inputs: &cx.inputs[..4],
+        ..*cx
+    })?;
+    let mut y = int.into_iter().next().ok_or("no output")?;
+    let n = *y.dims().last().ok_or("rank 0 output")?;
+    for (k, what) in [(4, "scale"), (5, "bias")] {
+        let Some(t) = cx.inputs.get(k) else { continue };
+        if t.dtype != F32 || !per_column(t, n) {
+            return Err(format!(
+                "the {what} {t} must be f32, one per output column ({n}) or a single value"
+            ));
+        }
+    }
+    y.dtype = F32;
+    one(y)
+}
+
+/// `cast(matmul_integer(a, b, za, zb), f32) · scale [+ bias]`.
+fn matmul_integer_scaled_d(b: B, x: &[ValueId], a: &Attrs) -> Out {
+    let p = matmul_integer_d(b, &x[..4], a)?[0];
+    let f = b.op1("cast", &[p], Attrs::new().with("dtype", F32))?;
+    let mut y = b.binary("mul", f, x[4])?;
+    if let Some(&bias) = x.get(5) {
+        y = b.binary("add", y, bias)?;
+    }
+    Ok(vec![y])
+}
+
 pub static INTEGER: &[OpDef] = &[def(
     "matmul_integer",
     C::Fused,
@@ -100,4 +141,14 @@ pub static INTEGER: &[OpDef] = &[def(
     Some(matmul_integer_d),
     NotDifferentiable,
     "(a − a_zero_point) @ (b − b_zero_point) of 8-bit integers with int32 accumulation; a (..., M, K), b (K, N); zero points a scalar or one per row of a / column of b",
+), def(
+    "matmul_integer_scaled",
+    C::Fused,
+    Between(5, 6),
+    INT8,
+    &[],
+    matmul_integer_scaled,
+    Some(matmul_integer_scaled_d),
+    NotDifferentiable,
+    "f32(matmul_integer(a, b, a_zero_point, b_zero_point)) · scale [+ bias]: the integer product rescaled in its epilogue; scale and bias f32, one per output column or a single value",
 )];

@@ -5,7 +5,10 @@
 //! formats (GGUF, MX); these per-tensor / per-axis / blocked schemes are
 //! plain integer tensors with float parameters, so they decompose.
 //!
-//! Integer products are accumulated by an f32 matmul or conv: exact while
+//! A matmul of 8-bit operands with a 2-D B is the IR's `matmul_integer`
+//! (exact int32 accumulation where a backend has the kernel, the fast CPU
+//! engine does). Other integer products (convs, batched B, zero points of
+//! other shapes) are accumulated by an f32 matmul or conv: exact while
 //! every partial sum stays below 2^24 (K·255·127 for K ≤ 518), and within
 //! f32 rounding (relative 6e-8) beyond — what a following rescale to
 //! float keeps anyway.
@@ -270,9 +273,58 @@ fn int_product(n: &mut N, op: &str, a: ValueId, b: ValueId) -> Result<ValueId, S
     }
 }
 
+/// The IR's `matmul_integer` of inputs `a`, `b` with zero points `za`,
+/// `zb` (input indices), where it applies: 8-bit operands, a 2-D B and
+/// zero points of one value or one per row of A / column of B. `None`:
+/// the product is decomposed into f32 instead.
+fn integer_op(
+    n: &mut N,
+    a: usize,
+    za: usize,
+    b: usize,
+    zb: usize,
+) -> Result<Option<ValueId>, String> {
+    let (av, bv) = (n.v(a)?, n.v(b)?);
+    let int8 = |d: DType| matches!(d, DType::U8 | DType::I8);
+    let (ad, bd) = (n.dims(av), n.dims(bv));
+    let (adt, bdt) = (n.cx.b.dtype(av), n.cx.b.dtype(bv));
+    if !int8(adt) || !int8(bdt) || ad.is_empty() || bd.len() != 2 || ad[ad.len() - 1] != bd[0] {
+        return Ok(None);
+    }
+    let rows = if ad.len() >= 2 { ad[ad.len() - 2] } else { 1 };
+    let zero = |n: &mut N, k: usize, dt: DType, count: usize| -> Result<Option<ValueId>, String> {
+        let Some(_) = n.name(k) else {
+            return Ok(Some(n.scalar(0.0, dt)?));
+        };
+        let z = n.v(k)?;
+        let zd = n.dims(z);
+        let numel: usize = zd.iter().product();
+        let fits = n.cx.b.dtype(z) == dt && (numel == 1 || (zd.len() == 1 && zd[0] == count));
+        Ok(match fits {
+            true if numel == 1 && !zd.is_empty() => Some(n.op(
+                "reshape",
+                &[z],
+                Attrs::new().with("shape", Vec::<i64>::new()),
+            )?),
+            true => Some(z),
+            false => None,
+        })
+    };
+    let (Some(z1), Some(z2)) = (zero(n, za, adt, rows)?, zero(n, zb, bdt, bd[1])?) else {
+        return Ok(None);
+    };
+    n.op("matmul_integer", &[av, bv, z1, z2], Attrs::new())
+        .map(Some)
+}
+
 /// ONNX `MatMulInteger`, `ConvInteger`: (A − a_zp) · (B − b_zp) as int32.
 pub(super) fn mat_mul_integer(mut n: N, op: &str) -> R {
     let conv = op == "ConvInteger";
+    if !conv {
+        if let Some(y) = integer_op(&mut n, 0, 2, 1, 3)? {
+            return Ok(vec![Out::Value(y)]);
+        }
+    }
     let a = centred(&mut n, 0, 2, true, false)?;
     let b = centred(&mut n, 1, 3, false, conv)?;
     let y = int_product(&mut n, op, a, b)?;
@@ -284,9 +336,14 @@ pub(super) fn mat_mul_integer(mut n: N, op: &str) -> R {
 /// Inputs: a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp (, bias).
 pub(super) fn q_linear(mut n: N, op: &str) -> R {
     let conv = op == "QLinearConv";
-    let a = centred(&mut n, 0, 2, true, false)?;
-    let b = centred(&mut n, 3, 5, false, conv)?;
-    let mut acc = int_product(&mut n, op, a, b)?;
+    let mut acc = match (conv, integer_op(&mut n, 0, 2, 3, 5)?) {
+        (false, Some(y)) => n.cast_to(y, DType::F32)?,
+        _ => {
+            let a = centred(&mut n, 0, 2, true, false)?;
+            let b = centred(&mut n, 3, 5, false, conv)?;
+            int_product(&mut n, op, a, b)?
+        }
+    };
     if conv && n.name(8).is_some() {
         // The int32 bias, per output channel, added before the rescale.
         let bias = n.v(8)?;

@@ -21,6 +21,8 @@
 //! | `attention` | `softmax(q @ kᵀ · s [+ bias / where(keep, ·, −inf)]) @ v` | `attention` (scale, mask_kind none/bias/custom/causal/sliding_window) |
 //! | `conv_act` | `act(conv(..))`, the conv read only there | `conv_act` |
 //! | `matmul_residual` | `act(a @ b [+ bias]) + r`, `r` of the sum's type | `matmul_residual` |
+//! | `int_matmul_scale` | `f32(matmul_integer(a, b, za, zb)) · scale` (per column) | `matmul_integer_scaled` |
+//! | `int_matmul_bias` | `matmul_integer_scaled(..) + bias` (per column) | `matmul_integer_scaled` with its bias |
 //! | `attention_merged` | `reshape(permute(attention))` merging the heads | `attention_merged` |
 //! | `packed_qkv_attention` | attention on narrow×3 of one packed projection | attention on views ([`qkv`]) |
 //! | `qk_rope` (pairing) | two `rope`s sharing cos, sin | `qk_rope` |
@@ -37,6 +39,7 @@
 mod activation;
 mod attention;
 mod heads;
+mod integer;
 mod matmul;
 mod norm;
 mod pattern;
@@ -69,6 +72,8 @@ pub static FUSION_RULES: &[Rule] = &[
     matmul::MATMUL_ACT,
     matmul::MATMUL_RESIDUAL,
     matmul::CONV_ACT,
+    integer::INT_MATMUL_SCALE,
+    integer::INT_MATMUL_BIAS,
     attention::ATTENTION,
     heads::ATTENTION_MERGED,
     qkv::PACKED_QKV,

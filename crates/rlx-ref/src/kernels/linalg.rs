@@ -137,9 +137,10 @@ fn dot_general(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     }])
 }
 
-/// `matmul_integer`: (a − a_zp)·(b − b_zp), exact in i64, stored as i32
-/// (wrapping, as a hardware int32 accumulator would; K < 2^16 cannot).
-fn matmul_integer(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
+/// (a − a_zp)·(b − b_zp) of `matmul_integer`'s inputs, exact in i64 and
+/// wrapped to i32 (as a hardware int32 accumulator would; K < 2^16 cannot
+/// wrap), with the output's column count.
+fn integer_product(cx: &KernelCx) -> Result<(Vec<i32>, usize), CpuError> {
     let (a, b) = (ints(cx.input(0))?, ints(cx.input(1))?);
     let ad = cx.input(0).shape().dims();
     let (k, n) = (cx.input(1).shape().dims()[0], cx.input(1).shape().dims()[1]);
@@ -152,21 +153,62 @@ fn matmul_integer(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     };
     let (za, zb) = (zero(2)?, zero(3)?);
     let rows = a.len() / k.max(1);
-    let mut out = vec![0i64; rows * n];
+    let mut out = vec![0i32; rows * n];
     for (r, o) in out.chunks_mut(n.max(1)).enumerate().take(rows) {
         let z = za[if za.len() == 1 { 0 } else { r % m }];
         for (j, y) in o.iter_mut().enumerate() {
             let zj = zb[if zb.len() == 1 { 0 } else { j }];
             *y = (0..k)
                 .map(|p| (a[r * k + p] - z) * (b[p * n + j] - zj))
-                .sum::<i64>() as i32 as i64;
+                .sum::<i64>() as i32;
         }
     }
-    Ok(vec![from_ints(cx.out_type(0), out)?])
+    Ok((out, n))
+}
+
+fn matmul_integer(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
+    let (y, _) = integer_product(cx)?;
+    Ok(vec![from_ints(
+        cx.out_type(0),
+        y.into_iter().map(i64::from).collect(),
+    )?])
+}
+
+/// `matmul_integer_scaled`: the exact product, then — in f32, each step
+/// rounded as its decomposition does — the cast, the scale, the bias.
+/// (The decomposition itself multiplies in f32, exact only while partial
+/// sums stay below 2^24; this kernel is exact for every K.)
+fn matmul_integer_scaled(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
+    let (y, n) = integer_product(cx)?;
+    let col = |i: usize| -> Result<Option<Vec<f32>>, CpuError> {
+        cx.inputs
+            .get(i)
+            .map(|t| Ok(floats(t)?.into_iter().map(|v| v as f32).collect()))
+            .transpose()
+    };
+    let scale = col(4)?.unwrap_or_else(|| vec![1.0]);
+    let bias = col(5)?;
+    let at = |v: &[f32], j: usize| v[if v.len() == 1 { 0 } else { j }];
+    let out: Vec<f32> = y
+        .iter()
+        .enumerate()
+        .map(|(i, &d)| {
+            let j = i % n.max(1);
+            let v = d as f32 * at(&scale, j);
+            bias.as_ref().map_or(v, |b| v + at(b, j))
+        })
+        .collect();
+    let ty = cx.out_type(0);
+    Ok(vec![HostTensor::new(
+        ty.dtype,
+        ty.shape.clone(),
+        out.into(),
+    )?])
 }
 
 pub(crate) const KERNELS: &[(&str, Kernel)] = &[
     ("matmul", matmul),
     ("dot_general", dot_general),
     ("matmul_integer", matmul_integer),
+    ("matmul_integer_scaled", matmul_integer_scaled),
 ];
