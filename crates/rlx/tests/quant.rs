@@ -175,6 +175,35 @@ fn static_int8_mlp_matches_onnx_runtime_qdq() {
         .unwrap();
     let qg = plan.apply(&g).unwrap();
     assert_eq!(qg.ty(qg.inputs[1]).dtype, DType::I8);
+    // Both layers are integer products; the first one's stored (out, in)
+    // weight is given transposed, so no permute is left.
+    let ops: Vec<&str> = qg.nodes.iter().map(|n| n.op.name()).collect();
+    assert_eq!(
+        ops.iter()
+            .filter(|&&o| o == "matmul_integer_scaled")
+            .count(),
+        2,
+        "{ops:?}"
+    );
+    assert!(
+        !ops.contains(&"permute") && !ops.contains(&"matmul"),
+        "{ops:?}"
+    );
+    let (w, p) = (&ins[1], &plan.sites[&1]);
+    assert_eq!(p.input_dims(), [p.dims[1], p.dims[0]]);
+    assert_eq!(
+        plan.weight(1).unwrap().unwrap().shape().dims(),
+        [w.shape().dims()[1], w.shape().dims()[0]]
+    );
+    // Element for element the transpose (a square weight's shape would
+    // not tell).
+    let t = plan.weight(1).unwrap().unwrap().to_vec::<i8>().unwrap();
+    let [rows, cols] = p.dims;
+    for o in 0..rows {
+        for i in 0..cols {
+            assert_eq!(t[i * rows + o], p.weight.values[o * cols + i], "({o}, {i})");
+        }
+    }
     let mut qins = ins.clone();
     for k in [1, 3] {
         qins[k] = plan.weight(k).unwrap().unwrap();

@@ -27,6 +27,7 @@
 //! rounding half to even. `tests/vectors/quant` holds the NumPy/ONNX
 //! Runtime reference they are checked against.
 
+mod integer;
 mod observe;
 mod rewrite;
 

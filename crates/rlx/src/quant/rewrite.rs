@@ -207,6 +207,25 @@ pub struct SitePlan {
     pub weight: QuantWeight,
 }
 
+impl SitePlan {
+    /// Whether the layer runs as an integer product (`matmul_integer_scaled`):
+    /// a static activation grid and one weight scale per tensor or per
+    /// output channel (groups stay dequantized in f32).
+    pub fn integer(&self) -> bool {
+        let outs = self.dims[self.out_axis];
+        self.activation.is_some() && matches!(self.weight.scales.len(), n if n == 1 || n == outs)
+    }
+
+    /// The quantized weight's shape as the rewritten graph reads it: an
+    /// integer layer's is (in, out), whatever the f32 weight's storage.
+    pub fn input_dims(&self) -> [usize; 2] {
+        match (self.integer(), self.out_axis) {
+            (true, 0) => [self.dims[1], self.dims[0]],
+            _ => self.dims,
+        }
+    }
+}
+
 /// The quantized dense layers of a graph, by the graph input of their
 /// weight; [`Plan::apply`] rewrites any graph of the same model (any
 /// batch or sequence length) to use them.
@@ -298,11 +317,24 @@ impl Plan {
         Ok(plan)
     }
 
-    /// The i8 values to pass for graph input `k` (a quantized weight).
+    /// The i8 values to pass for graph input `k` (a quantized weight), in
+    /// [`SitePlan::input_dims`] (an integer layer's stored (out, in)
+    /// weight comes transposed).
     pub fn weight(&self, k: usize) -> Option<Result<HostTensor, Error>> {
-        self.sites
-            .get(&k)
-            .map(|s| HostTensor::from_slice(&s.weight.values, s.dims.to_vec()).map_err(Error::from))
+        self.sites.get(&k).map(|s| {
+            let dims = s.input_dims();
+            // Transposed exactly when the shape is (a square weight's
+            // shape says nothing).
+            let v = if !(s.integer() && s.out_axis == 0) {
+                s.weight.values.clone()
+            } else {
+                let [r, c] = s.dims;
+                (0..r * c)
+                    .map(|i| s.weight.values[(i % r) * c + i / r])
+                    .collect()
+            };
+            HostTensor::from_slice(&v, dims.to_vec()).map_err(Error::from)
+        })
     }
 
     /// A hash of the grids (scheme, activation parameters, weight scales;
@@ -333,8 +365,11 @@ impl Plan {
             .sum()
     }
 
-    /// `g` with every planned layer's weight an i8 input dequantized in
-    /// the graph, and (static) its input quantized and dequantized.
+    /// `g` with every planned layer's weight an i8 input: with a static
+    /// activation grid and per-tensor or per-channel scales, the layer is
+    /// an integer product of its input quantized to i8 ([`SitePlan::integer`],
+    /// `matmul_integer_scaled`); otherwise the weight is dequantized in the
+    /// graph and (static, groups) the input quantized and dequantized.
     pub fn apply(&self, g: &Graph) -> Result<Graph, Error> {
         let (sites, _) = dense_sites(g, &self.sites.keys().copied().collect::<Vec<_>>())?;
         if sites.len() != self.sites.len() {
@@ -356,11 +391,13 @@ impl Plan {
             let name = g.values[v.index()].name.clone().unwrap_or_default();
             let nv = match self.sites.get(&k) {
                 Some(p) => {
-                    let q = b.input(
-                        name,
-                        TensorType::new(DType::I8, Shape::new(p.dims.to_vec())),
-                    );
-                    dequantize_weight(&mut b, q, p)?
+                    let ty = TensorType::new(DType::I8, Shape::new(p.input_dims().to_vec()));
+                    let q = b.input(name, ty);
+                    if p.integer() {
+                        q
+                    } else {
+                        dequantize_weight(&mut b, q, p)?
+                    }
                 }
                 None => b.input(name, g.ty(v).clone()),
             };
@@ -372,12 +409,51 @@ impl Plan {
         // Quantize-dequantize of one layer input, shared by layers reading
         // the same value on the same grid (e.g. Q, K and V).
         let mut qdq: HashMap<(ValueId, [u32; 2]), ValueId> = HashMap::new();
+        // An integer layer reads its i8 weight (in, out) as given: the
+        // transpose of a stored (out, in) weight is the graph input itself.
+        let int_transposes: Vec<ValueId> = sites
+            .iter()
+            .filter(|s| s.transposed && self.sites[&s.input].integer())
+            .map(|s| g.inputs[s.input])
+            .collect();
+        let mut quantized: HashMap<(ValueId, [u32; 2]), ValueId> = HashMap::new();
         for (n, node) in g.nodes.iter().enumerate() {
             let mut ins = node
                 .inputs
                 .iter()
                 .map(|&v| get(&map, v))
                 .collect::<Result<Vec<_>, _>>()?;
+            if node.op.name() == "permute" && int_transposes.contains(&node.inputs[0]) {
+                map[node.outputs[0].index()] = Some(ins[0]);
+                continue;
+            }
+            if let Some(site) = by_node.get(&n).filter(|s| self.sites[&s.input].integer()) {
+                let p = &self.sites[&site.input];
+                let q = p
+                    .activation
+                    .expect("integer layers have an activation grid");
+                let key = (site.x, [q.scale.to_bits(), q.zero_point as u32]);
+                let xq = match quantized.get(&key) {
+                    Some(&v) => v,
+                    None => {
+                        let v = super::integer::quantize_input(&mut b, ins[0], &q)?;
+                        quantized.insert(key, v);
+                        v
+                    }
+                };
+                b.set_origin(node.origin.clone());
+                let y = super::integer::dense(
+                    &mut b,
+                    node.op.name(),
+                    &node.attrs,
+                    &ins,
+                    xq,
+                    ins[1],
+                    p,
+                )?;
+                map[node.outputs[0].index()] = Some(y);
+                continue;
+            }
             if let Some(site) = by_node.get(&n) {
                 if let Some(q) = self.sites[&site.input].activation {
                     let key = (site.x, [q.scale.to_bits(), q.zero_point as u32]);
