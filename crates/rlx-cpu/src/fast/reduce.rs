@@ -68,6 +68,46 @@ fn init(r: Red) -> f32 {
     }
 }
 
+/// The largest (`MAX`) or smallest value of `src`, NaN if any is: the
+/// comparison is a select and NaN is tracked apart, so the loop vectorizes
+/// (a branch per element on NaN did not).
+#[inline(always)]
+fn extreme<const MAX: bool>(src: &[f32]) -> f32 {
+    let pick = |a: f32, x: f32| {
+        let better = if MAX { x > a } else { x < a };
+        if better {
+            x
+        } else {
+            a
+        }
+    };
+    let start = if MAX {
+        f32::NEG_INFINITY
+    } else {
+        f32::INFINITY
+    };
+    let mut acc = [start; 16];
+    let mut nan = [false; 16];
+    let mut it = src.chunks_exact(16);
+    for c in &mut it {
+        for ((a, n), &x) in acc.iter_mut().zip(&mut nan).zip(c) {
+            *n |= x.is_nan();
+            *a = pick(*a, x);
+        }
+    }
+    let mut t = start;
+    for &x in it.remainder().iter().chain(&acc) {
+        if x.is_nan() {
+            return f32::NAN;
+        }
+        t = pick(t, x);
+    }
+    if nan.iter().any(|&n| n) {
+        return f32::NAN;
+    }
+    t
+}
+
 simd_fn! {
     /// One outer slab, contiguous: `src` is len × inner, `o` is inner.
     /// Sums accumulate in f64 (as the reference does): a gradient summed
@@ -107,18 +147,7 @@ simd_fn! {
         }
         o.fill(init(r));
         if inner == 1 {
-            let mut acc = [init(r); 8];
-            let mut it = src.chunks_exact(8);
-            for c in &mut it {
-                for (a, &x) in acc.iter_mut().zip(c) {
-                    *a = combine(r, *a, x);
-                }
-            }
-            let mut t = it.remainder().iter().fold(init(r), |a, &x| combine(r, a, x));
-            for a in acc {
-                t = combine(r, t, a);
-            }
-            o[0] = t;
+            o[0] = if r == Red::Max { extreme::<true>(src) } else { extreme::<false>(src) };
         } else {
             for row in src.chunks_exact(inner).take(len) {
                 for (a, &x) in o.iter_mut().zip(row) {
