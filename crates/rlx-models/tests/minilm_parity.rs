@@ -210,7 +210,7 @@ fn minilm_under_autocast_stays_close_to_sentence_transformers() {
 /// (`rlx::quant`, ONNX Runtime's conventions; calibration on
 /// tests/vectors/minilm/calibration.txt). Measured 2026-12-07 (Zen 4,
 /// benches/results/minilm-ptq.md): static int8 min-max per channel mean
-/// 0.98917 / worst 0.97122, per tensor 0.94118 / 0.85595; weight-only
+/// 0.98928 / worst 0.97122, per tensor 0.94083 / 0.85076 (integer products); weight-only
 /// int8 per channel 0.99913 / 0.99649; int4 per channel 0.88116, groups of
 /// 32 0.94597. Bounds: those less a margin, and the orderings the
 /// granularity must give.
