@@ -16,6 +16,7 @@
 //! of four), the column sums of b when b is packed — once for a weight
 //! that stays the same tensor between runs ([`PackedB::fits`]).
 
+#[cfg(target_arch = "x86_64")]
 use super::par;
 use rlx_ir::{DType, HostTensor};
 
@@ -87,6 +88,7 @@ pub struct PackedB {
     /// Vnni: `[N/16][Kp/4][16][4]` bytes; Avx2: `[N/8][Kp/2][8][2]` i16
     /// (as bytes); Scalar: `[K][N]` bytes.
     data: Vec<i8>,
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     wide: Vec<i16>,
     /// Σ over K of each column (after the shift).
     col_sums: Vec<i32>,
@@ -282,6 +284,7 @@ impl Fix<'_> {
 /// Raw output pointer shared by tasks that write disjoint tiles: int32
 /// values, or f32 ones rescaled in the epilogue ([`Fix::scale`]).
 #[derive(Clone, Copy)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(super) enum Out {
     I32(*mut i32),
     F32(*mut f32),
@@ -384,13 +387,13 @@ pub fn run(
         scale: scale.as_deref(),
         bias: bias.as_deref(),
     };
-    let dst = match &mut out {
-        Dst::I32(o) => Out::I32(o.as_mut_ptr()),
-        Dst::F32 { out, .. } => Out::F32(out.as_mut_ptr()),
-    };
     match isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Vnni | Isa::Avx2 => {
+            let dst = match &mut out {
+                Dst::I32(o) => Out::I32(o.as_mut_ptr()),
+                Dst::F32 { out, .. } => Out::F32(out.as_mut_ptr()),
+            };
             // Tasks of whole register-tile column blocks, at least two per
             // thread so a thread that finishes early takes another.
             let cols = super::igemm_x86::tile_cols(isa);
