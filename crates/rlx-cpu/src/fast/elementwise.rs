@@ -559,14 +559,33 @@ fn load_host<T>(
         }
         return;
     }
-    for (j, v) in dst.iter_mut().enumerate() {
-        let mut i = start + j;
-        let mut at = 0;
+    // Runs along the innermost axis: one index computation per run, then
+    // a fill (a broadcast axis) or a strided read (a mask broadcast over
+    // heads, say, is 128-long runs, not 196k index computations).
+    let r = dims.len();
+    let (inner, is) = if r == 0 {
+        (1, 0)
+    } else {
+        (dims[r - 1].max(1), strides[r - 1])
+    };
+    let (mut i, mut k) = (start, 0);
+    while k < dst.len() {
+        let run = (inner - i % inner).min(dst.len() - k);
+        let (mut rest, mut at) = (i, 0);
         for (&d, &st) in dims.iter().zip(strides).rev() {
-            at += (i % d) * st;
-            i /= d;
+            at += (rest % d) * st;
+            rest /= d;
         }
-        *v = f(&data[at]);
+        let out = &mut dst[k..k + run];
+        if is == 0 {
+            out.fill(f(&data[at]));
+        } else {
+            for (j, v) in out.iter_mut().enumerate() {
+                *v = f(&data[at + j * is]);
+            }
+        }
+        i += run;
+        k += run;
     }
 }
 
@@ -622,6 +641,14 @@ pub(super) fn load(v: &View, start: usize, dst: &mut [f32]) {
     }
 }
 
+/// 1.0 where `yes(x)`, else 0.0 (registers hold bools as 1 / 0).
+#[inline(always)]
+fn set_where(dst: &mut [f32], src: &[f32], yes: impl Fn(f32) -> bool) {
+    for (d, &x) in dst.iter_mut().zip(src) {
+        *d = if yes(x) { 1.0 } else { 0.0 };
+    }
+}
+
 simd_fn! {
     /// Evaluate `p` over one chunk `oc` of the output, whose first element
     /// is element `base` of the whole output.
@@ -658,14 +685,15 @@ simd_fn! {
                             *d = if x != 0.0 || x.is_nan() { 1.0 } else { 0.0 };
                         }
                     }
+                    // The class chosen once, outside the loop: matched per
+                    // element, it was reloaded each time (the stores might
+                    // alias it) and the loop stayed scalar.
                     Instr::Class(c, a) => {
-                        for (d, &x) in dst.iter_mut().zip(reg(*a)) {
-                            let yes = match c {
-                                Class::Nan => x.is_nan(),
-                                Class::Inf => x.is_infinite(),
-                                Class::Finite => x.is_finite(),
-                            };
-                            *d = if yes { 1.0 } else { 0.0 };
+                        let src = reg(*a);
+                        match *c {
+                            Class::Nan => set_where(dst, src, |x| x.is_nan()),
+                            Class::Inf => set_where(dst, src, |x| x.is_infinite()),
+                            Class::Finite => set_where(dst, src, |x| x.is_finite()),
                         }
                     }
                     Instr::Clamp(a, lo, hi) => {
@@ -678,9 +706,10 @@ simd_fn! {
                         }
                     }
                     Instr::Where(c, a, b) => {
-                        let (c, a, b) = (reg(*c), reg(*a), reg(*b));
-                        for (((d, &k), &x), &y) in dst.iter_mut().zip(c).zip(a).zip(b) {
-                            *d = if k != 0.0 { x } else { y };
+                        let n = dst.len();
+                        let (c, a, b) = (&reg(*c)[..n], &reg(*a)[..n], &reg(*b)[..n]);
+                        for i in 0..n {
+                            dst[i] = if c[i] != 0.0 { a[i] } else { b[i] };
                         }
                     }
                 }
