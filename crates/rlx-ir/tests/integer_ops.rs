@@ -34,15 +34,19 @@ fn integer_products_check_their_operands() {
   return %y
 }");
     assert!(e.contains("one per column of b (5 values)"), "{e}");
-    let e = err("graph @g(%a: u8[3,4], %b: i8[4,5], %za: u8[], %zb: i8[], %s: f32[3]) {
+    let e = err(
+        "graph @g(%a: u8[3,4], %b: i8[4,5], %za: u8[], %zb: i8[], %s: f32[3]) {
   %y = matmul_integer_scaled(%a, %b, %za, %zb, %s)
   return %y
-}");
+}",
+    );
     assert!(e.contains("scale") && e.contains("(5)"), "{e}");
-    let g = parse("graph @g(%a: u8[3,4], %b: i8[4,5], %za: u8[], %zb: i8[], %s: f32[5], %c: f32[1,5]) {
+    let g = parse(
+        "graph @g(%a: u8[3,4], %b: i8[4,5], %za: u8[], %zb: i8[], %s: f32[5], %c: f32[1,5]) {
   %y = matmul_integer_scaled(%a, %b, %za, %zb, %s, %c)
   return %y
-}")
+}",
+    )
     .unwrap();
     assert_eq!(g.ty(g.outputs[0]).to_string(), "f32[3,5]");
 }

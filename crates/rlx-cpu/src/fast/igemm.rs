@@ -32,6 +32,8 @@ pub enum Isa {
     Vnni,
     /// AVX2 `vpmaddwd` on 16-bit pairs: 4 rows × 16 columns.
     Avx2,
+    /// wasm simd128 `i32x4.dot_i16x8_s` on 16-bit pairs: 4 rows × 8 columns.
+    Simd128,
     /// Integer loops (wasm and other CPUs).
     Scalar,
 }
@@ -45,13 +47,14 @@ impl Isa {
             Isa::Avx2 => std::is_x86_feature_detected!("avx2"),
             #[cfg(not(target_arch = "x86_64"))]
             Isa::Vnni | Isa::Avx2 => false,
+            Isa::Simd128 => cfg!(all(target_arch = "wasm32", target_feature = "simd128")),
             Isa::Scalar => true,
         }
     }
 
     /// Every kernel this CPU can run (tests run each).
     pub fn all() -> Vec<Isa> {
-        [Isa::Vnni, Isa::Avx2, Isa::Scalar]
+        [Isa::Vnni, Isa::Avx2, Isa::Simd128, Isa::Scalar]
             .into_iter()
             .filter(|i| i.available())
             .collect()
@@ -66,6 +69,7 @@ impl Isa {
         match self {
             Isa::Vnni => "AVX-512 VNNI u8 x i8 dot products, int32 accumulation",
             Isa::Avx2 => "AVX2 16-bit pair products (vpmaddwd), int32 accumulation",
+            Isa::Simd128 => "simd128 16-bit pair products (i32x4.dot_i16x8_s), int32 accumulation",
             Isa::Scalar => "integer loops, int32 accumulation",
         }
     }
@@ -75,6 +79,7 @@ impl Isa {
         match self {
             Isa::Vnni => 16,
             Isa::Avx2 => 8,
+            Isa::Simd128 => 4,
             Isa::Scalar => 1,
         }
     }
@@ -88,7 +93,10 @@ pub struct PackedB {
     /// Vnni: `[N/16][Kp/4][16][4]` bytes; Avx2: `[N/8][Kp/2][8][2]` i16
     /// (as bytes); Scalar: `[K][N]` bytes.
     data: Vec<i8>,
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    #[cfg_attr(
+        not(any(target_arch = "x86_64", target_arch = "wasm32")),
+        allow(dead_code)
+    )]
     wide: Vec<i16>,
     /// Σ over K of each column (after the shift).
     col_sums: Vec<i32>,
@@ -144,7 +152,7 @@ impl PackedB {
                     }
                 }
             }
-            Isa::Avx2 => {
+            Isa::Avx2 | Isa::Simd128 => {
                 wide.reserve(n.div_ceil(p) * p * kp);
                 for j0 in (0..n).step_by(p) {
                     for k2 in (0..kp).step_by(2) {
@@ -264,7 +272,7 @@ impl Fix<'_> {
     /// The f32 output of column `j`: the cast, then the product with the
     /// scale, then the bias — each rounded, as the decomposition is.
     #[inline]
-    fn rescale(&self, j: usize, y: i32) -> f32 {
+    pub(super) fn rescale(&self, j: usize, y: i32) -> f32 {
         let v = y as f32 * self.scale.map_or(1.0, |s| s[j]);
         match self.bias {
             Some(b) => v + b[j],
@@ -273,7 +281,7 @@ impl Fix<'_> {
     }
 
     #[inline]
-    fn apply(&self, r: usize, j: usize, dot: i32) -> i32 {
+    pub(super) fn apply(&self, r: usize, j: usize, dot: i32) -> i32 {
         let (za, zb) = (self.za_of(r), self.zb[j]);
         dot.wrapping_sub(zb.wrapping_mul(self.row_sums[r]))
             .wrapping_sub(za.wrapping_mul(self.col_sums[j]))
@@ -413,6 +421,10 @@ pub fn run(
                     )
                 }
             });
+        }
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        Isa::Simd128 => {
+            super::igemm_wasm::product(&pb.wide, &sa.bytes, sa.kp, rows, n, &fix, &mut out)
         }
         _ => {
             let (bd, kp) = (&pb.data, sa.kp);

@@ -57,6 +57,8 @@ mod elementwise;
 pub mod igemm;
 #[cfg(test)]
 mod igemm_tests;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod igemm_wasm;
 #[cfg(target_arch = "x86_64")]
 mod igemm_x86;
 mod layout;
