@@ -55,6 +55,13 @@ fn run(bytes: &[u8], inputs: &[(&str, HostTensor)]) -> Vec<HostTensor> {
 }
 
 fn run_on(bytes: &[u8], inputs: &[(&str, HostTensor)], device: Device) -> Vec<HostTensor> {
+    let (m, feed) = import_for(bytes, inputs);
+    let c = rlx::compile(&m.graph, device).unwrap();
+    c.run(&feed).unwrap()
+}
+
+/// The model imported with the inputs' shapes, and the inputs in its order.
+fn import_for(bytes: &[u8], inputs: &[(&str, HostTensor)]) -> (rlx_onnx::Imported, Vec<HostTensor>) {
     let opts = ImportOptions {
         shapes: inputs
             .iter()
@@ -74,8 +81,7 @@ fn run_on(bytes: &[u8], inputs: &[(&str, HostTensor)], device: Device) -> Vec<Ho
         .iter()
         .map(|n| inputs.iter().find(|(k, _)| k == n).unwrap().1.clone())
         .collect();
-    let c = rlx::compile(&m.graph, device).unwrap();
-    c.run(&feed).unwrap()
+    (m, feed)
 }
 
 fn expected(model: &str) -> serde_json::Value {
@@ -316,14 +322,7 @@ fn minilm_dynamic_int8_runs_integer_gemms_and_matches_onnx_runtime() {
             .iter()
             .map(|n| (*n, npy(&src, &format!("in{k}_{n}"))))
             .collect();
-        let opts = ImportOptions {
-            shapes: inputs
-                .iter()
-                .map(|(n, t)| (n.to_string(), t.shape().dims().to_vec()))
-                .collect::<HashMap<_, _>>(),
-            ..Default::default()
-        };
-        let m = import(&bytes, &opts).unwrap();
+        let (m, feed) = import_for(&bytes, &inputs);
         let c = rlx::compile(&m.graph, Device::Cpu).unwrap();
         let kernels: Vec<&str> = c
             .dispatch_report()
@@ -339,11 +338,6 @@ fn minilm_dynamic_int8_runs_integer_gemms_and_matches_onnx_runtime() {
                 .all(|k| k.starts_with("cpu::fast::matmul_integer_scaled<f32")),
             "{kernels:?}"
         );
-        let feed: Vec<HostTensor> = m
-            .inputs
-            .iter()
-            .map(|n| inputs.iter().find(|(k, _)| k == n).unwrap().1.clone())
-            .collect();
         let out = &c.run(&feed).unwrap()[0];
         let (got, want) = (f32s(out), f32s(&npy(&dir, &format!("out{k}"))));
         // Activations quantized at run time make this model chaotic: a
