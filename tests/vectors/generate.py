@@ -2393,6 +2393,25 @@ def gen_integer():
         y = (a64 @ b64).astype(np.int32)
         add_case("matmul_integer", name, ins, tensor("i32", y), names=names)
 
+    # dynamic_quantize_linear: ONNX's DynamicQuantizeLinear in float32 steps
+    # (ONNX's reference formula); an all-zero x gets scale 1 as in ONNX
+    # Runtime (checked: onnxruntime 1.32.0 gives y 0, scale 1, zero point 0).
+    def dql(x):
+        lo, hi = np.float32(min(x.min(), 0)), np.float32(max(x.max(), 0))
+        rng_ = np.float32(hi - lo)
+        scale = np.float32(1) if rng_ == 0 else np.float32(rng_ / np.float32(255))
+        zp = np.clip(np.round(np.float32(-(lo / scale))), 0, 255)
+        y = np.clip(np.round(x / scale) + np.float32(zp), 0, 255).astype(np.uint8)
+        return y, np.float32(scale), np.uint8(zp)
+    for name, x in (("normal", rng.normal(size=(3, 4, 5)) * 2),
+                    ("all_positive", rng.uniform(0.5, 3.0, size=(17,))),
+                    ("all_negative", -rng.uniform(0.5, 3.0, size=(4, 6))),
+                    ("all_zero", np.zeros((2, 3)))):
+        xt = tensor("f32", x)
+        y, sc, zp = dql(xt.a)
+        add_case("dynamic_quantize_linear", name, [xt],
+                 [tensor("u8", y), tensor("f32", sc), tensor("u8", zp)], nout=3)
+
     # matmul_integer_scaled: the product's f32 cast · scale [+ bias], each
     # step rounded to f32 as the op's decomposition is.
     for name, adt, bdt, ashape, n, per_col, with_bias in (

@@ -61,7 +61,10 @@ fn run_on(bytes: &[u8], inputs: &[(&str, HostTensor)], device: Device) -> Vec<Ho
 }
 
 /// The model imported with the inputs' shapes, and the inputs in its order.
-fn import_for(bytes: &[u8], inputs: &[(&str, HostTensor)]) -> (rlx_onnx::Imported, Vec<HostTensor>) {
+fn import_for(
+    bytes: &[u8],
+    inputs: &[(&str, HostTensor)],
+) -> (rlx_onnx::Imported, Vec<HostTensor>) {
     let opts = ImportOptions {
         shapes: inputs
             .iter()

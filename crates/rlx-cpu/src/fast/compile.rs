@@ -302,7 +302,7 @@ impl<'g> Planner<'g> {
             _ => None,
         };
         let kind = select(node.op.name(), &types, &node.attrs);
-        if let Some(k @ (Kind::IntMatmul { .. } | Kind::ToInt8 { .. })) = &kind {
+        if let Some(k @ (Kind::IntMatmul { .. } | Kind::ToInt8 { .. } | Kind::DynQuant)) = &kind {
             return Ok(Step::Host(k.clone()));
         }
         let kind = kind.filter(|_| out_home.is_some());
@@ -616,6 +616,7 @@ impl<'g> Planner<'g> {
             | Kind::Constant
             | Kind::IntMatmul { .. }
             | Kind::IntMatmulScaled { .. }
+            | Kind::DynQuant
             | Kind::ToInt8 { .. }
             | Kind::Reduce { .. } => {}
         }

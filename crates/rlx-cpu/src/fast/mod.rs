@@ -161,6 +161,10 @@ pub enum Kind {
         isa: igemm::Isa,
         bias: bool,
     },
+    /// `dynamic_quantize_linear`: the range, then the u8 values, in two
+    /// passes (host tensor y and zero point; the scale where the plan
+    /// keeps it).
+    DynQuant,
     /// An f32 → u8 / i8 cast into a host tensor (quantized activations
     /// on their way into `matmul_integer`).
     ToInt8 {
@@ -366,6 +370,9 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
                     isa: igemm::Isa::best(),
                     bias: inputs.len() == 6,
                 })
+        }
+        "dynamic_quantize_linear" => {
+            (inputs.len() == 1 && inputs[0].dtype == DType::F32).then_some(Kind::DynQuant)
         }
         "cast" if matches!(attrs.dtype("dtype"), Ok(DType::U8 | DType::I8)) => {
             let to = attrs.dtype("dtype").ok()?;

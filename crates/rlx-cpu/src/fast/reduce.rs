@@ -109,6 +109,13 @@ fn extreme<const MAX: bool>(src: &[f32]) -> f32 {
 }
 
 simd_fn! {
+    /// The smallest and largest value of `x` (NaN if any is).
+    pub(super) fn min_max(x: &[f32]) -> (f32, f32) {
+        (extreme::<false>(x), extreme::<true>(x))
+    }
+}
+
+simd_fn! {
     /// One outer slab, contiguous: `src` is len × inner, `o` is inner.
     /// Sums accumulate in f64 (as the reference does): a gradient summed
     /// over a large batch often nearly cancels, and f32 partial sums would

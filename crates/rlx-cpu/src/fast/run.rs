@@ -187,6 +187,9 @@ impl FastProgram {
         let node = &self.graph.nodes[ni];
         let op = node.op.name();
         let ty = self.graph.ty(node.outputs[0]);
+        if matches!(kind, Kind::DynQuant) {
+            return self.dynamic_quantize(st, ni, inputs);
+        }
         let out_v = node.outputs[0].index();
         let n = ty.shape.numel();
         // Last run's output, whose buffer is reused when nothing else
@@ -262,6 +265,59 @@ impl FastProgram {
             _ => return Err(fail(op, "not a host-output kernel (an engine bug)")),
         };
         st.host[out_v] = Some(out);
+        Ok(())
+    }
+
+    /// `dynamic_quantize_linear`: min and max in one pass, then each value
+    /// quantized as the op's decomposition does it (f32 division, ties to
+    /// even, the same clamps; scale 1 for an all-zero x). An input with a
+    /// non-finite value runs the decomposition itself, which says what is
+    /// wrong (a cast of a non-finite value is an error there).
+    fn dynamic_quantize(
+        &self,
+        st: &mut State,
+        ni: usize,
+        inputs: &[&HostTensor],
+    ) -> Result<(), CpuError> {
+        let node = &self.graph.nodes[ni];
+        let [yv, sv, zv] = node.outputs[..] else {
+            return Err(fail(
+                node.op.name(),
+                "three outputs expected (an engine bug)",
+            ));
+        };
+        let old = st.host[yv.index()].take().map(HostTensor::into_data);
+        let fetched;
+        let x: &[f32] = match &self.homes[node.inputs[0].index()] {
+            Home::Mem(l, Fmt::F32) if l.root == Root::Arena && l.is_contiguous() => {
+                &st.arena[l.offset..l.offset + l.numel()]
+            }
+            _ => {
+                fetched = self.fetch(st, node.inputs[0], inputs)?;
+                f32::unwrap(fetched.data())
+                    .ok_or_else(|| fail(node.op.name(), "the input is not f32 (an engine bug)"))?
+            }
+        };
+        let (lo, hi) = reduce::min_max(x);
+        let (lo, hi) = (lo.min(0.0), hi.max(0.0));
+        let range = hi - lo;
+        if !range.is_finite() {
+            return self.run_ref(st, node, inputs);
+        }
+        let scale = if range == 0.0 { 1.0 } else { range / 255.0 };
+        let zp = (-(lo / scale)).round_ties_even().clamp(0.0, 255.0);
+        let mut y = match old {
+            Some(rlx_ir::TensorData::U8(v)) if v.len() == x.len() => v,
+            _ => vec![0u8; x.len()],
+        };
+        quantize_u8(x, scale, zp, &mut y);
+        let shape = self.graph.ty(yv).shape.clone();
+        st.host[yv.index()] = Some(HostTensor::new(DType::U8, shape, y.into())?);
+        st.host[zv.index()] = Some(HostTensor::scalar(zp as u8));
+        match &self.homes[sv.index()] {
+            Home::Mem(l, Fmt::F32) if l.root == Root::Arena => st.arena[l.offset] = scale,
+            _ => st.host[sv.index()] = Some(HostTensor::scalar(scale)),
+        }
         Ok(())
     }
 
@@ -548,7 +604,7 @@ impl FastProgram {
                 igemm::run(*isa, a, b, Some(za), Some(zb), m, cache, dst)
                     .map_err(|e| fail(op, e))?;
             }
-            Kind::IntMatmul { .. } | Kind::ToInt8 { .. } => {
+            Kind::IntMatmul { .. } | Kind::ToInt8 { .. } | Kind::DynQuant => {
                 return Err(fail(
                     op,
                     "a host-output kernel run as an arena one (an engine bug)",
@@ -776,5 +832,20 @@ super::simd::simd_fn! {
             *d = i as u8;
         }
         bad == 0
+    }
+}
+
+super::simd::simd_fn! {
+    /// `clamp(round(x / scale) + zp, 0, 255)` as u8, ties to even, each step
+    /// in f32 as `dynamic_quantize_linear`'s decomposition (x finite,
+    /// scale > 0: every value is in range before the conversion).
+    fn quantize_u8(x: &[f32], scale: f32, zp: f32, y: &mut [u8]) {
+        for (d, &v) in y.iter_mut().zip(x) {
+            let q = ((v / scale).round_ties_even() + zp).clamp(0.0, 255.0);
+            // SAFETY: q is in [0, 255] and not NaN (x finite, scale > 0).
+            #[allow(unsafe_code)]
+            let i = unsafe { q.to_int_unchecked::<i32>() };
+            *d = i as u8;
+        }
     }
 }

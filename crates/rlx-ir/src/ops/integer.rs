@@ -131,6 +131,54 @@ fn matmul_integer_scaled_d(b: B, x: &[ValueId], a: &Attrs) -> Out {
     Ok(vec![y])
 }
 
+/// x f32 → (y u8, scale f32[], zero point u8[]): ONNX's
+/// DynamicQuantizeLinear.
+fn dynamic_quantize_linear(cx: &InferCx) -> R {
+    let x = &cx.inputs[0];
+    Ok(vec![
+        TensorType::new(U8, x.shape.clone()),
+        TensorType::new(F32, Vec::<usize>::new()),
+        TensorType::new(U8, Vec::<usize>::new()),
+    ])
+}
+
+/// The range [min(x, 0), max(x, 0)] over 255 levels: scale = range / 255
+/// (1 for an all-zero x),
+/// zero point = clamp(round(−min / scale), 0, 255), y = clamp(round(x /
+/// scale) + zero point, 0, 255); rounding half to even.
+fn dynamic_quantize_linear_d(b: B, x: &[ValueId], _: &Attrs) -> Out {
+    let x = x[0];
+    let rank = b.shape(x).rank() as i64;
+    let all = Attrs::new()
+        .with("axes", (0..rank).collect::<Vec<i64>>())
+        .with("keepdim", false);
+    let lo = b.op1("reduce_min", &[x], all.clone())?;
+    let hi = b.op1("reduce_max", &[x], all)?;
+    let zero = b.scalar(0.0, F32)?;
+    let lo = b.binary("min", lo, zero)?;
+    let hi = b.binary("max", hi, zero)?;
+    let range = b.binary("sub", hi, lo)?;
+    let levels = b.scalar(255.0, F32)?;
+    let scale = b.binary("div", range, levels)?;
+    // An all-zero x has no range: scale 1, as ONNX Runtime (ONNX's
+    // reference evaluator uses 1/255; both give y = 0, zero point 0).
+    let one = b.scalar(1.0, F32)?;
+    let flat = b.binary("eq", range, zero)?;
+    let scale = b.op1("where", &[flat, one, scale], Attrs::new())?;
+    let bounds = Attrs::new().with("min", 0.0).with("max", 255.0);
+    let m = b.binary("div", lo, scale)?;
+    let m = b.unary("neg", m)?;
+    let m = b.unary("round", m)?;
+    let zpf = b.op1("clamp", &[m], bounds.clone())?;
+    let q = b.binary("div", x, scale)?;
+    let q = b.unary("round", q)?;
+    let q = b.binary("add", q, zpf)?;
+    let q = b.op1("clamp", &[q], bounds)?;
+    let y = b.op1("cast", &[q], Attrs::new().with("dtype", U8))?;
+    let zp = b.op1("cast", &[zpf], Attrs::new().with("dtype", U8))?;
+    Ok(vec![y, scale, zp])
+}
+
 pub static INTEGER: &[OpDef] = &[def(
     "matmul_integer",
     C::Fused,
@@ -151,4 +199,14 @@ pub static INTEGER: &[OpDef] = &[def(
     Some(matmul_integer_scaled_d),
     NotDifferentiable,
     "f32(matmul_integer(a, b, a_zero_point, b_zero_point)) · scale [+ bias]: the integer product rescaled in its epilogue; scale and bias f32, one per output column or a single value",
+), def(
+    "dynamic_quantize_linear",
+    C::Fused,
+    Exact(1),
+    &[F32],
+    &[],
+    dynamic_quantize_linear,
+    Some(dynamic_quantize_linear_d),
+    NotDifferentiable,
+    "x f32 → (y u8, scale, zero point): x over [min(x, 0), max(x, 0)] in 256 levels, as ONNX's DynamicQuantizeLinear (rounding half to even)",
 )];

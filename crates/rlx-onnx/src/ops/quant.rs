@@ -192,36 +192,18 @@ pub(super) fn dequantize_linear(mut n: N, _op: &str) -> R {
     Ok(vec![Out::Value(n.cast_to(y, out)?)])
 }
 
-/// ONNX `DynamicQuantizeLinear`: uint8 over [min(x, 0), max(x, 0)];
-/// outputs y, its scale and its zero point.
+/// ONNX `DynamicQuantizeLinear`: the IR's `dynamic_quantize_linear`
+/// (uint8 over [min(x, 0), max(x, 0)]; outputs y, its scale and its zero
+/// point).
 pub(super) fn dynamic_quantize_linear(mut n: N, _op: &str) -> R {
     let x = n.v(0)?;
     let x = n.cast_to(x, DType::F32)?;
-    let rank = n.dims(x).len() as i64;
-    let all = Attrs::new()
-        .with("axes", (0..rank).collect::<Vec<i64>>())
-        .with("keepdim", false);
-    let lo = n.op("reduce_min", &[x], all.clone())?;
-    let hi = n.op("reduce_max", &[x], all)?;
-    let zero = n.scalar(0.0, DType::F32)?;
-    let lo = n.op("min", &[lo, zero], Attrs::new())?;
-    let hi = n.op("max", &[hi, zero], Attrs::new())?;
-    let range = n.op("sub", &[hi, lo], Attrs::new())?;
-    let qmax = n.scalar(255.0, DType::F32)?;
-    let scale = n.op("div", &[range, qmax], Attrs::new())?;
-    // zero point = saturate(round(0 − min / scale))
-    let m = n.op("div", &[lo, scale], Attrs::new())?;
-    let m = n.op("neg", &[m], Attrs::new())?;
-    let zpf = n.op("round", &[m], Attrs::new())?;
-    let zpf = n.op(
-        "clamp",
-        &[zpf],
-        Attrs::new().with("min", 0.0).with("max", 255.0),
-    )?;
-    let q = n.op("div", &[x, scale], Attrs::new())?;
-    let y = saturate(&mut n, q, Some(zpf), DType::U8, None)?;
-    let zp = n.cast_to(zpf, DType::U8)?;
-    Ok(vec![Out::Value(y), Out::Value(scale), Out::Value(zp)])
+    let op = rlx_ir::Op::named("dynamic_quantize_linear").map_err(|e| e.to_string())?;
+    let outs =
+        n.cx.b
+            .push(op, &[x], Attrs::new())
+            .map_err(|e| e.to_string())?;
+    Ok(outs.into_iter().map(Out::Value).collect())
 }
 
 /// `v − zero point` in f32; the zero point of A (MatMul) is per row, of B

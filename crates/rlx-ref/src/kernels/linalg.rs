@@ -211,4 +211,5 @@ pub(crate) const KERNELS: &[(&str, Kernel)] = &[
     ("dot_general", dot_general),
     ("matmul_integer", matmul_integer),
     ("matmul_integer_scaled", matmul_integer_scaled),
+    ("dynamic_quantize_linear", super::by_decomposition),
 ];
