@@ -179,33 +179,64 @@ pub(super) fn yolo(args: &[String]) -> usize {
     fails
 }
 
-/// `gpu onnx-ref --model F --input NAME=X.npy --expect OUT.npy [--scale S]
-/// [--tol T]`: an ONNX model on CUDA against ONNX Runtime's committed
-/// output for the same input (tests/vectors/onnx-models; the input is
-/// multiplied by S first, e.g. 1/255 for YOLO's bytes). Prints the max
-/// abs error; fails over T.
+/// `gpu onnx-ref --model F --input NAME=X.npy [--input ...] --expect
+/// OUT.npy [--scale S] [--tol T]`: an ONNX model on CUDA against ONNX
+/// Runtime's committed output for the same inputs
+/// (tests/vectors/onnx-models; float inputs are multiplied by S first, e.g.
+/// 1/255 for YOLO's bytes; other inputs are passed as stored, and every
+/// input's shape binds the model's symbolic dimensions). Prints the max abs
+/// error; fails over T.
 pub(super) fn onnx_ref(args: &[String]) -> usize {
     let model = std::fs::read(arg(args, "--model").expect("--model F")).unwrap();
-    let (name, xp) = arg(args, "--input")
-        .and_then(|s| s.split_once('='))
-        .expect("--input NAME=X.npy");
     let scale: f64 = arg(args, "--scale").map_or(1.0, |s| s.parse().unwrap());
     let tol: f64 = arg(args, "--tol").map_or(1e-3, |s| s.parse().unwrap());
-    let x0 = rlx_formats::npy::read(name, &std::fs::read(xp).unwrap()).unwrap();
-    let xv: Vec<f32> = x0
-        .to_f64_vec()
-        .unwrap()
-        .iter()
-        .map(|v| (v * scale) as f32)
-        .collect();
-    let x = HostTensor::from_slice(&xv, x0.shape().clone()).unwrap();
+    let mut named: Vec<(String, HostTensor)> = Vec::new();
+    for (k, a) in args.iter().enumerate() {
+        if a != "--input" {
+            continue;
+        }
+        let (name, path) = args[k + 1].split_once('=').expect("--input NAME=X.npy");
+        let t = rlx_formats::npy::read(name, &std::fs::read(path).unwrap()).unwrap();
+        let t = if t.dtype().is_float() {
+            let v: Vec<f32> = t
+                .to_f64_vec()
+                .unwrap()
+                .iter()
+                .map(|v| (v * scale) as f32)
+                .collect();
+            HostTensor::from_slice(&v, t.shape().clone()).unwrap()
+        } else {
+            t
+        };
+        named.push((name.to_string(), t));
+    }
+    let xp = arg(args, "--input")
+        .and_then(|s| s.split_once('='))
+        .map(|(_, p)| p.to_string())
+        .expect("--input NAME=X.npy");
     let ep = arg(args, "--expect").expect("--expect OUT.npy");
     let want = rlx_formats::npy::read("out", &std::fs::read(ep).unwrap()).unwrap();
     let opts = rlx_onnx::ImportOptions {
-        shapes: HashMap::from([(name.to_string(), x.shape().dims().to_vec())]),
+        shapes: named
+            .iter()
+            .map(|(n, t)| (n.clone(), t.shape().dims().to_vec()))
+            .collect::<HashMap<_, _>>(),
         ..Default::default()
     };
-    let g = rlx_onnx::import(&model, &opts).unwrap().graph;
+    let m = rlx_onnx::import(&model, &opts).unwrap();
+    let g = m.graph;
+    let feed: Vec<HostTensor> = m
+        .inputs
+        .iter()
+        .map(|n| {
+            named
+                .iter()
+                .find(|(k, _)| k == n)
+                .expect("an --input per model input")
+                .1
+                .clone()
+        })
+        .collect();
     let c = match cuda(&g, true) {
         Ok(c) => c,
         Err(e) => {
@@ -213,7 +244,7 @@ pub(super) fn onnx_ref(args: &[String]) -> usize {
             return 1;
         }
     };
-    let got = c.run(std::slice::from_ref(&x)).unwrap().remove(0);
+    let got = c.run(&feed).unwrap().remove(0);
     let (d, m) = max_diff(&got, &want);
     let ok = d <= tol;
     println!(
