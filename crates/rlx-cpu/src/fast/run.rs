@@ -271,8 +271,7 @@ impl FastProgram {
     /// `dynamic_quantize_linear`: min and max in one pass, then each value
     /// quantized as the op's decomposition does it (f32 division, ties to
     /// even, the same clamps; scale 1 for an all-zero x). An input with a
-    /// non-finite value runs the decomposition itself, which says what is
-    /// wrong (a cast of a non-finite value is an error there).
+    /// non-finite value goes to the reference kernel, whose error names it.
     fn dynamic_quantize(
         &self,
         st: &mut State,
@@ -298,12 +297,14 @@ impl FastProgram {
                     .ok_or_else(|| fail(node.op.name(), "the input is not f32 (an engine bug)"))?
             }
         };
+        // NaN or ±inf anywhere (min/max carry NaN; `f32::min` would drop
+        // it): the reference kernel's error.
         let (lo, hi) = reduce::min_max(x);
-        let (lo, hi) = (lo.min(0.0), hi.max(0.0));
-        let range = hi - lo;
-        if !range.is_finite() {
+        if !(lo.is_finite() && hi.is_finite()) {
             return self.run_ref(st, node, inputs);
         }
+        let (lo, hi) = (lo.min(0.0), hi.max(0.0));
+        let range = hi - lo;
         let scale = if range == 0.0 { 1.0 } else { range / 255.0 };
         let zp = (-(lo / scale)).round_ties_even().clamp(0.0, 255.0);
         let mut y = match old {

@@ -206,10 +206,24 @@ fn matmul_integer_scaled(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
     )?])
 }
 
+/// `dynamic_quantize_linear` by its decomposition, after checking that
+/// every value is finite: a NaN would otherwise vanish into the range
+/// (IEEE min/max skip it) and come out as some level — a silently wrong
+/// number where the input is broken.
+fn dynamic_quantize_linear(cx: &KernelCx) -> Result<Vec<HostTensor>, CpuError> {
+    let x = floats(cx.input(0))?;
+    if let Some((i, v)) = x.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+        return Err(cx.fail(format!(
+            "element {i} is {v}: a quantization range needs finite values"
+        )));
+    }
+    super::by_decomposition(cx)
+}
+
 pub(crate) const KERNELS: &[(&str, Kernel)] = &[
     ("matmul", matmul),
     ("dot_general", dot_general),
     ("matmul_integer", matmul_integer),
     ("matmul_integer_scaled", matmul_integer_scaled),
-    ("dynamic_quantize_linear", super::by_decomposition),
+    ("dynamic_quantize_linear", dynamic_quantize_linear),
 ];
