@@ -3,8 +3,9 @@
 # CUDA parity suite: run on the GPU machine after `tests/gpu/run.sh --prepare`
 # (carry .cuda-run/gpu, .cuda-run/vectors and the model files themselves:
 # 320n.onnx and the det/cls models fit the device's 64 MiB working-tree limit
-# with the binaries; the rec model needs a call of its own. A model missing
-# there is skipped). Last run: H100, 2026-12-07, every model within its tol.
+# with the binaries; the rec model needs a call of its own — a PP-OCR model
+# not carried is skipped). Last run: H100, 2026-12-07, every model within
+# its tolerance.
 for d in /usr/local/nvidia/lib64 /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib $(python3 -c 'import nvidia,os;p=nvidia.__path__[0];print(" ".join(os.path.join(p,x,"lib") for x in os.listdir(p)))' 2>/dev/null); do [ -d "$d" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"; done
 nvidia-smi --query-gpu=name --format=csv,noheader; T0=$(date +%s); V=tests/vectors/onnx-models; M=.cache/models; P=$M/rapidocr-onnxruntime-1.4.4/rapidocr_onnxruntime/models
 for img in astronaut camera; do timeout 120 .cuda-run/gpu onnx-ref --model $M/nudenet-3.4.2/nudenet/320n.onnx --input images=$V/yolov8n/in_$img.npy --expect $V/yolov8n/out_$img.npy --scale 0.00392156862745098 --tol 2e-3; done
