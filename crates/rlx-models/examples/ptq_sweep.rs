@@ -80,6 +80,14 @@ fn main() -> Res<()> {
             int8(Range::Mse, Granularity::Channel),
         ),
         (
+            "dynamic int8 (per-run ranges), per tensor".into(),
+            Some(Scheme::dynamic_int8(Granularity::Tensor)),
+        ),
+        (
+            "dynamic int8 (per-run ranges), per channel".into(),
+            Some(Scheme::dynamic_int8(Granularity::Channel)),
+        ),
+        (
             "weight-only int8, per tensor".into(),
             Some(Scheme::weight_only(8, Granularity::Tensor)),
         ),

@@ -224,8 +224,10 @@ impl SentenceEmbedder {
             .collect::<Result<_, _>>()?;
         let mut ins: Vec<&HostTensor> = dummy.iter().collect();
         ins.extend(self.weights.iter());
+        let dynamic = scheme.activations.map(|a| a.range) == Some(rlx::quant::Range::Dynamic);
         let plan = match scheme.activations {
             None => rlx::quant::Plan::weight_only(&probe, &candidates, scheme, &ins)?,
+            Some(_) if dynamic => rlx::quant::Plan::weight_only(&probe, &candidates, scheme, &ins)?,
             Some(_) => {
                 if calibration.is_empty() {
                     return Err(EmbedError::Quantize(

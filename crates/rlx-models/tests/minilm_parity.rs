@@ -238,6 +238,12 @@ fn integer_ptq_of_minilm_stays_close_to_sentence_transformers() {
     let w8 = run(Scheme::weight_only(8, G::Channel));
     let w4 = run(Scheme::weight_only(4, G::Channel));
     let w4g = run(Scheme::weight_only(4, G::Group(32)));
+    // Dynamic int8 (per-run ranges, no calibration): 0.98941 / 0.97232.
+    let dy_channel = run(Scheme::dynamic_int8(G::Channel));
+    assert!(
+        dy_channel.0 >= 0.985 && dy_channel.1 >= 0.96 && dy_channel.0 < 0.9995,
+        "{dy_channel:?}"
+    );
     assert!(
         st_channel.0 >= 0.985 && st_channel.1 >= 0.96,
         "{st_channel:?}"

@@ -364,3 +364,63 @@ fn round_on_the_fast_engine_ties_to_even() {
     // numpy.round([0.5, 1.5, 2.5, -0.5, -2.5, 3.5, 2.4999998, -7.5])
     assert_eq!(y, [0.0, 2.0, 2.0, -0.0, -2.0, 4.0, 2.0, -8.0]);
 }
+
+#[test]
+fn dynamic_int8_needs_no_calibration_and_quantizes_each_run() {
+    let v = vectors();
+    let c = &v["qdq_mlp"];
+    let g = mlp();
+    let ins = mlp_inputs(c);
+    let refs: Vec<&HostTensor> = ins.iter().collect();
+    let scheme = Scheme::dynamic_int8(Granularity::Channel);
+    let plan = Plan::weight_only(&g, &[1, 2, 3], &scheme, &refs).unwrap();
+    let qg = plan.apply(&g).unwrap();
+    let ops: Vec<&str> = qg.nodes.iter().map(|n| n.op.name()).collect();
+    assert_eq!(
+        ops.iter()
+            .filter(|&&o| o == "dynamic_quantize_linear")
+            .count(),
+        2,
+        "{ops:?}"
+    );
+    assert_eq!(
+        ops.iter()
+            .filter(|&&o| o == "matmul_integer_scaled")
+            .count(),
+        2,
+        "{ops:?}"
+    );
+    let mut qins = ins.clone();
+    for k in [1, 3] {
+        qins[k] = plan.weight(k).unwrap().unwrap();
+    }
+    let y = rlx::compile(&qg, rlx::Device::Cpu)
+        .unwrap()
+        .run(&qins)
+        .unwrap()[0]
+        .to_vec::<f32>()
+        .unwrap();
+    let f32_y = f32s(&c["y_f32"]);
+    let diff = y
+        .iter()
+        .zip(&f32_y)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    let top = f32_y.iter().map(|v| v.abs()).fold(0f32, f32::max);
+    // Within the int8 grids' error of f32, and not f32 itself.
+    assert!(
+        diff < 0.05 * top && diff > 1e-4,
+        "max diff {diff} (max |y| {top})"
+    );
+    // Groups cannot be rescaled after an integer product.
+    let e = Plan::weight_only(
+        &g,
+        &[1, 3],
+        &Scheme::dynamic_int8(Granularity::Group(8)),
+        &refs,
+    );
+    assert!(e
+        .unwrap_err()
+        .to_string()
+        .contains("per tensor or per output channel"));
+}

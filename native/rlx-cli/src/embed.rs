@@ -96,7 +96,7 @@ pub struct QuantFlags {
     /// Quantize the dense layers first: a GGUF block type (q8_0, q4_0,
     /// q4_1, q5_0, q5_1, mxfp4; weight-only) or int8 / int4 (integer
     /// grids with float scales; int8 with --calibrate is static int8,
-    /// activations too).
+    /// with --dynamic dynamic int8: activations too).
     #[arg(long, value_name = "TYPE")]
     quantize: Option<String>,
     /// Calibration texts, one per line: GPTQ for q4_0|q4_1|q8_0, the
@@ -112,6 +112,10 @@ pub struct QuantFlags {
         requires = "calibrate"
     )]
     range: String,
+    /// int8 without calibration: activations quantized at run time over
+    /// each run's own range (ONNX Runtime's dynamic quantization).
+    #[arg(long, requires = "quantize", conflicts_with = "calibrate")]
+    dynamic: bool,
     /// int8 / int4: weights sharing one scale (tensor, channel, group=N).
     #[arg(
         long,
@@ -158,6 +162,10 @@ fn quantize(m: &mut SentenceEmbedder, q: &QuantFlags) -> CliResult {
                 let r = Range::parse(&q.range).map_err(|e| CliError::usage(format!("--range: {e}")))?;
                 eprintln!("static int8: calibrating {r} ranges on {} texts of {f}", lines.len());
                 Scheme::static_int8(r, g)
+            }
+            (8, None) if q.dynamic => Scheme::dynamic_int8(g),
+            (_, None) if q.dynamic => {
+                return Err(CliError::usage("--dynamic quantizes int8 activations: use --quantize int8"))
             }
             (8 | 4, None) => Scheme::weight_only(bits, g),
             (4, Some(_)) => {

@@ -191,6 +191,29 @@ fn integer_quantization_embeds_and_refuses_what_does_not_fit() {
         !ok && err.contains("unknown calibration range `p99`"),
         "{err}"
     );
+    // Dynamic int8: no calibration, each run's own ranges.
+    let (ok, out, err) = rlx(&[
+        "embed",
+        "--quantize",
+        "int8",
+        "--dynamic",
+        "--json",
+        "a cat",
+    ]);
+    assert!(ok, "{err}");
+    assert!(err.contains("int8 activations (dynamic"), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v[0]["embedding"].as_array().unwrap().len(), 384);
+    let (ok, _, err) = rlx(&[
+        "embed",
+        "--quantize",
+        "int8",
+        "--dynamic",
+        "--calibrate",
+        cal,
+        "a",
+    ]);
+    assert!(!ok && err.contains("cannot be used with"), "{err}");
 }
 
 #[test]

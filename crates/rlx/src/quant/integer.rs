@@ -30,6 +30,29 @@ pub(super) fn quantize_input(
     Ok(b.op1("cast", &[t], Attrs::new().with("dtype", DType::I8))?)
 }
 
+/// `x` quantized at run time over its own range (u8, as ONNX Runtime's
+/// dynamic quantization): `dynamic_quantize_linear`'s y, scale, zero point.
+pub(super) fn quantize_dynamic(b: &mut GraphBuilder, x: ValueId) -> Result<[ValueId; 3], Error> {
+    let op = rlx_ir::Op::named("dynamic_quantize_linear")?;
+    match b.push(op, &[x], Attrs::new())?[..] {
+        [y, s, z] => Ok([y, s, z]),
+        _ => Err(Error::Quant(
+            "dynamic_quantize_linear gave other than 3 outputs".into(),
+        )),
+    }
+}
+
+/// The weight scales as a graph value: one, or one per output channel.
+fn weight_scales(b: &mut GraphBuilder, p: &SitePlan, times: f32) -> Result<ValueId, Error> {
+    let n = p.dims[p.out_axis];
+    let scale: Vec<f32> = p.weight.scales.iter().map(|&v| times * v).collect();
+    Ok(if scale.len() == 1 {
+        b.scalar(scale[0] as f64, DType::F32)?
+    } else {
+        b.constant(HostTensor::from_slice(&scale, vec![n])?)?
+    })
+}
+
 /// The dense node `op` (`matmul`, `matmul_bias_act`, `matmul_residual`;
 /// inputs `ins` as mapped, attributes `attrs`) on the quantized input `xq`
 /// and the i8 (in, out) weight `w`: the integer product with its bias,
@@ -46,16 +69,39 @@ pub(super) fn dense(
     let q = p
         .activation
         .ok_or_else(|| Error::Quant(format!("`{}` has no activation grid", p.name)))?;
-    let n = p.dims[p.out_axis];
-    let ws = &p.weight.scales;
     // The product of the two scales, per output channel or one.
-    let scale: Vec<f32> = ws.iter().map(|&v| q.scale * v).collect();
-    let scale = if scale.len() == 1 {
-        b.scalar(scale[0] as f64, DType::F32)?
-    } else {
-        b.constant(HostTensor::from_slice(&scale, vec![n])?)?
-    };
+    let scale = weight_scales(b, p, q.scale)?;
     let za = b.scalar(q.zero_point as f64, DType::I8)?;
+    product(b, op, attrs, ins, [xq, w, za], scale)
+}
+
+/// [`dense`] on an input quantized at run time (`q` from
+/// [`quantize_dynamic`]): the scale is the run's `s_x` times the weight's.
+pub(super) fn dense_dynamic(
+    b: &mut GraphBuilder,
+    op: &str,
+    attrs: &Attrs,
+    ins: &[ValueId],
+    q: [ValueId; 3],
+    w: ValueId,
+    p: &SitePlan,
+) -> Result<ValueId, Error> {
+    let [y, sx, zp] = q;
+    let ws = weight_scales(b, p, 1.0)?;
+    let scale = b.binary("mul", sx, ws)?;
+    product(b, op, attrs, ins, [y, w, zp], scale)
+}
+
+/// `matmul_integer_scaled(x_q, w, z_x, 0, scale, [bias])`, then the node's
+/// activation and residual.
+fn product(
+    b: &mut GraphBuilder,
+    op: &str,
+    attrs: &Attrs,
+    ins: &[ValueId],
+    [xq, w, za]: [ValueId; 3],
+    scale: ValueId,
+) -> Result<ValueId, Error> {
     let zb = b.scalar(0.0, DType::I8)?;
     let mut args = vec![xq, w, za, zb, scale];
     let (bias, residual) = match op {

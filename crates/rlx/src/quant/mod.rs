@@ -45,6 +45,10 @@ pub enum Range {
     /// Of the min-max range scaled by k/200 (k = 1..=200), the one whose
     /// grid reproduces the samples with the least squared error.
     Mse,
+    /// No calibration: each run quantizes a layer input over its own
+    /// [min(x, 0), max(x, 0)] (`dynamic_quantize_linear`, ONNX Runtime's
+    /// dynamic quantization; u8 with a zero point).
+    Dynamic,
 }
 
 impl Range {
@@ -54,11 +58,12 @@ impl Range {
             "minmax" | "min-max" => Ok(Range::MinMax),
             "mse" => Ok(Range::Mse),
             "percentile" => Ok(Range::Percentile(99.99)),
+            "dynamic" => Ok(Range::Dynamic),
             _ => match s.strip_prefix("percentile=").map(str::parse::<f64>) {
                 Some(Ok(p)) if p > 50.0 && p <= 100.0 => Ok(Range::Percentile(p)),
                 Some(_) => Err(format!("`{s}`: a percentile must be in (50, 100]")),
                 None => Err(format!(
-                    "unknown calibration range `{s}` (minmax, percentile, percentile=P, mse)"
+                    "unknown calibration range `{s}` (minmax, percentile, percentile=P, mse, dynamic)"
                 )),
             },
         }
@@ -71,6 +76,7 @@ impl std::fmt::Display for Range {
             Range::MinMax => write!(f, "min-max"),
             Range::Percentile(p) => write!(f, "percentile {p}"),
             Range::Mse => write!(f, "MSE"),
+            Range::Dynamic => write!(f, "dynamic"),
         }
     }
 }
@@ -140,6 +146,19 @@ impl Scheme {
             granularity,
             activations: Some(Activations {
                 range,
+                symmetric: false,
+            }),
+        }
+    }
+
+    /// Dynamic int8: int8 weights, activations quantized at run time over
+    /// each run's own range (no calibration).
+    pub fn dynamic_int8(granularity: Granularity) -> Self {
+        Scheme {
+            weight_bits: 8,
+            granularity,
+            activations: Some(Activations {
+                range: Range::Dynamic,
                 symmetric: false,
             }),
         }

@@ -95,7 +95,8 @@ impl Observer {
     pub fn range(&self, method: Range, symmetric: bool) -> Option<(f32, f32)> {
         let (lo, hi) = self.min_max()?;
         Some(match method {
-            Range::MinMax => (lo, hi),
+            // A dynamic range is each run's own; the observed one stands in.
+            Range::MinMax | Range::Dynamic => (lo, hi),
             Range::Percentile(p) => {
                 if symmetric {
                     let abs: Vec<f32> = self.samples.iter().map(|v| v.abs()).collect();

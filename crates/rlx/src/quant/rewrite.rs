@@ -202,8 +202,11 @@ pub struct SitePlan {
     pub dims: [usize; 2],
     /// The weight's axis of output channels.
     pub out_axis: usize,
-    /// The grid of the layer's input (`None`: weight-only).
+    /// The grid of the layer's input (`None`: weight-only or dynamic).
     pub activation: Option<QParams>,
+    /// The layer's input is quantized at run time over its own range
+    /// ([`super::Range::Dynamic`]).
+    pub dynamic: bool,
     pub weight: QuantWeight,
 }
 
@@ -213,7 +216,8 @@ impl SitePlan {
     /// output channel (groups stay dequantized in f32).
     pub fn integer(&self) -> bool {
         let outs = self.dims[self.out_axis];
-        self.activation.is_some() && matches!(self.weight.scales.len(), n if n == 1 || n == outs)
+        (self.activation.is_some() || self.dynamic)
+            && matches!(self.weight.scales.len(), n if n == 1 || n == outs)
     }
 
     /// The quantized weight's shape as the rewritten graph reads it: an
@@ -238,8 +242,8 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Weight-only quantization (no calibration): `scheme.activations`
-    /// must be `None`.
+    /// Quantization without calibration: weight-only (`scheme.activations`
+    /// `None`) or dynamic int8 ([`Scheme::dynamic_int8`]).
     pub fn weight_only(
         g: &Graph,
         candidates: &[usize],
@@ -270,8 +274,16 @@ impl Plan {
             skipped,
         };
         for s in sites {
+            let dynamic = scheme.activations.map(|a| a.range) == Some(super::Range::Dynamic);
+            if dynamic && matches!(scheme.granularity, super::Granularity::Group(_)) {
+                return Err(err(format!(
+                    "dynamic int8 needs one weight scale per tensor or per output channel, not {}",
+                    scheme.granularity
+                )));
+            }
             let activation = match (scheme.activations, cal) {
                 (None, _) => None,
+                (Some(_), _) if dynamic => None,
                 (Some(_), None) => {
                     return Err(err("static activation quantization needs calibration runs"))
                 }
@@ -307,6 +319,7 @@ impl Plan {
                     dims: s.dims,
                     out_axis: s.out_axis(),
                     activation,
+                    dynamic,
                     weight,
                 },
             );
@@ -348,6 +361,7 @@ impl Plan {
             if let Some(a) = s.activation {
                 (a.scale.to_bits(), a.zero_point).hash(&mut h);
             }
+            s.dynamic.hash(&mut h);
             s.weight
                 .scales
                 .iter()
@@ -417,6 +431,8 @@ impl Plan {
             .map(|s| g.inputs[s.input])
             .collect();
         let mut quantized: HashMap<(ValueId, [u32; 2]), ValueId> = HashMap::new();
+        // Per layer input: its run-time quantization (y, scale, zero point).
+        let mut dynamic: HashMap<ValueId, [ValueId; 3]> = HashMap::new();
         for (n, node) in g.nodes.iter().enumerate() {
             let mut ins = node
                 .inputs
@@ -425,6 +441,29 @@ impl Plan {
                 .collect::<Result<Vec<_>, _>>()?;
             if node.op.name() == "permute" && int_transposes.contains(&node.inputs[0]) {
                 map[node.outputs[0].index()] = Some(ins[0]);
+                continue;
+            }
+            if let Some(site) = by_node.get(&n).filter(|s| self.sites[&s.input].dynamic) {
+                let p = &self.sites[&site.input];
+                let q = match dynamic.get(&site.x) {
+                    Some(&q) => q,
+                    None => {
+                        let q = super::integer::quantize_dynamic(&mut b, ins[0])?;
+                        dynamic.insert(site.x, q);
+                        q
+                    }
+                };
+                b.set_origin(node.origin.clone());
+                let y = super::integer::dense_dynamic(
+                    &mut b,
+                    node.op.name(),
+                    &node.attrs,
+                    &ins,
+                    q,
+                    ins[1],
+                    p,
+                )?;
+                map[node.outputs[0].index()] = Some(y);
                 continue;
             }
             if let Some(site) = by_node.get(&n).filter(|s| self.sites[&s.input].integer()) {
