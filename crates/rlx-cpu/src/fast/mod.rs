@@ -54,6 +54,7 @@ mod convert;
 /// f32 elements to an f32/f16/bf16 host tensor, rounded as the `cast` op.
 pub use convert::host_from_f32;
 mod elementwise;
+mod host_step;
 pub mod igemm;
 #[cfg(test)]
 mod igemm_tests;
