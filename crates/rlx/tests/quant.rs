@@ -138,6 +138,22 @@ fn mlp() -> rlx::Graph {
     b.finish(&[y]).unwrap()
 }
 
+/// The MLP's quantized graph run on the CPU with the plan's i8 weights
+/// (inputs 1 and 3) in place of the f32 ones: its output, and the inputs.
+fn run_planned(qg: &rlx::Graph, plan: &Plan, ins: &[HostTensor]) -> (Vec<f32>, Vec<HostTensor>) {
+    let mut qins = ins.to_vec();
+    for k in [1, 3] {
+        qins[k] = plan.weight(k).unwrap().unwrap();
+    }
+    let y = rlx::compile(qg, rlx::Device::Cpu)
+        .unwrap()
+        .run(&qins)
+        .unwrap()[0]
+        .to_vec::<f32>()
+        .unwrap();
+    (y, qins)
+}
+
 fn mlp_inputs(c: &Value) -> Vec<HostTensor> {
     let t = |k: &str, d: &[usize]| HostTensor::from_slice(&f32s(&c[k]), d.to_vec()).unwrap();
     vec![
@@ -204,16 +220,7 @@ fn static_int8_mlp_matches_onnx_runtime_qdq() {
             assert_eq!(t[i * rows + o], p.weight.values[o * cols + i], "({o}, {i})");
         }
     }
-    let mut qins = ins.clone();
-    for k in [1, 3] {
-        qins[k] = plan.weight(k).unwrap().unwrap();
-    }
-    let y = rlx::compile(&qg, rlx::Device::Cpu)
-        .unwrap()
-        .run(&qins)
-        .unwrap()[0]
-        .to_vec::<f32>()
-        .unwrap();
+    let (y, qins) = run_planned(&qg, &plan, &ins);
     let want = f32s(&c["y"]);
     let f32_y = f32s(&c["y_f32"]);
     let diff = |a: &[f32], b: &[f32]| {
@@ -390,16 +397,7 @@ fn dynamic_int8_needs_no_calibration_and_quantizes_each_run() {
         2,
         "{ops:?}"
     );
-    let mut qins = ins.clone();
-    for k in [1, 3] {
-        qins[k] = plan.weight(k).unwrap().unwrap();
-    }
-    let y = rlx::compile(&qg, rlx::Device::Cpu)
-        .unwrap()
-        .run(&qins)
-        .unwrap()[0]
-        .to_vec::<f32>()
-        .unwrap();
+    let (y, _) = run_planned(&qg, &plan, &ins);
     let f32_y = f32s(&c["y_f32"]);
     let diff = y
         .iter()
