@@ -20,3 +20,10 @@ WASM_RUSTFLAGS="-C target-feature=+simd128 -C llvm-args=-disable-lsr"
 # Node 20 needs --experimental-wasm-relaxed-simd; an engine without relaxed
 # SIMD rejects the module, so the baseline build stays the one CI tests.
 WASM_RELAXED_FEATURES="--features rlx-cpu/relaxed-simd"
+# The threaded core (scripts/build-npm's npm/dist/mt, its own target dir
+# target/wasm-mt: std is rebuilt with atomics): the same flags plus shared
+# memory (recipe: ../shared/TOOLCHAIN.md). Without the link args the module
+# silently comes out single-threaded: build-npm checks it imports a shared
+# memory. 4 GiB is wasm32's whole address space; a shared memory must
+# declare its maximum.
+WASM_MT_RUSTFLAGS="$WASM_RUSTFLAGS -C target-feature=+atomics,+bulk-memory,+mutable-globals -C link-arg=--shared-memory -C link-arg=--max-memory=4294967296 -C link-arg=--import-memory -C link-arg=--export=__wasm_init_tls -C link-arg=--export=__tls_size -C link-arg=--export=__tls_align -C link-arg=--export=__tls_base"

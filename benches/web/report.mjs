@@ -18,6 +18,7 @@ const LABEL = {
   "tjs-wasm": "transformers.js wasm",
   "rlx-cpu": "rlx wasm-cpu",
   "rlx-cpu-simd128": "rlx wasm-cpu (simd128 core forced)",
+  "rlx-cpu-1t": "rlx wasm-cpu 1 thread",
   "ort-webgpu": "ORT-web webgpu",
   "tjs-webgpu": "transformers.js webgpu",
   "rlx-webgpu": "rlx webgpu",
@@ -33,12 +34,14 @@ const COLOR = {
   "rlx-webgpu": "#d62728",
   "ort-wasm-asyncify": "#9467bd",
   "ort-wasm-1t": "#17becf",
+  "rlx-cpu-1t": "#ff7f0e",
 };
 // rlx vs each peer on the same kind of device.
 const RATIOS = [
   ["rlx-cpu", "ort-wasm"],
   ["rlx-cpu", "ort-wasm-1t"],
   ["rlx-cpu", "tjs-wasm"],
+  ["rlx-cpu-1t", "ort-wasm-1t"],
   ["rlx-webgpu", "ort-webgpu"],
   ["rlx-webgpu", "tjs-webgpu"],
 ];

@@ -23,8 +23,9 @@ const ROOT = path.resolve(HERE, "../..");
 
 const ALL = ["ort-wasm", "tjs-wasm", "rlx-cpu", "ort-webgpu", "tjs-webgpu", "rlx-webgpu"];
 // Diagnostics, only when named in --engines; rlx-cpu-simd128 (rlx's simd128 core forced, for the A/B against the
-// relaxed-SIMD core Chromium loads) must run without rlx-cpu: a page holds one initialized rlx module.
-const OPTIONAL = ["ort-wasm-asyncify", "ort-wasm-1t", "rlx-cpu-simd128"];
+// relaxed-SIMD core Chromium loads) and rlx-cpu-1t (the single-threaded core; rlx-cpu loads the threaded one in
+// this cross-origin isolated page) must run without rlx-cpu: a page holds one initialized rlx module.
+const OPTIONAL = ["ort-wasm-asyncify", "ort-wasm-1t", "rlx-cpu-simd128", "rlx-cpu-1t"];
 const GPU = new Set(["ort-webgpu", "tjs-webgpu", "rlx-webgpu"]);
 
 function args() {

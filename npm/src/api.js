@@ -5,22 +5,40 @@
 // SPIR-V translators); each passes its own glue and .wasm URL, written as
 // literals there so bundlers find the files.
 import { makeLlm } from "./llm.js";
+import { startThreadPool } from "./threads.js";
 
 let initWasm;
 let raw;
 let wasmUrl;
 let relaxedUrl;
+let threadedCore;
 
 /**
  * Called once by an entry point with its wasm-bindgen glue, its .wasm URL
  * and, for the core, the URL of the relaxed-SIMD build of the same module
- * (scripts/build-npm checks that both builds share this glue).
+ * (scripts/build-npm checks that both builds share this glue) and the
+ * threaded build: `{ glue: () => import(its glue), url }`.
  */
-export function bind(glue, url, relaxed) {
+export function bind(glue, url, relaxed, threaded) {
   initWasm = glue.default;
   raw = glue;
   wasmUrl = url;
   relaxedUrl = relaxed;
+  threadedCore = threaded;
+}
+
+// What init() chose: the build, the CPU engine's threads, and why.
+let threading = { build: "single", threads: 1, reason: "init() has not run" };
+
+/** Why this page can't load the threaded core, or null if it can. */
+function threadsUnavailable() {
+  if (!threadedCore) return "this entry point ships no threaded build (only `rlx` does, not `rlx/full`)";
+  if (isNode) return "threads run in browsers only (Node loads the single-threaded build)";
+  if (typeof SharedArrayBuffer !== "function" || globalThis.crossOriginIsolated !== true) {
+    return "the page is not cross-origin isolated: serve it with the headers Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp (npm/README.md)";
+  }
+  if (typeof Worker !== "function") return "this context cannot start Web Workers";
+  return null;
 }
 
 // The smallest module using relaxed SIMD: one function (v128) -> v128 whose
@@ -249,11 +267,39 @@ async function acall(f) {
  * the source (bytes, a URL, or a Response) and the choice.
  */
 export async function init(opts = {}) {
-  opts = checkOptions("init", opts, ["wasm", "relaxed"]);
+  opts = checkOptions("init", opts, ["wasm", "relaxed", "threads"]);
   if (opts.relaxed !== undefined && typeof opts.relaxed !== "boolean") {
     throw invalid("init", `\`relaxed\` must be true or false, got ${describe(opts.relaxed)}`);
   }
+  const t = opts.threads;
+  if (t !== undefined && (typeof t !== "number" || !Number.isInteger(t) || t < 1 || t > 256)) {
+    throw invalid("init", `\`threads\` must be an integer from 1 to 256, got ${describe(t)}`);
+  }
   if (ready) return ready;
+  // Threads: the threaded core where the page allows it (cross-origin
+  // isolated), unless asked otherwise; asked for and not possible, an error.
+  const why = threadsUnavailable();
+  let threads = 1;
+  let reason;
+  if (t !== undefined && t > 1) {
+    if (why) throw new RlxError("init", `init({ threads: ${t} }): ${why}`);
+    if (opts.wasm) throw invalid("init", "`threads` > 1 loads the package's threaded module; it cannot be combined with `wasm`");
+    if (opts.relaxed === true) throw invalid("init", "the threaded module is built for plain simd128: `threads` > 1 and `relaxed: true` cannot both hold");
+    threads = t;
+    reason = `init({ threads: ${t} })`;
+  } else if (t === 1) {
+    reason = "init({ threads: 1 })";
+  } else if (opts.wasm) {
+    reason = "init({ wasm }) loads the module given";
+  } else if (opts.relaxed === true) {
+    reason = "init({ relaxed: true }) loads the single-threaded relaxed-SIMD core";
+  } else if (why) {
+    reason = why;
+  } else {
+    threads = Math.max(1, Math.min(navigator.hardwareConcurrency || 1, 16));
+    reason = threads > 1 ? `cross-origin isolated page: one thread per core (navigator.hardwareConcurrency = ${navigator.hardwareConcurrency})` : "navigator.hardwareConcurrency is 1";
+  }
+  if (threads > 1) return (ready = initThreaded(threads, reason));
   let src = opts.wasm;
   let url = wasmUrl;
   let relaxed = false;
@@ -292,9 +338,44 @@ export async function init(opts = {}) {
         : "the rlx wasm module";
       throw new RlxError("init", `could not load ${which}: ${e.message}`, { cause: e });
     }
+    threading = { build: "single", threads: 1, reason };
     initialized = true;
   })();
   return ready;
+}
+
+/** The threaded core with `threads` CPU threads (the page's and threads - 1 workers). */
+async function initThreaded(threads, reason) {
+  try {
+    const glue = await threadedCore.glue();
+    exports = await glue.default({ module_or_path: threadedCore.url });
+    const count = await startThreadPool(glue, threads - 1);
+    raw = glue;
+    threading = { build: "threaded", threads: count, reason };
+  } catch (e) {
+    ready = null;
+    exports = null;
+    // No quiet retry single-threaded: the caller sees what failed.
+    throw new RlxError("init", `could not start the threaded rlx module (${threads} threads): ${e.message}. init({ threads: 1 }) loads the single-threaded one`, { cause: e });
+  }
+  initialized = true;
+}
+
+/** A dispatch report with the module that ran it: `wasm: { variant, build, threads, reason }`. */
+function withWasm(report) {
+  report.wasm = { variant: raw.wasmVariant(), ...threading };
+  return report;
+}
+
+/**
+ * The CPU engine's threads: `{ build: 'threaded' | 'single', threads, reason }`.
+ * init() loads the threaded build, with one thread per core, where the page
+ * is cross-origin isolated (COOP/COEP headers), else the single-threaded
+ * one; `reason` says why. Dispatch reports carry it as `wasm`.
+ */
+export function threads() {
+  guard();
+  return { ...threading };
 }
 
 /**
@@ -861,7 +942,7 @@ export class Model {
     checkString("Model.ir", "level", level);
     return JSON.parse(call(() => m.ir(level)));
   }
-  dispatchReport() { return JSON.parse(call(() => this._live("Model.dispatchReport").dispatchReport())); }
+  dispatchReport() { return withWasm(JSON.parse(call(() => this._live("Model.dispatchReport").dispatchReport()))); }
   memoryPlan() { return JSON.parse(call(() => this._live("Model.memoryPlan").memoryPlan())); }
   passReport() { return JSON.parse(call(() => this._live("Model.passReport").passReport())); }
   /** Kernels: WGSL (or 'msl' | 'hlsl' | 'glsl' | 'spirv') for WebGPU models; kernel names on cpu. */
@@ -996,7 +1077,7 @@ export class Embedder {
     const list = checkTexts("Embedder.embed", texts);
     return acall(() => e.embed(list));
   }
-  dispatchReport() { return JSON.parse(call(() => this._live("Embedder.dispatchReport").dispatchReport())); }
+  dispatchReport() { return withWasm(JSON.parse(call(() => this._live("Embedder.dispatchReport").dispatchReport()))); }
   /** Free the weights and every compiled shape now. Idempotent. */
   dispose() {
     if (this._e) {
@@ -1083,7 +1164,7 @@ export const pipelines = { embed, createEmbedder };
 
 const llm = makeLlm({
   call, acall, guard, invalid, checkOptions, checkCallback, checkDevice, bytesOf, isPlainObject, describe, RlxError,
-  raw: () => raw,
+  withWasm, raw: () => raw,
 });
 /** A decoder LLM from a GGUF file: see llm.js and npm/API.md. */
 export const Llm = llm.Llm;

@@ -28,8 +28,25 @@ export interface InitOptions {
    * Ignored when `wasm` is given.
    */
   relaxed?: boolean;
+  /**
+   * `rlx` only: the CPU engine's threads. Default: in a cross-origin
+   * isolated page (COOP/COEP headers) the threaded core with one thread per
+   * core (`navigator.hardwareConcurrency`, at most 16), else the
+   * single-threaded core. `1` forces the single-threaded core; `n > 1`
+   * requires the threaded one (RlxError 'init' naming why where the page
+   * cannot load it).
+   */
+  threads?: number;
 }
 export function init(opts?: InitOptions): Promise<void>;
+/** What init() loaded: the threaded or single-threaded core, the CPU engine's threads, and why. */
+export interface Threading {
+  build: "threaded" | "single";
+  /** The page's (or worker's) thread plus the pool's Web Workers. */
+  threads: number;
+  reason: string;
+}
+export function threads(): Threading;
 /** The build of the module that runs, as the module reports it. */
 export type WasmVariant = "simd128" | "simd128+relaxed-madd";
 export function wasmVariant(): WasmVariant;

@@ -2,12 +2,18 @@
 import * as glue from "../dist/rlx_web.js";
 import { bind } from "./api.js";
 
-// Two builds of one module, sharing this glue: plain simd128, and with
-// relaxed SIMD's multiply-add in the matmul kernel; init() picks one.
+// Three builds of one module: plain simd128 and, sharing its glue, with
+// relaxed SIMD's multiply-add in the matmul kernel; and the threaded one
+// (shared memory, its own glue), for cross-origin isolated pages. init()
+// picks one.
 bind(
   glue,
   new URL("../dist/rlx_web_bg.wasm", import.meta.url),
   new URL("../dist/rlx_web_relaxed_bg.wasm", import.meta.url),
+  {
+    glue: () => import("../dist/mt/rlx_web.js"),
+    url: new URL("../dist/mt/rlx_web_bg.wasm", import.meta.url),
+  },
 );
 export * from "./api.js";
 /** The package version (stamped by scripts/build-npm). */

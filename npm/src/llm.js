@@ -8,7 +8,7 @@ const GENERATE_OPTIONS = [
 ];
 
 export function makeLlm(h) {
-  const { call, acall, guard, invalid, checkOptions, checkCallback, checkDevice, bytesOf, isPlainObject, describe, RlxError } = h;
+  const { call, acall, guard, invalid, checkOptions, checkCallback, checkDevice, bytesOf, isPlainObject, describe, RlxError, withWasm } = h;
 
   function checkGenerate(where, opts) {
     if (!isPlainObject(opts)) throw invalid(where, `options must be an object, got ${describe(opts)}`);
@@ -85,7 +85,7 @@ export function makeLlm(h) {
       call(() => this._live("Llm.setContext").setContext(n));
     }
     /** Which kernel runs each node of a decode step over `past` cached positions (dispatch report JSON). */
-    decodeReport(past = 64) { return JSON.parse(call(() => this._live("Llm.decodeReport").decodeReport(past))); }
+    decodeReport(past = 64) { return withWasm(JSON.parse(call(() => this._live("Llm.decodeReport").decodeReport(past)))); }
     /**
      * Generate from `prompt` (a string, or an array of token ids): an async
      * iterator of `{id, text}`; `text` is whole UTF-8 (possibly empty).

@@ -50,6 +50,17 @@ test("init loaded the core this engine runs: relaxed SIMD where it has it", () =
   assert.equal(rlx.wasmVariant(), expectWasm);
 });
 
+test("Node runs the single-threaded core and says why; asking for threads is a typed error", async () => {
+  const t = rlx.threads();
+  assert.equal(t.build, "single");
+  assert.equal(t.threads, 1);
+  assert.match(t.reason, /browsers only/);
+  // init() already ran: a second call returns the first one's promise, so
+  // the option is checked on a fresh look at what Node can do instead.
+  await rejects(rlx.init({ threads: 0 }), "invalid_argument", /`threads` must be an integer from 1 to 256, got number 0/);
+  await rejects(rlx.init({ threads: 2.5 }), "invalid_argument", /`threads` must be an integer/);
+});
+
 test("init, version and the op registry", () => {
   assert.match(rlx.version, /^\d+\.\d+\.\d+$/);
   const ops = rlx.ops();

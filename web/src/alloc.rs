@@ -3,9 +3,9 @@
 //! now. `rlx.memoryStats()` reports them next to the linear memory size,
 //! which only grows, so the npm stress tests can tell a leak (live bytes
 //! climbing cycle after cycle) from the allocator keeping freed pages.
-//! Installed only on wasm32 (the module is single-threaded there, so the
-//! relaxed atomics are plain loads and stores); natively the counters stay
-//! zero.
+//! Installed only on wasm32 (relaxed atomics: plain loads and stores in
+//! the single-threaded build, atomic adds in the threaded one); natively
+//! the counters stay zero.
 
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 

@@ -17,6 +17,7 @@ pub mod graph;
 pub mod llm;
 pub mod model;
 pub mod tensors;
+pub mod threads;
 pub mod weights;
 
 use wasm_bindgen::prelude::*;

@@ -174,7 +174,8 @@ function rlxEngine(device, initOptions = {}) {
     const weights = await rlx.loadSafetensors(MODEL + "model.safetensors");
     const cfg = await config();
     // Which wasm core runs the CPU kernels (simd128 or the relaxed-SIMD build the package picks where the engine has it).
-    const info = { version: rlx.version, device, adapter: dev.adapter ?? null, wasm_variant: rlx.wasmVariant?.() ?? null };
+    // And on how many threads: the threaded core in this cross-origin isolated page, unless initOptions say otherwise.
+    const info = { version: rlx.version, device, adapter: dev.adapter ?? null, wasm_variant: rlx.wasmVariant?.() ?? null, threads: rlx.threads?.() ?? null };
     return {
       info,
       async prepare(batch) {
@@ -221,6 +222,9 @@ const ENGINES = {
   // The simd128 core where the engine would load the relaxed-SIMD one (A/B; not in the same page run as rlx-cpu:
   // one page holds one initialized rlx module).
   "rlx-cpu-simd128": rlxEngine("cpu", { relaxed: false }),
+  // The single-threaded core (the relaxed-SIMD one where the engine has it) in this isolated page, where rlx-cpu
+  // loads the threaded core: the per-thread comparison (not in the same page run as rlx-cpu either).
+  "rlx-cpu-1t": rlxEngine("cpu", { threads: 1 }),
   "rlx-webgpu": rlxEngine("webgpu"),
 };
 

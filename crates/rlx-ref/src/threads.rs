@@ -1,5 +1,6 @@
 //! The process-wide CPU thread pool (rayon's global pool natively; one
-//! thread on wasm32). It lives here, below both CPU layers, because the
+//! thread on wasm32, except in the threaded browser build, whose pool of
+//! Web Workers the page starts: [`use_web_pool`]). It lives here, below both CPU layers, because the
 //! reference GEMM and the fast engine's kernels share it: it is sized once,
 //! by [`set_threads`] or on first use (all cores up to the `max_threads`
 //! limit). Nothing here reads the environment; the edge (`rlx::env`)
@@ -48,7 +49,8 @@ pub fn available_parallelism() -> usize {
 /// `max_threads` limit and the available cores, with a warning on stderr
 /// when lowered. Returns the count in force. Call it before the first
 /// compile or run; afterwards only the count already in force is accepted.
-/// wasm32 has one thread: any `n >= 1` gives 1.
+/// On wasm32 the page sizes the pool ([`use_web_pool`] in the threaded
+/// build, else one thread): any `n >= 1` gives the count in force.
 pub fn set_threads(n: usize) -> Result<usize, ThreadsError> {
     if n == 0 {
         return Err(ThreadsError::Zero);
@@ -61,8 +63,18 @@ pub fn set_threads(n: usize) -> Result<usize, ThreadsError> {
     init_threads(t)
 }
 
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(any(not(target_arch = "wasm32"), target_feature = "atomics"))]
 static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+
+/// The threaded browser build (`+atomics`): rayon's global pool of `n`
+/// Web Workers, built by the page (`initThreadPool` of wasm-bindgen-rayon),
+/// is in use from now on. The kernels count the calling thread too (it
+/// takes a share of every loop): the count in force is `n + 1`, or the
+/// count set before. Until this is called the build runs on one thread.
+#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+pub fn use_web_pool() -> usize {
+    *THREADS.get_or_init(|| rayon::current_num_threads() + 1)
+}
 
 /// Builds the global pool with `t` threads (already clamped) unless it
 /// was built; the count in force, or an error if it differs from `t`.
@@ -81,8 +93,9 @@ fn init_threads(t: usize) -> Result<usize, ThreadsError> {
     }
     #[cfg(target_arch = "wasm32")]
     {
+        // The pool (if any) is the page's (`use_web_pool`).
         let _ = t;
-        Ok(1)
+        Ok(threads())
     }
 }
 
@@ -106,7 +119,11 @@ pub fn threads() -> usize {
             build_pool(t)
         })
     }
-    #[cfg(target_arch = "wasm32")]
+    #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+    {
+        THREADS.get().copied().unwrap_or(1)
+    }
+    #[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
     {
         1
     }

@@ -7,7 +7,9 @@ use rlx_ir::lir::Program;
 use rlx_ir::{Attrs, DType, HostTensor, IrError, TensorType};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::Arc;
+#[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
+use std::sync::{OnceLock, RwLock};
 use thiserror::Error;
 
 /// What a backend runs natively, and what this build compiled out.
@@ -67,8 +69,23 @@ pub enum RuntimeError {
 /// (the browser's WebGPU futures are not).
 pub type LocalFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + 'a>>;
 
+/// `Send + Sync`, except in the threaded browser build (wasm32 with
+/// `atomics`), where WebGPU's handles are JavaScript objects tied to the
+/// thread that made them: there executables and backends stay on the
+/// page's thread (the CPU engine's workers run only its kernels), and the
+/// compiler holds them to it.
+#[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
+pub trait MaybeSendSync: Send + Sync {}
+#[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
+impl<T: Send + Sync + ?Sized> MaybeSendSync for T {}
+/// See the other definition.
+#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+pub trait MaybeSendSync {}
+#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+impl<T: ?Sized> MaybeSendSync for T {}
+
 /// A compiled program, ready to run.
-pub trait Executable: Send + Sync {
+pub trait Executable: MaybeSendSync {
     /// Run on host tensors; transfers are nodes of the program, so the
     /// executable performs exactly the ones the dispatch report lists.
     /// Inputs are borrowed, so large ones (weights) are never copied.
@@ -114,7 +131,7 @@ pub struct NodeQuery<'a> {
 }
 
 /// A device backend. Kept deliberately small.
-pub trait Backend: Send + Sync {
+pub trait Backend: MaybeSendSync {
     fn device(&self) -> Device;
     /// The ops (and dtypes) this backend runs natively.
     fn claims(&self) -> Claims;
@@ -161,31 +178,40 @@ pub trait Backend: Send + Sync {
     }
 }
 
-fn registry() -> &'static RwLock<Vec<Arc<dyn Backend>>> {
+/// `f` on the registered backends: process-wide, except in the threaded
+/// browser build, whose backends belong to the page's thread
+/// ([`MaybeSendSync`]).
+#[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
+fn with_registry<R>(f: impl FnOnce(&mut Vec<Arc<dyn Backend>>) -> R) -> R {
     static REG: OnceLock<RwLock<Vec<Arc<dyn Backend>>>> = OnceLock::new();
-    REG.get_or_init(|| RwLock::new(Vec::new()))
+    let reg = REG.get_or_init(|| RwLock::new(Vec::new()));
+    let mut r = reg.write().unwrap_or_else(|e| e.into_inner());
+    f(&mut r)
+}
+/// See the other definition.
+#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+fn with_registry<R>(f: impl FnOnce(&mut Vec<Arc<dyn Backend>>) -> R) -> R {
+    thread_local! {
+        static REG: std::cell::RefCell<Vec<Arc<dyn Backend>>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    REG.with(|r| f(&mut r.borrow_mut()))
 }
 
 /// Make a backend available to `compile` and the router. A later
 /// registration for the same device replaces the earlier one.
 pub fn register_backend(b: Arc<dyn Backend>) {
-    if let Ok(mut r) = registry().write() {
+    with_registry(|r| {
         r.retain(|x| x.device() != b.device());
         r.push(b);
-    }
+    })
 }
 
 /// The registered backend for `device`.
 pub fn backend_for(device: Device) -> Option<Arc<dyn Backend>> {
-    registry()
-        .read()
-        .ok()?
-        .iter()
-        .find(|b| b.device() == device)
-        .cloned()
+    with_registry(|r| r.iter().find(|b| b.device() == device).cloned())
 }
 
 /// Every registered backend.
 pub fn backends() -> Vec<Arc<dyn Backend>> {
-    registry().read().map(|r| r.clone()).unwrap_or_default()
+    with_registry(|r| r.clone())
 }

@@ -20,7 +20,7 @@ pub mod rewrite;
 mod router;
 
 pub use backend::{
-    backend_for, backends, register_backend, Backend, Claims, Executable, LocalFuture, NodeQuery,
+    backend_for, backends, register_backend, Backend, Claims, Executable, MaybeSendSync, LocalFuture, NodeQuery,
     RuntimeError,
 };
 pub use device::Device;

@@ -54,7 +54,9 @@ pub struct GpuContext {
     pub queue: wgpu::Queue,
     pub info: AdapterInfo,
     lost: Arc<Mutex<Option<String>>>,
-    errors: Arc<Mutex<Vec<wgpu::Error>>>,
+    // Classified on arrival: wgpu's own error is not `Send` in the
+    // threaded browser build, and the handler must be.
+    errors: Arc<Mutex<Vec<WgpuError>>>,
     opts: WgpuOptions,
 }
 
@@ -172,7 +174,7 @@ impl GpuContext {
         let e2 = errors.clone();
         device_.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
             if let Ok(mut g) = e2.lock() {
-                g.push(e);
+                g.push(classify(e));
             }
         }));
         let info = AdapterInfo {
@@ -243,7 +245,7 @@ impl GpuContext {
             .lock()
             .map_err(|_| WgpuError::Gpu("error log poisoned".into()))?;
         if let Some(e) = errs.drain(..).next() {
-            return Err(classify(e));
+            return Err(e);
         }
         Ok(())
     }

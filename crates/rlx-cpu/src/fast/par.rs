@@ -1,9 +1,20 @@
 //! Threads for the fast kernels: rayon natively (its global pool, sized
 //! once: [`crate::set_threads`], default all cores up to the
-//! `max_threads` limit; `rlx_ref::threads` owns it), one thread on wasm32. Per-thread scratch is
-//! allocated at compile time, so a run allocates nothing here.
+//! `max_threads` limit; `rlx_ref::threads` owns it). On wasm32, one thread,
+//! except in the threaded build (`+atomics`), where the pool is Web
+//! Workers and the calling thread — usually the page's main thread, which
+//! may not block — takes a share of every loop (see [`spread`]).
+//! Per-thread scratch is allocated at compile time, so a run allocates
+//! nothing here.
 
 use std::sync::Mutex;
+
+/// The threaded wasm32 build: rayon over Web Workers.
+macro_rules! web_threads {
+    ($($item:item)*) => {
+        $(#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))] $item)*
+    };
+}
 
 /// Worker threads the fast kernels use (the pool `rlx_ref::threads` owns).
 pub fn threads() -> usize {
@@ -61,12 +72,72 @@ pub fn with_helpers<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     r
 }
 
+web_threads! {
+    /// `f()` on this thread (outside the pool: the page's main thread)
+    /// while the pool's workers spin, serving the loops `f` hands them
+    /// through [`spread`], until it returns: as natively, a worker that went
+    /// to sleep between two kernels would take tens of µs to wake.
+    pub fn with_helpers_here<R>(f: impl FnOnce() -> R) -> R {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let done = AtomicBool::new(false);
+        let serve = || {
+            while !done.load(Ordering::Acquire) {
+                if rayon::yield_now() != Some(rayon::Yield::Executed) {
+                    std::hint::spin_loop();
+                }
+            }
+        };
+        rayon::in_place_scope(|s| {
+            for _ in 1..threads() {
+                s.spawn(|_| serve());
+            }
+            let r = f();
+            // wasm32 aborts on panic, so nothing is left spinning.
+            done.store(true, Ordering::Release);
+            r
+        })
+    }
+
+    /// `f(i)` for `i` in `0..n`, shared between the pool's workers and the
+    /// calling thread, which takes items too instead of waiting (the
+    /// page's main thread can only spin): items go out one at a time from
+    /// a counter, so a slow thread takes fewer.
+    fn spread(n: usize, f: &(dyn Fn(usize) + Sync)) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let next = AtomicUsize::new(0);
+        let work = || loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i >= n {
+                break;
+            }
+            f(i);
+        };
+        rayon::in_place_scope(|s| {
+            for _ in 1..threads().min(n) {
+                s.spawn(|_| work());
+            }
+            work();
+        });
+    }
+}
+
 /// `f(index, chunk)` over `data.chunks_mut(chunk)`, in parallel natively.
 pub fn for_chunks<T: Send, F>(data: &mut [T], chunk: usize, f: F)
 where
     F: Fn(usize, &mut [T]) + Send + Sync,
 {
     let chunk = chunk.max(1);
+    #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+    #[allow(unsafe_code)]
+    if threads() > 1 && data.len() > chunk {
+        let len = data.len();
+        let d = Disjoint::new(data);
+        // SAFETY: chunk i is elements [i·chunk, (i+1)·chunk), disjoint
+        // from every other chunk; each index is handed out once.
+        return spread(len.div_ceil(chunk), &|i| {
+            f(i, unsafe { d.range(i * chunk..((i + 1) * chunk).min(len)) })
+        });
+    }
     #[cfg(not(target_arch = "wasm32"))]
     {
         use rayon::prelude::*;
@@ -100,23 +171,29 @@ pub fn threads_for(flops: usize) -> usize {
 /// ranges of it (the rows of an output tile, say, which are not one
 /// contiguous chunk): [`Disjoint::range`] is where the caller promises
 /// that no two tasks hold overlapping ranges at once.
-#[derive(Clone, Copy)]
-pub struct Disjoint<'a> {
-    ptr: *mut f32,
+pub struct Disjoint<'a, T = f32> {
+    ptr: *mut T,
     len: usize,
-    _slice: std::marker::PhantomData<&'a mut [f32]>,
+    _slice: std::marker::PhantomData<&'a mut [T]>,
 }
 
-// SAFETY: the pointer comes from a `&mut [f32]` borrowed for 'a; tasks
+impl<T> Clone for Disjoint<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Disjoint<'_, T> {}
+
+// SAFETY: the pointer comes from a `&mut [T]` borrowed for 'a; tasks
 // reach its elements only through `range`, whose callers keep the ranges
 // of concurrent tasks disjoint.
 #[allow(unsafe_code)]
-unsafe impl Send for Disjoint<'_> {}
+unsafe impl<T: Send> Send for Disjoint<'_, T> {}
 #[allow(unsafe_code)]
-unsafe impl Sync for Disjoint<'_> {}
+unsafe impl<T: Send> Sync for Disjoint<'_, T> {}
 
-impl<'a> Disjoint<'a> {
-    pub fn new(s: &'a mut [f32]) -> Disjoint<'a> {
+impl<'a, T> Disjoint<'a, T> {
+    pub fn new(s: &'a mut [T]) -> Disjoint<'a, T> {
         Disjoint {
             ptr: s.as_mut_ptr(),
             len: s.len(),
@@ -129,7 +206,7 @@ impl<'a> Disjoint<'a> {
     /// # Safety
     /// No other task may hold a range overlapping `r` while this one lives.
     #[allow(unsafe_code, clippy::mut_from_ref)]
-    pub unsafe fn range(&self, r: std::ops::Range<usize>) -> &mut [f32] {
+    pub unsafe fn range(&self, r: std::ops::Range<usize>) -> &mut [T] {
         assert!(
             r.start <= r.end && r.end <= self.len,
             "Disjoint: range out of bounds"
@@ -144,6 +221,10 @@ pub fn for_each<F>(n: usize, f: F)
 where
     F: Fn(usize) + Send + Sync,
 {
+    #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+    if threads() > 1 && n > 1 {
+        return spread(n, &f);
+    }
     #[cfg(not(target_arch = "wasm32"))]
     {
         use rayon::prelude::*;
@@ -165,6 +246,17 @@ where
         return for_chunks(data, chunk, |i, c| f(i, c, None));
     };
     let chunk = chunk.max(1);
+    #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+    #[allow(unsafe_code)]
+    if threads() > 1 && data.len() > chunk {
+        let len = data.len();
+        let (d, o) = (Disjoint::new(data), Disjoint::new(other));
+        // SAFETY: as in `for_chunks`, over both slices (the same length).
+        return spread(len.div_ceil(chunk), &|i| {
+            let r = i * chunk..((i + 1) * chunk).min(len);
+            f(i, unsafe { d.range(r.clone()) }, Some(unsafe { o.range(r) }))
+        });
+    }
     #[cfg(not(target_arch = "wasm32"))]
     {
         use rayon::prelude::*;
@@ -220,9 +312,9 @@ impl<T: Clone + Default> Scratch<T> {
 
     /// Run `f` with this thread's scratch buffer.
     pub fn with<R>(&self, f: impl FnOnce(&mut [T]) -> R) -> R {
-        #[cfg(not(target_arch = "wasm32"))]
+        #[cfg(any(not(target_arch = "wasm32"), target_feature = "atomics"))]
         let k = rayon::current_thread_index().unwrap_or(self.slots.len() - 1);
-        #[cfg(target_arch = "wasm32")]
+        #[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
         let k = 0;
         let slot = &self.slots[k.min(self.slots.len() - 1)];
         // Each pool thread only ever takes its own slot, so this lock is

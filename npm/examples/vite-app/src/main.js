@@ -143,8 +143,9 @@ async function main() {
   }
   await rlx.init();
   // Which build of the module init() picked: relaxed SIMD where the engine has it.
-  const wasm = { variant: rlx.wasmVariant(), relaxedSupported: rlx.relaxedSimdSupported() };
-  log(`wasm core: ${wasm.variant} (relaxed SIMD supported: ${wasm.relaxedSupported})`);
+  // And threads: the threaded core where the page is cross-origin isolated.
+  const wasm = { variant: rlx.wasmVariant(), relaxedSupported: rlx.relaxedSimdSupported(), threads: rlx.threads(), isolated: self.crossOriginIsolated };
+  log(`wasm core: ${wasm.variant} (relaxed SIMD supported: ${wasm.relaxedSupported}); ${wasm.threads.build}, ${wasm.threads.threads} CPU threads: ${wasm.threads.reason}`);
   const devices = await rlx.devices();
   log("devices: " + JSON.stringify(devices.map((d) => [d.device, d.available, d.reason ?? d.adapter?.name])));
   const results = { wasm, devices, cpu: await inPage("cpu") };

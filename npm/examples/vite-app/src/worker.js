@@ -10,7 +10,7 @@ self.onmessage = async ({ data: { model, device, sentences } }) => {
       device,
       onProgress: (progress) => self.postMessage({ progress }),
     });
-    self.postMessage({ vecs: vecs.map((v) => Array.from(v)), ms: performance.now() - t0, variant: rlx.wasmVariant() });
+    self.postMessage({ vecs: vecs.map((v) => Array.from(v)), ms: performance.now() - t0, variant: rlx.wasmVariant(), threads: rlx.threads() });
   } catch (e) {
     self.postMessage({ error: { name: e.name, code: e.code, message: e.message } });
   }
