@@ -153,12 +153,24 @@ function loadWarning() {
     `of the bars measured in issue #8 (last section)` : "";
   if (worst < 3)
     return `Load: the 1-min load average reached ${worst} on 2 cores during the run (threshold ` +
-      `${R.load.threshold}; other engineers' work). Moderate: ${devText}, but contention hurts the ` +
-      `2-thread peers a little more than 1-thread rlx.\n\n`;
+      `${R.load.threshold}; other engineers' work). Moderate: ${devText}` +
+      (rlxThreaded() ? ".\n\n" : `, but contention hurts the 2-thread peers a little more than 1-thread rlx.\n\n`);
   return `**Measured on a busy machine** (1-min load up to ${worst} on 2 cores, from other ` +
-    `engineers' builds and browser tests; threshold ${R.load.threshold}). Every engine is slowed, ` +
-    `and the 2-thread peers (ORT-web, transformers.js) lose more than 1-thread rlx wasm-cpu, ` +
-    `so the wasm ratios below flatter rlx. Compare with a quiet run before trusting them.\n\n`;
+    `engineers' builds and browser tests; threshold ${R.load.threshold}). Every engine is slowed` +
+    (rlxThreaded() ? ". " : `, and the 2-thread peers (ORT-web, transformers.js) lose more than 1-thread rlx wasm-cpu, ` +
+    `so the wasm ratios below flatter rlx. `) + `Compare with a quiet run before trusting them.\n\n`;
+}
+
+const rlxThreaded = () => byEngine["rlx-cpu"]?.info?.threads?.build === "threaded";
+
+/** How rlx wasm-cpu ran, from what init() recorded (rlx.threads()). */
+function rlxThreads() {
+  const t = byEngine["rlx-cpu"]?.info?.threads;
+  if (!t) return "the rlx npm package's wasm ran single-threaded (a build without wasm threads)";
+  if (t.build === "threaded") {
+    return `**rlx wasm-cpu runs its threaded core on ${t.threads} threads** (the page's thread + ${t.threads - 1} Web Worker${t.threads > 2 ? "s" : ""}; \`rlx.threads()\`: ${t.reason})`;
+  }
+  return `rlx wasm-cpu ran its single-threaded core (${t.reason})`;
 }
 
 /** The ratio ranges of rlx vs each peer, and issue #8's goals (rlx wasm-cpu <= 0.8x ORT-web wasm; rlx webgpu faster than ORT-web webgpu). */
@@ -192,9 +204,7 @@ until last_hidden_state is in a JS typed array (WebGPU: includes the
 read-back); no tokenization. transformers.js: the raw \`AutoModel\` call
 (\`model({input_ids, attention_mask, token_type_ids})\`), not the pipeline.
 Threads: ORT-web and transformers.js run their wasm with 2 threads (the page
-is cross-origin isolated); the rlx npm package's wasm is built with simd128
-and without wasm threads, so **rlx wasm-cpu runs on 1 thread** against the
-peers' 2. rlx runs \`rlx.models.bert({..., pooling: false})\`, compiled once per
+is cross-origin isolated); ${rlxThreads()}. rlx runs \`rlx.models.bert({..., pooling: false})\`, compiled once per
 batch size (its graph ends at last_hidden_state, like the ONNX model).
 
 - Date: ${R.date} (rlx tree at ${R.git_head ?? "?"})
