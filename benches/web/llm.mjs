@@ -1,5 +1,5 @@
-// Decoder LLM in headless Chromium: rlx's npm package (wasm CPU engine, one
-// thread) vs @wllama/wllama (llama.cpp compiled to wasm) on 1 and 2
+// Decoder LLM in headless Chromium: rlx's npm package (wasm CPU engine, its
+// threaded core in this cross-origin isolated page) vs @wllama/wllama (llama.cpp compiled to wasm) on 1 and 2
 // threads, same GGUF (SmolLM2-135M-Instruct Q4_1 from ./scripts/fetch-models),
 // one page (page/llm.html), engines one after another. Prefill of a
 // 443-token prompt (pp) and 128 greedy tokens from a short prompt (tg),
@@ -116,7 +116,8 @@ async function main() {
   const ratio = (r, k) => (rl && !r.error ? (mean(rl[k].map((x) => x.perSecond)) / mean(r[k].map((x) => x.perSecond))).toFixed(2) + "×" : "");
   let md = `# Decoder LLM in Chromium: rlx (wasm) vs wllama\n\n`;
   md += `Machine: ${cpu} (${isa}), ${os.cpus().length} cores; ${chromiumVersion}, headless; page cross-origin isolated: ${isolated}. `;
-  md += `Model: ${file}. rlx ${rlx.version} (npm package, wasm CPU engine, 1 thread); @wllama/wllama ${wllamaVersion} (llama.cpp in wasm, all layers on the CPU). `;
+  const rt = rl?.threads;
+  md += `Model: ${file}. rlx ${rlx.version} (npm package, wasm CPU engine, ${rt ? `${rt.build} core, ${rt.threads} thread${rt.threads > 1 ? "s" : ""}` : "1 thread"}); @wllama/wllama ${wllamaVersion} (llama.cpp in wasm, all layers on the CPU). `;
   const ok = results.filter((r) => !r.error);
   const ppTokens = [...new Set(ok.map((r) => r.pp[0].tokens))].join(" / ");
   const same = ok.length > 1 && ok.every((r) => r.sample === ok[0].sample);

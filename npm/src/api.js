@@ -17,7 +17,8 @@ let threadedCore;
  * Called once by an entry point with its wasm-bindgen glue, its .wasm URL
  * and, for the core, the URL of the relaxed-SIMD build of the same module
  * (scripts/build-npm checks that both builds share this glue) and the
- * threaded build: `{ glue: () => import(its glue), url }`.
+ * threaded build: `{ glue: () => import(its glue), url, spawn(name) → a
+ * Worker running the entry's thread-worker script }`.
  */
 export function bind(glue, url, relaxed, threaded) {
   initWasm = glue.default;
@@ -32,7 +33,7 @@ let threading = { build: "single", threads: 1, reason: "init() has not run" };
 
 /** Why this page can't load the threaded core, or null if it can. */
 function threadsUnavailable() {
-  if (!threadedCore) return "this entry point ships no threaded build (only `rlx` does, not `rlx/full`)";
+  if (!threadedCore) return "this entry point ships no threaded build";
   if (isNode) return "threads run in browsers only (Node loads the single-threaded build)";
   if (typeof SharedArrayBuffer !== "function" || globalThis.crossOriginIsolated !== true) {
     return "the page is not cross-origin isolated: serve it with the headers Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp (npm/README.md)";
@@ -349,7 +350,7 @@ async function initThreaded(threads, reason) {
   try {
     const glue = await threadedCore.glue();
     exports = await glue.default({ module_or_path: threadedCore.url });
-    const count = await startThreadPool(glue, threads - 1);
+    const count = await startThreadPool(glue, threadedCore.spawn, threads - 1);
     raw = glue;
     threading = { build: "threaded", threads: count, reason };
   } catch (e) {

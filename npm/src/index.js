@@ -13,6 +13,9 @@ bind(
   {
     glue: () => import("../dist/mt/rlx_web.js"),
     url: new URL("../dist/mt/rlx_web_bg.wasm", import.meta.url),
+    // This literal form is what bundlers (Vite, webpack) recognize and
+    // bundle as a worker; unbundled, it is a module URL.
+    spawn: (name) => new Worker(new URL("./thread-worker.js", import.meta.url), { type: "module", name }),
   },
 );
 export * from "./api.js";

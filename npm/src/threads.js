@@ -11,19 +11,18 @@ let workers = [];
 
 /**
  * Starts `count` workers on the threaded module `glue` (already
- * initialized on this thread). Returns the engine's thread count
+ * initialized on this thread); `spawn(name)` makes one worker running the
+ * entry point's thread-worker script. Returns the engine's thread count
  * (`count + 1`); throws if a worker fails to start (none are left running).
  */
-export async function startThreadPool(glue, count) {
+export async function startThreadPool(glue, spawn, count) {
   const start = new glue.ThreadPoolStart(count);
   const init = { type: "rlx-thread-init", module: glue.threadsModule(), memory: glue.threadsMemory(), receiver: start.receiver() };
   const started = [];
   try {
     await Promise.all(
       Array.from({ length: count }, (_, i) => {
-        // The literal `new Worker(new URL(...), ...)` form is what bundlers
-        // (Vite, webpack) recognize and bundle; unbundled, it is a module URL.
-        const w = new Worker(new URL("./thread-worker.js", import.meta.url), { type: "module", name: `rlx-cpu-${i + 1}` });
+        const w = spawn(`rlx-cpu-${i + 1}`);
         started.push(w);
         return new Promise((resolve, reject) => {
           w.addEventListener("message", ({ data }) => {

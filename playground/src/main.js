@@ -248,7 +248,11 @@ async function main() {
     $('#view').innerHTML = `<pre class="error pane">rlx.init() failed: ${esc(e.message)}</pre>`;
     return;
   }
-  $('#version').textContent = `rlx ${rlx.version}`;
+  // Threads: the serving script sends COOP/COEP, so init() loads the
+  // threaded module (one CPU thread per core); the tooltip says why.
+  const th = rlx.threads();
+  $('#version').textContent = `rlx ${rlx.version} · wasm-cpu ${th.threads} thread${th.threads > 1 ? 's' : ''}`;
+  $('#version').title = `${th.build} build: ${th.reason}`;
   ctx.opsInfo = rlx.ops().map((o) => ({ ...o, name: o.name || o.kind }));
   // Which formats this build reads: safetensors (weights), ONNX models and
   // .npy inputs; GGUF once the package has that importer.

@@ -72,6 +72,13 @@ const cases = [];
 const test = (name, fn) => cases.push({ name, fn });
 
 // ---- cases --------------------------------------------------------------------
+test('the cross-origin isolated playground runs the threaded module, one CPU thread per core', async () => {
+  const page = await open('model=mlp&device=cpu&view=hir');
+  const t = await page.evaluate(() => ({ isolated: self.crossOriginIsolated, cores: navigator.hardwareConcurrency, version: document.querySelector('#version').textContent }));
+  const want = Math.min(t.cores, 16);
+  assert(t.isolated && t.version.includes(`wasm-cpu ${want} thread`), JSON.stringify(t));
+  await page.close();
+});
 const EX = [['mlp', 'cpu'], ['mlp', 'webgpu'], ['attention', 'webgpu'], ['minilm-layer', 'webgpu'], ['minilm', 'webgpu'], ['minilm', 'cpu'], ['unsupported', 'cpu']];
 for (const [model, device] of EX) {
   test(`${model} on ${device}: HIR, MIR and LIR graphs have one drawn node per IR node`, async () => {

@@ -39,6 +39,9 @@ async function rlxEngine(cfg) {
   };
   return {
     load,
+    // The threaded core in this cross-origin isolated page (rlx.threads() says).
+    threads: rlx.threads(),
+    multithread: rlx.threads().threads > 1,
     async pp(prompt) {
       const s = await run(prompt, 1);
       return { tokens: s.promptTokens, perSecond: s.promptTokens / (s.prefillMs / 1000) };
@@ -97,7 +100,7 @@ async function run(engine, cfg) {
     log(`${engine}: pp ${a.tokens} tokens ${a.perSecond.toFixed(1)} tok/s, tg ${b.tokens} tokens ${b.perSecond.toFixed(1)} tok/s`);
   }
   await e.dispose();
-  return { engine, load: e.load, multithread: e.multithread ?? false, pp, tg, sample: sample.slice(0, 200) };
+  return { engine, load: e.load, multithread: e.multithread ?? false, threads: e.threads ?? null, pp, tg, sample: sample.slice(0, 200) };
 }
 
 window.llmBench = { run };

@@ -149,18 +149,23 @@ try {
   if (n.fallback) check("fallback embeddings match", worstCosine(n.fallback.vecs) >= 0.9999);
 
   // An ONNX model in the page: YOLOv8n (nudenet 320n) on a real photo, on
-  // wasm-cpu, against ONNX Runtime's output on the same input.
-  const o = (await open(false, { onnx: "/models/yolov8n.onnx", input: "/vectors/yolov8n/in_astronaut.npy" })).onnx;
-  check("ONNX: YOLOv8n imported and ran in the page", o?.shape?.join(",") === "1,22,2100", JSON.stringify(o?.shape));
-  if (o?.data) {
+  // wasm-cpu, against ONNX Runtime's output on the same input — with the
+  // single-threaded core, and with the threaded one (its conv kernels split
+  // across the workers) in the isolated page.
+  const want = (() => {
     const b = fs.readFileSync(path.join(vectors, "yolov8n/out_astronaut.npy"));
-    const hlen = b.readUInt16LE(8);
-    const body = b.subarray(10 + hlen);
-    const want = new Float32Array(body.buffer.slice(body.byteOffset, body.byteOffset + body.byteLength));
+    const body = b.subarray(10 + b.readUInt16LE(8));
+    return new Float32Array(body.buffer.slice(body.byteOffset, body.byteOffset + body.byteLength));
+  })();
+  const yoloQuery = { onnx: "/models/yolov8n.onnx", input: "/vectors/yolov8n/in_astronaut.npy" };
+  const o = (await open(false, yoloQuery)).onnx;
+  for (const [how, y] of [["", o], [" (threaded)", (await open(false, yoloQuery, undefined, isolatedBase)).onnx]]) {
+    check(`ONNX${how}: YOLOv8n imported and ran in the page`, y?.shape?.join(",") === "1,22,2100", JSON.stringify(y?.shape));
+    if (!y?.data) continue;
     let err = 0;
-    for (let i = 0; i < want.length; i++) err = Math.max(err, Math.abs(o.data[i] - want[i]));
-    check("ONNX: YOLOv8n matches ONNX Runtime", err < 2e-3, `max abs error ${err.toExponential(2)}; ${o.ms.toFixed(0)} ms import + compile + run`);
-    check("ONNX: its convs ran on the fast wasm kernel", o.kernels.length > 50 && o.kernels.every((k) => k.startsWith("cpu::fast::conv")), `${o.kernels.length} convs, e.g. ${o.kernels[0]}`);
+    for (let i = 0; i < want.length; i++) err = Math.max(err, Math.abs(y.data[i] - want[i]));
+    check(`ONNX${how}: YOLOv8n matches ONNX Runtime`, err < 2e-3, `max abs error ${err.toExponential(2)}; ${y.ms.toFixed(0)} ms import + compile + run`);
+    check(`ONNX${how}: its convs ran on the fast wasm kernel`, y.kernels.length > 50 && y.kernels.every((k) => k.startsWith("cpu::fast::conv")), `${y.kernels.length} convs, e.g. ${y.kernels[0]}`);
   }
   // WebGPU runs it too (direct WGSL convs and pools) and agrees with the
   // cpu (box coordinates are pixels, up to 320).
@@ -170,11 +175,13 @@ try {
   // Text generation in the page: SmolLM2 from the npm package, greedy,
   // against transformers' tokens on the same GGUF.
   const p = llmRef.prompts[0];
-  const l = (await open(false, { llm: "/models/smollm2.gguf", prompt: p.text, max: "16" })).llm;
-  check("LLM: SmolLM2 generated in the page", l?.ids?.length === 16, JSON.stringify(l?.stats ?? l));
-  if (l?.ids) {
-    check("LLM: greedy tokens equal transformers'", l.ids.join(",") === p.generated_ids.slice(0, 16).join(","), `${l.ids} vs ${p.generated_ids.slice(0, 16)}`);
-    check("LLM: tokens/s reported", l.stats.tokensPerSecond > 0, `${l.stats.tokensPerSecond.toFixed(1)} tok/s decode, prefill ${l.stats.prefillMs.toFixed(0)} ms, load ${l.loadMs.toFixed(0)} ms`);
+  const llmQuery = { llm: "/models/smollm2.gguf", prompt: p.text, max: "16" };
+  for (const [how, at] of [["", base], [" (threaded)", isolatedBase]]) {
+    const l = (await open(false, llmQuery, undefined, at)).llm;
+    check(`LLM${how}: SmolLM2 generated in the page`, l?.ids?.length === 16, JSON.stringify(l?.stats ?? l));
+    if (!l?.ids) continue;
+    check(`LLM${how}: greedy tokens equal transformers'`, l.ids.join(",") === p.generated_ids.slice(0, 16).join(","), `${l.ids} vs ${p.generated_ids.slice(0, 16)}`);
+    check(`LLM${how}: tokens/s reported, on the core it names`, l.stats.tokensPerSecond > 0 && l.report?.wasm?.build === (at === base ? "single" : "threaded"), `${l.stats.tokensPerSecond.toFixed(1)} tok/s decode, prefill ${l.stats.prefillMs.toFixed(0)} ms, load ${l.loadMs.toFixed(0)} ms; ${JSON.stringify(l.report?.wasm)}`);
   }
   // On WebGPU: the same tokens, the block weights decoded by the WGSL
   // dequant_matmul. Opt-in (RLX_TEST_WEBGPU_LLM=1): SwiftShader takes 5 to
