@@ -8,6 +8,7 @@
 // Kept referenced: Firefox collects a worker that shares memory with the
 // page but is not held by a `Worker` object.
 let workers = [];
+const START_TIMEOUT_MS = 60_000;
 
 /**
  * Starts `count` workers on the threaded module `glue` (already
@@ -25,7 +26,11 @@ export async function startThreadPool(glue, spawn, count) {
         const w = spawn(`rlx-cpu-${i + 1}`);
         started.push(w);
         return new Promise((resolve, reject) => {
+          // A worker that never answers (its script blocked, say) must not
+          // leave init() waiting forever.
+          const timer = setTimeout(() => reject(new Error(`CPU thread ${i + 1} did not start within ${START_TIMEOUT_MS / 1000} s`)), START_TIMEOUT_MS);
           w.addEventListener("message", ({ data }) => {
+            if (data?.type === "rlx-thread-ready" || data?.type === "rlx-thread-error") clearTimeout(timer);
             if (data?.type === "rlx-thread-ready") resolve();
             else if (data?.type === "rlx-thread-error") reject(new Error(`CPU thread ${i + 1}: ${data.message}`));
           });
