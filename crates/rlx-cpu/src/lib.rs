@@ -19,11 +19,11 @@ pub mod kernels;
 mod options;
 
 pub use backend::CpuBackend;
+#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+pub use options::use_web_pool;
 pub use options::{
     available_parallelism, clamp_threads, set_threads, CpuEngine, CpuOptions, ThreadsError,
 };
-#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
-pub use options::use_web_pool;
 pub use rlx_ref::profile;
 pub use rlx_ref::{
     compiled_out, gemm_calls, gemm_cols, gemm_into, has_kernel, kernel_names, register_kernel,

@@ -12,9 +12,9 @@
 
 use std::cell::Cell;
 
-pub use rlx_ref::threads::{available_parallelism, clamp_threads, set_threads, ThreadsError};
 #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
 pub use rlx_ref::threads::use_web_pool;
+pub use rlx_ref::threads::{available_parallelism, clamp_threads, set_threads, ThreadsError};
 pub use rlx_runtime::options::{CpuEngine, CpuOptions};
 
 thread_local! {

@@ -20,8 +20,8 @@ pub mod rewrite;
 mod router;
 
 pub use backend::{
-    backend_for, backends, register_backend, Backend, Claims, Executable, MaybeSendSync, LocalFuture, NodeQuery,
-    RuntimeError,
+    backend_for, backends, register_backend, Backend, Claims, Executable, LocalFuture,
+    MaybeSendSync, NodeQuery, RuntimeError,
 };
 pub use device::Device;
 pub use legalize::{legalize, Attempt, DispatchError, Legalized, Unsupported};

@@ -254,7 +254,11 @@ where
         // SAFETY: as in `for_chunks`, over both slices (the same length).
         return spread(len.div_ceil(chunk), &|i| {
             let r = i * chunk..((i + 1) * chunk).min(len);
-            f(i, unsafe { d.range(r.clone()) }, Some(unsafe { o.range(r) }))
+            f(
+                i,
+                unsafe { d.range(r.clone()) },
+                Some(unsafe { o.range(r) }),
+            )
         });
     }
     #[cfg(not(target_arch = "wasm32"))]
