@@ -3,11 +3,11 @@
 //! cross-origin isolated to load it) runs rayon's global pool on Web
 //! Workers. Starting it takes three steps, driven by npm/src/threads.js:
 //!
-//! 1. [`ThreadPoolStart::new`]`(n)` here, on the calling thread;
+//! 1. `ThreadPoolStart::new(n)` here, on the calling thread;
 //! 2. n Web Workers, each instantiating this module on the same memory and
-//!    calling [`thread_worker_run`] with [`ThreadPoolStart::receiver`],
+//!    calling `thread_worker_run` with `ThreadPoolStart::receiver`,
 //!    where it waits for its rayon thread;
-//! 3. once every worker said it is ready, [`ThreadPoolStart::build`]:
+//! 3. once every worker said it is ready, `ThreadPoolStart::build`:
 //!    rayon's global pool, each of its threads handed to a waiting worker.
 //!
 //! The workers must be waiting before step 3: building the pool blocks
@@ -60,7 +60,7 @@ mod pool {
             }
         }
 
-        /// What each worker passes to [`thread_worker_run`].
+        /// What each worker passes to `thread_worker_run`.
         pub fn receiver(&self) -> usize {
             &*self.receiver as *const Mutex<Receiver<ThreadBuilder>> as usize
         }
@@ -86,7 +86,7 @@ mod pool {
     }
 
     /// In a worker (step 2): waits for a rayon thread and runs it, which
-    /// never returns. `receiver` is [`ThreadPoolStart::receiver`].
+    /// never returns. `receiver` is `ThreadPoolStart::receiver`.
     #[wasm_bindgen(js_name = threadWorkerRun)]
     #[allow(unsafe_code)]
     pub fn thread_worker_run(receiver: usize) {

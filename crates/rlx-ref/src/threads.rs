@@ -1,6 +1,6 @@
 //! The process-wide CPU thread pool (rayon's global pool natively; one
 //! thread on wasm32, except in the threaded browser build, whose pool of
-//! Web Workers the page starts: [`use_web_pool`]). It lives here, below both CPU layers, because the
+//! Web Workers the page starts: `use_web_pool`). It lives here, below both CPU layers, because the
 //! reference GEMM and the fast engine's kernels share it: it is sized once,
 //! by [`set_threads`] or on first use (all cores up to the `max_threads`
 //! limit). Nothing here reads the environment; the edge (`rlx::env`)
@@ -49,7 +49,7 @@ pub fn available_parallelism() -> usize {
 /// `max_threads` limit and the available cores, with a warning on stderr
 /// when lowered. Returns the count in force. Call it before the first
 /// compile or run; afterwards only the count already in force is accepted.
-/// On wasm32 the page sizes the pool ([`use_web_pool`] in the threaded
+/// On wasm32 the page sizes the pool (`use_web_pool` in the threaded
 /// build, else one thread): any `n >= 1` gives the count in force.
 pub fn set_threads(n: usize) -> Result<usize, ThreadsError> {
     if n == 0 {

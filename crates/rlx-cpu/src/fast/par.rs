@@ -3,7 +3,7 @@
 //! `max_threads` limit; `rlx_ref::threads` owns it). On wasm32, one thread,
 //! except in the threaded build (`+atomics`), where the pool is Web
 //! Workers and the calling thread — usually the page's main thread, which
-//! may not block — takes a share of every loop (see [`spread`]).
+//! may not block — takes a share of every loop (see `spread`).
 //! Per-thread scratch is allocated at compile time, so a run allocates
 //! nothing here.
 
@@ -75,7 +75,7 @@ pub fn with_helpers<R: Send>(f: impl FnOnce() -> R + Send) -> R {
 web_threads! {
     /// `f()` on this thread (outside the pool: the page's main thread)
     /// while the pool's workers spin, serving the loops `f` hands them
-    /// through [`spread`], until it returns: as natively, a worker that went
+    /// through `spread`, until it returns: as natively, a worker that went
     /// to sleep between two kernels would take tens of µs to wake.
     pub fn with_helpers_here<R>(f: impl FnOnce() -> R) -> R {
         use std::sync::atomic::{AtomicBool, Ordering};
