@@ -80,6 +80,7 @@ export const ERROR_CODES = Object.freeze([
   "limit", // a limit of rlx's policy was exceeded (the message names it and how to raise it)
   "dispatch", // no kernel for a node under the policy (the refusal lists every one)
   "device", // the device is unknown or unavailable, or none of a fallback chain can run the graph
+  "device_lost", // the GPU device was lost while a model used it: compile again (a new device is made)
   "format", // a file is malformed or cannot be read (safetensors, config.json, HTTP errors)
   "runtime", // a backend failed while running
   "tokenizer", // tokenizer.json is malformed
@@ -1171,6 +1172,11 @@ const llm = makeLlm({
 export const Llm = llm.Llm;
 /** Load a decoder LLM (llama, qwen2, gemma3) from a .gguf file. */
 export const loadLlm = llm.loadLlm;
+
+/** Internal: `GPUDevice.destroy()` on the page's WebGPU device (the device-loss test uses it); whether there was one. */
+export function __testDestroyWebGpu() {
+  return call(() => (raw.__testDestroyWebGpu ? raw.__testDestroyWebGpu() : false));
+}
 
 /** Internal: panics inside the module (the panic-boundary test uses it). */
 export function __testPanic() {

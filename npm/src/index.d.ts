@@ -8,7 +8,7 @@ export type TypedArray =
 export type AttrValue = boolean | number | string | number[] | unknown;
 export type ErrorCode =
   | "init" | "invalid_argument" | "shape" | "dtype" | "disposed" | "input" | "unsupported" | "parse" | "graph" | "limit"
-  | "dispatch" | "device" | "format" | "runtime" | "tokenizer" | "internal" | "panic";
+  | "dispatch" | "device" | "device_lost" | "format" | "runtime" | "tokenizer" | "internal" | "panic";
 /** Every code an RlxError can carry (npm/API.md#errors says when each is used). */
 export const ERROR_CODES: readonly ErrorCode[];
 

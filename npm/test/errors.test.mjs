@@ -51,7 +51,7 @@ function safetensors(name, data, shape) {
 
 test("ERROR_CODES lists the codes, each documented in API.md", () => {
   for (const c of ["init", "invalid_argument", "shape", "dtype", "disposed", "input", "parse", "graph", "limit",
-    "dispatch", "device", "format", "runtime", "tokenizer", "internal", "panic"]) {
+    "dispatch", "device", "device_lost", "format", "runtime", "tokenizer", "internal", "panic"]) {
     assert.ok(rlx.ERROR_CODES.includes(c), c);
   }
   assert.ok(Object.isFrozen(rlx.ERROR_CODES));

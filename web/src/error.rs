@@ -34,6 +34,7 @@ fn runtime_code(e: &RuntimeError) -> &'static str {
         RuntimeError::Ir(i) => ir_code(i),
         RuntimeError::Dispatch(_) => "dispatch",
         RuntimeError::Backend { .. } => "runtime",
+        RuntimeError::DeviceLost { .. } => "device_lost",
         RuntimeError::Config(_) => "device",
         #[allow(unreachable_patterns)]
         _ => "runtime",

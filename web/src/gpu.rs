@@ -26,6 +26,15 @@ pub fn install() {
     BACKEND.with(|s| *s.borrow_mut() = Some(b));
 }
 
+/// Test hook (`rlx.__testDestroyWebGpu()`): `GPUDevice.destroy()` on the
+/// page's live device, as a driver reset or the browser would lose it.
+/// Whether there was one.
+#[cfg(feature = "webgpu")]
+pub fn destroy_for_test() -> bool {
+    let ctx = BACKEND.with(|s| s.borrow().as_ref().and_then(|b| b.live_context()));
+    ctx.map(|c| c.device.destroy()).is_some()
+}
+
 /// Why WebGPU cannot be used here, if it cannot (checked without wgpu).
 pub fn unavailable() -> Option<String> {
     if !cfg!(feature = "webgpu") {

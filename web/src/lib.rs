@@ -125,6 +125,20 @@ pub fn run_vectors(json: &str) -> String {
 /// Panic on purpose: the test that a Rust panic reaches JS as an
 /// `RlxError` with code `panic` and the panic's message
 /// (npm/test/panic.test.mjs). Not part of the documented API.
+/// Test hook: `GPUDevice.destroy()` on the page's WebGPU device, as a
+/// driver reset would lose it (npm's device-loss test). Whether there was one.
+#[wasm_bindgen(js_name = __testDestroyWebGpu)]
+pub fn test_destroy_webgpu() -> bool {
+    #[cfg(feature = "webgpu")]
+    {
+        gpu::destroy_for_test()
+    }
+    #[cfg(not(feature = "webgpu"))]
+    {
+        false
+    }
+}
+
 #[wasm_bindgen(js_name = __testPanic)]
 pub fn test_panic() {
     panic!("deliberate panic for the boundary test");

@@ -60,6 +60,11 @@ pub enum RuntimeError {
     /// The backend failed while running (the message names the op).
     #[error("{device}: {msg}")]
     Backend { device: Device, msg: String },
+    /// The device was lost (a driver reset, `GPUDevice.destroy()`, the
+    /// browser reclaiming it): programs compiled for it cannot run any
+    /// more; compiling again gets a new device.
+    #[error("{device}: the device was lost ({why}); compile again to get a new device")]
+    DeviceLost { device: Device, why: String },
     /// Bad configuration (an environment variable, a device chain).
     #[error("{0}")]
     Config(String),

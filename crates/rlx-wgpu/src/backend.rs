@@ -26,9 +26,13 @@ pub struct WgpuBackend {
 }
 
 fn rt(device: Device, e: WgpuError) -> RuntimeError {
-    RuntimeError::Backend {
-        device,
-        msg: e.to_string(),
+    match e {
+        // Its own variant: the caller's remedy (compile again) differs.
+        WgpuError::DeviceLost { why } => RuntimeError::DeviceLost { device, why },
+        e => RuntimeError::Backend {
+            device,
+            msg: e.to_string(),
+        },
     }
 }
 
@@ -89,6 +93,13 @@ impl WgpuBackend {
         let p = Arc::new(Mutex::new(HashMap::new()));
         *g = Some((c.clone(), p.clone()));
         Ok((c, p))
+    }
+
+    /// The context compiles use now, if one was created and not lost
+    /// (nothing is created here).
+    pub fn live_context(&self) -> Option<Arc<GpuContext>> {
+        let g = self.ctx.lock().ok()?;
+        g.as_ref().map(|(c, _)| c.clone()).filter(|c| !c.is_lost())
     }
 
     /// The live context, created (or re-created after a device loss)

@@ -233,6 +233,15 @@ impl GpuContext {
         self.lost.lock().map(|g| g.is_some()).unwrap_or(true)
     }
 
+    /// `e`, or the device loss that caused it: a readback from a lost
+    /// device fails as a mapping error, which is not the remedy to report.
+    pub fn lost_or(&self, e: WgpuError) -> WgpuError {
+        match self.lost.lock().ok().and_then(|g| g.clone()) {
+            Some(why) => WgpuError::DeviceLost { why },
+            None => e,
+        }
+    }
+
     /// Turn recorded device loss and uncaptured errors into a typed error.
     pub fn check(&self) -> Result<(), WgpuError> {
         if let Ok(g) = self.lost.lock() {

@@ -472,7 +472,7 @@ impl GpuProgram {
                 .ok_or_else(|| WgpuError::DeviceLost {
                     why: "readback callback dropped".into(),
                 })?
-                .map_err(|e| WgpuError::Gpu(format!("readback: {e}")))?;
+                .map_err(|e| self.ctx.lost_or(WgpuError::Gpu(format!("readback: {e}"))))?;
         }
         self.ctx.check()?;
         let flag = {
@@ -726,7 +726,7 @@ pub fn read_buffer(
         .ok_or_else(|| WgpuError::DeviceLost {
             why: "readback callback dropped".into(),
         })?
-        .map_err(|e| WgpuError::Gpu(format!("readback: {e}")))?;
+        .map_err(|e| ctx.lost_or(WgpuError::Gpu(format!("readback: {e}"))))?;
     ctx.check()?;
     let v = st
         .slice(..)

@@ -172,6 +172,11 @@ try {
   check("ONNX: on webgpu, YOLOv8n runs and agrees with the cpu",
     o?.webgpu?.device === "webgpu" && o.webgpu.maxDiff < 1e-2, JSON.stringify(o?.webgpu)?.slice(0, 200));
 
+  // A lost GPU device: typed error, then a new device on the next compile.
+  const d = (await open(false, { lose: "1" })).lose;
+  check("device loss: the model on the lost device fails with RlxError 'device_lost', every time", d?.destroyed === true && d.lost?.code === "device_lost" && d.lostAgain?.code === "device_lost" && /lost/.test(d.lost.message), JSON.stringify(d));
+  check("device loss: compiling again runs on a new WebGPU device, without reloading the page", d?.device === "webgpu" && d.before < 1e-4 && d.after < 1e-4, JSON.stringify(d));
+
   // Text generation in the page: SmolLM2 from the npm package, greedy,
   // against transformers' tokens on the same GGUF.
   const p = llmRef.prompts[0];

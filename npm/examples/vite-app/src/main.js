@@ -126,7 +126,51 @@ async function ampDemo() {
   return { device: gpu.device, dtype: gpu.dtype, kernels: gpu.kernels, vsCpuAmp: diff(gpu.data, cpu.data), vsF32: diff(gpu.data, f32.data), cpuVsF32: diff(cpu.data, f32.data) };
 }
 
+// A lost GPU device (?lose): `GPUDevice.destroy()` on the page's device,
+// as a driver reset would do. The model that used it fails with the typed
+// error, and compiling again gets a new device, without reloading the page.
+async function loseDemo() {
+  await rlx.init();
+  const x = Float32Array.from({ length: 4 * 64 }, (_, i) => Math.sin(i * 0.37));
+  const w = Float32Array.from({ length: 64 * 32 }, (_, i) => Math.cos(i * 0.11));
+  const build = () => {
+    const g = new rlx.GraphBuilder("lose");
+    return g.finish([g.input("x", "f32", [4, 64]).matmul(g.input("w", "f32", [64, 32])).relu()]);
+  };
+  const run = async (m) => Array.from((await m.run({ x, w }))[0].data);
+  const errorOf = async (f) => {
+    try {
+      await f();
+      return null;
+    } catch (e) {
+      return { name: e.name, code: e.code, message: e.message };
+    }
+  };
+  const cpu = await rlx.compile(build(), { device: "cpu" });
+  const want = await run(cpu);
+  const m1 = await rlx.compile(build(), { device: "webgpu" });
+  const before = await run(m1);
+  const destroyed = rlx.__testDestroyWebGpu();
+  const lost = await errorOf(() => run(m1));
+  const lostAgain = await errorOf(() => run(m1));
+  const m2 = await rlx.compile(build(), { device: "webgpu" });
+  const after = await run(m2);
+  const diff = (a) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - want[i])), 0);
+  const out = { destroyed, lost, lostAgain, device: m2.device, before: diff(before), after: diff(after) };
+  log(`device loss: ${JSON.stringify(out)}`);
+  return out;
+}
+
 async function main() {
+  if (params.has("lose")) {
+    try {
+      window.__rlx = { lose: await loseDemo() };
+    } catch (e) {
+      window.__rlx = { lose: { error: { code: e.code, message: e.message } } };
+    }
+    document.title = "done";
+    return;
+  }
   if (params.has("llm")) {
     try {
       window.__rlx = { llm: await llmDemo(params.get("llm"), params.get("prompt"), Number(params.get("max") ?? 16), params.get("device") ?? "cpu") };
