@@ -537,6 +537,17 @@ function plainData(data) {
   return data;
 }
 
+/**
+ * An f16 output as a Float16Array where the runtime has one (Chrome/Edge
+ * 135+, Firefox 129+, Safari 18.2+), else as its bits in a Uint16Array.
+ */
+function halfOut(o) {
+  if (o && o.dtype === "f16" && typeof Float16Array === "function" && o.data instanceof Uint16Array) {
+    o.data = new Float16Array(o.data.buffer, o.data.byteOffset, o.data.length);
+  }
+  return o;
+}
+
 /** The typed array a dtype travels in, for messages. */
 function arrayNameOf(dtype) {
   const a = ARRAY_OF[dtype]?.name ?? "Uint8Array";
@@ -936,7 +947,7 @@ export class Model {
       );
     }
     const arr = list.map((v, k) => runValue(free[k], v, where));
-    return acall(() => m.run(arr));
+    return acall(async () => (await m.run(arr)).map(halfOut));
   }
   /** The IR as JSON: 'hir' (as written), 'mir' (after passes), 'lir' (the schedule). */
   ir(level = "mir") {

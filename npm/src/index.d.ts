@@ -258,7 +258,8 @@ export interface OutputTensor {
   name: string;
   dtype: DType;
   shape: number[];
-  data: TypedArray;
+  /** f16: a Float16Array where the runtime has one (Chrome/Edge 135+), else Uint16Array bits. */
+  data: TypedArray | ArrayBufferView;
 }
 export type InputValue = TypedArray | { data: TypedArray; shape?: number[] };
 

@@ -61,6 +61,23 @@ test("Node runs the single-threaded core and says why; asking for threads is a t
   await rejects(rlx.init({ threads: 2.5 }), "invalid_argument", /`threads` must be an integer/);
 });
 
+test("f16 outputs: Uint16Array bits where the runtime has no Float16Array, a Float16Array where it has one", async () => {
+  const g = new rlx.GraphBuilder("f16io");
+  const h = g.input("h", "f16", [3]);
+  const m = await rlx.compile(g.finish([h.relu()]), { device: "cpu" });
+  // f16 bits of -1.5, 0.5, 65504 (0xbe00, 0x3800, 0x7bff): relu gives 0, 0.5, 65504.
+  const [y] = await m.run({ h: new Uint16Array([0xbe00, 0x3800, 0x7bff]) });
+  assert.equal(y.dtype, "f16");
+  if (typeof Float16Array === "function") {
+    assert.ok(y.data instanceof Float16Array);
+    assert.deepEqual(Array.from(y.data), [0, 0.5, 65504]);
+  } else {
+    assert.ok(y.data instanceof Uint16Array);
+    assert.deepEqual(Array.from(y.data), [0x0000, 0x3800, 0x7bff]);
+  }
+  m.dispose();
+});
+
 test("init, version and the op registry", () => {
   assert.match(rlx.version, /^\d+\.\d+\.\d+$/);
   const ops = rlx.ops();

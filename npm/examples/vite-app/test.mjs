@@ -121,6 +121,10 @@ try {
     check("amp f16 ran on webgpu as f16 kernels, the report naming a missing shader-f16", a.device === "webgpu" && a.dtype === "f32" && a.kernels?.some((k) => /^wgsl::matmul<f16/.test(k)) && a.kernels.every((k) => !/f16 held as f32/.test(k) || /lacks shader-f16/.test(k)), JSON.stringify(a).slice(0, 300));
     check("amp f16 on webgpu agrees with the cpu's f16 autocast", a.vsCpuAmp < 2e-3 && a.vsF32 > 1e-4 && a.cpuVsF32 > 1e-4, `vs cpu f16 ${a.vsCpuAmp}, vs f32 ${a.vsF32} (cpu f16 vs f32 ${a.cpuVsF32})`);
   }
+  for (const [device, f] of Object.entries(r.f16 ?? {})) {
+    check(`f16 on ${device}: Float16Array in, Float16Array out (Chromium has it)`, f.has && f.type === "Float16Array" && f.dtype === "f16" && JSON.stringify(f.values) === JSON.stringify([0, 0.5, 2.25, 65504]), JSON.stringify(f));
+  }
+  check("f16 in and out checked on cpu and webgpu", Object.keys(r.f16 ?? {}).length === 2, JSON.stringify(r.f16));
   if (r.worker) {
     check("Web Worker embeddings match", worstCosine(r.worker.vecs) >= 0.9999, `worst cosine ${worstCosine(r.worker.vecs)}`);
     check("the Web Worker loaded the relaxed-SIMD core too", r.worker.variant === RELAXED, r.worker.variant);

@@ -211,6 +211,18 @@ async function main() {
     }
     results.fallback = await inPage(["webgpu", "cpu"]);
   }
+  // f16 in and out: a Float16Array in, a Float16Array out where the
+  // browser has it (Chromium 135+), on the cpu and on webgpu.
+  results.f16 = {};
+  for (const device of ["cpu", ...(gpu.available ? ["webgpu"] : [])]) {
+    const g = new rlx.GraphBuilder("f16io");
+    const h = g.input("h", "f16", [4]);
+    const m = await rlx.compile(g.finish([h.relu()]), { device });
+    const input = typeof Float16Array === "function" ? new Float16Array([-1.5, 0.5, 2.25, 65504]) : null;
+    const [y] = input ? await m.run({ h: input }) : [{}];
+    results.f16[device] = { has: typeof Float16Array === "function", type: y.data?.constructor?.name, dtype: y.dtype, values: y.data ? Array.from(y.data) : null };
+    m.dispose();
+  }
   results.worker = await inWorker("cpu");
   log(`worker: ${results.worker.vecs.length} embeddings; the page ticked ${results.worker.ticks} times meanwhile`);
   window.__rlx = results;
