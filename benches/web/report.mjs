@@ -161,6 +161,27 @@ function loadWarning() {
     `so the wasm ratios below flatter rlx. `) + `Compare with a quiet run before trusting them.\n\n`;
 }
 
+/** Start-up: load (module, weights, session) → the first B=1 result, per engine. */
+function startup() {
+  const rows = engines.map((e) => {
+    const r = byEngine[e];
+    const b1 = r?.rows?.find((x) => x.batch === 1);
+    if (!r || !b1 || b1.first_run_ms === undefined) return null;
+    const total = r.setup_ms + b1.prepare_ms + b1.first_run_ms;
+    return { e, setup: r.setup_ms, prepare: b1.prepare_ms, first: b1.first_run_ms, total };
+  }).filter(Boolean);
+  if (!rows.length) return "";
+  const ort = rows.find((x) => x.e === "ort-wasm");
+  const lines = [
+    "## Start-up: load → first result (B = 1)\n",
+    "Setup (wasm module, weights, session or model object), then the B = 1 model made ready (rlx compiles; the ONNX engines have nothing left to do), then its first run.\n",
+    "| engine | setup (ms) | B=1 prepare (ms) | first run (ms) | total (ms) | / ORT-web wasm |",
+    "|---|---:|---:|---:|---:|---:|",
+    ...rows.map((x) => `| ${LABEL[x.e]} | ${fmt(x.setup)} | ${fmt(x.prepare)} | ${fmt(x.first)} | ${fmt(x.total)} | ${ort ? (x.total / ort.total).toFixed(2) : "—"} |`),
+  ];
+  return lines.join("\n") + "\n\n";
+}
+
 const rlxThreaded = () => byEngine["rlx-cpu"]?.info?.threads?.build === "threaded";
 
 /** How rlx wasm-cpu ran, from what init() recorded (rlx.threads()). */
@@ -226,7 +247,7 @@ on SwiftShader is capped at the batches listed below).
 
 ![p50 latency](${path.basename(base)}.svg)
 
-## Same computation? (batch 1 output vs references)
+${startup()}## Same computation? (batch 1 output vs references)
 
 ${checks()}
 

@@ -168,8 +168,9 @@ function rlxEngine(device, initOptions = {}) {
     if (!opts.rlxEntry) throw new Error("the rlx npm package is not installed in benches/web/node_modules");
     const rlx = await import(opts.rlxEntry);
     await rlx.init(initOptions);
-    const devices = await rlx.devices();
-    const dev = devices.find((d) => d.device === device);
+    // devices() makes the page's GPU device: only when the engine uses it
+    // (it would count in the cpu engine's start-up otherwise).
+    const dev = device === "cpu" ? { available: true } : (await rlx.devices()).find((d) => d.device === device);
     if (!dev?.available) throw new Error(`rlx device ${device} unavailable: ${dev?.reason ?? "not listed"}`);
     const weights = await rlx.loadSafetensors(MODEL + "model.safetensors");
     const cfg = await config();
@@ -290,7 +291,9 @@ async function measure(name, batch) {
   const tp = performance.now();
   const p = await engine.prepare(batch);
   const prepareMs = performance.now() - tp;
+  const tf = performance.now();
   const first = await p.run();
+  const firstRunMs = performance.now() - tf;
   if (first.length !== batch * SEQ * HIDDEN) throw new Error(`${name}: output has ${first.length} values`);
   if (batch === 1) {
     const out = Float32Array.from(first);
@@ -316,6 +319,9 @@ async function measure(name, batch) {
     runs: times.length,
     warmup: Math.max(o.warmup, 1),
     prepare_ms: prepareMs,
+    // The first run (its own warm-up): with setup_ms and prepare_ms, the
+    // start-up from nothing loaded to a first result (report.mjs).
+    first_run_ms: firstRunMs,
   };
   result.rows.push(row);
   log(`${name}: B=${batch} p50 ${row.p50_ms.toFixed(1)} ms (min ${row.min_ms.toFixed(1)}, ${row.runs} runs)`);
