@@ -15,7 +15,7 @@
 use super::convert::{self, Fmt};
 use super::elementwise::{Un, TILE};
 use super::layout::View;
-use super::par::{chunk_len, for_chunks_with, threads, Scratch};
+use super::par::{chunk_len, for_chunks_with, threads, Disjoint, Scratch};
 use super::simd::{self, simd_fn, Mad};
 use crate::kernels::amx;
 use crate::kernels::gemm::{gemm_into, Mat};
@@ -131,6 +131,43 @@ fn with_weight<T>(b: Mat<f32>, packed: Packed, rows: usize, f: impl FnOnce(Weigh
     {
         f(Weight::AsIs(b))
     }
+}
+
+thread_local! {
+    /// A thread's columns of a product split by columns ([`product_cols`]),
+    /// kept between calls so a steady-state run does not allocate.
+    static COLS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `out (a.rows × n) = a · p` (`+=` with `acc`), the panels of `p` split
+/// across the threads: each computes its columns for every row into its
+/// own buffer, then stores them.
+#[allow(unsafe_code)]
+fn product_cols(a: Mat<f32>, p: &PackedB, out: &mut [f32], n: usize, acc: bool) {
+    let (rows, nr) = (a.rows, gemm128::NR);
+    let panels = n.div_ceil(nr);
+    let per = panels.div_ceil((2 * threads()).min(panels).max(1));
+    let d = Disjoint::new(out);
+    super::par::for_each(panels.div_ceil(per), |t| {
+        let (p0, p1) = (t * per, ((t + 1) * per).min(panels));
+        let j0 = p0 * nr;
+        let w = (p1 * nr).min(n) - j0;
+        COLS.with(|buf| {
+            let mut buf = buf.borrow_mut();
+            buf.resize(rows * w, 0.0);
+            // SAFETY: task t alone holds columns j0..j0+w of every row.
+            let cols = |r: usize| unsafe { d.range(r * n + j0..r * n + j0 + w) };
+            if acc {
+                for r in 0..rows {
+                    buf[r * w..][..w].copy_from_slice(cols(r));
+                }
+            }
+            gemm128::gemm_panels_into(a, p.panels(p0..p1), &mut buf, w, acc);
+            for r in 0..rows {
+                cols(r).copy_from_slice(&buf[r * w..][..w]);
+            }
+        });
+    });
 }
 
 /// `c (row stride ldc) = a · b` on this thread; `c += a · b` with `acc`.
@@ -250,6 +287,24 @@ pub fn run(
             chunk_len(rows * n, n, 32 * n.max(TILE))
         };
         with_weight(bm, packed, rows, |w| {
+            // Too few rows for a second row block on gemm128 (wasm32's
+            // products; a threaded page): split the weight's panels
+            // across the threads instead, then the epilogue by rows.
+            if let Weight::Packed(p) = w {
+                if chunk >= rows * n && threads() > 1 && n >= 4 * gemm128::NR {
+                    let am = Mat {
+                        data: &a.data[a.loc.offset - a.shift..],
+                        rows,
+                        cols: k,
+                        row_stride: a.loc.strides[ra - 2],
+                        col_stride: a.loc.strides[ra - 1],
+                    };
+                    product_cols(am, p, out, n, residual);
+                    let chunk = chunk_len(rows * n, n, 16 * n.max(TILE));
+                    for_chunks_with(out, half, chunk, |ci, oc, h| finish(oc, ci * chunk / n, h));
+                    return;
+                }
+            }
             for_chunks_with(out, half, chunk, |ci, oc, h| {
                 let r0 = ci * chunk / n;
                 let mr = oc.len() / n;

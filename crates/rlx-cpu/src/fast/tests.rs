@@ -518,3 +518,43 @@ fn conv_act_applies_its_activation_as_it_writes() {
         assert_close(&fp.run(&refs).unwrap()[0], want, |i| format!("{act} [{i}]"));
     }
 }
+
+/// Products with too few rows for a second row block on gemm128 (the
+/// wasm32 build's products; natively in these unit tests) split the
+/// packed weight's panels across the threads: with an epilogue, onto a
+/// residual, and with a column count that is not a multiple of the
+/// panel width, they match the reference kernels (f64) on every run.
+#[test]
+fn few_row_gemm128_products_split_by_columns_match_the_reference() {
+    let src =
+        "graph @few(%x: f32[3,40], %w: f32[40,50], %b: f32[50], %r: f32[3,37], %v: f32[50,37]) {
+  %y = matmul_bias_act(%x, %w, %b) {activation=\"gelu\"}
+  %z = matmul_residual(%y, %v, %r)
+  return %z
+}";
+    let g = rlx_ir::text::parse(src).unwrap();
+    let p =
+        amx::without(|| FastProgram::compile(rlx_ir::lir::Program::from_graph(g.clone())).unwrap());
+    assert_eq!(p.f32_pack_kind, Some(F32PackKind::Gemm128));
+    p.keep_resident(&[1, 2, 4]);
+    let ins = [
+        tensor(&[3, 40], 11),
+        tensor(&[40, 50], 12),
+        tensor(&[50], 13),
+        tensor(&[3, 37], 14),
+        tensor(&[50, 37], 15),
+    ];
+    let refs: Vec<&HostTensor> = ins.iter().collect();
+    let want = crate::run_graph_refs(&g, &refs).unwrap()[0]
+        .to_f64_vec()
+        .unwrap();
+    for run in 0..3 {
+        let got = p.run(&refs).unwrap()[0].to_f64_vec().unwrap();
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                "run {run} [{i}]: {g} vs {w}"
+            );
+        }
+    }
+}

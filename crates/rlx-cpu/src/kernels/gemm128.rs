@@ -81,7 +81,36 @@ pub struct PackedB {
     data: Vec<f32>,
 }
 
+/// Consecutive panels of a [`PackedB`]: all of them, or the columns a
+/// thread takes when a product with few rows is split by columns.
+#[derive(Clone, Copy)]
+pub struct Panels<'a> {
+    k: usize,
+    n: usize,
+    data: &'a [f32],
+}
+
 impl PackedB {
+    /// Every panel.
+    pub fn all(&self) -> Panels<'_> {
+        Panels {
+            k: self.k,
+            n: self.n,
+            data: &self.data,
+        }
+    }
+
+    /// Panels `r`: columns `r.start·NR .. min(r.end·NR, n)`.
+    pub fn panels(&self, r: std::ops::Range<usize>) -> Panels<'_> {
+        let end = r.end.min(self.n.div_ceil(NR));
+        let start = r.start.min(end);
+        Panels {
+            k: self.k,
+            n: (end * NR).min(self.n) - start * NR,
+            data: &self.data[start * self.k * NR..end * self.k * NR],
+        }
+    }
+
     /// Pack `b` (any strides: row-major or a transposed weight).
     pub fn pack(b: Mat<f32>) -> PackedB {
         let mut p = PackedB::default();
@@ -215,7 +244,7 @@ pub fn gemm(a: Mat<f32>, b: Mat<f32>, c: &mut [f32], ldc: usize) {
 pub fn gemm_scaled(a: Mat<f32>, b: Mat<f32>, c: &mut [f32], ldc: usize, scale: f32) {
     assert!(a.cols == b.rows, "gemm128: inner dimensions differ");
     with_packed(b, |w| {
-        A_BUF.with(|abuf| run::<MR>(a, w, c, ldc, scale, false, &mut abuf.borrow_mut()))
+        A_BUF.with(|abuf| run::<MR>(a, w.all(), c, ldc, scale, false, &mut abuf.borrow_mut()))
     });
 }
 
@@ -226,7 +255,7 @@ pub fn gemm_tuned<const R: usize>(a: Mat<f32>, b: Mat<f32>, c: &mut [f32], ldc: 
     const { assert!(R >= 1 && R <= 6, "gemm128: 1 to 6 rows per tile") };
     assert!(a.cols == b.rows, "gemm128: inner dimensions differ");
     with_packed(b, |w| {
-        A_BUF.with(|abuf| run::<R>(a, w, c, ldc, 1.0, false, &mut abuf.borrow_mut()))
+        A_BUF.with(|abuf| run::<R>(a, w.all(), c, ldc, 1.0, false, &mut abuf.borrow_mut()))
     });
 }
 
@@ -237,6 +266,12 @@ pub fn gemm_packed(a: Mat<f32>, w: &PackedB, c: &mut [f32], ldc: usize) {
 
 /// [`gemm_packed`], or with `accumulate` `c += a · w` (c holds a residual).
 pub fn gemm_packed_into(a: Mat<f32>, w: &PackedB, c: &mut [f32], ldc: usize, accumulate: bool) {
+    gemm_panels_into(a, w.all(), c, ldc, accumulate)
+}
+
+/// [`gemm_packed_into`] over some of the weight's panels ([`PackedB::panels`]):
+/// `c` holds just their columns.
+pub fn gemm_panels_into(a: Mat<f32>, w: Panels<'_>, c: &mut [f32], ldc: usize, accumulate: bool) {
     A_BUF.with(|abuf| run::<MR>(a, w, c, ldc, 1.0, accumulate, &mut abuf.borrow_mut()));
 }
 
@@ -248,7 +283,7 @@ pub fn gemm_packed_into(a: Mat<f32>, w: &PackedB, c: &mut [f32], ldc: usize, acc
 )]
 fn run<const R: usize>(
     a: Mat<f32>,
-    b: &PackedB,
+    b: Panels<'_>,
     c: &mut [f32],
     ldc: usize,
     scale: f32,
