@@ -72,6 +72,12 @@ pub fn with_helpers<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     r
 }
 
+// The threaded browser build. The calling thread never waits on a rayon
+// latch here: rayon's latches, waited on by the page's main thread (which
+// spins: `web_spin_lock`), hung about one page load in fifty against a
+// worker asleep on the same lock. Jobs are detached (`rayon::spawn`) and
+// the caller spins on plain atomics it owns, so it depends on no worker
+// waking up: a worker that comes late finds the work gone.
 web_threads! {
     /// `f()` on this thread (outside the pool: the page's main thread)
     /// while the pool's workers spin, serving the loops `f` hands them
@@ -79,45 +85,97 @@ web_threads! {
     /// to sleep between two kernels would take tens of µs to wake.
     pub fn with_helpers_here<R>(f: impl FnOnce() -> R) -> R {
         use std::sync::atomic::{AtomicBool, Ordering};
-        let done = AtomicBool::new(false);
-        let serve = || {
-            while !done.load(Ordering::Acquire) {
-                if rayon::yield_now() != Some(rayon::Yield::Executed) {
-                    std::hint::spin_loop();
+        use std::sync::Arc;
+        let done = Arc::new(AtomicBool::new(false));
+        for _ in 1..threads() {
+            let done = done.clone();
+            // Touches only its own `done`: nothing to wait for at the end.
+            rayon::spawn(move || {
+                while !done.load(Ordering::Acquire) {
+                    if rayon::yield_now() != Some(rayon::Yield::Executed) {
+                        std::hint::spin_loop();
+                    }
                 }
+            });
+        }
+        let r = f();
+        // wasm32 aborts on panic, so nothing is left spinning.
+        done.store(true, Ordering::Release);
+        r
+    }
+
+    /// One `spread` in flight: its items, and who may still read `f`.
+    struct Shared {
+        next: std::sync::atomic::AtomicUsize,
+        n: usize,
+        /// Set by the caller once its own share is done: a job that starts
+        /// after this takes no item.
+        closed: std::sync::atomic::AtomicBool,
+        /// Jobs between their start and their last item.
+        active: std::sync::atomic::AtomicUsize,
+        /// The caller's closure, its lifetime erased: read only by a job
+        /// counted in `active` that found `closed` unset, and the caller
+        /// returns only when `active` is 0 after closing.
+        f: *const (dyn Fn(usize) + Sync + 'static),
+    }
+
+    // SAFETY: `f` is `Sync` and only called under the protocol above.
+    #[allow(unsafe_code)]
+    unsafe impl Send for Shared {}
+    #[allow(unsafe_code)]
+    unsafe impl Sync for Shared {}
+
+    impl Shared {
+        fn work(&self, f: &(dyn Fn(usize) + Sync)) {
+            use std::sync::atomic::Ordering::Relaxed;
+            loop {
+                let i = self.next.fetch_add(1, Relaxed);
+                if i >= self.n {
+                    break;
+                }
+                f(i);
             }
-        };
-        rayon::in_place_scope(|s| {
-            for _ in 1..threads() {
-                s.spawn(|_| serve());
-            }
-            let r = f();
-            // wasm32 aborts on panic, so nothing is left spinning.
-            done.store(true, Ordering::Release);
-            r
-        })
+        }
     }
 
     /// `f(i)` for `i` in `0..n`, shared between the pool's workers and the
     /// calling thread, which takes items too instead of waiting (the
     /// page's main thread can only spin): items go out one at a time from
-    /// a counter, so a slow thread takes fewer.
+    /// a counter, so a slow thread takes fewer. Returns when every item
+    /// is done and no worker can read `f` any more.
+    #[allow(unsafe_code)]
     fn spread(n: usize, f: &(dyn Fn(usize) + Sync)) {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        let next = AtomicUsize::new(0);
-        let work = || loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            if i >= n {
-                break;
-            }
-            f(i);
-        };
-        rayon::in_place_scope(|s| {
-            for _ in 1..threads().min(n) {
-                s.spawn(|_| work());
-            }
-            work();
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+        use std::sync::Arc;
+        // SAFETY: only the pointer's lifetime is erased; see `Shared::f`.
+        let erased: *const (dyn Fn(usize) + Sync + 'static) =
+            unsafe { std::mem::transmute(f as *const (dyn Fn(usize) + Sync)) };
+        let sh = Arc::new(Shared {
+            next: AtomicUsize::new(0),
+            n,
+            closed: AtomicBool::new(false),
+            active: AtomicUsize::new(0),
+            f: erased,
         });
+        for _ in 1..threads().min(n) {
+            let sh = sh.clone();
+            rayon::spawn(move || {
+                sh.active.fetch_add(1, SeqCst);
+                if !sh.closed.load(SeqCst) {
+                    // SAFETY: counted in `active` with `closed` unset, so
+                    // the caller is still inside `spread` and `f` lives.
+                    sh.work(unsafe { &*sh.f });
+                }
+                sh.active.fetch_sub(1, SeqCst);
+            });
+        }
+        sh.work(f);
+        // Every item is taken; close, then wait for the jobs still inside
+        // an item (not for jobs that have not started: they take none).
+        sh.closed.store(true, SeqCst);
+        while sh.active.load(SeqCst) != 0 {
+            std::hint::spin_loop();
+        }
     }
 }
 
