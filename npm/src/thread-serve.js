@@ -13,6 +13,6 @@ export function serveThread({ default: initThreaded, threadWorkerRun }) {
       return;
     }
     self.postMessage({ type: "rlx-thread-ready" });
-    threadWorkerRun(data.receiver);
+    threadWorkerRun(data.receiver, data.index);
   });
 }

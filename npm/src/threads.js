@@ -35,7 +35,7 @@ export async function startThreadPool(glue, spawn, count) {
             else if (data?.type === "rlx-thread-error") reject(new Error(`CPU thread ${i + 1}: ${data.message}`));
           });
           w.addEventListener("error", (e) => reject(new Error(`CPU thread ${i + 1} could not start: ${e.message || "the worker script failed to load"}`)));
-          w.postMessage(init);
+          w.postMessage({ ...init, index: i });
         });
       }),
     );

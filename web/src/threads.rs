@@ -5,8 +5,8 @@
 //!
 //! 1. `ThreadPoolStart::new(n)` here, on the calling thread;
 //! 2. n Web Workers, each instantiating this module on the same memory and
-//!    calling `thread_worker_run` with `ThreadPoolStart::receiver`,
-//!    where it waits for its rayon thread;
+//!    calling `thread_worker_run` with `ThreadPoolStart::receiver` and its
+//!    index, where it waits for its rayon thread;
 //! 3. once every worker said it is ready, `ThreadPoolStart::build`:
 //!    rayon's global pool, each of its threads handed to a waiting worker.
 //!
@@ -32,19 +32,20 @@ pub fn threaded_build() -> bool {
 
 #[cfg(target_feature = "atomics")]
 mod pool {
-    use std::sync::mpsc::{channel, Receiver, Sender};
-    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicPtr, Ordering};
 
     use rayon::ThreadBuilder;
     use wasm_bindgen::prelude::*;
 
-    /// A pool being started (steps 1 and 3 above).
+    /// A pool being started (steps 1 and 3 above). The threads are handed
+    /// over through one atomic slot per worker, not a channel: a channel's
+    /// send takes a lock, and the page's main thread contending for one
+    /// traps ("Atomics.wait cannot be called in this context"; seen about
+    /// once in fifty page loads).
     #[wasm_bindgen]
     pub struct ThreadPoolStart {
         workers: usize,
-        sender: Option<Sender<ThreadBuilder>>,
-        // Boxed: the workers hold its address until each took its thread.
-        receiver: Box<Mutex<Receiver<ThreadBuilder>>>,
+        slots: Box<[AtomicPtr<ThreadBuilder>]>,
     }
 
     #[wasm_bindgen]
@@ -52,32 +53,32 @@ mod pool {
         /// A pool of `workers` threads (at least 1).
         #[wasm_bindgen(constructor)]
         pub fn new(workers: usize) -> ThreadPoolStart {
-            let (sender, receiver) = channel();
+            let workers = workers.max(1);
             ThreadPoolStart {
-                workers: workers.max(1),
-                sender: Some(sender),
-                receiver: Box::new(Mutex::new(receiver)),
+                workers,
+                slots: (0..workers)
+                    .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+                    .collect(),
             }
         }
 
-        /// What each worker passes to `thread_worker_run`.
+        /// What each worker passes to [`thread_worker_run`], with its index.
         pub fn receiver(&self) -> usize {
-            &*self.receiver as *const Mutex<Receiver<ThreadBuilder>> as usize
+            self.slots.as_ptr() as usize
         }
 
         /// Builds rayon's global pool on the waiting workers; returns the
         /// CPU engine's thread count from now on (workers + 1).
         pub fn build(&mut self) -> Result<usize, JsError> {
-            let sender = self
-                .sender
-                .take()
-                .ok_or_else(|| JsError::new("the thread pool was already started"))?;
+            let slots = &self.slots;
             rayon::ThreadPoolBuilder::new()
                 .num_threads(self.workers)
-                .spawn_handler(move |thread| {
-                    sender
-                        .send(thread)
-                        .map_err(|_| std::io::Error::other("no worker is waiting"))
+                .spawn_handler(|thread| {
+                    let slot = slots
+                        .get(thread.index())
+                        .ok_or_else(|| std::io::Error::other("more threads than workers"))?;
+                    slot.store(Box::into_raw(Box::new(thread)), Ordering::Release);
+                    Ok(())
                 })
                 .build_global()
                 .map_err(|e| JsError::new(&format!("could not start the thread pool: {e}")))?;
@@ -85,18 +86,26 @@ mod pool {
         }
     }
 
-    /// In a worker (step 2): waits for a rayon thread and runs it, which
-    /// never returns. `receiver` is `ThreadPoolStart::receiver`.
+    /// In worker `index` (step 2): waits for its rayon thread and runs it,
+    /// which never returns. `slots` is [`ThreadPoolStart::receiver`].
     #[wasm_bindgen(js_name = threadWorkerRun)]
     #[allow(unsafe_code)]
-    pub fn thread_worker_run(receiver: usize) {
-        // SAFETY: the address of the boxed receiver of a ThreadPoolStart,
-        // which npm/src/threads.js keeps alive until every worker has
-        // taken its thread (after `build`). Only that code calls this.
-        let receiver = unsafe { &*(receiver as *const Mutex<Receiver<ThreadBuilder>>) };
-        let thread = receiver.lock().unwrap_or_else(|e| e.into_inner()).recv();
-        if let Ok(thread) = thread {
-            thread.run();
+    pub fn thread_worker_run(slots: usize, index: usize) {
+        // SAFETY: `slots` is the address of a ThreadPoolStart's slots,
+        // which npm/src/threads.js keeps alive until `build` returned
+        // (every thread then runs: each worker took its builder), and
+        // `index` is below their count (threads.js numbers the workers).
+        let slot = unsafe { &*(slots as *const AtomicPtr<ThreadBuilder>).add(index) };
+        loop {
+            let p = slot.swap(std::ptr::null_mut(), Ordering::Acquire);
+            if !p.is_null() {
+                // SAFETY: made by `Box::into_raw` in `build`, taken once.
+                let thread = unsafe { Box::from_raw(p) };
+                thread.run();
+                return;
+            }
+            // A worker may block (the page's thread may not): wait a little.
+            std::thread::sleep(std::time::Duration::from_micros(100));
         }
     }
 }
