@@ -257,14 +257,15 @@ pub fn run(
         // for the fewest rows, split `b`'s columns (each thread packs and
         // reads its share once) — and the epilogue follows over row chunks.
         let amx_rows = matches!(packed, Packed::Amx(p, _) if on_tiles(p, rows));
+        // All the rows, as one matrix.
+        let am = Mat {
+            data: &a.data[a.loc.offset - a.shift..],
+            rows,
+            cols: k,
+            row_stride: a.loc.strides[ra - 2],
+            col_stride: a.loc.strides[ra - 1],
+        };
         if !matches!(packed, Packed::Gemm128(_)) && !amx_rows && rows <= SMALL_M && threads() > 1 {
-            let am = Mat {
-                data: &a.data[a.loc.offset - a.shift..],
-                rows,
-                cols: k,
-                row_stride: a.loc.strides[ra - 2],
-                col_stride: a.loc.strides[ra - 1],
-            };
             if rows <= SPLIT_COLS_M {
                 let parts = threads();
                 crate::kernels::gemm::gemm_cols(am, bm, out, n, parts, residual);
@@ -292,13 +293,6 @@ pub fn run(
             // across the threads instead, then the epilogue by rows.
             if let Weight::Packed(p) = w {
                 if chunk >= rows * n && threads() > 1 && n >= 4 * gemm128::NR {
-                    let am = Mat {
-                        data: &a.data[a.loc.offset - a.shift..],
-                        rows,
-                        cols: k,
-                        row_stride: a.loc.strides[ra - 2],
-                        col_stride: a.loc.strides[ra - 1],
-                    };
                     product_cols(am, p, out, n, residual);
                     let chunk = chunk_len(rows * n, n, 16 * n.max(TILE));
                     for_chunks_with(out, half, chunk, |ci, oc, h| finish(oc, ci * chunk / n, h));
