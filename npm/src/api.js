@@ -28,8 +28,9 @@ export function bind(glue, url, relaxed, threaded) {
   threadedCore = threaded;
 }
 
-// What init() chose: the build, the CPU engine's threads, and why.
-let threading = { build: "single", threads: 1, reason: "init() has not run" };
+// Why init() chose the build it loaded (the build and the thread count are
+// the module's own answer: threads()).
+let threadsReason = "init() has not run";
 
 /** Why this page can't load the threaded core, or null if it can. */
 function threadsUnavailable() {
@@ -340,7 +341,7 @@ export async function init(opts = {}) {
         : "the rlx wasm module";
       throw new RlxError("init", `could not load ${which}: ${e.message}`, { cause: e });
     }
-    threading = { build: "single", threads: 1, reason };
+    threadsReason = reason;
     initialized = true;
   })();
   return ready;
@@ -351,9 +352,9 @@ async function initThreaded(threads, reason) {
   try {
     const glue = await threadedCore.glue();
     exports = await glue.default({ module_or_path: threadedCore.url });
-    const count = await startThreadPool(glue, threadedCore.spawn, threads - 1);
+    await startThreadPool(glue, threadedCore.spawn, threads - 1);
     raw = glue;
-    threading = { build: "threaded", threads: count, reason };
+    threadsReason = reason;
   } catch (e) {
     ready = null;
     exports = null;
@@ -365,7 +366,7 @@ async function initThreaded(threads, reason) {
 
 /** A dispatch report with the module that ran it: `wasm: { variant, build, threads, reason }`. */
 function withWasm(report) {
-  report.wasm = { variant: raw.wasmVariant(), ...threading };
+  report.wasm = { variant: raw.wasmVariant(), ...threads() };
   return report;
 }
 
@@ -377,7 +378,7 @@ function withWasm(report) {
  */
 export function threads() {
   guard();
-  return { ...threading };
+  return { build: raw.threadedBuild() ? "threaded" : "single", threads: raw.cpuThreads(), reason: threadsReason };
 }
 
 /**

@@ -73,11 +73,11 @@ pub fn with_helpers<R: Send>(f: impl FnOnce() -> R + Send) -> R {
 }
 
 // The threaded browser build. The calling thread never waits on a rayon
-// latch here: rayon's latches, waited on by the page's main thread (which
-// spins: `web_spin_lock`), hung about one page load in fifty against a
-// worker asleep on the same lock. Jobs are detached (`rayon::spawn`) and
-// the caller spins on plain atomics it owns, so it depends on no worker
-// waking up: a worker that comes late finds the work gone.
+// latch here: the page's main thread may not block, so it would spin on
+// one (`web_spin_lock`) until a sleeping worker woke to run the job it
+// waits for. Jobs are detached (`rayon::spawn`) and the caller spins on
+// plain atomics it owns, waiting only for jobs already inside an item: a
+// worker that comes late finds the work gone.
 web_threads! {
     /// `f()` on this thread (outside the pool: the page's main thread)
     /// while the pool's workers spin, serving the loops `f` hands them
