@@ -16,6 +16,9 @@
 //!   CPU, and its gemv's time at 4096 × 4096.
 //! * `gpu llm [--tiny-only]` — quantized llamas written here as GGUF
 //!   (random weights): logits and greedy tokens vs the CPU, decode speed.
+//! * `gpu gguf --model F.gguf --reference tests/vectors/llm/NAME.json` — a
+//!   real GGUF decoder on CUDA: greedy tokens and logits vs transformers,
+//!   prefill / decode tokens/s (benches/llm/cuda.sh runs it).
 //! * `gpu yolo --model 320n.onnx --input in_astronaut.npy [--last N]` —
 //!   where YOLOv8n's output on CUDA departs from the CPU's (a probe).
 //! * `gpu onnx-ref --model F --input NAME=X.npy --expect OUT.npy [--scale S]
@@ -26,6 +29,7 @@
 
 mod copies;
 mod gemm;
+mod gguf;
 mod minilm;
 mod parity;
 mod quant;
@@ -34,6 +38,7 @@ mod yolo;
 
 use copies::copies;
 use gemm::{hgemm, mma_peak, sgemm};
+use gguf::gguf;
 use minilm::minilm;
 use parity::{extra_inputs, parity};
 use quant::{llm, quant};
@@ -162,6 +167,7 @@ fn main() {
         Some("train") => train(&args[2..]),
         Some("quant") => quant(),
         Some("llm") => llm(&args[2..]),
+        Some("gguf") => gguf(&args[2..]),
         Some("yolo") => yolo(&args[2..]),
         Some("onnx-ref") => onnx_ref(&args[2..]),
         _ => {
