@@ -7,8 +7,8 @@
 #   builds the `gpu` binary into .cuda-run/ and splits the GGUF into three
 #   git-ignored parts, .llm-1/ .llm-2/ .llm-3/ (a device call carries at
 #   most 64 MiB), and downloads the `gguf` wheel into .whl/.
-# There:           benches/llm/cuda.sh --take N   (carry .llm-N; N = 1, 2)
-#                  benches/llm/cuda.sh            (carry .llm-3 .cuda-run .whl)
+# There:           benches/llm/cuda.sh --take N   (carry .llm-N; N = 1, 2, 3)
+#                  benches/llm/cuda.sh            (carry .cuda-run/gpu .whl)
 #   the last call joins the parts (checked against the SHA-256 written by
 #   --prepare), runs `gpu gguf` and benches/llm/cuda_transformers.py, and
 #   leaves logs and JSON in $OUT.
@@ -30,12 +30,13 @@ case "${1:-}" in
   tests/gpu/run.sh --prepare || exit 1
   du -sh .llm-* .cuda-run .whl; exit 0 ;;
 --take)
-  mkdir -p $STORE && cp ".llm-$2/part" "$STORE/part.$2" && ls -l $STORE; exit 0 ;;
+  mkdir -p $STORE && cp ".llm-$2/part" "$STORE/part.$2" || exit 1
+  [ -f ".llm-$2/sha256" ] && cp ".llm-$2/sha256" $STORE/sha256
+  ls -l $STORE; exit 0 ;;
 esac
 OUTDIR=${OUT:-.cuda-run/out}; mkdir -p "$OUTDIR"
-cp .llm-3/part $STORE/part.3 || exit 1
-cat $STORE/part.1 $STORE/part.2 $STORE/part.3 > $STORE/$GGUF
-[ "$(sha256sum $STORE/$GGUF | cut -d' ' -f1)" = "$(cat .llm-3/sha256)" ] || { echo "the joined GGUF's SHA-256 differs"; exit 1; }
+cat $STORE/part.1 $STORE/part.2 $STORE/part.3 > $STORE/$GGUF || exit 1
+[ "$(sha256sum $STORE/$GGUF | cut -d' ' -f1)" = "$(cat $STORE/sha256)" ] || { echo "the joined GGUF's SHA-256 differs"; exit 1; }
 for d in /usr/local/nvidia/lib64 /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
          $(python3 -c 'import nvidia,os;p=nvidia.__path__[0];print(" ".join(os.path.join(p,x,"lib") for x in os.listdir(p)))' 2>/dev/null); do
   [ -d "$d" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"

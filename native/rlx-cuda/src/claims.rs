@@ -42,6 +42,7 @@ const FLOAT_KERNELS: &[&str] = &[
     "log_softmax",
     "layer_norm",
     "rms_norm",
+    "rope",
     "matmul",
     "matmul_bias_act",
     "matmul_residual",

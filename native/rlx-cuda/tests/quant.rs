@@ -57,7 +57,7 @@ fn decoded_block_types_are_selected_and_others_refused_with_the_reason() {
 }
 
 #[test]
-fn a_token_takes_the_gemv_kernel_and_a_prompt_the_tiled_one() {
+fn a_token_takes_the_gemv_kernel_and_a_prompt_a_decode_and_gemm_or_the_tiled_one() {
     let kernel = |p: &plan::Plan| match &p.launches[..] {
         [Launch::Kernel {
             grid, block, smem, ..
@@ -71,9 +71,23 @@ fn a_token_takes_the_gemv_kernel_and_a_prompt_the_tiled_one() {
     // M = 8 (leading dims folded): still one pass over the weight.
     let p = planned(&dequant_graph(DType::F32, &[2, 4, 256], DType::Q6K, 9));
     assert_eq!(kernel(&p).0, (2, 1, 1));
-    // M = 33: 64x64 tiles, Q6_K's 128-element chunk in 64 KiB of shared memory.
+    // M = 33 of f32 x: the weight decoded into scratch (a thread per 8
+    // weights), then one cuBLAS GEMM over the 33 rows.
     let p = planned(&dequant_graph(DType::F32, &[3, 11, 256], DType::Q6K, 67));
-    assert_eq!(kernel(&p), ((2, 1, 1), 256, 64 * 1024));
+    match &p.launches[..] {
+        [Launch::Kernel {
+            grid, block, args, ..
+        }, Launch::Gemm { gemm, .. }] => {
+            assert_eq!(
+                (*grid, *block),
+                (((67 * 256 / 8_usize).div_ceil(256) as u32, 1, 1), 256)
+            );
+            assert!(matches!(args[1].root, plan::Root::Scratch(_)));
+            assert_eq!((gemm.m, gemm.n, gemm.k, gemm.batch), (67, 33, 256, 1));
+        }
+        l => panic!("expected decode + GEMM, got {l:?}"),
+    }
+    // f16 x: 64x64 tiles, Q4_K's 64-element chunk in 32 KiB of shared memory.
     let p = planned(&dequant_graph(DType::F16, &[70, 256], DType::Q4K, 130));
     assert_eq!(kernel(&p), ((3, 2, 1), 256, 32 * 1024));
     // The weight is the input buffer itself: no copy of it before the kernel.
@@ -90,7 +104,7 @@ fn generated_dequant_sources_compile_with_nvrtc_where_available() {
         eprintln!("libnvrtc not found: NVRTC compile test skipped");
         return;
     }
-    // Every type, gemv (M = 1 and 5) and tiled, f32 / f16 / bf16 x, in one
+    // Every type, gemv (M = 1 and 5), tiled and decode, f32 / f16 / bf16 x, in one
     // module (several dequant kernels must coexist in one translation unit).
     let mut m = rlx_cuda::codegen::Module::default();
     for d in q::DTYPES {
@@ -100,6 +114,7 @@ fn generated_dequant_sources_compile_with_nvrtc_where_available() {
             }
             m.add(q::tiled(d, x, 70, 67, 512).unwrap());
         }
+        m.add(q::decode(d, 67, 512).unwrap());
     }
     let src = m.source();
     let opts = rlx_cuda::device::nvrtc_options("compute_90");

@@ -303,6 +303,7 @@ pub(super) fn lower(p: &mut Planner, i: usize, node: &Node) -> Result<(), CudaEr
         "matmul_residual" => matmul_residual(p, i, node, &out)?,
         "attention" | "attention_merged" => attention(p, i, node, &out)?,
         "dequant_matmul" => super::quant::dequant_matmul(p, i, node, &out)?,
+        "rope" => super::rope::rope(p, i, node, &out)?,
         _ => return Err(unsupported(i, node, "no CUDA lowering")),
     }
     Ok(())

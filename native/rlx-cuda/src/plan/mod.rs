@@ -16,6 +16,7 @@ mod mask;
 mod movement;
 mod quant;
 mod reduce;
+mod rope;
 
 use crate::options::CudaOptions;
 use attention::attention;
@@ -236,6 +237,10 @@ struct Planner<'a> {
     unstored: std::collections::HashSet<ValueId>,
     /// Each view: its base, element offset and strides (the LIR's).
     view_defs: HashMap<ValueId, (ValueId, i64, Vec<i64>)>,
+    /// The one scratch buffer every prompt-sized `dequant_matmul` decodes
+    /// its weight into before its GEMM (see `quant.rs`): launches run in
+    /// stream order, so each node may reuse it.
+    decoded_weights: Option<usize>,
 }
 
 fn unsupported(node: usize, n: &Node, msg: impl Into<String>) -> CudaError {
@@ -287,6 +292,33 @@ impl<'a> Planner<'a> {
         self.scratch.push(bytes);
         Loc {
             root: Root::Scratch(self.scratch.len() - 1),
+            offset: 0,
+            strides: contiguous(dims),
+            dtype,
+            dims: dims.to_vec(),
+        }
+    }
+    /// A contiguous `dims` in the scratch buffer shared by every node that
+    /// asks for one (grown to the largest); its contents live only until
+    /// the next node that asks.
+    fn shared_scratch_loc(&mut self, dtype: DType, dims: &[usize]) -> Loc {
+        let bytes = dtype
+            .storage_bytes(dims.iter().product())
+            .unwrap_or(0)
+            .max(1);
+        let i = match self.decoded_weights {
+            Some(i) => {
+                self.scratch[i] = self.scratch[i].max(bytes);
+                i
+            }
+            None => {
+                self.scratch.push(bytes);
+                self.decoded_weights = Some(self.scratch.len() - 1);
+                self.scratch.len() - 1
+            }
+        };
+        Loc {
+            root: Root::Scratch(i),
             offset: 0,
             strides: contiguous(dims),
             dtype,
@@ -454,6 +486,7 @@ fn plan_once(
         launches: vec![],
         consts: vec![],
         scratch: vec![],
+        decoded_weights: None,
         kernels: vec![],
         contiguous_cache: HashMap::new(),
         node: 0,

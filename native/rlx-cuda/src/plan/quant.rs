@@ -1,8 +1,9 @@
 //! `dequant_matmul`: x (..., K) times the transpose of a GGUF
 //! block-quantized weight (N, K) whose raw bytes are a graph input on the
 //! device (`host::bytes_of` copies a packed tensor byte for byte). The
-//! gemv kernel for a few rows of x (decoding a token), the tiled one for
-//! more (a prompt); see `codegen::kernels::quant`.
+//! gemv kernel for a few rows of x (decoding a token); for more (a
+//! prompt), the weight decoded into scratch and a cuBLAS GEMM when x is
+//! f32, else the tiled kernel; see `codegen::kernels::quant`.
 
 use super::*;
 use crate::codegen::kernels::quant as q;
@@ -59,6 +60,33 @@ pub(super) fn dequant_matmul(
     let m = x.dims.iter().product::<usize>() / k.max(1);
     if m == 0 || n == 0 {
         return Ok(());
+    }
+    // A prompt of f32 x: the weight decoded once into shared scratch, then
+    // cuBLAS (strict f32, like every f32 GEMM here).
+    if m > q::GEMV_ROWS && xd == DType::F32 && n * k * 4 <= q::DECODE_GEMM_MAX_BYTES {
+        let wf = p.shared_scratch_loc(DType::F32, &[n, k]);
+        let text = q::decode(wd, n, k)
+            .ok_or_else(|| unsupported(i, node, format!("no decoder for {wd}")))?;
+        let grid = ((n * k / 8).div_ceil(256) as u32, 1, 1);
+        p.kernel(text, grid, 256, 0, vec![w.ptr(), wf.ptr()], false);
+        let (k64, n64) = (k as i64, n as i64);
+        let a = Loc {
+            dims: vec![m, k],
+            strides: vec![k64, 1],
+            ..x
+        };
+        // wᵀ (K, N): the decoded (N, K) read column-major.
+        let b = Loc {
+            dims: vec![k, n],
+            strides: vec![1, k64],
+            ..wf
+        };
+        let o = Loc {
+            dims: vec![m, n],
+            strides: vec![n64, 1],
+            ..out.clone()
+        };
+        return super::gemm::matmul(p, i, node, a, b, &o);
     }
     let args = vec![x.ptr(), w.ptr(), out.ptr()];
     let text = if m <= q::GEMV_ROWS {

@@ -1,10 +1,11 @@
 //! `dequant_matmul` kernels in the CPU emulation (part of `emulate.rs`,
 //! split out by what it holds): every block type the CUDA kernels decode,
-//! through the gemv kernel (M = 1 and M = 7) and the tiled one (M = 70:
-//! two row tiles, the second partial; N = 67: a partial column tile), in
-//! one emulated executable, against the CPU reference on random blocks
-//! (every bit pattern of the quants) — f32 x to 1e-5 of the O(1) outputs,
-//! f16 x to CUDA's f16 tolerance.
+//! through the gemv kernel (M = 1 and M = 7), the decode + GEMM path (f32,
+//! M = 70) and the tiled one (f16, M = 70: two row tiles, the second
+//! partial; N = 67: a partial column tile), in one emulated executable,
+//! against the CPU reference on random blocks (every bit pattern of the
+//! quants) — f32 x to 1e-5 of the O(1) outputs, f16 x to CUDA's f16
+//! tolerance.
 
 use super::*;
 #[path = "../support/quant.rs"]

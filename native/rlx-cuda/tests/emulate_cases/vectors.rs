@@ -34,6 +34,52 @@ fn conv_and_pool_vector_cases() {
     vector_cases(&|op| ops.contains(&op));
 }
 
+/// The one-kernel `rope` (rotate-half and interleaved, strided inputs) on
+/// its reference vectors, f32 / f16 / bf16: seconds, so in CI.
+#[test]
+fn rope_vector_cases() {
+    vector_cases(&|op| op == "rope");
+}
+
+/// `rope` reading a permuted x (strided, as a decoder's heads are after
+/// the projection's reshape), both layouts, against the CPU reference.
+#[test]
+fn rope_of_a_permuted_input() {
+    if !gxx_ok() {
+        eprintln!("no g++: not emulated");
+        return;
+    }
+    let vals =
+        |n: usize, k: f64| -> Vec<f64> { (0..n).map(|i| ((i as f64 + k) * 0.37).sin()).collect() };
+    let ins = vec![
+        HostTensor::from_f64(DType::F32, [3, 2, 8], vals(48, 1.0)).unwrap(),
+        HostTensor::from_f64(DType::F32, [3, 4], vals(12, 2.0)).unwrap(),
+        HostTensor::from_f64(DType::F32, [3, 4], vals(12, 3.0)).unwrap(),
+    ];
+    let mut cases = Vec::new();
+    for il in [false, true] {
+        let text = format!(
+            "graph @g(%x: f32[3,2,8], %cos: f32[3,4], %sin: f32[3,4]) {{\n  %t = permute(%x) {{perm=[1, 0, 2]}}\n  %r = rope(%t, %cos, %sin) {{interleaved={il}}}\n  return %r\n}}"
+        );
+        let want = rlx_cpu::run_graph(&parse(&text).unwrap(), &ins).unwrap();
+        let p = plan_of(&text).expect("plannable");
+        let kernels = p.launches.len();
+        assert_eq!(
+            kernels, 1,
+            "interleaved={il}: rope is one kernel, got {kernels} launches"
+        );
+        cases.push((il, p, want));
+    }
+    let plans: Vec<&plan::Plan> = cases.iter().map(|c| &c.1).collect();
+    let exe = build("rope_permuted", &plans).unwrap();
+    for (k, (il, p, want)) in cases.iter().enumerate() {
+        let (got, err) = exec(&exe, k, p, &ins).unwrap();
+        assert_eq!(err, 0);
+        let d = max_rel(&got[0], &want[0]);
+        assert!(d <= 1e-6, "interleaved={il}: max rel diff {d:e}");
+    }
+}
+
 /// [`all_vector_cases`] for the files of the ops `keep` takes.
 fn vector_cases(keep: &dyn Fn(&str) -> bool) {
     if !gxx_ok() {

@@ -309,6 +309,44 @@ pub fn gemv(wd: DType, xd: DType, m: usize, n: usize, k: usize) -> Option<String
     Some(s)
 }
 
+/// Weights of at most this many bytes once decoded to f32 take the
+/// decode-then-GEMM path for more than [`GEMV_ROWS`] rows of f32 x; larger
+/// ones the tiled kernel (no scratch the size of the decoded matrix).
+pub const DECODE_GEMM_MAX_BYTES: usize = 1 << 30;
+
+/// The decode kernel: w (N, K) of dtype `wd` into f32 `out` (N, K)
+/// contiguous, one thread per unit of 8 weights; grid `(N·K/8 / 256, 1, 1)`,
+/// 256 threads. For prompts of f32 x the planner decodes the weight once
+/// and hands the product to cuBLAS: the tiled kernel decodes every block
+/// once per 64 columns of output and runs on the FMA units, cuBLAS reaches
+/// several times its rate. `None` for a dtype it does not decode.
+pub fn decode(wd: DType, n: usize, k: usize) -> Option<String> {
+    let (bl, bb) = block(wd);
+    let upb = units_per_block(wd);
+    let row_bytes = k / bl * bb;
+    let (p0, p1) = runs(wd);
+    let mut s = "extern \"C\" __global__ void @NAME@(const unsigned char* __restrict__ w, float* __restrict__ out) {\n"
+        .to_string();
+    s.push_str(&decoder(wd)?);
+    let _ = write!(
+        s,
+        "  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= {total}LL) return;
+  const long long row = i / {upr}, r = i % {upr}, blk = r / {upb};
+  const int u = (int)(r % {upb});
+  float q[8], s[2], m[2] = {{0.0f, 0.0f}};
+  q_unit(w + row * {row_bytes}LL + blk * {bb}, u, q, s, m);
+  float* o = out + row * {k}LL + blk * {bl};
+  const int e0 = {p0}, e1 = {p1};
+  for (int j = 0; j < 4; ++j) {{ o[e0 + j] = s[0] * q[j] + m[0]; o[e1 + j] = s[1] * q[4 + j] + m[1]; }}
+}}
+",
+        total = n * k / 8,
+        upr = k / 8,
+    );
+    Some(s)
+}
+
 /// The tiled kernel for x (M, K) contiguous and w (N, K) of dtype `wd`;
 /// grid `(N / 64, M / 64, 1)`, [`TILED_THREADS`] threads, [`tiled_smem`]
 /// bytes of dynamic shared memory. `None` for a dtype it does not decode.
