@@ -55,6 +55,7 @@ kill $p; echo "rlx peak GPU memory: $(( $(sort -n /tmp/rlx-gguf.mem | tail -1) -
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/gguf-*.whl \
   && export PYTHONPATH=/tmp/site
 PYTHONUNBUFFERED=1 python3 benches/llm/cuda_transformers.py --model $STORE/$GGUF \
-  --reference tests/vectors/llm/smollm2.json --runs "${RUNS:-3}" --json "$OUTDIR/transformers_cuda_llm.json" \
+  --reference tests/vectors/llm/smollm2.json --runs "${RUNS:-3}" --prompts "${TF_PROMPTS:-8}" \
+  --json "$OUTDIR/transformers_cuda_llm.json" \
   2>&1 | grep -v -i warn | tee "$OUTDIR/transformers_cuda_llm.log"
 exit $rc

@@ -34,13 +34,28 @@ pub fn with_helpers<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     let main = rayon::current_thread_index();
     // Serve until `done`; on the thread running `f` (which may pick up a
     // helper while it waits inside a kernel) do nothing: it would spin
-    // there forever.
+    // there forever. Any other thread may also pick up a helper still
+    // queued while it waits inside a kernel's job (for the other half of
+    // a split it made): that job cannot finish under the spinning helper,
+    // and `f` waits for the job — a deadlock (seen on 16 cores: a decode
+    // step never returned). So a helper with no work for `IDLE` returns:
+    // the job under it goes on, and `f` with it.
+    const IDLE: std::time::Duration = std::time::Duration::from_micros(200);
     let serve = || {
         if rayon::current_thread_index() == main {
             return;
         }
+        let mut idle_since: Option<std::time::Instant> = None;
         while !done.load(Ordering::Acquire) {
-            if rayon::yield_now() != Some(rayon::Yield::Executed) {
+            if rayon::yield_now() == Some(rayon::Yield::Executed) {
+                idle_since = None;
+            } else if idle_since
+                .get_or_insert_with(std::time::Instant::now)
+                .elapsed()
+                > IDLE
+            {
+                return;
+            } else {
                 std::hint::spin_loop();
             }
         }
