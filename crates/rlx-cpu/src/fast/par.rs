@@ -29,6 +29,12 @@ pub fn threads() -> usize {
 /// still allocates nothing.
 #[cfg(not(target_arch = "wasm32"))]
 pub fn with_helpers<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    with_n_helpers(threads().saturating_sub(1), f)
+}
+
+/// [`with_helpers`] with `n` helpers (tests run it on a pool of their own).
+#[cfg(not(target_arch = "wasm32"))]
+fn with_n_helpers<R: Send>(n: usize, f: impl FnOnce() -> R + Send) -> R {
     use std::sync::atomic::{AtomicBool, Ordering};
     let done = AtomicBool::new(false);
     let main = rayon::current_thread_index();
@@ -82,7 +88,7 @@ pub fn with_helpers<R: Send>(f: impl FnOnce() -> R + Send) -> R {
             let _done = Done(&done);
             f()
         },
-        || helpers(threads().saturating_sub(1), &serve),
+        || helpers(n, &serve),
     );
     r
 }
@@ -417,5 +423,49 @@ mod tests {
         });
         let ended = rx.recv_timeout(std::time::Duration::from_secs(60));
         assert_eq!(ended, Ok(true), "with_helpers did not return after a panic");
+    }
+
+    /// On a pool of many threads, a thread waiting inside a kernel's job
+    /// (for the other half of a split it made) can pick up a helper still
+    /// queued; the run then waits for a job that waits for the run. Seen
+    /// as a decode step that never returned on a 16-core machine (every
+    /// thread's stack read with cuda-gdb there). Here a 16-thread pool
+    /// runs nested parallel loops under 15 helpers: a smoke test of the
+    /// scheme on a big pool. On the 2-core CI machine it did not
+    /// reproduce that deadlock with the old helpers (3 × 3000 runs), so it
+    /// guards against hangs in general, not that one.
+    #[test]
+    fn helpers_never_hold_up_a_run_on_a_big_pool() {
+        use rayon::prelude::*;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(16)
+                .build()
+                .unwrap();
+            pool.install(|| {
+                for _ in 0..1000 {
+                    super::with_n_helpers(15, || {
+                        (0..64).into_par_iter().for_each(|i| {
+                            (0..8).into_par_iter().for_each(|j| {
+                                // A few µs of work per item.
+                                let mut x = (i * j) as u64;
+                                for _ in 0..2000 {
+                                    x = std::hint::black_box(
+                                        x.wrapping_mul(6364136223846793005).wrapping_add(1),
+                                    );
+                                }
+                            });
+                        });
+                    });
+                }
+            });
+            let _ = tx.send(());
+        });
+        let ended = rx.recv_timeout(std::time::Duration::from_secs(120));
+        assert!(
+            ended.is_ok(),
+            "runs under with_helpers did not finish in 120 s"
+        );
     }
 }
