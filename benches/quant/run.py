@@ -44,9 +44,11 @@ def rlx_ms(threads):
                        capture_output=True, text=True, check=True, env=env)
     out = {}
     for line in p.stdout.splitlines():
-        m = re.match(r"(\S+)\s+m=\s*(\d+)\s*(q8)?\s*:\s+([\d.]+) ms", line)
+        # "q4_0   m=   1    Avx512  :  1.178 ms ..." — each f32 kernel the
+        # CPU has, widest (the default) first; then "q8 int8".
+        m = re.match(r"(\S+)\s+m=\s*(\d+)\s*(q8)?\s+(\S+)\s*:\s+([\d.]+) ms", line)
         if m and m.group(2) == "1":
-            out[(m.group(1), bool(m.group(3)))] = float(m.group(4))
+            out.setdefault((m.group(1), bool(m.group(3))), float(m.group(5)))
     return out, p.stdout.splitlines()[0]
 
 

@@ -24,6 +24,17 @@ use super::qdot_x86::{f16, has_min, levels, scale_min, Prepared, TYPES};
 use rlx_ir::DType;
 use std::arch::x86_64::*;
 
+/// Weight rows per pass over a single long row of x (see [`gemv`]).
+const COLS: usize = 4;
+
+/// From this K on, a single row of x takes [`COLS`] weight rows per pass:
+/// its 32 KiB of f32 no longer fit in L1 with the weights streaming past.
+/// Measured on one Zen 4 thread (`examples/qmatmul.rs`, ms, one row
+/// pass / four rows): at K = 14336 (4096 rows) Q4_0 4.5 / 3.1, Q8_0 7.5 /
+/// 4.5, Q4_K 5.0 / 4.9; at K = 4864 (8192 rows) Q4_0 1.3 / 3.0, Q8_0
+/// 1.7 / 3.8 — four interleaved row streams are slower while x fits.
+const COLS_FROM_K: usize = 8192;
+
 /// Whether this CPU runs these kernels.
 pub fn available() -> bool {
     super::qdot_x86::available() && std::is_x86_feature_detected!("avx512f")
@@ -163,7 +174,63 @@ pub unsafe fn gemv<const M: usize, const D: u8>(
     let d = TYPES[D as usize];
     let nb = k / 32;
     let table = nibble_table(if d == DType::Q4_0 { -8.0 } else { 0.0 });
-    for j in 0..cols {
+    // One long row of x (a decoded token, K past COLS_FROM_K): four
+    // weight rows per pass over it, so each x block is loaded once for
+    // four columns. A row of x that no longer fits in L1 was reloaded from
+    // L2 for every weight row, more bytes than the weights themselves.
+    let mut j = 0;
+    if M == 1 && k > COLS_FROM_K {
+        while j + COLS <= cols {
+            let rows: [*const u8; COLS] =
+                std::array::from_fn(|c| w.as_ptr().add((j0 + j + c) * row_bytes));
+            let mut acc = [_mm512_setzero_ps(); COLS];
+            let mut mins = [0.0f32; COLS];
+            macro_rules! step4 {
+                ($b:expr) => {{
+                    let b = $b;
+                    let xp = x.x.as_ptr().add(b * 32);
+                    let (x0, x1) = (_mm512_loadu_ps(xp), _mm512_loadu_ps(xp.add(16)));
+                    for c in 0..COLS {
+                        let (v, s_lo, s_hi, min) = unit(d, rows[c], b, table);
+                        let lo = _mm512_mul_ps(v[0], x0);
+                        if d == DType::Q6K {
+                            let hi = _mm512_mul_ps(v[1], x1);
+                            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(s_lo), lo, acc[c]);
+                            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(s_hi), hi, acc[c]);
+                        } else {
+                            let s = _mm512_fmadd_ps(v[1], x1, lo);
+                            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(s_lo), s, acc[c]);
+                        }
+                        if has_min(d) {
+                            mins[c] -= min * x.sum.get_unchecked(b);
+                        }
+                    }
+                }};
+            }
+            if matches!(d, DType::Q4K | DType::Q5K | DType::Q6K) {
+                for s in 0..nb / 8 {
+                    let g = 8 * s;
+                    step4!(g);
+                    step4!(g + 1);
+                    step4!(g + 2);
+                    step4!(g + 3);
+                    step4!(g + 4);
+                    step4!(g + 5);
+                    step4!(g + 6);
+                    step4!(g + 7);
+                }
+            } else {
+                for b in 0..nb {
+                    step4!(b);
+                }
+            }
+            for c in 0..COLS {
+                *out.get_unchecked_mut(j + c) = _mm512_reduce_add_ps(acc[c]) + mins[c];
+            }
+            j += COLS;
+        }
+    }
+    for j in j..cols {
         let row = w.as_ptr().add((j0 + j) * row_bytes);
         let mut acc = [_mm512_setzero_ps(); M];
         let mut mins = [0.0f32; M];

@@ -140,6 +140,45 @@ fn both_paths_match_dequantize_then_matmul() {
     }
 }
 
+/// A single long row of x (K past the AVX-512 kernel's `COLS_FROM_K`:
+/// four weight rows per pass, plus a remainder column) on every kernel.
+#[test]
+fn a_long_row_matches_dequantize_then_matmul() {
+    for d in [
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q8_0,
+        DType::Q4K,
+        DType::Q5K,
+        DType::Q6K,
+    ] {
+        let Storage::Block { block, .. } = d.storage() else {
+            unreachable!()
+        };
+        let (n, k) = (9, 8448);
+        let wb = blocks(d, n * k / block);
+        let t = HostTensor::new(d, [n, k], TensorData::Packed(wb.clone())).unwrap();
+        let wf = rlx_ref::kernels::quant::dequantize_values(&t).unwrap();
+        let x: Vec<f32> = (0..k)
+            .map(|i| ((i * 7919) % 23) as f32 / 11.0 - 1.0)
+            .collect();
+        for few in FewRows::all(d) {
+            let mut y = vec![0.0f32; n];
+            run_on(few, d, false, &wb, &x, 1, n, k, &mut y);
+            for j in 0..n {
+                let (want, scale) = dot(&x, &wf, 0, j, k);
+                let err = (y[j] as f64 - want).abs();
+                assert!(
+                    err <= 1e-5 * scale.max(1e-30),
+                    "{d} {few:?} [{j}]: {} vs {want}",
+                    y[j]
+                );
+            }
+        }
+    }
+}
+
 /// With 8-bit activations each x is off by at most half its block's
 /// step (max|x|/254), so |error| ≤ Σ |w|·max|x_block|/254 (+ f32
 /// rounding): that bound, exactly, for every type and row.
