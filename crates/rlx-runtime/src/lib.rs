@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 mod backend;
+mod calibration;
 mod device;
 mod legalize;
 pub mod options;
@@ -23,10 +24,11 @@ pub use backend::{
     backend_for, backends, register_backend, Backend, Claims, Executable, LocalFuture,
     MaybeSendSync, NodeQuery, RuntimeError,
 };
+pub use calibration::{calibration, clear_calibrations, set_calibration, Calibration, CostSource};
 pub use device::Device;
 pub use legalize::{legalize, Attempt, DispatchError, Legalized, Unsupported};
 pub use options::{CpuEngine, CpuOptions, WgpuOptions};
 pub use policy::{DispatchOptions, Policy};
 pub use profile::{KernelTime, Profile};
 pub use report::{DispatchPath, DispatchReport, NodeDispatch, Routing, Transfer};
-pub use router::{DeviceRouter, RouteError, RouteStrategy};
+pub use router::{estimate, estimate_cost, DeviceRouter, RouteError, RouteStrategy};

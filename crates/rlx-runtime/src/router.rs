@@ -4,6 +4,7 @@
 //! reason go into the dispatch report; nothing falls back at run time.
 
 use crate::backend::{backend_for, Backend};
+use crate::calibration::{calibration, generation, CostSource};
 use crate::device::Device;
 use crate::legalize::{legalize, Legalized};
 use crate::policy::DispatchOptions;
@@ -87,6 +88,7 @@ impl DeviceRouter {
     ) -> Result<(Arc<dyn Backend>, Legalized), RouteError> {
         let mut tried = Vec::new();
         let mut legal: Vec<(Arc<dyn Backend>, Legalized, f64)> = Vec::new();
+        let mut estimates: Vec<String> = Vec::new();
         for &d in &self.chain {
             let Some(be) = backend_for(d) else {
                 tried.push((d, Some(format!("no `{d}` backend in this build"))));
@@ -94,7 +96,8 @@ impl DeviceRouter {
             };
             match legalize(g, be.as_ref(), opts) {
                 Ok(l) => {
-                    let cost = estimate_cost(&l.graph, be.as_ref());
+                    let (cost, source) = estimate(&l.graph, be.as_ref());
+                    estimates.push(format!("{d} {:.3} ms ({})", cost * 1e3, source.name()));
                     tried.push((d, None));
                     legal.push((be, l, cost));
                     if self.strategy == RouteStrategy::FirstThatCompiles {
@@ -131,8 +134,9 @@ impl DeviceRouter {
                 skipped.join(", ")
             ),
             RouteStrategy::Cheapest => format!(
-                "lowest estimated cost ({:.3} ms) among the devices that can run it",
-                cost * 1e3
+                "lowest estimated cost ({:.3} ms) among the devices that can run it: {}",
+                cost * 1e3,
+                estimates.join(", ")
             ),
         };
         l.report.routing = Some(Routing {
@@ -146,13 +150,20 @@ impl DeviceRouter {
 }
 
 /// Estimated run time in seconds: Σ flops / throughput + bytes moved /
-/// bandwidth + launches × overhead.
-/// Cached per (graph, device).
+/// bandwidth + launches × overhead, with the device's measured figures
+/// where it has a [`Calibration`](crate::Calibration), else the
+/// backend's nominal ones. Cached per (graph, device, calibrations).
 pub fn estimate_cost(g: &Graph, be: &dyn Backend) -> f64 {
-    static CACHE: OnceLock<Mutex<HashMap<(u64, Device), f64>>> = OnceLock::new();
+    estimate(g, be).0
+}
+
+/// [`estimate_cost`] and where its figures came from.
+pub fn estimate(g: &Graph, be: &dyn Backend) -> (f64, CostSource) {
+    type Key = (u64, Device, u64);
+    static CACHE: OnceLock<Mutex<HashMap<Key, (f64, CostSource)>>> = OnceLock::new();
     let mut h = std::collections::hash_map::DefaultHasher::new();
     rlx_ir::text::print(g).hash(&mut h);
-    let key = (h.finish(), be.device());
+    let key = (h.finish(), be.device(), generation());
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
     if let Some(&c) = cache
         .lock()
@@ -162,28 +173,53 @@ pub fn estimate_cost(g: &Graph, be: &dyn Backend) -> f64 {
     {
         return c;
     }
+    let (gflops, gbps, launch_us, source) = match calibration(be.device()) {
+        Some(c) => (
+            c.gemm_gflops,
+            c.transfer_gbps.unwrap_or(f64::INFINITY),
+            c.launch_us,
+            CostSource::Measured,
+        ),
+        None => (
+            be.throughput_gflops(),
+            be.transfer_gbps(),
+            be.launch_overhead_us(),
+            CostSource::Nominal,
+        ),
+    };
     let flops: f64 = g
         .nodes
         .iter()
         .filter(|n| n.op.name() != "transfer")
         .map(|n| node_flops(g, n))
         .sum();
-    let moved: f64 = g
+    let bytes = |v: rlx_ir::ValueId| {
+        let t = g.ty(v);
+        t.dtype.storage_bytes(t.shape.numel()).unwrap_or(0) as f64
+    };
+    let mut moved: f64 = g
         .nodes
         .iter()
         .filter(|n| n.op.name() == "transfer")
-        .map(|n| {
-            let t = g.ty(n.outputs[0]);
-            t.dtype.storage_bytes(t.shape.numel()).unwrap_or(0) as f64
-        })
+        .map(|n| bytes(n.outputs[0]))
         .sum();
-    let cost = flops / (be.throughput_gflops().max(1e-9) * 1e9)
-        + moved / (be.transfer_gbps().max(1e-9) * 1e9)
-        + g.nodes.len() as f64 * be.launch_overhead_us() * 1e-6;
-    if let Ok(mut m) = cache.lock() {
-        m.insert(key, cost);
+    // A device other than the host also copies the graph's inputs in and
+    // its outputs out (weights kept resident are counted too: a first run).
+    if be.device() != Device::Cpu {
+        moved += g
+            .inputs
+            .iter()
+            .chain(&g.outputs)
+            .map(|&v| bytes(v))
+            .sum::<f64>();
     }
-    cost
+    let cost = flops / (gflops.max(1e-9) * 1e9)
+        + moved / (gbps.max(1e-9) * 1e9)
+        + g.nodes.len() as f64 * launch_us * 1e-6;
+    if let Ok(mut m) = cache.lock() {
+        m.insert(key, (cost, source));
+    }
+    (cost, source)
 }
 
 /// A rough FLOP count: contractions by their formula, everything else one

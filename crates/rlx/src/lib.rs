@@ -19,6 +19,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod calibrate;
 mod compile;
 pub mod conformance;
 mod dsl;
@@ -29,6 +30,7 @@ pub mod quant;
 pub use input_casts::narrow_input;
 mod session;
 
+pub use calibrate::calibrate;
 pub use compile::{
     compile, compile_with, compile_with_async, init, plan_with, set_default_route,
     set_print_reports, Amp, CompileOptions, Compiled, Planned, Ptq, Target,
@@ -41,8 +43,9 @@ pub use rlx_ir::{Attrs, DType, Graph, HostTensor, Shape, TensorType};
 pub use rlx_opt as opt;
 pub use rlx_runtime::options::WgpuOptions;
 pub use rlx_runtime::{
-    Device, DeviceRouter, DispatchError, DispatchOptions, DispatchPath, DispatchReport, KernelTime,
-    Policy, Profile, RuntimeError,
+    calibration, clear_calibrations, set_calibration, Calibration, CostSource, Device,
+    DeviceRouter, DispatchError, DispatchOptions, DispatchPath, DispatchReport, KernelTime, Policy,
+    Profile, RuntimeError,
 };
 pub use session::{CacheStats, Session};
 
