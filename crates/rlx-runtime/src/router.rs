@@ -197,22 +197,14 @@ pub fn estimate(g: &Graph, be: &dyn Backend) -> (f64, CostSource) {
         let t = g.ty(v);
         t.dtype.storage_bytes(t.shape.numel()).unwrap_or(0) as f64
     };
-    let mut moved: f64 = g
+    // Legalization put a `transfer` node on every input and output a
+    // device other than the host copies (weights too: a first run).
+    let moved: f64 = g
         .nodes
         .iter()
         .filter(|n| n.op.name() == "transfer")
         .map(|n| bytes(n.outputs[0]))
         .sum();
-    // A device other than the host also copies the graph's inputs in and
-    // its outputs out (weights kept resident are counted too: a first run).
-    if be.device() != Device::Cpu {
-        moved += g
-            .inputs
-            .iter()
-            .chain(&g.outputs)
-            .map(|&v| bytes(v))
-            .sum::<f64>();
-    }
     let cost = flops / (gflops.max(1e-9) * 1e9)
         + moved / (gbps.max(1e-9) * 1e9)
         + g.nodes.len() as f64 * launch_us * 1e-6;

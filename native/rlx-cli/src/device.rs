@@ -112,6 +112,18 @@ pub fn resolve(flags: &RunFlags, env: &Env) -> CliResult<rlx::Device> {
         (None, Some(d)) => (d.as_str(), "RLX_DEVICE"),
         (None, None) => return Ok(rlx::Device::Cpu),
     };
+    named(name, from, env)
+}
+
+/// One device named on the command line (`--device` of a command that
+/// takes several).
+pub fn parse_one(name: &str, env: &Env) -> CliResult<rlx::Device> {
+    named(name, "--device", env)
+}
+
+/// The device `name` (given by `from`), registering CUDA when it is
+/// named; a device this build lacks is an error listing those it has.
+fn named(name: &str, from: &str, env: &Env) -> CliResult<rlx::Device> {
     let name = canonical(name.trim());
     if name == "cuda" {
         register_cuda(env)?;

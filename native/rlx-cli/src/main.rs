@@ -7,6 +7,7 @@ use out::{CliError, CliResult, Exit};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod calibrate;
 mod device;
 mod embed;
 mod gguf;
@@ -110,6 +111,10 @@ enum Cmd {
     Kernels(kernels::KernelArgs),
     /// The op-coverage table (markdown) from the backends' claims.
     Coverage,
+    /// Measure each device's costs here (GEMM rate, per-kernel cost, copy
+    /// bandwidth) for the router's `cheapest:` device chains.
+    #[command(after_help = calibrate::AFTER_HELP)]
+    Calibrate(calibrate::CalibrateArgs),
     /// Convert a model between safetensors and GGUF (f32, f16, bf16;
     /// quantized GGUF tensors dequantize bit for bit as the reference does).
     #[command(
@@ -191,6 +196,11 @@ fn run(cmd: Cmd) -> CliResult {
     // `gpu`) are registered for dispatch, coverage and compile, and a
     // device is only opened when something compiles for it.
     env.apply(threads)?;
+    // Measured device costs (`rlx calibrate`) for `cheapest:` chains; not
+    // for `calibrate` itself, which must mend or clear a bad file.
+    if !matches!(cmd, Cmd::Calibrate(_)) {
+        calibrate::apply(&env)?;
+    }
     match cmd {
         Cmd::Ops { json } => inspect::ops(json),
         Cmd::Ir { file } => inspect::ir(&file),
@@ -199,6 +209,7 @@ fn run(cmd: Cmd) -> CliResult {
         Cmd::Inspect(a) => model::inspect(a, &env),
         Cmd::Kernels(a) => kernels::kernels(a),
         Cmd::Coverage => inspect::coverage(),
+        Cmd::Calibrate(a) => calibrate::calibrate(a, &env),
         Cmd::Run(a) => run::run(a, &env),
         Cmd::Convert(a) => gguf::convert(a),
         Cmd::Quantize(a) => gguf::quantize(a),

@@ -15,7 +15,8 @@
 //! for most types: the per-block scalar work (the f16 scale, the min term)
 //! bounds both. Q5_0 (most of Gemma-3's and Qwen2.5's layer weights in
 //! their Q4_K_M files) takes its 5-bit levels from a two-table permute:
-//! 1.45× the AVX2 path's rate (65536 × 640, one thread: 2.37 → 1.64 ms).
+//! 1.45× the AVX2 path's rate (65536 × 640, one Zen 5 thread: 2.37 → 1.64
+//! ms).
 //! CPUs with full-width 512-bit units should gain more; that is not
 //! measured yet.
 #![allow(unsafe_code)]
@@ -29,7 +30,7 @@ const COLS: usize = 4;
 
 /// From this K on, a single row of x takes [`COLS`] weight rows per pass:
 /// its 32 KiB of f32 no longer fit in L1 with the weights streaming past.
-/// Measured on one Zen 4 thread (`examples/qmatmul.rs`, ms, one row
+/// Measured on one Zen 5 thread (`examples/qmatmul.rs`, ms, one row
 /// pass / four rows): at K = 14336 (4096 rows) Q4_0 4.5 / 3.1, Q8_0 7.5 /
 /// 4.5, Q4_K 5.0 / 4.9; at K = 4864 (8192 rows) Q4_0 1.3 / 3.0, Q8_0
 /// 1.7 / 3.8 — four interleaved row streams are slower while x fits.
