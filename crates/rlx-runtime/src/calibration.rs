@@ -55,7 +55,7 @@ static GENERATION: AtomicU64 = AtomicU64::new(0);
 pub fn set_calibration(c: Calibration) -> Result<(), String> {
     let device = Device::parse(&c.device)?;
     let ok = |x: f64| x.is_finite() && x > 0.0;
-    if !ok(c.gemm_gflops) || !(c.launch_us.is_finite() && c.launch_us >= 0.0) {
+    if !(ok(c.gemm_gflops) && c.launch_us.is_finite() && c.launch_us >= 0.0) {
         return Err(format!(
             "calibration of {}: GEMM {} GFLOP/s and launch {} µs must be finite and positive",
             c.device, c.gemm_gflops, c.launch_us
