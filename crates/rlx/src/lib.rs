@@ -19,6 +19,9 @@
 //! ```
 #![forbid(unsafe_code)]
 
+// Native only: wasm32 has no `Instant` (the browser would time with
+// `performance.now()`; not built yet).
+#[cfg(not(target_arch = "wasm32"))]
 mod calibrate;
 mod compile;
 pub mod conformance;
@@ -30,6 +33,7 @@ pub mod quant;
 pub use input_casts::narrow_input;
 mod session;
 
+#[cfg(not(target_arch = "wasm32"))]
 pub use calibrate::calibrate;
 pub use compile::{
     compile, compile_with, compile_with_async, init, plan_with, set_default_route,
