@@ -1000,7 +1000,9 @@ function externalFiles(where, files) {
 /**
  * Compile a graph. `device`: 'cpu' | 'webgpu' | a fallback list such as
  * ['webgpu', 'cpu'] (the dispatch report's `fallback` says what was skipped
- * and why). `weights` binds graph inputs of the same names. `amp`: 'f16' or
+ * and why) | 'auto' (every device the page has, cheapest estimate first:
+ * measured figures after `rlx.calibrate()`, else nominal ones; the
+ * report's `auto` lists each estimate). `weights` binds graph inputs of the same names. `amp`: 'f16' or
  * 'bf16' runs matmuls, convolutions and attention in 16 bits (softmax,
  * norms and reductions in f32; inputs and outputs keep their dtypes).
  */
@@ -1184,6 +1186,22 @@ const llm = makeLlm({
 export const Llm = llm.Llm;
 /** Load a decoder LLM (llama, qwen2, gemma3) from a .gguf file. */
 export const loadLlm = llm.loadLlm;
+
+/**
+ * Put measured figures of a device in force for `device: 'auto'`:
+ * `{device: 'cpu' | 'webgpu', backend, gemm_gflops, launch_us,
+ * transfer_gbps}` (what `rlx.calibrate()` returns; figures that cannot be
+ * costs are RlxError 'invalid_argument').
+ */
+export function setCalibration(figures) {
+  if (!isPlainObject(figures)) throw invalid("setCalibration", `expected {device, backend, gemm_gflops, launch_us, transfer_gbps}, got ${describe(figures)}`);
+  call(() => raw.setCalibrationJson(JSON.stringify(figures)));
+}
+
+/** Forget every calibration: `device: 'auto'` estimates with the nominal figures again. */
+export function clearCalibrations() {
+  call(() => raw.clearCalibrations());
+}
 
 /** Internal: `GPUDevice.destroy()` on the page's WebGPU device (the device-loss test uses it); whether there was one. */
 export function __testDestroyWebGpu() {

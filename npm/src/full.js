@@ -10,4 +10,5 @@ bind(glue, new URL("../dist/full/rlx_web_bg.wasm", import.meta.url), undefined, 
   spawn: (name) => new Worker(new URL("./thread-worker-full.js", import.meta.url), { type: "module", name }),
 });
 export * from "./api.js";
+export { calibrate } from "./calibrate.js";
 export { version } from "../dist/version.js";

@@ -243,8 +243,10 @@ export function loadGguf(
 ): Promise<Weights>;
 
 export interface CompileOptions {
-  /** One device, or a fallback chain such as ['webgpu', 'cpu']. */
-  device?: DeviceName | DeviceName[];
+  /** One device, a fallback chain such as ['webgpu', 'cpu'], or 'auto':
+   * every device the page has, cheapest estimate first (measured figures
+   * after `calibrate()`, else nominal; the report's `auto` lists them). */
+  device?: DeviceName | DeviceName[] | "auto";
   policy?: Policy;
   /** Graph inputs with these names are bound to the weights (and kept resident). */
   weights?: Weights;
@@ -303,6 +305,26 @@ export class Model {
   dispose(): void;
 }
 export function compile(graph: Graph, opts?: CompileOptions): Promise<Model>;
+
+/** What a device costs in this page (the router's figures for 'auto'). */
+export interface Calibration {
+  device: DeviceName;
+  backend: string;
+  /** f32 matrix product throughput (a 256³ product), GFLOP/s. */
+  gemm_gflops: number;
+  /** The cost of one more kernel in a run, µs. */
+  launch_us: number;
+  /** Copy in and out, GB/s; null on the CPU (nothing is copied). */
+  transfer_gbps: number | null;
+}
+/** Measure each device (default: all the page has) and use the figures for
+ * `device: 'auto'`; in a browser they are kept in IndexedDB per device and
+ * adapter unless `cache: false`. */
+export function calibrate(opts?: { devices?: DeviceName[]; cache?: boolean }): Promise<Calibration[]>;
+/** Use figures measured (or stored) elsewhere. */
+export function setCalibration(figures: Calibration): void;
+/** Back to the nominal figures. */
+export function clearCalibrations(): void;
 
 export const models: {
   bert(opts: {

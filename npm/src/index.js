@@ -19,5 +19,6 @@ bind(
   },
 );
 export * from "./api.js";
+export { calibrate } from "./calibrate.js";
 /** The package version (stamped by scripts/build-npm). */
 export { version } from "../dist/version.js";

@@ -16,6 +16,7 @@ pub mod gpu;
 pub mod graph;
 pub mod llm;
 pub mod model;
+pub mod route;
 pub mod tensors;
 pub mod threads;
 pub mod weights;

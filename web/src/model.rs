@@ -28,6 +28,8 @@ pub struct Inner {
     device: Device,
     /// Devices tried before `device`, with the reason each was skipped.
     fallback: Vec<(String, String)>,
+    /// For `device: 'auto'`: the order tried and each device's estimate.
+    auto: Option<Value>,
     /// Graph inputs bound to weights (by input index).
     bound: Vec<Option<Rc<HostTensor>>>,
     /// Built by the device's backend (`Backend::compile_async`).
@@ -60,6 +62,9 @@ impl Inner {
                 .map(|(d, why)| json!({"device": d, "reason": why}))
                 .collect();
             o.insert("fallback".into(), Value::Array(fb));
+            if let Some(a) = &self.auto {
+                o.insert("auto".into(), a.clone());
+            }
         }
         r.to_string()
     }
@@ -109,6 +114,13 @@ pub async fn compile_inner(
             "no device given (use 'cpu', 'webgpu' or a list)",
         ));
     }
+    // 'auto': every device this page has, cheapest estimate first.
+    let (devices, auto) = if devices.len() == 1 && devices[0] == "auto" {
+        let (order, estimates) = crate::route::auto_order(&graph, &opts).await;
+        (order, Some(estimates))
+    } else {
+        (devices, None)
+    };
     let mut fallback: Vec<(String, String)> = Vec::new();
     let mut last_err = None;
     for name in &devices {
@@ -146,6 +158,7 @@ pub async fn compile_inner(
                     memory: planned.memory,
                     device,
                     fallback,
+                    auto,
                     bound,
                     exec,
                     serial: SERIAL.with(|c| {
