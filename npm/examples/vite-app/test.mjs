@@ -125,6 +125,10 @@ try {
     check(`f16 on ${device}: Float16Array in, Float16Array out (Chromium has it)`, f.has && f.type === "Float16Array" && f.dtype === "f16" && JSON.stringify(f.values) === JSON.stringify([0, 0.5, 2.25, 65504]), JSON.stringify(f));
   }
   check("f16 in and out checked on cpu and webgpu", Object.keys(r.f16 ?? {}).length === 2, JSON.stringify(r.f16));
+  const cal = r.calib ?? {};
+  check("calibrate() timed cpu and webgpu", cal.figs?.length === 2 && cal.figs.every((f) => f.gemm_gflops > 0 && f.launch_us >= 0) && cal.figs.find((f) => f.device === "webgpu")?.transfer_gbps > 0, JSON.stringify(cal.error ?? cal.figs));
+  check("calibrate() again reads the figures kept in IndexedDB", JSON.stringify(cal.again) === JSON.stringify(cal.figs) && cal.againMs < 200, `${cal.againMs} ms`);
+  check("device 'auto': both devices estimated with measured figures, the cheapest tried first", cal.auto?.estimates?.length === 2 && cal.auto.estimates.every((e) => e.figures === "measured") && cal.device === cal.auto.order[0] && cal.y0 === 64, JSON.stringify(cal.auto ?? cal.error));
   if (r.worker) {
     check("Web Worker embeddings match", worstCosine(r.worker.vecs) >= 0.9999, `worst cosine ${worstCosine(r.worker.vecs)}`);
     check("the Web Worker loaded the relaxed-SIMD core too", r.worker.variant === RELAXED, r.worker.variant);

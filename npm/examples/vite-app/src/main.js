@@ -223,6 +223,22 @@ async function main() {
     results.f16[device] = { has: typeof Float16Array === "function", type: y.data?.constructor?.name, dtype: y.dtype, values: y.data ? Array.from(y.data) : null };
     m.dispose();
   }
+  // Measured device choice: every device timed (kept in IndexedDB), then
+  // 'auto' estimates with those figures and tries the cheapest first.
+  try {
+    const figs = await rlx.calibrate();
+    const t0 = performance.now();
+    const again = await rlx.calibrate();
+    const againMs = performance.now() - t0;
+    const g = rlx.Graph.fromText("graph @g(%a: f32[64,64]) {\n  %b = matmul(%a, %a)\n  return %b\n}");
+    const m = await rlx.compile(g, { device: "auto" });
+    const [y] = await m.run({ a: new Float32Array(64 * 64).fill(1) });
+    results.calib = { figs, again, againMs, device: m.device, auto: m.dispatchReport().auto, y0: y.data[0] };
+    m.dispose();
+    log(`calibrate: ${JSON.stringify(figs)}; auto chose ${results.calib.device}`);
+  } catch (e) {
+    results.calib = { error: { name: e.name, code: e.code, message: e.message } };
+  }
   results.worker = await inWorker("cpu");
   log(`worker: ${results.worker.vecs.length} embeddings; the page ticked ${results.worker.ticks} times meanwhile`);
   window.__rlx = results;
