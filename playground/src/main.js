@@ -61,6 +61,14 @@ const ctx = {
     return this.dropped || undefined;
   },
 
+  /** Time every device (rlx.calibrate, kept in IndexedDB) and drop the
+   * 'auto' models compiled with the old figures. */
+  async calibrate() {
+    const figs = await rlx.calibrate({ cache: false });
+    for (const k of [...this.cache.keys()]) if (k.startsWith('auto|')) this.cache.delete(k);
+    return figs;
+  },
+
   async compiled(device, policy, { optimize = true, weights = false } = {}) {
     const withW = weights && !!(this.built.weights || this.dropped);
     const key = `${device}|${policy}|${optimize}|${withW}`;

@@ -275,6 +275,12 @@ test('run the MLP on webgpu and cpu: outputs equal the float64 reference, p50 sh
   }
   assert(/\d+\.\d+ ms/.test(await page.locator('#timings').innerText()), 'no timings');
   assert((await page.locator('#adapter-name').innerText()).length > 3, 'no adapter name');
+  // The cost model's estimate beside each measured time; "Calibrate"
+  // replaces the nominal figures with measured ones.
+  for (const r of last) assert(r.estimate && r.estimate.estimate_ms >= 0, `${r.device}: no estimate ${JSON.stringify(r.estimate)}`);
+  await page.click('#calibrate-btn');
+  await page.waitForFunction(() => (window.__rlxPlayground.lastRun ?? []).every((r) => r.estimate?.figures === 'measured'), null, { timeout: 120000 });
+  assert(/measured/.test(await page.locator('#timings').innerText()), 'no measured estimate in the table');
   await shot(page, 'run-mlp');
   await page.close();
 });

@@ -1,5 +1,7 @@
 // Run: compile for WebGPU and for wasm-cpu, run N times each, show p50 and
-// min, the outputs, how far the two devices agree, and the adapter.
+// min beside the cost model's estimate for each device (what `device:
+// 'auto'` decides by: measured figures after "Calibrate", else nominal),
+// the outputs, how far the two devices agree, and the adapter.
 import { seededData } from '../examples.js';
 import { fmtBytes } from '../ir.js';
 
@@ -41,6 +43,7 @@ function maxAbsDiff(a, b) {
 export async function renderRun(ctx, host) {
   const runs = Math.max(1, Math.min(1000, Number(ctx.state.runs || 10)));
   host.innerHTML = `<div class="toolbar"><button id="run-btn">Run ▸</button>
+    <button id="calibrate-btn" title="time a matmul, a kernel chain and copies on each device; 'auto' then estimates with them">Calibrate devices</button>
     <label>runs <input id="runs" type="number" min="1" max="1000" value="${runs}" style="width:5em"></label>
     <span id="run-status" class="muted" aria-live="polite"></span></div>
     <div class="pane"><div id="adapter"></div><div id="results"></div></div>`;
@@ -80,13 +83,20 @@ export async function renderRun(ctx, host) {
       results.push(await runOnce(ctx, d, n));
     }
     st.textContent = `done (${n} timed runs per device after one warm-up)`;
+    // The cost model's estimate per device, as 'auto' compiles it.
+    const auto = await ctx.compiled('auto', ctx.state.policy, { optimize: true });
+    const estimates = auto.model?.dispatchReport().auto?.estimates ?? [];
+    const est = (d) => {
+      const e = estimates.find((x) => x.device === d);
+      return e?.estimate_ms != null ? `<td class="num estimate">${e.estimate_ms.toFixed(3)} ms <span class="muted">(${esc(e.figures)})</span></td>` : '<td class="muted">—</td>';
+    };
     const [g, c] = results;
     const rows = results.map((r) => r.error
-      ? `<tr data-device="${r.device}"><td>${r.device}</td><td colspan="3" class="bad">${esc(r.error.code ? `${r.error.code}: ` : '')}${esc((r.error.message || '').split('\n')[0])}</td></tr>`
-      : `<tr data-device="${r.device}"><td>${r.device}${r.model.device !== r.device ? ` → ${esc(r.model.device)}` : ''}</td><td class="num p50">${r.p50.toFixed(3)} ms</td><td class="num">${r.min.toFixed(3)} ms</td><td class="num">${r.times.length}</td></tr>`).join('');
+      ? `<tr data-device="${r.device}"><td>${r.device}</td><td colspan="3" class="bad">${esc(r.error.code ? `${r.error.code}: ` : '')}${esc((r.error.message || '').split('\n')[0])}</td>${est(r.device)}</tr>`
+      : `<tr data-device="${r.device}"><td>${r.device}${r.model.device !== r.device ? ` → ${esc(r.model.device)}` : ''}</td><td class="num p50">${r.p50.toFixed(3)} ms</td><td class="num">${r.min.toFixed(3)} ms</td><td class="num">${r.times.length}</td>${est(r.device)}</tr>`).join('');
     const outs = (r) => r.outs ? r.outs.map((o, i) => `<div class="outputs" data-device="${r.device}" data-output="${i}"><b>${esc(o.name || `output ${i}`)}</b> <code>${esc(o.dtype)}[${o.shape.join(',')}]</code><pre>${esc(preview(o.data))}</pre></div>`).join('') : '';
     const diffs = g.outs && c.outs ? g.outs.map((o, i) => maxAbsDiff(o.data, c.outs[i]?.data)) : [];
-    res.innerHTML = `<h3>Timings</h3><table id="timings"><tr><th>device</th><th>p50</th><th>min</th><th>runs</th></tr>${rows}</table>
+    res.innerHTML = `<h3>Timings</h3><table id="timings"><tr><th>device</th><th>p50</th><th>min</th><th>runs</th><th>estimate ('auto' chooses ${esc(auto.model?.device ?? '?')})</th></tr>${rows}</table>
       ${diffs.length ? `<p id="agreement">webgpu vs cpu, max |Δ| per output: ${diffs.map((d) => (d == null ? 'n/a' : d.toExponential(2))).join(', ')}</p>` : ''}
       <h3>Outputs</h3><div style="display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:12px"><div><h4>webgpu</h4>${outs(g)}</div><div><h4>cpu (wasm)</h4>${outs(c)}</div></div>`;
     // The MiniLM example: its embedding against sentence-transformers'.
@@ -103,8 +113,19 @@ export async function renderRun(ctx, host) {
     }
     // For tests and the console: the full outputs of the last run.
     window.__rlxPlayground.lastRun = results.map((r) => ({ device: r.device, error: r.error ? { code: r.error.code, message: r.error.message } : null,
-      p50: r.p50, outputs: r.outs?.map((o) => ({ name: o.name, dtype: o.dtype, shape: o.shape, data: Array.from(o.data, Number) })) }));
+      p50: r.p50, estimate: estimates.find((x) => x.device === r.device) ?? null,
+      outputs: r.outs?.map((o) => ({ name: o.name, dtype: o.dtype, shape: o.shape, data: Array.from(o.data, Number) })) }));
   };
   host.querySelector('#run-btn').onclick = go;
+  host.querySelector('#calibrate-btn').onclick = async () => {
+    st.textContent = 'calibrating every device…';
+    try {
+      const figs = await ctx.calibrate();
+      st.textContent = `calibrated: ${figs.map((f) => `${f.device} ${f.gemm_gflops.toFixed(1)} GFLOP/s, ${f.launch_us.toFixed(1)} µs/kernel`).join('; ')}`;
+      await go();
+    } catch (e) {
+      st.textContent = `calibration failed: ${e.code ?? ''} ${e.message}`;
+    }
+  };
   await go();
 }
