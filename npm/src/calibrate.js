@@ -1,9 +1,11 @@
 // `rlx.calibrate()`: what each device costs in this page, measured by
 // timing three small graphs through the public API — a 256³ f32 matrix
 // product (GFLOP/s), a chain of 33 one-element kernels against one (µs per
-// kernel) and, on WebGPU, 16 MiB copied in and out (GB/s) — and put in
+// kernel; the one-kernel run is the fixed cost of a run) and, on WebGPU,
+// 16 MiB copied in and out (GB/s) — and put in
 // force for `compile(graph, { device: 'auto' })`. In a browser the figures
-// are kept in IndexedDB per device and adapter, so a page measures once.
+// are kept in IndexedDB per device and adapter, so a page measures once
+// (the key carries the figures' version: older records are measured again).
 import { compile, devices, setCalibration, Graph, RlxError } from "./api.js";
 
 const GEMM_N = 256;
@@ -70,6 +72,7 @@ async function measure(device) {
     backend: `${device}, timed in the page`,
     gemm_gflops: (2 * n ** 3) / Math.max(gemm, 1e-6) / 1e6,
     launch_us: Math.max(0, ((tn - t1) / CHAIN) * 1e3),
+    run_us: t1 * 1e3,
     transfer_gbps: transfer,
   };
 }
@@ -120,7 +123,7 @@ export async function calibrate(opts = {}) {
     if (!info?.available) {
       throw new RlxError("device", `calibrate: ${device} is not available here${info?.reason ? `: ${info.reason}` : ""}`);
     }
-    const key = device === "cpu" ? `cpu:${globalThis.navigator?.hardwareConcurrency ?? 0}` : `webgpu:${info.adapter?.vendor ?? ""}:${info.adapter?.architecture ?? ""}:${info.adapter?.name ?? ""}`;
+    const key = "v2:" + (device === "cpu" ? `cpu:${globalThis.navigator?.hardwareConcurrency ?? 0}` : `webgpu:${info.adapter?.vendor ?? ""}:${info.adapter?.architecture ?? ""}:${info.adapter?.name ?? ""}`);
     let fig = db ? await request(db, "readonly", (s) => s.get(key)) : null;
     if (!fig) {
       fig = await measure(device);

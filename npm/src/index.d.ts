@@ -314,6 +314,8 @@ export interface Calibration {
   gemm_gflops: number;
   /** The cost of one more kernel in a run, µs. */
   launch_us: number;
+  /** The fixed cost of a run (a one-kernel graph), µs. */
+  run_us: number;
   /** Copy in and out, GB/s; null on the CPU (nothing is copied). */
   transfer_gbps: number | null;
 }

@@ -23,6 +23,10 @@ pub struct Calibration {
     pub gemm_gflops: f64,
     /// The cost of one more kernel in a run, µs.
     pub launch_us: f64,
+    /// The fixed cost of a run (a one-kernel graph: launch, the wait for
+    /// its result), µs; 0 in figures saved before it was measured.
+    #[serde(default)]
+    pub run_us: f64,
     /// Host↔device copy bandwidth, GB/s; `None` where the device is the
     /// host (nothing is copied).
     pub transfer_gbps: Option<f64>,
@@ -55,10 +59,11 @@ static GENERATION: AtomicU64 = AtomicU64::new(0);
 pub fn set_calibration(c: Calibration) -> Result<(), String> {
     let device = Device::parse(&c.device)?;
     let ok = |x: f64| x.is_finite() && x > 0.0;
-    if !(ok(c.gemm_gflops) && c.launch_us.is_finite() && c.launch_us >= 0.0) {
+    let cost = |x: f64| x.is_finite() && x >= 0.0;
+    if !(ok(c.gemm_gflops) && cost(c.launch_us) && cost(c.run_us)) {
         return Err(format!(
-            "calibration of {}: GEMM {} GFLOP/s and launch {} µs must be finite and positive",
-            c.device, c.gemm_gflops, c.launch_us
+            "calibration of {}: GEMM {} GFLOP/s, launch {} µs and run {} µs must be finite and positive",
+            c.device, c.gemm_gflops, c.launch_us, c.run_us
         ));
     }
     if c.transfer_gbps.is_some_and(|t| !ok(t)) {

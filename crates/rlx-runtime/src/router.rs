@@ -150,7 +150,7 @@ impl DeviceRouter {
 }
 
 /// Estimated run time in seconds: Σ flops / throughput + bytes moved /
-/// bandwidth + launches × overhead, with the device's measured figures
+/// bandwidth + launches × overhead (+ a measured run's fixed cost), with the device's measured figures
 /// where it has a [`Calibration`](crate::Calibration), else the
 /// backend's nominal ones. Cached per (graph, device, calibrations).
 pub fn estimate_cost(g: &Graph, be: &dyn Backend) -> f64 {
@@ -173,17 +173,20 @@ pub fn estimate(g: &Graph, be: &dyn Backend) -> (f64, CostSource) {
     {
         return c;
     }
-    let (gflops, gbps, launch_us, source) = match calibration(be.device()) {
+    // (GFLOP/s, GB/s, µs per kernel, µs per run, whose figures)
+    let (gflops, gbps, launch_us, run_us, source) = match calibration(be.device()) {
         Some(c) => (
             c.gemm_gflops,
             c.transfer_gbps.unwrap_or(f64::INFINITY),
             c.launch_us,
+            c.run_us,
             CostSource::Measured,
         ),
         None => (
             be.throughput_gflops(),
             be.transfer_gbps(),
             be.launch_overhead_us(),
+            0.0,
             CostSource::Nominal,
         ),
     };
@@ -207,7 +210,8 @@ pub fn estimate(g: &Graph, be: &dyn Backend) -> (f64, CostSource) {
         .sum();
     let cost = flops / (gflops.max(1e-9) * 1e9)
         + moved / (gbps.max(1e-9) * 1e9)
-        + g.nodes.len() as f64 * launch_us * 1e-6;
+        + g.nodes.len() as f64 * launch_us * 1e-6
+        + run_us * 1e-6;
     if let Ok(mut m) = cache.lock() {
         m.insert(key, (cost, source));
     }

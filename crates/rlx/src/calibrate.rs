@@ -1,6 +1,6 @@
 //! [`calibrate`]: measure what a device costs on this machine — f32 GEMM
-//! throughput, the cost of one more kernel in a run, host↔device copy
-//! bandwidth — by compiling and running three small graphs on it the way
+//! throughput, the cost of one more kernel in a run and of a run itself,
+//! host↔device copy bandwidth — by compiling and running three small graphs on it the way
 //! any model runs. The router's cost model (`cheapest:` chains) uses the
 //! figures once they are set ([`rlx_runtime::set_calibration`]); the CLI
 //! keeps them on disk (`rlx calibrate`).
@@ -116,6 +116,7 @@ pub fn calibrate(device: Device) -> Result<Calibration, Error> {
         backend: be.kernel_name("matmul", DType::F32),
         gemm_gflops: 2.0 * (n * n * n) as f64 / gemm.max(1e-9) / 1e9,
         launch_us,
+        run_us: t1 * 1e6,
         transfer_gbps,
     })
 }

@@ -92,7 +92,7 @@ fn the_cpu_calibrates_to_plausible_figures_that_the_estimate_uses() {
         .unwrap_or_else(|| panic!("no estimate for cpu in {measured:?}"));
     let want = 2.0 * 256f64.powi(3) / (c.gemm_gflops * 1e9) * 1e3;
     assert!(
-        ms >= want * 0.999 && ms <= want + 0.01 + 20.0 * c.launch_us * 1e-3,
+        ms >= want * 0.999 && ms <= want + 0.01 + 20.0 * c.launch_us * 1e-3 + c.run_us * 1e-3,
         "estimate {ms} ms, product alone {want} ms"
     );
     rlx::clear_calibrations();
@@ -112,6 +112,7 @@ fn measured_figures_decide_the_cheapest_device() {
         backend: "test".into(),
         gemm_gflops: gflops,
         launch_us,
+        run_us: 0.0,
         transfer_gbps: gbps,
     };
     // Nominal figures: the fake's 1000 GFLOP/s beats the CPU's 1.
@@ -137,6 +138,10 @@ fn measured_figures_decide_the_cheapest_device() {
         cal("cpu", f64::NAN, 1.0, None),
         cal("cpu", 1.0, -1.0, None),
         cal("calfake", 1.0, 1.0, Some(0.0)),
+        Calibration {
+            run_us: f64::INFINITY,
+            ..cal("cpu", 1.0, 1.0, None)
+        },
     ] {
         let e = rlx::set_calibration(bad).unwrap_err();
         assert!(e.contains("calibration of"), "{e}");

@@ -16,8 +16,9 @@ pub const AFTER_HELP: &str = "Examples:
   rlx calibrate --clear
 
 What is measured, per device: a 512x512x512 f32 matrix product (GFLOP/s),
-the extra time of 32 more kernels in one run (microseconds per kernel), and
-16 MiB copied in and out (GB/s; not on the CPU). Saved to
+the extra time of 32 more kernels in one run (microseconds per kernel), a
+one-kernel run (microseconds per run), and 16 MiB copied in and out (GB/s;
+not on the CPU). Saved to
 $RLX_HOME/calibration.json; a device measured again replaces its entry.";
 
 #[derive(Args)]
@@ -119,15 +120,15 @@ pub fn calibrate(a: CalibrateArgs, env: &Env) -> CliResult {
                 .map_err(|e| CliError::failure(e.to_string()))?
         );
     } else {
-        println!("| device | f32 GEMM GFLOP/s | µs per kernel | copy GB/s | measured with |");
-        println!("|---|---:|---:|---:|---|");
+        println!("| device | f32 GEMM GFLOP/s | µs per kernel | µs per run | copy GB/s | measured with |");
+        println!("|---|---:|---:|---:|---:|---|");
         for c in &measured {
             let copy = c
                 .transfer_gbps
                 .map_or("-".to_string(), |g| format!("{g:.2}"));
             println!(
-                "| {} | {:.1} | {:.2} | {copy} | {} |",
-                c.device, c.gemm_gflops, c.launch_us, c.backend
+                "| {} | {:.1} | {:.2} | {:.1} | {copy} | {} |",
+                c.device, c.gemm_gflops, c.launch_us, c.run_us, c.backend
             );
         }
     }
