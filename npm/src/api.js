@@ -1000,9 +1000,10 @@ function externalFiles(where, files) {
 /**
  * Compile a graph. `device`: 'cpu' | 'webgpu' | a fallback list such as
  * ['webgpu', 'cpu'] (the dispatch report's `fallback` says what was skipped
- * and why) | 'auto' (every device the page has, cheapest estimate first:
- * measured figures after `rlx.calibrate()`, else nominal ones; the
- * report's `auto` lists each estimate). `weights` binds graph inputs of the same names. `amp`: 'f16' or
+ * and why) | 'auto' (every device the page has, cheapest estimate first,
+ * with figures measured on this machine: the first 'auto' compile runs
+ * `rlx.calibrate()` unless figures were set or cleared; the report's
+ * `auto` lists each estimate). `weights` binds graph inputs of the same names. `amp`: 'f16' or
  * 'bf16' runs matmuls, convolutions and attention in 16 bits (softmax,
  * norms and reductions in f32; inputs and outputs keep their dtypes).
  */
@@ -1028,6 +1029,10 @@ export async function compile(graph, opts = {}) {
     }
     const live = opts.weights._live("compile (its `weights`)");
     w = call(() => live.share());
+  }
+  if (devices.length === 1 && devices[0] === "auto" && !calibrated && autoCalibrate) {
+    calibrated = true;
+    await autoCalibrate();
   }
   const m = await acall(() => raw.compile(g, devices, opts.policy ?? undefined, opts.optimize ?? true, w, opts.amp ?? undefined));
   return new Model(m);
@@ -1194,13 +1199,25 @@ export const loadLlm = llm.loadLlm;
  * costs are RlxError 'invalid_argument').
  */
 export function setCalibration(figures) {
-  if (!isPlainObject(figures)) throw invalid("setCalibration", `expected {device, backend, gemm_gflops, launch_us, transfer_gbps}, got ${describe(figures)}`);
+  if (!isPlainObject(figures)) throw invalid("setCalibration", `expected {device, backend, gemm_gflops, launch_us, run_us, transfer_gbps}, got ${describe(figures)}`);
   call(() => raw.setCalibrationJson(JSON.stringify(figures)));
+  calibrated = true;
 }
 
-/** Forget every calibration: `device: 'auto'` estimates with the nominal figures again. */
+/** Forget every calibration: `device: 'auto'` estimates with the nominal figures again (and no longer calibrates by itself). */
 export function clearCalibrations() {
   call(() => raw.clearCalibrations());
+  calibrated = true;
+}
+
+// The first `device: 'auto'` compile of a page calibrates (calibrate.js
+// registers how; IndexedDB keeps the figures), unless figures were set or
+// cleared before.
+let calibrated = false;
+let autoCalibrate = null;
+/** Internal (calibrate.js). */
+export function _onFirstAuto(f) {
+  autoCalibrate = f;
 }
 
 /** Internal: `GPUDevice.destroy()` on the page's WebGPU device (the device-loss test uses it); whether there was one. */

@@ -6,7 +6,7 @@
 // force for `compile(graph, { device: 'auto' })`. In a browser the figures
 // are kept in IndexedDB per device and adapter, so a page measures once
 // (the key carries the figures' version: older records are measured again).
-import { compile, devices, setCalibration, Graph, RlxError } from "./api.js";
+import { compile, devices, setCalibration, Graph, RlxError, _onFirstAuto } from "./api.js";
 
 const GEMM_N = 256;
 const CHAIN = 32;
@@ -134,3 +134,7 @@ export async function calibrate(opts = {}) {
   }
   return out;
 }
+
+// The first `device: 'auto'` compile calibrates every device (figures kept
+// in IndexedDB in browsers, so later pages reuse them).
+_onFirstAuto(() => calibrate());

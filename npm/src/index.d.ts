@@ -244,8 +244,9 @@ export function loadGguf(
 
 export interface CompileOptions {
   /** One device, a fallback chain such as ['webgpu', 'cpu'], or 'auto':
-   * every device the page has, cheapest estimate first (measured figures
-   * after `calibrate()`, else nominal; the report's `auto` lists them). */
+   * every device the page has, cheapest estimate first (the first 'auto'
+   * compile calibrates unless figures were set or cleared; the report's
+   * `auto` lists the estimates). */
   device?: DeviceName | DeviceName[] | "auto";
   policy?: Policy;
   /** Graph inputs with these names are bound to the weights (and kept resident). */
