@@ -19,8 +19,8 @@
 //! ```
 #![forbid(unsafe_code)]
 
-// Native only: wasm32 has no `Instant` (the browser would time with
-// `performance.now()`; not built yet).
+// Native only: wasm32 has no `Instant`; in the browser the npm package
+// times the same graphs in JS (`rlx.calibrate()`, npm/src/calibrate.js).
 #[cfg(not(target_arch = "wasm32"))]
 mod calibrate;
 mod compile;
