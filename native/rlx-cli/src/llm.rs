@@ -325,16 +325,7 @@ pub fn bench(a: BenchLlmArgs, env: &Env) -> CliResult {
     if need > gen.context() {
         gen.set_context(need).map_err(llm_err)?;
     }
-    let mut state = 42u64;
-    let vocab = model.config.vocab_size as u64;
-    let ids: Vec<u32> = (0..p)
-        .map(|_| {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((state >> 33) % vocab) as u32
-        })
-        .collect();
+    let ids = rlx_models::llm::bench_prompt(p, model.config.vocab_size);
     // As llama-bench: pp is the prompt alone (one token sampled from its
     // logits); tg decodes n tokens from a one-token context.
     let mut pp_opts = GenerateOptions::greedy(1);

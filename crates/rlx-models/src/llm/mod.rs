@@ -34,6 +34,23 @@ pub use load::LlmModel;
 pub use sample::Sampling;
 pub use template::ChatMessage;
 
+/// The prompt of the generation benchmarks: `n` token ids from a
+/// fixed-seed LCG (state 42; llama-bench also times random tokens).
+/// `rlx bench llm`, the CUDA suite's `gpu gguf` and
+/// benches/llm/cuda_transformers.py (its own copy, in Python) feed the
+/// same ids.
+pub fn bench_prompt(n: usize, vocab: usize) -> Vec<u32> {
+    let mut state = 42u64;
+    (0..n)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 33) % vocab.max(1) as u64) as u32
+        })
+        .collect()
+}
+
 use thiserror::Error;
 
 /// Why loading a model or generating failed.
@@ -71,4 +88,18 @@ pub enum LlmError {
     Model(#[from] rlx::Error),
     #[error(transparent)]
     Ir(#[from] rlx_ir::IrError),
+}
+
+#[cfg(test)]
+mod bench_prompt_tests {
+    /// The ids benches/llm/cuda_transformers.py computes with Python's
+    /// integers (`bench_ids(6, 49152)`): the two sides of the CUDA bench
+    /// feed the same prompt.
+    #[test]
+    fn bench_prompt_equals_the_python_peer() {
+        assert_eq!(
+            super::bench_prompt(6, 49152),
+            [17782, 31826, 8914, 25119, 5462, 47116]
+        );
+    }
 }

@@ -3,8 +3,8 @@
 //! GGUF decoder on CUDA against Hugging Face `transformers`' greedy tokens
 //! and logits (the committed reference that the CPU parity test uses), and
 //! its prefill / decode speed measured as `rlx bench llm` measures it (the
-//! same fixed-seed prompt ids that benches/llm/cuda_transformers.py feeds
-//! transformers on the same GPU).
+//! same prompt ids, `rlx_models::llm::bench_prompt`, that
+//! benches/llm/cuda_transformers.py feeds transformers on the same GPU).
 
 use super::arg;
 use rlx_models::llm::{sample::argmax, GenerateOptions, Generator, LlmModel};
@@ -35,19 +35,6 @@ fn stored_logits(dir: &Path, reference: &Value, step: &Value) -> Option<Vec<f32>
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect(),
     )
-}
-
-/// The bench's prompt: `n` ids from the LCG `rlx bench llm` uses (state 42).
-pub(super) fn bench_ids(n: usize, vocab: u64) -> Vec<u32> {
-    let mut state = 42u64;
-    (0..n)
-        .map(|_| {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((state >> 33) % vocab) as u32
-        })
-        .collect()
 }
 
 /// Greedy tokens and logits of every reference prompt; returns
@@ -143,12 +130,12 @@ fn parity(
 /// tokens/s of each timed run after one warm-up.
 fn speed(
     gen: &mut Generator,
-    vocab: u64,
+    vocab: usize,
     pp: usize,
     tg: usize,
     runs: usize,
 ) -> (Vec<f64>, Vec<f64>) {
-    let ids = bench_ids(pp, vocab);
+    let ids = rlx_models::llm::bench_prompt(pp, vocab);
     if pp + tg > gen.context() {
         gen.set_context(pp + tg).expect("context");
     }
@@ -236,13 +223,7 @@ pub(super) fn gguf(args: &[String]) -> usize {
         }
     );
     let (pp, tg) = (num("--pp", 512), num("--tg", 128));
-    let (pps, tgs) = speed(
-        &mut gen,
-        model.config.vocab_size as u64,
-        pp,
-        tg,
-        num("--runs", 3),
-    );
+    let (pps, tgs) = speed(&mut gen, model.config.vocab_size, pp, tg, num("--runs", 3));
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     println!(
         "gguf {}: pp{pp} {:.1} tok/s, tg{tg} {:.1} tok/s (mean of {} runs)",
