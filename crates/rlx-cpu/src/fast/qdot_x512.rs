@@ -150,6 +150,51 @@ unsafe fn unit(d: DType, row: *const u8, b: usize, t: __m512) -> ([__m512; 2], f
     }
 }
 
+/// `acc + (v · x)` for one decoded block `v` (its two halves' scales
+/// applied; Q6_K's halves have their own) and x's 32 values `x0`, `x1`.
+#[inline(always)]
+unsafe fn fma_block(
+    d: DType,
+    v: [__m512; 2],
+    (s_lo, s_hi): (f32, f32),
+    (x0, x1): (__m512, __m512),
+    acc: __m512,
+) -> __m512 {
+    let lo = _mm512_mul_ps(v[0], x0);
+    if d == DType::Q6K {
+        let hi = _mm512_mul_ps(v[1], x1);
+        let acc = _mm512_fmadd_ps(_mm512_set1_ps(s_lo), lo, acc);
+        _mm512_fmadd_ps(_mm512_set1_ps(s_hi), hi, acc)
+    } else {
+        _mm512_fmadd_ps(_mm512_set1_ps(s_lo), _mm512_fmadd_ps(v[1], x1, lo), acc)
+    }
+}
+
+/// `$step!(b)` for every block `b` of a row: the k-quants' 8 sub-blocks of
+/// a super-block written out, so that `b % 8` is a constant in each (as in
+/// the AVX2 kernel).
+macro_rules! each_block {
+    ($d:expr, $nb:expr, $step:ident) => {
+        if matches!($d, DType::Q4K | DType::Q5K | DType::Q6K) {
+            for s in 0..$nb / 8 {
+                let g = 8 * s;
+                $step!(g);
+                $step!(g + 1);
+                $step!(g + 2);
+                $step!(g + 3);
+                $step!(g + 4);
+                $step!(g + 5);
+                $step!(g + 6);
+                $step!(g + 7);
+            }
+        } else {
+            for b in 0..$nb {
+                $step!(b);
+            }
+        }
+    };
+}
+
 /// `out[r·ldo + j] = x[r] · w[j0 + j]` for the `M` rows of `x` (prepared
 /// in natural order: [`super::qdot_x86::prepare_natural`]) and `cols`
 /// weight rows of `row_bytes` bytes each.
@@ -193,38 +238,14 @@ pub unsafe fn gemv<const M: usize, const D: u8>(
                     let (x0, x1) = (_mm512_loadu_ps(xp), _mm512_loadu_ps(xp.add(16)));
                     for c in 0..COLS {
                         let (v, s_lo, s_hi, min) = unit(d, rows[c], b, table);
-                        let lo = _mm512_mul_ps(v[0], x0);
-                        if d == DType::Q6K {
-                            let hi = _mm512_mul_ps(v[1], x1);
-                            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(s_lo), lo, acc[c]);
-                            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(s_hi), hi, acc[c]);
-                        } else {
-                            let s = _mm512_fmadd_ps(v[1], x1, lo);
-                            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(s_lo), s, acc[c]);
-                        }
+                        acc[c] = fma_block(d, v, (s_lo, s_hi), (x0, x1), acc[c]);
                         if has_min(d) {
                             mins[c] -= min * x.sum.get_unchecked(b);
                         }
                     }
                 }};
             }
-            if matches!(d, DType::Q4K | DType::Q5K | DType::Q6K) {
-                for s in 0..nb / 8 {
-                    let g = 8 * s;
-                    step4!(g);
-                    step4!(g + 1);
-                    step4!(g + 2);
-                    step4!(g + 3);
-                    step4!(g + 4);
-                    step4!(g + 5);
-                    step4!(g + 6);
-                    step4!(g + 7);
-                }
-            } else {
-                for b in 0..nb {
-                    step4!(b);
-                }
-            }
+            each_block!(d, nb, step4);
             for c in 0..COLS {
                 *out.get_unchecked_mut(j + c) = _mm512_reduce_add_ps(acc[c]) + mins[c];
             }
@@ -243,40 +264,15 @@ pub unsafe fn gemv<const M: usize, const D: u8>(
                 let (v, s_lo, s_hi, min) = unit(d, row, b, table);
                 for r in 0..M {
                     let xp = x.x.as_ptr().add(r * k + b * 32);
-                    let lo = _mm512_mul_ps(v[0], _mm512_loadu_ps(xp));
-                    if d == DType::Q6K {
-                        let hi = _mm512_mul_ps(v[1], _mm512_loadu_ps(xp.add(16)));
-                        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(s_lo), lo, acc[r]);
-                        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(s_hi), hi, acc[r]);
-                    } else {
-                        let s = _mm512_fmadd_ps(v[1], _mm512_loadu_ps(xp.add(16)), lo);
-                        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(s_lo), s, acc[r]);
-                    }
+                    let xs = (_mm512_loadu_ps(xp), _mm512_loadu_ps(xp.add(16)));
+                    acc[r] = fma_block(d, v, (s_lo, s_hi), xs, acc[r]);
                     if has_min(d) {
                         mins[r] -= min * x.sum.get_unchecked(r * nb + b);
                     }
                 }
             }};
         }
-        if matches!(d, DType::Q4K | DType::Q5K | DType::Q6K) {
-            // The 8 sub-blocks of a super-block written out, so that
-            // `b % 8` is a constant in each (as in the AVX2 kernel).
-            for s in 0..nb / 8 {
-                let g = 8 * s;
-                step!(g);
-                step!(g + 1);
-                step!(g + 2);
-                step!(g + 3);
-                step!(g + 4);
-                step!(g + 5);
-                step!(g + 6);
-                step!(g + 7);
-            }
-        } else {
-            for b in 0..nb {
-                step!(b);
-            }
-        }
+        each_block!(d, nb, step);
         for r in 0..M {
             *out.get_unchecked_mut(r * ldo + j) = _mm512_reduce_add_ps(acc[r]) + mins[r];
         }
