@@ -48,7 +48,8 @@ pub async fn auto_order(graph: &IrGraph, opts: &CompileOptions) -> (Vec<String>,
     });
     let order: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
     let estimates: Vec<Value> = rows.into_iter().map(|r| r.2).collect();
-    (order.clone(), json!({"order": order, "estimates": estimates}))
+    let report = json!({"order": &order, "estimates": estimates});
+    (order, report)
 }
 
 /// Put measured figures in force for their device: `{device, backend,
