@@ -159,13 +159,12 @@ fn a_long_row_matches_dequantize_then_matmul() {
         for few in FewRows::all(d) {
             let mut y = vec![0.0f32; n];
             run_on(few, d, false, &wb, &x, 1, n, k, &mut y);
-            for j in 0..n {
+            for (j, &got) in y.iter().enumerate() {
                 let (want, scale) = dot(&x, &wf, 0, j, k);
-                let err = (y[j] as f64 - want).abs();
+                let err = (got as f64 - want).abs();
                 assert!(
                     err <= 1e-5 * scale.max(1e-30),
-                    "{d} {few:?} [{j}]: {} vs {want}",
-                    y[j]
+                    "{d} {few:?} [{j}]: {got} vs {want}"
                 );
             }
         }
