@@ -5,7 +5,11 @@
 //! line per type and row count. Not a comparison: llama.cpp's side goes in
 //! benches/ (see docs/gguf.md).
 //!
-//!     RLX_NUM_THREADS=2 cargo run --release -p rlx-cpu --example qmatmul -- [n] [k] [rows]
+//! `--one-weight` repeats a single weight instead (as llama.cpp's
+//! `test-backend-ops perf` does: what fits the last-level cache is read
+//! from there).
+//!
+//!     RLX_NUM_THREADS=2 cargo run --release -p rlx-cpu --example qmatmul -- [n] [k] [rows] [--one-weight]
 
 use rlx_cpu::fast::qmatmul;
 use rlx_ir::dtype::Storage;
@@ -13,12 +17,9 @@ use rlx_ir::DType;
 use std::time::Instant;
 
 fn main() {
-    let arg = |i: usize, d: usize| {
-        std::env::args()
-            .nth(i)
-            .and_then(|a| a.parse().ok())
-            .unwrap_or(d)
-    };
+    let one_weight = std::env::args().any(|a| a == "--one-weight");
+    let args: Vec<String> = std::env::args().filter(|a| !a.starts_with("--")).collect();
+    let arg = |i: usize, d: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(d);
     let (n, k, rows) = (arg(1, 1536), arg(2, 1536), arg(3, 64));
     rlx::env::init().unwrap_or_else(|e| {
         eprintln!("{e}");
@@ -42,7 +43,11 @@ fn main() {
             continue;
         };
         let wbytes = n * k / block * bytes;
-        let copies = (128 << 20) / wbytes + 1;
+        let copies = if one_weight {
+            1
+        } else {
+            (128 << 20) / wbytes + 1
+        };
         let x: Vec<f32> = (0..n.max(rows) * k)
             .map(|i| ((i * 7) % 19) as f32 / 9.0 - 1.0)
             .collect();
@@ -51,18 +56,26 @@ fn main() {
         // The decode row on every f32 kernel this CPU has, then the
         // default kernel for the rest.
         let few = qmatmul::FewRows::all(d);
-        let cases = few.iter().map(|&f| (1usize, false, f)).chain([
-            (1, true, few[0]),
-            (rows, false, few[0]),
-            (rows, true, few[0]),
-        ]);
+        let cases = few
+            .iter()
+            .map(|&f| (1usize, false, f))
+            .chain([(rows, false, few[0]), (rows, true, few[0])]);
+        let reps_for = |m: usize| {
+            if m > 1 {
+                copies.min(8)
+            } else if one_weight {
+                16
+            } else {
+                4 * copies
+            }
+        };
         for (m, q8, path) in cases {
             if q8 && !qmatmul::q8_kernel(d) {
                 continue;
             }
             let a = &x[..m * k];
             let mut c = vec![0f32; m * n];
-            let reps = if m == 1 { 4 * copies } else { copies.min(8) };
+            let reps = reps_for(m);
             qmatmul::run_on(path, d, q8, &ws[0], a, m, n, k, &mut c);
             let t = Instant::now();
             for r in 0..reps {
@@ -75,6 +88,18 @@ fn main() {
                 format!("{path:?}")
             };
             report(d, m, q8, &how, s, wbytes, n, k);
+        }
+        // The decode row on each 8-bit-activation kernel, best first.
+        for isa in qmatmul::Q8Few::all(d) {
+            let (a, reps) = (&x[..k], reps_for(1));
+            let mut c = vec![0f32; n];
+            qmatmul::run_q8_few(isa, d, &ws[0], a, 1, n, k, &mut c);
+            let t = Instant::now();
+            for r in 0..reps {
+                qmatmul::run_q8_few(isa, d, &ws[r % copies], a, 1, n, k, &mut c);
+            }
+            let s = t.elapsed().as_secs_f64() / reps as f64;
+            report(d, 1, true, &format!("{isa:?}"), s, wbytes, n, k);
         }
         // Each integer GEMM this CPU has, on the prompt rows.
         #[cfg(target_arch = "x86_64")]

@@ -67,6 +67,8 @@ mod matmul;
 mod norm;
 pub(crate) mod par;
 #[cfg(target_arch = "x86_64")]
+mod qdot_vnni;
+#[cfg(target_arch = "x86_64")]
 mod qdot_x512;
 #[cfg(target_arch = "x86_64")]
 mod qdot_x86;
@@ -473,10 +475,9 @@ fn kernel_base_name(op: &str, kind: Option<Kind>, dtype: DType) -> String {
             "cpu::fast::{op}<{w}: {} blocks decoded as read; < {} rows: {}, more: {}>",
             if qmatmul::has_fast_decoder(w) { "fast" } else { "reference-decoded" },
             qmatmul::GEMM_ROWS,
-            if q8 {
-                "activations rounded to 8 bits, AVX2 integer dot products (q8_activations)"
-            } else {
-                qmatmul::few_rows_kernel(w)
+            match qmatmul::Q8Few::best(w).filter(|_| q8) {
+                Some(k) => format!("{} (q8_activations)", k.describe()),
+                None => qmatmul::few_rows_kernel(w).into(),
             },
             match qmatmul::q8_gemm_kernel(w).filter(|_| q8) {
                 Some(k) => format!("activations rounded to 8 bits, {k} (q8_activations)"),

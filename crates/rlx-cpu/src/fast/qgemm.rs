@@ -97,7 +97,7 @@ pub fn handles(d: DType) -> bool {
 }
 
 /// The level offset `o` of `d` (w = s·(u − o) − min).
-fn offset(d: DType) -> i32 {
+pub(super) fn offset(d: DType) -> i32 {
     match d {
         DType::Q4_0 => 8,
         DType::Q5_0 => 16,

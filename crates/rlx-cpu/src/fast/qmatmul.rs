@@ -441,14 +441,46 @@ fn q8_groups(dtype: DType, w: &[u8], x: &[f32], m: usize, n: usize, k: usize, ou
 
 /// Whether `dtype` has the 8-bit-activation kernel on this CPU.
 pub fn q8_kernel(dtype: DType) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        super::qdot_x86::handles(dtype) && super::qdot_x86::available()
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
+    Q8Few::best(dtype).is_some()
+}
+
+/// The 8-bit-activation kernels of the few-rows path.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Q8Few {
+    /// `qdot_vnni`: AVX-512 VNNI, two blocks per `vpdpbusd`.
+    Vnni,
+    /// `qdot_x86::gemv_q8`: AVX2 `vpmaddubsw` + `vpmaddwd`, a block at a time.
+    Avx2,
+}
+
+impl Q8Few {
+    /// Every one this CPU has for `dtype`, best first (tests run each).
+    pub fn all(dtype: DType) -> Vec<Q8Few> {
+        let mut v = vec![];
+        #[cfg(target_arch = "x86_64")]
+        if super::qdot_x86::handles(dtype) {
+            if super::qdot_vnni::available() {
+                v.push(Q8Few::Vnni);
+            }
+            if super::qdot_x86::available() {
+                v.push(Q8Few::Avx2);
+            }
+        }
         let _ = dtype;
-        false
+        v
+    }
+
+    /// The best this CPU has for `dtype`.
+    pub fn best(dtype: DType) -> Option<Q8Few> {
+        Self::all(dtype).first().copied()
+    }
+
+    /// For the dispatch report.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Q8Few::Vnni => "activations rounded to 8 bits, AVX-512 VNNI integer dot products",
+            Q8Few::Avx2 => "activations rounded to 8 bits, AVX2 integer dot products",
+        }
     }
 }
 
@@ -541,6 +573,55 @@ pub fn run_on(
     k: usize,
     out: &mut [f32],
 ) {
+    let q8_few = if q8 { Q8Few::best(dtype) } else { None };
+    run_with(few, q8_few, dtype, q8, w, x, m, n, k, out)
+}
+
+/// [`run`] with 8-bit activations on the few-rows kernel `isa` (one of
+/// [`Q8Few::all`]; for tests and benchmarks of each path): `m` must be
+/// below [`GEMM_ROWS`]. False when this CPU lacks the kernel.
+#[allow(clippy::too_many_arguments)]
+pub fn run_q8_few(
+    isa: Q8Few,
+    dtype: DType,
+    w: &[u8],
+    x: &[f32],
+    m: usize,
+    n: usize,
+    k: usize,
+    out: &mut [f32],
+) -> bool {
+    if !Q8Few::all(dtype).contains(&isa) || m >= GEMM_ROWS {
+        return false;
+    }
+    run_with(
+        FewRows::best(dtype),
+        Some(isa),
+        dtype,
+        true,
+        w,
+        x,
+        m,
+        n,
+        k,
+        out,
+    );
+    true
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_with(
+    few: FewRows,
+    q8_few: Option<Q8Few>,
+    dtype: DType,
+    q8: bool,
+    w: &[u8],
+    x: &[f32],
+    m: usize,
+    n: usize,
+    k: usize,
+    out: &mut [f32],
+) {
     let Storage::Block { block, bytes: bb } = dtype.storage() else {
         return;
     };
@@ -560,13 +641,21 @@ pub fn run_on(
         };
         return;
     }
+    // The few-rows integer kernel's activations: rounded to 8 bits, and
+    // laid out for the VNNI kernel where that runs.
     #[cfg(target_arch = "x86_64")]
-    let xq =
-        (q8 && m < GEMM_ROWS && q8_kernel(dtype)).then(|| super::qdot_x86::quantize_rows(x, m, k));
+    let q8_few = q8_few.filter(|_| m < GEMM_ROWS);
+    #[cfg(target_arch = "x86_64")]
+    let xq = q8_few.map(|_| super::qdot_x86::quantize_rows(x, m, k));
+    #[cfg(target_arch = "x86_64")]
+    let (xq, xv) = match (q8_few, xq) {
+        (Some(Q8Few::Vnni), Some(xq)) => (None, Some(super::qdot_vnni::prepare(dtype, xq, m, k))),
+        (_, xq) => (xq, None),
+    };
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = q8;
+    let _ = (q8, q8_few);
     #[cfg(target_arch = "x86_64")]
-    let xp = (xq.is_none() && m < GEMM_ROWS && few != FewRows::Portable).then(|| {
+    let xp = (q8_few.is_none() && m < GEMM_ROWS && few != FewRows::Portable).then(|| {
         if few == FewRows::Avx512 {
             super::qdot_x86::prepare_natural(dtype, x, m, k)
         } else {
@@ -579,6 +668,18 @@ pub fn run_on(
         // Each thread takes whole weight rows: `cols` rows from `j0` into
         // `o` (row r of x at `o[r·ldo..]`).
         let kernel = |j0: usize, cols: usize, o: &mut [f32], ldo: usize| {
+            #[cfg(target_arch = "x86_64")]
+            if let Some(xv) = &xv {
+                // SAFETY: `Q8Few::all` checked the CPU's features; `xv`
+                // holds the m rows of k values prepared for `dtype`.
+                #[allow(unsafe_code)]
+                unsafe {
+                    with_kernel!(m, dtype, |M, D| super::qdot_vnni::gemv::<M, D>(
+                        w, row_bytes, j0, xv, k, o, ldo, cols
+                    ))
+                };
+                return;
+            }
             #[cfg(target_arch = "x86_64")]
             if let Some(xq) = &xq {
                 // SAFETY: `q8_kernel` checked the CPU's features; `xq`

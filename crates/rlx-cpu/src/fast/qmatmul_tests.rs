@@ -258,3 +258,69 @@ fn q8_gemm_equals_the_few_rows_integer_kernel() {
         }
     }
 }
+
+/// Each few-rows integer kernel (AVX-512 VNNI and AVX2, where the CPU
+/// has them) against the 8-bit numerics written out in f64: the weights
+/// dequantized by the reference, the activations rounded by the scalar
+/// definition (`quantize_scalar`), so `Σ w·dx·q` — but a min term meets
+/// the exact x (`Σ (w − min)·dx·q + Σ min·x`, the min found by
+/// dequantizing again with it zeroed) — equal up to f32 rounding. Row counts 1, 3 and 7 (the register-tile sizes); an odd
+/// count of 32-value blocks (the VNNI kernel's half pair) and several
+/// k-quant super-blocks.
+#[test]
+#[cfg(target_arch = "x86_64")]
+fn each_q8_few_rows_kernel_equals_the_8_bit_numerics() {
+    for d in Q8_TYPES {
+        let Storage::Block { block, .. } = d.storage() else {
+            unreachable!()
+        };
+        let n = 19;
+        for k in [3 * block, 4 * block.max(64)] {
+            let wb = blocks(d, n * k / block);
+            let t = HostTensor::new(d, [n, k], TensorData::Packed(wb.clone())).unwrap();
+            let wf = rlx_ref::kernels::quant::dequantize_values(&t).unwrap();
+            let Storage::Block { bytes: bb, .. } = d.storage() else {
+                unreachable!()
+            };
+            // The min field (Q4_1's m, the k-quants' dmin) zeroed.
+            let mut no_min = wb.clone();
+            if matches!(d, DType::Q4_1 | DType::Q4K | DType::Q5K) {
+                for blk in no_min.chunks_exact_mut(bb) {
+                    blk[2..4].fill(0);
+                }
+            }
+            let t0 = HostTensor::new(d, [n, k], TensorData::Packed(no_min)).unwrap();
+            let w0 = rlx_ref::kernels::quant::dequantize_values(&t0).unwrap();
+            let min: Vec<f64> = wf.iter().zip(&w0).map(|(a, b)| a - b).collect();
+            for m in [1, 3, 7] {
+                let x: Vec<f32> = (0..m * k)
+                    .map(|i| ((i * 7919) % 37) as f32 / 17.0 - 1.0)
+                    .collect();
+                let nb = m * k / 32;
+                let mut xq = super::super::qdot_x86::Q8Rows {
+                    d: vec![0.0; nb],
+                    q: vec![0; m * k],
+                    sum: vec![0.0; nb],
+                };
+                super::super::qdot_x86::quantize_scalar(&x, &mut xq);
+                let xr: Vec<f32> = (0..m * k).map(|i| xq.q[i] as f32 * xq.d[i / 32]).collect();
+                for isa in Q8Few::all(d) {
+                    let mut y = vec![0.0f32; m * n];
+                    assert!(run_q8_few(isa, d, &wb, &x, m, n, k, &mut y));
+                    for r in 0..m {
+                        for j in 0..n {
+                            let (scaled, s0) = dot(&xr, &w0, r, j, k);
+                            let (mins, s1) = dot(&x, &min, r, j, k);
+                            let (want, scale) = (scaled + mins, s0 + s1);
+                            let got = y[r * n + j] as f64;
+                            assert!(
+                                (got - want).abs() <= 2e-6 * scale.max(1e-30),
+                                "{d} {isa:?} k={k} m={m} [{r},{j}]: {got} vs {want}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
