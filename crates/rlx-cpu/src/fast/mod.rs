@@ -71,6 +71,8 @@ mod qdot_vnni;
 #[cfg(target_arch = "x86_64")]
 mod qdot_x512;
 #[cfg(target_arch = "x86_64")]
+mod qdot_x512k;
+#[cfg(target_arch = "x86_64")]
 mod qdot_x86;
 #[cfg(target_arch = "x86_64")]
 mod qgemm;

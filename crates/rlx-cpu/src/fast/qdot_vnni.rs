@@ -27,6 +27,7 @@
 //! per call ([`element`]); the k-quants and Q8_0 are in natural order.
 #![allow(unsafe_code)]
 
+use super::qdot_x512k::{high8, k_scales};
 use super::qdot_x86::{f16, Q8Rows, TYPES};
 use super::qgemm::offset;
 use rlx_ir::DType;
@@ -154,33 +155,6 @@ unsafe fn pair32(d: DType, row: *const u8, b: usize, one: bool) -> (__m512i, __m
         u = _mm512_mask_add_epi8(u, bits, u, _mm512_set1_epi8(16));
     }
     (u, scales)
-}
-
-/// The 6-bit scales and mins of a Q4_K/Q5_K super-block (12 bytes at
-/// `s`) as f32 lanes: 0–7 `d·scale_j`, 8–15 `dmin·min_j`.
-#[inline(always)]
-unsafe fn k_scales(s: *const u8, d: f32, dmin: f32) -> __m512 {
-    let w = |i: usize| (s.add(4 * i) as *const u32).read_unaligned();
-    let (a0, a1, a2) = (w(0), w(1), w(2));
-    let (six, four, two) = (0x3F3F_3F3Fu32, 0x0F0F_0F0Fu32, 0x0303_0303u32);
-    // Scales and mins 0–3 are the low 6 bits of bytes 0–3 and 4–7; 4–7
-    // take 4 bits from bytes 8–11 and their top 2 from the high bits of
-    // bytes 0–3 (scales) and 4–7 (mins).
-    let sc_lo = a0 & six;
-    let mn_lo = a1 & six;
-    let sc_hi = (a2 & four) | ((a0 >> 6) & two) << 4;
-    let mn_hi = ((a2 >> 4) & four) | ((a1 >> 6) & two) << 4;
-    let v = _mm_setr_epi32(sc_lo as i32, sc_hi as i32, mn_lo as i32, mn_hi as i32);
-    _mm512_mul_ps(
-        _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)),
-        _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(d), _mm512_set1_ps(dmin)),
-    )
-}
-
-/// Lanes 8–15 of `v`.
-#[inline(always)]
-unsafe fn high8(v: __m512) -> __m256 {
-    _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)))
 }
 
 /// `out[r·ldo + j] = x[r] · w[j0 + j]` for the `M` rows of `x` and `cols`

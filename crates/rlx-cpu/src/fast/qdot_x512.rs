@@ -218,6 +218,15 @@ pub unsafe fn gemv<const M: usize, const D: u8>(
     debug_assert!(k.is_multiple_of(32) && x.x.len() >= M * k);
     // A constant: every per-type branch below folds away.
     let d = TYPES[D as usize];
+    let long_row = M == 1 && k > COLS_FROM_K;
+    if matches!(d, DType::Q4K | DType::Q5K | DType::Q6K) && !long_row {
+        // The k-quants a super-block at a time (qdot_x512k); a long row of
+        // x takes the passes of four rows below, which were faster there
+        // (one Zen 5 thread, 4096 × 14336, ms: Q4_K 2.7–3.6 vs 4.1–4.4
+        // whole rows of the super-block kernel; see qdot_x512k).
+        super::qdot_x512k::gemv::<M, D>(w, row_bytes, j0, x, k, out, ldo, cols);
+        return;
+    }
     let nb = k / 32;
     let table = nibble_table(if d == DType::Q4_0 { -8.0 } else { 0.0 });
     // One long row of x (a decoded token, K past COLS_FROM_K): four
@@ -225,7 +234,7 @@ pub unsafe fn gemv<const M: usize, const D: u8>(
     // four columns. A row of x that no longer fits in L1 was reloaded from
     // L2 for every weight row, more bytes than the weights themselves.
     let mut j = 0;
-    if M == 1 && k > COLS_FROM_K {
+    if long_row {
         while j + COLS <= cols {
             let rows: [*const u8; COLS] =
                 std::array::from_fn(|c| w.as_ptr().add((j0 + j + c) * row_bytes));
