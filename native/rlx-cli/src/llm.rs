@@ -63,6 +63,12 @@ pub struct LlmFlags {
     /// Context limit in tokens (prompt + generated; default: the model's, at most 4096).
     #[arg(long, value_name = "N")]
     context: Option<usize>,
+    /// Round activations to 8 bits per 32 values in the quantized matmuls
+    /// (integer dot products, llama.cpp's numerics): faster decoding on CPUs
+    /// with AVX-512 VNNI or AVX2, not token-identical to the f32 path. Same
+    /// as RLX_CPU_Q8_ACTIVATIONS=1; the dispatch report names the kernel.
+    #[arg(long)]
+    int8_activations: bool,
     #[command(flatten)]
     run: RunFlags,
 }
@@ -70,6 +76,10 @@ pub struct LlmFlags {
 impl LlmFlags {
     pub fn threads(&self) -> Option<usize> {
         self.run.threads
+    }
+
+    pub fn int8_activations(&self) -> bool {
+        self.int8_activations
     }
 
     fn options(&self) -> GenerateOptions {
@@ -122,10 +132,18 @@ impl GenerateArgs {
     pub fn threads(&self) -> Option<usize> {
         self.flags.threads()
     }
+
+    pub fn int8_activations(&self) -> bool {
+        self.flags.int8_activations()
+    }
 }
 impl ChatArgs {
     pub fn threads(&self) -> Option<usize> {
         self.flags.threads()
+    }
+
+    pub fn int8_activations(&self) -> bool {
+        self.flags.int8_activations()
     }
 }
 
@@ -303,6 +321,12 @@ pub struct BenchLlmArgs {
     /// Print the results as JSON on stdout.
     #[arg(long)]
     json: bool,
+    /// Round activations to 8 bits per 32 values in the quantized matmuls
+    /// (integer dot products, llama.cpp's numerics): faster decoding on CPUs
+    /// with AVX-512 VNNI or AVX2, not token-identical to the f32 path. Same
+    /// as RLX_CPU_Q8_ACTIVATIONS=1; the dispatch report names the kernel.
+    #[arg(long)]
+    int8_activations: bool,
     #[command(flatten)]
     run: RunFlags,
 }
@@ -310,6 +334,10 @@ pub struct BenchLlmArgs {
 impl BenchLlmArgs {
     pub fn threads(&self) -> Option<usize> {
         self.run.threads
+    }
+
+    pub fn int8_activations(&self) -> bool {
+        self.int8_activations
     }
 }
 

@@ -192,6 +192,14 @@ fn run(cmd: Cmd) -> CliResult {
         Cmd::Chat(a) => a.threads(),
         _ => None,
     };
+    // `--int8-activations` of the LLM commands: the CPU backend's option.
+    let int8 = match &cmd {
+        Cmd::Bench(embed::BenchCmd::Llm(a)) => a.int8_activations(),
+        Cmd::Generate(a) => a.int8_activations(),
+        Cmd::Chat(a) => a.int8_activations(),
+        _ => false,
+    };
+    env.rlx.cpu.q8_activations |= int8;
     // Limits, threads, the backends' options; the GPU backends (`vulkan`,
     // `gpu`) are registered for dispatch, coverage and compile, and a
     // device is only opened when something compiles for it.

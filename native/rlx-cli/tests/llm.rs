@@ -86,6 +86,53 @@ fn generate_dispatch_shows_the_decode_step() {
 }
 
 #[test]
+fn int8_activations_flag_switches_the_decode_kernels() {
+    // The flag sets the CPU backend's q8_activations: every quantized
+    // matmul of the decode step names its 8-bit kernel, and generation
+    // still opens with transformers' tokens (the numerics are tested in
+    // crates/rlx-models/tests/llm_q8.rs).
+    let reference: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("tests/vectors/llm/smollm2.json")).unwrap(),
+    )
+    .unwrap();
+    let p = &reference["prompts"][0];
+    let (code, out, err) = rlx(&[
+        "generate",
+        "-m",
+        &smollm2(),
+        "--int8-activations",
+        "--dispatch",
+        "--json",
+        "-n",
+        "4",
+        p["text"].as_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("activations rounded to 8 bits") && err.contains("(q8_activations)"),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let got: Vec<u64> = v["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_u64().unwrap())
+        .collect();
+    let want: Vec<u64> = p["generated_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_u64().unwrap())
+        .collect();
+    assert_eq!(got[..], want[..got.len()], "{out}");
+    // Without the flag the same step keeps f32 activations.
+    let (code, _, err) = rlx(&["generate", "-m", &smollm2(), "-n", "1", "--dispatch", "Hi"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("activations rounded to 8 bits"), "{err}");
+}
+
+#[test]
 fn generate_errors_have_exit_codes() {
     // A missing file: bad input (3).
     let (code, _, err) = rlx(&["generate", "-m", "/nonexistent.gguf", "hi"]);
