@@ -67,6 +67,8 @@ mod matmul;
 mod norm;
 pub(crate) mod par;
 #[cfg(target_arch = "x86_64")]
+mod qdot_avx2k;
+#[cfg(target_arch = "x86_64")]
 mod qdot_vnni;
 #[cfg(target_arch = "x86_64")]
 mod qdot_x512;

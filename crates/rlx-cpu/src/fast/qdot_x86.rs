@@ -577,6 +577,11 @@ pub unsafe fn gemv_q8<const M: usize, const D: u8>(
     debug_assert!(k.is_multiple_of(32));
     // A constant: every per-type branch below folds away.
     let d = TYPES[D as usize];
+    if matches!(d, DType::Q4K | DType::Q5K | DType::Q6K) {
+        // The k-quants a super-block at a time (qdot_avx2k).
+        super::qdot_avx2k::gemv_q8::<M, D>(w, row_bytes, j0, xq, k, out, ldo, cols);
+        return;
+    }
     let m = M;
     let nb = k / 32;
     let ones = _mm256_set1_epi16(1);
