@@ -18,7 +18,7 @@
 //! Q4_K 0.17 → 0.13–0.15, Q5_K 0.20 → 0.18, Q6_K 0.22 → 0.17.
 #![allow(unsafe_code)]
 
-use super::qdot_x86::{f16, Q8Rows, TYPES};
+use super::qdot_x86::{block_bytes, f16, k_scale_bytes, Q8Rows, TYPES};
 use rlx_ir::DType;
 use std::arch::x86_64::*;
 
@@ -26,23 +26,10 @@ use std::arch::x86_64::*;
 /// `s`): `d·scale_j` and `dmin·min_j`, 8 lanes each.
 #[inline(always)]
 unsafe fn k_scales8(s: *const u8, d: f32, dmin: f32) -> (__m256, __m256) {
-    let w = |i: usize| (s.add(4 * i) as *const u32).read_unaligned();
-    let (a0, a1, a2) = (w(0), w(1), w(2));
-    let (six, four, two) = (0x3F3F_3F3Fu32, 0x0F0F_0F0Fu32, 0x0303_0303u32);
-    // As `qdot_x512k::k_scales`: 0–3 are the low 6 bits of bytes 0–3
-    // (scales) and 4–7 (mins); 4–7 take 4 bits from bytes 8–11 and their
-    // top 2 from the high bits of bytes 0–3 and 4–7.
-    let sc = _mm_setr_epi32(
-        (a0 & six) as i32,
-        ((a2 & four) | ((a0 >> 6) & two) << 4) as i32,
-        0,
-        0,
-    );
-    let mn = _mm_setr_epi32(
-        (a1 & six) as i32,
-        (((a2 >> 4) & four) | ((a1 >> 6) & two) << 4) as i32,
-        0,
-        0,
+    let [sc_lo, sc_hi, mn_lo, mn_hi] = k_scale_bytes(s);
+    let (sc, mn) = (
+        _mm_setr_epi32(sc_lo, sc_hi, 0, 0),
+        _mm_setr_epi32(mn_lo, mn_hi, 0, 0),
     );
     // (No closure here: it would not inherit the caller's target features.)
     (
@@ -85,12 +72,7 @@ pub(super) unsafe fn gemv_q8<const M: usize, const D: u8>(
 ) {
     let d = TYPES[D as usize];
     debug_assert!(matches!(d, DType::Q4K | DType::Q5K | DType::Q6K));
-    let nb = k / 32;
-    let bb = match d {
-        DType::Q4K => 144,
-        DType::Q5K => 176,
-        _ => 210,
-    };
+    let (nb, bb) = (k / 32, block_bytes(d));
     let ones = _mm256_set1_epi16(1);
     let low = _mm256_set1_epi8(0x0F);
     let (xqp, xd, xs) = (xq.q.as_ptr(), xq.d.as_ptr(), xq.sum.as_ptr());

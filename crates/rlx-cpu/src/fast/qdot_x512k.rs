@@ -28,7 +28,7 @@
 //! order of f32 sums.
 #![allow(unsafe_code)]
 
-use super::qdot_x86::{f16, Prepared, TYPES};
+use super::qdot_x86::{block_bytes, f16, k_scale_bytes, Prepared, TYPES};
 use rlx_ir::DType;
 use std::arch::x86_64::*;
 
@@ -36,17 +36,8 @@ use std::arch::x86_64::*;
 /// `s`) as f32 lanes: 0–7 `d·scale_j`, 8–15 `dmin·min_j`.
 #[inline(always)]
 pub(super) unsafe fn k_scales(s: *const u8, d: f32, dmin: f32) -> __m512 {
-    let w = |i: usize| (s.add(4 * i) as *const u32).read_unaligned();
-    let (a0, a1, a2) = (w(0), w(1), w(2));
-    let (six, four, two) = (0x3F3F_3F3Fu32, 0x0F0F_0F0Fu32, 0x0303_0303u32);
-    // Scales and mins 0–3 are the low 6 bits of bytes 0–3 and 4–7; 4–7
-    // take 4 bits from bytes 8–11 and their top 2 from the high bits of
-    // bytes 0–3 (scales) and 4–7 (mins).
-    let sc_lo = a0 & six;
-    let mn_lo = a1 & six;
-    let sc_hi = (a2 & four) | ((a0 >> 6) & two) << 4;
-    let mn_hi = ((a2 >> 4) & four) | ((a1 >> 6) & two) << 4;
-    let v = _mm_setr_epi32(sc_lo as i32, sc_hi as i32, mn_lo as i32, mn_hi as i32);
+    let [sc_lo, sc_hi, mn_lo, mn_hi] = k_scale_bytes(s);
+    let v = _mm_setr_epi32(sc_lo, sc_hi, mn_lo, mn_hi);
     _mm512_mul_ps(
         _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)),
         _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(d), _mm512_set1_ps(dmin)),
@@ -92,12 +83,7 @@ pub(super) unsafe fn gemv<const M: usize, const D: u8>(
 ) {
     let d = TYPES[D as usize];
     debug_assert!(matches!(d, DType::Q4K | DType::Q5K | DType::Q6K));
-    let nb = k / 32;
-    let bb = match d {
-        DType::Q4K => 144,
-        DType::Q5K => 176,
-        _ => 210,
-    };
+    let (nb, bb) = (k / 32, block_bytes(d));
     // A single chain of FMAs per accumulator is latency-bound: with one
     // row, alternate sub-blocks take separate accumulators.
     let alternate = M == 1;

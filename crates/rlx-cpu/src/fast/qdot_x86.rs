@@ -82,6 +82,32 @@ pub(super) unsafe fn scale_min(s: *const u8, j: usize) -> (u8, u8) {
     }
 }
 
+/// All 8 6-bit (scale, min) pairs of a Q4_K/Q5_K super-block (12 bytes
+/// at `s`) at once, as four words of bytes: scales 0–3, scales 4–7, mins
+/// 0–3, mins 4–7. Pairs 0–3 are the low 6 bits of bytes 0–3 (scales) and
+/// 4–7 (mins); 4–7 take 4 bits from bytes 8–11 and their top 2 from the
+/// high bits of bytes 0–3 and 4–7 (as [`scale_min`] one at a time).
+#[inline(always)]
+pub(super) unsafe fn k_scale_bytes(s: *const u8) -> [i32; 4] {
+    let w = |i: usize| (s.add(4 * i) as *const u32).read_unaligned();
+    let (a0, a1, a2) = (w(0), w(1), w(2));
+    let (six, four, two) = (0x3F3F_3F3Fu32, 0x0F0F_0F0Fu32, 0x0303_0303u32);
+    [
+        (a0 & six) as i32,
+        ((a2 & four) | ((a0 >> 6) & two) << 4) as i32,
+        (a1 & six) as i32,
+        (((a2 >> 4) & four) | ((a1 >> 6) & two) << 4) as i32,
+    ]
+}
+
+/// Bytes per block (per super-block for the k-quants) of `d`.
+pub(super) fn block_bytes(d: DType) -> usize {
+    match d.storage() {
+        rlx_ir::dtype::Storage::Block { bytes, .. } => bytes,
+        _ => 0,
+    }
+}
+
 /// An f16 scale, converted by F16C (exact, as `half` is).
 #[inline(always)]
 pub(super) unsafe fn f16(p: *const u8) -> f32 {
