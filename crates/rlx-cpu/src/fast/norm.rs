@@ -139,43 +139,76 @@ pub fn softmax_columns(out: &mut [f32], x: &[f32], len: usize, inner: usize) {
         let (first, rest) = o.split_at_mut(inner);
         first.copy_from_slice(&xs[..inner]);
         for j in 1..len {
-            for (m, &v) in first.iter_mut().zip(&xs[j * inner..(j + 1) * inner]) {
-                if v > *m || v.is_nan() {
-                    *m = v;
-                }
-            }
+            col_max(first, &xs[j * inner..(j + 1) * inner]);
         }
         // exp(x − max) into rows 1.., then row 0 (over the maxima).
         for j in (1..len).rev() {
             let row = &mut rest[(j - 1) * inner..j * inner];
-            for ((d, &v), &m) in row
-                .iter_mut()
-                .zip(&xs[j * inner..(j + 1) * inner])
-                .zip(first.iter())
-            {
-                *d = simd::exp::<simd::Plain>(v - m);
-            }
+            exp_minus(row, &xs[j * inner..(j + 1) * inner], first);
         }
-        for (m, &v) in first.iter_mut().zip(&xs[..inner]) {
-            *m = simd::exp::<simd::Plain>(v - *m);
-        }
+        exp_minus_in_place(first, &xs[..inner]);
         SUMS.with(|sums| {
             let mut sums = sums.borrow_mut();
             sums.clear();
             sums.extend_from_slice(&o[..inner]);
             for j in 1..len {
-                for (s, &e) in sums.iter_mut().zip(&o[j * inner..(j + 1) * inner]) {
-                    *s += e;
-                }
+                col_add(&mut sums, &o[j * inner..(j + 1) * inner]);
             }
             sums.iter_mut().for_each(|s| *s = 1.0 / *s);
             for row in o.chunks_mut(inner) {
-                for (d, &inv) in row.iter_mut().zip(sums.iter()) {
-                    *d *= inv;
-                }
+                col_mul(row, &sums);
             }
         });
     });
+}
+
+// The column loops of [`softmax_columns`], compiled per SIMD level (the
+// exponential is written to vectorize: 16 lanes on AVX-512).
+simd_fn! {
+    /// `m[i] = max(m[i], v[i])`, NaN winning.
+    fn col_max(m: &mut [f32], v: &[f32]) {
+        for (m, &v) in m.iter_mut().zip(v) {
+            if v > *m || v.is_nan() {
+                *m = v;
+            }
+        }
+    }
+}
+
+simd_fn! {
+    /// `d[i] = exp(v[i] − m[i])`.
+    fn exp_minus(d: &mut [f32], v: &[f32], m: &[f32]) {
+        for ((d, &v), &m) in d.iter_mut().zip(v).zip(m) {
+            *d = simd::exp::<M>(v - m);
+        }
+    }
+}
+
+simd_fn! {
+    /// `m[i] = exp(v[i] − m[i])`.
+    fn exp_minus_in_place(m: &mut [f32], v: &[f32]) {
+        for (m, &v) in m.iter_mut().zip(v) {
+            *m = simd::exp::<M>(v - *m);
+        }
+    }
+}
+
+simd_fn! {
+    /// `s[i] += e[i]`.
+    fn col_add(s: &mut [f32], e: &[f32]) {
+        for (s, &e) in s.iter_mut().zip(e) {
+            *s += e;
+        }
+    }
+}
+
+simd_fn! {
+    /// `d[i] *= f[i]`.
+    fn col_mul(d: &mut [f32], f: &[f32]) {
+        for (d, &f) in d.iter_mut().zip(f) {
+            *d *= f;
+        }
+    }
 }
 
 thread_local! {
