@@ -456,18 +456,16 @@ pub enum Q8Few {
 impl Q8Few {
     /// Every one this CPU has for `dtype`, best first (tests run each).
     pub fn all(dtype: DType) -> Vec<Q8Few> {
-        let mut v = vec![];
         #[cfg(target_arch = "x86_64")]
         if super::qdot_x86::handles(dtype) {
-            if super::qdot_vnni::available() {
-                v.push(Q8Few::Vnni);
-            }
-            if super::qdot_x86::available() {
-                v.push(Q8Few::Avx2);
-            }
+            let has = [
+                (Q8Few::Vnni, super::qdot_vnni::available()),
+                (Q8Few::Avx2, super::qdot_x86::available()),
+            ];
+            return has.into_iter().filter(|h| h.1).map(|h| h.0).collect();
         }
         let _ = dtype;
-        v
+        vec![]
     }
 
     /// The best this CPU has for `dtype`.
