@@ -666,53 +666,38 @@ fn run_with(
         // Each thread takes whole weight rows: `cols` rows from `j0` into
         // `o` (row r of x at `o[r·ldo..]`).
         let kernel = |j0: usize, cols: usize, o: &mut [f32], ldo: usize| {
+            // The few-rows kernel `$f` on the activations `$x` it was
+            // prepared for. SAFETY (each use below): the kernel's CPU
+            // features were checked where `$x` was made (`Q8Few::all`,
+            // `FewRows::all`), and `$x` holds the m rows of k values in
+            // that kernel's layout.
+            #[cfg(target_arch = "x86_64")]
+            macro_rules! few_rows {
+                ($x:expr, $($f:ident)::+) => {{
+                    #[allow(unsafe_code)]
+                    unsafe {
+                        with_kernel!(m, dtype, |M, D| $($f)::+::<M, D>(
+                            w, row_bytes, j0, $x, k, o, ldo, cols
+                        ))
+                    };
+                    return;
+                }};
+            }
             #[cfg(target_arch = "x86_64")]
             if let Some(xv) = &xv {
-                // SAFETY: `Q8Few::all` checked the CPU's features; `xv`
-                // holds the m rows of k values prepared for `dtype`.
-                #[allow(unsafe_code)]
-                unsafe {
-                    with_kernel!(m, dtype, |M, D| super::qdot_vnni::gemv::<M, D>(
-                        w, row_bytes, j0, xv, k, o, ldo, cols
-                    ))
-                };
-                return;
+                few_rows!(xv, super::qdot_vnni::gemv)
             }
             #[cfg(target_arch = "x86_64")]
             if let Some(xq) = &xq {
-                // SAFETY: `q8_kernel` checked the CPU's features; `xq`
-                // holds the m rows of k values.
-                #[allow(unsafe_code)]
-                unsafe {
-                    with_kernel!(m, dtype, |M, D| super::qdot_x86::gemv_q8::<M, D>(
-                        w, row_bytes, j0, xq, k, o, ldo, cols
-                    ))
-                };
-                return;
+                few_rows!(xq, super::qdot_x86::gemv_q8)
             }
             #[cfg(target_arch = "x86_64")]
             if let (Some(xp), FewRows::Avx512) = (&xp, few) {
-                // SAFETY: `FewRows::all` checked the CPU's features; `xp`
-                // holds the m rows of k values in natural order.
-                #[allow(unsafe_code)]
-                unsafe {
-                    with_kernel!(m, dtype, |M, D| super::qdot_x512::gemv::<M, D>(
-                        w, row_bytes, j0, xp, k, o, ldo, cols
-                    ))
-                };
-                return;
+                few_rows!(xp, super::qdot_x512::gemv)
             }
             #[cfg(target_arch = "x86_64")]
             if let Some(xp) = &xp {
-                // SAFETY: `FewRows::all` checked the CPU's features; `xp`
-                // holds the m rows of k values prepared for `dtype`.
-                #[allow(unsafe_code)]
-                unsafe {
-                    with_kernel!(m, dtype, |M, D| super::qdot_x86::gemv::<M, D>(
-                        w, row_bytes, j0, xp, k, o, ldo, cols
-                    ))
-                };
-                return;
+                few_rows!(xp, super::qdot_x86::gemv)
             }
             gemv_rows(dtype, w, row_bytes, j0, x, m, k, cols, o, ldo);
         };
