@@ -460,7 +460,7 @@ fn max_nan(m: f32, v: f32) -> f32 {
 
 simd_fn! {
     /// `dst[i] = max(dst[i], src[i])` (NaN wins).
-    fn max_into(dst: &mut [f32], src: &[f32]) {
+    pub(super) fn max_into(dst: &mut [f32], src: &[f32]) {
         for (d, &s) in dst.iter_mut().zip(src) {
             *d = max_nan(*d, s);
         }

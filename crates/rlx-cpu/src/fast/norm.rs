@@ -139,7 +139,7 @@ pub fn softmax_columns(out: &mut [f32], x: &[f32], len: usize, inner: usize) {
         let (first, rest) = o.split_at_mut(inner);
         first.copy_from_slice(&xs[..inner]);
         for j in 1..len {
-            col_max(first, &xs[j * inner..(j + 1) * inner]);
+            super::conv::max_into(first, &xs[j * inner..(j + 1) * inner]);
         }
         // exp(x − max) into rows 1.., then row 0 (over the maxima).
         for j in (1..len).rev() {
@@ -164,17 +164,6 @@ pub fn softmax_columns(out: &mut [f32], x: &[f32], len: usize, inner: usize) {
 
 // The column loops of [`softmax_columns`], compiled per SIMD level (the
 // exponential is written to vectorize: 16 lanes on AVX-512).
-simd_fn! {
-    /// `m[i] = max(m[i], v[i])`, NaN winning.
-    fn col_max(m: &mut [f32], v: &[f32]) {
-        for (m, &v) in m.iter_mut().zip(v) {
-            if v > *m || v.is_nan() {
-                *m = v;
-            }
-        }
-    }
-}
-
 simd_fn! {
     /// `d[i] = exp(v[i] − m[i])`.
     fn exp_minus(d: &mut [f32], v: &[f32], m: &[f32]) {
