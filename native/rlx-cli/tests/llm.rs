@@ -31,19 +31,32 @@ fn smollm2() -> String {
     p.to_str().unwrap().to_string()
 }
 
-#[test]
-fn generate_json_gives_transformers_greedy_tokens() {
+/// Prompt `i` of transformers' reference (tests/vectors/llm/smollm2.json):
+/// its text and greedy token ids.
+fn reference_prompt(i: usize) -> (String, Vec<u64>) {
     let reference: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(root().join("tests/vectors/llm/smollm2.json")).unwrap(),
     )
     .unwrap();
-    let p = &reference["prompts"][0];
-    let want: Vec<u64> = p["generated_ids"]
-        .as_array()
+    let p = &reference["prompts"][i];
+    (
+        p["text"].as_str().unwrap().to_string(),
+        ids(&p["generated_ids"]),
+    )
+}
+
+/// A JSON array of token ids.
+fn ids(v: &serde_json::Value) -> Vec<u64> {
+    v.as_array()
         .unwrap()
         .iter()
-        .map(|v| v.as_u64().unwrap())
-        .collect();
+        .map(|t| t.as_u64().unwrap())
+        .collect()
+}
+
+#[test]
+fn generate_json_gives_transformers_greedy_tokens() {
+    let (text, want) = reference_prompt(0);
     let (code, out, err) = rlx(&[
         "generate",
         "-m",
@@ -53,16 +66,11 @@ fn generate_json_gives_transformers_greedy_tokens() {
         "24",
         "--threads",
         "2",
-        p["text"].as_str().unwrap(),
+        &text,
     ]);
     assert_eq!(code, Some(0), "{err}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
-    let got: Vec<u64> = v["tokens"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_u64().unwrap())
-        .collect();
+    let got = ids(&v["tokens"]);
     // Up to 24 tokens, or fewer if the model ends the text (EOS stops rlx).
     assert!(!got.is_empty() && got.len() <= 24, "{got:?}");
     assert_eq!(got[..], want[..got.len()], "{out}");
@@ -91,11 +99,7 @@ fn int8_activations_flag_switches_the_decode_kernels() {
     // matmul of the decode step names its 8-bit kernel, and generation
     // still opens with transformers' tokens (the numerics are tested in
     // crates/rlx-models/tests/llm_q8.rs).
-    let reference: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(root().join("tests/vectors/llm/smollm2.json")).unwrap(),
-    )
-    .unwrap();
-    let p = &reference["prompts"][0];
+    let (text, want) = reference_prompt(0);
     let (code, out, err) = rlx(&[
         "generate",
         "-m",
@@ -105,7 +109,7 @@ fn int8_activations_flag_switches_the_decode_kernels() {
         "--json",
         "-n",
         "4",
-        p["text"].as_str().unwrap(),
+        &text,
     ]);
     assert_eq!(code, Some(0), "{err}");
     assert!(
@@ -113,18 +117,8 @@ fn int8_activations_flag_switches_the_decode_kernels() {
         "{err}"
     );
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
-    let got: Vec<u64> = v["tokens"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_u64().unwrap())
-        .collect();
-    let want: Vec<u64> = p["generated_ids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_u64().unwrap())
-        .collect();
+    let got = ids(&v["tokens"]);
+    assert!(!got.is_empty() && got.len() <= 4, "{got:?}");
     assert_eq!(got[..], want[..got.len()], "{out}");
     // Without the flag the same step keeps f32 activations.
     let (code, _, err) = rlx(&["generate", "-m", &smollm2(), "-n", "1", "--dispatch", "Hi"]);
