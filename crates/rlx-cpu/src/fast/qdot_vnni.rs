@@ -28,7 +28,7 @@
 #![allow(unsafe_code)]
 
 use super::qdot_x512k::{high8, k_scales};
-use super::qdot_x86::{f16, Q8Rows, TYPES};
+use super::qdot_x86::{block_bytes, f16, Q8Rows, TYPES};
 use super::qgemm::offset;
 use rlx_ir::DType;
 use std::arch::x86_64::*;
@@ -98,12 +98,7 @@ pub fn prepare(d: DType, xq: Q8Rows, m: usize, k: usize) -> Prepared {
 /// m_b+1]` (one f16 conversion for all four).
 #[inline(always)]
 unsafe fn pair32(d: DType, row: *const u8, b: usize, one: bool) -> (__m512i, __m128) {
-    let bb = match d {
-        DType::Q4_0 => 18,
-        DType::Q4_1 => 20,
-        DType::Q5_0 => 22,
-        _ => 34,
-    };
+    let bb = block_bytes(d);
     let pa = row.add(b * bb);
     let pb = pa.add(bb);
     let half = |p: *const u8, at: usize| (p.add(at) as *const u16).read_unaligned() as u32;
@@ -217,7 +212,7 @@ pub unsafe fn gemv<const M: usize, const D: u8>(
         }
         match d {
             DType::Q4K | DType::Q5K => {
-                let bb = if d == DType::Q4K { 144 } else { 176 };
+                let bb = block_bytes(d);
                 for sb in 0..nb / 8 {
                     let p = row.add(sb * bb);
                     let f = k_scales(p.add(4), f16(p), f16(p.add(2)));
