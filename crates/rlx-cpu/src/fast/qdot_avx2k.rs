@@ -12,7 +12,7 @@
 //! signed levels as |q| × (x with q's sign)), so results agree with the
 //! per-block kernel up to the order of f32 sums. One Zen 5 thread forced
 //! onto this AVX2 kernel (`examples/qmatmul.rs --decode --one-weight`, ms,
-//! per-block → this, two runs each): 4096 × 14336 Q4_K 2.55 → 1.93–2.00,
+//! per-block → this, two runs each; benches/results/quant-kquant-kernels.md): 4096 × 14336 Q4_K 2.55 → 1.93–2.00,
 //! Q5_K 3.0–3.1 → 2.9–3.1, Q6_K 3.35 → 2.5–2.8; 4864 × 896 Q4_K
 //! 0.15–0.23 → 0.15, Q5_K 0.22–0.27 → 0.14, Q6_K 0.33 → 0.14; 896 × 4864
 //! Q4_K 0.17 → 0.13–0.15, Q5_K 0.20 → 0.18, Q6_K 0.22 → 0.17.

@@ -12,7 +12,7 @@
 //! per-sub-block path (`qdot_x512::unit`) spent about 20 operations per
 //! 32 values, most of them scalar scale and min arithmetic. One Zen 5
 //! thread, weights from memory (`examples/qmatmul.rs`, ms, per-sub-block →
-//! this): 4864 × 896 Q4_K 0.21 → 0.14, Q5_K 0.24 → 0.24, Q6_K 0.23 →
+//! this; both runs in benches/results/quant-kquant-kernels.md): 4864 × 896 Q4_K 0.21 → 0.14, Q5_K 0.24 → 0.24, Q6_K 0.23 →
 //! 0.23; 896 × 4864 Q4_K 0.23 → 0.15, Q5_K 0.27 → 0.23, Q6_K 0.31 → 0.24;
 //! 8192 × 2048 Q4_K 0.85 → 0.58, Q5_K 1.0 → 0.96, Q6_K 1.1 → 0.99. A
 //! single row of x past 8192 values takes `qdot_x512`'s passes of four
