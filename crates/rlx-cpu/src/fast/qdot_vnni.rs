@@ -68,6 +68,16 @@ pub struct Prepared {
 /// [`gemv`] on `d`.
 pub fn prepare(d: DType, xq: Q8Rows, m: usize, k: usize) -> Prepared {
     let kp = k.next_multiple_of(64);
+    if kp == k && !interleaved(d) {
+        // Already in the pairs' order with no padding (the k-quants, Q8_0
+        // on an even block count): the rounded rows as they are.
+        return Prepared {
+            q: xq.q,
+            dx: xq.d,
+            sum: xq.sum,
+            kp,
+        };
+    }
     let (nb, nbp) = (k / 32, kp / 32);
     let order: [usize; 64] = std::array::from_fn(|p| element(d, p));
     let mut q = vec![0i8; m * kp];
