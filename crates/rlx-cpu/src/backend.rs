@@ -101,6 +101,21 @@ impl Executable for CpuExecutable {
             CpuExecutable::Reference(_) => false,
         }
     }
+
+    /// The engine reads inputs from the caller's tensors on every run;
+    /// only what it prepared from a resident one (a transposed or packed
+    /// copy) is made again.
+    fn update_resident(
+        &self,
+        input: usize,
+        _at: rlx_runtime::Runs,
+        _values: &HostTensor,
+    ) -> Result<(), RuntimeError> {
+        if let CpuExecutable::Fast(p) = self {
+            p.resident_changed(input);
+        }
+        Ok(())
+    }
 }
 
 impl Backend for CpuBackend {

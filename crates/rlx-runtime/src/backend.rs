@@ -70,6 +70,67 @@ pub enum RuntimeError {
     Config(String),
 }
 
+/// Elements of a tensor in row-major order: `count` runs of `len`
+/// elements, the first starting at element `start` and each `stride`
+/// elements after the one before. A decoder's key cache
+/// (heads, capacity, head_dim) gains, per step, one run per head:
+/// `Runs { start: filled * head_dim, count: heads, len: new * head_dim,
+/// stride: capacity * head_dim }`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Runs {
+    pub start: usize,
+    pub count: usize,
+    pub len: usize,
+    pub stride: usize,
+}
+
+impl Runs {
+    /// All `n` elements of a tensor, as one run.
+    pub fn whole(n: usize) -> Runs {
+        Runs {
+            start: 0,
+            count: 1,
+            len: n,
+            stride: n,
+        }
+    }
+
+    /// Elements covered.
+    pub fn numel(&self) -> usize {
+        self.count * self.len
+    }
+
+    /// The first element of each run.
+    pub fn starts(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.count).map(|r| self.start + r * self.stride)
+    }
+
+    /// `Ok` if the runs lie inside a tensor of `n` elements, do not
+    /// overlap, and `values` elements fill them exactly.
+    pub fn check(&self, n: usize, values: usize) -> Result<(), String> {
+        let end = self
+            .count
+            .checked_sub(1)
+            .and_then(|c| c.checked_mul(self.stride))
+            .and_then(|x| x.checked_add(self.start))
+            .and_then(|x| x.checked_add(self.len));
+        if self.count > 1 && self.stride < self.len {
+            return Err(format!(
+                "runs of {} elements every {} overlap",
+                self.len, self.stride
+            ));
+        }
+        match end {
+            Some(e) if e <= n && values == self.numel() => Ok(()),
+            Some(e) if e <= n => Err(format!(
+                "{} values for {} runs of {} elements",
+                values, self.count, self.len
+            )),
+            _ => Err(format!("{self:?} reaches past the tensor's {n} elements")),
+        }
+    }
+}
+
 /// What the asynchronous entry points return: a boxed future, not `Send`
 /// (the browser's WebGPU futures are not).
 pub type LocalFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + 'a>>;
@@ -102,6 +163,26 @@ pub trait Executable: MaybeSendSync {
     fn keep_resident(&self, inputs: &[usize]) -> bool {
         let _ = inputs;
         false
+    }
+    /// Resident input `input` changed at `at` to `values` (same dtype,
+    /// `at.numel()` elements): the host tensor the caller passes on later
+    /// runs changed the same way, and this brings the backend's prepared
+    /// copy up to date — a GPU writes just those elements into its
+    /// buffer, so a decoder's key/value cache stays on the device and each
+    /// step copies only its new positions. A backend that keeps no copy of
+    /// the input does nothing; one that cannot update a copy in place drops
+    /// it and prepares it again on the next run. The default refuses, so a
+    /// backend that keeps inputs resident must say how it updates them.
+    fn update_resident(
+        &self,
+        input: usize,
+        at: Runs,
+        values: &HostTensor,
+    ) -> Result<(), RuntimeError> {
+        let _ = (at, values);
+        Err(RuntimeError::Config(format!(
+            "input {input}: this backend cannot update a resident input"
+        )))
     }
     /// [`Executable::run`] without blocking the thread: the browser cannot
     /// block on a GPU readback, so WebGPU runs only this way there. The

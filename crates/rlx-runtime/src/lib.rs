@@ -22,7 +22,7 @@ mod router;
 
 pub use backend::{
     backend_for, backends, register_backend, Backend, Claims, Executable, LocalFuture,
-    MaybeSendSync, NodeQuery, RuntimeError,
+    MaybeSendSync, NodeQuery, Runs, RuntimeError,
 };
 pub use calibration::{calibration, clear_calibrations, set_calibration, Calibration, CostSource};
 pub use device::Device;

@@ -209,6 +209,18 @@ impl Executable for WgpuExecutable {
         true
     }
 
+    /// The changed elements are written into the input's buffer.
+    fn update_resident(
+        &self,
+        input: usize,
+        at: rlx_runtime::Runs,
+        values: &HostTensor,
+    ) -> Result<(), RuntimeError> {
+        self.program
+            .update_pinned(input, at, values)
+            .map_err(|e| rt(self.device, e))
+    }
+
     fn run_async<'a>(
         &'a self,
         inputs: &'a [&'a HostTensor],

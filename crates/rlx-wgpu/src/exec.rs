@@ -339,6 +339,60 @@ impl GpuProgram {
         }
     }
 
+    /// Pinned input `i` changed at `at` to `values`: those elements are
+    /// written into its buffer (the next run's commands follow the write
+    /// in the queue). Types whose GPU layout differs from the host's by
+    /// more than a word size (bool, a 16-bit value not on a word boundary)
+    /// are uploaded whole on the next run instead.
+    pub fn update_pinned(
+        &self,
+        i: usize,
+        at: rlx_runtime::Runs,
+        values: &HostTensor,
+    ) -> Result<(), WgpuError> {
+        let want = self
+            .input_types
+            .get(i)
+            .ok_or_else(|| WgpuError::Input(format!("no input {i}")))?;
+        if values.dtype() != want.dtype {
+            return Err(WgpuError::Input(format!(
+                "input {i} is {}, the update is {}",
+                want.dtype,
+                values.dtype()
+            )));
+        }
+        let mut res = self
+            .resident
+            .lock()
+            .map_err(|_| WgpuError::Gpu("residency lock poisoned".into()))?;
+        let pinned = self.pinned.lock().map(|p| p.get(i) == Some(&true));
+        if !matches!(pinned, Ok(true)) || res[i].is_none() {
+            // Not on the GPU yet (or fingerprinted each run): the next run
+            // uploads the caller's tensor as it is.
+            return Ok(());
+        }
+        let eb = match (values.dtype(), self.wide) {
+            (DType::F32 | DType::I32, _) | (DType::F16, true) => 4,
+            (DType::I64, _) => 8,
+            (DType::F16, false) if at.len % 2 == 0 && at.start % 2 == 0 && at.stride % 2 == 0 => 2,
+            _ => {
+                res[i] = None;
+                return Ok(());
+            }
+        };
+        let bytes = to_words(values, self.wide)?;
+        let run = at.len * eb;
+        for (r, start) in at.starts().enumerate() {
+            let src = &bytes[r * run..(r + 1) * run];
+            if !src.is_empty() {
+                self.ctx
+                    .queue
+                    .write_buffer(&self.inputs[i], (start * eb) as u64, src);
+            }
+        }
+        Ok(())
+    }
+
     /// Upload the inputs whose contents changed since the last run.
     fn upload(&self, inputs: &[&HostTensor]) -> Result<(), WgpuError> {
         if inputs.len() != self.inputs.len() {

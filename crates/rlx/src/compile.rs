@@ -210,6 +210,38 @@ impl Compiled {
         self.casts.keep_resident(inputs);
         self.exe.keep_resident(inputs)
     }
+    /// Resident input `input` (see [`Compiled::keep_resident`]) changed
+    /// at `at` to `values`: the caller's tensor, passed on later runs,
+    /// changed the same way, and the backend's copy follows (a GPU writes
+    /// only those elements; a decoder's key/value cache stays on the
+    /// device). An error if the runs do not fit the input or the dtype
+    /// differs.
+    pub fn update_resident(
+        &self,
+        input: usize,
+        at: crate::Runs,
+        values: &HostTensor,
+    ) -> Result<(), Error> {
+        let n = self
+            .program
+            .graph
+            .inputs
+            .get(input)
+            .map(|&v| self.program.graph.ty(v).shape.numel())
+            .ok_or_else(|| {
+                RuntimeError::Config(format!(
+                    "update_resident: no input {input} (the program takes {})",
+                    self.program.graph.inputs.len()
+                ))
+            })?;
+        at.check(n, values.shape().numel())
+            .map_err(|e| RuntimeError::Config(format!("update_resident: input {input}: {e}")))?;
+        match self.casts.updated(input, values)? {
+            Some(narrowed) => Ok(self.exe.update_resident(input, at, &narrowed)?),
+            None => Ok(self.exe.update_resident(input, at, values)?),
+        }
+    }
+
     /// How each node of the source graph runs, and any transfers/routing.
     pub fn dispatch_report(&self) -> &DispatchReport {
         &self.report

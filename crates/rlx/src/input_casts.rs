@@ -44,6 +44,21 @@ impl InputCasts {
         }
     }
 
+    /// Input `i` changed (some of its elements, to `values`): a converted
+    /// copy kept for it is stale, and the executable takes the values
+    /// converted as the input is (`None` when it is not).
+    pub(crate) fn updated(
+        &self,
+        i: usize,
+        values: &HostTensor,
+    ) -> Result<Option<HostTensor>, Error> {
+        let Some(&(_, dt)) = self.casts.iter().find(|(j, _)| *j == i) else {
+            return Ok(None);
+        };
+        self.lock().cache.remove(&i);
+        narrow(i, values, dt).map(Some)
+    }
+
     /// The converted inputs (index, tensor); inputs out of range are left
     /// to the executable's arity check.
     pub(crate) fn convert(

@@ -49,7 +49,7 @@ pub use rlx_runtime::options::WgpuOptions;
 pub use rlx_runtime::{
     calibration, clear_calibrations, set_calibration, Calibration, CostSource, Device,
     DeviceRouter, DispatchError, DispatchOptions, DispatchPath, DispatchReport, KernelTime, Policy,
-    Profile, RuntimeError,
+    Profile, Runs, RuntimeError,
 };
 pub use session::{CacheStats, Session};
 

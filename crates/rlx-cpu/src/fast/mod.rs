@@ -605,4 +605,21 @@ impl FastProgram {
             }
         }
     }
+
+    /// Resident input `input` changed (`Executable::update_resident`):
+    /// what was prepared from it is made again on the next run, from the
+    /// tensor the caller passes then.
+    pub fn resident_changed(&self, input: usize) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let st = &mut *st;
+        for (p, ready) in self.preps.iter().zip(st.ready.iter_mut()) {
+            *ready &= p.input != input;
+        }
+        for (p, ready) in self.packs.iter().zip(st.packed_ready.iter_mut()) {
+            *ready &= p.input != input;
+        }
+        for (p, ready) in self.f32_packs.iter().zip(st.f32_packed_ready.iter_mut()) {
+            *ready &= p.input != input;
+        }
+    }
 }

@@ -9,12 +9,21 @@
 //! powers of two from 64 up to the context limit, so a generation compiles
 //! a handful of graphs, each once, and the cache grows by copying at most
 //! log₂(context) times.
+//!
+//! The host tensors are the cache of record, but a compiled graph keeps
+//! its cache inputs resident (`Compiled::keep_resident`): a GPU holds them
+//! in device buffers, and each step sends only the positions written since
+//! that graph last ran (`Compiled::update_resident`) instead of the whole
+//! cache. [`Steps`] remembers, per graph, which cache (by id: a new cache
+//! or a grown one gets a new id) and how many positions its copy holds; a
+//! graph that last ran on another cache gets the whole tensor again.
 
 use super::load::LlmModel;
 use super::LlmError;
 use rlx::{Compiled, Device, HostTensor, Session};
 use rlx_ir::tensor::TensorData;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Prompt tokens per prefill graph: prompts are padded to a multiple of
@@ -25,6 +34,8 @@ const MIN_CAPACITY: usize = 64;
 
 /// The cache of one generation.
 pub(crate) struct KvCache {
+    /// Unique per cache and capacity: which copy a graph's resident inputs hold.
+    id: u64,
     capacity: usize,
     /// Filled positions.
     pub len: usize,
@@ -32,9 +43,15 @@ pub(crate) struct KvCache {
     v: Vec<HostTensor>,
 }
 
+fn fresh_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
 impl KvCache {
     pub fn new() -> KvCache {
         KvCache {
+            id: fresh_id(),
             capacity: 0,
             len: 0,
             k: vec![],
@@ -49,6 +66,11 @@ pub struct Steps {
     pub device: Device,
     pub limit: usize,
     compiled: HashMap<(usize, usize), Arc<Compiled>>,
+    /// Per graph: the cache (id) its resident cache inputs copy, and how
+    /// many of its positions.
+    synced: HashMap<(usize, usize), (u64, usize)>,
+    /// Whether graphs keep their cache inputs resident (the default).
+    resident_cache: bool,
     session: Session,
 }
 
@@ -79,7 +101,21 @@ impl Steps {
             device,
             limit,
             compiled: HashMap::new(),
+            synced: HashMap::new(),
+            resident_cache: true,
             session: Session::new(rlx::CompileOptions::default()),
+        }
+    }
+
+    /// Whether compiled graphs keep the key/value cache resident (on by
+    /// default): off, every step passes the whole cache in, as the host
+    /// holds it — for measuring what residency saves. Graphs compiled
+    /// before are dropped.
+    pub fn set_resident_cache(&mut self, on: bool) {
+        if on != self.resident_cache {
+            self.resident_cache = on;
+            self.compiled.clear();
+            self.synced.clear();
         }
     }
 
@@ -133,7 +169,12 @@ impl Steps {
     /// Hold `c` as the graph for (t, p), its weights resident.
     fn keep(&mut self, model: &LlmModel, t: usize, p: usize, c: Arc<Compiled>) -> Arc<Compiled> {
         let first = model.decoder.data_inputs(p);
-        c.keep_resident(&(first..first + model.weights().len()).collect::<Vec<_>>());
+        let cache = if p > 0 && self.resident_cache {
+            first - 2 * model.config.layers
+        } else {
+            first
+        };
+        c.keep_resident(&(cache..first + model.weights().len()).collect::<Vec<_>>());
         self.compiled.insert((t, p), c.clone());
         c
     }
@@ -145,6 +186,7 @@ impl Steps {
         }
         let c = &model.config;
         let cap = bucket(need, self.limit);
+        cache.id = fresh_id();
         let (kvh, d, filled) = (c.kv_heads, c.head_dim, cache.len);
         let grow = |old: Option<HostTensor>| -> Result<HostTensor, LlmError> {
             let mut data = vec![0f32; kvh * cap * d];
@@ -183,8 +225,62 @@ impl Steps {
     ) -> Result<Vec<f32>, LlmError> {
         let step = self.prepare(model, cache, tokens)?;
         let compiled = self.compiled(model, step.t, step.p)?;
+        self.sync(model, &compiled, &step, cache)?;
         let outs = compiled.run_refs(&step.refs(model, cache))?;
         step.absorb(model, cache, outs)
+    }
+
+    /// Bring the resident cache inputs of the graph for `step` up to the
+    /// host cache: the positions filled since it last ran on this cache,
+    /// or all of them if it last ran on another one.
+    fn sync(
+        &mut self,
+        model: &LlmModel,
+        compiled: &Compiled,
+        step: &Step,
+        cache: &KvCache,
+    ) -> Result<(), LlmError> {
+        if step.p == 0 || !self.resident_cache {
+            return Ok(());
+        }
+        let key = (step.t, step.p);
+        let c = &model.config;
+        let first = model.decoder.data_inputs(step.p) - 2 * c.layers;
+        let (kvh, d, cap) = (c.kv_heads, c.head_dim, cache.capacity);
+        let held = match self.synced.get(&key) {
+            Some(&(id, held)) if id == cache.id && held <= cache.len => Some(held),
+            _ => None,
+        };
+        for (layer, (k, v)) in cache.k.iter().zip(&cache.v).enumerate() {
+            for (j, t) in [k, v].into_iter().enumerate() {
+                let input = first + 2 * layer + j;
+                match held {
+                    Some(h) if h == cache.len => {}
+                    Some(h) => {
+                        let at = rlx::Runs {
+                            start: h * d,
+                            count: kvh,
+                            len: (cache.len - h) * d,
+                            stride: cap * d,
+                        };
+                        let TensorData::F32(data) = t.data() else {
+                            unreachable!("the cache is f32")
+                        };
+                        let rows: Vec<f32> = at
+                            .starts()
+                            .flat_map(|s| data[s..s + at.len].iter().copied())
+                            .collect();
+                        let rows = HostTensor::from_slice(&rows, [at.numel()])?;
+                        compiled.update_resident(input, at, &rows)?;
+                    }
+                    None => {
+                        compiled.update_resident(input, rlx::Runs::whole(t.shape().numel()), t)?
+                    }
+                }
+            }
+        }
+        self.synced.insert(key, (cache.id, cache.len));
+        Ok(())
     }
 
     /// [`Steps::step`] without blocking (the browser's WebGPU compiles and
@@ -197,6 +293,7 @@ impl Steps {
     ) -> Result<Vec<f32>, LlmError> {
         let step = self.prepare(model, cache, tokens)?;
         let compiled = self.compiled_async(model, step.t, step.p).await?;
+        self.sync(model, &compiled, &step, cache)?;
         let outs = compiled.run_refs_async(&step.refs(model, cache)).await?;
         step.absorb(model, cache, outs)
     }

@@ -144,6 +144,12 @@ impl<'m> Generator<'m> {
         set_context(self.model, &mut self.steps, n)
     }
 
+    /// Whether the compiled graphs keep the key/value cache resident on
+    /// the device (the default; see [`Steps::set_resident_cache`]).
+    pub fn set_resident_cache(&mut self, on: bool) {
+        self.steps.set_resident_cache(on)
+    }
+
     /// The device the graphs run on.
     pub fn device(&self) -> Device {
         self.steps.device

@@ -243,6 +243,7 @@ impl CudaExecutable {
                 in_stage: None,
                 in_done: None,
                 out_stage,
+                pending: vec![],
             }),
             _arena: arena,
             _input_bufs: input_bufs,

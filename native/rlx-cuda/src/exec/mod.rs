@@ -43,6 +43,19 @@ struct State {
     /// Pinned staging of the outputs and the error flag, laid out by
     /// `CudaExecutable::out_offsets`.
     out_stage: Pinned,
+    /// Changes to resident inputs, copied in before the next run.
+    pending: Vec<Pending>,
+}
+
+/// Elements of a resident input changed by the caller
+/// (`Executable::update_resident`): `bytes` go to `at`'s runs of input
+/// `input`, as one 2-D copy, before the next run's kernels.
+struct Pending {
+    input: usize,
+    at: rlx_runtime::Runs,
+    /// Bytes per element.
+    eb: usize,
+    bytes: Vec<u8>,
 }
 
 /// A program compiled for the GPU.
@@ -118,6 +131,46 @@ impl CudaExecutable {
                 }
             }
         }
+    }
+
+    /// Resident input `i` changed at `at` to `values`: the change is
+    /// copied into its device buffer before the next run (queued on the
+    /// stream, so a run in flight still reads the old values). An input
+    /// not on the device yet is uploaded whole by its first run.
+    pub fn update_resident(
+        &self,
+        i: usize,
+        at: rlx_runtime::Runs,
+        values: &HostTensor,
+    ) -> Result<(), CudaError> {
+        let Some((ty, _)) = self.inputs.get(i) else {
+            return Err(CudaError::Input(format!("no input {i}")));
+        };
+        if values.dtype() != ty.dtype {
+            return Err(CudaError::Input(format!(
+                "input {i} is {}, the update is {}",
+                ty.dtype,
+                values.dtype()
+            )));
+        }
+        let mut s = self.lock()?;
+        if !s.resident[i] || !s.uploaded[i] {
+            return Ok(());
+        }
+        let bytes = bytes_of(values)?;
+        let eb = bytes.len() / at.numel().max(1);
+        if eb == 0 || eb * at.numel() != bytes.len() {
+            // Not whole bytes per element (a block type): upload it whole.
+            s.uploaded[i] = false;
+            return Ok(());
+        }
+        s.pending.push(Pending {
+            input: i,
+            at,
+            eb,
+            bytes: bytes.to_vec(),
+        });
+        Ok(())
     }
 
     fn check_inputs(&self, inputs: &[&HostTensor]) -> Result<(), CudaError> {
@@ -219,14 +272,20 @@ impl CudaExecutable {
             }
         }
         let per_run: Vec<usize> = (0..inputs.len()).filter(|&i| !s.resident[i]).collect();
-        if per_run.is_empty() {
+        let pending = std::mem::take(&mut s.pending);
+        if per_run.is_empty() && pending.is_empty() {
             return Ok(());
         }
         let bytes: Vec<&[u8]> = per_run
             .iter()
             .map(|&i| bytes_of(inputs[i]))
             .collect::<Result<_, _>>()?;
-        let (offsets, total) = pack(&bytes.iter().map(|b| b.len()).collect::<Vec<_>>());
+        let sizes: Vec<usize> = bytes
+            .iter()
+            .map(|b| b.len())
+            .chain(pending.iter().map(|p| p.bytes.len()))
+            .collect();
+        let (offsets, total) = pack(&sizes);
         // The previous run's uploads may still be reading the staging buffer.
         if let Some(e) = &s.in_done {
             e.synchronize()?;
@@ -252,6 +311,35 @@ impl CudaExecutable {
                     stream.cu_stream(),
                 )
             }?;
+        }
+        for (p, &at) in pending.iter().zip(&offsets[per_run.len()..]) {
+            if p.bytes.is_empty() {
+                continue;
+            }
+            stage.slice_mut(at, p.bytes.len()).copy_from_slice(&p.bytes);
+            let run = p.at.len * p.eb;
+            let copy = sys::CUDA_MEMCPY2D {
+                srcXInBytes: 0,
+                srcY: 0,
+                srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_HOST,
+                srcHost: stage.slice(at, p.bytes.len()).as_ptr().cast(),
+                srcDevice: 0,
+                srcArray: std::ptr::null_mut(),
+                srcPitch: run,
+                dstXInBytes: 0,
+                dstY: 0,
+                dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+                dstHost: std::ptr::null_mut(),
+                dstDevice: self.inputs[p.input].1 + (p.at.start * p.eb) as u64,
+                dstArray: std::ptr::null_mut(),
+                dstPitch: p.at.stride * p.eb,
+                WidthInBytes: run,
+                Height: p.at.count,
+            };
+            // SAFETY: the runs lie inside the input's buffer (checked by
+            // `rlx::Compiled::update_resident`); the staging range stays
+            // untouched until `in_done` (recorded below) completes.
+            unsafe { sys::cuMemcpy2DAsync_v2(&copy, stream.cu_stream()) }.result()?;
         }
         if s.in_done.is_none() {
             s.in_done = Some(
@@ -434,6 +522,18 @@ impl Executable for CudaExecutable {
     fn keep_resident(&self, inputs: &[usize]) -> bool {
         CudaExecutable::keep_resident(self, inputs);
         true
+    }
+
+    /// The changed elements are copied into the input's device buffer
+    /// before the next run (a decoder's key/value cache stays on the GPU;
+    /// a step copies only its new positions).
+    fn update_resident(
+        &self,
+        input: usize,
+        at: rlx_runtime::Runs,
+        values: &HostTensor,
+    ) -> Result<(), RuntimeError> {
+        Ok(CudaExecutable::update_resident(self, input, at, values)?)
     }
 
     /// Each launch timed alone (a CUDA graph of copies of it between two
