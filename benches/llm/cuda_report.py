@@ -3,8 +3,9 @@
 
     python3 benches/llm/cuda_report.py DIR [--commit REV]
 
-DIR holds what the run left in $OUT (rlx_cuda_llm.json, rlx_cuda_llm.log,
-transformers_cuda_llm.json, gpu.txt). Prints Markdown on stdout.
+DIR holds what the run left in $OUT for one model (MODEL.tgz unpacked:
+rlx_cuda_llm.json, rlx_cuda_llm.log, transformers_cuda_llm.json, gpu.txt,
+and, where Vulkan ran, rlx_vulkan_bench.json). Prints Markdown on stdout.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import statistics
 from pathlib import Path
 
 
-def ms(v: list[float]) -> str:
+def ms(v) -> str:
+    if isinstance(v, tuple):  # (mean, sd) as `rlx bench llm --json` gives them
+        return f"{v[0]:,.1f} ± {v[1]:,.1f}"
     m = statistics.mean(v)
     sd = statistics.pstdev(v) if len(v) > 1 else 0.0
     return f"{m:,.1f} ± {sd:,.1f}"
@@ -35,6 +38,14 @@ def main() -> None:
     peak = re.search(r"rlx peak GPU memory: (\d+) MiB", log)
     rows = [("rlx (CUDA graph per step)", r["pp_tok_s"], r["tg_tok_s"],
              f"{r['prompts_identical']}/{r['prompts']}", f"{peak.group(1)} MiB (process, nvidia-smi)" if peak else "?")]
+    if r.get("host_cache_tg_tok_s"):
+        rows.append(("rlx, cache not resident (whole cache copied in each step)", r["host_cache_pp_tok_s"],
+                     r["host_cache_tg_tok_s"], "", ""))
+    vk = d / "rlx_vulkan_bench.json"
+    if vk.exists() and vk.read_text().strip():
+        v = json.loads(vk.read_text())
+        rows.append(("rlx on wgpu-Vulkan (same GPU)", (v["prefill_tok_s"], v["prefill_sd"]),
+                     (v["decode_tok_s"], v["decode_sd"]), "", ""))
     for mode, v in t["modes"].items():
         name = {"eager": "transformers eager", "compile": "transformers + torch.compile (CUDA graphs)"}[mode]
         rows.append((name, v["pp_tok_s"], v["tg_tok_s"], f"{v['prompts_identical']}/{v['prompts']}",
