@@ -136,6 +136,16 @@ fn a_tiny_llama_generates_and_its_cache_matches_recomputation() {
     let s = g.generate("hello", &o).unwrap();
     let toks: Vec<_> = s.map(|t| t.unwrap().id).collect();
     assert_eq!(toks.len(), 8);
+    // The whole cache passed in on every step: the same logits.
+    g.set_resident_cache(false);
+    let host = g.logits(&ids[..4], &ids[4..]).unwrap().remove(1);
+    assert_eq!(host, stepped);
+    // Per-kernel time of a prompt step and a decode step.
+    let [prompt, decode] = g.profile(&ids).unwrap();
+    for p in [&prompt, &decode] {
+        assert!(p.total_ms() > 0.0, "{p}");
+        assert!(p.kernels.iter().any(|k| k.kernel.contains("matmul")), "{p}");
+    }
 }
 
 #[test]

@@ -230,6 +230,25 @@ impl Steps {
         step.absorb(model, cache, outs)
     }
 
+    /// Profile the step of `tokens`, then run it (its keys and values go
+    /// into the cache, so a later step profiles over them).
+    pub(crate) fn profile_step(
+        &mut self,
+        model: &LlmModel,
+        cache: &mut KvCache,
+        tokens: &[u32],
+    ) -> Result<rlx::Profile, LlmError> {
+        let step = self.prepare(model, cache, tokens)?;
+        let compiled = self.compiled(model, step.t, step.p)?;
+        self.sync(model, &compiled, &step, cache)?;
+        let refs = step.refs(model, cache);
+        let profile = compiled.profile(&refs)?;
+        let outs = compiled.run_refs(&refs)?;
+        drop(refs);
+        step.absorb(model, cache, outs)?;
+        Ok(profile)
+    }
+
     /// Bring the resident cache inputs of the graph for `step` up to the
     /// host cache: the positions filled since it last ran on this cache,
     /// or all of them if it last ran on another one.

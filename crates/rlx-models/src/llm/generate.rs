@@ -176,6 +176,20 @@ impl<'m> Generator<'m> {
         Ok(out)
     }
 
+    /// Per-kernel time of the first prompt step over `ids` (at most one
+    /// prefill chunk of them, a fresh cache) and of the decode step after
+    /// it, as the device's backend measures them (`Compiled::profile`).
+    pub fn profile(&mut self, ids: &[u32]) -> Result<[rlx::Profile; 2], LlmError> {
+        check_prompt(&self.steps, ids)?;
+        let mut cache = KvCache::new();
+        let chunk = &ids[..ids.len().min(CHUNK)];
+        let prompt = self.steps.profile_step(self.model, &mut cache, chunk)?;
+        let decode = self
+            .steps
+            .profile_step(self.model, &mut cache, &chunk[..1])?;
+        Ok([prompt, decode])
+    }
+
     /// Generate from a text prompt.
     pub fn generate(
         &mut self,

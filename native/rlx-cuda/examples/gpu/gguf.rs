@@ -223,6 +223,32 @@ pub(super) fn gguf(args: &[String]) -> usize {
         }
     );
     let (pp, tg) = (num("--pp", 512), num("--tg", 128));
+    // Where a prompt step and a decode step spend their GPU time.
+    let ids = rlx_models::llm::bench_prompt(256.min(pp), model.config.vocab_size);
+    match gen.profile(&ids) {
+        Ok([prompt, decode]) => {
+            let top = |p: &rlx::Profile| {
+                let mut t = p.clone();
+                t.kernels.truncate(12);
+                format!(
+                    "{t}\n(the {} hottest of {} kernels; all: {:.3} ms)",
+                    t.kernels.len(),
+                    p.kernels.len(),
+                    p.total_ms()
+                )
+            };
+            println!(
+                "gguf profile of a {}-token prompt step:\n{}",
+                ids.len(),
+                top(&prompt)
+            );
+            println!(
+                "gguf profile of the decode step after it:\n{}",
+                top(&decode)
+            );
+        }
+        Err(e) => println!("gguf profile failed: {e}"),
+    }
     let (pps, tgs) = speed(&mut gen, model.config.vocab_size, pp, tg, num("--runs", 3));
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     println!(
