@@ -110,12 +110,15 @@ impl Steps {
     /// Whether compiled graphs keep the key/value cache resident (on by
     /// default): off, every step passes the whole cache in, as the host
     /// holds it — for measuring what residency saves. Graphs compiled
-    /// before are dropped.
+    /// before are dropped, with the session that compiled them (its
+    /// cache would hand back the same executables, their cache inputs
+    /// still resident).
     pub fn set_resident_cache(&mut self, on: bool) {
         if on != self.resident_cache {
             self.resident_cache = on;
             self.compiled.clear();
             self.synced.clear();
+            self.session = Session::new(rlx::CompileOptions::default());
         }
     }
 

@@ -244,6 +244,7 @@ impl CudaExecutable {
                 in_done: None,
                 out_stage,
                 pending: vec![],
+                scatter: None,
             }),
             _arena: arena,
             _input_bufs: input_bufs,

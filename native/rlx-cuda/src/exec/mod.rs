@@ -10,7 +10,7 @@ use crate::device::{DevBuf, Gpu};
 use crate::error::CudaError;
 use crate::host::{bytes_of, from_bytes};
 use crate::staging::{pack, Pinned};
-use cudarc::driver::{result, sys, CudaEvent, CudaGraph};
+use cudarc::driver::{result, sys, CudaEvent, CudaFunction, CudaGraph};
 use rlx_ir::{HostTensor, TensorType};
 use rlx_runtime::{Executable, RuntimeError};
 use std::sync::{Arc, Mutex};
@@ -18,9 +18,11 @@ use std::sync::{Arc, Mutex};
 mod build;
 mod launch;
 mod lt_gemm;
+mod scatter;
 mod tuning;
 
 use launch::Resolved;
+use scatter::Pending;
 
 pub use crate::options::CudaOptions;
 
@@ -45,17 +47,8 @@ struct State {
     out_stage: Pinned,
     /// Changes to resident inputs, copied in before the next run.
     pending: Vec<Pending>,
-}
-
-/// Elements of a resident input changed by the caller
-/// (`Executable::update_resident`): `bytes` go to `at`'s runs of input
-/// `input`, as one 2-D copy, before the next run's kernels.
-struct Pending {
-    input: usize,
-    at: rlx_runtime::Runs,
-    /// Bytes per element.
-    eb: usize,
-    bytes: Vec<u8>,
+    /// The scatter kernel and its device buffer (made on the first update).
+    scatter: Option<(CudaFunction, DevBuf)>,
 }
 
 /// A program compiled for the GPU.
@@ -283,7 +276,7 @@ impl CudaExecutable {
         let sizes: Vec<usize> = bytes
             .iter()
             .map(|b| b.len())
-            .chain(pending.iter().map(|p| p.bytes.len()))
+            .chain((!pending.is_empty()).then(|| scatter::upload_len(&pending)))
             .collect();
         let (offsets, total) = pack(&sizes);
         // The previous run's uploads may still be reading the staging buffer.
@@ -312,34 +305,13 @@ impl CudaExecutable {
                 )
             }?;
         }
-        for (p, &at) in pending.iter().zip(&offsets[per_run.len()..]) {
-            if p.bytes.is_empty() {
-                continue;
-            }
-            stage.slice_mut(at, p.bytes.len()).copy_from_slice(&p.bytes);
-            let run = p.at.len * p.eb;
-            let copy = sys::CUDA_MEMCPY2D {
-                srcXInBytes: 0,
-                srcY: 0,
-                srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_HOST,
-                srcHost: stage.slice(at, p.bytes.len()).as_ptr().cast(),
-                srcDevice: 0,
-                srcArray: std::ptr::null_mut(),
-                srcPitch: run,
-                dstXInBytes: 0,
-                dstY: 0,
-                dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-                dstHost: std::ptr::null_mut(),
-                dstDevice: self.inputs[p.input].1 + (p.at.start * p.eb) as u64,
-                dstArray: std::ptr::null_mut(),
-                dstPitch: p.at.stride * p.eb,
-                WidthInBytes: run,
-                Height: p.at.count,
-            };
-            // SAFETY: the runs lie inside the input's buffer (checked by
-            // `rlx::Compiled::update_resident`); the staging range stays
-            // untouched until `in_done` (recorded below) completes.
-            unsafe { sys::cuMemcpy2DAsync_v2(&copy, stream.cu_stream()) }.result()?;
+        if !pending.is_empty() {
+            let at = offsets[per_run.len()];
+            let n = sizes[per_run.len()];
+            stage
+                .slice_mut(at, n)
+                .copy_from_slice(&scatter::upload(&pending, &self.inputs));
+            scatter::launch(&mut s.scatter, &self.gpu, stage.slice(at, n), pending.len())?;
         }
         if s.in_done.is_none() {
             s.in_done = Some(

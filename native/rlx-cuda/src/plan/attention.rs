@@ -125,6 +125,36 @@ pub(super) fn attention(
         mask: &mask,
         scale,
     };
+    // A few query rows over many keys (a decoder's step over its cache),
+    // too few blocks to fill the GPU one head per block: the keys split
+    // over blocks, then their partials merged (`attention_split`).
+    if !mma && sq <= 4 && sk >= 64 && nb * sq < 132 {
+        let (chunk, splits) = kernels::attention_split_shape(nb * sq, sk);
+        let part = p.scratch_loc(DType::F32, &[nb, sq, splits, dv + 2]);
+        let out_ptr = args.pop().expect("the output pointer");
+        args.push(part.ptr());
+        let smem = kernels::attention_split_smem(&spec, chunk) as u32;
+        let text = kernels::attention_split(&spec, chunk, splits);
+        let threads = kernels::SPLIT_THREADS;
+        p.kernel(
+            text,
+            (splits as u32, sq as u32, nb as u32),
+            threads,
+            smem,
+            args,
+            false,
+        );
+        let text = kernels::attention_split_combine(&spec, splits);
+        p.kernel(
+            text,
+            (sq as u32, nb as u32, 1),
+            threads,
+            0,
+            vec![part.ptr(), out_ptr],
+            false,
+        );
+        return Ok(());
+    }
     // f16/bf16 on tensor cores, scores kept in registers (they never reach
     // global memory): one launch whatever the head count.
     if mma {

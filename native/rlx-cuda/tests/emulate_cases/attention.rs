@@ -139,3 +139,24 @@ fn tensor_core_attention_every_split() {
         }
     }
 }
+
+/// A few query rows over many keys (a decoder's step): the keys split
+/// over blocks, the chunks' partials merged. One row of 9 heads over 257
+/// keys of which only the first 40 are kept (most chunks entirely
+/// masked: they must add nothing); Gemma-3's heads of 256 over 513 keys;
+/// three rows with a bias per row and a merged-heads output.
+#[test]
+fn split_keys_attention_for_decode_steps() {
+    for (name, text) in [
+        ("split_keep_first_40", "graph @g(%q: f32[1,9,1,64], %k: f32[1,9,257,64], %v: f32[1,9,257,64]) {\n  %pi = arange() {dtype=i64, len=257, start=0.0, step=1.0}\n  %c = constant() {value=tensor<i64[]> [40]}\n  %m = lt(%pi, %c)\n  %r = reshape(%m) {shape=[1,1,1,257]}\n  %o = attention(%q, %k, %v, %r) {mask_kind=\"custom\"}\n  return %o\n}"),
+        ("split_heads_of_256", "graph @g(%q: f32[4,1,256], %k: f32[4,513,256], %v: f32[4,513,256]) {\n  %o = attention(%q, %k, %v)\n  return %o\n}"),
+        ("split_bias_rows_merged", "graph @g(%q: f32[2,3,3,32], %k: f32[2,3,100,32], %v: f32[2,3,100,16], %m: f32[2,1,3,100]) {\n  %o = attention(%q, %k, %v, %m) {mask_kind=\"bias\"}\n  %p = permute(%o) {perm=[0,2,1,3]}\n  %r = reshape(%p) {shape=[2,3,48]}\n  return %r\n}"),
+    ] {
+        let p = plan_of(text).expect("plannable");
+        assert!(
+            p.source.contains("A chunk whose keys are all masked"),
+            "{name}: not the split-keys kernel"
+        );
+        check(name, text);
+    }
+}

@@ -10,6 +10,7 @@
 mod attention_mma;
 mod attention_simt;
 mod attention_spec;
+mod attention_split;
 mod conv;
 mod pointwise;
 pub mod quant;
@@ -22,6 +23,10 @@ pub use attention_simt::{
     ATTN_ROWS_PER_WARP,
 };
 pub use attention_spec::{AttentionSpec, Mask};
+pub use attention_split::{
+    attention_split, attention_split_combine, attention_split_shape, attention_split_smem,
+    SPLIT_THREADS,
+};
 pub use conv::{conv, pool};
 pub use pointwise::{elementwise, elementwise_vec, operand_load, GatherLoad, Operand};
 pub use reduction::{
