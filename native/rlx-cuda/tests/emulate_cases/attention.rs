@@ -157,6 +157,11 @@ fn split_keys_attention_for_decode_steps() {
             p.source.contains("A chunk whose keys are all masked"),
             "{name}: not the split-keys kernel"
         );
-        check(name, text);
+        // Every dtype once (the loads and stores); the rest in f32 (CI time).
+        if name == "split_keep_first_40" {
+            check(name, text);
+        } else {
+            check_in(name, text, &[("f32", 1e-5)]);
+        }
     }
 }
