@@ -103,3 +103,85 @@ pub(super) fn launch(
     unsafe { b.launch(cfg) }?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    //! The scatter kernel compiled by the host C++ compiler (its blocks
+    //! and threads as loops: it has no barriers) over the table
+    //! [`upload`] lays out, its destinations rebased into a host arena.
+    use super::*;
+    use rlx_ir::DType;
+    use std::process::Command;
+
+    #[test]
+    fn one_upload_scatters_every_change_to_its_runs() {
+        let dir = std::env::temp_dir().join(format!("rlx-scatter-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // Two f32 inputs at arena offsets 0 and 4096: a key cache of 3
+        // heads × 8 positions × 4 dims gains positions 5..7 of each head;
+        // a second tensor gains one run of 6 bytes (f16, 3 values).
+        let ty = TensorType::new(DType::F32, [1]);
+        let inputs = vec![(ty.clone(), 0u64), (ty, 4096u64)];
+        let k: Vec<u8> = (0..3 * 2 * 4 * 4).map(|i| i as u8 + 1).collect();
+        let pending = vec![
+            Pending {
+                input: 0,
+                at: Runs {
+                    start: 5 * 4,
+                    count: 3,
+                    len: 2 * 4,
+                    stride: 8 * 4,
+                },
+                eb: 4,
+                bytes: k.clone(),
+            },
+            Pending {
+                input: 1,
+                at: Runs::whole(3),
+                eb: 2,
+                bytes: vec![200, 201, 202, 203, 204, 205],
+            },
+        ];
+        let table = upload(&pending, &inputs);
+        assert_eq!(table.len(), upload_len(&pending));
+        std::fs::write(dir.join("table.bin"), &table).unwrap();
+        let driver = format!(
+            "#include <cstdio>\n#include <vector>\n#define __global__\n#define __restrict__\n\
+             struct D {{ unsigned x; }}; D blockIdx, threadIdx, blockDim{{256}};\n{SOURCE}\n\
+             int main() {{ std::vector<unsigned char> t(1 << 16), arena(8192, 0);\n\
+             FILE* f = fopen(\"{dir}/table.bin\", \"rb\"); size_t n = fread(t.data(), 1, t.size(), f); fclose(f);\n\
+             unsigned long long* d = (unsigned long long*)t.data();\n\
+             for (int i = 0; i < {items}; ++i) d[i * 5] += (unsigned long long)arena.data();\n\
+             for (blockIdx.x = 0; blockIdx.x < {items}; ++blockIdx.x)\n\
+               for (threadIdx.x = 0; threadIdx.x < 256; ++threadIdx.x) {KERNEL}(t.data());\n\
+             f = fopen(\"{dir}/arena.bin\", \"wb\"); fwrite(arena.data(), 1, arena.size(), f); fclose(f); return n == 0; }}\n",
+            dir = dir.display(),
+            items = pending.len(),
+        );
+        std::fs::write(dir.join("d.cpp"), driver).unwrap();
+        let built = Command::new("g++")
+            .args(["-std=c++17", "-O1", "-o"])
+            .arg(dir.join("d"))
+            .arg(dir.join("d.cpp"))
+            .output();
+        let Ok(out) = built else {
+            eprintln!("no g++: the scatter kernel is not emulated");
+            return;
+        };
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(Command::new(dir.join("d")).status().unwrap().success());
+        let arena = std::fs::read(dir.join("arena.bin")).unwrap();
+        let mut want = vec![0u8; 8192];
+        for h in 0..3 {
+            let dst = (h * 8 + 5) * 4 * 4;
+            want[dst..dst + 32].copy_from_slice(&k[h * 32..(h + 1) * 32]);
+        }
+        want[4096..4102].copy_from_slice(&[200, 201, 202, 203, 204, 205]);
+        assert_eq!(arena, want);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
