@@ -374,7 +374,13 @@ impl GpuProgram {
         let eb = match (values.dtype(), self.wide) {
             (DType::F32 | DType::I32, _) | (DType::F16, true) => 4,
             (DType::I64, _) => 8,
-            (DType::F16, false) if at.len % 2 == 0 && at.start % 2 == 0 && at.stride % 2 == 0 => 2,
+            (DType::F16, false)
+                if [at.len, at.start, at.stride]
+                    .iter()
+                    .all(|x| x.is_multiple_of(2)) =>
+            {
+                2
+            }
             _ => {
                 res[i] = None;
                 return Ok(());
