@@ -327,6 +327,11 @@ pub struct BenchLlmArgs {
     /// as RLX_CPU_Q8_ACTIVATIONS=1; the dispatch report names the kernel.
     #[arg(long)]
     int8_activations: bool,
+    /// Also time each kernel of one prompt step (up to 256 tokens) and of
+    /// the decode step after it, as the device's backend measures them
+    /// (printed to stderr; with --json, added as "profile").
+    #[arg(long)]
+    profile: bool,
     #[command(flatten)]
     run: RunFlags,
 }
@@ -390,6 +395,16 @@ pub fn bench(a: BenchLlmArgs, env: &Env) -> CliResult {
         (m, sd)
     };
     let ((ppm, pps), (tgm, tgs)) = (stats(&pp), stats(&tg));
+    let profile = if a.profile {
+        let [prompt, decode] = gen.profile(&ids).map_err(llm_err)?;
+        eprintln!(
+            "prompt step ({} tokens):\n{prompt}\ndecode step after it:\n{decode}",
+            ids.len().min(256)
+        );
+        Some(serde_json::json!({"prompt": prompt, "decode": decode}))
+    } else {
+        None
+    };
     if rlx_cpu::profile::enabled() {
         eprintln!(
             "per-op profile (RLX_PROFILE=1), every run:\n{}",
@@ -405,6 +420,7 @@ pub fn bench(a: BenchLlmArgs, env: &Env) -> CliResult {
                 "prompt": p, "gen": n, "runs": a.runs,
                 "prefill_tok_s": ppm, "prefill_sd": pps,
                 "decode_tok_s": tgm, "decode_sd": tgs,
+                "profile": profile,
             })
         );
     } else {

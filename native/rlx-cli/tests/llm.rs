@@ -127,6 +127,38 @@ fn int8_activations_flag_switches_the_decode_kernels() {
 }
 
 #[test]
+fn bench_llm_profile_times_the_kernels_of_both_steps() {
+    let (code, out, err) = rlx(&[
+        "bench",
+        "llm",
+        "-m",
+        &smollm2(),
+        "--prompt",
+        "16",
+        "--gen",
+        "2",
+        "--runs",
+        "1",
+        "--profile",
+        "--json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("prompt step (16 tokens):"), "{err}");
+    assert!(err.contains("decode step after it:"), "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    for step in ["prompt", "decode"] {
+        let k = v["profile"][step]["kernels"].as_array().unwrap();
+        assert!(
+            k.iter()
+                .any(|k| k["kernel"].as_str().unwrap().contains("dequant_matmul")),
+            "{step}: {k:?}"
+        );
+        let total: f64 = k.iter().map(|k| k["ms"].as_f64().unwrap()).sum();
+        assert!(total > 0.0, "{step}");
+    }
+}
+
+#[test]
 fn generate_errors_have_exit_codes() {
     // A missing file: bad input (3).
     let (code, _, err) = rlx(&["generate", "-m", "/nonexistent.gguf", "hi"]);
