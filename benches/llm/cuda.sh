@@ -10,6 +10,7 @@
 #   .cuda-run/, splits each GGUF into 50 MiB git-ignored parts under
 #   .llm-parts/ (a device call carries at most 64 MiB with the working
 #   tree), and downloads the `gguf` wheel into .whl/. It prints the calls.
+# Here, before the calls: benches/llm/cuda.sh --slim (see below)
 # There:           benches/llm/cuda.sh --take .llm-parts/NAME.N ...
 #                     (one call per part, carrying that part; the machine
 #                     keeps them in /tmp/rlx-llm while it stays warm)
@@ -19,8 +20,18 @@
 #   Vulkan loads, the wgpu LLM test and `rlx bench llm --device vulkan`.
 #   Logs and JSON of each model go to $OUT/MODEL.tgz (at most 8 files come
 #   back from the machine), the Vulkan greedy check to vulkan_parity.log.
+# Here, after:     benches/llm/cuda.sh --unslim
+#
+# The working tree travels with every call and counts towards its 64 MiB
+# as a tar would (the 9,000 small files of fuzz/corpus cost ~13 MiB of
+# headers): `--slim` takes the data no call here reads (fuzz corpus, ONNX
+# test data, benches/results) out of git's index and ignores it, so a
+# call carries the tree (~10 MiB) and one 50 MiB part; `--unslim` puts
+# them back. Commit nothing in between: the index then lacks those files.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+SLIM='^(fuzz/corpus/|crates/rlx-onnx/tests/|tests/vectors/(onnx|ops|tokenizer)|benches/results/)'
+SLIM_EXCLUDE='/fuzz/corpus/ /crates/rlx-onnx/tests/ /tests/vectors/onnx*/ /tests/vectors/ops/ /tests/vectors/tokenizer/ /benches/results/'
 STORE=/tmp/rlx-llm
 PART=50M
 MODELS=${MODELS:-smollm2}
@@ -32,6 +43,18 @@ src_of() { # model -> the fetched GGUF here
   return 1
 }
 case "${1:-}" in
+--slim)
+  [ -f .git/rlx-slim ] && { echo "already slim (benches/llm/cuda.sh --unslim)"; exit 1; }
+  git ls-files | grep -E "$SLIM" > .git/rlx-slim
+  cp .git/info/exclude .git/rlx-slim.exclude
+  git rm -r -q --cached --pathspec-from-file=.git/rlx-slim || exit 1
+  for d in $SLIM_EXCLUDE; do echo "$d" >> .git/info/exclude; done
+  echo "$(wc -l < .git/rlx-slim) files out of the index; commit nothing before --unslim"; exit 0 ;;
+--unslim)
+  [ -f .git/rlx-slim ] || { echo "not slim"; exit 1; }
+  cp .git/rlx-slim.exclude .git/info/exclude
+  git reset -q --pathspec-from-file=.git/rlx-slim || exit 1
+  rm -f .git/rlx-slim .git/rlx-slim.exclude; git status --short | head; exit 0 ;;
 --prepare)
   for d in /.llm-parts/ /.whl/ /.cuda-run/ /.gl/; do grep -qx "$d" .git/info/exclude || echo "$d" >> .git/info/exclude; done
   rm -rf .llm-parts; mkdir -p .llm-parts
