@@ -269,14 +269,24 @@ impl CudaExecutable {
         if per_run.is_empty() && pending.is_empty() {
             return Ok(());
         }
-        let bytes: Vec<&[u8]> = per_run
+        // Changes of one range are copied as they are; the rest go through
+        // the scatter kernel's one upload.
+        let (direct, strided): (Vec<&Pending>, Vec<&Pending>) =
+            pending.iter().partition(|p| p.contiguous());
+        // (device address, bytes) of every plain copy.
+        let mut copies: Vec<(u64, &[u8])> = per_run
             .iter()
-            .map(|&i| bytes_of(inputs[i]))
-            .collect::<Result<_, _>>()?;
-        let sizes: Vec<usize> = bytes
+            .map(|&i| Ok((self.inputs[i].1, bytes_of(inputs[i])?)))
+            .collect::<Result<_, CudaError>>()?;
+        copies.extend(
+            direct
+                .iter()
+                .map(|p| (p.dst(&self.inputs), p.bytes.as_slice())),
+        );
+        let sizes: Vec<usize> = copies
             .iter()
-            .map(|b| b.len())
-            .chain((!pending.is_empty()).then(|| scatter::upload_len(&pending)))
+            .map(|(_, b)| b.len())
+            .chain((!strided.is_empty()).then(|| scatter::upload_len(&strided)))
             .collect();
         let (offsets, total) = pack(&sizes);
         // The previous run's uploads may still be reading the staging buffer.
@@ -290,28 +300,23 @@ impl CudaExecutable {
             .in_stage
             .as_mut()
             .ok_or_else(|| CudaError::Driver("no input staging buffer".into()))?;
-        for ((&i, &at), b) in per_run.iter().zip(&offsets).zip(&bytes) {
+        for (&(dst, b), &at) in copies.iter().zip(&offsets) {
             if b.is_empty() {
                 continue;
             }
             stage.slice_mut(at, b.len()).copy_from_slice(b);
-            // SAFETY: the device buffer holds the tensor's bytes; the staging
-            // range stays untouched until `in_done` (recorded below) completes.
+            // SAFETY: the device buffer holds the bytes (a whole input, or a
+            // changed range checked by `rlx::Compiled::update_resident`); the
+            // staging range stays untouched until `in_done` (recorded below)
+            // completes.
             unsafe {
-                result::memcpy_htod_async(
-                    self.inputs[i].1,
-                    stage.slice(at, b.len()),
-                    stream.cu_stream(),
-                )
+                result::memcpy_htod_async(dst, stage.slice(at, b.len()), stream.cu_stream())
             }?;
         }
-        if !pending.is_empty() {
-            let at = offsets[per_run.len()];
-            let n = sizes[per_run.len()];
-            stage
-                .slice_mut(at, n)
-                .copy_from_slice(&scatter::upload(&pending, &self.inputs));
-            scatter::launch(&mut s.scatter, &self.gpu, stage.slice(at, n), pending.len())?;
+        if !strided.is_empty() {
+            let (at, n) = (offsets[copies.len()], sizes[copies.len()]);
+            scatter::write_upload(stage.slice_mut(at, n), &strided, &self.inputs);
+            scatter::launch(&mut s.scatter, &self.gpu, stage.slice(at, n), strided.len())?;
         }
         if s.in_done.is_none() {
             s.in_done = Some(

@@ -4,7 +4,9 @@
 //! (a 2-D copy per key/value tensor: 60 per SmolLM2 step, 0.3 ms on an
 //! H200, more than the kernels it saved), so all of a run's changes go in
 //! one upload — a table of (destination, source offset, rows, row bytes,
-//! row stride) then the bytes — and one kernel writes them out.
+//! row stride) then the bytes — and one kernel writes them out. A change
+//! that is one range (a whole tensor after the cache grew) is a plain
+//! copy instead.
 
 use super::super::device::{DevBuf, Gpu};
 use crate::error::CudaError;
@@ -20,6 +22,19 @@ pub(super) struct Pending {
     /// Bytes per element.
     pub eb: usize,
     pub bytes: Vec<u8>,
+}
+
+impl Pending {
+    /// One range of the input (a whole tensor, or runs back to back): a
+    /// plain copy, no scatter.
+    pub fn contiguous(&self) -> bool {
+        self.at.count == 1 || self.at.stride == self.at.len
+    }
+
+    /// The device address of the first changed element.
+    pub fn dst(&self, inputs: &[(TensorType, u64)]) -> u64 {
+        inputs[self.input].1 + (self.at.start * self.eb) as u64
+    }
 }
 
 const KERNEL: &str = "rlx_scatter_rows";
@@ -40,34 +55,32 @@ extern "C" __global__ void rlx_scatter_rows(const unsigned char* __restrict__ bu
 const WORDS: usize = 5;
 
 /// Bytes of the upload for `pending`: the table, then each change's bytes.
-pub(super) fn upload_len(pending: &[Pending]) -> usize {
+pub(super) fn upload_len(pending: &[&Pending]) -> usize {
     pending.len() * WORDS * 8 + pending.iter().map(|p| p.bytes.len()).sum::<usize>()
 }
 
-/// The upload for `pending` (inputs' device addresses from `inputs`).
-pub(super) fn upload(pending: &[Pending], inputs: &[(TensorType, u64)]) -> Vec<u8> {
-    let mut table = Vec::with_capacity(upload_len(pending));
+/// Lay the upload for `pending` out in `out` ([`upload_len`] bytes; the
+/// inputs' device addresses from `inputs`).
+pub(super) fn write_upload(out: &mut [u8], pending: &[&Pending], inputs: &[(TensorType, u64)]) {
     let mut data = pending.len() * WORDS * 8;
-    for p in pending {
-        let row = p.at.len * p.eb;
-        for w in [
-            inputs[p.input].1 + (p.at.start * p.eb) as u64,
+    for (k, p) in pending.iter().enumerate() {
+        let words = [
+            p.dst(inputs),
             data as u64,
             p.at.count as u64,
-            row as u64,
+            (p.at.len * p.eb) as u64,
             (p.at.stride * p.eb) as u64,
-        ] {
-            table.extend_from_slice(&w.to_ne_bytes());
+        ];
+        for (w, x) in words.iter().enumerate() {
+            let at = (k * WORDS + w) * 8;
+            out[at..at + 8].copy_from_slice(&x.to_ne_bytes());
         }
+        out[data..data + p.bytes.len()].copy_from_slice(&p.bytes);
         data += p.bytes.len();
     }
-    for p in pending {
-        table.extend_from_slice(&p.bytes);
-    }
-    table
 }
 
-/// Copy `host` (pinned, laid out by [`upload`] for `items` changes) to the
+/// Copy `host` (pinned, laid out by [`write_upload`] for `items` changes) to the
 /// device and launch the scatter, both on the stream.
 pub(super) fn launch(
     slot: &mut Option<(CudaFunction, DevBuf)>,
@@ -123,7 +136,7 @@ mod tests {
         let ty = TensorType::new(DType::F32, [1]);
         let inputs = vec![(ty.clone(), 0u64), (ty, 4096u64)];
         let k: Vec<u8> = (0..3 * 2 * 4 * 4).map(|i| i as u8 + 1).collect();
-        let pending = vec![
+        let pending = [
             Pending {
                 input: 0,
                 at: Runs {
@@ -142,8 +155,9 @@ mod tests {
                 bytes: vec![200, 201, 202, 203, 204, 205],
             },
         ];
-        let table = upload(&pending, &inputs);
-        assert_eq!(table.len(), upload_len(&pending));
+        let pending: Vec<&Pending> = pending.iter().collect();
+        let mut table = vec![0u8; upload_len(&pending)];
+        write_upload(&mut table, &pending, &inputs);
         std::fs::write(dir.join("table.bin"), &table).unwrap();
         let driver = format!(
             "#include <cstdio>\n#include <vector>\n#define __global__\n#define __restrict__\n\
