@@ -134,6 +134,9 @@ fn check(device: Device) {
     let e = c.update_resident(2, cols, &two).unwrap_err().to_string();
     assert!(e.contains("2 values for 4 runs"), "{e}");
     assert!(c.update_resident(3, cols, &two).is_err());
+    let ints = HostTensor::from_slice(&[0i32; 8], [8]).unwrap();
+    let e = c.update_resident(2, cols, &ints).unwrap_err().to_string();
+    assert!(e.contains("the values are i32"), "{e}");
 }
 
 #[test]

@@ -222,24 +222,26 @@ impl Compiled {
         at: crate::Runs,
         values: &HostTensor,
     ) -> Result<(), Error> {
-        let n = self
-            .program
-            .graph
-            .inputs
-            .get(input)
-            .map(|&v| self.program.graph.ty(v).shape.numel())
-            .ok_or_else(|| {
-                RuntimeError::Config(format!(
-                    "update_resident: no input {input} (the program takes {})",
-                    self.program.graph.inputs.len()
-                ))
-            })?;
-        at.check(n, values.shape().numel())
+        let g = &self.program.graph;
+        let ty = g.inputs.get(input).map(|&v| g.ty(v)).ok_or_else(|| {
+            RuntimeError::Config(format!(
+                "update_resident: no input {input} (the program takes {})",
+                g.inputs.len()
+            ))
+        })?;
+        at.check(ty.shape.numel(), values.shape().numel())
             .map_err(|e| RuntimeError::Config(format!("update_resident: input {input}: {e}")))?;
-        match self.casts.updated(input, values)? {
-            Some(narrowed) => Ok(self.exe.update_resident(input, at, &narrowed)?),
-            None => Ok(self.exe.update_resident(input, at, values)?),
+        let converted = self.casts.updated(input, values)?;
+        let values = converted.as_ref().unwrap_or(values);
+        if values.dtype() != ty.dtype {
+            return Err(RuntimeError::Config(format!(
+                "update_resident: input {input} is {}, the values are {}",
+                ty.dtype,
+                values.dtype()
+            ))
+            .into());
         }
+        Ok(self.exe.update_resident(input, at, values)?)
     }
 
     /// How each node of the source graph runs, and any transfers/routing.
