@@ -226,11 +226,23 @@ impl Steps {
         cache: &mut KvCache,
         tokens: &[u32],
     ) -> Result<Vec<f32>, LlmError> {
+        let (step, compiled) = self.ready(model, cache, tokens)?;
+        let outs = compiled.run_refs(&step.refs(model, cache))?;
+        step.absorb(model, cache, outs)
+    }
+
+    /// The step of `tokens`, its graph, and that graph's resident cache
+    /// brought up to date.
+    fn ready(
+        &mut self,
+        model: &LlmModel,
+        cache: &mut KvCache,
+        tokens: &[u32],
+    ) -> Result<(Step, Arc<Compiled>), LlmError> {
         let step = self.prepare(model, cache, tokens)?;
         let compiled = self.compiled(model, step.t, step.p)?;
         self.sync(model, &compiled, &step, cache)?;
-        let outs = compiled.run_refs(&step.refs(model, cache))?;
-        step.absorb(model, cache, outs)
+        Ok((step, compiled))
     }
 
     /// Profile the step of `tokens`, then run it (its keys and values go
@@ -241,9 +253,7 @@ impl Steps {
         cache: &mut KvCache,
         tokens: &[u32],
     ) -> Result<rlx::Profile, LlmError> {
-        let step = self.prepare(model, cache, tokens)?;
-        let compiled = self.compiled(model, step.t, step.p)?;
-        self.sync(model, &compiled, &step, cache)?;
+        let (step, compiled) = self.ready(model, cache, tokens)?;
         let refs = step.refs(model, cache);
         let profile = compiled.profile(&refs)?;
         let outs = compiled.run_refs(&refs)?;
