@@ -128,7 +128,7 @@ pub(super) fn attention(
     // A few query rows over many keys (a decoder's step over its cache),
     // too few blocks to fill the GPU one head per block: the keys split
     // over blocks, then their partials merged (`attention_split`).
-    if !mma && sq <= 4 && sk >= 64 && nb * sq < 132 {
+    if !mma && sq <= 4 && sk >= 64 && nb * sq < kernels::SPLIT_BELOW_ROWS {
         let (chunk, splits) = kernels::attention_split_shape(nb * sq, sk);
         let part = p.scratch_loc(DType::F32, &[nb, sq, splits, dv + 2]);
         let out_ptr = args.pop().expect("the output pointer");

@@ -16,11 +16,15 @@ use crate::ctype::{load, store};
 /// Threads of a block of either kernel.
 pub const SPLIT_THREADS: u32 = 128;
 
+/// SMs of an H100/H200: fewer (head, row) pairs than this leave the GPU
+/// idle one block each, so the keys are split.
+pub const SPLIT_BELOW_ROWS: usize = 132;
+
 /// Keys per chunk and chunks per row for `rows` query rows (all heads)
-/// over `sk` keys: enough blocks for about two per SM of a 132-SM GPU,
-/// chunks of at least 32 keys.
+/// over `sk` keys: enough blocks for about two per SM, chunks of at least
+/// 32 keys.
 pub fn attention_split_shape(rows: usize, sk: usize) -> (usize, usize) {
-    let want = 264usize.div_ceil(rows.max(1));
+    let want = (2 * SPLIT_BELOW_ROWS).div_ceil(rows.max(1));
     let splits = want.clamp(1, sk.div_ceil(32).max(1));
     let chunk = sk.div_ceil(splits);
     (chunk, sk.div_ceil(chunk))

@@ -25,7 +25,7 @@ pub use attention_simt::{
 pub use attention_spec::{AttentionSpec, Mask};
 pub use attention_split::{
     attention_split, attention_split_combine, attention_split_shape, attention_split_smem,
-    SPLIT_THREADS,
+    SPLIT_BELOW_ROWS, SPLIT_THREADS,
 };
 pub use conv::{conv, pool};
 pub use pointwise::{elementwise, elementwise_vec, operand_load, GatherLoad, Operand};
