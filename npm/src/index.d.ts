@@ -212,11 +212,15 @@ export interface GenerateStats {
   tokensPerSecond: number;
   finishReason: "length" | "eos" | "stop" | "context";
   text: string;
+  /** The graphs' mixed precision ('none' is f32). */
+  amp: "none" | "f16" | "bf16";
 }
 /** A decoder LLM (llama, qwen2, gemma3) from a GGUF file. */
 export class Llm {
   /** 'webgpu' or 'cpu': where the graphs run. */
   readonly device: "webgpu" | "cpu";
+  /** The graphs' mixed precision: 'none' (f32), 'f16', 'bf16'; 'auto' until the first generation. */
+  readonly amp: "auto" | "none" | "f16" | "bf16";
   readonly config: {
     name: string; architecture: string; vocabSize: number; hidden: number; layers: number; heads: number;
     kvHeads: number; headDim: number; contextLength: number; context: number; hasChatTemplate: boolean;
@@ -234,7 +238,12 @@ export class Llm {
 }
 export function loadLlm(
   src: ArrayBuffer | ArrayBufferView | Response | URL | string,
-  opts?: { device?: DeviceName | DeviceName[]; onProgress?: (p: Progress) => void },
+  opts?: {
+    device?: DeviceName | DeviceName[];
+    onProgress?: (p: Progress) => void;
+    /** 'auto' (default): f16 activations on WebGPU where the adapter has `shader-f16`, f32 otherwise. */
+    amp?: "auto" | "none" | "f16" | "bf16";
+  },
 ): Promise<Llm>;
 /** A .gguf file: every tensor (block types stay packed) and its metadata. */
 export function loadGguf(

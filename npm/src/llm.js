@@ -63,6 +63,8 @@ export function makeLlm(h) {
     }
     /** 'webgpu' or 'cpu': where the graphs run (the first of the device list this page has). */
     get device() { return call(() => this._live("Llm.device").device); }
+    /** 'none' (f32), 'f16' or 'bf16': the graphs' mixed precision; 'auto' until the first generation settles it. */
+    get amp() { return call(() => this._live("Llm.amp").amp); }
     /** {name, architecture, vocabSize, hidden, layers, heads, kvHeads, headDim, contextLength, context, hasChatTemplate} */
     get config() { return JSON.parse(call(() => this._live("Llm.config").configJson())); }
     /** Token ids of `text` (with the model's BOS/EOS when `addSpecial`). */
@@ -122,6 +124,7 @@ export function makeLlm(h) {
           tokensPerSecond: generated / Math.max((t2 - t1) / 1000, 1e-9),
           finishReason: s.finishReason,
           text: s.text,
+          amp: l.amp,
         };
       } finally {
         s.free();
@@ -142,18 +145,24 @@ export function makeLlm(h) {
    * URL or path in Node). `device`: 'webgpu' (f32 activations; the block
    * weights decoded in the shader), 'cpu' (the wasm CPU engine), or a list
    * tried in order (['webgpu', 'cpu']); `llm.device` says which was taken.
-   * A device the page lacks is RlxError 'device' naming why.
+   * A device the page lacks is RlxError 'device' naming why. `amp`:
+   * 'auto' (default: f16 activations on WebGPU where the adapter has
+   * `shader-f16`, f32 otherwise), 'none' (f32), 'f16' or 'bf16';
+   * `llm.amp` says what the first generation settled on.
    */
   async function loadLlm(src, opts = {}) {
     guard();
     const where = "loadLlm";
     if (!isPlainObject(opts)) throw invalid(where, `options must be an object, got ${describe(opts)}`);
-    const { device = "cpu", onProgress } = checkOptions(where, opts, ["device", "onProgress"]);
+    const { device = "cpu", onProgress, amp = "auto" } = checkOptions(where, opts, ["device", "onProgress", "amp"]);
     const devices = checkDevice(where, device);
+    if (!["auto", "none", "f16", "bf16"].includes(amp)) {
+      throw invalid(where, `\`amp\` must be 'auto', 'none', 'f16' or 'bf16', got ${describe(amp)}`);
+    }
     checkCallback(where, "onProgress", onProgress);
     const { bytes, label } = await bytesOf(src, onProgress, "gguf");
     onProgress?.({ stage: "weights", loaded: bytes.length, total: bytes.length, message: `loading ${label}` });
-    const l = call(() => new (h.raw().Llm)(bytes, label, devices));
+    const l = call(() => new (h.raw().Llm)(bytes, label, devices, amp));
     onProgress?.({ stage: "ready", message: "model loaded; graphs compile on first use" });
     return new Llm(l);
   }

@@ -58,3 +58,27 @@ test("LLM errors are typed", async () => {
   await assert.rejects(llm.generate("one two three four five six").next(), (e) => e.code === "limit");
   llm.dispose();
 });
+
+test("amp: 'auto' settles on f32 on the CPU; 'f16' follows transformers' opening tokens", async () => {
+  const p = ref.prompts[0];
+  const llm = await rlx.loadLlm(gguf);
+  assert.equal(llm.amp, "auto");
+  for await (const t of llm.generate(p.prompt_ids, { maxTokens: 1, stopAtEos: false })) assert.equal(t.id, p.generated_ids[0]);
+  assert.equal(llm.amp, "none");
+  assert.equal(llm.stats.amp, "none");
+  llm.dispose();
+  // f16 activations (what 'auto' picks on WebGPU with shader-f16), here on
+  // the wasm CPU engine: logits move by f16 rounding (~0.04 natively), so
+  // the tokens agree while the reference's top-2 margin stays above 0.1.
+  const h = await rlx.loadLlm(gguf, { amp: "f16" });
+  const got = [];
+  for await (const t of h.generate(p.prompt_ids, { maxTokens: 8, stopAtEos: false })) got.push(t.id);
+  assert.equal(h.amp, "f16");
+  assert.equal(h.stats.amp, "f16");
+  const sure = p.top2_margin.slice(0, 8).findIndex((m) => m <= 0.1);
+  const n = sure < 0 ? 8 : Math.max(sure, 1);
+  assert.deepEqual(got.slice(0, n), p.generated_ids.slice(0, n));
+  assert.match(JSON.stringify(h.decodeReport(64)), /f16/);
+  h.dispose();
+  await assert.rejects(rlx.loadLlm(gguf, { amp: "f8" }), (e) => e.code === "invalid_argument" && /amp/.test(e.message));
+});

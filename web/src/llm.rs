@@ -28,9 +28,51 @@ fn llm_err(e: LlmError) -> JsValue {
     }
 }
 
+/// What `loadLlm`'s `amp` asked for; `Auto` is settled at the first
+/// generation, when the WebGPU adapter (and whether it has `shader-f16`)
+/// is known.
+#[derive(Clone, Debug, PartialEq)]
+enum Precision {
+    Auto,
+    Fixed(rlx::Amp),
+}
+
+impl Precision {
+    fn parse(s: &str) -> Result<Precision, JsValue> {
+        if s == "auto" {
+            return Ok(Precision::Auto);
+        }
+        rlx::Amp::parse(s)
+            .map(Precision::Fixed)
+            .map_err(|m| err("invalid_argument", format!("{m} or auto")))
+    }
+
+    /// The mixed precision to compile with: `auto` is f16 on WebGPU where
+    /// the adapter has `shader-f16` (f16 storage and arithmetic, f32
+    /// accumulation), f32 everywhere else (the CPU, or an adapter without
+    /// it: f16 there would be held in f32 words, no faster).
+    fn settle(&self, device: Device, shader_f16: bool) -> rlx::Amp {
+        match self {
+            Precision::Fixed(a) => a.clone(),
+            Precision::Auto if device == Device::WebGpu && shader_f16 => rlx::Amp::f16(),
+            Precision::Auto => rlx::Amp::None,
+        }
+    }
+}
+
+/// `none`, `f16` or `bf16`: the spelling of `rlx::Amp::parse`.
+fn amp_name(a: &rlx::Amp) -> String {
+    a.policy()
+        .map(|p| p.dtype().to_string())
+        .unwrap_or_else(|| "none".into())
+}
+
 struct State {
     model: LlmModel,
     device: Device,
+    precision: Precision,
+    /// Whether `precision` was settled onto the steps.
+    settled: std::cell::Cell<bool>,
     steps: RefCell<Steps>,
 }
 
@@ -81,9 +123,15 @@ fn busy() -> JsValue {
 
 #[wasm_bindgen]
 impl Llm {
-    /// From the bytes of a GGUF file.
+    /// From the bytes of a GGUF file; `amp`: `auto`, `none`, `f16` or `bf16`.
     #[wasm_bindgen(constructor)]
-    pub fn new(gguf: Vec<u8>, label: &str, devices: Vec<String>) -> Result<Llm, JsValue> {
+    pub fn new(
+        gguf: Vec<u8>,
+        label: &str,
+        devices: Vec<String>,
+        amp: &str,
+    ) -> Result<Llm, JsValue> {
+        let precision = Precision::parse(amp)?;
         let dev = device(&devices)?;
         let file = GgufFile::from_bytes_labeled(gguf, label).map_err(format_err)?;
         let model = LlmModel::from_gguf(&file, |_| {}).map_err(llm_err)?;
@@ -93,6 +141,8 @@ impl Llm {
             s: Some(Rc::new(State {
                 model,
                 device: dev,
+                precision,
+                settled: std::cell::Cell::new(false),
                 steps,
             })),
         })
@@ -115,6 +165,20 @@ impl Llm {
             Device::WebGpu => "webgpu".into(),
             d => d.to_string(),
         })
+    }
+
+    /// The mixed precision of the graphs: `none` (f32) or `f16`/`bf16`;
+    /// `auto` until the first generation settles it.
+    #[wasm_bindgen(getter)]
+    pub fn amp(&self) -> Result<String, JsValue> {
+        let s = self.live()?;
+        if !s.settled.get() {
+            if let Precision::Auto = s.precision {
+                return Ok("auto".into());
+            }
+        }
+        let steps = s.steps.try_borrow().map_err(|_| busy())?;
+        Ok(amp_name(steps.amp()))
     }
 
     /// The architecture and sizes, as JSON.
@@ -217,12 +281,18 @@ impl Llm {
         Ok(future_to_promise(async move {
             // WebGPU's device first: a browser without an adapter is a
             // 'device' error here, before any work.
+            #[allow(unused_mut)]
+            let mut shader_f16 = false;
             #[cfg(feature = "webgpu")]
             if s.device == Device::WebGpu {
-                crate::gpu::context().await.map_err(|m| err("device", m))?;
+                let (ctx, _) = crate::gpu::context().await.map_err(|m| err("device", m))?;
+                shader_f16 = ctx.info.shader_f16;
             }
             let g = {
                 let mut steps = s.steps.try_borrow_mut().map_err(|_| busy())?;
+                // A lost and re-created device may lack what the first had.
+                steps.set_amp(s.precision.settle(s.device, shader_f16));
+                s.settled.set(true);
                 Generation::start_async(&s.model, &mut steps, &ids, &opts)
                     .await
                     .map_err(llm_err)?

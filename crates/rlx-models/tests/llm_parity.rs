@@ -190,3 +190,59 @@ fn smollm2_async_steps_match_transformers() {
     }
     assert_eq!(got, ids(&p["generated_ids"]));
 }
+
+/// Autocast f16 (`Generator::set_amp`; the npm package's choice on WebGPU
+/// with `shader-f16`) on the CPU: the block-quantized matmuls and attention
+/// take f16 activations, norms and softmax stay f32. Against transformers'
+/// f32: the prefill and first decode step's logits within f16 rounding
+/// (and off at all: the f16 graph ran), and the greedy tokens identical as
+/// far as the reference's top-2 margins exceed twice that error.
+#[test]
+fn smollm2_autocast_f16_follows_transformers() {
+    let dir = root().join("tests/vectors/llm");
+    let (reference, path) = llm_ref::smollm2();
+    let model = LlmModel::open(&path, |_| {}).unwrap();
+    let mut gen = model.generator(rlx::Device::Cpu);
+    gen.set_amp(rlx::Amp::f16());
+    let tokens = 16;
+    let mut opts = GenerateOptions::greedy(tokens);
+    opts.stop_at_eos = false;
+    for p in reference["prompts"].as_array().unwrap().iter().take(2) {
+        let (prompt, want) = (ids(&p["prompt_ids"]), ids(&p["generated_ids"]));
+        let steps = gen.logits(&prompt, &want[..1]).unwrap();
+        let mut err = 0f32;
+        for (got, step) in steps.iter().zip(["prefill", "decode1"]) {
+            let full = stored_logits(&dir, &reference, &p["logits"][step]).unwrap();
+            err = got
+                .iter()
+                .zip(&full)
+                .map(|(a, b)| (a - b).abs())
+                .fold(err, f32::max);
+        }
+        assert!(err > 1e-3 && err < 0.5, "logits max abs error {err}");
+        let sure = p["top2_margin"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .take(tokens)
+            .take_while(|m| m.as_f64().unwrap() > 2.0 * err as f64)
+            .count();
+        let got: Vec<u32> = gen
+            .generate_ids(&prompt, &opts)
+            .unwrap()
+            .map(|t| t.unwrap().id)
+            .collect();
+        let same = got.iter().zip(&want).take_while(|(a, b)| a == b).count();
+        eprintln!(
+            "autocast f16: logits max abs error {err:.4}; {same}/{tokens} tokens as transformers ({sure} sure by the margins)"
+        );
+        assert!(
+            same >= sure.max(1),
+            "got {got:?}, want {:?}",
+            &want[..tokens]
+        );
+    }
+    let c = gen.compiled(1, 64).unwrap();
+    let passes = c.pass_report().unwrap().to_string();
+    assert!(passes.contains("dequant_matmul×"), "{passes}");
+}

@@ -34,6 +34,9 @@ pub const DEFAULT_LOWER: &[&str] = &[
     "dot_general",
     "matmul_bias_act",
     "matmul_residual",
+    // x in 16 bits against block-quantized weights (which autocast never
+    // touches): the kernels decode the blocks to the x's dtype.
+    "dequant_matmul",
     "conv",
     "conv_act",
     "conv_transpose",

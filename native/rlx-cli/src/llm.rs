@@ -71,6 +71,8 @@ pub struct LlmFlags {
     int8_activations: bool,
     #[command(flatten)]
     run: RunFlags,
+    #[command(flatten)]
+    amp: crate::AmpFlag,
 }
 
 impl LlmFlags {
@@ -222,6 +224,7 @@ pub fn generate(a: GenerateArgs, env: &Env) -> CliResult {
         a.prompt.clone()
     };
     let mut gen = model.generator(dev);
+    gen.set_amp(a.flags.amp.amp());
     if let Some(n) = a.flags.context {
         gen.set_context(n).map_err(llm_err)?;
     }
@@ -259,6 +262,9 @@ fn print_dispatch(on: bool, gen: &mut rlx_models::llm::Generator) -> CliResult {
             crate::run::dispatch_summary(&c)
         );
         eprintln!("{}", c.dispatch_report());
+        if let Some(a) = c.pass_report().and_then(|p| p.autocast.as_ref()) {
+            eprint!("{a}");
+        }
     }
     Ok(())
 }
@@ -269,6 +275,7 @@ pub fn chat(a: ChatArgs, env: &Env) -> CliResult {
     let dev = device::resolve(&a.flags.run, env)?;
     let model = load(&a.flags.model)?;
     let mut gen = model.generator(dev);
+    gen.set_amp(a.flags.amp.amp());
     if let Some(n) = a.flags.context {
         gen.set_context(n).map_err(llm_err)?;
     }
@@ -334,6 +341,8 @@ pub struct BenchLlmArgs {
     profile: bool,
     #[command(flatten)]
     run: RunFlags,
+    #[command(flatten)]
+    amp: crate::AmpFlag,
 }
 
 impl BenchLlmArgs {
@@ -353,6 +362,7 @@ pub fn bench(a: BenchLlmArgs, env: &Env) -> CliResult {
     let dev = device::resolve(&a.run, env)?;
     let model = load(&a.model)?;
     let mut gen = model.generator(dev);
+    gen.set_amp(a.amp.amp());
     let (p, n) = (a.prompt as usize, a.gen as usize);
     let need = p + n;
     if need > gen.context() {
@@ -417,6 +427,7 @@ pub fn bench(a: BenchLlmArgs, env: &Env) -> CliResult {
             serde_json::json!({
                 "model": a.model.display().to_string(),
                 "device": dev.to_string(),
+                "amp": a.amp.amp.as_deref().unwrap_or("none"),
                 "prompt": p, "gen": n, "runs": a.runs,
                 "prefill_tok_s": ppm, "prefill_sd": pps,
                 "decode_tok_s": tgm, "decode_sd": tgs,

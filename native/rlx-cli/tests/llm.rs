@@ -78,6 +78,31 @@ fn generate_json_gives_transformers_greedy_tokens() {
     assert!(err.contains("tok/s") || err.contains("loaded"), "{err}");
 }
 
+/// `--amp f16`: the quantized matmuls and attention take f16 activations;
+/// the logits move by f16 rounding (~0.04 on SmolLM2, rlx-models'
+/// llm_parity.rs), well under the reference's top-2 margins of prompt 0's
+/// first 4 tokens (0.38 and up), so the tokens stay transformers'.
+#[test]
+fn generate_amp_f16_keeps_the_opening_tokens() {
+    let (text, want) = reference_prompt(0);
+    let (code, out, err) = rlx(&[
+        "generate",
+        "-m",
+        &smollm2(),
+        "--json",
+        "-n",
+        "4",
+        "--amp",
+        "f16",
+        "--dispatch",
+        &text,
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(ids(&v["tokens"])[..], want[..4], "{out}");
+    assert!(err.contains("autocast to f16"), "{err}");
+}
+
 #[test]
 fn generate_dispatch_shows_the_decode_step() {
     let (code, _, err) = rlx(&["generate", "-m", &smollm2(), "-n", "2", "--dispatch", "Hi"]);

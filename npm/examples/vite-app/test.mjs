@@ -207,6 +207,8 @@ try {
   check("LLM: SmolLM2 generated on WebGPU", w?.device === "webgpu" && w?.ids?.length === 2, JSON.stringify(w?.error ?? w?.stats ?? w));
   if (w?.ids) {
     check("LLM on WebGPU: greedy tokens equal transformers'", w.ids.join(",") === p.generated_ids.slice(0, 2).join(","), `${w.ids} vs ${p.generated_ids.slice(0, 2)}; prefill ${w.stats.prefillMs.toFixed(0)} ms, decode ${w.stats.decodeMs.toFixed(0)} ms`);
+    // amp 'auto': f16 where the adapter has shader-f16 (SwiftShader has not: f32).
+    check("LLM on WebGPU: amp 'auto' settles by shader-f16", w.amp === (w.shaderF16 ? "f16" : "none") && w.stats.amp === w.amp, `amp ${w.amp}, shader-f16 ${w.shaderF16}`);
     const q = (w.report?.nodes ?? []).filter((n) => n.op === "dequant_matmul");
     check("LLM on WebGPU: dequant_matmul runs in WGSL", q.length > 0 && q.every((n) => n.path === "native" && n.kernels.every((k) => k.startsWith("wgsl::"))), JSON.stringify(q[0] ?? w.report)?.slice(0, 200));
   }

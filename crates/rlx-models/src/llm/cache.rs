@@ -71,6 +71,8 @@ pub struct Steps {
     synced: HashMap<(usize, usize), (u64, usize)>,
     /// Whether graphs keep their cache inputs resident (the default).
     resident_cache: bool,
+    /// What every graph compiles with (mixed precision: [`Steps::set_amp`]).
+    opts: rlx::CompileOptions,
     session: Session,
 }
 
@@ -103,8 +105,35 @@ impl Steps {
             compiled: HashMap::new(),
             synced: HashMap::new(),
             resident_cache: true,
+            opts: rlx::CompileOptions::default(),
             session: Session::new(rlx::CompileOptions::default()),
         }
+    }
+
+    /// Drop every compiled graph and the session that compiled them (its
+    /// cache would hand the same executables back).
+    fn reset(&mut self) {
+        self.compiled.clear();
+        self.synced.clear();
+        self.session = Session::new(self.opts.clone());
+    }
+
+    /// Mixed precision for the graphs compiled from now on: `Amp::f16()`
+    /// runs the matmuls (the block-quantized ones too) and attention in
+    /// f16 with f32 accumulation where the device has 16-bit kernels
+    /// (WebGPU with `shader-f16`, CUDA); norms, softmax and the cache's
+    /// host copy stay f32. Greedy tokens then follow the reference only
+    /// as far as f16 rounding lets them (docs/llm.md).
+    pub fn set_amp(&mut self, amp: rlx::Amp) {
+        if amp != self.opts.amp {
+            self.opts.amp = amp;
+            self.reset();
+        }
+    }
+
+    /// The mixed precision graphs compile with.
+    pub fn amp(&self) -> &rlx::Amp {
+        &self.opts.amp
     }
 
     /// Whether compiled graphs keep the key/value cache resident (on by
@@ -116,9 +145,7 @@ impl Steps {
     pub fn set_resident_cache(&mut self, on: bool) {
         if on != self.resident_cache {
             self.resident_cache = on;
-            self.compiled.clear();
-            self.synced.clear();
-            self.session = Session::new(rlx::CompileOptions::default());
+            self.reset();
         }
     }
 
@@ -148,8 +175,7 @@ impl Steps {
             return Ok(c.clone());
         }
         let g = model.decoder.model(t, p).to_mir()?;
-        let opts = rlx::CompileOptions::default();
-        let c = Arc::new(rlx::compile_with_async(&g, self.device, &opts).await?);
+        let c = Arc::new(rlx::compile_with_async(&g, self.device, &self.opts).await?);
         Ok(self.keep(model, t, p, c))
     }
 
@@ -165,8 +191,7 @@ impl Steps {
             return Ok(c.dispatch_report().clone());
         }
         let g = model.decoder.model(t, p).to_mir()?;
-        let opts = rlx::CompileOptions::default();
-        Ok(rlx::plan_with(&g, self.device, &opts)?.report)
+        Ok(rlx::plan_with(&g, self.device, &self.opts)?.report)
     }
 
     /// Hold `c` as the graph for (t, p), its weights resident.

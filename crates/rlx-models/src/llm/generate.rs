@@ -150,6 +150,11 @@ impl<'m> Generator<'m> {
         self.steps.set_resident_cache(on)
     }
 
+    /// Mixed precision for the graphs (see [`Steps::set_amp`]).
+    pub fn set_amp(&mut self, amp: rlx::Amp) {
+        self.steps.set_amp(amp)
+    }
+
     /// The device the graphs run on.
     pub fn device(&self) -> Device {
         self.steps.device

@@ -253,3 +253,29 @@ fn weights_read_through_casts_and_movement_become_16_bit_inputs() {
     let got = rlx_cpu::run_graph(&n, &[x16, w16, bs, os]).unwrap();
     assert_eq!(want, got);
 }
+
+/// A block-quantized matmul (an LLM's layers): x goes to 16 bits, the
+/// Q8_0 weight is not touched (quantized values are never cast), the
+/// product is 16-bit and the output is cast back to f32.
+#[test]
+fn dequant_matmul_takes_16_bit_x_and_keeps_its_blocks() {
+    let mut b = GraphBuilder::new("qlinear");
+    let x = b.input("x", f32t(&[2, 64]));
+    let w = b.input("w", TensorType::new(DType::Q8_0, vec![16, 64]));
+    let y = b.binary("dequant_matmul", x, w).unwrap();
+    let g = b.finish(&[y]).unwrap();
+    let (h, rep) = Autocast::new(DType::F16).unwrap().apply(&g).unwrap();
+    h.verify().unwrap();
+    assert_eq!(h.input_types(), g.input_types());
+    assert_eq!(h.output_types(), g.output_types());
+    assert_eq!(dtype_of(&h, "dequant_matmul"), DType::F16);
+    assert_eq!(rep.lowered.get("dequant_matmul"), Some(&1), "{rep}");
+    let n = h
+        .nodes
+        .iter()
+        .find(|n| n.op.name() == "dequant_matmul")
+        .unwrap();
+    assert_eq!(h.ty(n.inputs[1]).dtype, DType::Q8_0);
+    // x down, the product up: the weight needs no cast.
+    assert_eq!(rep.casts, 2, "{rep}");
+}

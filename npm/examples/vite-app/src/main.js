@@ -82,10 +82,10 @@ async function onnxDemo(url, inputUrl) {
 
 // Text generation in the page (?llm=URL.gguf&prompt=...[&device=webgpu]):
 // a GGUF decoder streaming tokens, greedy.
-async function llmDemo(url, prompt, maxTokens, device) {
+async function llmDemo(url, prompt, maxTokens, device, amp = "auto") {
   await rlx.init();
   const t0 = performance.now();
-  const llm = await rlx.loadLlm(url, { onProgress, device });
+  const llm = await rlx.loadLlm(url, { onProgress, device, amp });
   const loadMs = performance.now() - t0;
   const ids = [];
   let text = "";
@@ -94,7 +94,8 @@ async function llmDemo(url, prompt, maxTokens, device) {
     text += t.text;
     log(`token ${t.id} ${JSON.stringify(t.text)}`);
   }
-  const result = { ids, text, loadMs, stats: llm.stats, config: llm.config, device: llm.device, report: llm.decodeReport(64) };
+  const result = { ids, text, loadMs, stats: llm.stats, config: llm.config, device: llm.device, amp: llm.amp, report: llm.decodeReport(64) };
+  if (llm.device === "webgpu") result.shaderF16 = (await rlx.devices()).find((d) => d.device === "webgpu")?.adapter?.shader_f16;
   llm.dispose();
   return result;
 }
@@ -173,7 +174,7 @@ async function main() {
   }
   if (params.has("llm")) {
     try {
-      window.__rlx = { llm: await llmDemo(params.get("llm"), params.get("prompt"), Number(params.get("max") ?? 16), params.get("device") ?? "cpu") };
+      window.__rlx = { llm: await llmDemo(params.get("llm"), params.get("prompt"), Number(params.get("max") ?? 16), params.get("device") ?? "cpu", params.get("amp") ?? "auto") };
     } catch (e) {
       window.__rlx = { llm: { error: { code: e.code, message: e.message } } };
     }
