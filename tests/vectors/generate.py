@@ -2357,6 +2357,41 @@ def gen_folds():
     merged("bf16", (1, 2, 3, 4), (1, 2, 3, 4), (1, 2, 3, 4), dt="bf16")
     merged("f64", (1, 2, 3, 4), (1, 2, 3, 4), (1, 2, 3, 4), "causal", dt="f64")
 
+    # attention over a key/value cache and new keys/values (a decoder's
+    # step): the reference is attention over the two joined along the
+    # sequence axis, with the keep mask (unfilled cache slots masked).
+    rng = rng_for("attention_cached")
+    def cached(name, qs, cs, ns, dv, keep, scale=None, dt="f32"):
+        q = randn(rng, dt, qs)
+        kc, vc = randn(rng, dt, cs), randn(rng, dt, cs[:-1] + (dv,))
+        kn, vn = randn(rng, dt, ns), randn(rng, dt, ns[:-1] + (dv,))
+        axis = len(cs) - 2
+        k = np.concatenate([kc.f64(), kn.f64()], axis)
+        v = np.concatenate([vc.f64(), vn.f64()], axis)
+        y = attention_ref(q.f64(), k, v, "custom", keep.a, 0, scale)
+        add_case("attention_cached", name, [q, kc, vc, kn, vn, keep], tensor(dt, y),
+                 {} if scale is None else {"scale": scale}, acc=True,
+                 names=["q", "k_cache", "v_cache", "k_new", "v_new", "keep"])
+
+    def step_keep(t, cap, filled):
+        # Query i (of t new tokens) sees the filled cache slots and the new
+        # tokens up to itself.
+        keep = np.zeros((t, cap + t), dtype=bool)
+        keep[:, :filled] = True
+        for i in range(t):
+            keep[i, cap:cap + i + 1] = True
+        return tensor("bool", keep)
+
+    # GQA as the decoder writes it: q (1, kv, g, T, D), k (1, kv, 1, S, D).
+    cached("decode_gqa_f32", (1, 2, 3, 1, 8), (1, 2, 1, 6, 8), (1, 2, 1, 1, 8), 8, step_keep(1, 6, 4))
+    cached("prefill_chunk_gqa_f32", (1, 2, 2, 3, 4), (1, 2, 1, 5, 4), (1, 2, 1, 3, 4), 4, step_keep(3, 5, 5))
+    cached("rank3_scale_dv_ne_d_f32", (2, 2, 4), (2, 7, 4), (2, 2, 4), 3, step_keep(2, 7, 3), scale=0.25)
+    keep = step_keep(1, 4, 2)
+    keep.a[0, 2] = True  # an unfilled slot kept: it must be read
+    cached("decode_rank4_f32", (2, 3, 1, 8), (2, 3, 4, 8), (2, 3, 1, 8), 8, keep)
+    cached("decode_gqa_f16", (1, 1, 2, 1, 8), (1, 1, 1, 5, 8), (1, 1, 1, 1, 8), 8, step_keep(1, 5, 3), dt="f16")
+    cached("decode_f64", (1, 2, 1, 4), (1, 2, 3, 4), (1, 2, 1, 4), 4, step_keep(1, 3, 3), dt="f64")
+
 
 def gen_integer():
     """matmul_integer: (a − a_zero_point) @ (b − b_zero_point) of 8-bit

@@ -143,7 +143,8 @@ impl Backend for CpuBackend {
     /// `cpu::ref::…` where the reference kernel runs it. The reference
     /// runs every node the claims admit, so nothing is refused here —
     /// except a fold rlx-opt made (`matmul_residual`, `attention_merged`,
-    /// `conv_act`) that the fast engine cannot make for these operands:
+    /// `conv_act`) or `attention_cached` that the fast engine cannot make
+    /// for these operands:
     /// its decomposition (the product, attention or conv, then the add,
     /// the head merge or the activation) runs instead, whose parts may be
     /// fast, and the dispatch report says why.
@@ -152,7 +153,10 @@ impl Backend for CpuBackend {
         if self.opts.engine == CpuEngine::Reference {
             return Ok(format!("cpu::ref::{op}<{dtype}>"));
         }
-        let fold = matches!(op, "matmul_residual" | "attention_merged" | "conv_act");
+        let fold = matches!(
+            op,
+            "matmul_residual" | "attention_merged" | "conv_act" | "attention_cached"
+        );
         if fold && crate::fast::select(op, node.inputs, node.attrs).is_none() {
             return Err(format!(
                 "no fast {op} kernel for these {dtype} operands (matmul_residual: f32 only, no activation)"

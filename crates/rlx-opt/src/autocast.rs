@@ -42,6 +42,7 @@ pub const DEFAULT_LOWER: &[&str] = &[
     "conv_transpose",
     "attention",
     "attention_merged",
+    "attention_cached",
     "rnn_cell",
     "lstm_cell",
     "gru_cell",

@@ -14,15 +14,16 @@ use super::par::{for_chunks, Scratch};
 use super::simd::{self, simd_fn, Mad};
 use crate::kernels::gemm::Mat;
 
-/// `c (row stride ldc) = scale · a · b` on this thread.
-fn product(a: Mat<f32>, b: Mat<f32>, c: &mut [f32], ldc: usize, scale: f32) {
+/// `c (row stride ldc) = scale · a · b` on this thread (`+=` with
+/// `accumulate`).
+fn product(a: Mat<f32>, b: Mat<f32>, c: &mut [f32], ldc: usize, scale: f32, accumulate: bool) {
     #[cfg(target_arch = "wasm32")]
     {
-        crate::kernels::gemm128::gemm_scaled(a, b, c, ldc, scale)
+        crate::kernels::gemm128::gemm_scaled_acc(a, b, c, ldc, scale, accumulate)
     }
     #[cfg(not(target_arch = "wasm32"))]
     {
-        crate::kernels::gemm::gemm_scaled(a, b, c, ldc, false, false, scale)
+        crate::kernels::gemm::gemm_scaled(a, b, c, ldc, accumulate, false, scale)
     }
 }
 
@@ -46,10 +47,22 @@ pub enum Mask<'a> {
 pub struct Dims<'a> {
     pub batch: &'a [usize],
     pub sq: usize,
+    /// Keys attended, in all.
     pub sk: usize,
+    /// Of which in `Kv::k` (the rest in `Kv::new`).
+    pub sc: usize,
     pub d: usize,
     pub dv: usize,
     pub scale: f32,
+}
+
+/// The keys and values: one tensor each, or (`attention_cached`) a
+/// cache's and the step's new ones, read where they are — joining them
+/// would copy the whole cache every step.
+pub struct Kv<'v, 'a, 'b> {
+    pub k: &'v View<'a, 'b>,
+    pub v: &'v View<'a, 'b>,
+    pub new: Option<(&'v View<'a, 'b>, &'v View<'a, 'b>)>,
 }
 
 /// Scratch floats one thread needs: a block of scores and a mask row.
@@ -57,7 +70,7 @@ pub fn scratch(sk: usize) -> usize {
     BLOCK * sk + sk
 }
 
-pub fn run(out: &mut [f32], q: &View, k: &View, v: &View, mask: &Mask, dm: &Dims, pool: &Scratch) {
+pub fn run(out: &mut [f32], q: &View, kv: &Kv, mask: &Mask, dm: &Dims, pool: &Scratch) {
     let (sq, dv) = (dm.sq, dm.dv);
     if sq == 0 || dv == 0 {
         return;
@@ -66,7 +79,7 @@ pub fn run(out: &mut [f32], q: &View, k: &View, v: &View, mask: &Mask, dm: &Dims
         pool.with(|buf| {
             for i0 in (0..sq).step_by(BLOCK) {
                 let rows = BLOCK.min(sq - i0);
-                attend(&mut ob[i0 * dv..], dv, q, k, v, mask, dm, bi, i0, rows, buf);
+                attend(&mut ob[i0 * dv..], dv, q, kv, mask, dm, bi, i0, rows, buf);
             }
         })
     });
@@ -90,15 +103,7 @@ pub fn unmerged(out: &[usize], dv: usize, merged: bool) -> Vec<usize> {
 /// so that copy is not made. Tasks are blocks of query rows of one outer
 /// index, all heads each: a contiguous piece of `out`.
 #[allow(clippy::too_many_arguments)]
-pub fn run_merged(
-    out: &mut [f32],
-    q: &View,
-    k: &View,
-    v: &View,
-    mask: &Mask,
-    dm: &Dims,
-    pool: &Scratch,
-) {
+pub fn run_merged(out: &mut [f32], q: &View, kv: &Kv, mask: &Mask, dm: &Dims, pool: &Scratch) {
     let (sq, dv) = (dm.sq, dm.dv);
     let heads = *dm.batch.last().unwrap_or(&1);
     if sq == 0 || dv == 0 || heads == 0 {
@@ -121,8 +126,7 @@ pub fn run_merged(
                     &mut ob[h * dv..],
                     ldo,
                     q,
-                    k,
-                    v,
+                    kv,
                     mask,
                     dm,
                     o * heads + h,
@@ -143,8 +147,7 @@ fn attend(
     out: &mut [f32],
     ldo: usize,
     q: &View,
-    k: &View,
-    v: &View,
+    kv: &Kv,
     mask: &Mask,
     dm: &Dims,
     bi: usize,
@@ -156,16 +159,16 @@ fn attend(
         batch,
         sq,
         sk,
+        sc,
         d,
         dv,
         scale,
     } = *dm;
     let full_len = batch.len() + 2;
     let qo = q.loc.batch_offset(batch, bi);
-    let ko = k.loc.batch_offset(batch, bi);
-    let vo = v.loc.batch_offset(batch, bi);
-    let km = k.mat(ko, sk, d).t();
-    let vm = v.mat(vo, sk, dv);
+    // The keys (transposed) and values of each part: [0, sc) and [sc, sk).
+    let first = part(kv.k, kv.v, batch, bi, sc, d, dv);
+    let second = kv.new.map(|(k, v)| part(k, v, batch, bi, sk - sc, d, dv));
     let qrs = q.loc.strides[q.loc.dims.len() - 2];
     let (scores, mrow) = buf.split_at_mut(BLOCK * sk);
     let mrow = &mut mrow[..sk];
@@ -201,15 +204,41 @@ fn attend(
     };
     let qm = q.mat(qo + i0 * qrs, rows, d);
     let s = &mut scores[..rows * sk];
-    product(qm, km, s, sk, scale);
+    product(qm, first.0, s, sk, scale, false);
+    if let Some((km, _)) = second {
+        product(qm, km, &mut s[sc..], sk, scale, false);
+    }
     if !row_mask {
         for (ri, row) in s.chunks_mut(sk.max(1)).enumerate() {
             apply_mask(row, mask, i0 + ri, bi, dm);
         }
     }
     softmax_rows(s, sk, if row_mask { Some(&mrow[..]) } else { None });
-    let pm = Mat::row_major(&s[..], rows, sk);
-    product(pm, vm, out, ldo, 1.0);
+    let p_of = |c0: usize, n: usize| Mat {
+        data: &s[c0..],
+        rows,
+        cols: n,
+        row_stride: sk,
+        col_stride: 1,
+    };
+    product(p_of(0, sc), first.1, out, ldo, 1.0, false);
+    if let Some((_, vm)) = second {
+        product(p_of(sc, sk - sc), vm, out, ldo, 1.0, true);
+    }
+}
+
+/// (batch, head) `bi`'s keys, transposed (D × n), and values (n × Dv).
+fn part<'a>(
+    k: &View<'a, '_>,
+    v: &View<'a, '_>,
+    batch: &[usize],
+    bi: usize,
+    n: usize,
+    d: usize,
+    dv: usize,
+) -> (Mat<'a, f32>, Mat<'a, f32>) {
+    let (ko, vo) = (k.loc.batch_offset(batch, bi), v.loc.batch_offset(batch, bi));
+    (k.mat(ko, n, d).t(), v.mat(vo, n, dv))
 }
 
 /// Any mask other than a key-padding row, element by element.

@@ -547,20 +547,25 @@ impl<'g> Planner<'g> {
                     };
                 }
             }
-            Kind::Attention { merged } => {
+            Kind::Attention { merged, cached } => {
                 let (q, k) = (types[0], types[1]);
                 let r = q.shape.rank();
-                let (sq, sk) = (q.dims()[r - 2], k.dims()[r - 2]);
+                let sq = q.dims()[r - 2];
+                // The keys attended: the cache's and the new ones.
+                let sk = k.dims()[r - 2] + if *cached { types[3].dims()[r - 2] } else { 0 };
                 let out_dims = attention::unmerged(out_ty.dims(), types[2].dims()[r - 1], *merged);
                 *scratch = (*scratch).max(attention::scratch(sk));
-                let kind_s = node.attrs.str("mask_kind").map_err(CpuError::Ir)?;
-                let window = node.attrs.int("window").map_err(CpuError::Ir)?;
-                if let Some(m) = rlx_ir::ops::fused::attention_mask(kind_s, sq, sk, window) {
-                    mask = m;
+                if !*cached {
+                    let kind_s = node.attrs.str("mask_kind").map_err(CpuError::Ir)?;
+                    let window = node.attrs.int("window").map_err(CpuError::Ir)?;
+                    if let Some(m) = rlx_ir::ops::fused::attention_mask(kind_s, sq, sk, window) {
+                        mask = m;
+                    }
                 }
                 let mut full = out_dims[..r - 2].to_vec();
                 full.extend([sq, sk]);
-                if let Some(mt) = types.get(3) {
+                let mi = if *cached { 5 } else { 3 };
+                if let Some(mt) = types.get(mi) {
                     let ml = Loc {
                         root: Root::Arena,
                         offset: 0,
@@ -569,7 +574,7 @@ impl<'g> Planner<'g> {
                     };
                     let b = elementwise::broadcast(&ml, &full);
                     mask_strides = b.strides;
-                    if let Some(Some(a)) = args.get_mut(3) {
+                    if let Some(Some(a)) = args.get_mut(mi) {
                         *a = elementwise::broadcast(a, &full);
                     }
                 }

@@ -116,9 +116,12 @@ pub enum Kind {
         residual: bool,
     },
     /// `attention`, or `attention_merged` (`merged`: the output is written
-    /// with its heads merged, (.., Sq, H·Dv)).
+    /// with its heads merged, (.., Sq, H·Dv)), or `attention_cached`
+    /// (`cached`: keys and values in two parts, a cache and the new ones,
+    /// read where they are; the mask is input 5).
     Attention {
         merged: bool,
+        cached: bool,
     },
     Conv {
         geom: conv::Geom,
@@ -250,8 +253,19 @@ pub fn select(op: &str, inputs: &[&TensorType], attrs: &Attrs) -> Option<Kind> {
                 _ => false,
             };
             let merged = op == "attention_merged";
-            (qkv_ok && mask_ok && (!merged || rank(0) >= 3)).then_some(Kind::Attention { merged })
+            (qkv_ok && mask_ok && (!merged || rank(0) >= 3)).then_some(Kind::Attention {
+                merged,
+                cached: false,
+            })
         }
+        "attention_cached" => (inputs.len() == 6
+            && f32s(&inputs[..5])
+            && rank(0) >= 2
+            && inputs[5].dtype == DType::Bool)
+            .then_some(Kind::Attention {
+                merged: false,
+                cached: true,
+            }),
         // `conv_act` (rlx-opt's fold of a following activation): the
         // activation is applied to each row as it is written.
         "conv" | "conv_act" => {

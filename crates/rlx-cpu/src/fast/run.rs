@@ -360,8 +360,14 @@ impl FastProgram {
                 );
                 return Ok(true);
             }
-            Kind::Attention { merged } => {
+            Kind::Attention { merged, cached } => {
                 let (q, k, v) = (view(0)?, view(1)?, view(2)?);
+                let new_kv = if *cached {
+                    Some((view(3)?, view(4)?))
+                } else {
+                    None
+                };
+                let mi = if *cached { 5 } else { 3 };
                 let r = q.loc.dims.len();
                 let d = q.loc.dims[r - 1];
                 let scale = match node.attrs.get("scale") {
@@ -373,7 +379,8 @@ impl FastProgram {
                 let dims = attention::Dims {
                     batch: &att_dims[..r - 2],
                     sq: q.loc.dims[r - 2],
-                    sk: k.loc.dims[r - 2],
+                    sk: k.loc.dims[r - 2] + new_kv.as_ref().map_or(0, |(k, _)| k.loc.dims[r - 2]),
+                    sc: k.loc.dims[r - 2],
                     d,
                     dv: v.loc.dims[r - 1],
                     scale,
@@ -382,8 +389,8 @@ impl FastProgram {
                 let m = match node.inputs.len() {
                     3 if mask.is_empty() => attention::Mask::None,
                     3 => attention::Mask::Builtin(mask),
-                    _ if g.ty(node.inputs[3]).dtype == DType::Bool => {
-                        let t = host_of(3)?;
+                    _ if g.ty(node.inputs[mi]).dtype == DType::Bool => {
+                        let t = host_of(mi)?;
                         let data =
                             bool::unwrap(t.data()).ok_or_else(|| fail(op, "mask is not bool"))?;
                         attention::Mask::Custom {
@@ -396,10 +403,15 @@ impl FastProgram {
                         attention::Mask::Bias(bias_view)
                     }
                 };
+                let kv = attention::Kv {
+                    k: &k,
+                    v: &v,
+                    new: new_kv.as_ref().map(|(k, v)| (k, v)),
+                };
                 if *merged {
-                    attention::run_merged(out, &q, &k, &v, &m, &dims, &st.pool)
+                    attention::run_merged(out, &q, &kv, &m, &dims, &st.pool)
                 } else {
-                    attention::run(out, &q, &k, &v, &m, &dims, &st.pool)
+                    attention::run(out, &q, &kv, &m, &dims, &st.pool)
                 }
             }
             Kind::Norm { centered } => {

@@ -242,9 +242,31 @@ pub fn gemm(a: Mat<f32>, b: Mat<f32>, c: &mut [f32], ldc: usize) {
 /// `c = scale · a · b` ([`gemm()`] with the scale applied as the tiles are
 /// stored).
 pub fn gemm_scaled(a: Mat<f32>, b: Mat<f32>, c: &mut [f32], ldc: usize, scale: f32) {
+    gemm_scaled_acc(a, b, c, ldc, scale, false)
+}
+
+/// [`gemm_scaled`], adding onto `c` with `accumulate`.
+pub fn gemm_scaled_acc(
+    a: Mat<f32>,
+    b: Mat<f32>,
+    c: &mut [f32],
+    ldc: usize,
+    scale: f32,
+    accumulate: bool,
+) {
     assert!(a.cols == b.rows, "gemm128: inner dimensions differ");
     with_packed(b, |w| {
-        A_BUF.with(|abuf| run::<MR>(a, w.all(), c, ldc, scale, false, &mut abuf.borrow_mut()))
+        A_BUF.with(|abuf| {
+            run::<MR>(
+                a,
+                w.all(),
+                c,
+                ldc,
+                scale,
+                accumulate,
+                &mut abuf.borrow_mut(),
+            )
+        })
     });
 }
 

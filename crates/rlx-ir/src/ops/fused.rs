@@ -322,6 +322,51 @@ fn attention_d(b: B, x: &[ValueId], a: &Attrs) -> Out {
     Ok(vec![b.binary("matmul", p, v)?])
 }
 
+/// `attention_cached`: attention over a key/value cache and the step's
+/// new keys and values, (q, k_cache, v_cache, k_new, v_new, keep): the
+/// type of `attention` with k = k_cache ++ k_new (and v alike) along the
+/// sequence axis and a custom bool mask.
+fn attention_cached(cx: &InferCx) -> R {
+    let i = cx.inputs;
+    let joined = |a: &TensorType, b: &TensorType, what: &str| -> Result<TensorType, String> {
+        let r = a.rank();
+        if r < 2
+            || b.rank() != r
+            || a.dtype != b.dtype
+            || a.dims()[..r - 2] != b.dims()[..r - 2]
+            || a.dims()[r - 1] != b.dims()[r - 1]
+        {
+            return Err(format!(
+                "the cached and new {what} must agree but in the sequence axis (..., S, D); got {a} and {b}"
+            ));
+        }
+        let mut d = a.dims().to_vec();
+        d[r - 2] += b.dims()[r - 2];
+        Ok(TensorType::new(a.dtype, d))
+    };
+    let k = joined(&i[1], &i[3], "keys")?;
+    let v = joined(&i[2], &i[4], "values")?;
+    let inputs = [i[0].clone(), k, v, i[5].clone()];
+    let attrs = cx.attrs.clone().with("mask_kind", "custom");
+    attention(&InferCx {
+        op: cx.op,
+        inputs: &inputs,
+        attrs: &attrs,
+    })
+}
+
+/// The cache and the new keys (and values) joined, then `attention`.
+fn attention_cached_d(b: B, x: &[ValueId], a: &Attrs) -> Out {
+    let axis = Attrs::new().with("axis", b.shape(x[1]).rank() as i64 - 2);
+    let k = b.op1("concat", &[x[1], x[3]], axis.clone())?;
+    let v = b.op1("concat", &[x[2], x[4]], axis)?;
+    let mut at = Attrs::new().with("mask_kind", "custom");
+    if let Some(s) = a.opt_float("scale") {
+        at = at.with("scale", s);
+    }
+    Ok(vec![b.op1("attention", &[x[0], k, v, x[5]], at)?])
+}
+
 /// `attention_merged`: attention's type with the heads merged, (..., H,
 /// Sq, Dv) → (..., Sq, H·Dv).
 fn attention_merged(cx: &InferCx) -> R {
@@ -694,6 +739,10 @@ pub static FUSED: &[OpDef] = &[
         &[attr("mask_kind", K::Str, D::Str("none")), attr("window", K::Int, D::Int(0)), attr("scale", K::Float, D::Optional)],
         attention_merged, attention_merged_d,
         "attention written with its heads merged: q, k, v (..., H, S, D) give (..., Sq, H·Dv), the layout the output projection reads"),
+    fused("attention_cached", Exact(6), FLOAT, &[attr("scale", K::Float, D::Optional)],
+        attention_cached, attention_cached_d,
+        "attention over a key/value cache and the step's new keys/values, (q, k_cache, v_cache, k_new, v_new, keep): \
+         attention(q, k_cache ++ k_new, v_cache ++ v_new, keep) along the sequence axis without joining them; keep is a custom bool mask"),
     fused("rope", Exact(3), FLOAT, &[attr("interleaved", K::Bool, D::Bool(false))], rope, rope_d,
         "rotary embedding of (..., S, D) with cos, sin of (S, D/2): halves (NeoX) or even/odd pairs (interleaved)"),
     fused("qk_rope", Exact(4), FLOAT, &[attr("interleaved", K::Bool, D::Bool(false))], qk_rope, qk_rope_d,

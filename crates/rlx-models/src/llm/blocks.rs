@@ -99,26 +99,30 @@ impl Attention {
         };
         let k_new = cx.op1("rope", &[k, cos, sin], rope)?;
         let v_new = heads(cx, "attn_v", &self.v)?;
-        let (k_all, v_all) = match past {
-            Some((pk, pv)) => {
-                let axis = Attrs::new().with("axis", 2i64);
-                (
-                    cx.op1("concat", &[pk, k_new], axis.clone())?,
-                    cx.op1("concat", &[pv, v_new], axis)?,
-                )
-            }
-            None => (k_new, v_new),
-        };
+        // Keys and values as (1, kvh, 1, S, D): every query group of a
+        // kv head reads them (broadcast). With a cache, attention reads
+        // the cache and the new keys where they are (`attention_cached`):
+        // joining them would copy the whole cache every step.
         let unsq = Attrs::new().with("axes", vec![2i64]);
-        let k5 = cx.op1("unsqueeze", &[k_all], unsq.clone())?;
-        let v5 = cx.op1("unsqueeze", &[v_all], unsq)?;
-        let a = cx.op1(
-            "attention",
-            &[q, k5, v5, mask],
-            Attrs::new()
-                .with("mask_kind", "custom")
-                .with("scale", self.scale),
-        )?;
+        let kv5 = |cx: &mut Lower, t: ValueId| cx.op1("unsqueeze", &[t], unsq.clone());
+        let (k5, v5) = (kv5(cx, k_new)?, kv5(cx, v_new)?);
+        let a = match past {
+            Some((pk, pv)) => {
+                let (pk5, pv5) = (kv5(cx, pk)?, kv5(cx, pv)?);
+                cx.op1(
+                    "attention_cached",
+                    &[q, pk5, pv5, k5, v5, mask],
+                    Attrs::new().with("scale", self.scale),
+                )?
+            }
+            None => cx.op1(
+                "attention",
+                &[q, k5, v5, mask],
+                Attrs::new()
+                    .with("mask_kind", "custom")
+                    .with("scale", self.scale),
+            )?,
+        };
         let a = cx.permute(a, &[0, 3, 1, 2, 4])?;
         let a = cx.reshape(a, &[1, t, self.heads * d])?;
         let o = cx.child1("attn_output", &self.o, &[a])?;

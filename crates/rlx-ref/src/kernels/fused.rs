@@ -357,6 +357,7 @@ pub(crate) const KERNELS: &[(&str, Kernel)] = &[
     // Folds: attention then its head merge (a copy); the epilogue, rounded,
     // then the residual add.
     ("attention_merged", super::by_decomposition),
+    ("attention_cached", super::by_decomposition),
     ("rope", rope),
     ("qk_rope", rope),
     ("matmul_bias_act", matmul_bias_act),
