@@ -53,9 +53,9 @@ def rlx(path, threads, runs, p, n, q8=False):
     return {"pp": (r["prefill_tok_s"], r["prefill_sd"]), "tg": (r["decode_tok_s"], r["decode_sd"]), "rss_mb": rss}
 
 
-def llama(build, path, threads, runs, p, n):
+def llama(build, path, threads, runs, p, n, depth=0):
     out, rss = timed([str(Path(build) / "llama-bench"), "-m", str(path), "-t", str(threads), "-p", str(p),
-                      "-n", str(n), "-r", str(runs), "-o", "json"])
+                      "-n", str(n), "-r", str(runs), "-d", str(depth), "-o", "json"])
     rows = json.loads(out)
     res = {"rss_mb": rss}
     for r in rows:
