@@ -33,14 +33,29 @@ fn env_or(k: &str, d: usize) -> usize {
         .unwrap_or(d)
 }
 
-/// Check `name` on Vulkan; None when its weights are not fetched.
-fn check(name: &str, required: bool) -> Option<String> {
-    rlx::init();
-    rlx_wgpu::register();
+/// Token ids from the reference's JSON.
+fn ids(v: &serde_json::Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
+/// The reference of `name` (tests/vectors/llm/NAME.json) and its GGUF's path.
+fn reference(name: &str) -> Option<(serde_json::Value, PathBuf)> {
     let dir = root().join("tests/vectors/llm");
     let text = std::fs::read_to_string(dir.join(format!("{name}.json"))).ok()?;
     let reference: serde_json::Value = serde_json::from_str(&text).unwrap();
     let path = model_path(reference["file"].as_str().unwrap());
+    Some((reference, path))
+}
+
+/// Check `name` on Vulkan; None when its weights are not fetched.
+fn check(name: &str, required: bool) -> Option<String> {
+    rlx::init();
+    rlx_wgpu::register();
+    let (reference, path) = reference(name)?;
     if !path.exists() {
         assert!(
             !required,
@@ -50,13 +65,6 @@ fn check(name: &str, required: bool) -> Option<String> {
         eprintln!("{name}: {} not found; skipped", path.display());
         return None;
     }
-    let ids = |v: &serde_json::Value| -> Vec<u32> {
-        v.as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_u64().unwrap() as u32)
-            .collect()
-    };
     let model = LlmModel::open(&path, |_| {}).unwrap();
     let mut gen = model.generator(rlx::Device::Vulkan);
     let tokens = env_or("RLX_LLM_TOKENS", 8);
@@ -173,18 +181,8 @@ fn top64(step: &serde_json::Value) -> Vec<(usize, f32)> {
 fn smollm2_autocast_f16_on_vulkan_follows_the_reference() {
     rlx::init();
     rlx_wgpu::register();
-    let dir = root().join("tests/vectors/llm");
-    let text = std::fs::read_to_string(dir.join("smollm2.json")).unwrap();
-    let reference: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let path = model_path(reference["file"].as_str().unwrap());
+    let (reference, path) = reference("smollm2").unwrap();
     assert!(path.exists(), "{}: ./scripts/fetch-models", path.display());
-    let ids = |v: &serde_json::Value| -> Vec<u32> {
-        v.as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_u64().unwrap() as u32)
-            .collect()
-    };
     let model = LlmModel::open(&path, |_| {}).unwrap();
     let mut gen = model.generator(rlx::Device::Vulkan);
     gen.set_amp(rlx::Amp::f16());
