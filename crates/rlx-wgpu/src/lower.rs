@@ -655,6 +655,7 @@ fn node_kernels(
                 q: &ins[0],
                 k: &ins[1],
                 v: &ins[2],
+                new_kv: None,
                 mask: ins.get(3),
                 kind,
                 window,
@@ -669,6 +670,23 @@ fn node_kernels(
                 one(wgsl::attention::kernel(name, &att)?)
             }
         }
+        // The cache and the new keys read apart (the tiled kernel; `select`
+        // refused the other shapes).
+        "attention_cached" => one(wgsl::attention::kernel(
+            name,
+            &wgsl::attention::Attention {
+                q: &ins[0],
+                k: &ins[1],
+                v: &ins[2],
+                new_kv: Some((&ins[3], &ins[4])),
+                mask: ins.get(5),
+                kind: "custom",
+                window: 0,
+                scale: node.attrs.opt_float("scale"),
+                out,
+                opts,
+            },
+        )?),
         "dequant_matmul" => one(wgsl::quant::kernel(name, &ins[0], &ins[1], out)?),
         "conv" | "conv_act" | "conv_transpose" => {
             let win = wgsl::conv::window(op, &node.attrs, ins[1].dims[2..].to_vec())?;
@@ -753,6 +771,7 @@ pub fn structural_claims() -> Vec<(&'static str, Vec<DType>)> {
         "matmul_residual",
         "attention",
         "attention_merged",
+        "attention_cached",
         "conv",
         "conv_act",
         "conv_transpose",

@@ -18,6 +18,7 @@ pub fn check(node: &NodeQuery, opts: &WgpuOptions) -> Result<(), String> {
         "matmul" | "matmul_bias_act" | "matmul_residual" => return matmul(node, opts),
         "conv_act" => return conv_act(node),
         "cast" => return cast(node),
+        "attention_cached" => return attention_cached(node, opts),
         _ => {}
     }
     if node.op != "fused_elementwise" {
@@ -44,6 +45,20 @@ pub fn check(node: &NodeQuery, opts: &WgpuOptions) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The cache-reading attention has the tiled kernel only.
+fn attention_cached(node: &NodeQuery, opts: &WgpuOptions) -> Result<(), String> {
+    let (q, v) = (node.inputs[0].dims(), node.inputs[2].dims());
+    let (d, dv) = (q[q.len() - 1], v[v.len() - 1]);
+    if crate::wgsl::attention::tiled_runs(d, dv, opts) {
+        Ok(())
+    } else {
+        Err(format!(
+            "the tiled attention kernel (the only one reading a cache and new keys apart) needs head dims \
+             that are multiples of 4 with d + dv <= 128 (got {d}, {dv}) and is not forced off"
+        ))
+    }
 }
 
 /// Casts are claimed by their input dtype; not every target has a WGSL

@@ -93,6 +93,9 @@ pub struct Attention<'a> {
     pub q: &'a TensorRef,
     pub k: &'a TensorRef,
     pub v: &'a TensorRef,
+    /// `attention_cached`: the step's new keys and values, attended after
+    /// `k` and `v` (the cache) and read where they are (tiled kernel only).
+    pub new_kv: Option<(&'a TensorRef, &'a TensorRef)>,
     pub mask: Option<&'a TensorRef>,
     /// `none`, `causal`, `sliding_window`, `custom` (bool keep) or `bias`.
     pub kind: &'a str,
@@ -120,16 +123,27 @@ impl Attention<'_> {
             r,
             sq: self.q.dims[r - 2],
             d: self.q.dims[r - 1],
-            sk: self.k.dims[r - 2],
+            sk: self.k.dims[r - 2] + self.new_kv.map_or(0, |(k, _)| k.dims[r - 2]),
             dv: self.v.dims[r - 1],
         }
     }
 }
 
+/// Whether the tiled kernel runs a node of these head dims (`attention_cached`
+/// has no other kernel: `select` refuses it otherwise).
+pub fn tiled_runs(d: usize, dv: usize, opts: &WgpuOptions) -> bool {
+    tiled_fits(d, dv) && opts.attention != WgpuAttention::Row
+}
+
 pub fn kernel(name: &str, a: &Attention) -> Result<Kernel, WgpuError> {
     let Dims { d, dv, .. } = a.dims();
-    if tiled_fits(d, dv) && a.opts.attention != WgpuAttention::Row {
+    if tiled_runs(d, dv, a.opts) {
         tiled(name, a)
+    } else if a.new_kv.is_some() {
+        Err(WgpuError::Unsupported {
+            op: "attention_cached".into(),
+            why: "only the tiled kernel reads a cache and new keys apart".into(),
+        })
     } else {
         row(name, a)
     }
@@ -158,7 +172,8 @@ fn tiled(name: &str, a: &Attention) -> Result<Kernel, WgpuError> {
     let groups = grid(tiles, 1);
     let kb = (TILE_FLOATS / (d + dv)).clamp(1, 64);
     let full = |t: &TensorRef, x: usize, y: usize| with_batch(t, &batch, x, y);
-    let (q, k, v) = (full(a.q, sq, d), full(a.k, sk, d), full(a.v, sk, dv));
+    let sc0 = a.k.dims[r - 2];
+    let (q, k, v) = (full(a.q, sq, d), full(a.k, sc0, d), full(a.v, sc0, dv));
     let mut b = Builder::default();
     let (bu, bi) = unravel("bz", &batch, "z");
     let base = |t: &TensorRef| batch_addr(t, &bi);
@@ -230,20 +245,44 @@ fn tiled(name: &str, a: &Attention) -> Result<Kernel, WgpuError> {
 ",
         );
     }
-    let kload = quad(
-        &mut b,
-        &k,
-        &format!("kb + i32(j) * {}", k.strides[r - 2]),
-        "cc",
-        "",
-    );
-    let vload = quad(
-        &mut b,
-        &v,
-        &format!("vb + i32(j) * {}", v.strides[r - 2]),
-        "cc",
-        "",
-    );
+    // The keys (and values) of position j: the cache's below `sc`, the new
+    // ones after (`attention_cached`), each read through its own strides.
+    let sc = a.k.dims[r - 2];
+    let staged = |b: &mut Builder, t: &TensorRef, tb: &str, new: Option<(&TensorRef, &str)>| {
+        let first = quad(
+            b,
+            t,
+            &format!("{tb} + i32(j) * {}", t.strides[r - 2]),
+            "cc",
+            "",
+        );
+        match new {
+            None => format!("if (j < {sk}u) {{ x = {first}; }}"),
+            Some((n, nb)) => {
+                let second = quad(
+                    b,
+                    n,
+                    &format!("{nb} + i32(j - {sc}u) * {}", n.strides[r - 2]),
+                    "cc",
+                    "",
+                );
+                format!("if (j < {sc}u) {{ x = {first}; }} else if (j < {sk}u) {{ x = {second}; }}")
+            }
+        }
+    };
+    let newk = a
+        .new_kv
+        .map(|(nk, nv)| (full(nk, sk - sc, d), full(nv, sk - sc, dv)));
+    let kload = staged(&mut b, &k, "kb", newk.as_ref().map(|(nk, _)| (nk, "knb")));
+    let vload = staged(&mut b, &v, "vb", newk.as_ref().map(|(_, nv)| (nv, "vnb")));
+    let new_bases = match &newk {
+        Some((nk, nv)) => format!(
+            "let knb: i32 = {};\nlet vnb: i32 = {};\n",
+            base(nk),
+            base(nv)
+        ),
+        None => String::new(),
+    };
     let mask = mask_code(&mut b, a, &|t| full(t, sq, sk), &base)?;
     let ninf = "bits_(0xff800000u)";
     let s = format!(
@@ -265,7 +304,7 @@ let qi: u32 = min(qrow, {sqm}u);
 {bu}let qb: i32 = {qbase} + i32(qi) * {qs};
 let kb: i32 = {kbase};
 let vb: i32 = {vbase};
-{qload}{oinit}var m: f32 = {ninf};
+{new_bases}{qload}{oinit}var m: f32 = {ninf};
 var lsum: f32 = 0.0;
 for (var j0: u32 = 0u; j0 < {sk}u; j0 = j0 + {kb}u) {{
   workgroupBarrier();
@@ -273,14 +312,14 @@ for (var j0: u32 = 0u; j0 < {sk}u; j0 = j0 + {kb}u) {{
     let j = j0 + e / {d4}u;
     let cc = (e % {d4}u) * 4u;
     var x = vec4<f32>(0.0);
-    if (j < {sk}u) {{ x = {kload}; }}
+    {kload}
     Ks[e] = x;
   }}
   for (var e: u32 = lid; e < {kbdv4}u; e = e + {wg_size}u) {{
     let j = j0 + e / {dv4}u;
     let cc = (e % {dv4}u) * 4u;
     var x = vec4<f32>(0.0);
-    if (j < {sk}u) {{ x = {vload}; }}
+    {vload}
     Vs[e] = x;
   }}
   workgroupBarrier();

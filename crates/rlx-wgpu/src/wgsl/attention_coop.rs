@@ -156,7 +156,8 @@ pub fn applies(a: &Attention) -> bool {
     let r = a.q.dims.len();
     let (d, sk, dv) = (a.q.dims[r - 1], a.k.dims[r - 2], a.v.dims[r - 1]);
     let tiles = a.out.dims[..r - 2].iter().product::<usize>() * a.q.dims[r - 2].div_ceil(ROWS);
-    [a.q, a.k, a.v, a.out].iter().all(|t| t.is_half())
+    a.new_kv.is_none()
+        && [a.q, a.k, a.v, a.out].iter().all(|t| t.is_half())
         && d.is_multiple_of(16)
         && dv.is_multiple_of(16)
         && d > 0

@@ -722,6 +722,37 @@ pub fn attention_masks() -> Vec<Case> {
             ));
         }
     }
+    // A decoder step over a cache (`attention_cached`): GQA as the LLM
+    // writes it (q (1, kv, g, T, D), keys (1, kv, 1, S, D)), a cache of
+    // 70 slots of which 50 are filled (the key blocks of the tiled kernel
+    // straddle the cache's end), and 2 new keys seen causally.
+    let (kv, g, t, cap, d) = (2, 3, 2, 70, 8);
+    let keep: Vec<bool> = (0..t * (cap + t))
+        .map(|i| {
+            let (r, j) = (i / (cap + t), i % (cap + t));
+            j < 50 || (j >= cap && j - cap <= r)
+        })
+        .collect();
+    let shapes = vec![
+        (F, vec![1, kv, g, t, d]),
+        (F, vec![1, kv, 1, cap, d]),
+        (F, vec![1, kv, 1, cap, d]),
+        (F, vec![1, kv, 1, t, d]),
+        (F, vec![1, kv, 1, t, d]),
+        (DType::Bool, vec![t, cap + t]),
+    ];
+    let g_cached = one_op("attention_cached", &shapes, Attrs::new().with("scale", 0.3));
+    let mut ins: Vec<HostTensor> = shapes[..5]
+        .iter()
+        .map(|(_, s)| rand(&mut rng, F, s, -1.0, 1.0))
+        .collect();
+    ins.push(HostTensor::from_slice(&keep, vec![t, cap + t]).unwrap());
+    v.push(Case::new(
+        "attention_cached gqa step",
+        g_cached,
+        ins,
+        ACCUMULATED,
+    ));
     v
 }
 
