@@ -71,6 +71,7 @@ test("amp: 'auto' settles on f32 on the CPU; 'f16' follows transformers' opening
   // the wasm CPU engine: logits move by f16 rounding (~0.04 natively), so
   // the tokens agree while the reference's top-2 margin stays above 0.1.
   const h = await rlx.loadLlm(gguf, { amp: "f16" });
+  assert.equal(h.amp, "f16"); // a fixed amp holds from the load on
   const got = [];
   for await (const t of h.generate(p.prompt_ids, { maxTokens: 8, stopAtEos: false })) got.push(t.id);
   assert.equal(h.amp, "f16");

@@ -28,50 +28,25 @@ fn llm_err(e: LlmError) -> JsValue {
     }
 }
 
-/// What `loadLlm`'s `amp` asked for; `Auto` is settled at the first
-/// generation, when the WebGPU adapter (and whether it has `shader-f16`)
-/// is known.
-#[derive(Clone, Debug, PartialEq)]
-enum Precision {
-    Auto,
-    Fixed(rlx::Amp),
-}
-
-impl Precision {
-    fn parse(s: &str) -> Result<Precision, JsValue> {
-        if s == "auto" {
-            return Ok(Precision::Auto);
-        }
-        rlx::Amp::parse(s)
-            .map(Precision::Fixed)
-            .map_err(|m| err("invalid_argument", format!("{m} or auto")))
+/// `loadLlm`'s `amp`: `None` for `auto`, which each generation settles
+/// by the device — f16 on WebGPU where the adapter has `shader-f16` (f16
+/// storage and arithmetic, f32 accumulation), f32 elsewhere (the CPU, or
+/// an adapter without it: f16 there would be held in f32 words, no
+/// faster).
+fn parse_amp(s: &str) -> Result<Option<rlx::Amp>, JsValue> {
+    if s == "auto" {
+        return Ok(None);
     }
-
-    /// The mixed precision to compile with: `auto` is f16 on WebGPU where
-    /// the adapter has `shader-f16` (f16 storage and arithmetic, f32
-    /// accumulation), f32 everywhere else (the CPU, or an adapter without
-    /// it: f16 there would be held in f32 words, no faster).
-    fn settle(&self, device: Device, shader_f16: bool) -> rlx::Amp {
-        match self {
-            Precision::Fixed(a) => a.clone(),
-            Precision::Auto if device == Device::WebGpu && shader_f16 => rlx::Amp::f16(),
-            Precision::Auto => rlx::Amp::None,
-        }
-    }
-}
-
-/// `none`, `f16` or `bf16`: the spelling of `rlx::Amp::parse`.
-fn amp_name(a: &rlx::Amp) -> String {
-    a.policy()
-        .map(|p| p.dtype().to_string())
-        .unwrap_or_else(|| "none".into())
+    rlx::Amp::parse(s)
+        .map(Some)
+        .map_err(|m| err("invalid_argument", format!("{m} or auto")))
 }
 
 struct State {
     model: LlmModel,
     device: Device,
-    precision: Precision,
-    /// Whether `precision` was settled onto the steps.
+    /// `amp: 'auto'`, and whether a generation has settled it yet.
+    auto_amp: bool,
     settled: std::cell::Cell<bool>,
     steps: RefCell<Steps>,
 }
@@ -131,19 +106,22 @@ impl Llm {
         devices: Vec<String>,
         amp: &str,
     ) -> Result<Llm, JsValue> {
-        let precision = Precision::parse(amp)?;
+        let fixed = parse_amp(amp)?;
         let dev = device(&devices)?;
         let file = GgufFile::from_bytes_labeled(gguf, label).map_err(format_err)?;
         let model = LlmModel::from_gguf(&file, |_| {}).map_err(llm_err)?;
         drop(file);
-        let steps = RefCell::new(Steps::for_model(&model, dev));
+        let mut steps = Steps::for_model(&model, dev);
+        if let Some(a) = fixed.clone() {
+            steps.set_amp(a);
+        }
         Ok(Llm {
             s: Some(Rc::new(State {
                 model,
                 device: dev,
-                precision,
+                auto_amp: fixed.is_none(),
                 settled: std::cell::Cell::new(false),
-                steps,
+                steps: RefCell::new(steps),
             })),
         })
     }
@@ -172,13 +150,11 @@ impl Llm {
     #[wasm_bindgen(getter)]
     pub fn amp(&self) -> Result<String, JsValue> {
         let s = self.live()?;
-        if !s.settled.get() {
-            if let Precision::Auto = s.precision {
-                return Ok("auto".into());
-            }
+        if s.auto_amp && !s.settled.get() {
+            return Ok("auto".into());
         }
         let steps = s.steps.try_borrow().map_err(|_| busy())?;
-        Ok(amp_name(steps.amp()))
+        Ok(steps.amp().name())
     }
 
     /// The architecture and sizes, as JSON.
@@ -291,8 +267,11 @@ impl Llm {
             let g = {
                 let mut steps = s.steps.try_borrow_mut().map_err(|_| busy())?;
                 // A lost and re-created device may lack what the first had.
-                steps.set_amp(s.precision.settle(s.device, shader_f16));
-                s.settled.set(true);
+                if s.auto_amp {
+                    let f16 = s.device == Device::WebGpu && shader_f16;
+                    steps.set_amp(if f16 { rlx::Amp::f16() } else { rlx::Amp::None });
+                    s.settled.set(true);
+                }
                 Generation::start_async(&s.model, &mut steps, &ids, &opts)
                     .await
                     .map_err(llm_err)?

@@ -102,6 +102,13 @@ impl Amp {
             _ => Err(format!("mixed precision `{s}`: expected none, f16 or bf16")),
         }
     }
+    /// The spelling [`Amp::parse`] takes back: `none`, `f16` or `bf16`.
+    pub fn name(&self) -> String {
+        match self {
+            Amp::None => "none".into(),
+            Amp::Autocast(a) => a.dtype().to_string(),
+        }
+    }
     /// The autocast policy, if any.
     pub fn policy(&self) -> Option<&rlx_opt::Autocast> {
         match self {

@@ -31,6 +31,11 @@ impl Session {
         }
     }
 
+    /// What every compile of this session uses.
+    pub fn options(&self) -> &CompileOptions {
+        &self.options
+    }
+
     /// The key: the graph's text (which includes input shapes, every
     /// attribute and constant), the target and the dispatch options.
     fn key(&self, graph: &Graph, target: &Target) -> u64 {

@@ -71,8 +71,8 @@ pub struct Steps {
     synced: HashMap<(usize, usize), (u64, usize)>,
     /// Whether graphs keep their cache inputs resident (the default).
     resident_cache: bool,
-    /// What every graph compiles with (mixed precision: [`Steps::set_amp`]).
-    opts: rlx::CompileOptions,
+    /// Compiles every graph, with its options (mixed precision:
+    /// [`Steps::set_amp`]).
     session: Session,
 }
 
@@ -105,35 +105,39 @@ impl Steps {
             compiled: HashMap::new(),
             synced: HashMap::new(),
             resident_cache: true,
-            opts: rlx::CompileOptions::default(),
             session: Session::new(rlx::CompileOptions::default()),
         }
     }
 
     /// Drop every compiled graph and the session that compiled them (its
-    /// cache would hand the same executables back).
-    fn reset(&mut self) {
+    /// cache would hand the same executables back); compile from now on
+    /// with `opts`.
+    fn reset(&mut self, opts: rlx::CompileOptions) {
         self.compiled.clear();
         self.synced.clear();
-        self.session = Session::new(self.opts.clone());
+        self.session = Session::new(opts);
     }
 
     /// Mixed precision for the graphs compiled from now on: `Amp::f16()`
     /// runs the matmuls (the block-quantized ones too) and attention in
     /// f16 with f32 accumulation where the device has 16-bit kernels
-    /// (WebGPU with `shader-f16`, CUDA); norms, softmax and the cache's
-    /// host copy stay f32. Greedy tokens then follow the reference only
-    /// as far as f16 rounding lets them (docs/llm.md).
+    /// (WebGPU with `shader-f16`, CUDA; the CPU widens them around its
+    /// f32 kernels); norms, softmax and the cache's host copy stay f32.
+    /// Greedy tokens then follow the reference only as far as f16
+    /// rounding lets them (docs/llm.md).
     pub fn set_amp(&mut self, amp: rlx::Amp) {
-        if amp != self.opts.amp {
-            self.opts.amp = amp;
-            self.reset();
+        if amp != *self.amp() {
+            let opts = rlx::CompileOptions {
+                amp,
+                ..self.session.options().clone()
+            };
+            self.reset(opts);
         }
     }
 
     /// The mixed precision graphs compile with.
     pub fn amp(&self) -> &rlx::Amp {
-        &self.opts.amp
+        &self.session.options().amp
     }
 
     /// Whether compiled graphs keep the key/value cache resident (on by
@@ -145,7 +149,7 @@ impl Steps {
     pub fn set_resident_cache(&mut self, on: bool) {
         if on != self.resident_cache {
             self.resident_cache = on;
-            self.reset();
+            self.reset(self.session.options().clone());
         }
     }
 
@@ -175,7 +179,7 @@ impl Steps {
             return Ok(c.clone());
         }
         let g = model.decoder.model(t, p).to_mir()?;
-        let c = Arc::new(rlx::compile_with_async(&g, self.device, &self.opts).await?);
+        let c = Arc::new(rlx::compile_with_async(&g, self.device, self.session.options()).await?);
         Ok(self.keep(model, t, p, c))
     }
 
@@ -191,7 +195,7 @@ impl Steps {
             return Ok(c.dispatch_report().clone());
         }
         let g = model.decoder.model(t, p).to_mir()?;
-        Ok(rlx::plan_with(&g, self.device, &self.opts)?.report)
+        Ok(rlx::plan_with(&g, self.device, self.session.options())?.report)
     }
 
     /// Hold `c` as the graph for (t, p), its weights resident.

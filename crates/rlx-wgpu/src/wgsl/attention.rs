@@ -172,8 +172,9 @@ fn tiled(name: &str, a: &Attention) -> Result<Kernel, WgpuError> {
     let groups = grid(tiles, 1);
     let kb = (TILE_FLOATS / (d + dv)).clamp(1, 64);
     let full = |t: &TensorRef, x: usize, y: usize| with_batch(t, &batch, x, y);
-    let sc0 = a.k.dims[r - 2];
-    let (q, k, v) = (full(a.q, sq, d), full(a.k, sc0, d), full(a.v, sc0, dv));
+    // Keys in the first part (all of them but for `attention_cached`).
+    let sk1 = a.k.dims[r - 2];
+    let (q, k, v) = (full(a.q, sq, d), full(a.k, sk1, d), full(a.v, sk1, dv));
     let mut b = Builder::default();
     let (bu, bi) = unravel("bz", &batch, "z");
     let base = |t: &TensorRef| batch_addr(t, &bi);
@@ -245,9 +246,8 @@ fn tiled(name: &str, a: &Attention) -> Result<Kernel, WgpuError> {
 ",
         );
     }
-    // The keys (and values) of position j: the cache's below `sc`, the new
+    // The keys (and values) of position j: the cache's below `sk1`, the new
     // ones after (`attention_cached`), each read through its own strides.
-    let sc = a.k.dims[r - 2];
     let staged = |b: &mut Builder, t: &TensorRef, tb: &str, new: Option<(&TensorRef, &str)>| {
         let first = quad(
             b,
@@ -262,17 +262,19 @@ fn tiled(name: &str, a: &Attention) -> Result<Kernel, WgpuError> {
                 let second = quad(
                     b,
                     n,
-                    &format!("{nb} + i32(j - {sc}u) * {}", n.strides[r - 2]),
+                    &format!("{nb} + i32(j - {sk1}u) * {}", n.strides[r - 2]),
                     "cc",
                     "",
                 );
-                format!("if (j < {sc}u) {{ x = {first}; }} else if (j < {sk}u) {{ x = {second}; }}")
+                format!(
+                    "if (j < {sk1}u) {{ x = {first}; }} else if (j < {sk}u) {{ x = {second}; }}"
+                )
             }
         }
     };
     let newk = a
         .new_kv
-        .map(|(nk, nv)| (full(nk, sk - sc, d), full(nv, sk - sc, dv)));
+        .map(|(nk, nv)| (full(nk, sk - sk1, d), full(nv, sk - sk1, dv)));
     let kload = staged(&mut b, &k, "kb", newk.as_ref().map(|(nk, _)| (nk, "knb")));
     let vload = staged(&mut b, &v, "vb", newk.as_ref().map(|(_, nv)| (nv, "vnb")));
     let new_bases = match &newk {
